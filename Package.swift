@@ -1,0 +1,78 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "push-worker",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "push-worker", targets: ["push-worker"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
+    ],
+    targets: [
+        // C shims: the only places that see the C libraries' headers.
+        .systemLibrary(name: "CRdKafka", path: "Sources/CRdKafka", pkgConfig: "rdkafka",
+                       providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CHiredis", path: "Sources/CHiredis",
+                       providers: [.apt(["libhiredis-dev"])]),
+
+        // Core: contracts, validation, plugin API, policy. No I/O.
+        .target(name: "PushCore", path: "Sources/PushCore"),
+
+        // Infrastructure.
+        .target(name: "PushKafka", dependencies: ["CRdKafka", "PushCore",
+                                                   .product(name: "Logging", package: "swift-log")],
+                path: "Sources/PushKafka"),
+        .target(name: "PushHTTP", dependencies: ["PushCore", "CCurlShim", "CCurl",
+                                                  .product(name: "Logging", package: "swift-log")],
+                path: "Sources/PushHTTP"),
+        .target(name: "PushCrypto", dependencies: ["COpenSSL"], path: "Sources/PushCrypto"),
+        .target(name: "PushPipeline", dependencies: ["PushCore", "PushKafka",
+                                                      .product(name: "Logging", package: "swift-log")],
+                path: "Sources/PushPipeline"),
+        .target(name: "PushSandbox", dependencies: [
+            "PushCore", "PushCrypto",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ], path: "Sources/PushSandbox"),
+
+        // Provider plugins: each depends on the core's plugin API and the shared transport only.
+        .target(name: "ProxyPlugin", dependencies: ["PushCore", "PushHTTP"], path: "Plugins/Proxy"),
+
+        // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
+        .target(name: "PushWorker", dependencies: [
+            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushSandbox", "ProxyPlugin",
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Sources/PushWorker"),
+        .executableTarget(name: "push-worker", dependencies: [
+            "PushWorker", "PushKafka",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Sources/push-worker"),
+
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests",
+                    resources: [.copy("Fixtures")]),
+        .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore"], path: "Tests/PushKafkaTests"),
+        .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto"],
+                    path: "Tests/PushHTTPTests"),
+        .testTarget(name: "ProxyPluginTests", dependencies: ["ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox"],
+                    path: "Tests/ProxyPluginTests"),
+        .testTarget(name: "PushPipelineTests", dependencies: [
+            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "PushWorker",
+        ], path: "Tests/PushPipelineTests"),
+    ],
+    swiftLanguageModes: [.v6]
+)

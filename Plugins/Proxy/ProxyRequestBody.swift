@@ -1,0 +1,67 @@
+import PushCore
+
+/// The push-proxy request entity, field for field as the BlackBerry Spark spec gives it:
+/// `{version, expiry, userId, isStatus, body, endpointData: [{endpointId, platform, tokenType, token, pushType}]}`.
+enum ProxyRequestBody {
+    static let version = "0.2"
+
+    static func encode(_ delivery: Delivery) -> [UInt8] {
+        let job = delivery.job
+        let target = delivery.target
+        var writer = JSONWriter(capacity: 512)
+        writer.beginObject()
+        writer.member("version", version)
+        writer.member("expiry", delivery.remainingTTLSeconds)
+        writer.member("userId", job.userId)
+        writer.member("isStatus", isStatus(job.kind))
+        writer.member("body", job.body ?? opaqueBody(for: job))
+        writer.key("endpointData")
+        writer.beginArray()
+        writer.beginObject()
+        writer.member("endpointId", target.bindingId)
+        if let platform = target.platform { writer.member("platform", platform) }
+        if let tokenType = target.tokenType { writer.member("tokenType", tokenType) }
+        if let token = target.token { writer.member("token", token) }
+        writer.member("pushType", target.pushType ?? defaultPushType(job.kind))
+        writer.endObject()
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// Status pushes update state without alerting the user: cancels and wake-ups.
+    static func isStatus(_ kind: JobKind) -> Bool { kind == .cancel || kind == .wake }
+
+    /// Calls and their cancellations need VoIP pushes; everything else is an ordinary ("im") push.
+    static func defaultPushType(_ kind: JobKind) -> String {
+        switch kind {
+        case .call, .cancel: "voip"
+        case .message, .custom, .wake: "im"
+        }
+    }
+
+    /// When the job carries no opaque `body`, the proxy gets the notification as compact JSON.
+    static func opaqueBody(for job: Job) -> String {
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.member("jobId", job.id)
+        writer.member("kind", job.kind.rawValue)
+        if let notification = job.notification {
+            writer.key("notification")
+            writer.beginObject()
+            if let title = notification.title { writer.member("title", title) }
+            if let body = notification.body { writer.member("body", body) }
+            if let sound = notification.sound { writer.member("sound", sound) }
+            if let badge = notification.badge { writer.member("badge", badge) }
+            writer.endObject()
+        }
+        if !job.data.isEmpty {
+            writer.key("data")
+            writer.beginObject()
+            for (key, value) in job.data.sorted(by: { $0.key < $1.key }) { writer.member(key, value) }
+            writer.endObject()
+        }
+        writer.endObject()
+        return writer.string
+    }
+}

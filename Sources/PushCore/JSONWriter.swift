@@ -1,0 +1,74 @@
+/// Appends compact JSON to a byte buffer. Used for outcomes and provider payloads,
+/// where the field order and the exact bytes matter and Foundation is too slow.
+public struct JSONWriter {
+    public private(set) var bytes: [UInt8] = []
+    private var needsComma: [Bool] = []
+
+    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    public var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); needsComma.append(false) }
+    public mutating func endObject() { needsComma.removeLast(); bytes.append(UInt8(ascii: "}")) }
+    public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); needsComma.append(false) }
+    public mutating func endArray() { needsComma.removeLast(); bytes.append(UInt8(ascii: "]")) }
+
+    /// Starts an object member; the next value written is its value.
+    public mutating func key(_ name: String) {
+        separate()
+        appendQuoted(name)
+        bytes.append(UInt8(ascii: ":"))
+        if !needsComma.isEmpty { needsComma[needsComma.count - 1] = false }
+    }
+
+    public mutating func value(_ string: String) { separate(); appendQuoted(string) }
+    public mutating func value(_ integer: Int64) { separate(); bytes.append(contentsOf: String(integer).utf8) }
+    public mutating func value(_ integer: Int) { value(Int64(integer)) }
+    public mutating func value(_ bool: Bool) { separate(); bytes.append(contentsOf: (bool ? "true" : "false").utf8) }
+    public mutating func null() { separate(); bytes.append(contentsOf: "null".utf8) }
+
+    public mutating func value(_ json: JSONValue) {
+        switch json {
+        case .null: null()
+        case .bool(let flag): value(flag)
+        case .integer(let number): value(number)
+        case .double(let number): separate(); bytes.append(contentsOf: "\(number)".utf8)
+        case .string(let text): value(text)
+        case .array(let elements):
+            beginArray(); elements.forEach { value($0) }; endArray()
+        case .object(let members):
+            beginObject(); for member in members { key(member.key); value(member.value) }; endObject()
+        }
+    }
+
+    public mutating func member(_ name: String, _ string: String?) {
+        key(name); if let string { value(string) } else { null() }
+    }
+    public mutating func member(_ name: String, _ integer: Int64?) {
+        key(name); if let integer { value(integer) } else { null() }
+    }
+    public mutating func member(_ name: String, _ bool: Bool) { key(name); value(bool) }
+
+    private mutating func separate() {
+        guard let last = needsComma.last else { return }
+        if last { bytes.append(UInt8(ascii: ",")) } else { needsComma[needsComma.count - 1] = true }
+    }
+
+    private mutating func appendQuoted(_ string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

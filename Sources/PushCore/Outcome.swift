@@ -1,0 +1,72 @@
+/// The result for one target of one job, published to the outcomes topic (contract v1,
+/// see docs/outcome.schema.json). Key = bindingId.
+public struct Outcome: Sendable, Equatable {
+    public enum Status: String, Sendable, CaseIterable {
+        case delivered, rejected, failed, expired, deduplicated, retrying
+    }
+
+    /// What the upstream service should do about the binding or the app.
+    public enum Action: String, Sendable, CaseIterable {
+        case none
+        case removeBinding = "remove_binding"
+        case checkCredentials = "check_credentials"
+    }
+
+    public var jobId: String
+    public var userId: String
+    public var bindingId: String
+    public var provider: ProviderID
+    public var app: String?
+    public var status: Status
+    public var reason: String?
+    public var httpStatus: Int?
+    public var providerMessageId: String?
+    public var action: Action
+    /// Milliseconds since the epoch from which the provider considers the token invalid.
+    public var invalidSince: Int64?
+    public var attempts: Int
+    /// Milliseconds since the epoch when the outcome was decided.
+    public var at: Int64
+
+    public init(jobId: String, userId: String, bindingId: String, provider: ProviderID, app: String?,
+                status: Status, reason: String? = nil, httpStatus: Int? = nil, providerMessageId: String? = nil,
+                action: Action = .none, invalidSince: Int64? = nil, attempts: Int, at: Int64) {
+        self.jobId = jobId
+        self.userId = userId
+        self.bindingId = bindingId
+        self.provider = provider
+        self.app = app
+        self.status = status
+        self.reason = reason
+        self.httpStatus = httpStatus
+        self.providerMessageId = providerMessageId
+        self.action = action
+        self.invalidSince = invalidSince
+        self.attempts = attempts
+        self.at = at
+    }
+
+    public var isFinal: Bool { status != .retrying }
+
+    /// The JSON value, fields in contract order.
+    public func encoded() -> [UInt8] {
+        var writer = JSONWriter(capacity: 320)
+        writer.beginObject()
+        writer.member("v", Int64(1))
+        writer.member("jobId", jobId)
+        writer.member("userId", userId)
+        writer.member("bindingId", bindingId)
+        writer.member("provider", provider.rawValue)
+        writer.member("app", app)
+        writer.member("status", status.rawValue)
+        writer.member("reason", reason)
+        writer.member("httpStatus", httpStatus.map(Int64.init))
+        writer.member("providerMessageId", providerMessageId)
+        writer.member("action", action.rawValue)
+        writer.member("invalidSince", invalidSince)
+        writer.member("attempts", Int64(attempts))
+        writer.member("at", at)
+        writer.endObject()
+        return writer.bytes
+    }
+}

@@ -1,0 +1,33 @@
+/// The one place where a plugin's classified result becomes an outcome's status and action.
+extension Outcome {
+    public init(job: Job, target: Target, result: DeliveryResult, attempts: Int, at now: Int64) {
+        self.init(jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
+                  app: target.app, status: .failed, attempts: attempts, at: now)
+        httpStatus = result.httpStatus
+        switch result {
+        case .delivered(let messageId, _):
+            status = .delivered
+            providerMessageId = messageId
+        case .rejected(let reason, _, let since):
+            status = .rejected
+            self.reason = reason
+            action = .removeBinding
+            invalidSince = since
+        case .retryable(let reason, _, _):
+            status = .retrying
+            self.reason = reason
+        case .failed(let reason, _, let failureAction):
+            status = .failed
+            self.reason = reason
+            action = failureAction
+        }
+    }
+
+    /// An outcome decided by the pipeline without a provider answer (expired, deduplicated, no plugin…).
+    public init(job: Job, target: Target, status: Status, reason: String?, attempts: Int, at now: Int64,
+                httpStatus: Int? = nil, action: Action = .none) {
+        self.init(jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
+                  app: target.app, status: status, reason: reason, httpStatus: httpStatus, action: action,
+                  attempts: attempts, at: now)
+    }
+}

@@ -1,0 +1,58 @@
+/// One delivery attempt handed to a provider plugin.
+public struct Delivery: Sendable {
+    public let job: Job
+    public let target: Target
+    /// 1 for the first attempt.
+    public let attempt: Int
+    /// Milliseconds since the epoch when this attempt started.
+    public let now: Int64
+
+    public init(job: Job, target: Target, attempt: Int, now: Int64) {
+        self.job = job
+        self.target = target
+        self.attempt = attempt
+        self.now = now
+    }
+
+    /// Validity left to pass on to the provider (0 for now-or-never jobs).
+    public var remainingTTLSeconds: Int64 { job.deadline.remainingSeconds(at: now) }
+
+    /// An identifier stable across attempts of this job to this binding.
+    public var deliveryKey: String { "\(job.id)/\(target.bindingId)" }
+}
+
+/// A provider plugin: turns one (job, target) into a request to its provider and
+/// classifies the answer. It never publishes, retries or commits; it never throws —
+/// every failure is a classified `DeliveryResult`.
+public protocol PushProvider: Sendable {
+    var id: ProviderID { get }
+    func deliver(_ delivery: Delivery) async -> DeliveryResult
+    /// Releases connections and threads; called once at shutdown.
+    func shutdown() async
+}
+
+extension PushProvider {
+    public func shutdown() async {}
+}
+
+/// The enabled plugins, by provider.
+public struct ProviderRegistry: Sendable {
+    private var providers: [ProviderID: any PushProvider] = [:]
+
+    public init(_ providers: [any PushProvider] = []) {
+        for provider in providers { register(provider) }
+    }
+
+    public mutating func register(_ provider: any PushProvider) {
+        precondition(providers[provider.id] == nil, "two plugins registered for \(provider.id)")
+        providers[provider.id] = provider
+    }
+
+    public func provider(for id: ProviderID) -> (any PushProvider)? { providers[id] }
+
+    public var enabled: [ProviderID] { providers.keys.sorted { $0.rawValue < $1.rawValue } }
+
+    public func shutdown() async {
+        for provider in providers.values { await provider.shutdown() }
+    }
+}

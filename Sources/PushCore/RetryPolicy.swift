@@ -1,0 +1,45 @@
+/// Exponential backoff with full jitter, bounded by an attempt budget and the job's TTL.
+public struct RetryPolicy: Sendable, Equatable {
+    public var baseMilliseconds: Int64
+    public var maximumMilliseconds: Int64
+    /// Total attempts allowed, the first included.
+    public var maximumAttempts: Int
+
+    public static let `default` = RetryPolicy(baseMilliseconds: 1000, maximumMilliseconds: 60_000, maximumAttempts: 5)
+
+    public init(baseMilliseconds: Int64, maximumMilliseconds: Int64, maximumAttempts: Int) {
+        self.baseMilliseconds = baseMilliseconds
+        self.maximumMilliseconds = maximumMilliseconds
+        self.maximumAttempts = maximumAttempts
+    }
+
+    public enum Decision: Sendable, Equatable {
+        case retry(atMilliseconds: Int64)
+        case expired
+        case exhausted
+    }
+
+    /// The ceiling of the jitter window after `attempt` failed attempts.
+    public func backoffCeiling(afterAttempt attempt: Int) -> Int64 {
+        let exponent = min(max(attempt - 1, 0), 40)
+        let (scaled, overflow) = baseMilliseconds.multipliedReportingOverflow(by: Int64(1) << exponent)
+        return overflow ? maximumMilliseconds : min(scaled, maximumMilliseconds)
+    }
+
+    /// What to do after attempt number `attempt` failed transiently at `now`.
+    /// - Parameters:
+    ///   - retryAfter: the provider's hint; the retry is never earlier than it.
+    ///   - random: returns a value in 0...upperBound (injected so tests can pin the jitter).
+    public func decide(afterAttempt attempt: Int, now: Int64, deadline: Deadline, retryAfter: Duration?,
+                       random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }) -> Decision {
+        guard attempt < maximumAttempts else { return .exhausted }
+        guard !deadline.isNowOrNever else { return .expired }
+        var delay = random(backoffCeiling(afterAttempt: attempt))
+        if let retryAfter {
+            let hinted = retryAfter.components.seconds * 1000 + retryAfter.components.attoseconds / 1_000_000_000_000_000
+            delay = max(delay, hinted)
+        }
+        let due = now + delay
+        return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired
+    }
+}

@@ -1,0 +1,284 @@
+import CCurl
+import CCurlShim
+import Foundation
+import Synchronization
+
+public struct CurlTransportConfiguration: Sendable {
+    /// Connections per host; HTTP/2 multiplexes streams over each.
+    public var maximumConnectionsPerHost: Int
+    public var maximumStreamsPerConnection: Int
+    /// Response bodies beyond this are refused (providers answer with small JSON documents).
+    public var maximumResponseBytes: Int
+    public var connectTimeout: Duration
+
+    public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
+                maximumResponseBytes: Int = 1 << 20, connectTimeout: Duration = .seconds(5)) {
+        self.maximumConnectionsPerHost = maximumConnectionsPerHost
+        self.maximumStreamsPerConnection = maximumStreamsPerConnection
+        self.maximumResponseBytes = maximumResponseBytes
+        self.connectTimeout = connectTimeout
+    }
+}
+
+/// HTTP/2 over TLS on libcurl's multi interface: one thread owns the multi handle and
+/// runs every transfer; callers enqueue requests and await their responses.
+public final class CurlHTTPTransport: HTTPTransport {
+    private let loop: CurlMultiLoop
+
+    public init(configuration: CurlTransportConfiguration = CurlTransportConfiguration(), name: String = "http") {
+        loop = CurlMultiLoop(configuration: configuration, name: name)
+    }
+
+    public func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
+        let id = loop.nextTransferID()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                loop.submit(PendingTransfer(id: id, request: request, continuation: continuation))
+            }
+        } onCancel: {
+            loop.cancel(id)
+        }
+        return try result.get()
+    }
+
+    public func shutdown() { loop.stop() }
+
+    deinit { loop.stop() }
+}
+
+struct PendingTransfer: Sendable {
+    let id: UInt64
+    let request: HTTPRequest
+    let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
+}
+
+/// Everything libcurl writes into during one transfer; reached from C callbacks through `Unmanaged`.
+final class TransferState {
+    let id: UInt64
+    let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
+    let easy: CurlEasyHandle
+    let headerList: CurlStringList
+    let maximumResponseBytes: Int
+    var responseHeaders: [(name: String, value: String)] = []
+    var responseBody: [UInt8] = []
+    var bodyTooLarge = false
+
+    init(pending: PendingTransfer, easy: CurlEasyHandle, headerList: CurlStringList, maximumResponseBytes: Int) {
+        id = pending.id
+        continuation = pending.continuation
+        self.easy = easy
+        self.headerList = headerList
+        self.maximumResponseBytes = maximumResponseBytes
+    }
+}
+
+private let curlGlobalInit: Void = {
+    curl_global_init(Int(CURL_GLOBAL_ALL))
+}()
+
+/// Owns the multi handle and the thread that drives it.
+final class CurlMultiLoop: @unchecked Sendable {
+    private struct Inbox {
+        var pending: [PendingTransfer] = []
+        var cancelled: [UInt64] = []
+        var stopping = false
+        var nextID: UInt64 = 0
+    }
+
+    private let multi: UnsafeMutableRawPointer
+    private let configuration: CurlTransportConfiguration
+    private let inbox = Mutex(Inbox())
+    private let finished = DispatchSemaphore(value: 0)
+    private let stopOnce = Mutex(false)
+
+    // Touched only by the loop thread.
+    private var active: [UnsafeMutableRawPointer: TransferState] = [:]
+    private var idleHandles: [CurlEasyHandle] = []
+
+    init(configuration: CurlTransportConfiguration, name: String) {
+        _ = curlGlobalInit
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        self.multi = multi
+        self.configuration = configuration
+        _ = push_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
+        _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maximumStreamsPerConnection)
+        let thread = Thread { [self] in run() }
+        thread.name = "curl-\(name)"
+        thread.start()
+    }
+
+    deinit { curl_multi_cleanup(multi) }
+
+    func nextTransferID() -> UInt64 {
+        inbox.withLock { $0.nextID += 1; return $0.nextID }
+    }
+
+    func submit(_ transfer: PendingTransfer) {
+        let accepted = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }
+            inbox.pending.append(transfer)
+            return true
+        }
+        guard accepted else { transfer.continuation.resume(returning: .failure(.shutDown)); return }
+        curl_multi_wakeup(multi)
+    }
+
+    func cancel(_ id: UInt64) {
+        inbox.withLock { $0.cancelled.append(id) }
+        curl_multi_wakeup(multi)
+    }
+
+    /// Fails what is in flight with `.shutDown` and waits for the loop thread to end.
+    func stop() {
+        let first = stopOnce.withLock { stopped -> Bool in defer { stopped = true }; return !stopped }
+        guard first else { return }
+        inbox.withLock { $0.stopping = true }
+        curl_multi_wakeup(multi)
+        finished.wait()
+    }
+
+    private func run() {
+        while true {
+            let (pending, cancelled, stopping) = inbox.withLock { inbox in
+                defer { inbox.pending.removeAll(keepingCapacity: true); inbox.cancelled.removeAll() }
+                return (inbox.pending, inbox.cancelled, inbox.stopping)
+            }
+            if stopping {
+                for transfer in pending { transfer.continuation.resume(returning: .failure(.shutDown)) }
+                for state in Array(active.values) { complete(state, with: .failure(.shutDown)) }
+                finished.signal()
+                return
+            }
+            for transfer in pending { start(transfer) }
+            for id in cancelled {
+                if let state = active.values.first(where: { $0.id == id }) { complete(state, with: .failure(.cancelled)) }
+            }
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            var remaining: Int32 = 0
+            while let message = curl_multi_info_read(multi, &remaining) {
+                var handle: UnsafeMutableRawPointer?
+                var code = CURLE_OK
+                if push_curl_message_done(message, &handle, &code) == 1, let handle, let state = active[handle] {
+                    complete(state, with: result(of: state, code: code))
+                }
+            }
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+    }
+
+    private func start(_ transfer: PendingTransfer) {
+        let request = transfer.request
+        let easy: CurlEasyHandle
+        if let reused = idleHandles.popLast() { reused.reset(); easy = reused } else { easy = CurlEasyHandle() }
+        var lines = request.headers.map { "\($0.name): \($0.value)" }
+        lines.append("Expect:")
+        let state = TransferState(pending: transfer, easy: easy, headerList: CurlStringList(lines),
+                                  maximumResponseBytes: configuration.maximumResponseBytes)
+        let context = Unmanaged.passUnretained(state).toOpaque()
+
+        easy.set(CURLOPT_URL, request.url)
+        easy.set(CURLOPT_NOSIGNAL, 1)
+        easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        easy.set(CURLOPT_PIPEWAIT, 1)
+        easy.set(CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds))
+        easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(request.timeout, configuration.connectTimeout).milliseconds))
+        easy.set(CURLOPT_PROTOCOLS_STR, "https")
+        if let caFile = request.tls.caFile { easy.set(CURLOPT_CAINFO, caFile) }
+        if let certificate = request.tls.clientCertificateFile { easy.set(CURLOPT_SSLCERT, certificate) }
+        if let key = request.tls.clientKeyFile { easy.set(CURLOPT_SSLKEY, key) }
+        easy.set(CURLOPT_HTTPHEADER, list: state.headerList)
+        switch request.method {
+        case "GET":
+            easy.set(CURLOPT_HTTPGET, 1)
+        default:
+            easy.set(CURLOPT_POSTFIELDSIZE, request.body.count)
+            request.body.withUnsafeBytes { buffer in
+                let empty: [UInt8] = [0]
+                if buffer.count == 0 {
+                    empty.withUnsafeBytes { easy.set(CURLOPT_COPYPOSTFIELDS, pointer: UnsafeMutableRawPointer(mutating: $0.baseAddress)) }
+                } else {
+                    easy.set(CURLOPT_COPYPOSTFIELDS, pointer: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
+                }
+            }
+            if request.method != "POST" { easy.set(CURLOPT_CUSTOMREQUEST, request.method) }
+        }
+        easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, context in
+            let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
+            let length = size * count
+            guard state.responseBody.count + length <= state.maximumResponseBytes else {
+                state.bodyTooLarge = true
+                return 0
+            }
+            if let data { state.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
+            return length
+        })
+        easy.set(CURLOPT_WRITEDATA, pointer: context)
+        easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, context in
+            let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
+            let length = size * count
+            guard let data else { return length }
+            let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+            if line.hasPrefix("HTTP/") {
+                state.responseHeaders.removeAll()
+            } else if let colon = line.firstIndex(of: ":") {
+                let name = line[..<colon].lowercased()
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+                state.responseHeaders.append((name, value))
+            }
+            return length
+        })
+        easy.set(CURLOPT_HEADERDATA, pointer: context)
+
+        active[easy.pointer] = state
+        curl_multi_add_handle(multi, easy.pointer)
+    }
+
+    private func result(of state: TransferState, code: CURLcode) -> Result<HTTPResponse, HTTPTransportError> {
+        let status = state.easy.responseCode
+        let response = HTTPResponse(status: status, headers: state.responseHeaders, body: state.responseBody)
+        switch code {
+        case CURLE_OK:
+            return .success(response)
+        case CURLE_HTTP2_STREAM where status != 0 && isComplete(response):
+            // A complete response followed by RST_STREAM(NO_ERROR) is still a response.
+            return .success(response)
+        case CURLE_OPERATION_TIMEDOUT:
+            return .failure(.timedOut)
+        case CURLE_WRITE_ERROR where state.bodyTooLarge:
+            return .failure(.protocolError("response body larger than \(state.maximumResponseBytes) bytes"))
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_CONNECT, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING:
+            return .failure(.connectionFailed(describe(code)))
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE,
+             CURLE_SSL_CIPHER, CURLE_SSL_ENGINE_NOTFOUND:
+            return .failure(.tls(describe(code)))
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
+            return .failure(.invalidRequest(describe(code)))
+        default:
+            return .failure(.protocolError(describe(code)))
+        }
+    }
+
+    private func isComplete(_ response: HTTPResponse) -> Bool {
+        guard let length = response.header("content-length").flatMap(Int.init) else { return true }
+        return length == response.body.count
+    }
+
+    private func describe(_ code: CURLcode) -> String {
+        "\(String(cString: curl_easy_strerror(code))) (curl \(code.rawValue))"
+    }
+
+    private func complete(_ state: TransferState, with result: Result<HTTPResponse, HTTPTransportError>) {
+        curl_multi_remove_handle(multi, state.easy.pointer)
+        active[state.easy.pointer] = nil
+        if idleHandles.count < 256 { idleHandles.append(state.easy) }
+        state.continuation.resume(returning: result)
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

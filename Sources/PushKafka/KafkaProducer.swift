@@ -1,0 +1,176 @@
+import CRdKafka
+import Foundation
+import Logging
+import Synchronization
+
+/// Waits for the delivery reports of one batch of records.
+final class DeliveryBatch: Sendable {
+    private struct State {
+        var remaining: Int
+        var firstError: KafkaError?
+        var continuation: CheckedContinuation<Result<Void, KafkaError>, Never>?
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int, continuation: CheckedContinuation<Result<Void, KafkaError>, Never>) {
+        state = Mutex(State(remaining: count, continuation: continuation))
+    }
+
+    func reported(_ error: KafkaError?) {
+        let finished = state.withLock { state -> (CheckedContinuation<Result<Void, KafkaError>, Never>, KafkaError?)? in
+            if state.firstError == nil, let error { state.firstError = error }
+            state.remaining -= 1
+            guard state.remaining == 0, let continuation = state.continuation else { return nil }
+            state.continuation = nil
+            return (continuation, state.firstError)
+        }
+        if let (continuation, error) = finished {
+            continuation.resume(returning: error.map { .failure($0) } ?? .success(()))
+        }
+    }
+}
+
+private final class PollerState: Sendable {
+    let stopping = Atomic<Bool>(false)
+    let finished = DispatchSemaphore(value: 0)
+}
+
+/// An idempotent librdkafka producer (`acks=all`). `send` returns once the broker
+/// acknowledged every record of the batch.
+public final class KafkaProducer: Sendable {
+    private let rdkafka: RDKafkaHandle
+    private var handle: OpaquePointer { rdkafka.pointer }
+    private let logger: Logger
+    private let poller = PollerState()
+
+    public static func defaultProperties(bootstrapServers: String) -> [String: String] {
+        [
+            "bootstrap.servers": bootstrapServers,
+            "enable.idempotence": "true",
+            "acks": "all",
+            "linger.ms": "2",
+        ]
+    }
+
+    /// - Parameter properties: complete librdkafka properties (see `defaultProperties`).
+    public init(properties: [String: String], logger: Logger) throws(KafkaError) {
+        self.logger = logger
+        let conf = try RDKafkaConfig.make(properties)
+        rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
+            guard let message, let opaque = message.pointee._private else { return }
+            let batch = Unmanaged<DeliveryBatch>.fromOpaque(opaque).takeRetainedValue()
+            let error = message.pointee.err
+            batch.reported(error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error))
+        }
+        rdkafka = RDKafkaHandle(try RDKafkaConfig.newHandle(RD_KAFKA_PRODUCER, conf: conf))
+        let thread = Thread { [rdkafka, poller] in
+            while !poller.stopping.load(ordering: .relaxed) { rd_kafka_poll(rdkafka.pointer, 100) }
+            poller.finished.signal()
+        }
+        thread.name = "kafka-producer-poll"
+        thread.start()
+    }
+
+    /// Produces `records` and waits for every delivery report.
+    public func send(_ records: [KafkaRecord]) async throws(KafkaError) {
+        guard !records.isEmpty else { return }
+        let result = await withCheckedContinuation { continuation in
+            let batch = DeliveryBatch(count: records.count, continuation: continuation)
+            for record in records {
+                let opaque = Unmanaged.passRetained(batch).toOpaque()
+                if let error = enqueue(record, opaque: opaque) {
+                    Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
+                    batch.reported(error)
+                }
+            }
+        }
+        try result.get()
+    }
+
+    private func enqueue(_ record: KafkaRecord, opaque: UnsafeMutableRawPointer) -> KafkaError? {
+        while true {
+            let error = record.topic.withCString { topic in
+                record.value.withUnsafeBytes { value in
+                    withKeyAndHeaders(record) { keyAndHeaders in
+                        var values: [rd_kafka_vu_t] = []
+                        values.reserveCapacity(5 + keyAndHeaders.count)
+                        var vu = rd_kafka_vu_t()
+                        vu.vtype = RD_KAFKA_VTYPE_TOPIC
+                        vu.u.cstr = topic
+                        values.append(vu)
+                        vu = rd_kafka_vu_t()
+                        vu.vtype = RD_KAFKA_VTYPE_VALUE
+                        vu.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+                        vu.u.mem.size = value.count
+                        values.append(vu)
+                        vu = rd_kafka_vu_t()
+                        vu.vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                        vu.u.i = RD_KAFKA_MSG_F_COPY
+                        values.append(vu)
+                        vu = rd_kafka_vu_t()
+                        vu.vtype = RD_KAFKA_VTYPE_OPAQUE
+                        vu.u.ptr = opaque
+                        values.append(vu)
+                        values.append(contentsOf: keyAndHeaders)
+                        return values.withUnsafeBufferPointer { rd_kafka_produceva(handle, $0.baseAddress, $0.count) }
+                    }
+                }
+            }
+            guard let error else { return nil }
+            let code = rd_kafka_error_code(error)
+            rd_kafka_error_destroy(error)
+            if code == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) {
+                Thread.sleep(forTimeInterval: 0.005)
+                continue
+            }
+            return KafkaError(code)
+        }
+    }
+
+    /// Waits up to `timeout` for queued records to be delivered, then stops polling.
+    public func close(timeout: Duration = .seconds(10)) {
+        guard !poller.stopping.exchange(true, ordering: .relaxed) else { return }
+        poller.finished.wait()
+        let remaining = rd_kafka_flush(handle, Int32(timeout.components.seconds * 1000))
+        if remaining != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("outcome producer closed with undelivered records", metadata: ["queued": "\(rd_kafka_outq_len(handle))"])
+            rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+            rd_kafka_poll(handle, 0)
+        }
+    }
+
+    deinit { close(timeout: .zero) }
+}
+
+/// Calls `body` with key and header entries whose memory stays valid for the call.
+private func withKeyAndHeaders<Result>(_ record: KafkaRecord, _ body: ([rd_kafka_vu_t]) -> Result) -> Result {
+    var allocations: [UnsafeMutableRawPointer] = []
+    defer { allocations.forEach { free($0) } }
+    func copy(_ bytes: [UInt8]) -> UnsafeMutableRawPointer {
+        let memory = malloc(max(bytes.count, 1))!
+        if !bytes.isEmpty { bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) } }
+        allocations.append(memory)
+        return memory
+    }
+    var values: [rd_kafka_vu_t] = []
+    if let key = record.key {
+        var vu = rd_kafka_vu_t()
+        vu.vtype = RD_KAFKA_VTYPE_KEY
+        vu.u.mem.ptr = copy(key)
+        vu.u.mem.size = key.count
+        values.append(vu)
+    }
+    for header in record.headers {
+        var vu = rd_kafka_vu_t()
+        vu.vtype = RD_KAFKA_VTYPE_HEADER
+        vu.u.header.name = UnsafePointer(strdup(header.name).map { pointer -> UnsafeMutablePointer<CChar> in
+            allocations.append(UnsafeMutableRawPointer(pointer))
+            return pointer
+        })
+        vu.u.header.val = UnsafeRawPointer(copy(header.value))
+        vu.u.header.size = header.value.count
+        values.append(vu)
+    }
+    return body(values)
+}

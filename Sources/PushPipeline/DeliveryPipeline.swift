@@ -1,0 +1,177 @@
+import Foundation
+import Logging
+import PushCore
+import PushKafka
+import Synchronization
+
+/// The worker's spine: a consumer thread feeds jobs to tasks; each job's outcomes are
+/// published and acknowledged before its offset may be committed; offsets advance per
+/// partition over the contiguous run of finished jobs; too many jobs in flight pause
+/// the consumer. Jobs with the same Kafka key (the user) run one after another.
+public final class DeliveryPipeline: Sendable {
+    private struct State {
+        var tracker = OffsetTracker()
+        var inFlight = 0
+        var paused = false
+        var stopRequested = false
+        var sequence: UInt64 = 0
+        /// The last running job per Kafka key, so one user's jobs keep their order.
+        var tails: [[UInt8]: (sequence: UInt64, task: Task<Void, Never>)] = [:]
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+    }
+
+    private let configuration: PipelineConfiguration
+    private let consumerProperties: [String: String]
+    private let producer: KafkaProducer
+    private let processor: JobProcessor
+    private let records: OutcomeRecords
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let consumerFinished = DispatchSemaphore(value: 0)
+
+    /// - Parameters:
+    ///   - consumerProperties: complete librdkafka consumer properties (see `KafkaConsumer.defaultProperties`).
+    ///   - producer: publishes outcomes and dead letters.
+    public init(configuration: PipelineConfiguration, consumerProperties: [String: String], producer: KafkaProducer,
+                processor: JobProcessor, logger: Logger) {
+        self.configuration = configuration
+        self.consumerProperties = consumerProperties
+        self.producer = producer
+        self.processor = processor
+        records = OutcomeRecords(outcomesTopic: configuration.outcomesTopic, deadLetterTopic: configuration.deadLetterTopic)
+        self.logger = logger
+    }
+
+    public var inFlightJobs: Int { state.withLock { $0.inFlight } }
+
+    /// Consumes until `stop()`; returns after in-flight work finished or was abandoned and the consumer left the group.
+    public func run() async throws {
+        let consumer = try KafkaConsumer(properties: consumerProperties, topics: [configuration.jobsTopic],
+                                         logger: logger) { [weak self] event in self?.handle(event) }
+        let thread = Thread { [self] in
+            consumeLoop(consumer)
+            consumerFinished.signal()
+        }
+        thread.name = "kafka-consumer"
+        thread.start()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { [consumerFinished] in
+                consumerFinished.wait()
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Asks the pipeline to stop consuming and wind down; `run()` returns when it has.
+    public func stop() {
+        state.withLock { $0.stopRequested = true }
+    }
+
+    private func consumeLoop(_ consumer: KafkaConsumer) {
+        let resumeBelow = max(configuration.maximumInFlightJobs * 3 / 4, 1)
+        while true {
+            let (stopping, pause, resume) = state.withLock { state in
+                let pause = !state.paused && state.inFlight >= configuration.maximumInFlightJobs
+                let resume = state.paused && state.inFlight < resumeBelow
+                if pause { state.paused = true }
+                if resume { state.paused = false }
+                return (state.stopRequested, pause, resume)
+            }
+            if stopping { break }
+            if pause { consumer.pauseAll(); logger.debug("consumer paused: too many jobs in flight") }
+            if resume { consumer.resumeAll(); logger.debug("consumer resumed") }
+            guard let message = consumer.poll(timeoutMilliseconds: 100) else { continue }
+            start(message, consumer: consumer)
+        }
+        drain()
+        consumer.close()
+        logger.info("consumer closed")
+    }
+
+    private func start(_ message: KafkaMessage, consumer: KafkaConsumer) {
+        state.withLock { state in
+            state.sequence += 1
+            let sequence = state.sequence
+            state.tracker.begin(message.topicPartition, offset: message.offset)
+            state.inFlight += 1
+            let previous = message.key.flatMap { state.tails[$0]?.task }
+            let task = Task { [self] in
+                await previous?.value
+                let processed = await processor.process(message)
+                let published = await publish(records.records(for: processed, from: message), abandoned: processed)
+                finish(message, sequence: sequence, completed: published, consumer: consumer)
+            }
+            state.tasks[sequence] = task
+            if let key = message.key { state.tails[key] = (sequence, task) }
+        }
+    }
+
+    /// Publishes until acknowledged; gives up only when stopping (the job then stays uncommitted).
+    private func publish(_ records: [KafkaRecord], abandoned processed: ProcessedJob) async -> Bool {
+        if case .abandoned = processed { return false }
+        var backoff = Duration.milliseconds(100)
+        while true {
+            do {
+                try await producer.send(records)
+                return true
+            } catch {
+                logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
+                if Task.isCancelled { return false }
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    private func finish(_ message: KafkaMessage, sequence: UInt64, completed: Bool, consumer: KafkaConsumer) {
+        state.withLock { state in
+            state.inFlight -= 1
+            state.tasks[sequence] = nil
+            if let key = message.key, state.tails[key]?.sequence == sequence { state.tails[key] = nil }
+            guard completed, let offset = state.tracker.finish(message.topicPartition, offset: message.offset) else { return }
+            consumer.storeOffset(offset, for: message.topicPartition)
+        }
+    }
+
+    /// Runs on the consumer thread inside `poll`.
+    private func handle(_ event: RebalanceEvent) {
+        switch event {
+        case .assigned(let partitions):
+            state.withLock { state in
+                state.tracker.assign(partitions)
+                state.paused = false
+            }
+        case .revoking(let partitions):
+            let deadline = ContinuousClock.now + configuration.revocationGrace
+            while state.withLock({ $0.tracker.inFlight(in: partitions) }) > 0, ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            let abandoned = state.withLock { state in
+                defer { state.tracker.revoke(partitions) }
+                return state.tracker.inFlight(in: partitions)
+            }
+            if abandoned > 0 {
+                logger.warning("partitions revoked with jobs still in flight; they will be redelivered",
+                               metadata: ["jobs": "\(abandoned)", "partitions": "\(partitions)"])
+            }
+        }
+    }
+
+    /// At stop: wait for in-flight jobs up to the shutdown grace, then cancel the rest.
+    private func drain() {
+        let deadline = ContinuousClock.now + configuration.shutdownGrace
+        while state.withLock({ $0.inFlight }) > 0, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        let remaining = state.withLock { Array($0.tasks.values) }
+        if !remaining.isEmpty {
+            logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
+                           metadata: ["jobs": "\(remaining.count)"])
+            remaining.forEach { $0.cancel() }
+            let cancelDeadline = ContinuousClock.now + .seconds(2)
+            while state.withLock({ $0.inFlight }) > 0, ContinuousClock.now < cancelDeadline {
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+        }
+    }
+}

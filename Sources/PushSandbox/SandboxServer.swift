@@ -1,0 +1,168 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+public struct SandboxRequest: Sendable {
+    public var method: String
+    public var path: String
+    /// Header names are lower-cased.
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name == name.lowercased() }?.value
+    }
+}
+
+public struct SandboxResponse: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+    /// Answer only after this long (a slow provider).
+    public var delay: Duration?
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [], delay: Duration? = nil) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.delay = delay
+    }
+
+    public init(status: Int, json: String, headers: [(name: String, value: String)] = []) {
+        self.init(status: status, headers: headers + [("content-type", "application/json")], body: Array(json.utf8))
+    }
+}
+
+/// An HTTP/2-over-TLS server on loopback that answers every request through a
+/// responder and keeps a record of what it received.
+public final class SandboxServer: Sendable {
+    public typealias Responder = @Sendable (SandboxRequest) -> SandboxResponse
+
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+    private let received = Mutex<[SandboxRequest]>([])
+    public let port: Int
+    public let tls: SandboxTLS
+
+    public var baseURL: String { "https://localhost:\(port)" }
+
+    /// Every request received so far, in arrival order.
+    public var requests: [SandboxRequest] { received.withLock { $0 } }
+
+    /// - Parameter requireClientCertificate: demand a client certificate issued by the sandbox CA (mutual TLS).
+    public static func start(tls: SandboxTLS, requireClientCertificate: Bool = false, port: Int = 0,
+                             responder: @escaping Responder) async throws -> SandboxServer {
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.serverCertificate.privateKeyPEM.utf8), format: .pem)))
+        configuration.applicationProtocols = ["h2"]
+        if requireClientCertificate {
+            configuration.certificateVerification = .noHostnameVerification
+            configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(tls.caCertificatePEM.utf8), format: .pem)])
+        }
+        let sslContext = try NIOSSLContext(configuration: configuration)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let box = RecorderBox()
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                        mode: .server,
+                        connectionConfiguration: .init(),
+                        streamConfiguration: .init()
+                    ) { stream in
+                        stream.eventLoop.makeCompletedFuture {
+                            try stream.pipeline.syncOperations.addHandlers([
+                                HTTP2FramePayloadToHTTP1ServerCodec(),
+                                SandboxStreamHandler(responder: responder, record: { box.server?.record($0) }),
+                            ])
+                        }
+                    }
+                }
+            }
+            .bind(host: "127.0.0.1", port: port).get()
+        let server = SandboxServer(group: group, channel: channel, tls: tls)
+        box.set(server)
+        return server
+    }
+
+    private init(group: MultiThreadedEventLoopGroup, channel: any Channel, tls: SandboxTLS) {
+        self.group = group
+        self.channel = channel
+        self.tls = tls
+        port = channel.localAddress?.port ?? 0
+    }
+
+    fileprivate func record(_ request: SandboxRequest) { received.withLock { $0.append(request) } }
+
+    public func clearRecord() { received.withLock { $0.removeAll() } }
+
+    public func stop() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// Lets handlers created before the server object reach it.
+private final class RecorderBox: Sendable {
+    private let value = Mutex<SandboxServer?>(nil)
+    var server: SandboxServer? { value.withLock { $0 } }
+    func set(_ server: SandboxServer) { value.withLock { $0 = server } }
+}
+
+private final class SandboxStreamHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let responder: SandboxServer.Responder
+    private let record: @Sendable (SandboxRequest) -> Void
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+
+    init(responder: @escaping SandboxServer.Responder, record: @escaping @Sendable (SandboxRequest) -> Void) {
+        self.responder = responder
+        self.record = record
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body(var buffer):
+            body.append(contentsOf: buffer.readBytes(length: buffer.readableBytes) ?? [])
+        case .end:
+            guard let head else { return }
+            let request = SandboxRequest(method: head.method.rawValue, path: head.uri,
+                                         headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body)
+            record(request)
+            let response = responder(request)
+            if let delay = response.delay {
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000
+                                                                + delay.components.attoseconds / 1_000_000_000)) {
+                    let (handler, context) = loopBound.value
+                    handler.write(response, context: context)
+                }
+            } else {
+                write(response, context: context)
+            }
+        }
+    }
+
+    private func write(_ response: SandboxResponse, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        headers.replaceOrAdd(name: "content-length", value: "\(response.body.count)")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: response.status),
+                                                             headers: headers))), promise: nil)
+        if !response.body.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}

@@ -1,0 +1,56 @@
+/// Every `PUSH_*` variable the worker reads: the single source for `--help`, the README
+/// table and the unknown-variable check.
+public struct EnvironmentVariable: Sendable {
+    public let name: String
+    public let defaultValue: String?
+    public let meaning: String
+
+    init(_ name: String, _ defaultValue: String?, _ meaning: String) {
+        self.name = name
+        self.defaultValue = defaultValue
+        self.meaning = meaning
+    }
+}
+
+public enum ConfigurationReference {
+    public static let rdkafkaPrefix = "PUSH_RDKAFKA_"
+
+    public static let variables: [EnvironmentVariable] = [
+        .init("PUSH_KAFKA_BROKERS", nil, "Kafka bootstrap servers, comma-separated (required by `run`)."),
+        .init("PUSH_KAFKA_GROUP_ID", "push-worker", "Consumer group shared by all replicas."),
+        .init("PUSH_JOBS_TOPIC", "push.jobs", "Topic the jobs are consumed from."),
+        .init("PUSH_OUTCOMES_TOPIC", "push.outcomes", "Topic every outcome is published to (key = bindingId)."),
+        .init("PUSH_DLQ_TOPIC", "push.dlq", "Dead-letter topic for invalid jobs (reason in the `push-dlq-reason` header)."),
+        .init("PUSH_RDKAFKA_<PROPERTY>", nil, "Any librdkafka property, `_` → `.` (e.g. `PUSH_RDKAFKA_SECURITY_PROTOCOL=ssl`); applied to consumer and producer."),
+        .init("PUSH_MAX_IN_FLIGHT", "1000", "Jobs consumed but not finished; at this number the consumer pauses."),
+        .init("PUSH_MAX_JOB_BYTES", "131072", "Largest accepted job message; larger ones go to the dead-letter topic."),
+        .init("PUSH_RETRY_BASE_MS", "1000", "Backoff base: retry n waits a random time in [0, base·2^(n-1)] (full jitter)."),
+        .init("PUSH_RETRY_MAX_MS", "60000", "Backoff cap."),
+        .init("PUSH_MAX_ATTEMPTS", "5", "Attempts per target, the first included; then the outcome is `failed`."),
+        .init("PUSH_SHUTDOWN_GRACE_S", "20", "On SIGTERM/SIGINT, how long in-flight jobs may finish before they are left for redelivery."),
+        .init("PUSH_PROVIDERS", nil, "Comma-separated list restricting the enabled plugins (`apns,fcm,webpush,proxy`); default: every provider whose configuration is present."),
+        .init("PUSH_HTTP_MAX_CONNECTIONS", "2", "HTTP/2 connections per provider host (each multiplexes up to 100 streams)."),
+        .init("PUSH_PROXY_URL", nil, "Push-proxy endpoint (https). Enables the proxy plugin for every proxy target."),
+        .init("PUSH_PROXY_CA_FILE", nil, "PEM CA bundle trusted for the proxy instead of the system store."),
+        .init("PUSH_PROXY_CERT_FILE", nil, "PEM client certificate for mutual TLS with the proxy."),
+        .init("PUSH_PROXY_KEY_FILE", nil, "PEM private key of `PUSH_PROXY_CERT_FILE`."),
+        .init("PUSH_PROXY_TIMEOUT_MS", "10000", "Per-request timeout for the proxy."),
+        .init("PUSH_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical."),
+        .init("PUSH_LOG_FORMAT", "json", "`json` (one object per line) or `text`."),
+    ]
+
+    /// The reference as a Markdown table (README) or aligned text (`--help`).
+    public static func render(markdown: Bool) -> String {
+        if markdown {
+            var lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
+            for variable in variables {
+                lines.append("| `\(variable.name)` | \(variable.defaultValue.map { "`\($0)`" } ?? "—") | \(variable.meaning) |")
+            }
+            return lines.joined(separator: "\n")
+        }
+        return variables.map { variable in
+            let defaultText = variable.defaultValue.map { " (default: \($0))" } ?? ""
+            return "  \(variable.name)\(defaultText)\n      \(variable.meaning.replacingOccurrences(of: "`", with: ""))"
+        }.joined(separator: "\n")
+    }
+}

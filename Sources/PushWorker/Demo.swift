@@ -1,0 +1,161 @@
+import Foundation
+import Logging
+import PushCore
+import PushKafka
+import PushPipeline
+import PushSandbox
+
+/// `push-worker demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
+/// loopback, a push-proxy sandbox over HTTP/2 + TLS — fed a handful of realistic jobs.
+public enum Demo {
+    public struct Row: Sendable {
+        public let title: String
+        public let jobId: String
+        public let bindingId: String
+        public let status: String
+        public let action: String
+        public let httpStatus: String
+        public let attempts: String
+        public let reason: String
+    }
+
+    struct SampleJob {
+        let title: String
+        let id: String
+        let key: String
+        let json: String
+        let expectedMessages: Int
+    }
+
+    static func samples(now: Int64) -> [SampleJob] {
+        func job(_ id: String, kind: String, user: String, ttl: Int = 60, createdAt: Int64? = nil, extra: String = "",
+                 targets: String) -> String {
+            """
+            {"v":1,"id":"\(id)","createdAt":\(createdAt ?? now),"ttl":\(ttl),"kind":"\(kind)","userId":"\(user)",\(extra)"targets":[\(targets)]}
+            """
+        }
+        let voip = #"{"bindingId":"alice-iphone","provider":"proxy","token":"a1b2c3d4e5f6","tokenType":"apnsVoip","platform":"ios","pushType":"voip"}"#
+        let android = #"{"bindingId":"alice-pixel","provider":"proxy","token":"fcm-token-123","tokenType":"fcm","platform":"android"}"#
+        return [
+            SampleJob(title: "incoming call", id: "call-1", key: "alice",
+                      json: job("call-1", kind: "call", user: "alice", ttl: 30,
+                                extra: #""priority":"high","data":{"callId":"c-77","from":"bob"},"#, targets: voip + "," + android),
+                      expectedMessages: 2),
+            SampleJob(title: "chat message", id: "msg-1", key: "alice",
+                      json: job("msg-1", kind: "message", user: "alice", ttl: 3600,
+                                extra: #""collapseKey":"chat-42","notification":{"title":"Bob","body":"Lunch?"},"#, targets: android),
+                      expectedMessages: 1),
+            SampleJob(title: "call cancelled", id: "cancel-1", key: "alice",
+                      json: job("cancel-1", kind: "cancel", user: "alice", ttl: 30, extra: #""data":{"callId":"c-77"},"#, targets: voip),
+                      expectedMessages: 1),
+            SampleJob(title: "user unknown to the proxy", id: "msg-2", key: "unknown-carol",
+                      json: job("msg-2", kind: "message", user: "unknown-carol", targets: #"{"bindingId":"carol-web","provider":"proxy","platform":"web"}"#),
+                      expectedMessages: 1),
+            SampleJob(title: "proxy keeps answering 503", id: "msg-3", key: "busy-dave",
+                      json: job("msg-3", kind: "message", user: "busy-dave", targets: #"{"bindingId":"dave-ipad","provider":"proxy","tokenType":"apns","token":"ffee","platform":"ios"}"#),
+                      expectedMessages: 1),
+            SampleJob(title: "stale call (TTL passed)", id: "call-2", key: "erin",
+                      json: job("call-2", kind: "call", user: "erin", ttl: 30, createdAt: now - 3_600_000, targets: #"{"bindingId":"erin-phone","provider":"proxy","pushType":"voip"}"#),
+                      expectedMessages: 1),
+            SampleJob(title: "malformed JSON", id: "-", key: "mallory",
+                      json: #"{"v":1,"id":"broken","kind":"call","targets":["#, expectedMessages: 1),
+            SampleJob(title: "unknown provider", id: "msg-4", key: "frank",
+                      json: job("msg-4", kind: "message", user: "frank", targets: #"{"bindingId":"frank-pager","provider":"pager"}"#),
+                      expectedMessages: 1),
+        ]
+    }
+
+    public static func run(logger: Logger) async throws -> [Row] {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        let jobsTopic = "push.jobs", outcomesTopic = "push.outcomes", dlqTopic = "push.dlq"
+        try cluster.createTopic(jobsTopic, partitions: 4)
+        try cluster.createTopic(outcomesTopic, partitions: 4)
+        try cluster.createTopic(dlqTopic, partitions: 1)
+
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
+
+        let environment = [
+            "PUSH_KAFKA_BROKERS": cluster.bootstrapServers,
+            "PUSH_KAFKA_GROUP_ID": "push-worker-demo",
+            "PUSH_PROXY_URL": proxy.baseURL + ProxySandbox.path,
+            "PUSH_PROXY_CA_FILE": tls.caFile,
+            "PUSH_RETRY_BASE_MS": "100",
+            "PUSH_RETRY_MAX_MS": "400",
+            "PUSH_MAX_ATTEMPTS": "3",
+            "PUSH_SHUTDOWN_GRACE_S": "5",
+            "PUSH_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
+            "PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+        ]
+        let configuration = try WorkerConfiguration.load(from: environment).get()
+        let worker = try Worker(configuration: configuration, logger: logger)
+        let reader = try KafkaTopicReader(bootstrapServers: cluster.bootstrapServers, topics: [outcomesTopic, dlqTopic],
+                                          logger: logger)
+        let samples = samples(now: currentTimeMilliseconds())
+        try await worker.producer.send(samples.map {
+            KafkaRecord(topic: jobsTopic, key: Array($0.key.utf8), value: Array($0.json.utf8))
+        })
+
+        let running = Task { try await worker.run() }
+        let expected = samples.reduce(0) { $0 + $1.expectedMessages }
+        let messages = await reader.wait(timeout: .seconds(60)) { $0.count >= expected }
+        worker.pipeline.stop()
+        try await running.value
+        reader.stop()
+        await proxy.stop()
+
+        guard messages.count >= expected else {
+            throw DemoError(message: "only \(messages.count) of \(expected) outcomes arrived within 60 s")
+        }
+        return rows(for: messages, samples: samples)
+    }
+
+    static func rows(for messages: [KafkaMessage], samples: [SampleJob]) -> [Row] {
+        var rows: [Row] = []
+        for message in messages {
+            if message.topicPartition.topic == "push.dlq" {
+                let header = { (name: String) in
+                    message.headers.first { $0.name == name }.map { String(decoding: $0.value, as: UTF8.self) } ?? "-"
+                }
+                let key = message.key.map { String(decoding: $0, as: UTF8.self) } ?? "-"
+                let title = samples.first { $0.key == key }?.title ?? "-"
+                rows.append(Row(title: title, jobId: "-", bindingId: "-", status: "→ DLQ", action: header(OutcomeRecords.codeHeader),
+                                httpStatus: "-", attempts: "-", reason: header(OutcomeRecords.reasonHeader)))
+                continue
+            }
+            guard let outcome = try? JSONParser.parse(message.value) else { continue }
+            func text(_ name: String) -> String {
+                switch outcome[name] {
+                case .string(let value)?: value
+                case .integer(let value)?: String(value)
+                default: "-"
+                }
+            }
+            let jobId = text("jobId")
+            rows.append(Row(title: samples.first { $0.id == jobId }?.title ?? "-", jobId: jobId, bindingId: text("bindingId"),
+                            status: text("status"), action: text("action"), httpStatus: text("httpStatus"),
+                            attempts: text("attempts"), reason: text("reason")))
+        }
+        let order = samples.map(\.title)
+        return rows.sorted { (order.firstIndex(of: $0.title) ?? 99, $0.bindingId) < (order.firstIndex(of: $1.title) ?? 99, $1.bindingId) }
+    }
+
+    public static func table(_ rows: [Row]) -> String {
+        let header = ["job", "id", "binding", "status", "action", "http", "tries", "reason"]
+        let cells = rows.map { [$0.title, $0.jobId, $0.bindingId, $0.status, $0.action, $0.httpStatus, $0.attempts, $0.reason] }
+        let widths = header.indices.map { column in
+            ([header[column]] + cells.map { $0[column] }).map(\.count).max() ?? 0
+        }
+        func line(_ values: [String]) -> String {
+            values.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                .trimmingCharacters(in: .whitespaces)
+        }
+        return ([line(header), line(widths.map { String(repeating: "-", count: $0) })] + cells.map(line)).joined(separator: "\n")
+    }
+}
+
+public struct DemoError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}

@@ -1,0 +1,54 @@
+import Logging
+import ProxyPlugin
+import PushCore
+import PushHTTP
+import PushKafka
+import PushPipeline
+
+/// Assembles the pipeline from a configuration: plugins, producer, consumer properties.
+public struct Worker: Sendable {
+    public let pipeline: DeliveryPipeline
+    public let producer: KafkaProducer
+    public let registry: ProviderRegistry
+
+    public init(configuration: WorkerConfiguration, logger: Logger) throws {
+        registry = Self.makeRegistry(configuration)
+        var producerProperties = KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers)
+        producerProperties.merge(configuration.rdkafkaProperties) { $1 }
+        var consumerProperties = KafkaConsumer.defaultProperties(bootstrapServers: configuration.brokers,
+                                                                 groupId: configuration.groupId)
+        consumerProperties.merge(configuration.rdkafkaProperties) { $1 }
+        // Producer-only properties would make the consumer refuse to start, and vice versa.
+        consumerProperties = consumerProperties.filter { !Self.producerOnly.contains($0.key) }
+        producerProperties = producerProperties.filter { !Self.consumerOnly.contains($0.key) }
+        producer = try KafkaProducer(properties: producerProperties, logger: logger)
+        let processor = JobProcessor(registry: registry, retryPolicy: configuration.pipeline.retryPolicy,
+                                     jobLimits: configuration.pipeline.jobLimits, logger: logger)
+        pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,
+                                    producer: producer, processor: processor, logger: logger)
+    }
+
+    /// Runs until `pipeline.stop()`, then closes the producer and the plugins.
+    public func run() async throws {
+        try await pipeline.run()
+        producer.close()
+        await registry.shutdown()
+    }
+
+    static func makeRegistry(_ configuration: WorkerConfiguration) -> ProviderRegistry {
+        var registry = ProviderRegistry()
+        let transportConfiguration = CurlTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+        if configuration.enabledProviders.contains(.proxy), let proxy = configuration.proxy {
+            registry.register(ProxyProvider(configuration: proxy,
+                                            transport: CurlHTTPTransport(configuration: transportConfiguration, name: "proxy")))
+        }
+        return registry
+    }
+
+    static let producerOnly: Set<String> = ["enable.idempotence", "acks", "linger.ms", "compression.type",
+                                             "message.timeout.ms", "batch.size", "queue.buffering.max.messages"]
+    static let consumerOnly: Set<String> = ["auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms",
+                                             "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
+                                             "partition.assignment.strategy", "enable.partition.eof",
+                                             "group.instance.id", "fetch.min.bytes", "fetch.wait.max.ms"]
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Logging
+import ProxyPlugin
+import PushCore
+import PushHTTP
+import PushPipeline
+
+/// Start-up configuration problems, one line each.
+public struct ConfigurationErrors: Error, CustomStringConvertible {
+    public let problems: [String]
+    public var description: String { problems.joined(separator: "\n") }
+}
+
+/// The typed configuration of `push-worker run`, read from `PUSH_*` variables.
+public struct WorkerConfiguration: Sendable {
+    public var brokers: String
+    public var groupId: String
+    public var pipeline: PipelineConfiguration
+    /// librdkafka properties from `PUSH_RDKAFKA_*`, applied to consumer and producer.
+    public var rdkafkaProperties: [String: String]
+    public var maximumConnectionsPerHost: Int
+    public var proxy: ProxyConfiguration?
+    public var enabledProviders: Set<ProviderID>
+    public var logLevel: Logger.Level
+    public var logFormat: LogFormat
+    /// Variables that look like ours but are not (typos).
+    public var unknownVariables: [String]
+
+    public static func load(from environment: [String: String],
+                            requireBrokers: Bool = true) -> Result<WorkerConfiguration, ConfigurationErrors> {
+        var reader = EnvironmentReader(environment)
+        let brokers = reader.string("PUSH_KAFKA_BROKERS") ?? ""
+        if requireBrokers, brokers.isEmpty { reader.problem("PUSH_KAFKA_BROKERS is required: the Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092") }
+        let groupId = reader.string("PUSH_KAFKA_GROUP_ID") ?? "push-worker"
+        var pipeline = PipelineConfiguration(
+            jobsTopic: reader.string("PUSH_JOBS_TOPIC") ?? "push.jobs",
+            outcomesTopic: reader.string("PUSH_OUTCOMES_TOPIC") ?? "push.outcomes",
+            deadLetterTopic: reader.string("PUSH_DLQ_TOPIC") ?? "push.dlq")
+        pipeline.maximumInFlightJobs = reader.integer("PUSH_MAX_IN_FLIGHT", default: 1000, in: 1...1_000_000)
+        pipeline.jobLimits.maximumBytes = reader.integer("PUSH_MAX_JOB_BYTES", default: 131_072, in: 1024...10_485_760)
+        let retryBase = reader.integer("PUSH_RETRY_BASE_MS", default: 1000, in: 1...3_600_000)
+        let retryMaximum = reader.integer("PUSH_RETRY_MAX_MS", default: 60_000, in: 1...86_400_000)
+        if retryMaximum < retryBase { reader.problem("PUSH_RETRY_MAX_MS (\(retryMaximum)) must not be below PUSH_RETRY_BASE_MS (\(retryBase))") }
+        pipeline.retryPolicy = RetryPolicy(baseMilliseconds: Int64(retryBase), maximumMilliseconds: Int64(retryMaximum),
+                                           maximumAttempts: reader.integer("PUSH_MAX_ATTEMPTS", default: 5, in: 1...100))
+        pipeline.shutdownGrace = .seconds(reader.integer("PUSH_SHUTDOWN_GRACE_S", default: 20, in: 0...3600))
+        let connections = reader.integer("PUSH_HTTP_MAX_CONNECTIONS", default: 2, in: 1...64)
+
+        var proxy: ProxyConfiguration?
+        if let url = reader.string("PUSH_PROXY_URL") {
+            if URL(string: url)?.scheme != "https" || URL(string: url)?.host == nil {
+                reader.problem("PUSH_PROXY_URL must be an https:// URL, got \"\(url)\"")
+            }
+            let tls = TLSOptions(caFile: reader.readableFile("PUSH_PROXY_CA_FILE"),
+                                 clientCertificateFile: reader.readableFile("PUSH_PROXY_CERT_FILE"),
+                                 clientKeyFile: reader.readableFile("PUSH_PROXY_KEY_FILE"))
+            if (reader.string("PUSH_PROXY_CERT_FILE") == nil) != (reader.string("PUSH_PROXY_KEY_FILE") == nil) {
+                reader.problem("PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together")
+            }
+            proxy = ProxyConfiguration(url: url, tls: tls,
+                                       timeout: .milliseconds(reader.integer("PUSH_PROXY_TIMEOUT_MS", default: 10_000, in: 100...300_000)))
+        } else {
+            for dependent in ["PUSH_PROXY_CA_FILE", "PUSH_PROXY_CERT_FILE", "PUSH_PROXY_KEY_FILE", "PUSH_PROXY_TIMEOUT_MS"]
+            where reader.string(dependent) != nil {
+                reader.problem("\(dependent) is set but PUSH_PROXY_URL is not")
+            }
+        }
+
+        var configured = Set<ProviderID>()
+        if proxy != nil { configured.insert(.proxy) }
+        var enabled = configured
+        if let list = reader.string("PUSH_PROVIDERS") {
+            enabled = []
+            for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+                guard let provider = ProviderID(rawValue: name) else {
+                    reader.problem("PUSH_PROVIDERS names \"\(name)\", which is not one of \(ProviderID.allCases.map(\.rawValue).joined(separator: ", "))")
+                    continue
+                }
+                if configured.contains(provider) {
+                    enabled.insert(provider)
+                } else if provider == .proxy {
+                    reader.problem("PUSH_PROVIDERS enables proxy but PUSH_PROXY_URL is not set")
+                } else {
+                    reader.problem("PUSH_PROVIDERS enables \(name), which this version of push-worker cannot configure yet")
+                }
+            }
+        }
+        if enabled.isEmpty, requireBrokers {
+            reader.problem("no provider is configured: set PUSH_PROXY_URL (see push-worker run --help)")
+        }
+
+        let levelName = reader.string("PUSH_LOG_LEVEL") ?? "info"
+        let level = Logger.Level(rawValue: levelName)
+        if level == nil { reader.problem("PUSH_LOG_LEVEL must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(levelName)\"") }
+        let formatName = reader.string("PUSH_LOG_FORMAT") ?? "json"
+        let format = LogFormat(rawValue: formatName)
+        if format == nil { reader.problem("PUSH_LOG_FORMAT must be json or text, got \"\(formatName)\"") }
+
+        var rdkafka: [String: String] = [:]
+        for (name, value) in environment where name.hasPrefix(ConfigurationReference.rdkafkaPrefix) {
+            let property = name.dropFirst(ConfigurationReference.rdkafkaPrefix.count).lowercased().replacingOccurrences(of: "_", with: ".")
+            guard !property.isEmpty else { continue }
+            rdkafka[property] = value
+        }
+        for property in ["enable.auto.offset.store", "group.id", "bootstrap.servers"] where rdkafka[property] != nil {
+            reader.problem("PUSH_RDKAFKA_\(property.uppercased().replacingOccurrences(of: ".", with: "_")) cannot be overridden: the worker manages \(property) itself")
+        }
+
+        let known = Set(ConfigurationReference.variables.map(\.name))
+        let unknown = environment.keys.filter { $0.hasPrefix("PUSH_") && !known.contains($0) && !$0.hasPrefix(ConfigurationReference.rdkafkaPrefix) }.sorted()
+
+        guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
+        return .success(WorkerConfiguration(
+            brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
+            maximumConnectionsPerHost: connections, proxy: proxy, enabledProviders: enabled,
+            logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
+    }
+}
+
+/// Reads variables and collects one problem line per bad value.
+struct EnvironmentReader {
+    private let environment: [String: String]
+    private(set) var problems: [String] = []
+
+    init(_ environment: [String: String]) { self.environment = environment }
+
+    mutating func problem(_ line: String) { problems.append(line) }
+
+    func string(_ name: String) -> String? {
+        guard let value = environment[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        return value
+    }
+
+    mutating func integer(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) -> Int {
+        guard let text = string(name) else { return defaultValue }
+        guard let value = Int(text), range.contains(value) else {
+            problem("\(name) must be an integer in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
+            return defaultValue
+        }
+        return value
+    }
+
+    mutating func readableFile(_ name: String) -> String? {
+        guard let path = string(name) else { return nil }
+        guard FileManager.default.isReadableFile(atPath: path) else {
+            problem("\(name) points to \(path), which does not exist or is not readable")
+            return nil
+        }
+        return path
+    }
+}

@@ -1,0 +1,119 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PushKafka
+import PushWorker
+import Synchronization
+
+@main
+struct PushWorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push-worker",
+        abstract: "Delivers push-notification jobs from Kafka through APNs, FCM, Web Push and push-proxy plugins.",
+        subcommands: [Run.self, DemoCommand.self, KafkaMock.self])
+}
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the production worker (configured by PUSH_* environment variables).",
+        discussion: "Environment variables:\n" + ConfigurationReference.render(markdown: false))
+
+    @Flag(help: "Print the configuration reference as a Markdown table and exit.")
+    var markdownReference = false
+
+    func run() async throws {
+        if markdownReference {
+            print(ConfigurationReference.render(markdown: true))
+            return
+        }
+        let configuration: WorkerConfiguration
+        switch WorkerConfiguration.load(from: ProcessInfo.processInfo.environment) {
+        case .success(let loaded): configuration = loaded
+        case .failure(let errors):
+            for problem in errors.problems { FileHandle.standardError.write(Data("configuration: \(problem)\n".utf8)) }
+            throw ExitCode(2)
+        }
+        LogSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
+        let logger = Logger(label: "push-worker")
+        for name in configuration.unknownVariables {
+            logger.warning("unknown PUSH_ variable ignored (a typo?)", metadata: ["variable": "\(name)"])
+        }
+        let worker = try Worker(configuration: configuration, logger: logger)
+        let signals = StopSignals { worker.pipeline.stop() }
+        logger.info("push-worker started", metadata: [
+            "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",
+            "topic": "\(configuration.pipeline.jobsTopic)",
+            "providers": "\(configuration.enabledProviders.map(\.rawValue).sorted().joined(separator: ","))",
+        ])
+        try await worker.run()
+        withExtendedLifetime(signals) {}
+        logger.info("push-worker stopped")
+    }
+}
+
+/// SIGTERM/SIGINT: the first asks for a graceful stop, a second exits at once.
+final class StopSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(onFirst stop: @escaping @Sendable () -> Void) {
+        let received = ManagedCounter()
+        sources = [SIGTERM, SIGINT].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                if received.increment() == 1 { stop() } else { exit(130) }
+            }
+            source.resume()
+            return source
+        }
+    }
+}
+
+final class ManagedCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
+}
+
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run the whole pipeline on embedded parts (Kafka mock cluster, HTTPS push-proxy sandbox) and print the outcomes.")
+
+    @Flag(help: "Show the worker's log lines.")
+    var verbose = false
+
+    func run() async throws {
+        LogSetup.bootstrap(format: .text, level: verbose ? .info : .error)
+        let rows = try await Demo.run(logger: Logger(label: "push-worker-demo"))
+        print(Demo.table(rows))
+    }
+}
+
+struct KafkaMock: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kafka-mock",
+        abstract: "Run librdkafka's mock Kafka cluster on loopback (for local runs and tests; not a real broker).")
+
+    @Option(help: "Topics to create, as name:partitions.")
+    var topic: [String] = ["push.jobs:4", "push.outcomes:4", "push.dlq:1"]
+
+    @Option(help: "Number of brokers.")
+    var brokers = 1
+
+    @Option(help: "Also write the bootstrap servers to this file.")
+    var bootstrapFile: String?
+
+    func run() async throws {
+        let cluster = try MockKafkaCluster(brokers: brokers)
+        for spec in topic {
+            let parts = spec.split(separator: ":")
+            try cluster.createTopic(String(parts[0]), partitions: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
+        }
+        if let bootstrapFile { try cluster.bootstrapServers.write(toFile: bootstrapFile, atomically: true, encoding: .utf8) }
+        FileHandle.standardOutput.write(Data((cluster.bootstrapServers + "\n").utf8))
+        let (stopped, continuation) = AsyncStream<Void>.makeStream()
+        let signals = StopSignals { continuation.finish() }
+        for await _ in stopped {}
+        withExtendedLifetime((cluster, signals)) {}
+    }
+}
