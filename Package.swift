@@ -63,15 +63,17 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/push-worker"),
 
-        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests",
-                    resources: [.copy("Fixtures")]),
-        .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore"], path: "Tests/PushKafkaTests"),
-        .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto"],
+        .target(name: "TestSupport", dependencies: [
+            "PushCore", "PushKafka", "PushSandbox", .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/TestSupport"),
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
+        .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
+        .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto", "TestSupport"],
                     path: "Tests/PushHTTPTests"),
-        .testTarget(name: "ProxyPluginTests", dependencies: ["ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox"],
+        .testTarget(name: "ProxyPluginTests", dependencies: ["ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
                     path: "Tests/ProxyPluginTests"),
         .testTarget(name: "PushPipelineTests", dependencies: [
-            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "PushWorker",
+            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "PushWorker", "TestSupport",
         ], path: "Tests/PushPipelineTests"),
     ],
     swiftLanguageModes: [.v6]

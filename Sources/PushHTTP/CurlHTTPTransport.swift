@@ -157,14 +157,18 @@ final class CurlMultiLoop: @unchecked Sendable {
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             var remaining: Int32 = 0
+            var completed = false
             while let message = curl_multi_info_read(multi, &remaining) {
                 var handle: UnsafeMutableRawPointer?
                 var code = CURLE_OK
                 if push_curl_message_done(message, &handle, &code) == 1, let handle, let state = active[handle] {
                     complete(state, with: result(of: state, code: code))
+                    completed = true
                 }
             }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            // A finished stream frees a slot for transfers curl holds back at the stream limit;
+            // curl starts them on the next perform, not on socket activity, so do not sleep first.
+            if !completed { curl_multi_poll(multi, nil, 0, 1000, nil) }
         }
     }
 
@@ -180,6 +184,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
         easy.set(CURLOPT_URL, request.url)
         easy.set(CURLOPT_NOSIGNAL, 1)
+        if ProcessInfo.processInfo.environment["CURL_DEBUG"] != nil { easy.set(CURLOPT_VERBOSE, 1) }
         easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         easy.set(CURLOPT_PIPEWAIT, 1)
         easy.set(CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds))

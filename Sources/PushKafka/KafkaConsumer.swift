@@ -9,16 +9,6 @@ public enum RebalanceEvent: Sendable {
     case revoking([TopicPartition])
 }
 
-/// Carries the rebalance handler through librdkafka's opaque pointer.
-private final class RebalanceContext: Sendable {
-    let handler: @Sendable (RebalanceEvent) -> Void
-    let logger: Logger
-    init(handler: @escaping @Sendable (RebalanceEvent) -> Void, logger: Logger) {
-        self.handler = handler
-        self.logger = logger
-    }
-}
-
 /// A librdkafka group consumer with manual offset storage: an offset is stored only
 /// when the caller says the work before it is done; stored offsets are committed
 /// periodically, on revocation and on close. `poll`, `pause`, `resume` and the
@@ -26,7 +16,7 @@ private final class RebalanceContext: Sendable {
 public final class KafkaConsumer: Sendable {
     private let rdkafka: RDKafkaHandle
     private var handle: OpaquePointer { rdkafka.pointer }
-    private let context: RebalanceContext
+    private let context: RDKafkaContext
     private let logger: Logger
     private let closed = Atomic<Bool>(false)
 
@@ -49,12 +39,12 @@ public final class KafkaConsumer: Sendable {
                 rebalance: @escaping @Sendable (RebalanceEvent) -> Void) throws(KafkaError) {
         precondition(properties["enable.auto.offset.store"] == "false", "offsets are stored by the pipeline only")
         self.logger = logger
-        context = RebalanceContext(handler: rebalance, logger: logger)
+        context = RDKafkaContext(logger: logger, rebalance: rebalance)
         let conf = try RDKafkaConfig.make(properties)
-        rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
+        RDKafkaConfig.attach(context, to: conf)
         rd_kafka_conf_set_rebalance_cb(conf) { handle, error, partitions, opaque in
             guard let handle, let partitions, let opaque else { return }
-            let context = Unmanaged<RebalanceContext>.fromOpaque(opaque).takeUnretainedValue()
+            let context = Unmanaged<RDKafkaContext>.fromOpaque(opaque).takeUnretainedValue()
             let topicPartitions = RDKafkaTopicPartitionList.read(partitions)
             let cooperative = String(cString: rd_kafka_rebalance_protocol(handle)) == "COOPERATIVE"
             switch error {
@@ -65,10 +55,10 @@ public final class KafkaConsumer: Sendable {
                 } else {
                     rd_kafka_assign(handle, partitions)
                 }
-                context.handler(.assigned(topicPartitions))
+                context.rebalance?(.assigned(topicPartitions))
             default:
                 context.logger.info("partitions revoked", metadata: ["partitions": "\(topicPartitions)", "reason": "\(KafkaError(error).message)"])
-                context.handler(.revoking(topicPartitions))
+                context.rebalance?(.revoking(topicPartitions))
                 let commitError = rd_kafka_commit(handle, nil, 0)
                 if commitError != RD_KAFKA_RESP_ERR_NO_ERROR, commitError != RD_KAFKA_RESP_ERR__NO_OFFSET {
                     context.logger.warning("commit on revocation failed", metadata: ["error": "\(KafkaError(commitError))"])

@@ -43,6 +43,7 @@ public final class KafkaProducer: Sendable {
     private var handle: OpaquePointer { rdkafka.pointer }
     private let logger: Logger
     private let poller = PollerState()
+    private let context: RDKafkaContext
 
     public static func defaultProperties(bootstrapServers: String) -> [String: String] {
         [
@@ -56,7 +57,9 @@ public final class KafkaProducer: Sendable {
     /// - Parameter properties: complete librdkafka properties (see `defaultProperties`).
     public init(properties: [String: String], logger: Logger) throws(KafkaError) {
         self.logger = logger
+        context = RDKafkaContext(logger: logger)
         let conf = try RDKafkaConfig.make(properties)
+        RDKafkaConfig.attach(context, to: conf)
         rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
             guard let message, let opaque = message.pointee._private else { return }
             let batch = Unmanaged<DeliveryBatch>.fromOpaque(opaque).takeRetainedValue()

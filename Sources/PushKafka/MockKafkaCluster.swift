@@ -1,4 +1,5 @@
 import CRdKafka
+import Logging
 
 /// librdkafka's mock cluster: a Kafka-protocol broker on loopback TCP that any client
 /// (this process, kcat, confluent-kafka) can use. For the demo, tests and benchmarks.
@@ -7,8 +8,12 @@ public final class MockKafkaCluster: @unchecked Sendable {
     private let cluster: OpaquePointer
     public let bootstrapServers: String
 
-    public init(brokers: Int = 1) throws(KafkaError) {
-        let conf = try RDKafkaConfig.make(["log_level": "3"])
+    private let context: RDKafkaContext
+
+    public init(brokers: Int = 1, logger: Logger = Logger(label: "kafka-mock")) throws(KafkaError) {
+        context = RDKafkaContext(logger: logger)
+        let conf = try RDKafkaConfig.make([:])
+        RDKafkaConfig.attach(context, to: conf)
         owner = try RDKafkaConfig.newHandle(RD_KAFKA_PRODUCER, conf: conf)
         guard let cluster = rd_kafka_mock_cluster_new(owner, Int32(brokers)) else {
             rd_kafka_destroy(owner)

@@ -1,4 +1,5 @@
 import CRdKafka
+import Logging
 
 /// Builds an `rd_kafka_conf_t` from properties; ownership passes to `rd_kafka_new`.
 enum RDKafkaConfig {
@@ -16,6 +17,25 @@ enum RDKafkaConfig {
             throw KafkaError(code: -1, message: problems.joined(separator: "; "))
         }
         return conf
+    }
+
+    /// Routes librdkafka's own log lines through `context.logger` and makes `context` the handle's opaque.
+    static func attach(_ context: RDKafkaContext, to conf: OpaquePointer) {
+        rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
+        rd_kafka_conf_set_log_cb(conf) { handle, level, facility, message in
+            guard let handle, let opaque = rd_kafka_opaque(handle), let message else { return }
+            let context = Unmanaged<RDKafkaContext>.fromOpaque(opaque).takeUnretainedValue()
+            let logLevel: Logger.Level = switch level {
+            case 0...2: .critical
+            case 3: .error
+            case 4: .warning
+            case 5: .notice
+            case 6: .info
+            default: .debug
+            }
+            context.logger.log(level: logLevel, "librdkafka: \(String(cString: message))",
+                               metadata: ["facility": "\(facility.map { String(cString: $0) } ?? "-")"])
+        }
     }
 
     static func newHandle(_ type: rd_kafka_type_t, conf: OpaquePointer) throws(KafkaError) -> OpaquePointer {
@@ -60,5 +80,17 @@ extension String {
     /// A string from a NUL-terminated C buffer.
     init(cBuffer buffer: [CChar]) {
         self.init(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// What librdkafka's C callbacks reach through the handle's opaque pointer. Kept alive
+/// by the Swift object that owns the handle.
+final class RDKafkaContext: Sendable {
+    let logger: Logger
+    let rebalance: (@Sendable (RebalanceEvent) -> Void)?
+
+    init(logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil) {
+        self.logger = logger
+        self.rebalance = rebalance
     }
 }

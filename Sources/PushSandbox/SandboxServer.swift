@@ -59,11 +59,24 @@ public final class SandboxServer: Sendable {
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.serverCertificate.privateKeyPEM.utf8), format: .pem)))
         configuration.applicationProtocols = ["h2"]
+        // Idle clients do not answer close_notify; do not hold a stop for them.
+        configuration.shutdownTimeout = .milliseconds(100)
         if requireClientCertificate {
             configuration.certificateVerification = .noHostnameVerification
             configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(tls.caCertificatePEM.utf8), format: .pem)])
         }
         let sslContext = try NIOSSLContext(configuration: configuration)
+        // Provider front ends tolerate what HTTP/2 clients such as libcurl legitimately do
+        // under load (an empty DATA frame closing each stream, bursts of resets); NIO's
+        // denial-of-service defaults would answer ENHANCE_YOUR_CALM.
+        var permissiveConnection = NIOHTTP2Handler.ConnectionConfiguration()
+        permissiveConnection.maximumSequentialEmptyDataFrames = 100_000
+        permissiveConnection.controlFrameRateLimit.maximumCount = 100_000
+        permissiveConnection.maximumConnectionGlitches = 100_000
+        permissiveConnection.maximumRecentlyResetStreams = 100_000
+        var permissiveStreams = NIOHTTP2Handler.StreamConfiguration()
+        permissiveStreams.streamResetFrameRateLimit.maximumCount = 100_000
+        permissiveStreams.streamErrorRateLimit.maximumCount = 100_000
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let box = RecorderBox()
         let channel = try await ServerBootstrap(group: group)
@@ -74,8 +87,8 @@ public final class SandboxServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server,
-                        connectionConfiguration: .init(),
-                        streamConfiguration: .init()
+                        connectionConfiguration: permissiveConnection,
+                        streamConfiguration: permissiveStreams
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandlers([

@@ -66,7 +66,7 @@ public enum Demo {
     }
 
     public static func run(logger: Logger) async throws -> [Row] {
-        let cluster = try MockKafkaCluster(brokers: 1)
+        let cluster = try MockKafkaCluster(brokers: 1, logger: logger)
         let jobsTopic = "push.jobs", outcomesTopic = "push.outcomes", dlqTopic = "push.dlq"
         try cluster.createTopic(jobsTopic, partitions: 4)
         try cluster.createTopic(outcomesTopic, partitions: 4)

@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+@testable import PushCore
+
+@Suite("Job contract v1: decoding and validation")
+struct JobDecoderTests {
+    let decoder = JobDecoder()
+    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../docs/examples/jobs").standardized
+
+    func decode(_ text: String, timestamp: Int64 = 1_700_000_000_000) throws(JobRejection) -> Job {
+        try decoder.decode(Array(text.utf8), fallbackCreatedAt: timestamp)
+    }
+
+    func rejection(_ text: String) -> JobRejection? {
+        do { _ = try decode(text); return nil } catch { return error }
+    }
+
+    static let proxyTarget = #"{"bindingId":"p1","provider":"proxy"}"#
+
+    @Test("the documented example decodes field for field")
+    func documentedExample() throws {
+        let bytes = try Array(Data(contentsOf: Self.examples.appendingPathComponent("valid/call-all-providers.json")))
+        let job = try decoder.decode(bytes, fallbackCreatedAt: 0)
+        #expect(job.id == "4f1c2a9e-call")
+        #expect(job.createdAt == 1_795_310_000_000)
+        #expect(job.ttl == 30)
+        #expect(job.kind == .call)
+        #expect(job.priority == .high)
+        #expect(job.collapseKey == "chat-42")
+        #expect(job.dedupeKey == "invite-9")
+        #expect(job.notification == Notification(title: "Bob", body: "Incoming call", sound: "ring.caf", badge: 1))
+        #expect(job.data == ["callId": "c-77", "from": "bob"])
+        #expect(job.body == "opaque-sdk-payload")
+        #expect(job.targets.map(\.provider) == [.apns, .fcm, .webpush, .proxy])
+        #expect(job.targets[0].pushType == "voip")
+        #expect(job.targets[0].environment == "production")
+        #expect(job.targets[2].keys?.auth == "tBHItJI5svbpez7KI4CCXg")
+        #expect(job.targets[3].tokenType == "apnsVoip")
+    }
+
+    @Test("every valid example decodes and every invalid example is rejected")
+    func examplesAgreeWithDecoder() throws {
+        for folder in ["valid", "invalid"] {
+            let directory = Self.examples.appendingPathComponent(folder)
+            let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".json") }
+            #expect(!files.isEmpty)
+            for file in files {
+                let bytes = try Array(Data(contentsOf: directory.appendingPathComponent(file)))
+                let accepted = (try? decoder.decode(bytes, fallbackCreatedAt: 0)) != nil
+                #expect(accepted == (folder == "valid"), "\(folder)/\(file)")
+            }
+        }
+    }
+
+    @Test("the JSON Schema accepts the valid examples and refuses the invalid ones")
+    func schemaAgreesWithExamples() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.examples.appendingPathComponent("../../../scripts/check-schemas.py").standardized.path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        process.waitUntilExit()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(text)")
+    }
+
+    @Test("createdAt defaults to the Kafka timestamp; ttl and priority default by kind")
+    func defaults() throws {
+        let call = try decode(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(Self.proxyTarget)]}"#, timestamp: 42)
+        #expect(call.createdAt == 42)
+        #expect(call.ttl == 60)
+        #expect(call.priority == .high)
+        let wake = try decode(#"{"v":1,"id":"a","kind":"wake","userId":"u","targets":[\#(Self.proxyTarget)]}"#)
+        #expect(wake.ttl == 86_400)
+        #expect(wake.priority == .normal)
+    }
+
+    @Test("an unknown or missing contract version is rejected as unsupported_version", arguments: [
+        #"{"v":2,"id":"a","kind":"call","userId":"u","targets":[]}"#,
+        #"{"id":"a","kind":"call","userId":"u","targets":[]}"#,
+        #"{"v":"1","id":"a","kind":"call","userId":"u","targets":[]}"#,
+    ])
+    func unsupportedVersion(_ text: String) {
+        #expect(rejection(text)?.code == .unsupportedVersion)
+    }
+
+    @Test("a message above the size limit is rejected before parsing")
+    func tooLarge() {
+        let limited = JobDecoder(limits: JobLimits(maximumBytes: 100, maximumTargets: 100, maximumIdentifierLength: 256,
+                                                   maximumTTLSeconds: 100))
+        let text = #"{"v":1,"id":"a","kind":"call","userId":"u","body":"\#(String(repeating: "x", count: 200))","targets":[]}"#
+        #expect(throws: JobRejection(.tooLarge, "message is \(text.utf8.count) bytes, the limit is 100")) {
+            try limited.decode(Array(text.utf8), fallbackCreatedAt: 0)
+        }
+    }
+
+    @Test("rejections name the field and the rule", arguments: [
+        (#"{"v":1,"kind":"call","userId":"u","targets":[{"bindingId":"p1","provider":"proxy"}]}"#, "id is required and must be a non-empty string"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u"}"#, "targets is required"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[]}"#, "targets must not be empty"),
+        (#"{"v":1,"id":"a","kind":"ring","userId":"u","targets":[]}"#, "kind must be one of call, message, cancel, custom, wake"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","ttl":-1,"targets":[]}"#, "ttl must be between 0 and 2419200"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","ttl":1.5,"targets":[]}"#, "ttl must be an integer, not number"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","data":{"n":1},"targets":[]}"#, "data.n must be a string, not number (provider data values are strings)"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","collapse_key":"x","targets":[{"bindingId":"p1","provider":"proxy"}]}"#, "collapse_key is not a field of the v1 contract"),
+        (#"{"v":1,"id":"a\u0000b","kind":"call","userId":"u","targets":[]}"#, "id contains a NUL character"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"xyz"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"webpush","endpoint":"https://x"}]}"#, "targets[0].keys (p256dh, auth) are required for webpush"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy"},{"bindingId":"b","provider":"proxy"}]}"#, "targets[1].bindingId \"b\" appears twice"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy","pushType":"alert"}]}"#, "targets[0].pushType must be im or voip for proxy"),
+    ])
+    func fieldRejections(_ text: String, _ message: String) {
+        let rejection = rejection(text)
+        #expect(rejection?.message == message)
+    }
+
+    @Test("an unknown provider is rejected as unknown_provider")
+    func unknownProvider() {
+        let rejection = rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"pager"}]}"#)
+        #expect(rejection?.code == .unknownProvider)
+    }
+
+    @Test("more targets than the limit are rejected")
+    func tooManyTargets() {
+        let targets = (0...100).map { #"{"bindingId":"b\#($0)","provider":"proxy"}"# }.joined(separator: ",")
+        #expect(rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(targets)]}"#)?.message
+            == "targets has 101 entries, the limit is 100")
+    }
+
+    @Test("invalid JSON and non-object documents are rejected as invalid_json", arguments: ["not json", "[1,2]", "{\"v\":1,"])
+    func invalidJSON(_ text: String) {
+        #expect(rejection(text)?.code == .invalidJSON)
+    }
+}

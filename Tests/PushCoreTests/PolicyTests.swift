@@ -1,0 +1,127 @@
+import Testing
+@testable import PushCore
+
+@Suite("TTL arithmetic")
+struct DeadlineTests {
+    @Test("a job expires when createdAt + ttl is reached")
+    func expiry() {
+        let deadline = Deadline(createdAt: 10_000, ttlSeconds: 30)
+        #expect(deadline.expiresAt == 40_000)
+        #expect(!deadline.isExpired(at: 39_999))
+        #expect(deadline.isExpired(at: 40_000))
+    }
+
+    @Test("remaining TTL is whole seconds rounded down, never negative")
+    func remaining() {
+        let deadline = Deadline(createdAt: 0, ttlSeconds: 30)
+        #expect(deadline.remainingSeconds(at: 500) == 29)
+        #expect(deadline.remainingSeconds(at: 0) == 30)
+        #expect(deadline.remainingSeconds(at: 31_000) == 0)
+    }
+
+    @Test("ttl 0 is now or never: the first attempt goes out with TTL 0, no retry")
+    func nowOrNever() {
+        let deadline = Deadline(createdAt: 0, ttlSeconds: 0)
+        #expect(!deadline.isExpired(at: 1_000_000, attempt: 1))
+        #expect(deadline.isExpired(at: 1_000_000, attempt: 2))
+        #expect(deadline.remainingSeconds(at: 0) == 0)
+        #expect(!deadline.allowsRetry(dueAt: 1))
+    }
+
+    @Test("huge TTLs saturate instead of overflowing")
+    func overflow() {
+        #expect(Deadline(createdAt: .max - 10, ttlSeconds: 1_000).expiresAt == .max)
+    }
+}
+
+@Suite("Retry policy: exponential backoff, full jitter, Retry-After, TTL")
+struct RetryPolicyTests {
+    let policy = RetryPolicy(baseMilliseconds: 1000, maximumMilliseconds: 8000, maximumAttempts: 5)
+    let deadline = Deadline(createdAt: 0, ttlSeconds: 3600)
+
+    @Test("the jitter window doubles per attempt up to the cap")
+    func ceilings() {
+        #expect((1...6).map { policy.backoffCeiling(afterAttempt: $0) } == [1000, 2000, 4000, 8000, 8000, 8000])
+    }
+
+    @Test("the delay is drawn uniformly from [0, ceiling] (full jitter)")
+    func fullJitter() {
+        var asked: [Int64] = []
+        let decision = policy.decide(afterAttempt: 3, now: 100, deadline: deadline, retryAfter: nil) { upper in
+            asked.append(upper); return upper / 2
+        }
+        #expect(asked == [4000])
+        #expect(decision == .retry(atMilliseconds: 2100))
+        for _ in 0..<200 {
+            guard case .retry(let at) = policy.decide(afterAttempt: 2, now: 0, deadline: deadline, retryAfter: nil) else {
+                Issue.record("expected a retry"); return
+            }
+            #expect((0...2000).contains(at))
+        }
+    }
+
+    @Test("Retry-After is a lower bound on the delay")
+    func retryAfter() {
+        let decision = policy.decide(afterAttempt: 1, now: 0, deadline: deadline, retryAfter: .seconds(7)) { _ in 10 }
+        #expect(decision == .retry(atMilliseconds: 7000))
+    }
+
+    @Test("a retry that would fall after the TTL is an expiry instead")
+    func pastTTL() {
+        let short = Deadline(createdAt: 0, ttlSeconds: 2)
+        #expect(policy.decide(afterAttempt: 1, now: 1500, deadline: short, retryAfter: nil) { _ in 600 } == .expired)
+        #expect(policy.decide(afterAttempt: 1, now: 1500, deadline: short, retryAfter: nil) { _ in 400 } == .retry(atMilliseconds: 1900))
+    }
+
+    @Test("the attempt budget counts the first attempt")
+    func exhausted() {
+        #expect(policy.decide(afterAttempt: 5, now: 0, deadline: deadline, retryAfter: nil) == .exhausted)
+        #expect(policy.decide(afterAttempt: 4, now: 0, deadline: deadline, retryAfter: nil) { _ in 0 } == .retry(atMilliseconds: 0))
+    }
+
+    @Test("a now-or-never job is never retried")
+    func nowOrNever() {
+        #expect(policy.decide(afterAttempt: 1, now: 0, deadline: Deadline(createdAt: 0, ttlSeconds: 0), retryAfter: nil) == .expired)
+    }
+}
+
+@Suite("Outcome contract")
+struct OutcomeTests {
+    let job = Job(id: "j1", createdAt: 0, ttl: 30, kind: .call, priority: .high, userId: "alice",
+                  targets: [Target(bindingId: "b1", provider: .apns, app: "com.example.chat", token: "00")])
+
+    @Test("an outcome encodes every contract field in order, nulls included")
+    func encoding() {
+        let outcome = Outcome(job: job, target: job.targets[0],
+                              result: .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: 1_795_310_000_000),
+                              attempts: 1, at: 1_795_310_000_123)
+        #expect(String(decoding: outcome.encoded(), as: UTF8.self) == #"{"v":1,"jobId":"j1","userId":"alice","bindingId":"b1","provider":"apns","app":"com.example.chat","status":"rejected","reason":"Unregistered","httpStatus":410,"providerMessageId":null,"action":"remove_binding","invalidSince":1795310000000,"attempts":1,"at":1795310000123}"#)
+    }
+
+    @Test("a dead target yields rejected with remove_binding")
+    func rejectedMeansRemoveBinding() {
+        let outcome = Outcome(job: job, target: job.targets[0], result: .rejected(reason: "gone", httpStatus: 403), attempts: 1, at: 0)
+        #expect(outcome.status == .rejected)
+        #expect(outcome.action == .removeBinding)
+    }
+
+    @Test("credential failures carry check_credentials, other failures none")
+    func failures() {
+        let credentials = Outcome(job: job, target: job.targets[0],
+                                  result: .failed(reason: "InvalidProviderToken", httpStatus: 403, action: .checkCredentials),
+                                  attempts: 1, at: 0)
+        #expect(credentials.status == .failed)
+        #expect(credentials.action == .checkCredentials)
+        let payload = Outcome(job: job, target: job.targets[0], result: .failed(reason: "bad", httpStatus: 400), attempts: 1, at: 0)
+        #expect(payload.action == .none)
+    }
+
+    @Test("a delivery carries the provider's message id")
+    func delivered() {
+        let outcome = Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
+                              attempts: 2, at: 0)
+        #expect(outcome.status == .delivered)
+        #expect(outcome.providerMessageId == "m-1")
+        #expect(outcome.attempts == 2)
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import PushSandbox
+import Synchronization
+import Testing
+import TestSupport
+@testable import PushHTTP
+
+@Suite("HTTP/2 over TLS on libcurl, against a real sandbox server")
+struct CurlTransportTests {
+    static func echo(_ request: SandboxRequest) -> SandboxResponse {
+        if request.path.hasPrefix("/slow") { return SandboxResponse(status: 200, delay: .seconds(2)) }
+        return SandboxResponse(status: 201, headers: [("x-seen-method", request.method), ("retry-after", "3")],
+                               body: request.body.reversed())
+    }
+
+    @Test("a POST gets the status, lower-cased headers and body back over HTTP/2")
+    func postRoundTrip() async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x",
+                                                            headers: [("content-type", "application/json"), ("x-custom", "1")],
+                                                            body: Array("abc".utf8), tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        #expect(response.status == 201)
+        #expect(response.header("X-Seen-Method") == "POST")
+        #expect(response.body == Array("cba".utf8))
+        let received = try #require(sandbox.server.requests.first)
+        #expect(received.header("x-custom") == "1")
+        #expect(received.header("expect") == nil)
+        await sandbox.stop()
+    }
+
+    @Test("hundreds of concurrent requests complete, multiplexed on a bounded number of connections")
+    func concurrentRequests() async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
+        let transport = CurlHTTPTransport(configuration: CurlTransportConfiguration(maximumConnectionsPerHost: 1))
+        defer { transport.shutdown() }
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<500 {
+                group.addTask {
+                    try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/n\(index)", body: [UInt8(index % 256)],
+                                                         tls: TLSOptions(caFile: sandbox.tls.caFile))).status
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 500)
+        #expect(statuses.allSatisfy { $0 == 201 })
+        await sandbox.stop()
+    }
+
+    @Test("a request slower than its timeout fails with timedOut")
+    func timeout() async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        await #expect(throws: HTTPTransportError.timedOut) {
+            try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow", timeout: .milliseconds(300),
+                                                 tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        }
+        await sandbox.stop()
+    }
+
+    @Test("a server certificate from an untrusted CA is refused (verification is always on)")
+    func untrustedCertificate() async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        do {
+            _ = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x"))
+            Issue.record("a self-signed sandbox was trusted without its CA")
+        } catch {
+            guard case .tls = error else { Issue.record("expected a TLS error, got \(error)"); return }
+        }
+        await sandbox.stop()
+    }
+
+    @Test("mutual TLS: without a client certificate the handshake fails, with one the request succeeds")
+    func mutualTLS() async throws {
+        let sandbox = try await ProxySandboxFixture.start(requireClientCertificate: true, responder: Self.echo)
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        let url = sandbox.server.baseURL + "/mtls"
+        await #expect(throws: HTTPTransportError.self) {
+            try await transport.send(HTTPRequest(url: url, tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        }
+        let response = try await transport.send(HTTPRequest(url: url, tls: TLSOptions(
+            caFile: sandbox.tls.caFile, clientCertificateFile: sandbox.tls.clientCertificateFile,
+            clientKeyFile: sandbox.tls.clientKeyFile)))
+        #expect(response.status == 201)
+        await sandbox.stop()
+    }
+
+    @Test("a connection refused is a connectionFailed error")
+    func connectionRefused() async throws {
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        await #expect(throws: HTTPTransportError.self) {
+            try await transport.send(HTTPRequest(url: "https://127.0.0.1:1/x", timeout: .seconds(2)))
+        }
+    }
+
+    @Test("cancelling the caller's task cancels the transfer")
+    func cancellation() async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        let task = Task {
+            try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        task.cancel()
+        await #expect(throws: HTTPTransportError.cancelled) { try await task.value }
+        await sandbox.stop()
+    }
+
+    @Test("only https URLs are sent")
+    func httpsOnly() async throws {
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        await #expect(throws: HTTPTransportError.self) {
+            try await transport.send(HTTPRequest(url: "http://127.0.0.1:9/x"))
+        }
+    }
+}
+
+@Suite("Retry-After (RFC 9110 §10.2.3)")
+struct RetryAfterTests {
+    @Test("delay-seconds")
+    func seconds() { #expect(RetryAfter.parse("7") == .seconds(7)) }
+
+    @Test("an HTTP-date counts from now")
+    func httpDate() {
+        let now = Date(timeIntervalSince1970: 1_445_412_480)  // Wed, 21 Oct 2015 07:28:00 GMT
+        #expect(RetryAfter.parse("Wed, 21 Oct 2015 07:28:30 GMT", now: now) == .seconds(30))
+    }
+
+    @Test("garbage and negatives are ignored", arguments: ["", "soon", "-3"])
+    func invalid(_ value: String) { #expect(RetryAfter.parse(value) == nil) }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import PushKafka
+
+@Suite("librdkafka producer and consumer over the mock cluster's TCP sockets")
+struct KafkaRoundTripTests {
+    @Test("a produced batch is acknowledged and read back with keys and headers")
+    func roundTrip() async throws {
+        let kafka = try KafkaFixture()
+        let producer = try kafka.producer()
+        let records = (0..<50).map { index in
+            KafkaRecord(topic: kafka.outcomesTopic, key: Array("key-\(index % 5)".utf8), value: Array("value-\(index)".utf8),
+                        headers: [KafkaHeader("h", "v\(index)")])
+        }
+        try await producer.send(records)
+        let reader = try kafka.reader(topics: [kafka.outcomesTopic])
+        let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= 50 }
+        reader.stop()
+        producer.close()
+        #expect(messages.count == 50)
+        #expect(Set(messages.map(\.valueString)) == Set((0..<50).map { "value-\($0)" }))
+        let sample = try #require(messages.first { $0.valueString == "value-7" })
+        #expect(sample.keyString == "key-2")
+        #expect(sample.header("h") == "v7")
+        #expect(sample.timestamp != nil)
+    }
+
+    @Test("send fails when the broker never acknowledges within message.timeout.ms")
+    func unacknowledgedSendFails() async throws {
+        let kafka = try KafkaFixture()
+        var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
+        properties["message.timeout.ms"] = "1500"
+        let producer = try KafkaProducer(properties: properties, logger: testLogger())
+        kafka.cluster.setBroker(1, up: false)
+        await #expect(throws: KafkaError.self) {
+            try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("x".utf8))])
+        }
+        kafka.cluster.setBroker(1, up: true)
+        producer.close(timeout: .seconds(1))
+    }
+}
