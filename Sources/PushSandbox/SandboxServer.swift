@@ -11,6 +11,8 @@ public struct SandboxRequest: Sendable {
     /// Header names are lower-cased.
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
+    /// When the request was complete.
+    public var receivedAt: ContinuousClock.Instant
 
     public func header(_ name: String) -> String? {
         headers.first { $0.name == name.lowercased() }?.value
@@ -152,7 +154,8 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             let request = SandboxRequest(method: head.method.rawValue, path: head.uri,
-                                         headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body)
+                                         headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body,
+                                         receivedAt: .now)
             record(request)
             let response = responder(request)
             if let delay = response.delay {
