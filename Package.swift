@@ -73,8 +73,10 @@ let package = Package(
         .testTarget(name: "ProxyPluginTests", dependencies: ["ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
                     path: "Tests/ProxyPluginTests"),
         .testTarget(name: "PushPipelineTests", dependencies: [
-            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "PushWorker", "TestSupport",
+            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "TestSupport",
         ], path: "Tests/PushPipelineTests"),
+        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "TestSupport"],
+                    path: "Tests/PushWorkerTests"),
     ],
     swiftLanguageModes: [.v6]
 )

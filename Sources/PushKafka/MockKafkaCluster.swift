@@ -12,7 +12,7 @@ public final class MockKafkaCluster: @unchecked Sendable {
 
     public init(brokers: Int = 1, logger: Logger = Logger(label: "kafka-mock")) throws(KafkaError) {
         context = RDKafkaContext(logger: logger)
-        let conf = try RDKafkaConfig.make([:])
+        let conf = try RDKafkaConfig.make(["log_level": "4"])
         RDKafkaConfig.attach(context, to: conf)
         owner = try RDKafkaConfig.newHandle(RD_KAFKA_PRODUCER, conf: conf)
         guard let cluster = rd_kafka_mock_cluster_new(owner, Int32(brokers)) else {

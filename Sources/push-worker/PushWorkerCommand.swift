@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PushKafka
+import PushSandbox
 import PushWorker
 import Synchronization
 
@@ -10,7 +11,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-worker",
         abstract: "Delivers push-notification jobs from Kafka through APNs, FCM, Web Push and push-proxy plugins.",
-        subcommands: [Run.self, DemoCommand.self, KafkaMock.self])
+        subcommands: [Run.self, DemoCommand.self, KafkaMock.self, Sandbox.self])
 }
 
 struct Run: AsyncParsableCommand {
@@ -115,5 +116,40 @@ struct KafkaMock: AsyncParsableCommand {
         let signals = StopSignals { continuation.finish() }
         for await _ in stopped {}
         withExtendedLifetime((cluster, signals)) {}
+    }
+}
+
+struct Sandbox: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a push-proxy sandbox (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
+        discussion: "Writes ca.pem, client.pem and client-key.pem (for mutual TLS) and url (the endpoint) into --state-dir.")
+
+    @Option(help: "Directory for the CA, client certificate and the endpoint URL.")
+    var stateDir: String
+
+    @Option(help: "Port to listen on (0 = any free port).")
+    var port = 0
+
+    @Flag(help: "Demand a client certificate issued by the sandbox CA.")
+    var requireClientCertificate = false
+
+    func run() async throws {
+        let tls = try SandboxTLS.make()
+        let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
+                                                   responder: ProxySandbox.respond)
+        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile)] {
+            try? FileManager.default.removeItem(atPath: stateDir + "/" + name)
+            try FileManager.default.copyItem(atPath: source, toPath: stateDir + "/" + name)
+        }
+        let url = server.baseURL + ProxySandbox.path
+        try url.write(toFile: stateDir + "/url", atomically: true, encoding: .utf8)
+        FileHandle.standardOutput.write(Data((url + "\n").utf8))
+        let (stopped, continuation) = AsyncStream<Void>.makeStream()
+        let signals = StopSignals { continuation.finish() }
+        for await _ in stopped {}
+        withExtendedLifetime(signals) {}
+        await server.stop()
+        tls.remove()
     }
 }

@@ -1,0 +1,102 @@
+import Foundation
+import PushCore
+import Testing
+@testable import PushWorker
+
+@Suite("Configuration from PUSH_* variables")
+struct ConfigurationTests {
+    static let caFile: String = {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("push-test-ca.pem").path
+        FileManager.default.createFile(atPath: path, contents: Data("-----BEGIN CERTIFICATE-----\n".utf8))
+        return path
+    }()
+
+    let minimal = ["PUSH_KAFKA_BROKERS": "k1:9092", "PUSH_PROXY_URL": "https://proxy.example.com/push"]
+
+    func problems(_ environment: [String: String]) -> [String] {
+        switch WorkerConfiguration.load(from: environment) {
+        case .success: []
+        case .failure(let errors): errors.problems
+        }
+    }
+
+    @Test("defaults match the documented ones")
+    func defaults() throws {
+        let configuration = try WorkerConfiguration.load(from: minimal).get()
+        #expect(configuration.groupId == "push-worker")
+        #expect(configuration.pipeline.jobsTopic == "push.jobs")
+        #expect(configuration.pipeline.outcomesTopic == "push.outcomes")
+        #expect(configuration.pipeline.deadLetterTopic == "push.dlq")
+        #expect(configuration.pipeline.maximumInFlightJobs == 1000)
+        #expect(configuration.pipeline.retryPolicy == RetryPolicy(baseMilliseconds: 1000, maximumMilliseconds: 60_000, maximumAttempts: 5))
+        #expect(configuration.pipeline.jobLimits.maximumBytes == 131_072)
+        #expect(configuration.pipeline.shutdownGrace == .seconds(20))
+        #expect(configuration.enabledProviders == [.proxy])
+        #expect(configuration.logFormat == .json)
+        #expect(configuration.logLevel == .info)
+    }
+
+    @Test("a missing broker list stops start-up with one line saying what to set")
+    func missingBrokers() {
+        #expect(problems(["PUSH_PROXY_URL": "https://p/x"])
+            == ["PUSH_KAFKA_BROKERS is required: the Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092"])
+    }
+
+    @Test("every bad value is reported, one line each")
+    func oneLinePerProblem() {
+        let lines = problems([
+            "PUSH_PROXY_URL": "http://proxy.example.com/push",
+            "PUSH_MAX_ATTEMPTS": "many",
+            "PUSH_RETRY_BASE_MS": "5000",
+            "PUSH_RETRY_MAX_MS": "100",
+            "PUSH_LOG_FORMAT": "xml",
+            "PUSH_PROVIDERS": "proxy,pager",
+            "PUSH_PROXY_CERT_FILE": "/nonexistent/cert.pem",
+        ])
+        #expect(lines == [
+            "PUSH_KAFKA_BROKERS is required: the Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092",
+            "PUSH_RETRY_MAX_MS (100) must not be below PUSH_RETRY_BASE_MS (5000)",
+            "PUSH_MAX_ATTEMPTS must be an integer in 1...100, got \"many\"",
+            "PUSH_PROXY_URL must be an https:// URL, got \"http://proxy.example.com/push\"",
+            "PUSH_PROXY_CERT_FILE points to /nonexistent/cert.pem, which does not exist or is not readable",
+            "PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together",
+            "PUSH_PROVIDERS names \"pager\", which is not one of apns, fcm, webpush, proxy",
+            "PUSH_LOG_FORMAT must be json or text, got \"xml\"",
+        ])
+    }
+
+    @Test("without any provider configured the worker refuses to start")
+    func noProvider() {
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092"]) == ["no provider is configured: set PUSH_PROXY_URL (see push-worker run --help)"])
+    }
+
+    @Test("PUSH_PROVIDERS can only enable configured providers")
+    func providerRestriction() {
+        #expect(problems(minimal.merging(["PUSH_PROVIDERS": "apns"]) { $1 }).contains(
+            "PUSH_PROVIDERS enables apns, which this version of push-worker cannot configure yet"))
+    }
+
+    @Test("PUSH_RDKAFKA_* become librdkafka properties; the worker's own ones cannot be overridden")
+    func rdkafkaPassThrough() throws {
+        let configuration = try WorkerConfiguration.load(from: minimal.merging([
+            "PUSH_RDKAFKA_SECURITY_PROTOCOL": "ssl", "PUSH_RDKAFKA_SSL_CA_LOCATION": Self.caFile,
+        ]) { $1 }).get()
+        #expect(configuration.rdkafkaProperties == ["security.protocol": "ssl", "ssl.ca.location": Self.caFile])
+        #expect(problems(minimal.merging(["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE": "true"]) { $1 })
+            == ["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE cannot be overridden: the worker manages enable.auto.offset.store itself"])
+    }
+
+    @Test("an unknown PUSH_ variable is reported as a probable typo, not ignored silently")
+    func unknownVariables() throws {
+        let configuration = try WorkerConfiguration.load(from: minimal.merging(["PUSH_KAFKA_BROKER": "x"]) { $1 }).get()
+        #expect(configuration.unknownVariables == ["PUSH_KAFKA_BROKER"])
+    }
+
+    @Test("the README's configuration table is the one --help is generated from")
+    func readmeIsGenerated() throws {
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../README.md").standardized, encoding: .utf8)
+        #expect(readme.contains(ConfigurationReference.render(markdown: true)),
+                "regenerate with: .build/debug/push-worker run --markdown-reference")
+    }
+}

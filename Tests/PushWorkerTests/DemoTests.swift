@@ -1,0 +1,22 @@
+import Testing
+import TestSupport
+@testable import PushWorker
+
+@Suite("push-worker demo")
+struct DemoTests {
+    @Test("the demo shows delivered, rejected, failed and expired outcomes and two dead letters")
+    func demoOutcomes() async throws {
+        let rows = try await Demo.run(logger: testLogger())
+        let statuses = Dictionary(grouping: rows, by: \.title).mapValues { $0.map(\.status) }
+        #expect(statuses["incoming call"] == ["delivered", "delivered"])
+        #expect(statuses["chat message"] == ["delivered"])
+        #expect(statuses["call cancelled"] == ["delivered"])
+        #expect(statuses["user unknown to the proxy"] == ["rejected"])
+        #expect(statuses["proxy keeps answering 503"] == ["failed"])
+        #expect(statuses["stale call (TTL passed)"] == ["expired"])
+        #expect(statuses["malformed JSON"] == ["→ DLQ"])
+        #expect(statuses["unknown provider"] == ["→ DLQ"])
+        #expect(rows.first { $0.title == "user unknown to the proxy" }?.action == "remove_binding")
+        #expect(Demo.table(rows).split(separator: "\n").count == rows.count + 2)
+    }
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# End to end through separate processes: `push-worker kafka-mock` (a Kafka-protocol
+# broker), `push-worker sandbox` (an HTTPS push proxy), `push-worker run` configured
+# only by PUSH_* variables, and kcat as an independent producer and consumer.
+# Usage: scripts/e2e-run.sh [path/to/push-worker]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-.build/debug/push-worker}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "e2e: FAIL: $*" >&2; [ -f "$work/run.log" ] && tail -20 "$work/run.log" >&2; exit 1; }
+wait_for_file() { for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "$1 never appeared"; }
+
+echo "e2e: bad configuration stops start-up with one line per problem"
+set +e
+problems=$(env -i PATH="$PATH" PUSH_PROXY_URL=http://proxy.example.com PUSH_MAX_ATTEMPTS=many "$bin" run 2>&1 >/dev/null)
+status=$?
+set -e
+[ "$status" -eq 2 ] || fail "expected exit status 2 for bad configuration, got $status"
+[ "$(printf '%s\n' "$problems" | grep -c '^configuration: ')" -eq 3 ] || fail "expected 3 problem lines, got: $problems"
+
+"$bin" kafka-mock --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
+"$bin" sandbox --state-dir "$work/sandbox" >/dev/null & pids+=($!)
+wait_for_file "$work/bootstrap"
+wait_for_file "$work/sandbox/url"
+brokers=$(cat "$work/bootstrap")
+
+now=$(($(date +%s) * 1000))
+job='{"v":1,"id":"e2e-1","createdAt":'$now',"ttl":60,"kind":"call","userId":"alice","data":{"callId":"c1"},"targets":[{"bindingId":"e2e-b1","provider":"proxy","token":"secret-voip-token-5f1e9a","tokenType":"apnsVoip","platform":"ios","pushType":"voip"},{"bindingId":"e2e-b2","provider":"proxy","token":"secret-fcm-token-77c2d0","tokenType":"fcm","platform":"android"}]}'
+gone='{"v":1,"id":"e2e-2","createdAt":'$now',"kind":"message","userId":"unknown-bob","targets":[{"bindingId":"e2e-b3","provider":"proxy"}]}'
+printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\n' "$job" "$gone" | kcat -P -b "$brokers" -t push.jobs -K '|'
+
+PUSH_KAFKA_BROKERS="$brokers" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
+PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_SHUTDOWN_GRACE_S=5 \
+    "$bin" run >"$work/run.log" 2>&1 &
+worker=$!
+pids+=($worker)
+
+echo "e2e: waiting for outcomes and the dead letter (read by kcat)"
+for _ in $(seq 1 120); do
+    kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%s\n' >"$work/outcomes" 2>/dev/null || true
+    kcat -C -b "$brokers" -t push.dlq -o beginning -e -q -f '%k\t%h\t%s\n' >"$work/dlq" 2>/dev/null || true
+    [ "$(wc -l <"$work/outcomes")" -ge 3 ] && [ "$(wc -l <"$work/dlq")" -ge 1 ] && break
+    sleep 0.5
+done
+[ "$(wc -l <"$work/outcomes")" -eq 3 ] || fail "expected 3 outcomes, got: $(cat "$work/outcomes")"
+grep -q $'^e2e-b1\t.*"status":"delivered"' "$work/outcomes" || fail "e2e-b1 not delivered"
+grep -q $'^e2e-b2\t.*"status":"delivered"' "$work/outcomes" || fail "e2e-b2 not delivered"
+grep -q $'^e2e-b3\t.*"status":"rejected".*"action":"remove_binding"' "$work/outcomes" || fail "e2e-b3 not rejected with remove_binding"
+cut -f2 "$work/outcomes" | python3 scripts/check-schemas.py outcome - || fail "outcomes do not match docs/outcome.schema.json"
+[ "$(wc -l <"$work/dlq")" -eq 1 ] || fail "expected 1 dead letter, got: $(cat "$work/dlq")"
+grep -q $'^mallory\t.*push-dlq-code=invalid_json' "$work/dlq" || fail "dead letter lacks its key or reason: $(cat "$work/dlq")"
+
+echo "e2e: SIGTERM stops the worker cleanly"
+kill -TERM "$worker"
+set +e
+wait "$worker"
+status=$?
+set -e
+[ "$status" -eq 0 ] || fail "worker exited with $status after SIGTERM"
+grep -q '"msg":"push-worker stopped"' "$work/run.log" || fail "no clean-stop log line"
+if grep -qE 'secret-(voip|fcm)-token' "$work/run.log"; then fail "a device token appeared in the logs"; fi
+echo "e2e: PASS (3 outcomes, 1 dead letter, clean SIGTERM)"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what building and testing push-worker needs on Debian 12, skipping what is present.
+set -euo pipefail
+packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config kcat python3)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "installing: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet jsonschema
+if ! command -v swift >/dev/null; then
+    echo "swift not found: install the Swift 6 toolchain (this machine kind has it in /opt/swift/usr/bin)" >&2
+    exit 1
+fi
