@@ -36,6 +36,9 @@ let package = Package(
         .target(name: "PushHTTP", dependencies: ["PushCore", "CCurlShim", "CCurl",
                                                   .product(name: "Logging", package: "swift-log")],
                 path: "Sources/PushHTTP"),
+        .target(name: "PushRedis", dependencies: ["CHiredis", "PushCore",
+                                                   .product(name: "Logging", package: "swift-log")],
+                path: "Sources/PushRedis"),
         .target(name: "PushCrypto", dependencies: ["COpenSSL"], path: "Sources/PushCrypto"),
         .target(name: "PushPipeline", dependencies: ["PushCore", "PushKafka",
                                                       .product(name: "Logging", package: "swift-log")],
@@ -54,7 +57,7 @@ let package = Package(
 
         // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
         .target(name: "PushWorker", dependencies: [
-            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushSandbox", "ProxyPlugin",
+            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "ProxyPlugin",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushWorker"),
         .executableTarget(name: "push-worker", dependencies: [
@@ -64,7 +67,7 @@ let package = Package(
         ], path: "Sources/push-worker"),
 
         .target(name: "TestSupport", dependencies: [
-            "PushCore", "PushKafka", "PushSandbox", .product(name: "Logging", package: "swift-log"),
+            "PushCore", "PushKafka", "PushSandbox", "PushRedis", .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
@@ -73,8 +76,10 @@ let package = Package(
         .testTarget(name: "ProxyPluginTests", dependencies: ["ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
                     path: "Tests/ProxyPluginTests"),
         .testTarget(name: "PushPipelineTests", dependencies: [
-            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "TestSupport",
+            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "PushRedis", "TestSupport",
         ], path: "Tests/PushPipelineTests"),
+        .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "TestSupport"],
+                    path: "Tests/PushRedisTests"),
         .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],

@@ -36,8 +36,7 @@ public struct RetryPolicy: Sendable, Equatable {
         guard !deadline.isNowOrNever else { return .expired }
         var delay = random(backoffCeiling(afterAttempt: attempt))
         if let retryAfter {
-            let hinted = retryAfter.components.seconds * 1000 + retryAfter.components.attoseconds / 1_000_000_000_000_000
-            delay = max(delay, hinted)
+            delay = max(delay, retryAfter.milliseconds)
         }
         let due = now + delay
         return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired

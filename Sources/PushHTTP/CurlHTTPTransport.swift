@@ -281,9 +281,3 @@ final class CurlMultiLoop: @unchecked Sendable {
         state.continuation.resume(returning: result)
     }
 }
-
-extension Duration {
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}

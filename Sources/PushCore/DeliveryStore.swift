@@ -1,0 +1,60 @@
+/// What the pipeline must know about a (job, target) before it sends.
+public enum PriorState: Sendable, Equatable {
+    /// Nothing recorded: go ahead.
+    case fresh
+    /// This job already reached a final outcome for this binding (a redelivery): publish it again, do not send.
+    case alreadyFinished(Outcome)
+    /// Another job with the same dedupe identity went to this binding inside the window.
+    case duplicate(ofJob: String)
+}
+
+/// Shared state that makes sends idempotent and enforces dedupe windows across replicas.
+public protocol DeliveryStore: Sendable {
+    /// For each target of `job`: its recorded final outcome, or else a dedupe claim for
+    /// `window` milliseconds (0 = no dedupe) in the name of this job.
+    func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState]
+    /// Records a final outcome so a redelivered job is not sent again.
+    func record(_ outcome: Outcome, retention: Duration) async throws
+    /// The recorded final outcome of one (job, binding), if any.
+    func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome?
+}
+
+/// A retry waiting in the shared queue: the job as consumed, and which target.
+public struct RetryEntry: Sendable, Equatable {
+    public var id: String
+    /// The job's original Kafka value (it was valid when consumed).
+    public var jobBytes: [UInt8]
+    /// The job's Kafka key, for a dead letter if the attempts run out.
+    public var kafkaKey: [UInt8]?
+    /// The Kafka timestamp, for jobs without `createdAt`.
+    public var fallbackCreatedAt: Int64
+    public var bindingId: String
+    /// Attempts made so far.
+    public var attempts: Int
+    public var lastReason: String
+    public var lastHTTPStatus: Int?
+
+    public init(id: String, jobBytes: [UInt8], kafkaKey: [UInt8]?, fallbackCreatedAt: Int64, bindingId: String, attempts: Int,
+                lastReason: String, lastHTTPStatus: Int?) {
+        self.id = id
+        self.jobBytes = jobBytes
+        self.kafkaKey = kafkaKey
+        self.fallbackCreatedAt = fallbackCreatedAt
+        self.bindingId = bindingId
+        self.attempts = attempts
+        self.lastReason = lastReason
+        self.lastHTTPStatus = lastHTTPStatus
+    }
+}
+
+/// A durable, shared queue of due retries. A claim is a lease: an entry claimed by a
+/// worker that dies becomes due again when the lease ends.
+public protocol RetryQueue: Sendable {
+    func schedule(_ entry: RetryEntry, dueAt: Int64) async throws
+    /// Entries due at `now`, each leased to the caller until `now + lease`.
+    func claimDue(now: Int64, limit: Int, lease: Duration) async throws -> [RetryEntry]
+    /// Removes a finished entry.
+    func complete(_ id: String) async throws
+    /// Number of entries waiting (due or not).
+    func count() async throws -> Int
+}

@@ -1,0 +1,72 @@
+import Synchronization
+
+/// Dedupe and idempotency records in this process only: for the demo and single-replica
+/// runs without Redis. Lost on restart; not shared between replicas.
+public final class InMemoryDeliveryStore: DeliveryStore {
+    private struct Entry<Value> {
+        var value: Value
+        var expiresAt: Int64
+    }
+
+    private struct State {
+        var claims: [String: Entry<String>] = [:]
+        var outcomes: [String: Entry<Outcome>] = [:]
+        var operations = 0
+
+        /// Drops expired entries now and then, so memory follows the live windows only.
+        mutating func sweep(now: Int64) {
+            operations += 1
+            guard operations % 1024 == 0 else { return }
+            claims = claims.filter { $0.value.expiresAt > now }
+            outcomes = outcomes.filter { $0.value.expiresAt > now }
+        }
+    }
+
+    private let state = Mutex(State())
+    private let clock: @Sendable () -> Int64
+
+    public init(clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) { self.clock = clock }
+
+    public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
+        let now = clock()
+        let identity = DedupeWindows.identity(of: job)
+        return state.withLock { state in
+            state.sweep(now: now)
+            return job.targets.map { target in
+                if let recorded = state.outcomes["\(target.bindingId)/\(job.id)"], recorded.expiresAt > now {
+                    return .alreadyFinished(recorded.value)
+                }
+                guard dedupeWindow > 0 else { return .fresh }
+                let key = "\(target.bindingId)/\(identity)"
+                if let claim = state.claims[key], claim.expiresAt > now, claim.value != job.id {
+                    return .duplicate(ofJob: claim.value)
+                }
+                if state.claims[key].map({ $0.expiresAt <= now }) ?? true {
+                    state.claims[key] = Entry(value: job.id, expiresAt: now + dedupeWindow)
+                }
+                return .fresh
+            }
+        }
+    }
+
+    public func record(_ outcome: Outcome, retention: Duration) async throws {
+        let now = clock()
+        state.withLock { state in
+            state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now + retention.milliseconds)
+        }
+    }
+
+    public func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {
+        let now = clock()
+        return state.withLock { state in
+            state.outcomes["\(bindingId)/\(jobId)"].flatMap { $0.expiresAt > now ? $0.value : nil }
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    public var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

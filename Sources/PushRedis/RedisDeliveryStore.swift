@@ -1,0 +1,53 @@
+import PushCore
+
+/// Dedupe windows and idempotency records in Redis, shared by every replica.
+///
+/// A job's checks take one round trip: per target `GET sent`, and when dedupe is on
+/// `SET dd <jobId> NX PX <window>` + `GET dd`. The claim names the job, so the same job
+/// redelivered by Kafka is not a duplicate of itself.
+public final class RedisDeliveryStore: DeliveryStore {
+    private let client: RedisClient
+
+    public init(client: RedisClient) { self.client = client }
+
+    public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
+        let identity = DedupeWindows.identity(of: job)
+        var commands: [RedisCommand] = []
+        for target in job.targets {
+            commands.append(RedisCommand("GET", RedisKeys.sent(bindingId: target.bindingId, jobId: job.id)))
+            if dedupeWindow > 0 {
+                let key = RedisKeys.dedupe(bindingId: target.bindingId, identity: identity)
+                commands.append(RedisCommand("SET", key, job.id, "NX", "PX", String(dedupeWindow)))
+                commands.append(RedisCommand("GET", key))
+            }
+        }
+        let replies = try await client.pipeline(commands)
+        if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
+            throw RedisError.reply(message)
+        }
+        let stride = dedupeWindow > 0 ? 3 : 1
+        return job.targets.indices.map { index in
+            let base = index * stride
+            if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) {
+                return .alreadyFinished(outcome)
+            }
+            guard dedupeWindow > 0 else { return .fresh }
+            if replies[base + 1] == .status("OK") { return .fresh }
+            let holder = replies[base + 2].string
+            return holder == nil || holder == job.id ? .fresh : .duplicate(ofJob: holder!)
+        }
+    }
+
+    public func record(_ outcome: Outcome, retention: Duration) async throws {
+        _ = try await client.command(RedisCommand([
+            Array("SET".utf8), Array(RedisKeys.sent(bindingId: outcome.bindingId, jobId: outcome.jobId).utf8),
+            outcome.encoded(), Array("PX".utf8), Array(String(max(retention.milliseconds, 1)).utf8),
+        ]))
+    }
+
+    public func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {
+        guard case .bulk(let bytes) = try await client.command(RedisCommand("GET", RedisKeys.sent(bindingId: bindingId, jobId: jobId)))
+        else { return nil }
+        return Outcome(json: bytes)
+    }
+}

@@ -1,0 +1,83 @@
+import PushCore
+
+/// The retry queue: a sorted set of entry ids scored by due time, and one hash per entry.
+/// Claiming moves an entry's score to the end of its lease, atomically (Lua), so two
+/// schedulers never hold the same entry, and an entry whose holder died is due again
+/// when the lease ends.
+public final class RedisRetryQueue: RetryQueue {
+    private let client: RedisClient
+
+    static let claimScript = RedisScript("""
+        local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+        for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[3], id) end
+        return ids
+        """)
+
+    public init(client: RedisClient) { self.client = client }
+
+    public func schedule(_ entry: RetryEntry, dueAt: Int64) async throws {
+        var fields: [[UInt8]] = [Array("HSET".utf8), Array(RedisKeys.retryEntry(entry.id).utf8)]
+        func field(_ name: String, _ value: [UInt8]) { fields.append(Array(name.utf8)); fields.append(value) }
+        field("job", entry.jobBytes)
+        field("key", entry.kafkaKey ?? [])
+        field("hasKey", Array((entry.kafkaKey == nil ? "0" : "1").utf8))
+        field("fallbackCreatedAt", Array(String(entry.fallbackCreatedAt).utf8))
+        field("binding", Array(entry.bindingId.utf8))
+        field("attempts", Array(String(entry.attempts).utf8))
+        field("reason", Array(entry.lastReason.utf8))
+        field("httpStatus", Array((entry.lastHTTPStatus.map(String.init) ?? "").utf8))
+        try await transaction([RedisCommand(fields), RedisCommand("ZADD", RedisKeys.retryIndex, String(dueAt), entry.id)])
+    }
+
+    public func claimDue(now: Int64, limit: Int, lease: Duration) async throws -> [RetryEntry] {
+        guard limit > 0 else { return [] }
+        let claimed = try await client.evaluate(Self.claimScript, keys: [RedisKeys.retryIndex], arguments: [
+            Array(String(now).utf8), Array(String(limit).utf8), Array(String(now + lease.milliseconds).utf8),
+        ])
+        guard case .array(let values) = claimed else { return [] }
+        let ids = values.compactMap(\.string)
+        guard !ids.isEmpty else { return [] }
+        let replies = try await client.pipeline(ids.map { RedisCommand("HGETALL", RedisKeys.retryEntry($0)) })
+        var entries: [RetryEntry] = []
+        var orphans: [String] = []
+        for (id, reply) in zip(ids, replies) {
+            if let entry = Self.entry(id: id, from: reply) { entries.append(entry) } else { orphans.append(id) }
+        }
+        if !orphans.isEmpty { _ = try await client.pipeline(orphans.map { RedisCommand("ZREM", RedisKeys.retryIndex, $0) }) }
+        return entries
+    }
+
+    public func complete(_ id: String) async throws {
+        try await transaction([RedisCommand("DEL", RedisKeys.retryEntry(id)), RedisCommand("ZREM", RedisKeys.retryIndex, id)])
+    }
+
+    public func count() async throws -> Int {
+        Int(try await client.command(RedisCommand("ZCARD", RedisKeys.retryIndex)).integer ?? 0)
+    }
+
+    private func transaction(_ commands: [RedisCommand]) async throws {
+        let replies = try await client.pipeline([RedisCommand("MULTI")] + commands + [RedisCommand("EXEC")])
+        guard case .array(let results)? = replies.last else {
+            throw RedisError.reply("transaction aborted: \(replies.last.map { "\($0)" } ?? "no reply")")
+        }
+        if case .error(let message)? = results.first(where: { if case .error = $0 { true } else { false } }) {
+            throw RedisError.reply(message)
+        }
+    }
+
+    static func entry(id: String, from reply: RedisValue) -> RetryEntry? {
+        guard case .array(let flat) = reply, !flat.isEmpty, flat.count.isMultiple(of: 2) else { return nil }
+        var fields: [String: [UInt8]] = [:]
+        for index in stride(from: 0, to: flat.count, by: 2) {
+            guard let name = flat[index].string, case .bulk(let value) = flat[index + 1] else { continue }
+            fields[name] = value
+        }
+        func text(_ name: String) -> String? { fields[name].map { String(decoding: $0, as: UTF8.self) } }
+        guard let job = fields["job"], let binding = text("binding"), let attempts = text("attempts").flatMap(Int.init),
+              let fallback = text("fallbackCreatedAt").flatMap(Int64.init)
+        else { return nil }
+        return RetryEntry(id: id, jobBytes: job, kafkaKey: text("hasKey") == "1" ? fields["key"] : nil,
+                          fallbackCreatedAt: fallback, bindingId: binding, attempts: attempts,
+                          lastReason: text("reason") ?? "", lastHTTPStatus: text("httpStatus").flatMap(Int.init))
+    }
+}

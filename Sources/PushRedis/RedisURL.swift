@@ -1,0 +1,73 @@
+/// `redis://[[user]:password@]host[:port][/db]`.
+public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var database: Int
+    public var username: String?
+    public var password: String?
+
+    public init?(_ text: String) {
+        guard text.hasPrefix("redis://") else { return nil }
+        var rest = Substring(text.dropFirst("redis://".count))
+        if let at = rest.lastIndex(of: "@") {
+            let credentials = rest[..<at]
+            rest = rest[rest.index(after: at)...]
+            if let colon = credentials.firstIndex(of: ":") {
+                let user = credentials[..<colon]
+                username = user.isEmpty ? nil : String(user)
+                password = String(credentials[credentials.index(after: colon)...]).removingPercentEncodingIfPossible
+            } else {
+                password = String(credentials).removingPercentEncodingIfPossible
+            }
+        }
+        var hostPort = rest
+        database = 0
+        if let slash = rest.firstIndex(of: "/") {
+            hostPort = rest[..<slash]
+            let db = rest[rest.index(after: slash)...]
+            if !db.isEmpty {
+                guard let number = Int(db), number >= 0 else { return nil }
+                database = number
+            }
+        }
+        port = 6379
+        if let colon = hostPort.lastIndex(of: ":"), !hostPort.hasSuffix("]") {
+            guard let number = Int(hostPort[hostPort.index(after: colon)...]), (1...65535).contains(number) else { return nil }
+            port = number
+            hostPort = hostPort[..<colon]
+        }
+        host = hostPort.trimmingCharacters(in: ["[", "]"])
+        guard !host.isEmpty else { return nil }
+    }
+
+    /// The URL with the password masked, for logs.
+    public var description: String {
+        let credentials = password == nil ? "" : "\(username ?? ""):***@"
+        return "redis://\(credentials)\(host):\(port)/\(database)"
+    }
+}
+
+private extension String {
+    var removingPercentEncodingIfPossible: String {
+        guard contains("%") else { return self }
+        var bytes: [UInt8] = []
+        var iterator = utf8.makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
+               let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) {
+                bytes.append(value)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func trimmingCharacters(in set: Set<Character>) -> String {
+        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: Set<Character>) -> String { String(self).trimmingCharacters(in: set) }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import PushCore
+import Testing
+import TestSupport
+@testable import PushRedis
+
+@Suite("hiredis client against a real redis-server")
+struct RedisClientTests {
+    @Test("redis:// URLs: password, user, port and database; the description masks the password")
+    func urls() throws {
+        let full = try #require(RedisURL("redis://worker:s3cret@cache.internal:6380/2"))
+        #expect(full.host == "cache.internal")
+        #expect(full.port == 6380)
+        #expect(full.database == 2)
+        #expect(full.username == "worker")
+        #expect(full.password == "s3cret")
+        #expect(full.description == "redis://worker:***@cache.internal:6380/2")
+        let passwordOnly = try #require(RedisURL("redis://:p%40ss@10.0.0.5"))
+        #expect(passwordOnly.password == "p@ss")
+        #expect(passwordOnly.username == nil)
+        #expect(passwordOnly.port == 6379)
+        #expect(RedisURL("http://x") == nil)
+        #expect(RedisURL("redis://host:99999") == nil)
+        #expect(RedisURL("redis://host/x") == nil)
+    }
+
+    @Test("a pipeline of commands is answered in order in one call; error replies come back as values")
+    func pipeline() async throws {
+        let server = try RedisServerProcess()
+        let client = server.client()
+        let replies = try await client.pipeline((0..<1000).map { RedisCommand("SET", "k\($0)", "v\($0)", "NX", "PX", "10000") }
+                                                + [RedisCommand("GET", "k7"), RedisCommand("INCR", "k7"), RedisCommand("GET", "missing")])
+        #expect(replies.count == 1003)
+        #expect(replies[0] == .status("OK"))
+        #expect(replies[1000].string == "v7")
+        guard case .error(let message) = replies[1001] else { Issue.record("expected an error reply"); return }
+        #expect(message.contains("not an integer"))
+        #expect(replies[1002] == .null)
+    }
+
+    @Test("AUTH from the URL's password; a wrong password is a clear error")
+    func authentication() async throws {
+        let server = try RedisServerProcess(password: "hunter2")
+        #expect(try await server.client().command(RedisCommand("PING")) == .status("PONG"))
+        let wrong = RedisClient(url: RedisURL("redis://:wrong@127.0.0.1:\(server.port)")!, connections: 1)
+        await #expect(throws: RedisError.self) { try await wrong.command(RedisCommand("PING")) }
+    }
+
+    @Test("a stopped server is 'unavailable'; the client reconnects by itself when it is back")
+    func reconnects() async throws {
+        let server = try RedisServerProcess()
+        let client = server.client(connections: 1)
+        #expect(await client.ping())
+        server.stop()
+        do {
+            _ = try await client.command(RedisCommand("PING"))
+            Issue.record("a command to a stopped server succeeded")
+        } catch {
+            guard case .unavailable = error else { Issue.record("expected unavailable, got \(error)"); return }
+        }
+        try server.start()
+        #expect(await client.ping())
+    }
+
+    @Test("scripts run by SHA and are reloaded after the server forgot them")
+    func scripts() async throws {
+        let server = try RedisServerProcess()
+        let client = server.client(connections: 1)
+        let script = RedisScript("return tonumber(ARGV[1]) + 1")
+        #expect(try await client.evaluate(script, keys: [], arguments: [Array("41".utf8)]) == .integer(42))
+        _ = try await client.command(RedisCommand("SCRIPT", "FLUSH"))
+        #expect(try await client.evaluate(script, keys: [], arguments: [Array("1".utf8)]) == .integer(2))
+    }
+}
+
+@Suite("Dedupe windows and idempotency records in Redis")
+struct RedisDeliveryStoreTests {
+    static func job(_ id: String, kind: JobKind = .call, dedupeKey: String? = nil, bindings: [String] = ["b1"]) -> Job {
+        Job(id: id, createdAt: 0, ttl: 60, kind: kind, priority: .high, userId: "u", dedupeKey: dedupeKey,
+            targets: bindings.map { Target(bindingId: $0, provider: .proxy) })
+    }
+
+    @Test("a second job with the same identity to the same binding inside the window is a duplicate")
+    func duplicateInsideWindow() async throws {
+        let server = try RedisServerProcess()
+        let store = RedisDeliveryStore(client: server.client())
+        #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
+        #expect(try await store.prepare(Self.job("j2"), dedupeWindow: 5000) == [.duplicate(ofJob: "j1")])
+        #expect(try await store.prepare(Self.job("j3", bindings: ["b2"]), dedupeWindow: 5000) == [.fresh], "other bindings are independent")
+        #expect(try await store.prepare(Self.job("j4", dedupeKey: "other"), dedupeWindow: 5000) == [.fresh], "other identities are independent")
+    }
+
+    @Test("the same job redelivered is not a duplicate of itself")
+    func redeliveryIsNotDuplicate() async throws {
+        let server = try RedisServerProcess()
+        let store = RedisDeliveryStore(client: server.client())
+        #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
+        #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
+    }
+
+    @Test("after the window both deliver; window 0 disables dedupe")
+    func afterWindow() async throws {
+        let server = try RedisServerProcess()
+        let store = RedisDeliveryStore(client: server.client())
+        #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 300) == [.fresh])
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await store.prepare(Self.job("j2"), dedupeWindow: 300) == [.fresh])
+        #expect(try await store.prepare(Self.job("j3"), dedupeWindow: 0) == [.fresh])
+        #expect(try await store.prepare(Self.job("j4"), dedupeWindow: 0) == [.fresh])
+    }
+
+    @Test("a recorded final outcome is returned for the same job and binding, whole")
+    func idempotencyRecord() async throws {
+        let server = try RedisServerProcess()
+        let store = RedisDeliveryStore(client: server.client())
+        let job = Self.job("j1", bindings: ["b1", "b2"])
+        let outcome = Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
+                              attempts: 1, at: 1234)
+        try await store.record(outcome, retention: .seconds(60))
+        #expect(try await store.prepare(job, dedupeWindow: 5000) == [.alreadyFinished(outcome), .fresh])
+        #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b1") == outcome)
+        #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b2") == nil)
+    }
+}
+
+@Suite("Retry queue in Redis: leases and atomic claims")
+struct RedisRetryQueueTests {
+    static func entry(_ id: String, attempts: Int = 1) -> RetryEntry {
+        RetryEntry(id: id, jobBytes: Array(#"{"v":1}"#.utf8), kafkaKey: Array("alice".utf8), fallbackCreatedAt: 5,
+                   bindingId: "b1", attempts: attempts, lastReason: "proxy answered 500", lastHTTPStatus: 500)
+    }
+
+    @Test("an entry is claimed only when due, whole, and is gone once completed")
+    func scheduleClaimComplete() async throws {
+        let server = try RedisServerProcess()
+        let queue = RedisRetryQueue(client: server.client())
+        try await queue.schedule(Self.entry("r1"), dueAt: 1000)
+        #expect(try await queue.claimDue(now: 999, limit: 10, lease: .seconds(30)).isEmpty)
+        let claimed = try await queue.claimDue(now: 1000, limit: 10, lease: .seconds(30))
+        #expect(claimed == [Self.entry("r1")])
+        try await queue.complete("r1")
+        #expect(try await queue.count() == 0)
+        #expect(try await queue.claimDue(now: 1_000_000, limit: 10, lease: .seconds(30)).isEmpty)
+    }
+
+    @Test("a claimed entry is invisible to other claimers until its lease ends, then due again")
+    func leases() async throws {
+        let server = try RedisServerProcess()
+        let first = RedisRetryQueue(client: server.client())
+        let second = RedisRetryQueue(client: server.client())
+        try await first.schedule(Self.entry("r1"), dueAt: 0)
+        #expect(try await first.claimDue(now: 10, limit: 10, lease: .milliseconds(500)).map(\.id) == ["r1"])
+        #expect(try await second.claimDue(now: 20, limit: 10, lease: .milliseconds(500)).isEmpty)
+        #expect(try await second.claimDue(now: 510, limit: 10, lease: .milliseconds(500)).map(\.id) == ["r1"])
+    }
+
+    @Test("many concurrent claimers never receive the same entry twice")
+    func concurrentClaims() async throws {
+        let server = try RedisServerProcess()
+        let queue = RedisRetryQueue(client: server.client(connections: 8))
+        for index in 0..<300 { try await queue.schedule(Self.entry("r\(index)"), dueAt: 0) }
+        let batches = try await withThrowingTaskGroup(of: [String].self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    var mine: [String] = []
+                    while true {
+                        let claimed = try await queue.claimDue(now: 1, limit: 7, lease: .seconds(60)).map(\.id)
+                        if claimed.isEmpty { return mine }
+                        mine += claimed
+                    }
+                }
+            }
+            return try await group.reduce(into: [[String]]()) { $0.append($1) }
+        }
+        let all = batches.flatMap { $0 }
+        #expect(all.count == 300)
+        #expect(Set(all).count == 300)
+    }
+
+    @Test("rescheduling keeps one entry with the new attempt count")
+    func reschedule() async throws {
+        let server = try RedisServerProcess()
+        let queue = RedisRetryQueue(client: server.client())
+        try await queue.schedule(Self.entry("r1", attempts: 1), dueAt: 0)
+        _ = try await queue.claimDue(now: 0, limit: 1, lease: .seconds(30))
+        try await queue.schedule(Self.entry("r1", attempts: 2), dueAt: 100)
+        #expect(try await queue.count() == 1)
+        #expect(try await queue.claimDue(now: 100, limit: 10, lease: .seconds(30)).map(\.attempts) == [2])
+    }
+}
