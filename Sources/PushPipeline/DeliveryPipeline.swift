@@ -22,9 +22,9 @@ public final class DeliveryPipeline: Sendable {
 
     private let configuration: PipelineConfiguration
     private let consumerProperties: [String: String]
-    private let producer: KafkaProducer
     private let processor: JobProcessor
-    private let records: OutcomeRecords
+    private let publisher: OutcomePublisher
+    private let retryScheduler: RetryScheduler?
     private let logger: Logger
     private let state = Mutex(State())
     private let consumerFinished = DispatchSemaphore(value: 0)
@@ -36,13 +36,20 @@ public final class DeliveryPipeline: Sendable {
                 processor: JobProcessor, logger: Logger) {
         self.configuration = configuration
         self.consumerProperties = consumerProperties
-        self.producer = producer
         self.processor = processor
-        records = OutcomeRecords(outcomesTopic: configuration.outcomesTopic, deadLetterTopic: configuration.deadLetterTopic)
+        let publisher = OutcomePublisher(producer: producer, outcomesTopic: configuration.outcomesTopic,
+                                         deadLetterTopic: configuration.deadLetterTopic, logger: logger)
+        self.publisher = publisher
+        retryScheduler = processor.retryQueue.map {
+            RetryScheduler(queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger)
+        }
         self.logger = logger
     }
 
     public var inFlightJobs: Int { state.withLock { $0.inFlight } }
+
+    /// Retries this replica is running now.
+    public var inFlightRetries: Int { retryScheduler?.inFlight ?? 0 }
 
     /// Consumes until `stop()`; returns after in-flight work finished or was abandoned and the consumer left the group.
     public func run() async throws {
@@ -54,12 +61,15 @@ public final class DeliveryPipeline: Sendable {
         }
         thread.name = "kafka-consumer"
         thread.start()
+        let retries = retryScheduler.map { scheduler in Task { await scheduler.run() } }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async { [consumerFinished] in
                 consumerFinished.wait()
                 continuation.resume()
             }
         }
+        retries?.cancel()
+        await retries?.value
     }
 
     /// Asks the pipeline to stop consuming and wind down; `run()` returns when it has.
@@ -70,15 +80,16 @@ public final class DeliveryPipeline: Sendable {
     private func consumeLoop(_ consumer: KafkaConsumer) {
         let resumeBelow = max(configuration.maximumInFlightJobs * 3 / 4, 1)
         while true {
+            let storeHealthy = processor.health.isHealthy
             let (stopping, pause, resume) = state.withLock { state in
-                let pause = !state.paused && state.inFlight >= configuration.maximumInFlightJobs
-                let resume = state.paused && state.inFlight < resumeBelow
+                let pause = !state.paused && (state.inFlight >= configuration.maximumInFlightJobs || !storeHealthy)
+                let resume = state.paused && state.inFlight < resumeBelow && storeHealthy
                 if pause { state.paused = true }
                 if resume { state.paused = false }
                 return (state.stopRequested, pause, resume)
             }
             if stopping { break }
-            if pause { consumer.pauseAll(); logger.debug("consumer paused: too many jobs in flight") }
+            if pause { consumer.pauseAll(); logger.debug("consumer paused", metadata: ["storeHealthy": "\(storeHealthy)"]) }
             if resume { consumer.resumeAll(); logger.debug("consumer resumed") }
             guard let message = consumer.poll(timeoutMilliseconds: 100) else { continue }
             start(message, consumer: consumer)
@@ -97,29 +108,14 @@ public final class DeliveryPipeline: Sendable {
             let previous = message.key.flatMap { state.tails[$0]?.task }
             let task = Task { [self] in
                 await previous?.value
-                let processed = await processor.process(message)
-                let published = await publish(records.records(for: processed, from: message), abandoned: processed)
-                finish(message, sequence: sequence, completed: published, consumer: consumer)
+                var completed = false
+                if case .publish(let publications, _) = await processor.process(message) {
+                    completed = await publisher.publish(publications)
+                }
+                finish(message, sequence: sequence, completed: completed, consumer: consumer)
             }
             state.tasks[sequence] = task
             if let key = message.key { state.tails[key] = (sequence, task) }
-        }
-    }
-
-    /// Publishes until acknowledged; gives up only when stopping (the job then stays uncommitted).
-    private func publish(_ records: [KafkaRecord], abandoned processed: ProcessedJob) async -> Bool {
-        if case .abandoned = processed { return false }
-        var backoff = Duration.milliseconds(100)
-        while true {
-            do {
-                try await producer.send(records)
-                return true
-            } catch {
-                logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
-                if Task.isCancelled { return false }
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(5))
-            }
         }
     }
 

@@ -2,115 +2,157 @@ import Logging
 import PushCore
 import PushKafka
 
-/// What became of one consumed message.
-public enum ProcessedJob: Sendable {
-    /// Not a valid job: it goes to the dead-letter topic.
-    case deadLetter(JobRejection)
-    /// One final outcome per target.
-    case outcomes(Job, [Outcome])
-    /// A stop interrupted the job: it stays uncommitted and Kafka delivers it again.
-    case abandoned
-}
-
-/// Decode → validate → fan out to the targets → expire / deliver / retry → one outcome per target.
+/// Decode → validate → idempotency and dedupe → per target: TTL, circuit, deliver,
+/// retry → one final outcome per target (or a hand-off to the retry queue).
 public struct JobProcessor: Sendable {
     public typealias Clock = @Sendable () -> Int64
     public typealias Sleep = @Sendable (Duration) async throws -> Void
 
-    private let decoder: JobDecoder
-    private let registry: ProviderRegistry
-    private let retryPolicy: RetryPolicy
-    private let clock: Clock
-    private let sleep: Sleep
-    private let logger: Logger
+    let decoder: JobDecoder
+    let registry: ProviderRegistry
+    let configuration: PipelineConfiguration
+    let store: any DeliveryStore
+    /// nil: retries wait in the job's task and its offset stays uncommitted (single replica, no Redis).
+    let retryQueue: (any RetryQueue)?
+    let breakers: CircuitBreakers
+    let health: StoreHealth
+    let clock: Clock
+    let sleep: Sleep
+    let logger: Logger
 
-    public init(registry: ProviderRegistry, retryPolicy: RetryPolicy, jobLimits: JobLimits, logger: Logger,
+    public init(registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
+                retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), logger: Logger,
                 clock: @escaping Clock = currentTimeMilliseconds,
                 sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
-        decoder = JobDecoder(limits: jobLimits)
+        decoder = JobDecoder(limits: configuration.jobLimits)
         self.registry = registry
-        self.retryPolicy = retryPolicy
+        self.configuration = configuration
+        self.store = store
+        self.retryQueue = retryQueue
+        breakers = CircuitBreakers(settings: configuration.circuitBreaker, logger: logger)
+        self.health = health
         self.clock = clock
         self.sleep = sleep
         self.logger = logger
     }
 
+    public var circuitBreakers: CircuitBreakers { breakers }
+
+    /// Where the job came from: a Kafka message or a claimed retry.
+    struct Source: Sendable {
+        let value: [UInt8]
+        let key: [UInt8]?
+        let fallbackCreatedAt: Int64
+        let description: String
+    }
+
     public func process(_ message: KafkaMessage) async -> ProcessedJob {
+        let source = Source(value: message.value, key: message.key, fallbackCreatedAt: message.timestamp ?? clock(),
+                            description: "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)")
         let job: Job
         do {
-            job = try decoder.decode(message.value, fallbackCreatedAt: message.timestamp ?? clock())
+            job = try decoder.decode(message.value, fallbackCreatedAt: source.fallbackCreatedAt)
         } catch {
-            logger.warning("invalid job sent to the dead-letter topic", metadata: [
-                "partition": "\(message.topicPartition)", "offset": "\(message.offset)", "reason": "\(error)",
-            ])
-            return .deadLetter(error)
+            logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(error)"])
+            return .publish([.deadLetter(error, value: message.value, key: message.key, source: source.description)], handedOff: false)
         }
-        let outcomes = await withTaskGroup(of: (Int, Outcome?).self) { group in
+        let window = job.deadline.isExpired(at: clock()) ? 0 : configuration.dedupeWindows.window(for: job.kind)
+        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
+
+        let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
-                group.addTask { (index, await deliver(job, to: target)) }
-            }
-            var outcomes = [Outcome?](repeating: nil, count: job.targets.count)
-            for await (index, outcome) in group { outcomes[index] = outcome }
-            return outcomes
-        }
-        let finished = outcomes.compactMap { $0 }
-        return finished.count == outcomes.count ? .outcomes(job, finished) : .abandoned
-    }
-
-    /// Attempts one target until it reaches a final outcome. Cancellation (a stop) abandons
-    /// the attempt: the job is not finished and Kafka will deliver it again.
-    func deliver(_ job: Job, to target: Target) async -> Outcome? {
-        let deadline = job.deadline
-        var attempt = 1
-        while true {
-            let now = clock()
-            if deadline.isExpired(at: now, attempt: attempt) {
-                return finish(Outcome(job: job, target: target, status: .expired,
-                                      reason: "TTL of \(job.ttl) s passed before sending", attempts: attempt - 1, at: now))
-            }
-            guard let provider = registry.provider(for: target.provider) else {
-                return finish(Outcome(job: job, target: target, status: .failed,
-                                      reason: "provider \(target.provider.rawValue) is not enabled on this worker",
-                                      attempts: attempt - 1, at: now))
-            }
-            let result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: now))
-            guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
-                return finish(Outcome(job: job, target: target, result: result, attempts: attempt, at: clock()))
-            }
-            let failedAt = clock()
-            switch retryPolicy.decide(afterAttempt: attempt, now: failedAt, deadline: deadline, retryAfter: retryAfter) {
-            case .retry(let dueAt):
-                logger.info("delivery will be retried", metadata: metadata(job, target, [
-                    "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt - failedAt)",
-                ]))
-                do {
-                    try await sleep(.milliseconds(dueAt - failedAt))
-                } catch {
-                    return nil
+                group.addTask {
+                    switch prior[index] {
+                    case .alreadyFinished(let outcome):
+                        logger.info("redelivered job: final outcome already recorded, not sent again",
+                                    metadata: metadata(job, target, ["status": "\(outcome.status.rawValue)"]))
+                        return (index, .final([.outcome(outcome)]))
+                    case .duplicate(let earlierJob):
+                        let outcome = Outcome(job: job, target: target, status: .deduplicated,
+                                              reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
+                                              attempts: 0, at: clock())
+                        return (index, await finish(outcome))
+                    case .fresh:
+                        return (index, await attempt(job, target, startingAt: 1, source: source, entryId: nil))
+                    }
                 }
-                attempt += 1
-            case .expired:
-                return finish(Outcome(job: job, target: target, status: .expired,
-                                      reason: "TTL ends before a retry could be sent (last error: \(reason))",
-                                      attempts: attempt, at: failedAt, httpStatus: httpStatus))
-            case .exhausted:
-                return finish(Outcome(job: job, target: target, status: .failed,
-                                      reason: "\(attempt) attempts exhausted (last error: \(reason))",
-                                      attempts: attempt, at: failedAt, httpStatus: httpStatus))
             }
+            var results = [TargetResult](repeating: .abandoned, count: job.targets.count)
+            for await (index, result) in group { results[index] = result }
+            return results
         }
+        return Self.combine(results)
     }
 
-    private func finish(_ outcome: Outcome) -> Outcome {
+    /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number.
+    public func processRetry(_ entry: RetryEntry) async -> ProcessedJob {
+        let source = Source(value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
+                            description: "retry-queue/\(entry.id)")
+        guard let job = try? decoder.decode(entry.jobBytes, fallbackCreatedAt: entry.fallbackCreatedAt),
+              let target = job.targets.first(where: { $0.bindingId == entry.bindingId })
+        else {
+            let rejection = JobRejection(.invalidField, "retry entry \(entry.id) no longer decodes to a job with binding \(entry.bindingId)")
+            return .publish([.deadLetter(rejection, value: entry.jobBytes, key: entry.kafkaKey, source: source.description)], handedOff: false)
+        }
+        guard let recorded = await withStore({ try await store.recordedOutcome(jobId: job.id, bindingId: target.bindingId) }) else {
+            return .abandoned
+        }
+        if let outcome = recorded {
+            return .publish([.outcome(outcome)], handedOff: false)
+        }
+        return Self.combine([await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)])
+    }
+
+    enum TargetResult: Sendable {
+        case final([Publication])
+        case handedOff([Publication])
+        case abandoned
+    }
+
+    static func combine(_ results: [TargetResult]) -> ProcessedJob {
+        var publications: [Publication] = []
+        var handedOff = false
+        for result in results {
+            switch result {
+            case .final(let items): publications += items
+            case .handedOff(let items): publications += items; handedOff = true
+            case .abandoned: return .abandoned
+            }
+        }
+        return .publish(publications, handedOff: handedOff)
+    }
+
+    /// Records a final outcome (idempotency), logs it and returns it for publishing.
+    func finish(_ outcome: Outcome, deadLetter: Publication? = nil) async -> TargetResult {
+        guard await withStore({ try await store.record(outcome, retention: configuration.idempotencyRetention) }) != nil else {
+            return .abandoned
+        }
         logger.info("delivery finished", metadata: [
             "jobId": "\(outcome.jobId)", "bindingId": "\(outcome.bindingId)", "provider": "\(outcome.provider.rawValue)",
             "app": "\(outcome.app ?? "-")", "status": "\(outcome.status.rawValue)", "attempts": "\(outcome.attempts)",
             "httpStatus": "\(outcome.httpStatus.map(String.init) ?? "-")", "reason": "\(outcome.reason ?? "-")",
         ])
-        return outcome
+        return .final([.outcome(outcome)] + (deadLetter.map { [$0] } ?? []))
     }
 
-    private func metadata(_ job: Job, _ target: Target, _ extra: Logger.Metadata) -> Logger.Metadata {
+    /// Runs a store operation until it succeeds, pausing intake while the store is down;
+    /// nil when a stop cancels the wait.
+    func withStore<T: Sendable>(_ operation: @Sendable () async throws -> T) async -> T? {
+        var backoff = Duration.milliseconds(100)
+        while true {
+            do {
+                let value = try await operation()
+                if health.set(true) { logger.notice("shared store reachable again: resuming") }
+                return value
+            } catch {
+                if health.set(false) { logger.error("shared store unavailable: pausing intake", metadata: ["error": "\(error)"]) }
+                do { try await Task.sleep(for: backoff) } catch { return nil }
+                backoff = min(backoff * 2, .seconds(2))
+            }
+        }
+    }
+
+    func metadata(_ job: Job, _ target: Target, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
         extra.merging(["jobId": "\(job.id)", "bindingId": "\(target.bindingId)", "provider": "\(target.provider.rawValue)",
                        "app": "\(target.app ?? "-")"]) { $1 }
     }

@@ -1,33 +1,55 @@
+import Logging
 import PushCore
 import PushKafka
 
-/// How processed jobs become Kafka records: outcomes keyed by bindingId, dead letters
-/// with the original key and bytes and the reason in headers.
-public struct OutcomeRecords: Sendable {
+/// Publishes outcomes (key = bindingId) and dead letters (original key and bytes,
+/// reason in headers), waiting for the broker's acknowledgement.
+public struct OutcomePublisher: Sendable {
     public static let reasonHeader = "push-dlq-reason"
     public static let codeHeader = "push-dlq-code"
     public static let sourceHeader = "push-dlq-source"
 
+    let producer: KafkaProducer
     let outcomesTopic: String
     let deadLetterTopic: String
+    let logger: Logger
 
-    public init(outcomesTopic: String, deadLetterTopic: String) {
+    public init(producer: KafkaProducer, outcomesTopic: String, deadLetterTopic: String, logger: Logger) {
+        self.producer = producer
         self.outcomesTopic = outcomesTopic
         self.deadLetterTopic = deadLetterTopic
+        self.logger = logger
     }
 
-    func records(for processed: ProcessedJob, from message: KafkaMessage) -> [KafkaRecord] {
-        switch processed {
-        case .deadLetter(let rejection):
-            return [KafkaRecord(topic: deadLetterTopic, key: message.key, value: message.value, headers: [
-                KafkaHeader(Self.reasonHeader, rejection.message),
-                KafkaHeader(Self.codeHeader, rejection.code.rawValue),
-                KafkaHeader(Self.sourceHeader, "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)"),
-            ])]
-        case .outcomes(_, let outcomes):
-            return outcomes.map { KafkaRecord(topic: outcomesTopic, key: Array($0.bindingId.utf8), value: $0.encoded()) }
-        case .abandoned:
-            return []
+    func records(for publications: [Publication]) -> [KafkaRecord] {
+        publications.map { publication in
+            switch publication {
+            case .outcome(let outcome):
+                return KafkaRecord(topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: outcome.encoded())
+            case .deadLetter(let rejection, let value, let key, let source):
+                return KafkaRecord(topic: deadLetterTopic, key: key, value: value, headers: [
+                    KafkaHeader(Self.reasonHeader, rejection.message),
+                    KafkaHeader(Self.codeHeader, rejection.code.rawValue),
+                    KafkaHeader(Self.sourceHeader, source),
+                ])
+            }
+        }
+    }
+
+    /// Publishes until acknowledged; gives up only when the task is cancelled (a stop).
+    func publish(_ publications: [Publication]) async -> Bool {
+        let records = records(for: publications)
+        var backoff = Duration.milliseconds(100)
+        while true {
+            do {
+                try await producer.send(records)
+                return true
+            } catch {
+                logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
+                if Task.isCancelled { return false }
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
         }
     }
 }

@@ -40,6 +40,12 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
         guard !host.isEmpty else { return nil }
     }
 
+    /// Masks whatever sits between `://` and `@` in a string that did not parse, for error messages.
+    public static func masked(_ text: String) -> String {
+        guard let at = text.lastIndex(of: "@"), let scheme = text.range(of: "://") else { return text }
+        return String(text[..<scheme.upperBound]) + "***" + String(text[at...])
+    }
+
     /// The URL with the password masked, for logs.
     public var description: String {
         let credentials = password == nil ? "" : "\(username ?? ""):***@"

@@ -41,6 +41,10 @@ public enum Demo {
                       json: job("call-1", kind: "call", user: "alice", ttl: 30,
                                 extra: #""priority":"high","data":{"callId":"c-77","from":"bob"},"#, targets: voip + "," + android),
                       expectedMessages: 2),
+            SampleJob(title: "caller redials within 5 s", id: "call-1b", key: "alice",
+                      json: job("call-1b", kind: "call", user: "alice", ttl: 30,
+                                extra: #""data":{"callId":"c-78","from":"bob"},"#, targets: voip),
+                      expectedMessages: 1),
             SampleJob(title: "chat message", id: "msg-1", key: "alice",
                       json: job("msg-1", kind: "message", user: "alice", ttl: 3600,
                                 extra: #""collapseKey":"chat-42","notification":{"title":"Bob","body":"Lunch?"},"#, targets: android),
@@ -53,7 +57,7 @@ public enum Demo {
                       expectedMessages: 1),
             SampleJob(title: "proxy keeps answering 503", id: "msg-3", key: "busy-dave",
                       json: job("msg-3", kind: "message", user: "busy-dave", targets: #"{"bindingId":"dave-ipad","provider":"proxy","tokenType":"apns","token":"ffee","platform":"ios"}"#),
-                      expectedMessages: 1),
+                      expectedMessages: 2),
             SampleJob(title: "stale call (TTL passed)", id: "call-2", key: "erin",
                       json: job("call-2", kind: "call", user: "erin", ttl: 30, createdAt: now - 3_600_000, targets: #"{"bindingId":"erin-phone","provider":"proxy","pushType":"voip"}"#),
                       expectedMessages: 1),
@@ -120,8 +124,8 @@ public enum Demo {
                 }
                 let key = message.key.map { String(decoding: $0, as: UTF8.self) } ?? "-"
                 let title = samples.first { $0.key == key }?.title ?? "-"
-                rows.append(Row(title: title, jobId: "-", bindingId: "-", status: "→ DLQ", action: header(OutcomeRecords.codeHeader),
-                                httpStatus: "-", attempts: "-", reason: header(OutcomeRecords.reasonHeader)))
+                rows.append(Row(title: title, jobId: "-", bindingId: "-", status: "→ DLQ", action: header(OutcomePublisher.codeHeader),
+                                httpStatus: "-", attempts: "-", reason: header(OutcomePublisher.reasonHeader)))
                 continue
             }
             guard let outcome = try? JSONParser.parse(message.value) else { continue }
@@ -138,7 +142,10 @@ public enum Demo {
                             attempts: text("attempts"), reason: text("reason")))
         }
         let order = samples.map(\.title)
-        return rows.sorted { (order.firstIndex(of: $0.title) ?? 99, $0.bindingId) < (order.firstIndex(of: $1.title) ?? 99, $1.bindingId) }
+        func sortKey(_ row: Row) -> (Int, Int, String) {
+            (order.firstIndex(of: row.title) ?? 99, row.status == "→ DLQ" ? 1 : 0, row.bindingId)
+        }
+        return rows.sorted { sortKey($0) < sortKey($1) }
     }
 
     public static func table(_ rows: [Row]) -> String {

@@ -4,6 +4,7 @@ import PushCore
 import PushHTTP
 import PushKafka
 import PushPipeline
+import PushRedis
 
 /// Assembles the pipeline from a configuration: plugins, producer, consumer properties.
 public struct Worker: Sendable {
@@ -22,8 +23,20 @@ public struct Worker: Sendable {
         consumerProperties = consumerProperties.filter { !Self.producerOnly.contains($0.key) }
         producerProperties = producerProperties.filter { !Self.consumerOnly.contains($0.key) }
         producer = try KafkaProducer(properties: producerProperties, logger: logger)
-        let processor = JobProcessor(registry: registry, retryPolicy: configuration.pipeline.retryPolicy,
-                                     jobLimits: configuration.pipeline.jobLimits, logger: logger)
+        let store: any DeliveryStore
+        let retryQueue: (any RetryQueue)?
+        if let url = configuration.redisURL {
+            let client = RedisClient(url: url, connections: configuration.redisConnections)
+            store = RedisDeliveryStore(client: client)
+            retryQueue = RedisRetryQueue(client: client)
+            logger.info("shared store: Redis", metadata: ["url": "\(url)"])
+        } else {
+            store = InMemoryDeliveryStore()
+            retryQueue = nil
+            logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
+        }
+        let processor = JobProcessor(registry: registry, configuration: configuration.pipeline, store: store,
+                                     retryQueue: retryQueue, logger: logger)
         pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,
                                     producer: producer, processor: processor, logger: logger)
     }

@@ -4,6 +4,7 @@ import ProxyPlugin
 import PushCore
 import PushHTTP
 import PushPipeline
+import PushRedis
 
 /// Start-up configuration problems, one line each.
 public struct ConfigurationErrors: Error, CustomStringConvertible {
@@ -19,6 +20,8 @@ public struct WorkerConfiguration: Sendable {
     /// librdkafka properties from `PUSH_RDKAFKA_*`, applied to consumer and producer.
     public var rdkafkaProperties: [String: String]
     public var maximumConnectionsPerHost: Int
+    public var redisURL: RedisURL?
+    public var redisConnections: Int
     public var proxy: ProxyConfiguration?
     public var enabledProviders: Set<ProviderID>
     public var logLevel: Logger.Level
@@ -44,6 +47,23 @@ public struct WorkerConfiguration: Sendable {
         pipeline.retryPolicy = RetryPolicy(baseMilliseconds: Int64(retryBase), maximumMilliseconds: Int64(retryMaximum),
                                            maximumAttempts: reader.integer("PUSH_MAX_ATTEMPTS", default: 5, in: 1...100))
         pipeline.shutdownGrace = .seconds(reader.integer("PUSH_SHUTDOWN_GRACE_S", default: 20, in: 0...3600))
+        for kind in JobKind.allCases {
+            let name = "PUSH_DEDUPE_WINDOW_\(kind.rawValue.uppercased())_MS"
+            let fallback = Int(DedupeWindows.default.window(for: kind))
+            pipeline.dedupeWindows.milliseconds[kind] = Int64(reader.integer(name, default: fallback, in: 0...86_400_000))
+        }
+        pipeline.idempotencyRetention = .seconds(reader.integer("PUSH_IDEMPOTENCY_TTL_S", default: 86_400, in: 60...2_592_000))
+        pipeline.retryLease = .milliseconds(reader.integer("PUSH_RETRY_LEASE_MS", default: 30_000, in: 1000...3_600_000))
+        pipeline.publishRetryingOutcomes = reader.boolean("PUSH_PUBLISH_RETRYING", default: false)
+        pipeline.circuitBreaker = CircuitBreaker.Settings(
+            failureThreshold: reader.integer("PUSH_CIRCUIT_FAILURES", default: 50, in: 1...100_000),
+            coolDownMilliseconds: Int64(reader.integer("PUSH_CIRCUIT_COOLDOWN_MS", default: 30_000, in: 100...3_600_000)))
+        var redisURL: RedisURL?
+        if let text = reader.string("PUSH_REDIS_URL") {
+            redisURL = RedisURL(text)
+            if redisURL == nil { reader.problem("PUSH_REDIS_URL must look like redis://[:password@]host:port/db, got \"\(RedisURL.masked(text))\"") }
+        }
+        let redisConnections = reader.integer("PUSH_REDIS_CONNECTIONS", default: 4, in: 1...64)
         let connections = reader.integer("PUSH_HTTP_MAX_CONNECTIONS", default: 2, in: 1...64)
 
         var proxy: ProxyConfiguration?
@@ -112,7 +132,7 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            maximumConnectionsPerHost: connections, proxy: proxy, enabledProviders: enabled,
+            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, enabledProviders: enabled,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }
 }
@@ -138,6 +158,17 @@ struct EnvironmentReader {
             return defaultValue
         }
         return value
+    }
+
+    mutating func boolean(_ name: String, default defaultValue: Bool) -> Bool {
+        guard let text = string(name) else { return defaultValue }
+        switch text.lowercased() {
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default:
+            problem("\(name) must be true or false, got \"\(text)\"")
+            return defaultValue
+        }
     }
 
     mutating func readableFile(_ name: String) -> String? {

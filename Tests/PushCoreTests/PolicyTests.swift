@@ -125,3 +125,45 @@ struct OutcomeTests {
         #expect(outcome.attempts == 2)
     }
 }
+
+@Suite("Circuit breaker state machine")
+struct CircuitBreakerTests {
+    let settings = CircuitBreaker.Settings(failureThreshold: 3, coolDownMilliseconds: 1000)
+
+    @Test("a credential failure opens at once; after the cool-down one probe goes; its success closes")
+    func credentials() {
+        var breaker = CircuitBreaker(settings: settings)
+        #expect(breaker.permit(at: 0) == .allowed)
+        let opened = breaker.record(.failed(reason: "BadCertificate", httpStatus: 403, action: .checkCredentials), at: 0)
+        #expect(opened)
+        #expect(breaker.permit(at: 999) == .rejected(cause: .credentials, retryAt: 1000))
+        #expect(breaker.permit(at: 1000) == .allowed)
+        if case .rejected = breaker.permit(at: 1001) {} else { Issue.record("only one probe while half-open") }
+        breaker.record(.delivered(providerMessageId: nil, httpStatus: 200), at: 1002)
+        #expect(breaker.state == .closed(consecutiveFailures: 0))
+    }
+
+    @Test("N transient failures in a row open it; a success in between resets the count")
+    func storm() {
+        var breaker = CircuitBreaker(settings: settings)
+        let transient = DeliveryResult.retryable(reason: "503", httpStatus: 503)
+        breaker.record(transient, at: 0)
+        breaker.record(transient, at: 0)
+        breaker.record(.rejected(reason: "gone", httpStatus: 410), at: 0)
+        breaker.record(transient, at: 0)
+        breaker.record(transient, at: 0)
+        #expect(!breaker.isOpen)
+        let opened = breaker.record(transient, at: 5)
+        #expect(opened)
+        #expect(breaker.permit(at: 10) == .rejected(cause: .failureStorm, retryAt: 1005))
+    }
+
+    @Test("a failed probe opens the circuit again for a full cool-down")
+    func failedProbe() {
+        var breaker = CircuitBreaker(settings: settings)
+        breaker.record(.failed(reason: "x", httpStatus: 401, action: .checkCredentials), at: 0)
+        #expect(breaker.permit(at: 1000) == .allowed)
+        breaker.record(.failed(reason: "x", httpStatus: 401, action: .checkCredentials), at: 1000)
+        #expect(breaker.permit(at: 1500) == .rejected(cause: .credentials, retryAt: 2000))
+    }
+}

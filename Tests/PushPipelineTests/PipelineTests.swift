@@ -16,7 +16,10 @@ struct PipelineHarness {
     let producer: KafkaProducer
     let registry: ProviderRegistry
 
+    let processor: JobProcessor
+
     init(kafka: KafkaFixture, sandbox: ProxySandboxFixture, group: String = "push-worker",
+         store: any DeliveryStore = InMemoryDeliveryStore(), retryQueue: (any RetryQueue)? = nil,
          configure: (inout PipelineConfiguration) -> Void = { _ in }) throws {
         self.kafka = kafka
         self.sandbox = sandbox
@@ -26,8 +29,8 @@ struct PipelineHarness {
         registry = ProviderRegistry([ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
                                                    transport: CurlHTTPTransport())])
         producer = try kafka.producer()
-        let processor = JobProcessor(registry: registry, retryPolicy: configuration.retryPolicy,
-                                     jobLimits: configuration.jobLimits, logger: testLogger())
+        processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: retryQueue,
+                                 logger: testLogger())
         pipeline = DeliveryPipeline(configuration: configuration, consumerProperties: kafka.consumerProperties(group: group),
                                     producer: producer, processor: processor, logger: testLogger())
     }
@@ -113,11 +116,11 @@ struct PipelineTests {
         #expect(dead.count == 3)
         #expect(dead.map(\.value) == [broken, hostile, version2])
         #expect(dead.allSatisfy { $0.keyString == "mallory" })
-        #expect(dead[0].header(OutcomeRecords.codeHeader) == "invalid_json")
-        #expect(dead[0].header(OutcomeRecords.reasonHeader) == "unexpected end of input at byte 29")
-        #expect(dead[1].header(OutcomeRecords.codeHeader) == "invalid_json")
-        #expect(dead[2].header(OutcomeRecords.codeHeader) == "unsupported_version")
-        #expect(dead[0].header(OutcomeRecords.sourceHeader) == "push.jobs/0@0")
+        #expect(dead[0].header(OutcomePublisher.codeHeader) == "invalid_json")
+        #expect(dead[0].header(OutcomePublisher.reasonHeader) == "unexpected end of input at byte 29")
+        #expect(dead[1].header(OutcomePublisher.codeHeader) == "invalid_json")
+        #expect(dead[2].header(OutcomePublisher.codeHeader) == "unsupported_version")
+        #expect(dead[0].header(OutcomePublisher.sourceHeader) == "push.jobs/0@0")
         let delivered = outcomes(messages)
         #expect(delivered.count == 1)
         #expect(delivered.first?.json?["jobId"] == .string("after"))

@@ -4,15 +4,16 @@ import TestSupport
 
 @Suite("push-worker demo")
 struct DemoTests {
-    @Test("the demo shows delivered, rejected, failed and expired outcomes and two dead letters")
+    @Test("the demo shows delivered, deduplicated, rejected, failed and expired outcomes and three dead letters")
     func demoOutcomes() async throws {
         let rows = try await Demo.run(logger: testLogger())
         let statuses = Dictionary(grouping: rows, by: \.title).mapValues { $0.map(\.status) }
         #expect(statuses["incoming call"] == ["delivered", "delivered"])
+        #expect(statuses["caller redials within 5 s"] == ["deduplicated"])
         #expect(statuses["chat message"] == ["delivered"])
         #expect(statuses["call cancelled"] == ["delivered"])
         #expect(statuses["user unknown to the proxy"] == ["rejected"])
-        #expect(statuses["proxy keeps answering 503"] == ["failed"])
+        #expect(statuses["proxy keeps answering 503"] == ["failed", "→ DLQ"])
         #expect(statuses["stale call (TTL passed)"] == ["expired"])
         #expect(statuses["malformed JSON"] == ["→ DLQ"])
         #expect(statuses["unknown provider"] == ["→ DLQ"])

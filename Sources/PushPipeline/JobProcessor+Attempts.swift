@@ -1,0 +1,67 @@
+import PushCore
+
+extension JobProcessor {
+    /// Attempts one target from attempt `first` until it is final, handed to the retry
+    /// queue, or abandoned by a stop.
+    func attempt(_ job: Job, _ target: Target, startingAt first: Int, source: Source, entryId: String?) async -> TargetResult {
+        let deadline = job.deadline
+        var attempt = first
+        while true {
+            let now = clock()
+            if deadline.isExpired(at: now, attempt: attempt) {
+                return await finish(Outcome(job: job, target: target, status: .expired,
+                                            reason: "TTL of \(job.ttl) s passed before sending", attempts: attempt - 1, at: now))
+            }
+            guard let provider = registry.provider(for: target.provider) else {
+                return await finish(Outcome(job: job, target: target, status: .failed,
+                                            reason: "provider \(target.provider.rawValue) is not enabled on this worker",
+                                            attempts: attempt - 1, at: now))
+            }
+            let result: DeliveryResult
+            switch breakers.permit(target, at: now) {
+            case .rejected(.credentials, _):
+                result = .failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of app \(target.app ?? "-"); not sent",
+                                 httpStatus: nil, action: .checkCredentials)
+            case .rejected(.failureStorm, let retryAt):
+                result = .retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
+                                    retryAfter: .milliseconds(max(retryAt - now, 0)))
+            case .allowed:
+                result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: now))
+                breakers.record(result, for: target, at: clock())
+            }
+            guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
+                return await finish(Outcome(job: job, target: target, result: result, attempts: attempt, at: clock()))
+            }
+
+            let failedAt = clock()
+            switch configuration.retryPolicy.decide(afterAttempt: attempt, now: failedAt, deadline: deadline, retryAfter: retryAfter) {
+            case .retry(let dueAt):
+                logger.info("delivery will be retried", metadata: metadata(job, target, [
+                    "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt - failedAt)",
+                ]))
+                if let retryQueue {
+                    let entry = RetryEntry(id: entryId ?? "\(job.id)/\(target.bindingId)", jobBytes: source.value,
+                                           kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
+                                           bindingId: target.bindingId, attempts: attempt, lastReason: reason,
+                                           lastHTTPStatus: httpStatus)
+                    guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .abandoned }
+                    guard configuration.publishRetryingOutcomes else { return .handedOff([]) }
+                    return .handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: attempt, at: failedAt))])
+                }
+                do { try await sleep(.milliseconds(dueAt - failedAt)) } catch { return .abandoned }
+                attempt += 1
+            case .expired:
+                return await finish(Outcome(job: job, target: target, status: .expired,
+                                            reason: "TTL ends before a retry could be sent (last error: \(reason))",
+                                            attempts: attempt, at: failedAt, httpStatus: httpStatus))
+            case .exhausted:
+                let outcome = Outcome(job: job, target: target, status: .failed,
+                                      reason: "\(attempt) attempts exhausted (last error: \(reason))",
+                                      attempts: attempt, at: failedAt, httpStatus: httpStatus)
+                let rejection = JobRejection(.attemptsExhausted, "binding \(target.bindingId): \(outcome.reason!)")
+                return await finish(outcome, deadLetter: .deadLetter(rejection, value: source.value, key: source.key,
+                                                                     source: source.description))
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import PushCore
+import PushKafka
+import PushRedis
+import PushSandbox
+import Synchronization
+import Testing
+import TestSupport
+@testable import PushPipeline
+
+/// Answers each binding's first `failures` requests with `status` (+ `Retry-After`), then 200.
+final class FailFirst: Sendable {
+    private let seen = Mutex<[String: Int]>([:])
+    let failures: Int
+    let status: Int
+    let retryAfter: String?
+
+    init(failures: Int = 1, status: Int = 503, retryAfter: String? = nil) {
+        self.failures = failures
+        self.status = status
+        self.retryAfter = retryAfter
+    }
+
+    func respond(_ request: SandboxRequest) -> SandboxResponse {
+        let document = try? JSONParser.parse(request.body)
+        guard case .array(let endpoints)? = document?["endpointData"], case .string(let binding)? = endpoints.first?["endpointId"]
+        else { return SandboxResponse(status: 400) }
+        let count = seen.withLock { $0[binding, default: 0] += 1; return $0[binding]! }
+        if count <= failures { return SandboxResponse(status: status, headers: retryAfter.map { [("retry-after", $0)] } ?? []) }
+        return SandboxResponse(status: 200)
+    }
+}
+
+func bindingOf(_ request: SandboxRequest) -> String {
+    guard case .array(let endpoints)? = (try? JSONParser.parse(request.body))?["endpointData"],
+          case .string(let binding)? = endpoints.first?["endpointId"] else { return "" }
+    return binding
+}
+
+@Suite("Pipeline with Redis: dedupe, idempotency, TTL, the retry queue and outages", .serialized)
+struct RedisPipelineTests {
+    func harness(_ kafka: KafkaFixture, _ sandbox: ProxySandboxFixture, _ redis: RedisServerProcess, group: String = "push-worker",
+                 configure: (inout PipelineConfiguration) -> Void = { _ in }) throws -> PipelineHarness {
+        let client = redis.client()
+        return try PipelineHarness(kafka: kafka, sandbox: sandbox, group: group, store: RedisDeliveryStore(client: client),
+                                   retryQueue: RedisRetryQueue(client: client), configure: configure)
+    }
+
+    @Test("two pushes to one binding inside the window: one delivered, one deduplicated; per-kind windows; after the window both deliver")
+    func dedupeWindows() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start()
+        let redis = try RedisServerProcess()
+        let harness = try harness(kafka, sandbox, redis) { $0.dedupeWindows = DedupeWindows(milliseconds: [.call: 1500, .message: 0]) }
+        try await produce(kafka, [
+            ("alice", jobJSON(id: "call-1", kind: "call", targets: [proxyTarget("b1")])),
+            ("alice", jobJSON(id: "call-2", kind: "call", targets: [proxyTarget("b1")])),
+            ("alice", jobJSON(id: "msg-1", kind: "message", targets: [proxyTarget("b1")])),
+            ("alice", jobJSON(id: "msg-2", kind: "message", targets: [proxyTarget("b1")])),
+        ])
+        let reader = try kafka.reader()
+        let running = harness.start()
+        _ = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 4 }
+        try await Task.sleep(for: .milliseconds(1600))
+        try await produce(kafka, [("alice", jobJSON(id: "call-3", kind: "call", targets: [proxyTarget("b1")]))])
+        let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 5 }
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        let status = Dictionary(outcomes(messages).compactMap { message -> (String, String)? in
+            guard case .string(let job)? = message.json?["jobId"], case .string(let status)? = message.json?["status"] else { return nil }
+            return (job, status)
+        }) { first, _ in first }
+        #expect(status == ["call-1": "delivered", "call-2": "deduplicated", "msg-1": "delivered", "msg-2": "delivered",
+                           "call-3": "delivered"])
+        #expect(sandbox.server.requests.count == 4)
+    }
+
+    @Test("a job redelivered after its send succeeded is not sent again; its outcome is published again")
+    func idempotentRedelivery() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start()
+        let redis = try RedisServerProcess()
+        let harness = try harness(kafka, sandbox, redis)
+        let job = jobJSON(id: "once", targets: [proxyTarget("b1"), proxyTarget("b2")])
+        try await produce(kafka, [("alice", job)])
+        let reader = try kafka.reader()
+        let running = harness.start()
+        _ = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 2 }
+        try await produce(kafka, [("alice", job)])  // what Kafka does after a crash before the commit
+        let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 4 }
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        #expect(sandbox.server.requests.count == 2, "one request per binding, not per consumption")
+        let published = outcomes(messages)
+        #expect(published.count == 4)
+        #expect(Set(published.map(\.valueString)).count == 2, "the replayed outcomes are the recorded ones, byte for byte")
+    }
+
+    @Test("Retry-After: 7 is honoured: the retry goes out no sooner than 7 s later, from the Redis queue")
+    func retryAfterHonoured() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let responder = FailFirst(status: 503, retryAfter: "7")
+        let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
+        let redis = try RedisServerProcess()
+        let harness = try harness(kafka, sandbox, redis)
+        try await produce(kafka, [("alice", jobJSON(id: "ra", targets: [proxyTarget("b1")]))])
+        let reader = try kafka.reader()
+        let running = harness.start()
+        let messages = await reader.wait(timeout: .seconds(40)) { outcomes($0).count >= 1 }
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        let requests = sandbox.server.requests
+        #expect(requests.count == 2)
+        if requests.count == 2 { #expect(requests[1].receivedAt - requests[0].receivedAt >= .seconds(7)) }
+        #expect(outcomes(messages).first?.json?["status"] == .string("delivered"))
+        #expect(outcomes(messages).first?.json?["attempts"] == .integer(2))
+    }
+
+    @Test("a retry due after the TTL is an expiry: no second send")
+    func ttlShorterThanBackoff() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let responder = FailFirst(status: 503, retryAfter: "30")
+        let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
+        let redis = try RedisServerProcess()
+        let harness = try harness(kafka, sandbox, redis)
+        try await produce(kafka, [("alice", jobJSON(id: "short", ttl: 10, targets: [proxyTarget("b1")]))])
+        let reader = try kafka.reader()
+        let running = harness.start()
+        let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 1 }
+        try await Task.sleep(for: .seconds(1))
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        #expect(sandbox.server.requests.count == 1)
+        let outcome = try #require(outcomes(messages).first?.json)
+        #expect(outcome["status"] == .string("expired"))
+        #expect(outcome["attempts"] == .integer(1))
+        #expect(outcome["reason"] == .string("TTL ends before a retry could be sent (last error: proxy unavailable)"))
+    }
+
+    @Test("two workers share the queue: every retry is sent exactly once, and the Kafka offsets commit once targets are queued")
+    func twoSchedulers() async throws {
+        let kafka = try KafkaFixture(partitions: 2)
+        let responder = FailFirst(status: 500)
+        let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
+        let redis = try RedisServerProcess()
+        let slowRetries: (inout PipelineConfiguration) -> Void = {
+            $0.retryPolicy = RetryPolicy(baseMilliseconds: 1500, maximumMilliseconds: 1500, maximumAttempts: 3)
+        }
+        let first = try harness(kafka, sandbox, redis, configure: slowRetries)
+        let second = try harness(kafka, sandbox, redis, configure: slowRetries)
+        try await produce(kafka, (0..<20).map { ("user-\($0)", jobJSON(id: "j\($0)", userId: "u\($0)", targets: [proxyTarget("b\($0)")])) })
+        let reader = try kafka.reader()
+        let runs = [first.start(), second.start()]
+        let messages = await reader.wait(timeout: .seconds(60)) { outcomes($0).count >= 20 }
+        try await Task.sleep(for: .seconds(1))
+        try await first.stop(runs[0])
+        try await second.stop(runs[1])
+        reader.stop()
+        await sandbox.stop()
+
+        let perBinding = Dictionary(grouping: sandbox.server.requests, by: bindingOf).mapValues(\.count)
+        #expect(perBinding.count == 20)
+        #expect(perBinding.values.allSatisfy { $0 == 2 }, "one failed attempt and one retry per binding: \(perBinding)")
+        #expect(outcomes(messages).count == 20)
+        #expect(try await RedisRetryQueue(client: redis.client()).count() == 0)
+    }
+
+    @Test("a retry claimed by a worker that died is sent by another once the lease ends")
+    func leaseTakeover() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start()
+        let redis = try RedisServerProcess()
+        let queue = RedisRetryQueue(client: redis.client())
+        let job = jobJSON(id: "orphan", targets: [proxyTarget("b1")])
+        try await queue.schedule(RetryEntry(id: "orphan/b1", jobBytes: job, kafkaKey: Array("alice".utf8), fallbackCreatedAt: 0,
+                                            bindingId: "b1", attempts: 1, lastReason: "proxy answered 500", lastHTTPStatus: 500),
+                                 dueAt: 0)
+        let claimedAt = ContinuousClock.now
+        #expect(try await queue.claimDue(now: currentTimeMilliseconds(), limit: 10, lease: .seconds(3)).count == 1)  // the worker that dies
+
+        let reader = try kafka.reader()
+        let survivor = try harness(kafka, sandbox, redis)
+        let running = survivor.start()
+        let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 1 }
+        try await survivor.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        let request = try #require(sandbox.server.requests.first)
+        #expect(request.receivedAt - claimedAt >= .seconds(3), "not before the lease ended")
+        #expect(sandbox.server.requests.count == 1)
+        #expect(outcomes(messages).first?.json?["attempts"] == .integer(2))
+        #expect(try await queue.count() == 0)
+    }
+
+    @Test("Redis killed mid-stream and restarted: the worker pauses, then resumes; no job lost, none sent twice")
+    func redisOutage() async throws {
+        let kafka = try KafkaFixture(partitions: 2)
+        let sandbox = try await ProxySandboxFixture.start()
+        let redis = try RedisServerProcess()
+        let harness = try harness(kafka, sandbox, redis)
+        let reader = try kafka.reader()
+        let running = harness.start()
+        try await produce(kafka, (0..<30).map { ("user-\($0)", jobJSON(id: "a\($0)", userId: "u\($0)", targets: [proxyTarget("a\($0)")])) })
+        _ = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 30 }
+
+        redis.stop()
+        try await produce(kafka, (0..<30).map { ("user-\($0)", jobJSON(id: "b\($0)", userId: "u\($0)", targets: [proxyTarget("b\($0)")])) })
+        try await waitUntil(timeout: .seconds(10)) { !harness.processor.health.isHealthy }
+        let duringOutage = outcomes(reader.received).count
+        try await Task.sleep(for: .seconds(2))
+        #expect(outcomes(reader.received).count == duringOutage, "nothing finishes while the store is down")
+        try redis.start()
+
+        let messages = await reader.wait(timeout: .seconds(40)) { outcomes($0).count >= 60 }
+        try await Task.sleep(for: .seconds(1))
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        #expect(harness.processor.health.isHealthy)
+        let published = outcomes(messages)
+        #expect(published.count == 60)
+        #expect(Set(published.compactMap { $0.keyString }).count == 60, "each binding has exactly one outcome")
+        let perBinding = Dictionary(grouping: sandbox.server.requests, by: bindingOf).mapValues(\.count)
+        #expect(perBinding.count == 60)
+        #expect(perBinding.values.allSatisfy { $0 == 1 }, "no binding was sent twice")
+    }
+}
