@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end through separate processes: `push-worker kafka-mock` (a Kafka-protocol
-# broker), `push-worker sandbox` (an HTTPS push proxy), `push-worker run` configured
-# only by PUSH_* variables, and kcat as an independent producer and consumer.
+# broker), `push-worker sandbox` (an HTTPS push proxy), a real redis-server,
+# `push-worker run` configured only by PUSH_* variables, and kcat as an independent
+# producer and consumer.
 # Usage: scripts/e2e-run.sh [path/to/push-worker]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,8 @@ set -e
 
 "$bin" kafka-mock --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
 "$bin" sandbox --state-dir "$work/sandbox" >/dev/null & pids+=($!)
+redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
 wait_for_file "$work/bootstrap"
 wait_for_file "$work/sandbox/url"
 brokers=$(cat "$work/bootstrap")
@@ -36,7 +39,7 @@ job='{"v":1,"id":"e2e-1","createdAt":'$now',"ttl":60,"kind":"call","userId":"ali
 gone='{"v":1,"id":"e2e-2","createdAt":'$now',"kind":"message","userId":"unknown-bob","targets":[{"bindingId":"e2e-b3","provider":"proxy"}]}'
 printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\n' "$job" "$gone" | kcat -P -b "$brokers" -t push.jobs -K '|'
 
-PUSH_KAFKA_BROKERS="$brokers" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
+PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_SHUTDOWN_GRACE_S=5 \
     "$bin" run >"$work/run.log" 2>&1 &
 worker=$!
@@ -57,6 +60,17 @@ cut -f2 "$work/outcomes" | python3 scripts/check-schemas.py outcome - || fail "o
 [ "$(wc -l <"$work/dlq")" -eq 1 ] || fail "expected 1 dead letter, got: $(cat "$work/dlq")"
 grep -q $'^mallory\t.*push-dlq-code=invalid_json' "$work/dlq" || fail "dead letter lacks its key or reason: $(cat "$work/dlq")"
 
+echo "e2e: the same job again (a redelivery): outcomes replayed from Redis, not sent again"
+printf 'alice|%s\n' "$job" | kcat -P -b "$brokers" -t push.jobs -K '|'
+for _ in $(seq 1 60); do
+    kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%s\n' >"$work/outcomes" 2>/dev/null || true
+    [ "$(wc -l <"$work/outcomes")" -ge 5 ] && break
+    sleep 0.5
+done
+[ "$(wc -l <"$work/outcomes")" -eq 5 ] || fail "expected 5 outcomes after the redelivery, got: $(cat "$work/outcomes")"
+[ "$(grep -c $'^e2e-b1\t' "$work/outcomes")" -eq 2 ] || fail "e2e-b1 should have two outcomes"
+[ "$(grep $'^e2e-b1\t' "$work/outcomes" | sort -u | wc -l)" -eq 1 ] || fail "the redelivered job was sent again (outcomes differ)"
+
 echo "e2e: SIGTERM stops the worker cleanly"
 kill -TERM "$worker"
 set +e
@@ -66,4 +80,4 @@ set -e
 [ "$status" -eq 0 ] || fail "worker exited with $status after SIGTERM"
 grep -q '"msg":"push-worker stopped"' "$work/run.log" || fail "no clean-stop log line"
 if grep -qE 'secret-(voip|fcm)-token' "$work/run.log"; then fail "a device token appeared in the logs"; fi
-echo "e2e: PASS (3 outcomes, 1 dead letter, clean SIGTERM)"
+echo "e2e: PASS (3 outcomes, 1 dead letter, redelivery replayed from Redis, clean SIGTERM)"
