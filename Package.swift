@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "PushRedis", dependencies: ["CHiredis", "PushCore",
                                                    .product(name: "Logging", package: "swift-log")],
                 path: "Sources/PushRedis"),
-        .target(name: "PushCrypto", dependencies: ["COpenSSL"], path: "Sources/PushCrypto"),
+        .target(name: "PushCrypto", dependencies: ["COpenSSL", "PushCore"], path: "Sources/PushCrypto"),
         .target(name: "PushPipeline", dependencies: ["PushCore", "PushKafka",
                                                       .product(name: "Logging", package: "swift-log")],
                 path: "Sources/PushPipeline"),
@@ -49,11 +49,15 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ], path: "Sources/PushSandbox"),
 
         // Provider plugins: each depends on the core's plugin API and the shared transport only.
         .target(name: "ProxyPlugin", dependencies: ["PushCore", "PushHTTP"], path: "Plugins/Proxy"),
+        .target(name: "APNsPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto",
+                                                    .product(name: "Logging", package: "swift-log")],
+                path: "Plugins/APNs"),
 
         // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
         .target(name: "PushWorker", dependencies: [
@@ -80,6 +84,8 @@ let package = Package(
         ], path: "Tests/PushPipelineTests"),
         .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "TestSupport"],
                     path: "Tests/PushRedisTests"),
+        .testTarget(name: "APNsPluginTests", dependencies: ["APNsPlugin", "PushCore", "PushHTTP", "PushCrypto", "PushSandbox", "TestSupport"],
+                    path: "Tests/APNsPluginTests"),
         .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],

@@ -6,12 +6,14 @@ public enum PriorState: Sendable, Equatable {
     case alreadyFinished(Outcome)
     /// Another job with the same dedupe identity went to this binding inside the window.
     case duplicate(ofJob: String)
+    /// This (job, binding) already waits in the retry queue (a redelivery after a hand-off): the queue owns it.
+    case inRetryQueue
 }
 
 /// Shared state that makes sends idempotent and enforces dedupe windows across replicas.
 public protocol DeliveryStore: Sendable {
-    /// For each target of `job`: its recorded final outcome, or else a dedupe claim for
-    /// `window` milliseconds (0 = no dedupe) in the name of this job.
+    /// For each target of `job`: its recorded final outcome, its pending retry entry, or else
+    /// a dedupe claim for `window` milliseconds (0 = no dedupe) in the name of this job.
     func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState]
     /// Records a final outcome so a redelivered job is not sent again.
     func record(_ outcome: Outcome, retention: Duration) async throws
@@ -33,6 +35,9 @@ public struct RetryEntry: Sendable, Equatable {
     public var attempts: Int
     public var lastReason: String
     public var lastHTTPStatus: Int?
+
+    /// The entry id of one (job, binding): at most one retry entry exists per delivery.
+    public static func id(jobId: String, bindingId: String) -> String { "\(jobId)/\(bindingId)" }
 
     public init(id: String, jobBytes: [UInt8], kafkaKey: [UInt8]?, fallbackCreatedAt: Int64, bindingId: String, attempts: Int,
                 lastReason: String, lastHTTPStatus: Int?) {

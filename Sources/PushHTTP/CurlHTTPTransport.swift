@@ -191,8 +191,13 @@ final class CurlMultiLoop: @unchecked Sendable {
         easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(request.timeout, configuration.connectTimeout).milliseconds))
         easy.set(CURLOPT_PROTOCOLS_STR, "https")
         if let caFile = request.tls.caFile { easy.set(CURLOPT_CAINFO, caFile) }
-        if let certificate = request.tls.clientCertificateFile { easy.set(CURLOPT_SSLCERT, certificate) }
+        if let certificate = request.tls.clientCertificateFile {
+            easy.set(CURLOPT_SSLCERT, certificate)
+            easy.set(CURLOPT_SSLCERTTYPE, request.tls.clientCertificateFormat.rawValue)
+        }
         if let key = request.tls.clientKeyFile { easy.set(CURLOPT_SSLKEY, key) }
+        if let password = request.tls.clientKeyPassword { easy.set(CURLOPT_KEYPASSWD, password) }
+        easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         easy.set(CURLOPT_HTTPHEADER, list: state.headerList)
         switch request.method {
         case "GET":

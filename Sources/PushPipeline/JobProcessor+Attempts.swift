@@ -40,7 +40,7 @@ extension JobProcessor {
                     "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt - failedAt)",
                 ]))
                 if let retryQueue {
-                    let entry = RetryEntry(id: entryId ?? "\(job.id)/\(target.bindingId)", jobBytes: source.value,
+                    let entry = RetryEntry(id: entryId ?? RetryEntry.id(jobId: job.id, bindingId: target.bindingId), jobBytes: source.value,
                                            kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
                                            bindingId: target.bindingId, attempts: attempt, lastReason: reason,
                                            lastHTTPStatus: httpStatus)

@@ -67,6 +67,10 @@ public struct JobProcessor: Sendable {
                         logger.info("redelivered job: final outcome already recorded, not sent again",
                                     metadata: metadata(job, target, ["status": "\(outcome.status.rawValue)"]))
                         return (index, .final([.outcome(outcome)]))
+                    case .inRetryQueue:
+                        logger.info("redelivered job: this target waits in the retry queue, which owns it",
+                                    metadata: metadata(job, target))
+                        return (index, .handedOff([]))
                     case .duplicate(let earlierJob):
                         let outcome = Outcome(job: job, target: target, status: .deduplicated,
                                               reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",

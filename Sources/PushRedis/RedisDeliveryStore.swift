@@ -2,7 +2,7 @@ import PushCore
 
 /// Dedupe windows and idempotency records in Redis, shared by every replica.
 ///
-/// A job's checks take one round trip: per target `GET sent`, and when dedupe is on
+/// A job's checks take one round trip: per target `GET sent`, `EXISTS` of its retry entry, and when dedupe is on
 /// `SET dd <jobId> NX PX <window>` + `GET dd`. The claim names the job, so the same job
 /// redelivered by Kafka is not a duplicate of itself.
 public final class RedisDeliveryStore: DeliveryStore {
@@ -15,6 +15,7 @@ public final class RedisDeliveryStore: DeliveryStore {
         var commands: [RedisCommand] = []
         for target in job.targets {
             commands.append(RedisCommand("GET", RedisKeys.sent(bindingId: target.bindingId, jobId: job.id)))
+            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(RetryEntry.id(jobId: job.id, bindingId: target.bindingId))))
             if dedupeWindow > 0 {
                 let key = RedisKeys.dedupe(bindingId: target.bindingId, identity: identity)
                 commands.append(RedisCommand("SET", key, job.id, "NX", "PX", String(dedupeWindow)))
@@ -25,15 +26,16 @@ public final class RedisDeliveryStore: DeliveryStore {
         if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
             throw RedisError.reply(message)
         }
-        let stride = dedupeWindow > 0 ? 3 : 1
+        let stride = dedupeWindow > 0 ? 4 : 2
         return job.targets.indices.map { index in
             let base = index * stride
             if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) {
                 return .alreadyFinished(outcome)
             }
+            if replies[base + 1] == .integer(1) { return .inRetryQueue }
             guard dedupeWindow > 0 else { return .fresh }
-            if replies[base + 1] == .status("OK") { return .fresh }
-            let holder = replies[base + 2].string
+            if replies[base + 2] == .status("OK") { return .fresh }
+            let holder = replies[base + 3].string
             return holder == nil || holder == job.id ? .fresh : .duplicate(ofJob: holder!)
         }
     }

@@ -7,7 +7,7 @@
 /// | `push:{b:<bindingId>}:dd:<identity>` | string | id of the job that claimed the window | the kind's dedupe window |
 /// | `push:{b:<bindingId>}:sent:<jobId>` | string | the final outcome (contract JSON) | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{retry}:due` | sorted set | retry entry ids, score = due time (ms) or lease end | — |
-/// | `push:{retry}:entry:<id>` | hash | job bytes, binding, attempts, last error | deleted when done |
+/// | `push:{retry}:entry:<jobId>/<bindingId>` | hash | job bytes, binding, attempts, last error | deleted when done |
 public enum RedisKeys {
     public static let prefix = "push"
 

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
@@ -13,6 +14,8 @@ public struct SandboxRequest: Sendable {
     public var body: [UInt8]
     /// When the request was complete.
     public var receivedAt: ContinuousClock.Instant
+    /// Identifies the HTTP/2 connection the request came on.
+    public var connection: ObjectIdentifier?
 
     public func header(_ name: String) -> String? {
         headers.first { $0.name == name.lowercased() }?.value
@@ -25,6 +28,15 @@ public struct SandboxResponse: Sendable {
     public var body: [UInt8]
     /// Answer only after this long (a slow provider).
     public var delay: Duration?
+    /// Something to do to the whole HTTP/2 connection after answering.
+    public var connectionAction: ConnectionAction?
+
+    public enum ConnectionAction: Sendable {
+        /// GOAWAY (NO_ERROR) naming this stream as the last one processed, then close.
+        case goAway
+        /// A SETTINGS frame raising SETTINGS_MAX_CONCURRENT_STREAMS (APNs does this once a token is accepted).
+        case allowConcurrentStreams(Int)
+    }
 
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [], delay: Duration? = nil) {
         self.status = status
@@ -55,7 +67,9 @@ public final class SandboxServer: Sendable {
     public var requests: [SandboxRequest] { received.withLock { $0 } }
 
     /// - Parameter requireClientCertificate: demand a client certificate issued by the sandbox CA (mutual TLS).
+    /// - Parameter initialConcurrentStreams: SETTINGS_MAX_CONCURRENT_STREAMS announced on every new connection.
     public static func start(tls: SandboxTLS, requireClientCertificate: Bool = false, port: Int = 0,
+                             initialConcurrentStreams: Int = 100,
                              responder: @escaping Responder) async throws -> SandboxServer {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
@@ -76,9 +90,15 @@ public final class SandboxServer: Sendable {
         permissiveConnection.controlFrameRateLimit.maximumCount = 100_000
         permissiveConnection.maximumConnectionGlitches = 100_000
         permissiveConnection.maximumRecentlyResetStreams = 100_000
+        permissiveConnection.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: initialConcurrentStreams),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+        ]
         var permissiveStreams = NIOHTTP2Handler.StreamConfiguration()
         permissiveStreams.streamResetFrameRateLimit.maximumCount = 100_000
         permissiveStreams.streamErrorRateLimit.maximumCount = 100_000
+        let connectionConfiguration = permissiveConnection
+        let streamConfiguration = permissiveStreams
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let box = RecorderBox()
         let channel = try await ServerBootstrap(group: group)
@@ -89,8 +109,8 @@ public final class SandboxServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server,
-                        connectionConfiguration: permissiveConnection,
-                        streamConfiguration: permissiveStreams
+                        connectionConfiguration: connectionConfiguration,
+                        streamConfiguration: streamConfiguration
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandlers([
@@ -155,7 +175,7 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
             guard let head else { return }
             let request = SandboxRequest(method: head.method.rawValue, path: head.uri,
                                          headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body,
-                                         receivedAt: .now)
+                                         receivedAt: .now, connection: context.channel.parent.map { ObjectIdentifier($0) })
             record(request)
             let response = responder(request)
             if let delay = response.delay {
@@ -171,6 +191,22 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
         }
     }
 
+    private func perform(_ action: SandboxResponse.ConnectionAction, context: ChannelHandlerContext) {
+        guard let connection = context.channel.parent else { return }
+        switch action {
+        case .goAway:
+            let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
+            let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: nil))
+            connection.writeAndFlush(frame).whenComplete { _ in
+                connection.eventLoop.scheduleTask(in: .milliseconds(50)) { connection.close(promise: nil) }
+            }
+        case .allowConcurrentStreams(let count):
+            connection.writeAndFlush(HTTP2Frame(streamID: .rootStream,
+                                                payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: count)]))),
+                                     promise: nil)
+        }
+    }
+
     private func write(_ response: SandboxResponse, context: ChannelHandlerContext) {
         var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
         headers.replaceOrAdd(name: "content-length", value: "\(response.body.count)")
@@ -180,5 +216,6 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        if let action = response.connectionAction { perform(action, context: context) }
     }
 }

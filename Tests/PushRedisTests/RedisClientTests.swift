@@ -188,3 +188,17 @@ struct RedisRetryQueueTests {
         #expect(try await queue.claimDue(now: 100, limit: 10, lease: .seconds(30)).map(\.attempts) == [2])
     }
 }
+
+@Suite("Redelivery of a job whose target waits in the retry queue")
+struct RetryOwnershipTests {
+    @Test("a target with a pending retry entry is reported as owned by the queue, not fresh")
+    func pendingRetryOwnsTarget() async throws {
+        let server = try RedisServerProcess()
+        let client = server.client()
+        let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2"])
+        try await RedisRetryQueue(client: client).schedule(RetryEntry(
+            id: RetryEntry.id(jobId: "j1", bindingId: "b2"), jobBytes: [], kafkaKey: nil, fallbackCreatedAt: 0,
+            bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
+        #expect(try await RedisDeliveryStore(client: client).prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue])
+    }
+}

@@ -1,0 +1,47 @@
+import PushHTTP
+
+/// One APNs app (bundle id) and how it authenticates.
+public struct APNsApp: Sendable {
+    public enum Authentication: Sendable {
+        /// Token auth: a `.p8` signing key, its 10-character key id and the team id.
+        case token(keyFile: String, keyId: String, teamId: String)
+        /// Certificate auth: the app's push certificate as TLS client certificate.
+        case certificate(TLSOptions)
+    }
+
+    public var bundleId: String
+    public var authentication: Authentication
+    /// Replaces the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM.
+    public var topicOverride: String?
+
+    public init(bundleId: String, authentication: Authentication, topicOverride: String? = nil) {
+        self.bundleId = bundleId
+        self.authentication = authentication
+        self.topicOverride = topicOverride
+    }
+}
+
+public struct APNsConfiguration: Sendable {
+    /// Base URLs; overridable for staging and tests.
+    public var productionURL: String
+    public var sandboxURL: String
+    /// Trust for the endpoints (a sandbox CA); nil = the system store.
+    public var caFile: String?
+    public var apps: [APNsApp]
+    /// The app serving targets without `app`.
+    public var defaultBundleId: String?
+    public var timeout: Duration
+
+    public static let productionHost = "https://api.push.apple.com"
+    public static let sandboxHost = "https://api.sandbox.push.apple.com"
+
+    public init(apps: [APNsApp], defaultBundleId: String? = nil, productionURL: String = productionHost,
+                sandboxURL: String = sandboxHost, caFile: String? = nil, timeout: Duration = .seconds(10)) {
+        self.apps = apps
+        self.defaultBundleId = defaultBundleId ?? (apps.count == 1 ? apps[0].bundleId : nil)
+        self.productionURL = productionURL
+        self.sandboxURL = sandboxURL
+        self.caFile = caFile
+        self.timeout = timeout
+    }
+}

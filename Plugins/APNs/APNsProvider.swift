@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+import PushCore
+import PushCrypto
+import PushHTTP
+
+/// Delivers to APNs over HTTP/2: per-target environment, token or certificate auth per app.
+public struct APNsProvider: PushProvider {
+    public let id = ProviderID.apns
+    private let configuration: APNsConfiguration
+    private let transport: any HTTPTransport
+    private let apps: [String: APNsApp]
+    /// One token cache per (team, key), shared by the apps that use it.
+    private let tokens: [String: APNsTokenCache]
+    private let logger: Logger
+
+    public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+        self.configuration = configuration
+        self.transport = transport
+        self.logger = logger
+        var apps: [String: APNsApp] = [:]
+        var tokens: [String: APNsTokenCache] = [:]
+        for app in configuration.apps {
+            apps[app.bundleId] = app
+            if case .token(let keyFile, let keyId, let teamId) = app.authentication, tokens["\(teamId)/\(keyId)"] == nil {
+                let key = try PrivateKey(pem: String(contentsOfFile: keyFile, encoding: .utf8))
+                tokens["\(teamId)/\(keyId)"] = APNsTokenCache(key: key, keyId: keyId, teamId: teamId, clock: clock)
+            }
+        }
+        self.apps = apps
+        self.tokens = tokens
+    }
+
+    func tokenCache(for app: APNsApp) -> APNsTokenCache? {
+        guard case .token(_, let keyId, let teamId) = app.authentication else { return nil }
+        return tokens["\(teamId)/\(keyId)"]
+    }
+
+    public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        guard let bundleId = delivery.target.app ?? configuration.defaultBundleId, let app = apps[bundleId] else {
+            return .failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil)
+        }
+        let built: APNsRequest.Built
+        do {
+            built = try APNsRequest.build(delivery, app: app)
+        } catch .payloadTooLarge(let size, let limit) {
+            return .failed(reason: "PayloadTooLarge: \(size) bytes, the limit is \(limit); not sent", httpStatus: nil)
+        } catch {
+            return .failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil)
+        }
+        var headers = built.headers
+        var tls = TLSOptions(caFile: configuration.caFile)
+        var bearer: String?
+        switch app.authentication {
+        case .token:
+            do {
+                bearer = try tokenCache(for: app)?.token()
+            } catch {
+                return .failed(reason: "cannot sign the provider token: \(error)", httpStatus: nil, action: .checkCredentials)
+            }
+            headers.append(("authorization", "bearer \(bearer ?? "")"))
+        case .certificate(let certificate):
+            tls = certificate
+            tls.caFile = configuration.caFile
+        }
+        let base = delivery.target.environment == "sandbox" ? configuration.sandboxURL : configuration.productionURL
+        let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
+                                  timeout: configuration.timeout, tls: tls)
+        let result = await HTTPDelivery.send(request, over: transport, classify: APNsResponse.classify)
+        switch result {
+        case .retryable("ExpiredProviderToken", _, _):
+            if let bearer { tokenCache(for: app)?.rejected(bearer) }
+        case .failed(let reason, 400?, _):
+            logger.error("APNs refused a request push-worker built: a bug to report", metadata: [
+                "reason": "\(reason)", "bundleId": "\(bundleId)", "pushType": "\(built.pushType.rawValue)",
+            ])
+        default:
+            break
+        }
+        return result
+    }
+
+    public func shutdown() async { transport.shutdown() }
+}

@@ -1,0 +1,66 @@
+import PushCore
+
+/// The `apns-push-type` values and the rules Apple attaches to each.
+public enum APNsPushType: String, Sendable, CaseIterable {
+    /// User-visible alert, badge or sound. Topic: the bundle id.
+    case alert
+    /// Silent content update. Topic: the bundle id. Priority must be 5 (10 is an error).
+    case background
+    /// Location query (token auth only). Topic: bundle id + `.location-query`.
+    case location
+    /// PushKit VoIP call invitation. Topic: bundle id + `.voip`. Payload up to 5120 bytes.
+    case voip
+    /// watchOS complication update. Topic: bundle id + `.complication`.
+    case complication
+    /// File Provider change. Topic: bundle id + `.pushkit.fileprovider`.
+    case fileprovider
+    /// MDM wake-up. Topic: the MDM certificate's topic (configure it as the topic override).
+    case mdm
+    /// Live Activity update. Topic: bundle id + `.push-type.liveactivity`.
+    case liveactivity
+    /// Push to Talk. Topic: bundle id + `.voip-ptt`.
+    case pushtotalk
+    /// Widget reload. Topic: bundle id + `.push-type.widgets`.
+    case widgets
+    /// Control Center control reload. Topic: bundle id + `.push-type.controls`.
+    case controls
+
+    public var topicSuffix: String {
+        switch self {
+        case .alert, .background, .mdm: ""
+        case .location: ".location-query"
+        case .voip: ".voip"
+        case .complication: ".complication"
+        case .fileprovider: ".pushkit.fileprovider"
+        case .liveactivity: ".push-type.liveactivity"
+        case .pushtotalk: ".voip-ptt"
+        case .widgets: ".push-type.widgets"
+        case .controls: ".push-type.controls"
+        }
+    }
+
+    /// Largest payload APNs accepts for this type, in bytes.
+    public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+
+    /// The type for a target: its own `pushType`, else by job kind — call and cancel → voip
+    /// (a cancel must reach the same PushKit handler as its call), message and custom → alert,
+    /// wake → background.
+    public static func resolve(kind: JobKind, target: Target) -> APNsPushType {
+        if let name = target.pushType, let explicit = APNsPushType(rawValue: name) { return explicit }
+        switch kind {
+        case .call, .cancel: return .voip
+        case .message, .custom: return .alert
+        case .wake: return .background
+        }
+    }
+
+    /// `apns-priority`: background is always 5; VoIP calls always 10 (they must ring now);
+    /// others 10 for high-priority jobs, 5 for normal ones.
+    public func priority(for jobPriority: JobPriority) -> Int {
+        switch self {
+        case .background: 5
+        case .voip: 10
+        default: jobPriority == .high ? 10 : 5
+        }
+    }
+}

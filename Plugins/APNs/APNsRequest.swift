@@ -1,0 +1,85 @@
+import PushCore
+import PushCrypto
+
+/// Builds the HTTP/2 request for one delivery: path, Apple's headers, payload.
+enum APNsRequest {
+    struct Built {
+        var path: String
+        var headers: [(name: String, value: String)]
+        var payload: [UInt8]
+        var pushType: APNsPushType
+    }
+
+    enum Refusal: Error, Equatable {
+        case payloadTooLarge(size: Int, limit: Int)
+        case locationNeedsTokenAuthentication
+    }
+
+    static func build(_ delivery: Delivery, app: APNsApp) throws(Refusal) -> Built {
+        let job = delivery.job
+        let pushType = APNsPushType.resolve(kind: job.kind, target: delivery.target)
+        if pushType == .location, case .certificate = app.authentication { throw .locationNeedsTokenAuthentication }
+        let payload = self.payload(job, pushType: pushType)
+        guard payload.count <= pushType.payloadLimit else { throw .payloadTooLarge(size: payload.count, limit: pushType.payloadLimit) }
+        var headers: [(name: String, value: String)] = [
+            ("apns-topic", app.topicOverride ?? app.bundleId + pushType.topicSuffix),
+            ("apns-push-type", pushType.rawValue),
+            ("apns-priority", String(pushType.priority(for: job.priority))),
+            ("apns-expiration", String(expiration(job))),
+            ("apns-id", stableId(delivery.deliveryKey)),
+            ("content-type", "application/json"),
+        ]
+        if let collapseKey = job.collapseKey { headers.append(("apns-collapse-id", collapseId(collapseKey))) }
+        return Built(path: "/3/device/\(delivery.target.token ?? "")", headers: headers, payload: payload, pushType: pushType)
+    }
+
+    /// Seconds since the epoch after which APNs stops trying; 0 = deliver now or never.
+    static func expiration(_ job: Job) -> Int64 {
+        job.deadline.isNowOrNever ? 0 : job.deadline.expiresAt / 1000
+    }
+
+    /// `apns-collapse-id` may hold 64 bytes; longer keys become their SHA-256 in hex (64 bytes), still stable.
+    static func collapseId(_ key: String) -> String {
+        key.utf8.count <= 64 ? key : Digest.hex(Digest.sha256(Array(key.utf8)))
+    }
+
+    /// A UUID derived from the (job, binding) pair, so every attempt of one delivery carries the same `apns-id`.
+    static func stableId(_ key: String) -> String {
+        var bytes = Array(Digest.sha256(Array(key.utf8)).prefix(16))
+        bytes[6] = bytes[6] & 0x0F | 0x50
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let hex = Digest.hex(bytes)
+        let characters = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+
+    /// `aps` plus the job's data at the top level. Background pushes carry `content-available`
+    /// only (no alert, sound or badge, as Apple requires); alerts with data get `mutable-content`
+    /// so a notification service extension can enrich them.
+    static func payload(_ job: Job, pushType: APNsPushType) -> [UInt8] {
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("aps")
+        writer.beginObject()
+        if pushType == .background {
+            writer.member("content-available", Int64(1))
+        } else if let notification = job.notification {
+            if notification.title != nil || notification.body != nil {
+                writer.key("alert")
+                writer.beginObject()
+                if let title = notification.title { writer.member("title", title) }
+                if let body = notification.body { writer.member("body", body) }
+                writer.endObject()
+            }
+            if let sound = notification.sound { writer.member("sound", sound) }
+            if let badge = notification.badge { writer.member("badge", badge) }
+            if pushType == .alert, !job.data.isEmpty { writer.member("mutable-content", Int64(1)) }
+        }
+        writer.endObject()
+        for (key, value) in job.data.sorted(by: { $0.key < $1.key }) where key != "aps" {
+            writer.member(key, value)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+}

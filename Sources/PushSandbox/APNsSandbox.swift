@@ -1,0 +1,131 @@
+import Foundation
+import PushCore
+import PushCrypto
+import Synchronization
+
+/// Checks requests the way APNs does and answers with Apple's status codes and
+/// `{"reason": …}` bodies. Authentication: provider tokens (ES256 JWT verified against the
+/// registered keys, `iat` at most an hour old, no new token within 20 minutes of the last)
+/// or, when the server demands client certificates, the TLS handshake itself.
+///
+/// Scripted answers by device-token prefix (tokens are hex):
+/// `0410…` 410 Unregistered with a timestamp · `0400…` 400 BadDeviceToken ·
+/// `0429…` 429 TooManyRequests · `0500…` 500 InternalServerError · `0503…` 503 ServiceUnavailable ·
+/// `0601…` 200 after 2 s.
+/// A new connection allows one stream until a token is accepted, then 1000 (as APNs does).
+public final class APNsSandbox: Sendable {
+    public struct SigningKey: Sendable {
+        public let keyId: String
+        public let teamId: String
+        public let publicKey: PublicKey
+
+        public init(keyId: String, teamId: String, publicKeyPEM: String) throws {
+            self.keyId = keyId
+            self.teamId = teamId
+            publicKey = try PublicKey(pem: publicKeyPEM)
+        }
+    }
+
+    static let pushTypeSuffixes: [String: String] = [
+        "alert": "", "background": "", "mdm": "", "location": ".location-query", "voip": ".voip",
+        "complication": ".complication", "fileprovider": ".pushkit.fileprovider", "liveactivity": ".push-type.liveactivity",
+        "pushtotalk": ".voip-ptt", "widgets": ".push-type.widgets", "controls": ".push-type.controls",
+    ]
+
+    private let keys: [String: SigningKey]
+    private let bundleIds: Set<String>
+    private let certificateAuthentication: Bool
+    private let clock: @Sendable () -> Int64
+    private let lastTokenIssuedAt = Mutex<[String: Int64]>([:])
+    private let trustedConnections = Mutex<Set<ObjectIdentifier>>([])
+    private let answered = Atomic<Int>(0)
+    /// Every this many requests, the answer is followed by GOAWAY and a closed connection.
+    private let goAwayEvery: Int?
+    /// Unregistered timestamp answered for `0410…` tokens (ms since the epoch).
+    public static let unregisteredSince: Int64 = 1_795_000_000_000
+
+    /// - Parameters:
+    ///   - certificateAuthentication: the server demands a client certificate; no token is needed.
+    public init(keys: [SigningKey], bundleIds: Set<String>, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+        self.goAwayEvery = goAwayEvery
+        self.keys = Dictionary(keys.map { ($0.keyId, $0) }) { first, _ in first }
+        self.bundleIds = bundleIds
+        self.certificateAuthentication = certificateAuthentication
+        self.clock = clock
+    }
+
+    public func respond(to request: SandboxRequest) -> SandboxResponse {
+        func error(_ status: Int, _ reason: String, _ extra: String = "") -> SandboxResponse {
+            SandboxResponse(status: status, json: #"{"reason":"\#(reason)"\#(extra)}"#, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())])
+        }
+        guard request.method == "POST" else { return error(405, "MethodNotAllowed") }
+        guard request.path.hasPrefix("/3/device/") else { return error(404, "BadPath") }
+        let token = String(request.path.dropFirst("/3/device/".count))
+        guard !token.isEmpty else { return error(400, "MissingDeviceToken") }
+        guard token.count >= 16, token.count.isMultiple(of: 2), token.allSatisfy(\.isHexDigit) else { return error(400, "BadDeviceToken") }
+
+        var tokenAccepted = false
+        if !certificateAuthentication {
+            guard let authorization = request.header("authorization") else { return error(403, "MissingProviderToken") }
+            guard authorization.hasPrefix("bearer "), let jwt = JSONWebToken.parse(String(authorization.dropFirst(7))),
+                  case .string(let keyId)? = jwt.header["kid"], let key = keys[keyId],
+                  jwt.header["alg"] == .string("ES256"), jwt.claims["iss"] == .string(key.teamId),
+                  case .integer(let issuedAt)? = jwt.claims["iat"], jwt.verifies(with: key.publicKey)
+            else { return error(403, "InvalidProviderToken") }
+            let now = clock() / 1000
+            if issuedAt > now + 60 { return error(403, "InvalidProviderToken") }
+            if now - issuedAt > 3600 { return error(403, "ExpiredProviderToken") }
+            let tooSoon = lastTokenIssuedAt.withLock { last -> Bool in
+                if let previous = last[keyId], issuedAt != previous, issuedAt - previous < 20 * 60, issuedAt > previous { return true }
+                last[keyId] = max(issuedAt, last[keyId] ?? 0)
+                return false
+            }
+            if tooSoon { return error(429, "TooManyProviderTokenUpdates") }
+            tokenAccepted = true
+        }
+
+        guard let topic = request.header("apns-topic") else { return error(400, "MissingTopic") }
+        guard let pushType = request.header("apns-push-type"), let suffix = Self.pushTypeSuffixes[pushType] else {
+            return error(400, "InvalidPushType")
+        }
+        if pushType != "mdm" {
+            guard topic.hasSuffix(suffix), bundleIds.contains(String(topic.dropLast(suffix.count))) else {
+                return error(400, bundleIds.contains(where: { topic.hasPrefix($0) }) ? "InvalidPushType" : "TopicDisallowed")
+            }
+        }
+        let priority = request.header("apns-priority") ?? "10"
+        guard ["10", "5", "1"].contains(priority), !(pushType == "background" && priority == "10") else { return error(400, "BadPriority") }
+        if let expiration = request.header("apns-expiration"), Int64(expiration).map({ $0 < 0 }) ?? true {
+            return error(400, "BadExpirationDate")
+        }
+        if let collapseId = request.header("apns-collapse-id"), collapseId.utf8.count > 64 { return error(400, "BadCollapseId") }
+        if let id = request.header("apns-id"), UUID(uuidString: id) == nil { return error(400, "BadMessageId") }
+        guard !request.body.isEmpty else { return error(400, "PayloadEmpty") }
+        guard request.body.count <= (pushType == "voip" ? 5120 : 4096) else { return error(413, "PayloadTooLarge") }
+        guard let payload = try? JSONParser.parse(request.body), case .object = payload else { return error(400, "BadPayload") }
+        if pushType == "background", case .object(let aps)? = payload["aps"],
+           aps.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
+            return error(400, "BadPayload")
+        }
+
+        var response: SandboxResponse
+        switch token.prefix(4) {
+        case "0410": response = error(410, "Unregistered", #","timestamp":\#(Self.unregisteredSince)"#)
+        case "0400": response = error(400, "BadDeviceToken")
+        case "0429": response = error(429, "TooManyRequests")
+        case "0500": response = error(500, "InternalServerError")
+        case "0503": response = error(503, "ServiceUnavailable")
+        case "0601": response = SandboxResponse(status: 200, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())], delay: .seconds(2))
+        default: response = SandboxResponse(status: 200, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())])
+        }
+        if tokenAccepted || certificateAuthentication, let connection = request.connection,
+           trustedConnections.withLock({ $0.insert(connection).inserted }) {
+            response.connectionAction = .allowConcurrentStreams(1000)
+        }
+        if let goAwayEvery, answered.add(1, ordering: .relaxed).newValue.isMultiple(of: goAwayEvery) {
+            response.connectionAction = .goAway
+        }
+        return response
+    }
+}

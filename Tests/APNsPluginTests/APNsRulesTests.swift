@@ -1,0 +1,181 @@
+import PushCore
+import PushCrypto
+import PushHTTP
+import Testing
+@testable import APNsPlugin
+
+@Suite("APNs request rules (headers, topic, priority, payload)")
+struct APNsRulesTests {
+    static let app = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
+    static let token = "a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1"
+
+    static func delivery(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 30, pushType: String? = nil,
+                         collapseKey: String? = nil, notification: Notification? = Notification(title: "Bob", body: "Hi", sound: "default", badge: 3),
+                         data: [String: String] = ["callId": "c-77"], bindingId: String = "b1", attempt: Int = 1) -> Delivery {
+        let target = Target(bindingId: bindingId, provider: .apns, app: "com.example.chat", token: token, pushType: pushType)
+        let job = Job(id: "job-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
+                      collapseKey: collapseKey, notification: notification, data: data, targets: [target])
+        return Delivery(job: job, target: target, attempt: attempt, now: 1_795_310_001_000)
+    }
+
+    func headers(_ delivery: Delivery, app: APNsApp = app) throws -> [String: String] {
+        let built = try APNsRequest.build(delivery, app: app)
+        return Dictionary(built.headers.map { ($0.name, $0.value) }) { first, _ in first }
+    }
+
+    @Test("a call is a VoIP push: topic bundle.voip, type voip, priority 10")
+    func voipCall() throws {
+        let headers = try headers(Self.delivery(kind: .call))
+        #expect(headers["apns-topic"] == "com.example.chat.voip")
+        #expect(headers["apns-push-type"] == "voip")
+        #expect(headers["apns-priority"] == "10")
+        #expect(try APNsRequest.build(Self.delivery(kind: .call), app: Self.app).path == "/3/device/\(Self.token)")
+    }
+
+    @Test("a wake-up is a background push: priority 5 always, content-available only, no alert, sound or badge")
+    func background() throws {
+        let delivery = Self.delivery(kind: .wake, priority: .high)
+        let headers = try headers(delivery)
+        #expect(headers["apns-push-type"] == "background")
+        #expect(headers["apns-topic"] == "com.example.chat")
+        #expect(headers["apns-priority"] == "5")
+        let payload = try APNsRequest.build(delivery, app: Self.app).payload
+        #expect(String(decoding: payload, as: UTF8.self) == #"{"aps":{"content-available":1},"callId":"c-77"}"#)
+    }
+
+    @Test("push type by kind: call and cancel → voip, message and custom → alert, wake → background; the target's pushType wins")
+    func pushTypeByKind() {
+        let target = Target(bindingId: "b", provider: .apns)
+        #expect(APNsPushType.resolve(kind: .call, target: target) == .voip)
+        #expect(APNsPushType.resolve(kind: .cancel, target: target) == .voip)
+        #expect(APNsPushType.resolve(kind: .message, target: target) == .alert)
+        #expect(APNsPushType.resolve(kind: .custom, target: target) == .alert)
+        #expect(APNsPushType.resolve(kind: .wake, target: target) == .background)
+        #expect(APNsPushType.resolve(kind: .cancel, target: Target(bindingId: "b", provider: .apns, pushType: "alert")) == .alert)
+    }
+
+    @Test("every push type's topic suffix is Apple's", arguments: [
+        ("alert", "com.example.chat"), ("background", "com.example.chat"), ("voip", "com.example.chat.voip"),
+        ("complication", "com.example.chat.complication"), ("fileprovider", "com.example.chat.pushkit.fileprovider"),
+        ("location", "com.example.chat.location-query"), ("pushtotalk", "com.example.chat.voip-ptt"),
+        ("liveactivity", "com.example.chat.push-type.liveactivity"), ("widgets", "com.example.chat.push-type.widgets"),
+        ("controls", "com.example.chat.push-type.controls"), ("mdm", "com.example.chat"),
+    ])
+    func topics(_ pushType: String, _ topic: String) throws {
+        #expect(try headers(Self.delivery(pushType: pushType))["apns-topic"] == topic)
+    }
+
+    @Test("a configured topic replaces the derived one (Mizu pushnotification_topic)")
+    func topicOverride() throws {
+        let app = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+                          topicOverride: "com.apple.mgmt.External.1234")
+        #expect(try headers(Self.delivery(pushType: "mdm"), app: app)["apns-topic"] == "com.apple.mgmt.External.1234")
+    }
+
+    @Test("an alert follows the job priority: high → 10, normal → 5")
+    func alertPriority() throws {
+        #expect(try headers(Self.delivery(priority: .high))["apns-priority"] == "10")
+        #expect(try headers(Self.delivery(priority: .normal))["apns-priority"] == "5")
+    }
+
+    @Test("apns-expiration is createdAt + ttl in epoch seconds; ttl 0 gives 0 (now or never)")
+    func expiration() throws {
+        #expect(try headers(Self.delivery(ttl: 30))["apns-expiration"] == "1795310030")
+        #expect(try headers(Self.delivery(ttl: 0))["apns-expiration"] == "0")
+    }
+
+    @Test("apns-collapse-id: collapseKey as is up to 64 bytes, else its SHA-256 in hex (64 bytes)")
+    func collapseId() throws {
+        #expect(try headers(Self.delivery(collapseKey: "chat-42"))["apns-collapse-id"] == "chat-42")
+        let long = String(repeating: "x", count: 65)
+        let hashed = try #require(try headers(Self.delivery(collapseKey: long))["apns-collapse-id"])
+        #expect(hashed.utf8.count == 64)
+        #expect(hashed == Digest.hex(Digest.sha256(Array(long.utf8))))
+        #expect(try headers(Self.delivery())["apns-collapse-id"] == nil)
+    }
+
+    @Test("apns-id is a UUID, the same for every attempt of a delivery, different per binding")
+    func stableId() throws {
+        let first = try #require(try headers(Self.delivery(attempt: 1))["apns-id"])
+        #expect(try headers(Self.delivery(attempt: 3))["apns-id"] == first)
+        #expect(try headers(Self.delivery(bindingId: "b2"))["apns-id"] != first)
+        #expect(first.count == 36)
+        #expect(Array(first)[14] == "5")
+    }
+
+    @Test("the alert payload has aps alert, sound, badge, mutable-content and the data at the top level")
+    func alertPayload() throws {
+        let payload = try APNsRequest.build(Self.delivery(), app: Self.app).payload
+        #expect(String(decoding: payload, as: UTF8.self)
+            == #"{"aps":{"alert":{"title":"Bob","body":"Hi"},"sound":"default","badge":3,"mutable-content":1},"callId":"c-77"}"#)
+    }
+
+    @Test("payload limits: 4096 bytes, 5120 for VoIP, refused before any request")
+    func payloadLimits() {
+        let big = ["blob": String(repeating: "x", count: 4500)]
+        #expect(throws: APNsRequest.Refusal.self) { try APNsRequest.build(Self.delivery(kind: .message, data: big), app: Self.app) }
+        #expect((try? APNsRequest.build(Self.delivery(kind: .call, data: big), app: Self.app)) != nil)
+        let huge = ["blob": String(repeating: "x", count: 5200)]
+        #expect(throws: APNsRequest.Refusal.self) { try APNsRequest.build(Self.delivery(kind: .call, data: huge), app: Self.app) }
+    }
+
+    @Test("the location push type is refused with certificate authentication")
+    func locationNeedsToken() {
+        let app = APNsApp(bundleId: "com.example.chat", authentication: .certificate(TLSOptions()))
+        #expect(throws: APNsRequest.Refusal.locationNeedsTokenAuthentication) {
+            try APNsRequest.build(Self.delivery(pushType: "location"), app: app)
+        }
+    }
+}
+
+@Suite("APNs reason table")
+struct APNsResponseTests {
+    static func response(_ status: Int, _ body: String = "", headers: [(name: String, value: String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, headers: headers, body: Array(body.utf8))
+    }
+
+    @Test("200 is delivered with the apns-id")
+    func delivered() {
+        #expect(APNsResponse.classify(Self.response(200, headers: [("apns-id", "11111111-2222-5333-8444-555555555555")]))
+            == .delivered(providerMessageId: "11111111-2222-5333-8444-555555555555", httpStatus: 200))
+    }
+
+    @Test("410 Unregistered / ExpiredToken: rejected with invalidSince from the body's millisecond timestamp")
+    func gone() {
+        #expect(APNsResponse.classify(Self.response(410, #"{"reason":"Unregistered","timestamp":1795000000000}"#))
+            == .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: 1_795_000_000_000))
+        #expect(APNsResponse.classify(Self.response(410, #"{"reason":"ExpiredToken","timestamp":1}"#))
+            == .rejected(reason: "ExpiredToken", httpStatus: 410, invalidSince: 1))
+    }
+
+    @Test("400 BadDeviceToken and DeviceTokenNotForTopic reject the binding; other 400s are our bug", arguments: [
+        ("BadDeviceToken", DeliveryResult.rejected(reason: "BadDeviceToken", httpStatus: 400)),
+        ("DeviceTokenNotForTopic", .rejected(reason: "DeviceTokenNotForTopic", httpStatus: 400)),
+        ("BadTopic", .failed(reason: "BadTopic", httpStatus: 400)),
+        ("BadPriority", .failed(reason: "BadPriority", httpStatus: 400)),
+        ("IdleTimeout", .retryable(reason: "IdleTimeout", httpStatus: 400)),
+    ])
+    func badRequests(_ reason: String, _ expected: DeliveryResult) {
+        #expect(APNsResponse.classify(Self.response(400, #"{"reason":"\#(reason)"}"#)) == expected)
+    }
+
+    @Test("403 credential reasons ask to check credentials; ExpiredProviderToken is retried with a new token", arguments: [
+        "InvalidProviderToken", "BadCertificate", "BadCertificateEnvironment", "MissingProviderToken", "Forbidden",
+    ])
+    func credentials(_ reason: String) {
+        #expect(APNsResponse.classify(Self.response(403, #"{"reason":"\#(reason)"}"#))
+            == .failed(reason: reason, httpStatus: 403, action: .checkCredentials))
+        #expect(APNsResponse.classify(Self.response(403, #"{"reason":"ExpiredProviderToken"}"#))
+            == .retryable(reason: "ExpiredProviderToken", httpStatus: 403))
+    }
+
+    @Test("413 fails; 429 and 5xx are retried (Retry-After kept)")
+    func others() {
+        #expect(APNsResponse.classify(Self.response(413, #"{"reason":"PayloadTooLarge"}"#)) == .failed(reason: "PayloadTooLarge", httpStatus: 413))
+        #expect(APNsResponse.classify(Self.response(429, #"{"reason":"TooManyRequests"}"#, headers: [("retry-after", "4")]))
+            == .retryable(reason: "TooManyRequests", httpStatus: 429, retryAfter: .seconds(4)))
+        #expect(APNsResponse.classify(Self.response(503, #"{"reason":"ServiceUnavailable"}"#)) == .retryable(reason: "ServiceUnavailable", httpStatus: 503))
+        #expect(APNsResponse.classify(Self.response(503, #"{"reason":"Shutdown"}"#)) == .retryable(reason: "Shutdown", httpStatus: 503))
+        #expect(APNsResponse.classify(Self.response(500, "")) == .retryable(reason: "HTTP 500", httpStatus: 500))
+    }
+}
