@@ -61,7 +61,8 @@ let package = Package(
 
         // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
         .target(name: "PushWorker", dependencies: [
-            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "ProxyPlugin",
+            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "PushCrypto",
+            "ProxyPlugin", "APNsPlugin",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushWorker"),
         .executableTarget(name: "push-worker", dependencies: [
@@ -86,7 +87,7 @@ let package = Package(
                     path: "Tests/PushRedisTests"),
         .testTarget(name: "APNsPluginTests", dependencies: ["APNsPlugin", "PushCore", "PushHTTP", "PushCrypto", "PushSandbox", "TestSupport"],
                     path: "Tests/APNsPluginTests"),
-        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "TestSupport"],
+        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "PushCrypto", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],
     swiftLanguageModes: [.v6]

@@ -129,3 +129,30 @@ public final class APNsSandbox: Sendable {
         return response
     }
 }
+
+/// A running APNs sandbox with a freshly generated `.p8` signing key registered in it,
+/// for the demo, the `sandbox` command and tests.
+public struct APNsSandboxInstance: Sendable {
+    public static let keyId = "ABC123DEFG"
+    public static let teamId = "TEAM123456"
+    public static let bundleId = "com.example.chat"
+
+    public let server: SandboxServer
+    public let sandbox: APNsSandbox
+    /// The PKCS#8 PEM signing key (what Apple's `.p8` file holds), inside the TLS directory.
+    public let keyFile: String
+
+    /// New connections allow one stream until a token is accepted, as APNs does.
+    public static func start(tls: SandboxTLS, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
+                             port: Int = 0) async throws -> APNsSandboxInstance {
+        let key = try PrivateKey.generateP256()
+        let keyFile = tls.directory.appendingPathComponent("AuthKey_\(keyId).p8").path
+        try key.pem().write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let sandbox = APNsSandbox(keys: [try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM())],
+                                  bundleIds: [bundleId], certificateAuthentication: certificateAuthentication,
+                                  goAwayEvery: goAwayEvery)
+        let server = try await SandboxServer.start(tls: tls, requireClientCertificate: certificateAuthentication, port: port,
+                                                   initialConcurrentStreams: 1, responder: sandbox.respond)
+        return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile)
+    }
+}

@@ -12,6 +12,7 @@ public enum Demo {
         public let title: String
         public let jobId: String
         public let bindingId: String
+        public let provider: String
         public let status: String
         public let action: String
         public let httpStatus: String
@@ -35,12 +36,20 @@ public enum Demo {
             """
         }
         let voip = #"{"bindingId":"alice-iphone","provider":"proxy","token":"a1b2c3d4e5f6","tokenType":"apnsVoip","platform":"ios","pushType":"voip"}"#
+        let apnsVoip = #"{"bindingId":"bob-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "b0", count: 32))","environment":"production","pushType":"voip"}"#
+        let apnsGone = #"{"bindingId":"old-ipad","provider":"apns","token":"0410\#(String(repeating: "c1", count: 30))","environment":"sandbox"}"#
         let android = #"{"bindingId":"alice-pixel","provider":"proxy","token":"fcm-token-123","tokenType":"fcm","platform":"android"}"#
         return [
             SampleJob(title: "incoming call", id: "call-1", key: "alice",
                       json: job("call-1", kind: "call", user: "alice", ttl: 30,
                                 extra: #""priority":"high","data":{"callId":"c-77","from":"bob"},"#, targets: voip + "," + android),
                       expectedMessages: 2),
+            SampleJob(title: "VoIP call via APNs", id: "call-3", key: "bob",
+                      json: job("call-3", kind: "call", user: "bob", ttl: 30, extra: #""data":{"callId":"c-90","from":"carol"},"#,
+                                targets: apnsVoip), expectedMessages: 1),
+            SampleJob(title: "app deleted (APNs 410)", id: "msg-5", key: "bob",
+                      json: job("msg-5", kind: "message", user: "bob", extra: #""notification":{"title":"Carol","body":"Hi"},"#,
+                                targets: apnsGone), expectedMessages: 1),
             SampleJob(title: "caller redials within 5 s", id: "call-1b", key: "alice",
                       json: job("call-1b", kind: "call", user: "alice", ttl: 30,
                                 extra: #""data":{"callId":"c-78","from":"bob"},"#, targets: voip),
@@ -79,12 +88,20 @@ public enum Demo {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
+        let apns = try await APNsSandboxInstance.start(tls: tls)
 
         let environment = [
             "PUSH_KAFKA_BROKERS": cluster.bootstrapServers,
             "PUSH_KAFKA_GROUP_ID": "push-worker-demo",
             "PUSH_PROXY_URL": proxy.baseURL + ProxySandbox.path,
             "PUSH_PROXY_CA_FILE": tls.caFile,
+            "PUSH_APNS_KEY_FILE": apns.keyFile,
+            "PUSH_APNS_KEY_ID": APNsSandboxInstance.keyId,
+            "PUSH_APNS_TEAM_ID": APNsSandboxInstance.teamId,
+            "PUSH_APNS_BUNDLE_ID": APNsSandboxInstance.bundleId,
+            "PUSH_APNS_HOST": "localhost",
+            "PUSH_APNS_PORT": String(apns.server.port),
+            "PUSH_APNS_CA_FILE": tls.caFile,
             "PUSH_RETRY_BASE_MS": "100",
             "PUSH_RETRY_MAX_MS": "400",
             "PUSH_MAX_ATTEMPTS": "3",
@@ -108,6 +125,7 @@ public enum Demo {
         try await running.value
         reader.stop()
         await proxy.stop()
+        await apns.server.stop()
 
         guard messages.count >= expected else {
             throw DemoError(message: "only \(messages.count) of \(expected) outcomes arrived within 60 s")
@@ -124,7 +142,7 @@ public enum Demo {
                 }
                 let key = message.key.map { String(decoding: $0, as: UTF8.self) } ?? "-"
                 let title = samples.first { $0.key == key }?.title ?? "-"
-                rows.append(Row(title: title, jobId: "-", bindingId: "-", status: "→ DLQ", action: header(OutcomePublisher.codeHeader),
+                rows.append(Row(title: title, jobId: "-", bindingId: "-", provider: "-", status: "→ DLQ", action: header(OutcomePublisher.codeHeader),
                                 httpStatus: "-", attempts: "-", reason: header(OutcomePublisher.reasonHeader)))
                 continue
             }
@@ -138,7 +156,7 @@ public enum Demo {
             }
             let jobId = text("jobId")
             rows.append(Row(title: samples.first { $0.id == jobId }?.title ?? "-", jobId: jobId, bindingId: text("bindingId"),
-                            status: text("status"), action: text("action"), httpStatus: text("httpStatus"),
+                            provider: text("provider"), status: text("status"), action: text("action"), httpStatus: text("httpStatus"),
                             attempts: text("attempts"), reason: text("reason")))
         }
         let order = samples.map(\.title)
@@ -149,8 +167,8 @@ public enum Demo {
     }
 
     public static func table(_ rows: [Row]) -> String {
-        let header = ["job", "id", "binding", "status", "action", "http", "tries", "reason"]
-        let cells = rows.map { [$0.title, $0.jobId, $0.bindingId, $0.status, $0.action, $0.httpStatus, $0.attempts, $0.reason] }
+        let header = ["job", "id", "binding", "provider", "status", "action", "http", "tries", "reason"]
+        let cells = rows.map { [$0.title, $0.jobId, $0.bindingId, $0.provider, $0.status, $0.action, $0.httpStatus, $0.attempts, $0.reason] }
         let widths = header.indices.map { column in
             ([header[column]] + cells.map { $0[column] }).map(\.count).max() ?? 0
         }

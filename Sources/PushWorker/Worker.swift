@@ -1,3 +1,4 @@
+import APNsPlugin
 import Logging
 import ProxyPlugin
 import PushCore
@@ -13,7 +14,7 @@ public struct Worker: Sendable {
     public let registry: ProviderRegistry
 
     public init(configuration: WorkerConfiguration, logger: Logger) throws {
-        registry = Self.makeRegistry(configuration)
+        registry = try Self.makeRegistry(configuration, logger: logger)
         var producerProperties = KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers)
         producerProperties.merge(configuration.rdkafkaProperties) { $1 }
         var consumerProperties = KafkaConsumer.defaultProperties(bootstrapServers: configuration.brokers,
@@ -48,9 +49,14 @@ public struct Worker: Sendable {
         await registry.shutdown()
     }
 
-    static func makeRegistry(_ configuration: WorkerConfiguration) -> ProviderRegistry {
+    static func makeRegistry(_ configuration: WorkerConfiguration, logger: Logger) throws -> ProviderRegistry {
         var registry = ProviderRegistry()
         let transportConfiguration = CurlTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+        if configuration.enabledProviders.contains(.apns), let apns = configuration.apns {
+            registry.register(try APNsProvider(configuration: apns,
+                                               transport: CurlHTTPTransport(configuration: transportConfiguration, name: "apns"),
+                                               logger: logger))
+        }
         if configuration.enabledProviders.contains(.proxy), let proxy = configuration.proxy {
             registry.register(ProxyProvider(configuration: proxy,
                                             transport: CurlHTTPTransport(configuration: transportConfiguration, name: "proxy")))

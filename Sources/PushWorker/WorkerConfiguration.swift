@@ -1,3 +1,4 @@
+import APNsPlugin
 import Foundation
 import Logging
 import ProxyPlugin
@@ -23,6 +24,7 @@ public struct WorkerConfiguration: Sendable {
     public var redisURL: RedisURL?
     public var redisConnections: Int
     public var proxy: ProxyConfiguration?
+    public var apns: APNsConfiguration?
     public var enabledProviders: Set<ProviderID>
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
@@ -86,8 +88,11 @@ public struct WorkerConfiguration: Sendable {
             }
         }
 
+        let apns = loadAPNs(&reader)
+
         var configured = Set<ProviderID>()
         if proxy != nil { configured.insert(.proxy) }
+        if apns != nil { configured.insert(.apns) }
         var enabled = configured
         if let list = reader.string("PUSH_PROVIDERS") {
             enabled = []
@@ -100,13 +105,15 @@ public struct WorkerConfiguration: Sendable {
                     enabled.insert(provider)
                 } else if provider == .proxy {
                     reader.problem("PUSH_PROVIDERS enables proxy but PUSH_PROXY_URL is not set")
+                } else if provider == .apns {
+                    reader.problem("PUSH_PROVIDERS enables apns but neither PUSH_APNS_KEY_FILE nor an apns section in PUSH_APPS_FILE is set")
                 } else {
                     reader.problem("PUSH_PROVIDERS enables \(name), which this version of push-worker cannot configure yet")
                 }
             }
         }
         if enabled.isEmpty, requireBrokers {
-            reader.problem("no provider is configured: set PUSH_PROXY_URL (see push-worker run --help)")
+            reader.problem("no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)")
         }
 
         let levelName = reader.string("PUSH_LOG_LEVEL") ?? "info"
@@ -132,8 +139,52 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, enabledProviders: enabled,
+            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, enabledProviders: enabled,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
+    }
+}
+
+extension WorkerConfiguration {
+    /// APNs apps from the single-app shortcut and `PUSH_APPS_FILE`, plus endpoint overrides.
+    static func loadAPNs(_ reader: inout EnvironmentReader) -> APNsConfiguration? {
+        var apps: [APNsApp] = []
+        let shortcut = ["PUSH_APNS_KEY_FILE", "PUSH_APNS_KEY_ID", "PUSH_APNS_TEAM_ID", "PUSH_APNS_BUNDLE_ID"]
+        let given = shortcut.filter { reader.string($0) != nil }
+        if !given.isEmpty {
+            if given.count < shortcut.count {
+                let missing = shortcut.filter { reader.string($0) == nil }.joined(separator: ", ")
+                reader.problem("APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: \(missing)")
+            } else if let keyFile = reader.string("PUSH_APNS_KEY_FILE"), let keyId = reader.string("PUSH_APNS_KEY_ID"),
+                      let teamId = reader.string("PUSH_APNS_TEAM_ID"), let bundleId = reader.string("PUSH_APNS_BUNDLE_ID") {
+                if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
+                if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
+                if CredentialCheck.signingKey(at: keyFile, place: "PUSH_APNS_KEY_FILE", reader: &reader) {
+                    apps.append(APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
+                                        topicOverride: reader.string("PUSH_APNS_TOPIC")))
+                }
+            }
+        }
+        if let path = reader.string("PUSH_APPS_FILE") { apps += AppsFile.load(path: path, reader: &reader) }
+        let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
+        for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
+        guard !apps.isEmpty else {
+            for variable in ["PUSH_APNS_HOST", "PUSH_APNS_PORT", "PUSH_APNS_CA_FILE", "PUSH_APNS_TOPIC"] where reader.string(variable) != nil {
+                reader.problem("\(variable) is set but no APNs app is configured")
+            }
+            return nil
+        }
+        var configuration = APNsConfiguration(apps: apps, defaultBundleId: reader.string("PUSH_APNS_BUNDLE_ID"),
+                                              caFile: reader.readableFile("PUSH_APNS_CA_FILE"))
+        if let host = reader.string("PUSH_APNS_HOST") {
+            let port = reader.integer("PUSH_APNS_PORT", default: 443, in: 1...65535)
+            configuration.productionURL = "https://\(host):\(port)"
+            configuration.sandboxURL = configuration.productionURL
+        } else if reader.string("PUSH_APNS_PORT") != nil {
+            let port = reader.integer("PUSH_APNS_PORT", default: 443, in: 1...65535)
+            configuration.productionURL = "https://api.push.apple.com:\(port)"
+            configuration.sandboxURL = "https://api.sandbox.push.apple.com:\(port)"
+        }
+        return configuration
     }
 }
 

@@ -121,8 +121,12 @@ struct KafkaMock: AsyncParsableCommand {
 
 struct Sandbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a push-proxy sandbox (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
-        discussion: "Writes ca.pem, client.pem and client-key.pem (for mutual TLS) and url (the endpoint) into --state-dir.")
+        abstract: "Run push-proxy and APNs sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
+        discussion: """
+            Writes into --state-dir: ca.pem, client.pem and client-key.pem (mutual TLS), url (the push-proxy endpoint), \
+            apns-port and AuthKey_\(APNsSandboxInstance.keyId).p8 (the APNs signing key; key id \(APNsSandboxInstance.keyId), \
+            team \(APNsSandboxInstance.teamId), bundle id \(APNsSandboxInstance.bundleId)).
+            """)
 
     @Option(help: "Directory for the CA, client certificate and the endpoint URL.")
     var stateDir: String
@@ -137,8 +141,11 @@ struct Sandbox: AsyncParsableCommand {
         let tls = try SandboxTLS.make()
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
                                                    responder: ProxySandbox.respond)
+        let apns = try await APNsSandboxInstance.start(tls: tls)
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
-        for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile)] {
+        try String(apns.server.port).write(toFile: stateDir + "/apns-port", atomically: true, encoding: .utf8)
+        for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile),
+                               ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile)] {
             try? FileManager.default.removeItem(atPath: stateDir + "/" + name)
             try FileManager.default.copyItem(atPath: source, toPath: stateDir + "/" + name)
         }
@@ -150,6 +157,7 @@ struct Sandbox: AsyncParsableCommand {
         for await _ in stopped {}
         withExtendedLifetime(signals) {}
         await server.stop()
+        await apns.server.stop()
         tls.remove()
     }
 }

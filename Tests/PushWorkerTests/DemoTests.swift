@@ -9,6 +9,9 @@ struct DemoTests {
         let rows = try await Demo.run(logger: testLogger())
         let statuses = Dictionary(grouping: rows, by: \.title).mapValues { $0.map(\.status) }
         #expect(statuses["incoming call"] == ["delivered", "delivered"])
+        #expect(statuses["VoIP call via APNs"] == ["delivered"])
+        #expect(statuses["app deleted (APNs 410)"] == ["rejected"])
+        #expect(rows.first { $0.title == "app deleted (APNs 410)" }?.action == "remove_binding")
         #expect(statuses["caller redials within 5 s"] == ["deduplicated"])
         #expect(statuses["chat message"] == ["delivered"])
         #expect(statuses["call cancelled"] == ["delivered"])

@@ -1,0 +1,89 @@
+import APNsPlugin
+import Foundation
+import PushCore
+import PushHTTP
+
+/// `PUSH_APPS_FILE`: several apps per provider, each with its own credentials (files,
+/// typically mounted Kubernetes secrets). JSON:
+///
+///     {"apns": [
+///        {"bundleId": "com.example.chat", "keyFile": "/secrets/AuthKey_ABC123DEFG.p8",
+///         "keyId": "ABC123DEFG", "teamId": "TEAM123456"},
+///        {"bundleId": "com.example.legacy", "certificateFile": "/secrets/legacy.p12",
+///         "passwordFile": "/secrets/legacy.password"},
+///        {"bundleId": "com.example.mdm", "certificateFile": "/secrets/mdm.pem",
+///         "privateKeyFile": "/secrets/mdm-key.pem", "topic": "com.apple.mgmt.External.1234"}
+///     ]}
+///
+/// A `.p12` certificate (by extension) carries its key; its password comes from `passwordFile`.
+enum AppsFile {
+    static func load(path: String, reader: inout EnvironmentReader) -> [APNsApp] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            reader.problem("PUSH_APPS_FILE points to \(path), which does not exist or is not readable")
+            return []
+        }
+        guard let document = try? JSONParser.parse(Array(data)), case .object(let sections) = document else {
+            reader.problem("PUSH_APPS_FILE \(path) is not a JSON object")
+            return []
+        }
+        var apps: [APNsApp] = []
+        for (section, value) in sections {
+            guard section == "apns" else {
+                reader.problem("PUSH_APPS_FILE: section \"\(section)\" is not supported yet (supported: apns)")
+                continue
+            }
+            guard case .array(let entries) = value else {
+                reader.problem("PUSH_APPS_FILE: apns must be an array")
+                continue
+            }
+            for (index, entry) in entries.enumerated() {
+                if let app = apnsApp(entry, at: "PUSH_APPS_FILE apns[\(index)]", reader: &reader) { apps.append(app) }
+            }
+        }
+        return apps
+    }
+
+    private static func apnsApp(_ entry: JSONValue, at place: String, reader: inout EnvironmentReader) -> APNsApp? {
+        func string(_ name: String) -> String? { if case .string(let text)? = entry[name], !text.isEmpty { text } else { nil } }
+        guard let bundleId = string("bundleId") else {
+            reader.problem("\(place): bundleId is required")
+            return nil
+        }
+        let place = "\(place) (\(bundleId))"
+        if let keyFile = string("keyFile") {
+            guard let keyId = string("keyId"), let teamId = string("teamId") else {
+                reader.problem("\(place): keyId and teamId are required with keyFile")
+                return nil
+            }
+            guard CredentialCheck.signingKey(at: keyFile, place: place, reader: &reader) else { return nil }
+            return APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
+                           topicOverride: string("topic"))
+        }
+        guard let certificate = string("certificateFile") else {
+            reader.problem("\(place): either keyFile (token auth) or certificateFile (certificate auth) is required")
+            return nil
+        }
+        guard FileManager.default.isReadableFile(atPath: certificate) else {
+            reader.problem("\(place): certificateFile \(certificate) does not exist or is not readable")
+            return nil
+        }
+        var tls = TLSOptions(clientCertificateFile: certificate)
+        if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
+            tls.clientCertificateFormat = .pkcs12
+        } else {
+            guard let keyFile = string("privateKeyFile"), FileManager.default.isReadableFile(atPath: keyFile) else {
+                reader.problem("\(place): a PEM certificateFile needs a readable privateKeyFile")
+                return nil
+            }
+            tls.clientKeyFile = keyFile
+        }
+        if let passwordFile = string("passwordFile") {
+            guard let password = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
+                reader.problem("\(place): passwordFile \(passwordFile) does not exist or is not readable")
+                return nil
+            }
+            tls.clientKeyPassword = password.trimmingCharacters(in: .newlines)
+        }
+        return APNsApp(bundleId: bundleId, authentication: .certificate(tls), topicOverride: string("topic"))
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import PushCore
+import PushCrypto
+import Testing
+@testable import PushWorker
+
+@Suite("APNs configuration: the single-app shortcut and PUSH_APPS_FILE")
+struct APNsConfigurationTests {
+    static func writeKey() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_\(UUID().uuidString).p8").path
+        try PrivateKey.generateP256().pem().write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func problems(_ environment: [String: String]) -> [String] {
+        switch WorkerConfiguration.load(from: environment) {
+        case .success: []
+        case .failure(let errors): errors.problems
+        }
+    }
+
+    @Test("the shortcut configures one token-auth app; the host override applies to both environments")
+    func shortcut() throws {
+        let keyFile = try Self.writeKey()
+        let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+                    "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
+        let configuration = try WorkerConfiguration.load(from: base.merging(
+            ["PUSH_APNS_HOST": "apns.staging.internal", "PUSH_APNS_PORT": "2197"]) { $1 }).get()
+        let apns = try #require(configuration.apns)
+        #expect(configuration.enabledProviders == [.apns])
+        #expect(apns.apps.map(\.bundleId) == ["com.example.chat"])
+        #expect(apns.defaultBundleId == "com.example.chat")
+        #expect(apns.productionURL == "https://apns.staging.internal:2197")
+        #expect(apns.sandboxURL == "https://apns.staging.internal:2197")
+        let defaults = try WorkerConfiguration.load(from: base).get()
+        #expect(defaults.apns?.productionURL == "https://api.push.apple.com")
+        #expect(defaults.apns?.sandboxURL == "https://api.sandbox.push.apple.com")
+    }
+
+    @Test("an incomplete shortcut or a key file that is not a key is one clear line each")
+    func problemsAreClear() throws {
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": "/nonexistent.p8", "PUSH_APNS_KEY_ID": "ABC123DEFG"]).first
+            == "APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID")
+        let notAKey = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-key-\(UUID().uuidString).p8").path
+        try "hello".write(toFile: notAKey, atomically: true, encoding: .utf8)
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": notAKey, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+                          "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]).first
+            == "PUSH_APNS_KEY_FILE: key file \(notAKey) is not a PEM private key (an APNs .p8 file is one)")
+    }
+
+    @Test("PUSH_APPS_FILE configures several apps, token and certificate auth, each checked")
+    func appsFile() throws {
+        let keyFile = try Self.writeKey()
+        let directory = FileManager.default.temporaryDirectory
+        let certificate = directory.appendingPathComponent("legacy-\(UUID().uuidString).p12").path
+        let password = directory.appendingPathComponent("legacy-\(UUID().uuidString).password").path
+        try "p12-bytes".write(toFile: certificate, atomically: true, encoding: .utf8)
+        try "s3cret\n".write(toFile: password, atomically: true, encoding: .utf8)
+        let apps = directory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        let document = """
+            {"apns": [
+              {"bundleId": "com.example.chat", "keyFile": "\(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456"},
+              {"bundleId": "com.example.legacy", "certificateFile": "\(certificate)", "passwordFile": "\(password)"}
+            ]}
+            """
+        try document.write(toFile: apps, atomically: true, encoding: .utf8)
+        let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
+        let configured = try #require(configuration.apns?.apps)
+        #expect(configured.map(\.bundleId) == ["com.example.chat", "com.example.legacy"])
+        guard case .certificate(let tls) = configured[1].authentication else { Issue.record("expected certificate auth"); return }
+        #expect(tls.clientCertificateFormat == .pkcs12)
+        #expect(tls.clientKeyPassword == "s3cret")
+        #expect(configuration.apns?.defaultBundleId == nil, "with several apps, targets name theirs")
+
+        try #"{"apns": [{"bundleId": "com.example.chat", "keyFile": "\#(keyFile)"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).first
+            == "PUSH_APPS_FILE apns[0] (com.example.chat): keyId and teamId are required with keyFile")
+    }
+}
