@@ -55,6 +55,7 @@ let package = Package(
 
         // Provider plugins: each depends on the core's plugin API and the shared transport only.
         .target(name: "ProxyPlugin", dependencies: ["PushCore", "PushHTTP"], path: "Plugins/Proxy"),
+        .target(name: "FCMPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/FCM"),
         .target(name: "APNsPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto",
                                                     .product(name: "Logging", package: "swift-log")],
                 path: "Plugins/APNs"),
@@ -62,7 +63,7 @@ let package = Package(
         // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
         .target(name: "PushWorker", dependencies: [
             "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "PushCrypto",
-            "ProxyPlugin", "APNsPlugin",
+            "ProxyPlugin", "APNsPlugin", "FCMPlugin",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushWorker"),
         .executableTarget(name: "push-worker", dependencies: [
@@ -72,7 +73,7 @@ let package = Package(
         ], path: "Sources/push-worker"),
 
         .target(name: "TestSupport", dependencies: [
-            "PushCore", "PushKafka", "PushSandbox", "PushRedis", .product(name: "Logging", package: "swift-log"),
+            "PushCore", "PushKafka", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
@@ -87,6 +88,8 @@ let package = Package(
                     path: "Tests/PushRedisTests"),
         .testTarget(name: "APNsPluginTests", dependencies: ["APNsPlugin", "PushCore", "PushHTTP", "PushCrypto", "PushSandbox", "TestSupport"],
                     path: "Tests/APNsPluginTests"),
+        .testTarget(name: "FCMPluginTests", dependencies: ["FCMPlugin", "PushCore", "PushHTTP", "PushSandbox", "PushPipeline", "PushKafka", "TestSupport"],
+                    path: "Tests/FCMPluginTests"),
         .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "PushCrypto", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],

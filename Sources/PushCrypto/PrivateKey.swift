@@ -19,11 +19,26 @@ public final class PrivateKey: @unchecked Sendable {
         return PrivateKey(owning: key)
     }
 
+    /// A fresh RSA key pair (service-account keys in tests and sandboxes).
+    public static func generateRSA(bits: Int = 2048) throws(CryptoError) -> PrivateKey {
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else { throw .openSSL("EVP_PKEY_CTX_new_from_name") }
+        defer { EVP_PKEY_CTX_free(context) }
+        var key: OpaquePointer?
+        guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_rsa_keygen_bits(context, Int32(bits)) == 1,
+              EVP_PKEY_generate(context, &key) == 1, let key
+        else { throw .openSSL("RSA key generation") }
+        return PrivateKey(owning: key)
+    }
+
     /// Reads a PEM private key (PKCS#8 or traditional).
     public convenience init(pem: String) throws(CryptoError) {
-        guard let bio = BIO_new_mem_buf(pem, Int32(pem.utf8.count)) else { throw .openSSL("BIO_new_mem_buf") }
-        defer { BIO_free(bio) }
-        guard let key = PEM_read_bio_PrivateKey(bio, nil, nil, nil) else { throw .openSSL("PEM private key") }
+        // A memory BIO borrows its buffer: keep the bytes alive while OpenSSL reads them.
+        let key = pem.utf8CString.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count - 1)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let key else { throw .openSSL("PEM private key") }
         self.init(owning: key)
     }
 

@@ -49,9 +49,12 @@ public final class PublicKey: @unchecked Sendable {
     let pointer: OpaquePointer
 
     public init(pem: String) throws(CryptoError) {
-        guard let bio = BIO_new_mem_buf(pem, Int32(pem.utf8.count)) else { throw .openSSL("BIO_new_mem_buf") }
-        defer { BIO_free(bio) }
-        guard let key = PEM_read_bio_PUBKEY(bio, nil, nil, nil) else { throw .openSSL("PEM public key") }
+        let key = pem.utf8CString.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count - 1)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PUBKEY(bio, nil, nil, nil)
+        }
+        guard let key else { throw .openSSL("PEM public key") }
         pointer = key
     }
 

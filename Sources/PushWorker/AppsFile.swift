@@ -1,4 +1,5 @@
 import APNsPlugin
+import FCMPlugin
 import Foundation
 import PushCore
 import PushHTTP
@@ -13,31 +14,44 @@ import PushHTTP
 ///         "passwordFile": "/secrets/legacy.password"},
 ///        {"bundleId": "com.example.mdm", "certificateFile": "/secrets/mdm.pem",
 ///         "privateKeyFile": "/secrets/mdm-key.pem", "topic": "com.apple.mgmt.External.1234"}
-///     ]}
+///      ],
+///      "fcm": [{"credentialsFile": "/secrets/fcm/example-project.json"}]}
 ///
 /// A `.p12` certificate (by extension) carries its key; its password comes from `passwordFile`.
 enum AppsFile {
-    static func load(path: String, reader: inout EnvironmentReader) -> [APNsApp] {
+    struct Apps {
+        var apns: [APNsApp] = []
+        var fcm: [ServiceAccount] = []
+    }
+
+    static func load(path: String, reader: inout EnvironmentReader) -> Apps {
+        var apps = Apps()
         guard let data = FileManager.default.contents(atPath: path) else {
             reader.problem("PUSH_APPS_FILE points to \(path), which does not exist or is not readable")
-            return []
+            return apps
         }
         guard let document = try? JSONParser.parse(Array(data)), case .object(let sections) = document else {
             reader.problem("PUSH_APPS_FILE \(path) is not a JSON object")
-            return []
+            return apps
         }
-        var apps: [APNsApp] = []
         for (section, value) in sections {
-            guard section == "apns" else {
-                reader.problem("PUSH_APPS_FILE: section \"\(section)\" is not supported yet (supported: apns)")
+            guard section == "apns" || section == "fcm" else {
+                reader.problem("PUSH_APPS_FILE: section \"\(section)\" is not supported yet (supported: apns, fcm)")
                 continue
             }
             guard case .array(let entries) = value else {
-                reader.problem("PUSH_APPS_FILE: apns must be an array")
+                reader.problem("PUSH_APPS_FILE: \(section) must be an array")
                 continue
             }
             for (index, entry) in entries.enumerated() {
-                if let app = apnsApp(entry, at: "PUSH_APPS_FILE apns[\(index)]", reader: &reader) { apps.append(app) }
+                let place = "PUSH_APPS_FILE \(section)[\(index)]"
+                if section == "apns" {
+                    if let app = apnsApp(entry, at: place, reader: &reader) { apps.apns.append(app) }
+                } else if case .string(let file)? = entry["credentialsFile"] {
+                    if let account = CredentialCheck.serviceAccount(at: file, place: place, reader: &reader) { apps.fcm.append(account) }
+                } else {
+                    reader.problem("\(place): credentialsFile (a service-account JSON file) is required")
+                }
             }
         }
         return apps

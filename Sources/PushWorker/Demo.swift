@@ -37,6 +37,8 @@ public enum Demo {
         }
         let voip = #"{"bindingId":"alice-iphone","provider":"proxy","token":"a1b2c3d4e5f6","tokenType":"apnsVoip","platform":"ios","pushType":"voip"}"#
         let apnsVoip = #"{"bindingId":"bob-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "b0", count: 32))","environment":"production","pushType":"voip"}"#
+        let fcmAndroid = #"{"bindingId":"frank-pixel","provider":"fcm","app":"example-project","token":"fcm-frank-1","platform":"android"}"#
+        let fcmGone = #"{"bindingId":"old-tablet","provider":"fcm","token":"unregistered-tablet-7","platform":"android"}"#
         let apnsGone = #"{"bindingId":"old-ipad","provider":"apns","token":"0410\#(String(repeating: "c1", count: 30))","environment":"sandbox"}"#
         let android = #"{"bindingId":"alice-pixel","provider":"proxy","token":"fcm-token-123","tokenType":"fcm","platform":"android"}"#
         return [
@@ -50,6 +52,9 @@ public enum Demo {
             SampleJob(title: "app deleted (APNs 410)", id: "msg-5", key: "bob",
                       json: job("msg-5", kind: "message", user: "bob", extra: #""notification":{"title":"Carol","body":"Hi"},"#,
                                 targets: apnsGone), expectedMessages: 1),
+            SampleJob(title: "chat message via FCM", id: "msg-6", key: "frank",
+                      json: job("msg-6", kind: "message", user: "frank", extra: #""collapseKey":"chat-7","notification":{"title":"Erin","body":"Hello"},"data":{"chatId":"7"},"#,
+                                targets: fcmAndroid + "," + fcmGone), expectedMessages: 2),
             SampleJob(title: "caller redials within 5 s", id: "call-1b", key: "alice",
                       json: job("call-1b", kind: "call", user: "alice", ttl: 30,
                                 extra: #""data":{"callId":"c-78","from":"bob"},"#, targets: voip),
@@ -72,8 +77,8 @@ public enum Demo {
                       expectedMessages: 1),
             SampleJob(title: "malformed JSON", id: "-", key: "mallory",
                       json: #"{"v":1,"id":"broken","kind":"call","targets":["#, expectedMessages: 1),
-            SampleJob(title: "unknown provider", id: "msg-4", key: "frank",
-                      json: job("msg-4", kind: "message", user: "frank", targets: #"{"bindingId":"frank-pager","provider":"pager"}"#),
+            SampleJob(title: "unknown provider", id: "msg-4", key: "grace",
+                      json: job("msg-4", kind: "message", user: "grace", targets: #"{"bindingId":"frank-pager","provider":"pager"}"#),
                       expectedMessages: 1),
         ]
     }
@@ -89,6 +94,7 @@ public enum Demo {
         defer { tls.remove() }
         let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
         let apns = try await APNsSandboxInstance.start(tls: tls)
+        let fcm = try await FCMSandboxInstance.start(tls: tls)
 
         let environment = [
             "PUSH_KAFKA_BROKERS": cluster.bootstrapServers,
@@ -102,6 +108,9 @@ public enum Demo {
             "PUSH_APNS_HOST": "localhost",
             "PUSH_APNS_PORT": String(apns.server.port),
             "PUSH_APNS_CA_FILE": tls.caFile,
+            "PUSH_FCM_CREDENTIALS_FILE": fcm.credentialsFile,
+            "PUSH_FCM_ENDPOINT": fcm.server.baseURL,
+            "PUSH_FCM_CA_FILE": tls.caFile,
             "PUSH_RETRY_BASE_MS": "100",
             "PUSH_RETRY_MAX_MS": "400",
             "PUSH_MAX_ATTEMPTS": "3",
@@ -126,6 +135,7 @@ public enum Demo {
         reader.stop()
         await proxy.stop()
         await apns.server.stop()
+        await fcm.server.stop()
 
         guard messages.count >= expected else {
             throw DemoError(message: "only \(messages.count) of \(expected) outcomes arrived within 60 s")

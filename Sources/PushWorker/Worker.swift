@@ -1,4 +1,5 @@
 import APNsPlugin
+import FCMPlugin
 import Logging
 import ProxyPlugin
 import PushCore
@@ -56,6 +57,10 @@ public struct Worker: Sendable {
             registry.register(try APNsProvider(configuration: apns,
                                                transport: CurlHTTPTransport(configuration: transportConfiguration, name: "apns"),
                                                logger: logger))
+        }
+        if configuration.enabledProviders.contains(.fcm), let fcm = configuration.fcm {
+            registry.register(try FCMProvider(configuration: fcm,
+                                              transport: CurlHTTPTransport(configuration: transportConfiguration, name: "fcm")))
         }
         if configuration.enabledProviders.contains(.proxy), let proxy = configuration.proxy {
             registry.register(ProxyProvider(configuration: proxy,

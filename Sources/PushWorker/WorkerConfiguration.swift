@@ -1,4 +1,5 @@
 import APNsPlugin
+import FCMPlugin
 import Foundation
 import Logging
 import ProxyPlugin
@@ -25,6 +26,7 @@ public struct WorkerConfiguration: Sendable {
     public var redisConnections: Int
     public var proxy: ProxyConfiguration?
     public var apns: APNsConfiguration?
+    public var fcm: FCMConfiguration?
     public var enabledProviders: Set<ProviderID>
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
@@ -88,11 +90,14 @@ public struct WorkerConfiguration: Sendable {
             }
         }
 
-        let apns = loadAPNs(&reader)
+        let appsFile = reader.string("PUSH_APPS_FILE").map { AppsFile.load(path: $0, reader: &reader) } ?? AppsFile.Apps()
+        let apns = loadAPNs(&reader, fromFile: appsFile.apns)
+        let fcm = loadFCM(&reader, fromFile: appsFile.fcm)
 
         var configured = Set<ProviderID>()
         if proxy != nil { configured.insert(.proxy) }
         if apns != nil { configured.insert(.apns) }
+        if fcm != nil { configured.insert(.fcm) }
         var enabled = configured
         if let list = reader.string("PUSH_PROVIDERS") {
             enabled = []
@@ -107,13 +112,15 @@ public struct WorkerConfiguration: Sendable {
                     reader.problem("PUSH_PROVIDERS enables proxy but PUSH_PROXY_URL is not set")
                 } else if provider == .apns {
                     reader.problem("PUSH_PROVIDERS enables apns but neither PUSH_APNS_KEY_FILE nor an apns section in PUSH_APPS_FILE is set")
+                } else if provider == .fcm {
+                    reader.problem("PUSH_PROVIDERS enables fcm but neither PUSH_FCM_CREDENTIALS_FILE nor an fcm section in PUSH_APPS_FILE is set")
                 } else {
                     reader.problem("PUSH_PROVIDERS enables \(name), which this version of push-worker cannot configure yet")
                 }
             }
         }
         if enabled.isEmpty, requireBrokers {
-            reader.problem("no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)")
+            reader.problem("no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_FCM_CREDENTIALS_FILE, PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)")
         }
 
         let levelName = reader.string("PUSH_LOG_LEVEL") ?? "info"
@@ -139,14 +146,42 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, enabledProviders: enabled,
+            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, enabledProviders: enabled,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }
 }
 
 extension WorkerConfiguration {
     /// APNs apps from the single-app shortcut and `PUSH_APPS_FILE`, plus endpoint overrides.
-    static func loadAPNs(_ reader: inout EnvironmentReader) -> APNsConfiguration? {
+    /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE`, plus endpoint overrides.
+    static func loadFCM(_ reader: inout EnvironmentReader, fromFile: [ServiceAccount]) -> FCMConfiguration? {
+        var accounts: [ServiceAccount] = []
+        var defaultProject: String?
+        if let path = reader.string("PUSH_FCM_CREDENTIALS_FILE"),
+           let account = CredentialCheck.serviceAccount(at: path, place: "PUSH_FCM_CREDENTIALS_FILE", reader: &reader) {
+            accounts.append(account)
+            defaultProject = account.projectId
+        }
+        accounts += fromFile
+        for project in Dictionary(grouping: accounts, by: \.projectId).filter({ $0.value.count > 1 }).keys.sorted() {
+            reader.problem("FCM project \(project) is configured twice")
+        }
+        guard !accounts.isEmpty else {
+            for variable in ["PUSH_FCM_ENDPOINT", "PUSH_FCM_CA_FILE"] where reader.string(variable) != nil {
+                reader.problem("\(variable) is set but no FCM service account is configured")
+            }
+            return nil
+        }
+        var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject,
+                                             caFile: reader.readableFile("PUSH_FCM_CA_FILE"))
+        if let endpoint = reader.string("PUSH_FCM_ENDPOINT") {
+            if URL(string: endpoint)?.scheme != "https" { reader.problem("PUSH_FCM_ENDPOINT must be an https:// URL, got \"\(endpoint)\"") }
+            configuration.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        }
+        return configuration
+    }
+
+    static func loadAPNs(_ reader: inout EnvironmentReader, fromFile: [APNsApp]) -> APNsConfiguration? {
         var apps: [APNsApp] = []
         let shortcut = ["PUSH_APNS_KEY_FILE", "PUSH_APNS_KEY_ID", "PUSH_APNS_TEAM_ID", "PUSH_APNS_BUNDLE_ID"]
         let given = shortcut.filter { reader.string($0) != nil }
@@ -164,7 +199,7 @@ extension WorkerConfiguration {
                 }
             }
         }
-        if let path = reader.string("PUSH_APPS_FILE") { apps += AppsFile.load(path: path, reader: &reader) }
+        apps += fromFile
         let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
         for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
         guard !apps.isEmpty else {

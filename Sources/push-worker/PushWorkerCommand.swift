@@ -121,11 +121,12 @@ struct KafkaMock: AsyncParsableCommand {
 
 struct Sandbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run push-proxy and APNs sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
+        abstract: "Run push-proxy, APNs and FCM sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
         discussion: """
             Writes into --state-dir: ca.pem, client.pem and client-key.pem (mutual TLS), url (the push-proxy endpoint), \
             apns-port and AuthKey_\(APNsSandboxInstance.keyId).p8 (the APNs signing key; key id \(APNsSandboxInstance.keyId), \
-            team \(APNsSandboxInstance.teamId), bundle id \(APNsSandboxInstance.bundleId)).
+            team \(APNsSandboxInstance.teamId), bundle id \(APNsSandboxInstance.bundleId)), fcm-url and \
+            service-account.json (project \(FCMSandboxInstance.projectId); its token_uri points at the sandbox).
             """)
 
     @Option(help: "Directory for the CA, client certificate and the endpoint URL.")
@@ -142,10 +143,12 @@ struct Sandbox: AsyncParsableCommand {
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
                                                    responder: ProxySandbox.respond)
         let apns = try await APNsSandboxInstance.start(tls: tls)
+        let fcm = try await FCMSandboxInstance.start(tls: tls)
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
         try String(apns.server.port).write(toFile: stateDir + "/apns-port", atomically: true, encoding: .utf8)
+        try fcm.server.baseURL.write(toFile: stateDir + "/fcm-url", atomically: true, encoding: .utf8)
         for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile),
-                               ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile)] {
+                               ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile), ("service-account.json", fcm.credentialsFile)] {
             try? FileManager.default.removeItem(atPath: stateDir + "/" + name)
             try FileManager.default.copyItem(atPath: source, toPath: stateDir + "/" + name)
         }
@@ -158,6 +161,7 @@ struct Sandbox: AsyncParsableCommand {
         withExtendedLifetime(signals) {}
         await server.stop()
         await apns.server.stop()
+        await fcm.server.stop()
         tls.remove()
     }
 }

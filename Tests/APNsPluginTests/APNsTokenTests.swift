@@ -2,21 +2,15 @@ import PushCore
 import PushCrypto
 import Synchronization
 import Testing
+import TestSupport
 @testable import APNsPlugin
-
-final class FakeClock: Sendable {
-    private let now = Atomic<Int64>(1_795_310_000_000)
-    var milliseconds: Int64 { now.load(ordering: .relaxed) }
-    func advance(minutes: Int64) { now.add(minutes * 60_000, ordering: .relaxed) }
-    func advance(milliseconds: Int64) { now.add(milliseconds, ordering: .relaxed) }
-}
 
 @Suite("APNs provider token (ES256 JWT) lifetime")
 struct APNsTokenTests {
     @Test("the token is an ES256 JWT with kid, iss and iat that verifies with the key's public half")
     func tokenShape() throws {
         let key = try PrivateKey.generateP256()
-        let clock = FakeClock()
+        let clock = FakeClock(start: 1_795_310_000_000)
         let cache = APNsTokenCache(key: key, keyId: "ABC123DEFG", teamId: "TEAM123456", clock: { clock.milliseconds })
         let parsed = try #require(JSONWebToken.parse(try cache.token()))
         #expect(parsed.header["alg"] == .string("ES256"))
@@ -29,7 +23,7 @@ struct APNsTokenTests {
 
     @Test("one token serves 1000 requests; it is renewed after 50 minutes, never before")
     func reuseAndRenewal() throws {
-        let clock = FakeClock()
+        let clock = FakeClock(start: 1_795_310_000_000)
         let cache = APNsTokenCache(key: try PrivateKey.generateP256(), keyId: "K", teamId: "T", clock: { clock.milliseconds })
         let first = try cache.token()
         for _ in 0..<1000 {
@@ -46,7 +40,7 @@ struct APNsTokenTests {
 
     @Test("ExpiredProviderToken renews at once, unless the token is younger than 20 minutes (TooManyProviderTokenUpdates)")
     func rejection() throws {
-        let clock = FakeClock()
+        let clock = FakeClock(start: 1_795_310_000_000)
         let cache = APNsTokenCache(key: try PrivateKey.generateP256(), keyId: "K", teamId: "T", clock: { clock.milliseconds })
         let first = try cache.token()
         clock.advance(minutes: 19)

@@ -5,22 +5,6 @@ import Testing
 import TestSupport
 @testable import PushPipeline
 
-/// A plugin whose answer depends on the target's app, counting what it was asked to send.
-final class ScriptedProvider: PushProvider {
-    let id = ProviderID.proxy
-    private let calls = Mutex<[String: Int]>([:])
-    let answer: @Sendable (Target) -> DeliveryResult
-
-    init(answer: @escaping @Sendable (Target) -> DeliveryResult) { self.answer = answer }
-
-    func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        calls.withLock { $0[delivery.target.app ?? "-", default: 0] += 1 }
-        return answer(delivery.target)
-    }
-
-    func calls(for app: String) -> Int { calls.withLock { $0[app] ?? 0 } }
-}
-
 @Suite("Circuit breaking per (provider, app)")
 struct CircuitBreakerPipelineTests {
     static func message(_ id: String, app: String) -> KafkaMessage {

@@ -1,0 +1,81 @@
+import PushCore
+
+/// The `messages:send` body for one delivery.
+///
+/// Calls, cancels and wake-ups are data-only (Mizu `fcm_removenotification`): the app must
+/// run its own code (ring, stop ringing) instead of the system showing a notification.
+/// Tokens of iOS apps get an `apns` block (data-only → background push, priority 5, as
+/// Apple requires); web tokens get a `webpush` block with TTL and Urgency.
+enum FCMMessage {
+    static func isDataOnly(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel || kind == .wake }
+
+    static func body(_ delivery: Delivery) -> [UInt8] {
+        let job = delivery.job
+        let target = delivery.target
+        let ttl = delivery.remainingTTLSeconds
+        let dataOnly = isDataOnly(job.kind)
+        var writer = JSONWriter(capacity: 512)
+        writer.beginObject()
+        writer.key("message")
+        writer.beginObject()
+        writer.member("token", target.token ?? "")
+        if !job.data.isEmpty {
+            writer.key("data")
+            writer.beginObject()
+            for (key, value) in job.data.sorted(by: { $0.key < $1.key }) { writer.member(key, value) }
+            writer.endObject()
+        }
+        if !dataOnly, let notification = job.notification, notification.title != nil || notification.body != nil {
+            writer.key("notification")
+            writer.beginObject()
+            if let title = notification.title { writer.member("title", title) }
+            if let body = notification.body { writer.member("body", body) }
+            writer.endObject()
+        }
+        writer.key("android")
+        writer.beginObject()
+        writer.member("priority", job.priority == .high ? "high" : "normal")
+        writer.member("ttl", "\(ttl)s")
+        if let collapseKey = job.collapseKey { writer.member("collapse_key", collapseKey) }
+        writer.endObject()
+        switch target.platform ?? (target.pushType == "voip" ? "ios" : nil) {
+        case "ios":
+            writer.key("apns")
+            writer.beginObject()
+            writer.key("headers")
+            writer.beginObject()
+            writer.member("apns-priority", dataOnly || job.priority == .normal ? "5" : "10")
+            writer.member("apns-push-type", dataOnly ? "background" : "alert")
+            writer.member("apns-expiration", job.deadline.isNowOrNever ? "0" : String(job.deadline.expiresAt / 1000))
+            if let collapseKey = job.collapseKey, collapseKey.utf8.count <= 64 { writer.member("apns-collapse-id", collapseKey) }
+            writer.endObject()
+            writer.key("payload")
+            writer.beginObject()
+            writer.key("aps")
+            writer.beginObject()
+            if dataOnly {
+                writer.member("content-available", Int64(1))
+            } else {
+                if let sound = job.notification?.sound { writer.member("sound", sound) }
+                if let badge = job.notification?.badge { writer.member("badge", badge) }
+            }
+            writer.endObject()
+            writer.endObject()
+            writer.endObject()
+        case "web":
+            writer.key("webpush")
+            writer.beginObject()
+            writer.key("headers")
+            writer.beginObject()
+            writer.member("TTL", String(ttl))
+            writer.member("Urgency", job.priority == .high ? "high" : "normal")
+            writer.endObject()
+            writer.endObject()
+        default:
+            break
+        }
+        writer.endObject()
+        writer.endObject()
+        return writer.bytes
+    }
+}

@@ -1,0 +1,54 @@
+import PushCore
+import PushHTTP
+
+/// Delivers through FCM HTTP v1: `POST /v1/projects/{project}/messages:send` with an
+/// OAuth2 bearer token of the project's service account.
+public struct FCMProvider: PushProvider {
+    public let id = ProviderID.fcm
+    private let configuration: FCMConfiguration
+    private let transport: any HTTPTransport
+    private let tokens: [String: FCMAccessTokens]
+
+    public init(configuration: FCMConfiguration, transport: any HTTPTransport,
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+        self.configuration = configuration
+        self.transport = transport
+        var tokens: [String: FCMAccessTokens] = [:]
+        for account in configuration.accounts {
+            tokens[account.projectId] = try FCMAccessTokens(account: account, transport: transport,
+                                                            tls: TLSOptions(caFile: configuration.caFile), clock: clock)
+        }
+        self.tokens = tokens
+    }
+
+    public func accessTokens(for projectId: String) -> FCMAccessTokens? { tokens[projectId] }
+
+    public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        guard let projectId = delivery.target.app ?? configuration.defaultProjectId, let source = tokens[projectId] else {
+            return .failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil)
+        }
+        let token: String
+        do {
+            token = try await source.token()
+        } catch .refused(let detail) {
+            return .failed(reason: detail, httpStatus: nil, action: .checkCredentials)
+        } catch {
+            return .retryable(reason: "\(error)", httpStatus: nil)
+        }
+        let request = HTTPRequest(url: "\(configuration.endpoint)/v1/projects/\(projectId)/messages:send",
+                                  headers: [("authorization", "Bearer \(token)"), ("content-type", "application/json")],
+                                  body: FCMMessage.body(delivery), timeout: configuration.timeout,
+                                  tls: TLSOptions(caFile: configuration.caFile))
+        let result = await HTTPDelivery.send(request, over: transport, classify: FCMResponse.classify)
+        // 401 UNAUTHENTICATED: the access token was not accepted. Fetch a new one once; if a
+        // fresh token is refused too, the credentials are at fault (and the circuit opens).
+        if case .failed(let reason, 401?, .checkCredentials) = result, !reason.hasPrefix("THIRD_PARTY_AUTH_ERROR") {
+            if await source.rejected(token) {
+                return .retryable(reason: "\(reason) (access token renewed)", httpStatus: 401)
+            }
+        }
+        return result
+    }
+
+    public func shutdown() async { transport.shutdown() }
+}

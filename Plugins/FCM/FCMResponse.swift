@@ -1,0 +1,63 @@
+import PushCore
+import PushHTTP
+
+/// FCM v1's error table. The FCM code is read from `error.details[]` of type
+/// `google.firebase.fcm.v1.FcmError` (`error.status` says only RESOURCE_EXHAUSTED for a 429).
+enum FCMResponse {
+    static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+    static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+    /// QUOTA_EXCEEDED without Retry-After waits this long (Google's guidance: at least a minute).
+    static let quotaBackoff = Duration.seconds(60)
+
+    struct ErrorBody {
+        var status: String?
+        var code: String?
+        var message: String?
+        var tokenViolation = false
+    }
+
+    static func errorBody(_ bytes: [UInt8]) -> ErrorBody {
+        guard let error = (try? JSONParser.parse(bytes))?["error"] else { return ErrorBody() }
+        var body = ErrorBody()
+        if case .string(let status)? = error["status"] { body.status = status }
+        if case .string(let message)? = error["message"] { body.message = message }
+        if case .array(let details)? = error["details"] {
+            for detail in details {
+                if detail["@type"] == .string(fcmErrorType), case .string(let code)? = detail["errorCode"] { body.code = code }
+                if detail["@type"] == .string(badRequestType), case .array(let violations)? = detail["fieldViolations"] {
+                    body.tokenViolation = violations.contains { $0["field"] == .string("message.token") }
+                }
+            }
+        }
+        return body
+    }
+
+    static func classify(_ response: HTTPResponse) -> DeliveryResult {
+        let status = response.status
+        if status == 200 {
+            let name: String? = if case .string(let value)? = (try? JSONParser.parse(response.body))?["name"] { value } else { nil }
+            return .delivered(providerMessageId: name, httpStatus: status)
+        }
+        let error = errorBody(response.body)
+        let code = error.code ?? error.status ?? "HTTP \(status)"
+        let reason = error.message.map { "\(code): \($0)" } ?? code
+        let retryAfter = HTTPDelivery.retryAfter(response)
+        switch code {
+        case "UNREGISTERED", "SENDER_ID_MISMATCH":
+            return .rejected(reason: reason, httpStatus: status)
+        case "INVALID_ARGUMENT":
+            let aboutToken = error.tokenViolation || (error.message?.contains("registration token") ?? false)
+            return aboutToken ? .rejected(reason: reason, httpStatus: status) : .failed(reason: reason, httpStatus: status)
+        case "QUOTA_EXCEEDED":
+            return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter ?? quotaBackoff)
+        case "UNAVAILABLE", "INTERNAL":
+            return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter)
+        case "THIRD_PARTY_AUTH_ERROR", "PERMISSION_DENIED":
+            return .failed(reason: reason, httpStatus: status, action: .checkCredentials)
+        default:
+            if status == 401 { return .failed(reason: reason, httpStatus: status, action: .checkCredentials) }
+            if status == 429 || status >= 500 { return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter) }
+            return .failed(reason: reason, httpStatus: status)
+        }
+    }
+}

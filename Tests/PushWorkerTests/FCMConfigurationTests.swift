@@ -1,0 +1,61 @@
+import Foundation
+import PushCore
+import PushCrypto
+import Testing
+@testable import PushWorker
+
+@Suite("FCM configuration: service-account files")
+struct FCMConfigurationTests {
+    static func writeServiceAccount(projectId: String = "example-project", privateKey: String? = nil) throws -> String {
+        let key = try privateKey ?? PrivateKey.generateRSA().pem()
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.member("type", "service_account")
+        writer.member("project_id", projectId)
+        writer.member("private_key_id", "k1")
+        writer.member("private_key", key)
+        writer.member("client_email", "worker@\(projectId).iam.gserviceaccount.com")
+        writer.member("token_uri", "https://oauth2.googleapis.com/token")
+        writer.endObject()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
+        try writer.string.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("PUSH_FCM_CREDENTIALS_FILE configures one project that serves targets without app")
+    func shortcut() throws {
+        let file = try Self.writeServiceAccount()
+        let configuration = try WorkerConfiguration.load(from: [
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": file, "PUSH_FCM_ENDPOINT": "https://fcm.staging.internal/",
+        ]).get()
+        let fcm = try #require(configuration.fcm)
+        #expect(configuration.enabledProviders == [.fcm])
+        #expect(fcm.accounts.map(\.projectId) == ["example-project"])
+        #expect(fcm.defaultProjectId == "example-project")
+        #expect(fcm.endpoint == "https://fcm.staging.internal")
+    }
+
+    @Test("a broken service-account file stops start-up with a line naming the field")
+    func brokenFile() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sa-broken-\(UUID().uuidString).json").path
+        try #"{"type":"service_account","project_id":"p"}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        let lines = { () -> [String] in
+            switch WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": path]) {
+            case .success: []
+            case .failure(let errors): errors.problems
+            }
+        }()
+        #expect(lines.first == "PUSH_FCM_CREDENTIALS_FILE: service-account file \(path): client_email is missing")
+    }
+
+    @Test("PUSH_APPS_FILE adds projects; targets pick theirs by app")
+    func severalProjects() throws {
+        let first = try Self.writeServiceAccount(projectId: "project-a")
+        let second = try Self.writeServiceAccount(projectId: "project-b")
+        let apps = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        try #"{"fcm": [{"credentialsFile": "\#(first)"}, {"credentialsFile": "\#(second)"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
+        #expect(configuration.fcm?.accounts.map(\.projectId) == ["project-a", "project-b"])
+        #expect(configuration.fcm?.defaultProjectId == nil)
+    }
+}

@@ -1,0 +1,21 @@
+import PushCore
+import Synchronization
+
+/// A plugin whose answer depends on the target, counting what it was asked to send per app.
+public final class ScriptedProvider: PushProvider {
+    public let id: ProviderID
+    private let calls = Mutex<[String: Int]>([:])
+    private let answer: @Sendable (Target) -> DeliveryResult
+
+    public init(id: ProviderID = .proxy, answer: @escaping @Sendable (Target) -> DeliveryResult) {
+        self.id = id
+        self.answer = answer
+    }
+
+    public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        calls.withLock { $0[delivery.target.app ?? "-", default: 0] += 1 }
+        return answer(delivery.target)
+    }
+
+    public func calls(for app: String) -> Int { calls.withLock { $0[app] ?? 0 } }
+}
