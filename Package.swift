@@ -55,6 +55,7 @@ let package = Package(
 
         // Provider plugins: each depends on the core's plugin API and the shared transport only.
         .target(name: "ProxyPlugin", dependencies: ["PushCore", "PushHTTP"], path: "Plugins/Proxy"),
+        .target(name: "WebPushPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/WebPush"),
         .target(name: "FCMPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/FCM"),
         .target(name: "APNsPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto",
                                                     .product(name: "Logging", package: "swift-log")],
@@ -63,11 +64,11 @@ let package = Package(
         // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
         .target(name: "PushWorker", dependencies: [
             "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "PushCrypto",
-            "ProxyPlugin", "APNsPlugin", "FCMPlugin",
+            "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushWorker"),
         .executableTarget(name: "push-worker", dependencies: [
-            "PushWorker", "PushKafka",
+            "PushWorker", "PushKafka", "PushSandbox", "PushCrypto", "PushCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/push-worker"),
@@ -90,6 +91,9 @@ let package = Package(
                     path: "Tests/APNsPluginTests"),
         .testTarget(name: "FCMPluginTests", dependencies: ["FCMPlugin", "PushCore", "PushHTTP", "PushSandbox", "PushPipeline", "PushKafka", "TestSupport"],
                     path: "Tests/FCMPluginTests"),
+        .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto", "PushCore"], path: "Tests/PushCryptoTests"),
+        .testTarget(name: "WebPushPluginTests", dependencies: ["WebPushPlugin", "PushCore", "PushCrypto", "PushHTTP", "PushSandbox", "TestSupport"],
+                    path: "Tests/WebPushPluginTests"),
         .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "PushCrypto", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],

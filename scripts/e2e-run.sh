@@ -33,19 +33,25 @@ redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --l
 wait_for_file "$work/bootstrap"
 wait_for_file "$work/sandbox/url"
 brokers=$(cat "$work/bootstrap")
+wait_for_file "$work/sandbox/webpush-subscription.json"
+"$bin" vapid-keys --output "$work/vapid.pem" >/dev/null
+subscription=$(cat "$work/sandbox/webpush-subscription.json")
 
 now=$(($(date +%s) * 1000))
 job='{"v":1,"id":"e2e-1","createdAt":'$now',"ttl":60,"kind":"call","userId":"alice","data":{"callId":"c1"},"targets":[{"bindingId":"e2e-b1","provider":"proxy","token":"secret-voip-token-5f1e9a","tokenType":"apnsVoip","platform":"ios","pushType":"voip"},{"bindingId":"e2e-b2","provider":"proxy","token":"secret-fcm-token-77c2d0","tokenType":"fcm","platform":"android"}]}'
 gone='{"v":1,"id":"e2e-2","createdAt":'$now',"kind":"message","userId":"unknown-bob","targets":[{"bindingId":"e2e-b3","provider":"proxy"}]}'
 apns='{"v":1,"id":"e2e-3","createdAt":'$now',"ttl":30,"kind":"call","userId":"carol","data":{"callId":"c2"},"targets":[{"bindingId":"e2e-b4","provider":"apns","token":"'$(printf 'ab%.0s' $(seq 32))'","environment":"production"},{"bindingId":"e2e-b5","provider":"apns","token":"0410'$(printf 'cd%.0s' $(seq 30))'"}]}'
 fcm='{"v":1,"id":"e2e-4","createdAt":'$now',"ttl":600,"kind":"message","userId":"dave","notification":{"title":"Hi","body":"there"},"targets":[{"bindingId":"e2e-b6","provider":"fcm","token":"fcm-dave-1","platform":"android"},{"bindingId":"e2e-b7","provider":"fcm","token":"unregistered-dave-2"}]}'
-printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\ncarol|%s\ndave|%s\n' "$job" "$gone" "$apns" "$fcm" | kcat -P -b "$brokers" -t push.jobs -K '|'
+web='{"v":1,"id":"e2e-5","createdAt":'$now',"ttl":600,"kind":"message","userId":"erin","notification":{"title":"Hi","body":"browser"},"targets":[{"bindingId":"e2e-b8","provider":"webpush",'${subscription#\{}']}'
+printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\ncarol|%s\ndave|%s\nerin|%s\n' "$job" "$gone" "$apns" "$fcm" "$web" | kcat -P -b "$brokers" -t push.jobs -K '|'
 
 PUSH_APNS_KEY_FILE="$work/sandbox/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
 PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$work/sandbox/apns-port")" \
 PUSH_APNS_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_FCM_CREDENTIALS_FILE="$work/sandbox/service-account.json" PUSH_FCM_ENDPOINT="$(cat "$work/sandbox/fcm-url")" \
 PUSH_FCM_CA_FILE="$work/sandbox/ca.pem" \
+PUSH_WEBPUSH_VAPID_KEY_FILE="$work/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:ops@example.com \
+PUSH_WEBPUSH_CA_FILE="$work/sandbox/ca.pem" PUSH_WEBPUSH_ALLOW_PRIVATE=true \
 PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_SHUTDOWN_GRACE_S=5 \
     "$bin" run >"$work/run.log" 2>&1 &
@@ -56,16 +62,17 @@ echo "e2e: waiting for outcomes and the dead letter (read by kcat)"
 for _ in $(seq 1 120); do
     kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%s\n' >"$work/outcomes" 2>/dev/null || true
     kcat -C -b "$brokers" -t push.dlq -o beginning -e -q -f '%k\t%h\t%s\n' >"$work/dlq" 2>/dev/null || true
-    [ "$(wc -l <"$work/outcomes")" -ge 7 ] && [ "$(wc -l <"$work/dlq")" -ge 1 ] && break
+    [ "$(wc -l <"$work/outcomes")" -ge 8 ] && [ "$(wc -l <"$work/dlq")" -ge 1 ] && break
     sleep 0.5
 done
-[ "$(wc -l <"$work/outcomes")" -eq 7 ] || fail "expected 7 outcomes, got: $(cat "$work/outcomes")"
+[ "$(wc -l <"$work/outcomes")" -eq 8 ] || fail "expected 8 outcomes, got: $(cat "$work/outcomes")"
 grep -q $'^e2e-b1\t.*"status":"delivered"' "$work/outcomes" || fail "e2e-b1 not delivered"
 grep -q $'^e2e-b2\t.*"status":"delivered"' "$work/outcomes" || fail "e2e-b2 not delivered"
 grep -q $'^e2e-b3\t.*"status":"rejected".*"action":"remove_binding"' "$work/outcomes" || fail "e2e-b3 not rejected with remove_binding"
 grep -q $'^e2e-b4\t.*"provider":"apns".*"status":"delivered".*"providerMessageId":"[0-9a-f-]\\{36\\}"' "$work/outcomes" || fail "APNs VoIP push e2e-b4 not delivered with an apns-id"
 grep -q $'^e2e-b6\t.*"provider":"fcm".*"status":"delivered".*"providerMessageId":"projects/example-project/messages/' "$work/outcomes" || fail "FCM push e2e-b6 not delivered with its message name"
 grep -q $'^e2e-b7\t.*"status":"rejected".*"action":"remove_binding"' "$work/outcomes" || fail "FCM UNREGISTERED e2e-b7 not rejected with remove_binding"
+grep -q $'^e2e-b8\t.*"provider":"webpush".*"status":"delivered".*"httpStatus":201' "$work/outcomes" || fail "Web Push e2e-b8 not delivered"
 grep -q $'^e2e-b5\t.*"status":"rejected".*"action":"remove_binding","invalidSince":1795000000000' "$work/outcomes" || fail "APNs 410 e2e-b5 not rejected with invalidSince"
 cut -f2 "$work/outcomes" | python3 scripts/check-schemas.py outcome - || fail "outcomes do not match docs/outcome.schema.json"
 [ "$(wc -l <"$work/dlq")" -eq 1 ] || fail "expected 1 dead letter, got: $(cat "$work/dlq")"
@@ -75,10 +82,10 @@ echo "e2e: the same job again (a redelivery): outcomes replayed from Redis, not 
 printf 'alice|%s\n' "$job" | kcat -P -b "$brokers" -t push.jobs -K '|'
 for _ in $(seq 1 60); do
     kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%s\n' >"$work/outcomes" 2>/dev/null || true
-    [ "$(wc -l <"$work/outcomes")" -ge 9 ] && break
+    [ "$(wc -l <"$work/outcomes")" -ge 10 ] && break
     sleep 0.5
 done
-[ "$(wc -l <"$work/outcomes")" -eq 9 ] || fail "expected 9 outcomes after the redelivery, got: $(cat "$work/outcomes")"
+[ "$(wc -l <"$work/outcomes")" -eq 10 ] || fail "expected 10 outcomes after the redelivery, got: $(cat "$work/outcomes")"
 [ "$(grep -c $'^e2e-b1\t' "$work/outcomes")" -eq 2 ] || fail "e2e-b1 should have two outcomes"
 [ "$(grep $'^e2e-b1\t' "$work/outcomes" | sort -u | wc -l)" -eq 1 ] || fail "the redelivered job was sent again (outcomes differ)"
 
@@ -91,4 +98,4 @@ set -e
 [ "$status" -eq 0 ] || fail "worker exited with $status after SIGTERM"
 grep -q '"msg":"push-worker stopped"' "$work/run.log" || fail "no clean-stop log line"
 if grep -qE 'secret-(voip|fcm)-token' "$work/run.log"; then fail "a device token appeared in the logs"; fi
-echo "e2e: PASS (proxy, APNs and FCM outcomes, 1 dead letter, redelivery replayed from Redis, clean SIGTERM)"
+echo "e2e: PASS (proxy, APNs, FCM and Web Push outcomes, 1 dead letter, redelivery replayed from Redis, clean SIGTERM)"

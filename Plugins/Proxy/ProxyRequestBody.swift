@@ -40,28 +40,8 @@ enum ProxyRequestBody {
         }
     }
 
-    /// When the job carries no opaque `body`, the proxy gets the notification as compact JSON.
+    /// When the job carries no opaque `body`, the proxy gets the job's summary JSON.
     static func opaqueBody(for job: Job) -> String {
-        var writer = JSONWriter(capacity: 256)
-        writer.beginObject()
-        writer.member("jobId", job.id)
-        writer.member("kind", job.kind.rawValue)
-        if let notification = job.notification {
-            writer.key("notification")
-            writer.beginObject()
-            if let title = notification.title { writer.member("title", title) }
-            if let body = notification.body { writer.member("body", body) }
-            if let sound = notification.sound { writer.member("sound", sound) }
-            if let badge = notification.badge { writer.member("badge", badge) }
-            writer.endObject()
-        }
-        if !job.data.isEmpty {
-            writer.key("data")
-            writer.beginObject()
-            for (key, value) in job.data.sorted(by: { $0.key < $1.key }) { writer.member(key, value) }
-            writer.endObject()
-        }
-        writer.endObject()
-        return writer.string
+        String(decoding: job.summaryJSON(), as: UTF8.self)
     }
 }

@@ -116,3 +116,31 @@ public struct WebPushKeys: Sendable, Equatable {
         self.auth = auth
     }
 }
+
+extension Job {
+    /// The job as a small JSON document for payloads that carry it whole (push-proxy body,
+    /// Web Push message): `{"jobId", "kind", "notification"?: {title, body, sound, badge}, "data"?: {…}}`.
+    public func summaryJSON() -> [UInt8] {
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.member("jobId", id)
+        writer.member("kind", kind.rawValue)
+        if let notification {
+            writer.key("notification")
+            writer.beginObject()
+            if let title = notification.title { writer.member("title", title) }
+            if let body = notification.body { writer.member("body", body) }
+            if let sound = notification.sound { writer.member("sound", sound) }
+            if let badge = notification.badge { writer.member("badge", badge) }
+            writer.endObject()
+        }
+        if !data.isEmpty {
+            writer.key("data")
+            writer.beginObject()
+            for (key, value) in data.sorted(by: { $0.key < $1.key }) { writer.member(key, value) }
+            writer.endObject()
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+}

@@ -48,15 +48,17 @@ extension PrivateKey {
 public final class PublicKey: @unchecked Sendable {
     let pointer: OpaquePointer
 
-    public init(pem: String) throws(CryptoError) {
+    public convenience init(pem: String) throws(CryptoError) {
         let key = pem.utf8CString.withUnsafeBufferPointer { buffer -> OpaquePointer? in
             guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count - 1)) else { return nil }
             defer { BIO_free(bio) }
             return PEM_read_bio_PUBKEY(bio, nil, nil, nil)
         }
         guard let key else { throw .openSSL("PEM public key") }
-        pointer = key
+        self.init(owning: key)
     }
+
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
 
     deinit { EVP_PKEY_free(pointer) }
 

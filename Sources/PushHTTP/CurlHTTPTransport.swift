@@ -58,16 +58,19 @@ final class TransferState {
     let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
     let easy: CurlEasyHandle
     let headerList: CurlStringList
+    let resolveList: CurlStringList?
     let maximumResponseBytes: Int
     var responseHeaders: [(name: String, value: String)] = []
     var responseBody: [UInt8] = []
     var bodyTooLarge = false
 
-    init(pending: PendingTransfer, easy: CurlEasyHandle, headerList: CurlStringList, maximumResponseBytes: Int) {
+    init(pending: PendingTransfer, easy: CurlEasyHandle, headerList: CurlStringList, resolveList: CurlStringList?,
+         maximumResponseBytes: Int) {
         id = pending.id
         continuation = pending.continuation
         self.easy = easy
         self.headerList = headerList
+        self.resolveList = resolveList
         self.maximumResponseBytes = maximumResponseBytes
     }
 }
@@ -179,6 +182,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         var lines = request.headers.map { "\($0.name): \($0.value)" }
         lines.append("Expect:")
         let state = TransferState(pending: transfer, easy: easy, headerList: CurlStringList(lines),
+                                  resolveList: request.pinnedResolution.map { CurlStringList([$0]) },
                                   maximumResponseBytes: configuration.maximumResponseBytes)
         let context = Unmanaged.passUnretained(state).toOpaque()
 
@@ -199,6 +203,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         if let password = request.tls.clientKeyPassword { easy.set(CURLOPT_KEYPASSWD, password) }
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         easy.set(CURLOPT_HTTPHEADER, list: state.headerList)
+        if let resolveList = state.resolveList { easy.set(CURLOPT_RESOLVE, list: resolveList) }
         switch request.method {
         case "GET":
             easy.set(CURLOPT_HTTPGET, 1)

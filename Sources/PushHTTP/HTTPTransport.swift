@@ -32,15 +32,20 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     public var timeout: Duration
     public var tls: TLSOptions
+    /// Connect to this address instead of resolving the URL's host again (`host:port:address`),
+    /// so a name checked once cannot be re-pointed by DNS before the request (rebinding).
+    public var pinnedResolution: String?
 
     public init(method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
-                body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions()) {
+                body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions(),
+                pinnedResolution: String? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
         self.tls = tls
+        self.pinnedResolution = pinnedResolution
     }
 }
 

@@ -163,7 +163,7 @@ public struct FCMSandboxInstance: Sendable {
     public static func start(tls: SandboxTLS, tokenLifetimeSeconds: Int64 = 3599, port: Int = 0,
                              clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) async throws -> FCMSandboxInstance {
         let key = try PrivateKey.generateRSA()
-        let holder = ResponderHolder()
+        let holder = LateResponder()
         let server = try await SandboxServer.start(tls: tls, port: port) { holder.respond($0) }
         let tokenURL = server.baseURL + "/token"
         let sandbox = FCMSandbox(accounts: [FCMSandbox.Account(projectId: projectId, clientEmail: clientEmail,
@@ -185,11 +185,3 @@ public struct FCMSandboxInstance: Sendable {
     }
 }
 
-/// The token URL is known only once the server listens; the responder is set right after.
-private final class ResponderHolder: Sendable {
-    private let responder = Mutex<SandboxServer.Responder?>(nil)
-    func set(_ value: @escaping SandboxServer.Responder) { responder.withLock { $0 = value } }
-    func respond(_ request: SandboxRequest) -> SandboxResponse {
-        responder.withLock { $0 }?(request) ?? SandboxResponse(status: 503)
-    }
-}

@@ -219,3 +219,17 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
         if let action = response.connectionAction { perform(action, context: context) }
     }
 }
+
+/// For behaviours that need the server's address (an origin, a token URL): the server
+/// starts with this as its responder, and the behaviour is set once the port is known.
+public final class LateResponder: Sendable {
+    private let responder = Mutex<SandboxServer.Responder?>(nil)
+
+    public init() {}
+
+    public func set(_ value: @escaping SandboxServer.Responder) { responder.withLock { $0 = value } }
+
+    public func respond(_ request: SandboxRequest) -> SandboxResponse {
+        responder.withLock { $0 }?(request) ?? SandboxResponse(status: 503)
+    }
+}

@@ -3,6 +3,7 @@ import Logging
 import PushCore
 import PushKafka
 import PushPipeline
+import PushCrypto
 import PushSandbox
 
 /// `push-worker demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
@@ -28,7 +29,7 @@ public enum Demo {
         let expectedMessages: Int
     }
 
-    static func samples(now: Int64) -> [SampleJob] {
+    static func samples(now: Int64, browser: WebPushSandbox.Subscription) -> [SampleJob] {
         func job(_ id: String, kind: String, user: String, ttl: Int = 60, createdAt: Int64? = nil, extra: String = "",
                  targets: String) -> String {
             """
@@ -39,6 +40,7 @@ public enum Demo {
         let apnsVoip = #"{"bindingId":"bob-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "b0", count: 32))","environment":"production","pushType":"voip"}"#
         let fcmAndroid = #"{"bindingId":"frank-pixel","provider":"fcm","app":"example-project","token":"fcm-frank-1","platform":"android"}"#
         let fcmGone = #"{"bindingId":"old-tablet","provider":"fcm","token":"unregistered-tablet-7","platform":"android"}"#
+        let browserTarget = #"{"bindingId":"grace-firefox","provider":"webpush","endpoint":"\#(browser.endpoint)","keys":{"p256dh":"\#(browser.p256dh)","auth":"\#(browser.auth)"}}"#
         let apnsGone = #"{"bindingId":"old-ipad","provider":"apns","token":"0410\#(String(repeating: "c1", count: 30))","environment":"sandbox"}"#
         let android = #"{"bindingId":"alice-pixel","provider":"proxy","token":"fcm-token-123","tokenType":"fcm","platform":"android"}"#
         return [
@@ -55,6 +57,9 @@ public enum Demo {
             SampleJob(title: "chat message via FCM", id: "msg-6", key: "frank",
                       json: job("msg-6", kind: "message", user: "frank", extra: #""collapseKey":"chat-7","notification":{"title":"Erin","body":"Hello"},"data":{"chatId":"7"},"#,
                                 targets: fcmAndroid + "," + fcmGone), expectedMessages: 2),
+            SampleJob(title: "message to a browser (Web Push)", id: "msg-7", key: "grace",
+                      json: job("msg-7", kind: "message", user: "grace", extra: #""collapseKey":"chat-9","notification":{"title":"Frank","body":"See you"},"#,
+                                targets: browserTarget), expectedMessages: 1),
             SampleJob(title: "caller redials within 5 s", id: "call-1b", key: "alice",
                       json: job("call-1b", kind: "call", user: "alice", ttl: 30,
                                 extra: #""data":{"callId":"c-78","from":"bob"},"#, targets: voip),
@@ -77,8 +82,8 @@ public enum Demo {
                       expectedMessages: 1),
             SampleJob(title: "malformed JSON", id: "-", key: "mallory",
                       json: #"{"v":1,"id":"broken","kind":"call","targets":["#, expectedMessages: 1),
-            SampleJob(title: "unknown provider", id: "msg-4", key: "grace",
-                      json: job("msg-4", kind: "message", user: "grace", targets: #"{"bindingId":"frank-pager","provider":"pager"}"#),
+            SampleJob(title: "unknown provider", id: "msg-4", key: "heidi",
+                      json: job("msg-4", kind: "message", user: "heidi", targets: #"{"bindingId":"frank-pager","provider":"pager"}"#),
                       expectedMessages: 1),
         ]
     }
@@ -95,6 +100,9 @@ public enum Demo {
         let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
         let apns = try await APNsSandboxInstance.start(tls: tls)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
+        let webPush = try await WebPushSandboxInstance.start(tls: tls)
+        let vapidKeyFile = tls.directory.appendingPathComponent("vapid.pem").path
+        try PrivateKey.generateP256().pem().write(toFile: vapidKeyFile, atomically: true, encoding: .utf8)
 
         let environment = [
             "PUSH_KAFKA_BROKERS": cluster.bootstrapServers,
@@ -111,6 +119,10 @@ public enum Demo {
             "PUSH_FCM_CREDENTIALS_FILE": fcm.credentialsFile,
             "PUSH_FCM_ENDPOINT": fcm.server.baseURL,
             "PUSH_FCM_CA_FILE": tls.caFile,
+            "PUSH_WEBPUSH_VAPID_KEY_FILE": vapidKeyFile,
+            "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:push-demo@example.com",
+            "PUSH_WEBPUSH_CA_FILE": tls.caFile,
+            "PUSH_WEBPUSH_ALLOW_PRIVATE": "true",
             "PUSH_RETRY_BASE_MS": "100",
             "PUSH_RETRY_MAX_MS": "400",
             "PUSH_MAX_ATTEMPTS": "3",
@@ -122,7 +134,7 @@ public enum Demo {
         let worker = try Worker(configuration: configuration, logger: logger)
         let reader = try KafkaTopicReader(bootstrapServers: cluster.bootstrapServers, topics: [outcomesTopic, dlqTopic],
                                           logger: logger)
-        let samples = samples(now: currentTimeMilliseconds())
+        let samples = samples(now: currentTimeMilliseconds(), browser: try webPush.sandbox.subscribe())
         try await worker.producer.send(samples.map {
             KafkaRecord(topic: jobsTopic, key: Array($0.key.utf8), value: Array($0.json.utf8))
         })
@@ -136,6 +148,7 @@ public enum Demo {
         await proxy.stop()
         await apns.server.stop()
         await fcm.server.stop()
+        await webPush.server.stop()
 
         guard messages.count >= expected else {
             throw DemoError(message: "only \(messages.count) of \(expected) outcomes arrived within 60 s")

@@ -1,5 +1,6 @@
 import APNsPlugin
 import FCMPlugin
+import WebPushPlugin
 import Logging
 import ProxyPlugin
 import PushCore
@@ -61,6 +62,10 @@ public struct Worker: Sendable {
         if configuration.enabledProviders.contains(.fcm), let fcm = configuration.fcm {
             registry.register(try FCMProvider(configuration: fcm,
                                               transport: CurlHTTPTransport(configuration: transportConfiguration, name: "fcm")))
+        }
+        if configuration.enabledProviders.contains(.webpush), let webPush = configuration.webPush {
+            registry.register(try WebPushProvider(configuration: webPush,
+                                                  transport: CurlHTTPTransport(configuration: transportConfiguration, name: "webpush")))
         }
         if configuration.enabledProviders.contains(.proxy), let proxy = configuration.proxy {
             registry.register(ProxyProvider(configuration: proxy,

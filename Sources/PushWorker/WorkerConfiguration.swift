@@ -1,5 +1,7 @@
 import APNsPlugin
 import FCMPlugin
+import PushCrypto
+import WebPushPlugin
 import Foundation
 import Logging
 import ProxyPlugin
@@ -27,6 +29,7 @@ public struct WorkerConfiguration: Sendable {
     public var proxy: ProxyConfiguration?
     public var apns: APNsConfiguration?
     public var fcm: FCMConfiguration?
+    public var webPush: WebPushConfiguration?
     public var enabledProviders: Set<ProviderID>
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
@@ -93,11 +96,13 @@ public struct WorkerConfiguration: Sendable {
         let appsFile = reader.string("PUSH_APPS_FILE").map { AppsFile.load(path: $0, reader: &reader) } ?? AppsFile.Apps()
         let apns = loadAPNs(&reader, fromFile: appsFile.apns)
         let fcm = loadFCM(&reader, fromFile: appsFile.fcm)
+        let webPush = loadWebPush(&reader)
 
         var configured = Set<ProviderID>()
         if proxy != nil { configured.insert(.proxy) }
         if apns != nil { configured.insert(.apns) }
         if fcm != nil { configured.insert(.fcm) }
+        if webPush != nil { configured.insert(.webpush) }
         var enabled = configured
         if let list = reader.string("PUSH_PROVIDERS") {
             enabled = []
@@ -115,12 +120,12 @@ public struct WorkerConfiguration: Sendable {
                 } else if provider == .fcm {
                     reader.problem("PUSH_PROVIDERS enables fcm but neither PUSH_FCM_CREDENTIALS_FILE nor an fcm section in PUSH_APPS_FILE is set")
                 } else {
-                    reader.problem("PUSH_PROVIDERS enables \(name), which this version of push-worker cannot configure yet")
+                    reader.problem("PUSH_PROVIDERS enables webpush but PUSH_WEBPUSH_VAPID_KEY_FILE is not set")
                 }
             }
         }
         if enabled.isEmpty, requireBrokers {
-            reader.problem("no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_FCM_CREDENTIALS_FILE, PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)")
+            reader.problem("no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_FCM_CREDENTIALS_FILE, PUSH_WEBPUSH_VAPID_KEY_FILE, PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)")
         }
 
         let levelName = reader.string("PUSH_LOG_LEVEL") ?? "info"
@@ -146,13 +151,40 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, enabledProviders: enabled,
+            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }
 }
 
 extension WorkerConfiguration {
     /// APNs apps from the single-app shortcut and `PUSH_APPS_FILE`, plus endpoint overrides.
+    /// The VAPID key and Web Push policy.
+    static func loadWebPush(_ reader: inout EnvironmentReader) -> WebPushConfiguration? {
+        let dependents = ["PUSH_WEBPUSH_VAPID_SUBJECT", "PUSH_WEBPUSH_CA_FILE", "PUSH_WEBPUSH_ALLOW_PRIVATE", "PUSH_WEBPUSH_ALLOWED_HOSTS"]
+        guard let path = reader.string("PUSH_WEBPUSH_VAPID_KEY_FILE") else {
+            for variable in dependents where reader.string(variable) != nil {
+                reader.problem("\(variable) is set but PUSH_WEBPUSH_VAPID_KEY_FILE is not")
+            }
+            return nil
+        }
+        let key: PrivateKey
+        do {
+            key = try VAPIDKeyFile.load(path)
+        } catch {
+            reader.problem("PUSH_WEBPUSH_VAPID_KEY_FILE: \(error)")
+            return nil
+        }
+        guard let subject = reader.string("PUSH_WEBPUSH_VAPID_SUBJECT"), subject.hasPrefix("mailto:") || subject.hasPrefix("https:") else {
+            reader.problem("PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
+            return nil
+        }
+        let hosts = (reader.string("PUSH_WEBPUSH_ALLOWED_HOSTS") ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        return WebPushConfiguration(vapidKey: key, subject: subject, caFile: reader.readableFile("PUSH_WEBPUSH_CA_FILE"),
+                                    allowPrivateNetworks: reader.boolean("PUSH_WEBPUSH_ALLOW_PRIVATE", default: false),
+                                    allowedHosts: hosts)
+    }
+
     /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE`, plus endpoint overrides.
     static func loadFCM(_ reader: inout EnvironmentReader, fromFile: [ServiceAccount]) -> FCMConfiguration? {
         var accounts: [ServiceAccount] = []

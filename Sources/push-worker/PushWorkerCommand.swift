@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PushKafka
+import PushCrypto
 import PushSandbox
 import PushWorker
 import Synchronization
@@ -11,7 +12,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-worker",
         abstract: "Delivers push-notification jobs from Kafka through APNs, FCM, Web Push and push-proxy plugins.",
-        subcommands: [Run.self, DemoCommand.self, KafkaMock.self, Sandbox.self])
+        subcommands: [Run.self, DemoCommand.self, VAPIDKeys.self, KafkaMock.self, Sandbox.self])
 }
 
 struct Run: AsyncParsableCommand {
@@ -121,12 +122,13 @@ struct KafkaMock: AsyncParsableCommand {
 
 struct Sandbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run push-proxy, APNs and FCM sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
+        abstract: "Run push-proxy, APNs, FCM and Web Push sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
         discussion: """
             Writes into --state-dir: ca.pem, client.pem and client-key.pem (mutual TLS), url (the push-proxy endpoint), \
             apns-port and AuthKey_\(APNsSandboxInstance.keyId).p8 (the APNs signing key; key id \(APNsSandboxInstance.keyId), \
             team \(APNsSandboxInstance.teamId), bundle id \(APNsSandboxInstance.bundleId)), fcm-url and \
-            service-account.json (project \(FCMSandboxInstance.projectId); its token_uri points at the sandbox).
+            service-account.json (project \(FCMSandboxInstance.projectId); its token_uri points at the sandbox), \
+            webpush-subscription.json (a subscription {endpoint, keys: {p256dh, auth}} the push-service sandbox holds the key of).
             """)
 
     @Option(help: "Directory for the CA, client certificate and the endpoint URL.")
@@ -144,7 +146,11 @@ struct Sandbox: AsyncParsableCommand {
                                                    responder: ProxySandbox.respond)
         let apns = try await APNsSandboxInstance.start(tls: tls)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
+        let webPush = try await WebPushSandboxInstance.start(tls: tls)
+        let subscription = try webPush.sandbox.subscribe(id: "sandbox-subscription")
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        try #"{"endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}"#
+            .write(toFile: stateDir + "/webpush-subscription.json", atomically: true, encoding: .utf8)
         try String(apns.server.port).write(toFile: stateDir + "/apns-port", atomically: true, encoding: .utf8)
         try fcm.server.baseURL.write(toFile: stateDir + "/fcm-url", atomically: true, encoding: .utf8)
         for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile),
@@ -162,6 +168,28 @@ struct Sandbox: AsyncParsableCommand {
         await server.stop()
         await apns.server.stop()
         await fcm.server.stop()
+        await webPush.server.stop()
         tls.remove()
+    }
+}
+
+struct VAPIDKeys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vapid-keys",
+        abstract: "Generate a VAPID key pair for Web Push, or print the public key of an existing key file.")
+
+    @Option(help: "Print the public key of this key file (PEM or base64url) instead of generating one.")
+    var keyFile: String?
+
+    @Option(help: "Also write the new private key (PEM) to this file, readable by its owner only.")
+    var output: String?
+
+    func run() async throws {
+        let key = try keyFile.map(VAPIDKeyFile.load) ?? PrivateKey.generateP256()
+        if let output, !FileManager.default.createFile(atPath: output, contents: Data(try key.pem().utf8),
+                                                        attributes: [.posixPermissions: 0o600]) {
+            throw ValidationError("cannot write \(output)")
+        }
+        print(try VAPIDKeyFile.describe(key))
     }
 }

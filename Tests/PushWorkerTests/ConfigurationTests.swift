@@ -68,7 +68,7 @@ struct ConfigurationTests {
     @Test("without any provider configured the worker refuses to start")
     func noProvider() {
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092"])
-            == ["no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_FCM_CREDENTIALS_FILE, PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)"])
+            == ["no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_FCM_CREDENTIALS_FILE, PUSH_WEBPUSH_VAPID_KEY_FILE, PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)"])
     }
 
     @Test("PUSH_PROVIDERS can only enable configured providers")
@@ -78,7 +78,7 @@ struct ConfigurationTests {
         #expect(problems(minimal.merging(["PUSH_PROVIDERS": "fcm"]) { $1 }).contains(
             "PUSH_PROVIDERS enables fcm but neither PUSH_FCM_CREDENTIALS_FILE nor an fcm section in PUSH_APPS_FILE is set"))
         #expect(problems(minimal.merging(["PUSH_PROVIDERS": "webpush"]) { $1 }).contains(
-            "PUSH_PROVIDERS enables webpush, which this version of push-worker cannot configure yet"))
+            "PUSH_PROVIDERS enables webpush but PUSH_WEBPUSH_VAPID_KEY_FILE is not set"))
     }
 
     @Test("PUSH_RDKAFKA_* become librdkafka properties; the worker's own ones cannot be overridden")

@@ -14,6 +14,7 @@ struct DemoTests {
         #expect(rows.first { $0.title == "app deleted (APNs 410)" }?.action == "remove_binding")
         #expect(statuses["chat message via FCM"] == ["delivered", "rejected"])
         #expect(rows.first { $0.bindingId == "old-tablet" }?.action == "remove_binding")
+        #expect(statuses["message to a browser (Web Push)"] == ["delivered"])
         #expect(statuses["caller redials within 5 s"] == ["deduplicated"])
         #expect(statuses["chat message"] == ["delivered"])
         #expect(statuses["call cancelled"] == ["delivered"])

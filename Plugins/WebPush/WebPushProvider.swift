@@ -1,0 +1,75 @@
+import PushCore
+import PushCrypto
+import PushHTTP
+
+/// Delivers to a browser's push service (FCM web, Mozilla autopush, Apple web push…) at
+/// the subscription endpoint: RFC 8291 encrypted body, RFC 8292 VAPID, RFC 8030 headers.
+public struct WebPushProvider: PushProvider {
+    public let id = ProviderID.webpush
+    private let configuration: WebPushConfiguration
+    private let transport: any HTTPTransport
+    private let policy: EndpointPolicy
+    private let vapid: VAPIDTokens
+
+    public init(configuration: WebPushConfiguration, transport: any HTTPTransport,
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+        self.configuration = configuration
+        self.transport = transport
+        policy = EndpointPolicy(allowPrivateNetworks: configuration.allowPrivateNetworks, allowedHosts: configuration.allowedHosts)
+        vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject,
+                                lifetime: configuration.tokenLifetime, clock: clock)
+    }
+
+    public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        guard let endpoint = delivery.target.endpoint, let keys = delivery.target.keys else {
+            return .failed(reason: "webpush target without endpoint or keys", httpStatus: nil)
+        }
+        guard let uaPublic = Base64URL.decode(keys.p256dh), uaPublic.count == 65,
+              let authSecret = Base64URL.decode(keys.auth), authSecret.count == 16 else {
+            return .rejected(reason: "subscription keys are malformed (p256dh must be a 65-byte point, auth 16 bytes)", httpStatus: nil)
+        }
+        let target: EndpointPolicy.Target
+        switch await policy.check(endpoint) {
+        case .success(let allowed): target = allowed
+        case .failure(let refusal): return .failed(reason: "endpoint refused, not sent: \(refusal.reason)", httpStatus: nil)
+        }
+        let plaintext = delivery.job.summaryJSON()
+        guard plaintext.count + WebPushEncryption.overhead <= WebPushRequest.maximumBody else {
+            return .failed(reason: "payload of \(plaintext.count) bytes exceeds 4096 bytes once encrypted; not sent", httpStatus: nil)
+        }
+        let body: [UInt8]
+        let authorization: String
+        do {
+            body = try WebPushEncryption.encrypt(plaintext, uaPublic: uaPublic, authSecret: authSecret)
+            authorization = try vapid.authorization(for: target.origin)
+        } catch {
+            return .rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil)
+        }
+        let request = HTTPRequest(url: endpoint, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
+                                  body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile),
+                                  pinnedResolution: target.pinnedResolution)
+        return await HTTPDelivery.send(request, over: transport, classify: Self.classify)
+    }
+
+    public func shutdown() async { transport.shutdown() }
+
+    /// RFC 8030 answers: 201 (200, 202) accepted; 404/410 the subscription is gone; 400 and
+    /// 413 our request is wrong; 401/403 the VAPID credentials; 429 and 5xx later.
+    static func classify(_ response: HTTPResponse) -> DeliveryResult {
+        let status = response.status
+        switch status {
+        case 200, 201, 202:
+            return .delivered(providerMessageId: response.header("location"), httpStatus: status)
+        case 404, 410:
+            return .rejected(reason: status == 410 ? "subscription expired or unsubscribed" : "subscription not found", httpStatus: status)
+        case 401, 403:
+            return .failed(reason: "push service refused the VAPID credentials", httpStatus: status, action: .checkCredentials)
+        case 429, 500...599:
+            return .retryable(reason: "push service answered \(status)", httpStatus: status, retryAfter: HTTPDelivery.retryAfter(response))
+        case 413:
+            return .failed(reason: "push service says the payload is too large", httpStatus: status)
+        default:
+            return .failed(reason: "push service answered \(status)", httpStatus: status)
+        }
+    }
+}

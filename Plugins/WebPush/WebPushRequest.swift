@@ -1,0 +1,37 @@
+import PushCore
+import PushCrypto
+
+/// RFC 8030 headers and the RFC 8291 body for one delivery.
+enum WebPushRequest {
+    /// The push service must accept 4096 bytes of (encrypted) payload.
+    static let maximumBody = 4096
+
+    /// `Urgency` (RFC 8030 §5.3): calls and their cancels must wake the device now;
+    /// messages follow the job priority; wake-ups can wait for a good moment.
+    static func urgency(_ job: Job) -> String {
+        switch job.kind {
+        case .call, .cancel: "high"
+        case .message, .custom: job.priority == .high ? "high" : "normal"
+        case .wake: "low"
+        }
+    }
+
+    /// `Topic` (RFC 8030 §5.4): at most 32 base64url characters. Other keys become the
+    /// first 32 characters of their SHA-256 in base64url: still stable per collapse key.
+    static func topic(_ collapseKey: String) -> String {
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        if collapseKey.count <= 32, collapseKey.allSatisfy({ alphabet.contains($0) }) { return collapseKey }
+        return String(Base64URL.encode(Digest.sha256(Array(collapseKey.utf8))).prefix(32))
+    }
+
+    static func headers(_ delivery: Delivery) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = [
+            ("ttl", String(delivery.remainingTTLSeconds)),
+            ("urgency", urgency(delivery.job)),
+            ("content-encoding", "aes128gcm"),
+            ("content-type", "application/octet-stream"),
+        ]
+        if let collapseKey = delivery.job.collapseKey { headers.append(("topic", topic(collapseKey))) }
+        return headers
+    }
+}

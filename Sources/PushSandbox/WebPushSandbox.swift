@@ -1,0 +1,118 @@
+import Foundation
+import PushCore
+import PushCrypto
+import Synchronization
+
+/// A push service (RFC 8030) that holds its subscriptions' private keys: it checks the
+/// VAPID token (ES256 signature with the `k` key, `aud` = its origin, `exp` in the future
+/// and at most 24 h away, `sub` mailto:/https:), the `TTL` and `Content-Encoding` headers,
+/// decrypts the aes128gcm body and records the plaintext. Scripted by subscription id
+/// prefix: `gone` 410, `missing` 404, `busy` 429 with Retry-After 1, `big` 413.
+public final class WebPushSandbox: Sendable {
+    public struct Subscription: Sendable {
+        public let endpoint: String
+        /// `keys.p256dh` and `keys.auth` as a browser hands them out (base64url).
+        public let p256dh: String
+        public let auth: String
+
+        public init(endpoint: String, p256dh: String, auth: String) {
+            self.endpoint = endpoint
+            self.p256dh = p256dh
+            self.auth = auth
+        }
+    }
+
+    public struct Delivered: Sendable {
+        public let subscriptionId: String
+        public let plaintext: [UInt8]
+        public let ttl: Int
+        public let urgency: String?
+        public let topic: String?
+    }
+
+    private struct Holder {
+        let key: PrivateKey
+        let auth: [UInt8]
+    }
+
+    private let origin: String
+    private let clock: @Sendable () -> Int64
+    private let subscriptions = Mutex<[String: Holder]>([:])
+    private let delivered = Mutex<[Delivered]>([])
+    private let counter = Atomic<Int>(0)
+
+    /// - Parameter origin: `https://host:port` as clients address this server.
+    public init(origin: String, clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+        self.origin = origin
+        self.clock = clock
+    }
+
+    /// Creates a subscription (what a browser does for a page) and returns what the page sends upstream.
+    public func subscribe(id: String = UUID().uuidString.lowercased()) throws -> Subscription {
+        let key = try PrivateKey.generateP256()
+        let auth = try RandomBytes.generate(16)
+        subscriptions.withLock { $0[id] = Holder(key: key, auth: auth) }
+        return Subscription(endpoint: "\(origin)/push/\(id)", p256dh: Base64URL.encode(try key.rawPublicKey()), auth: Base64URL.encode(auth))
+    }
+
+    /// Messages decrypted so far.
+    public var messages: [Delivered] { delivered.withLock { $0 } }
+
+    public func respond(to request: SandboxRequest) -> SandboxResponse {
+        func answer(_ status: Int, _ text: String) -> SandboxResponse { SandboxResponse(status: status, body: Array(text.utf8)) }
+        guard request.method == "POST" else { return answer(405, "POST only") }
+        guard request.path.hasPrefix("/push/") else { return answer(404, "no such subscription") }
+        let id = String(request.path.dropFirst("/push/".count))
+        guard let authorization = request.header("authorization"), authorization.hasPrefix("vapid ") else {
+            return answer(401, "VAPID authorization required")
+        }
+        var parameters: [String: String] = [:]
+        for part in authorization.dropFirst(6).split(separator: ",") {
+            let pair = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+            if pair.count == 2 { parameters[String(pair[0])] = String(pair[1]) }
+        }
+        guard let token = parameters["t"], let keyText = parameters["k"], let point = Base64URL.decode(keyText),
+              let publicKey = try? PublicKey(p256: point), let jwt = JSONWebToken.parse(token), jwt.verifies(with: publicKey)
+        else { return answer(401, "VAPID token does not verify") }
+        let now = clock() / 1000
+        guard jwt.claims["aud"] == .string(origin) else { return answer(403, "VAPID aud must be \(origin)") }
+        guard case .integer(let expires)? = jwt.claims["exp"], expires > now, expires <= now + 24 * 3600 else {
+            return answer(403, "VAPID exp must be in the future and at most 24 h away")
+        }
+        guard case .string(let subject)? = jwt.claims["sub"], subject.hasPrefix("mailto:") || subject.hasPrefix("https:") else {
+            return answer(403, "VAPID sub must be a mailto: or https: URI")
+        }
+        guard let ttlText = request.header("ttl"), let ttl = Int(ttlText), ttl >= 0 else { return answer(400, "TTL header required") }
+        guard request.header("content-encoding") == "aes128gcm" else { return answer(415, "Content-Encoding must be aes128gcm") }
+        if let topic = request.header("topic"), topic.count > 32 || Base64URL.decode(topic) == nil {
+            return answer(400, "Topic must be at most 32 base64url characters")
+        }
+        if id.hasPrefix("gone") { return answer(410, "subscription expired") }
+        if id.hasPrefix("missing") { return answer(404, "subscription not found") }
+        if id.hasPrefix("busy") { return SandboxResponse(status: 429, headers: [("retry-after", "1")]) }
+        if id.hasPrefix("big") || request.body.count > 4096 { return answer(413, "payload too large") }
+        guard let holder = subscriptions.withLock({ $0[id] }) else { return answer(404, "subscription not found") }
+        guard let plaintext = try? WebPushEncryption.decrypt(request.body, uaKey: holder.key, authSecret: holder.auth) else {
+            return answer(400, "body does not decrypt")
+        }
+        delivered.withLock {
+            $0.append(Delivered(subscriptionId: id, plaintext: plaintext, ttl: ttl, urgency: request.header("urgency"), topic: request.header("topic")))
+        }
+        let number = counter.add(1, ordering: .relaxed).newValue
+        return SandboxResponse(status: 201, headers: [("location", "\(origin)/message/\(number)")])
+    }
+}
+
+/// A running Web Push sandbox.
+public struct WebPushSandboxInstance: Sendable {
+    public let server: SandboxServer
+    public let sandbox: WebPushSandbox
+
+    public static func start(tls: SandboxTLS, port: Int = 0) async throws -> WebPushSandboxInstance {
+        let holder = LateResponder()
+        let server = try await SandboxServer.start(tls: tls, port: port) { holder.respond($0) }
+        let sandbox = WebPushSandbox(origin: server.baseURL)
+        holder.set(sandbox.respond)
+        return WebPushSandboxInstance(server: server, sandbox: sandbox)
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import PushCore
+import PushCrypto
+import Testing
+@testable import PushWorker
+
+@Suite("Web Push configuration: the VAPID key and the endpoint policy")
+struct WebPushConfigurationTests {
+    func load(_ environment: [String: String]) -> Result<WorkerConfiguration, ConfigurationErrors> {
+        WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092"].merging(environment) { $1 })
+    }
+
+    static func write(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("vapid-\(UUID().uuidString)").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("the VAPID key file may be PEM or a base64url raw key; both give the same key")
+    func keyFormats() throws {
+        let key = try PrivateKey.generateP256()
+        let pem = try VAPIDKeyFile.load(Self.write(key.pem()))
+        let raw = try VAPIDKeyFile.load(Self.write(Base64URL.encode(key.rawPrivateKey()) + "\n"))
+        #expect(try pem.rawPublicKey() == key.rawPublicKey())
+        #expect(try raw.rawPublicKey() == key.rawPublicKey())
+    }
+
+    @Test("Web Push is enabled by a key and a subject; private networks are refused unless allowed; hosts are lower-cased")
+    func configured() throws {
+        let keyFile = try Self.write(PrivateKey.generateP256().pem())
+        let configuration = try load([
+            "PUSH_WEBPUSH_VAPID_KEY_FILE": keyFile, "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:ops@example.com",
+            "PUSH_WEBPUSH_ALLOWED_HOSTS": "FCM.googleapis.com, push.services.mozilla.com",
+        ]).get()
+        let webPush = try #require(configuration.webPush)
+        #expect(configuration.enabledProviders == [.webpush])
+        #expect(!webPush.allowPrivateNetworks)
+        #expect(webPush.allowedHosts == ["fcm.googleapis.com", "push.services.mozilla.com"])
+    }
+
+    @Test("a missing subject, a broken key or a stray setting is one line each")
+    func problems() throws {
+        let keyFile = try Self.write(PrivateKey.generateP256().pem())
+        guard case .failure(let noSubject) = load(["PUSH_WEBPUSH_VAPID_KEY_FILE": keyFile]) else { Issue.record("accepted"); return }
+        #expect(noSubject.problems.first == "PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
+        let broken = try Self.write("not a key")
+        guard case .failure(let badKey) = load(["PUSH_WEBPUSH_VAPID_KEY_FILE": broken, "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:a@b"]) else {
+            Issue.record("accepted"); return
+        }
+        #expect(badKey.problems.first == "PUSH_WEBPUSH_VAPID_KEY_FILE: \(broken) holds neither a PEM private key nor a base64url 32-byte P-256 key")
+        guard case .failure(let stray) = load(["PUSH_WEBPUSH_ALLOW_PRIVATE": "true", "PUSH_PROXY_URL": "https://p/x"]) else {
+            Issue.record("accepted"); return
+        }
+        #expect(stray.problems == ["PUSH_WEBPUSH_ALLOW_PRIVATE is set but PUSH_WEBPUSH_VAPID_KEY_FILE is not"])
+    }
+}
