@@ -12,13 +12,6 @@ struct APNsConfigurationTests {
         return path
     }
 
-    func problems(_ environment: [String: String]) -> [String] {
-        switch WorkerConfiguration.load(from: environment) {
-        case .success: []
-        case .failure(let errors): errors.problems
-        }
-    }
-
     @Test("the shortcut configures one token-auth app; the host override applies to both environments")
     func shortcut() throws {
         let keyFile = try Self.writeKey()

@@ -13,13 +13,6 @@ struct ConfigurationTests {
 
     let minimal = ["PUSH_KAFKA_BROKERS": "k1:9092", "PUSH_PROXY_URL": "https://proxy.example.com/push"]
 
-    func problems(_ environment: [String: String]) -> [String] {
-        switch WorkerConfiguration.load(from: environment) {
-        case .success: []
-        case .failure(let errors): errors.problems
-        }
-    }
-
     @Test("defaults match the documented ones")
     func defaults() throws {
         let configuration = try WorkerConfiguration.load(from: minimal).get()
