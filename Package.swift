@@ -10,6 +10,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
@@ -41,7 +43,8 @@ let package = Package(
                 path: "Sources/PushRedis"),
         .target(name: "PushCrypto", dependencies: ["COpenSSL", "PushCore"], path: "Sources/PushCrypto"),
         .target(name: "PushPipeline", dependencies: ["PushCore", "PushKafka",
-                                                      .product(name: "Logging", package: "swift-log")],
+                                                      .product(name: "Logging", package: "swift-log"),
+                                                      .product(name: "Metrics", package: "swift-metrics")],
                 path: "Sources/PushPipeline"),
         .target(name: "PushSandbox", dependencies: [
             "PushCore", "PushCrypto",
@@ -66,15 +69,23 @@ let package = Package(
             "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "PushCrypto",
             "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Sources/PushWorker"),
         .executableTarget(name: "push-worker", dependencies: [
             "PushWorker", "PushKafka", "PushSandbox", "PushCrypto", "PushCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Sources/push-worker"),
 
         .target(name: "TestSupport", dependencies: [
             "PushCore", "PushKafka", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
@@ -84,6 +95,7 @@ let package = Package(
                     path: "Tests/ProxyPluginTests"),
         .testTarget(name: "PushPipelineTests", dependencies: [
             "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "PushRedis", "TestSupport",
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/PushPipelineTests"),
         .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "TestSupport"],
                     path: "Tests/PushRedisTests"),

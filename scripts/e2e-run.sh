@@ -28,7 +28,9 @@ set -e
 
 "$bin" kafka-mock --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
 "$bin" sandbox --state-dir "$work/sandbox" >/dev/null & pids+=($!)
-redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+redis_port=$(free_port)
+http_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
 wait_for_file "$work/bootstrap"
 wait_for_file "$work/sandbox/url"
@@ -52,7 +54,7 @@ PUSH_FCM_CREDENTIALS_FILE="$work/sandbox/service-account.json" PUSH_FCM_ENDPOINT
 PUSH_FCM_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_WEBPUSH_VAPID_KEY_FILE="$work/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:ops@example.com \
 PUSH_WEBPUSH_CA_FILE="$work/sandbox/ca.pem" PUSH_WEBPUSH_ALLOW_PRIVATE=true \
-PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
+PUSH_HTTP_PORT="$http_port" PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_SHUTDOWN_GRACE_S=5 \
     "$bin" run >"$work/run.log" 2>&1 &
 worker=$!
@@ -88,6 +90,13 @@ done
 [ "$(wc -l <"$work/outcomes")" -eq 10 ] || fail "expected 10 outcomes after the redelivery, got: $(cat "$work/outcomes")"
 [ "$(grep -c $'^e2e-b1\t' "$work/outcomes")" -eq 2 ] || fail "e2e-b1 should have two outcomes"
 [ "$(grep $'^e2e-b1\t' "$work/outcomes" | sort -u | wc -l)" -eq 1 ] || fail "the redelivered job was sent again (outcomes differ)"
+
+echo "e2e: operations endpoint: readiness, liveness and delivery counters"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$http_port/readyz")" = 200 ] || fail "/readyz is not 200 while consuming"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$http_port/healthz")" = 200 ] || fail "/healthz is not 200"
+curl -s "http://127.0.0.1:$http_port/metrics" >"$work/metrics"
+grep -q '^push_deliveries_total{provider="apns",app="-",status="delivered"} 1$' "$work/metrics" || fail "metrics lack the APNs delivery: $(grep push_deliveries "$work/metrics")"
+grep -q '^push_jobs_invalid_total{code="invalid_json"} 1$' "$work/metrics" || fail "metrics lack the invalid job"
 
 echo "e2e: SIGTERM stops the worker cleanly"
 kill -TERM "$worker"

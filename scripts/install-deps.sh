@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing push-worker needs on Debian 12, skipping what is present.
 set -euo pipefail
-packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config kcat python3 redis-server)
+packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config kcat python3 redis-server curl)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -35,13 +35,18 @@ public final class KafkaConsumer: Sendable {
     /// - Parameters:
     ///   - properties: complete librdkafka properties (see `defaultProperties`).
     ///   - rebalance: called on the polling thread when partitions are assigned or about to be revoked.
+    ///   - statistics: called with librdkafka's statistics JSON every `statistics.interval.ms` (when set).
     public init(properties: [String: String], topics: [String], logger: Logger,
+                statistics: (@Sendable ([UInt8]) -> Void)? = nil,
                 rebalance: @escaping @Sendable (RebalanceEvent) -> Void) throws(KafkaError) {
         precondition(properties["enable.auto.offset.store"] == "false", "offsets are stored by the pipeline only")
         self.logger = logger
-        context = RDKafkaContext(logger: logger, rebalance: rebalance)
+        context = RDKafkaContext(logger: logger, rebalance: rebalance, statistics: statistics)
+        var properties = properties
+        if statistics != nil, properties["statistics.interval.ms"] == nil { properties["statistics.interval.ms"] = "5000" }
         let conf = try RDKafkaConfig.make(properties)
         RDKafkaConfig.attach(context, to: conf)
+        if statistics != nil { RDKafkaConfig.attachStatistics(to: conf) }
         rd_kafka_conf_set_rebalance_cb(conf) { handle, error, partitions, opaque in
             guard let handle, let partitions, let opaque else { return }
             let context = Unmanaged<RDKafkaContext>.fromOpaque(opaque).takeUnretainedValue()

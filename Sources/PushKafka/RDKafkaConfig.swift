@@ -38,6 +38,17 @@ enum RDKafkaConfig {
         }
     }
 
+    /// Hands librdkafka's periodic statistics JSON to `context.statistics`.
+    static func attachStatistics(to conf: OpaquePointer) {
+        rd_kafka_conf_set_stats_cb(conf) { handle, json, length, opaque in
+            if let opaque, let json {
+                let context = Unmanaged<RDKafkaContext>.fromOpaque(opaque).takeUnretainedValue()
+                context.statistics?(Array(UnsafeRawBufferPointer(start: json, count: length)))
+            }
+            return 0
+        }
+    }
+
     static func newHandle(_ type: rd_kafka_type_t, conf: OpaquePointer) throws(KafkaError) -> OpaquePointer {
         var buffer = [CChar](repeating: 0, count: 512)
         guard let handle = rd_kafka_new(type, conf, &buffer, buffer.count) else {
@@ -88,9 +99,12 @@ extension String {
 final class RDKafkaContext: Sendable {
     let logger: Logger
     let rebalance: (@Sendable (RebalanceEvent) -> Void)?
+    let statistics: (@Sendable ([UInt8]) -> Void)?
 
-    init(logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil) {
+    init(logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
+         statistics: (@Sendable ([UInt8]) -> Void)? = nil) {
         self.logger = logger
         self.rebalance = rebalance
+        self.statistics = statistics
     }
 }

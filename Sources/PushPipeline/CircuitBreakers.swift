@@ -12,10 +12,12 @@ public final class CircuitBreakers: Sendable {
 
     private let breakers = Mutex<[Key: CircuitBreaker]>([:])
     private let settings: CircuitBreaker.Settings
+    private let metrics: PipelineMetrics
     private let logger: Logger
 
-    public init(settings: CircuitBreaker.Settings, logger: Logger) {
+    public init(settings: CircuitBreaker.Settings, metrics: PipelineMetrics, logger: Logger) {
         self.settings = settings
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -35,11 +37,13 @@ public final class CircuitBreakers: Sendable {
             return (opened, wasOpen, breaker.state)
         }
         if opened {
+            metrics.circuit(target.provider, app: target.app, open: true)
             logger.warning("circuit opened: not sending for this app during the cool-down", metadata: [
                 "provider": "\(key.provider.rawValue)", "app": "\(key.app)", "state": "\(state)",
                 "coolDownMs": "\(settings.coolDownMilliseconds)",
             ])
         } else if wasOpen, case .closed = state {
+            metrics.circuit(target.provider, app: target.app, open: false)
             logger.notice("circuit closed: sending again", metadata: ["provider": "\(key.provider.rawValue)", "app": "\(key.app)"])
         }
     }

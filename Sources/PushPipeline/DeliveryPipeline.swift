@@ -14,6 +14,9 @@ public final class DeliveryPipeline: Sendable {
         var inFlight = 0
         var paused = false
         var stopRequested = false
+        /// The consumer joined its group (an empty assignment counts: an idle spare replica is ready).
+        var joined = false
+        var lastPoll: ContinuousClock.Instant?
         var sequence: UInt64 = 0
         /// The last running job per Kafka key, so one user's jobs keep their order.
         var tails: [[UInt8]: (sequence: UInt64, task: Task<Void, Never>)] = [:]
@@ -38,7 +41,7 @@ public final class DeliveryPipeline: Sendable {
         self.consumerProperties = consumerProperties
         self.processor = processor
         let publisher = OutcomePublisher(producer: producer, outcomesTopic: configuration.outcomesTopic,
-                                         deadLetterTopic: configuration.deadLetterTopic, logger: logger)
+                                         deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
         self.publisher = publisher
         retryScheduler = processor.retryQueue.map {
             RetryScheduler(queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger)
@@ -51,10 +54,30 @@ public final class DeliveryPipeline: Sendable {
     /// Retries this replica is running now.
     public var inFlightRetries: Int { retryScheduler?.inFlight ?? 0 }
 
+    /// Ready for traffic: joined the group, the shared store answers, not stopping.
+    public var readiness: (ready: Bool, reason: String) {
+        let (joined, stopping) = state.withLock { ($0.joined, $0.stopRequested) }
+        if stopping { return (false, "shutting down") }
+        if !joined { return (false, "not yet joined the consumer group") }
+        if !processor.health.isHealthy { return (false, "shared store (Redis) unavailable") }
+        return (true, "ready")
+    }
+
+    /// Alive: the consumer thread polled within the last 30 s (or has not started yet).
+    public var isAlive: Bool {
+        guard let lastPoll = state.withLock({ $0.lastPoll }) else { return true }
+        return ContinuousClock.now - lastPoll < .seconds(30)
+    }
+
     /// Consumes until `stop()`; returns after in-flight work finished or was abandoned and the consumer left the group.
     public func run() async throws {
-        let consumer = try KafkaConsumer(properties: consumerProperties, topics: [configuration.jobsTopic],
-                                         logger: logger) { [weak self] event in self?.handle(event) }
+        let metrics = processor.metrics
+        let consumer = try KafkaConsumer(properties: consumerProperties, topics: [configuration.jobsTopic], logger: logger,
+                                         statistics: { json in
+                                             for (topic, partition, lag) in ConsumerLag.parse(json) {
+                                                 metrics.consumerLag(topic: topic, partition: partition, messages: lag)
+                                             }
+                                         }) { [weak self] event in self?.handle(event) }
         let thread = Thread { [self] in
             consumeLoop(consumer)
             consumerFinished.signal()
@@ -89,6 +112,7 @@ public final class DeliveryPipeline: Sendable {
                 return (state.stopRequested, pause, resume)
             }
             if stopping { break }
+            state.withLock { $0.lastPoll = .now }
             if pause { consumer.pauseAll(); logger.debug("consumer paused", metadata: ["storeHealthy": "\(storeHealthy)"]) }
             if resume { consumer.resumeAll(); logger.debug("consumer resumed") }
             guard let message = consumer.poll(timeoutMilliseconds: 100) else { continue }
@@ -105,6 +129,8 @@ public final class DeliveryPipeline: Sendable {
             let sequence = state.sequence
             state.tracker.begin(message.topicPartition, offset: message.offset)
             state.inFlight += 1
+            processor.metrics.consumed.increment()
+            processor.metrics.inFlight.record(state.inFlight)
             let previous = message.key.flatMap { state.tails[$0]?.task }
             let task = Task { [self] in
                 await previous?.value
@@ -122,6 +148,7 @@ public final class DeliveryPipeline: Sendable {
     private func finish(_ message: KafkaMessage, sequence: UInt64, completed: Bool, consumer: KafkaConsumer) {
         state.withLock { state in
             state.inFlight -= 1
+            processor.metrics.inFlight.record(state.inFlight)
             state.tasks[sequence] = nil
             if let key = message.key, state.tails[key]?.sequence == sequence { state.tails[key] = nil }
             guard completed, let offset = state.tracker.finish(message.topicPartition, offset: message.offset) else { return }
@@ -136,6 +163,7 @@ public final class DeliveryPipeline: Sendable {
             state.withLock { state in
                 state.tracker.assign(partitions)
                 state.paused = false
+                state.joined = true
             }
         case .revoking(let partitions):
             let deadline = ContinuousClock.now + configuration.revocationGrace

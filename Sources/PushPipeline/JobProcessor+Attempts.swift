@@ -26,7 +26,10 @@ extension JobProcessor {
                 result = .retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
                                     retryAfter: .milliseconds(max(retryAt - now, 0)))
             case .allowed:
+                let started = ContinuousClock.now
                 result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: now))
+                let elapsed = (ContinuousClock.now - started).components
+                metrics.requestDuration(target.provider, nanoseconds: elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
                 breakers.record(result, for: target, at: clock())
             }
             guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
@@ -45,6 +48,7 @@ extension JobProcessor {
                                            bindingId: target.bindingId, attempts: attempt, lastReason: reason,
                                            lastHTTPStatus: httpStatus)
                     guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .abandoned }
+                    metrics.retryScheduled(target.provider)
                     guard configuration.publishRetryingOutcomes else { return .handedOff([]) }
                     return .handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: attempt, at: failedAt))])
                 }

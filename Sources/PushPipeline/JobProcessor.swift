@@ -16,12 +16,14 @@ public struct JobProcessor: Sendable {
     let retryQueue: (any RetryQueue)?
     let breakers: CircuitBreakers
     let health: StoreHealth
+    let metrics: PipelineMetrics
     let clock: Clock
     let sleep: Sleep
     let logger: Logger
 
     public init(registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
-                retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), logger: Logger,
+                retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
+                logger: Logger,
                 clock: @escaping Clock = currentTimeMilliseconds,
                 sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
         decoder = JobDecoder(limits: configuration.jobLimits)
@@ -29,8 +31,9 @@ public struct JobProcessor: Sendable {
         self.configuration = configuration
         self.store = store
         self.retryQueue = retryQueue
-        breakers = CircuitBreakers(settings: configuration.circuitBreaker, logger: logger)
+        breakers = CircuitBreakers(settings: configuration.circuitBreaker, metrics: metrics, logger: logger)
         self.health = health
+        self.metrics = metrics
         self.clock = clock
         self.sleep = sleep
         self.logger = logger
@@ -53,6 +56,7 @@ public struct JobProcessor: Sendable {
         do {
             job = try decoder.decode(message.value, fallbackCreatedAt: source.fallbackCreatedAt)
         } catch {
+            metrics.invalid(error.code)
             logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(error)"])
             return .publish([.deadLetter(error, value: message.value, key: message.key, source: source.description)], handedOff: false)
         }
@@ -131,6 +135,7 @@ public struct JobProcessor: Sendable {
         guard await withStore({ try await store.record(outcome, retention: configuration.idempotencyRetention) }) != nil else {
             return .abandoned
         }
+        metrics.finished(outcome)
         logger.info("delivery finished", metadata: [
             "jobId": "\(outcome.jobId)", "bindingId": "\(outcome.bindingId)", "provider": "\(outcome.provider.rawValue)",
             "app": "\(outcome.app ?? "-")", "status": "\(outcome.status.rawValue)", "attempts": "\(outcome.attempts)",
@@ -146,10 +151,16 @@ public struct JobProcessor: Sendable {
         while true {
             do {
                 let value = try await operation()
-                if health.set(true) { logger.notice("shared store reachable again: resuming") }
+                if health.set(true) {
+                    metrics.storeAvailable.record(1)
+                    logger.notice("shared store reachable again: resuming")
+                }
                 return value
             } catch {
-                if health.set(false) { logger.error("shared store unavailable: pausing intake", metadata: ["error": "\(error)"]) }
+                if health.set(false) {
+                    metrics.storeAvailable.record(0)
+                    logger.error("shared store unavailable: pausing intake", metadata: ["error": "\(error)"])
+                }
                 do { try await Task.sleep(for: backoff) } catch { return nil }
                 backoff = min(backoff * 2, .seconds(2))
             }

@@ -12,12 +12,14 @@ public struct OutcomePublisher: Sendable {
     let producer: KafkaProducer
     let outcomesTopic: String
     let deadLetterTopic: String
+    let metrics: PipelineMetrics
     let logger: Logger
 
-    public init(producer: KafkaProducer, outcomesTopic: String, deadLetterTopic: String, logger: Logger) {
+    public init(producer: KafkaProducer, outcomesTopic: String, deadLetterTopic: String, metrics: PipelineMetrics, logger: Logger) {
         self.producer = producer
         self.outcomesTopic = outcomesTopic
         self.deadLetterTopic = deadLetterTopic
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -45,6 +47,7 @@ public struct OutcomePublisher: Sendable {
                 try await producer.send(records)
                 return true
             } catch {
+                metrics.publishFailures.increment()
                 logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
                 if Task.isCancelled { return false }
                 try? await Task.sleep(for: backoff)

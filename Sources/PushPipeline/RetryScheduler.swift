@@ -37,6 +37,7 @@ final class RetryScheduler: Sendable {
                     logger.warning("claiming due retries failed", metadata: ["error": "\(error)"])
                 }
             }
+            if !claimed.isEmpty { processor.metrics.retriesClaimed.increment(by: claimed.count) }
             for entry in claimed { start(entry) }
             if claimed.isEmpty { try? await Task.sleep(for: Self.idlePoll) }
         }
@@ -50,8 +51,13 @@ final class RetryScheduler: Sendable {
             guard tasks[entry.id] == nil else { return }
             tasks[entry.id] = Task { [self] in
                 await handle(entry)
-                _ = running.withLock { $0.removeValue(forKey: entry.id) }
+                let remaining = running.withLock { tasks -> Int in
+                    tasks.removeValue(forKey: entry.id)
+                    return tasks.count
+                }
+                processor.metrics.retriesInFlight.record(remaining)
             }
+            processor.metrics.retriesInFlight.record(tasks.count)
         }
     }
 

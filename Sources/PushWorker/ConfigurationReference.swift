@@ -64,6 +64,7 @@ public enum ConfigurationReference {
         .init("PUSH_PROXY_CERT_FILE", nil, "PEM client certificate for mutual TLS with the proxy."),
         .init("PUSH_PROXY_KEY_FILE", nil, "PEM private key of `PUSH_PROXY_CERT_FILE`."),
         .init("PUSH_PROXY_TIMEOUT_MS", "10000", "Per-request timeout for the proxy."),
+        .init("PUSH_HTTP_PORT", "9090", "Port of `/metrics` (Prometheus), `/healthz` and `/readyz`; 0 picks a free port."),
         .init("PUSH_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical."),
         .init("PUSH_LOG_FORMAT", "json", "`json` (one object per line) or `text`."),
     ]

@@ -39,7 +39,7 @@ public struct Worker: Sendable {
             logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
         }
         let processor = JobProcessor(registry: registry, configuration: configuration.pipeline, store: store,
-                                     retryQueue: retryQueue, logger: logger)
+                                     retryQueue: retryQueue, metrics: PipelineMetrics(), logger: logger)
         pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,
                                     producer: producer, processor: processor, logger: logger)
     }

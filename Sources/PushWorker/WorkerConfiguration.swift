@@ -24,6 +24,7 @@ public struct WorkerConfiguration: Sendable {
     /// librdkafka properties from `PUSH_RDKAFKA_*`, applied to consumer and producer.
     public var rdkafkaProperties: [String: String]
     public var maximumConnectionsPerHost: Int
+    public var httpPort: Int
     public var redisURL: RedisURL?
     public var redisConnections: Int
     public var proxy: ProxyConfiguration?
@@ -72,6 +73,7 @@ public struct WorkerConfiguration: Sendable {
         }
         let redisConnections = reader.integer("PUSH_REDIS_CONNECTIONS", default: 4, in: 1...64)
         let connections = reader.integer("PUSH_HTTP_MAX_CONNECTIONS", default: 2, in: 1...64)
+        let httpPort = reader.integer("PUSH_HTTP_PORT", default: 9090, in: 0...65535)
 
         var proxy: ProxyConfiguration?
         if let url = reader.string("PUSH_PROXY_URL") {
@@ -151,7 +153,7 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            maximumConnectionsPerHost: connections, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
+            maximumConnectionsPerHost: connections, httpPort: httpPort, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 import PushKafka
 import PushCrypto
 import PushSandbox
@@ -40,7 +42,14 @@ struct Run: AsyncParsableCommand {
         for name in configuration.unknownVariables {
             logger.warning("unknown PUSH_ variable ignored (a typo?)", metadata: ["variable": "\(name)"])
         }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let worker = try Worker(configuration: configuration, logger: logger)
+        let operations = try await OperationsServer.start(
+            port: configuration.httpPort, registry: registry,
+            liveness: { worker.pipeline.isAlive ? (true, "alive") : (false, "the consumer thread has not polled for 30 s") },
+            readiness: { let state = worker.pipeline.readiness; return (state.ready, state.reason) })
+        logger.info("operations endpoint listening", metadata: ["port": "\(operations.port)"])
         let signals = StopSignals { worker.pipeline.stop() }
         logger.info("push-worker started", metadata: [
             "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",
@@ -48,6 +57,7 @@ struct Run: AsyncParsableCommand {
             "providers": "\(configuration.enabledProviders.map(\.rawValue).sorted().joined(separator: ","))",
         ])
         try await worker.run()
+        await operations.stop()
         withExtendedLifetime(signals) {}
         logger.info("push-worker stopped")
     }

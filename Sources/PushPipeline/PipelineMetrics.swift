@@ -1,0 +1,77 @@
+import Metrics
+import PushCore
+import Synchronization
+
+/// The pipeline's metrics, through swift-metrics (the worker exports them for Prometheus).
+/// Label values that come from jobs (`app`) are capped per provider so hostile input
+/// cannot create unbounded series.
+public final class PipelineMetrics: Sendable {
+    public static let maximumAppsPerProvider = 100
+
+    private let apps = Mutex<[ProviderID: Set<String>]>([:])
+    let consumed = Counter(label: "push_jobs_consumed_total")
+    let publishFailures = Counter(label: "push_outcome_publish_failures_total")
+    let retriesClaimed = Counter(label: "push_retries_claimed_total")
+    let inFlight = Gauge(label: "push_jobs_in_flight")
+    let retriesInFlight = Gauge(label: "push_retries_in_flight")
+    let storeAvailable = Gauge(label: "push_store_available")
+
+    public init() {}
+
+    func invalid(_ code: JobRejection.Code) {
+        Counter(label: "push_jobs_invalid_total", dimensions: [("code", code.rawValue)]).increment()
+    }
+
+    func finished(_ outcome: Outcome) {
+        Counter(label: "push_deliveries_total", dimensions: [
+            ("provider", outcome.provider.rawValue), ("app", app(outcome.provider, outcome.app)), ("status", outcome.status.rawValue),
+        ]).increment()
+    }
+
+    func requestDuration(_ provider: ProviderID, nanoseconds: Int64) {
+        Timer(label: "push_provider_request_duration_seconds", dimensions: [("provider", provider.rawValue)],
+              preferredDisplayUnit: .seconds).recordNanoseconds(nanoseconds)
+    }
+
+    func retryScheduled(_ provider: ProviderID) {
+        Counter(label: "push_retries_scheduled_total", dimensions: [("provider", provider.rawValue)]).increment()
+    }
+
+    func circuit(_ provider: ProviderID, app name: String?, open: Bool) {
+        Gauge(label: "push_circuit_open", dimensions: [("provider", provider.rawValue), ("app", app(provider, name))])
+            .record(open ? 1 : 0)
+    }
+
+    func consumerLag(topic: String, partition: Int32, messages: Int64) {
+        Gauge(label: "push_consumer_lag_messages", dimensions: [("topic", topic), ("partition", String(partition))])
+            .record(Double(messages))
+    }
+
+    private func app(_ provider: ProviderID, _ name: String?) -> String {
+        let name = name ?? "-"
+        return apps.withLock { apps in
+            if apps[provider, default: []].contains(name) { return name }
+            guard apps[provider, default: []].count < Self.maximumAppsPerProvider else { return "other" }
+            apps[provider, default: []].insert(name)
+            return name
+        }
+    }
+}
+
+/// Consumer lag per partition from librdkafka's statistics JSON (`statistics.interval.ms`).
+enum ConsumerLag {
+    static func parse(_ statistics: [UInt8]) -> [(topic: String, partition: Int32, lag: Int64)] {
+        guard let document = try? JSONParser.parse(statistics, maximumDepth: 16), case .object(let topics)? = document["topics"] else {
+            return []
+        }
+        var lags: [(String, Int32, Int64)] = []
+        for (topic, value) in topics {
+            guard case .object(let partitions)? = value["partitions"] else { continue }
+            for (key, partition) in partitions {
+                guard let number = Int32(key), number >= 0, case .integer(let lag)? = partition["consumer_lag"], lag >= 0 else { continue }
+                lags.append((topic, number, lag))
+            }
+        }
+        return lags
+    }
+}
