@@ -14,8 +14,12 @@ build: deps
 demo: build
 	.build/debug/push-worker demo
 
-## Unit and integration tests (real Kafka-protocol mock cluster, HTTP/2 + TLS sandboxes), then the process-level end-to-end run.
+## Unit and integration tests (real Kafka-protocol mock cluster, redis-server, HTTP/2 + TLS sandboxes),
+## then process-level runs (end to end, shutdown hand-over), the Helm chart lint and the image's runtime-package check.
 test: deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build $(SWIFT_BUILD_FLAGS)
 	scripts/e2e-run.sh .build/debug/push-worker
+	scripts/e2e-shutdown.sh .build/debug/push-worker
+	python3 scripts/check-chart.py
+	scripts/check-runtime-deps.sh .build/debug/push-worker

@@ -106,5 +106,11 @@ status=$?
 set -e
 [ "$status" -eq 0 ] || fail "worker exited with $status after SIGTERM"
 grep -q '"msg":"push-worker stopped"' "$work/run.log" || fail "no clean-stop log line"
+python3 - "$work/run.log" <<'PY' || fail "a log line is not a JSON object with ts, level and msg"
+import json, sys
+for number, line in enumerate(open(sys.argv[1]), 1):
+    record = json.loads(line)
+    assert isinstance(record, dict) and {"ts", "level", "msg"} <= record.keys(), f"line {number}: {line}"
+PY
 if grep -qE 'secret-(voip|fcm)-token' "$work/run.log"; then fail "a device token appeared in the logs"; fi
 echo "e2e: PASS (proxy, APNs, FCM and Web Push outcomes, 1 dead letter, redelivery replayed from Redis, clean SIGTERM)"

@@ -14,6 +14,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet jsonschema
+# Helm's own lint, from PyPI (Helm is not packaged in Debian); the wheel declares Python 3.12
+# but runs on 3.11.
+python3 -c 'import helm_sdkpy' 2>/dev/null || python3 -m pip install --quiet --ignore-requires-python helm-sdkpy
 if ! command -v swift >/dev/null; then
     echo "swift not found: install the Swift 6 toolchain (this machine kind has it in /opt/swift/usr/bin)" >&2
     exit 1

@@ -9,10 +9,18 @@ public struct PartitionWatermark: Sendable {
 
     public var inFlight: Int { pending.count - head }
 
-    /// Records a consumed offset; offsets arrive in increasing order.
-    public mutating func begin(_ offset: Int64) {
-        precondition(pending.last.map { $0 < offset } ?? true, "offsets must increase")
+    /// Records a consumed offset. Offsets arrive in increasing order; one that does not
+    /// (the consumer was rewound, e.g. by a reset or a re-assignment) starts the partition
+    /// over: returns false, and the caller must forget the jobs begun before.
+    public mutating func begin(_ offset: Int64) -> Bool {
+        if let last = pending.last, offset <= last {
+            pending = [offset]
+            head = 0
+            finished.removeAll()
+            return false
+        }
         pending.append(offset)
+        return true
     }
 
     /// Marks `offset` finished; returns the new offset to commit when the watermark moved.
@@ -32,9 +40,13 @@ public struct PartitionWatermark: Sendable {
     }
 }
 
-/// Watermarks of every partition this consumer owns.
+/// Watermarks of every partition this consumer owns. Each partition's watermark has a
+/// generation: a completion from an earlier generation (before a revocation or a rewind)
+/// is ignored, so it can never move the new commit point.
 public struct OffsetTracker: Sendable {
     private var partitions: [TopicPartition: PartitionWatermark] = [:]
+    private var generations: [TopicPartition: UInt64] = [:]
+    private var nextGeneration: UInt64 = 0
 
     public init() {}
 
@@ -47,21 +59,35 @@ public struct OffsetTracker: Sendable {
     public func owns(_ topicPartition: TopicPartition) -> Bool { partitions[topicPartition] != nil }
 
     public mutating func assign(_ topicPartitions: [TopicPartition]) {
-        for topicPartition in topicPartitions where partitions[topicPartition] == nil {
-            partitions[topicPartition] = PartitionWatermark()
-        }
+        for topicPartition in topicPartitions { restart(topicPartition) }
     }
 
     /// Forgets revoked partitions: late completions for them are no longer committed here.
     public mutating func revoke(_ topicPartitions: [TopicPartition]) {
-        for topicPartition in topicPartitions { partitions[topicPartition] = nil }
+        for topicPartition in topicPartitions {
+            partitions[topicPartition] = nil
+            generations[topicPartition] = nil
+        }
     }
 
-    public mutating func begin(_ topicPartition: TopicPartition, offset: Int64) {
-        partitions[topicPartition, default: PartitionWatermark()].begin(offset)
+    /// Records a consumed offset; returns the generation its completion must name.
+    public mutating func begin(_ topicPartition: TopicPartition, offset: Int64) -> UInt64 {
+        if partitions[topicPartition] == nil { restart(topicPartition) }
+        if partitions[topicPartition]!.begin(offset) == false { restart(topicPartition, at: offset) }
+        return generations[topicPartition]!
     }
 
-    public mutating func finish(_ topicPartition: TopicPartition, offset: Int64) -> Int64? {
-        partitions[topicPartition]?.finish(offset)
+    /// Marks a job finished; returns the new offset to commit when the watermark moved.
+    public mutating func finish(_ topicPartition: TopicPartition, offset: Int64, generation: UInt64) -> Int64? {
+        guard generations[topicPartition] == generation else { return nil }
+        return partitions[topicPartition]?.finish(offset)
+    }
+
+    private mutating func restart(_ topicPartition: TopicPartition, at offset: Int64? = nil) {
+        nextGeneration += 1
+        generations[topicPartition] = nextGeneration
+        var watermark = PartitionWatermark()
+        if let offset { _ = watermark.begin(offset) }
+        partitions[topicPartition] = watermark
     }
 }

@@ -127,7 +127,7 @@ public final class DeliveryPipeline: Sendable {
         state.withLock { state in
             state.sequence += 1
             let sequence = state.sequence
-            state.tracker.begin(message.topicPartition, offset: message.offset)
+            let generation = state.tracker.begin(message.topicPartition, offset: message.offset)
             state.inFlight += 1
             processor.metrics.consumed.increment()
             processor.metrics.inFlight.record(state.inFlight)
@@ -138,20 +138,22 @@ public final class DeliveryPipeline: Sendable {
                 if case .publish(let publications, _) = await processor.process(message) {
                     completed = await publisher.publish(publications)
                 }
-                finish(message, sequence: sequence, completed: completed, consumer: consumer)
+                finish(message, sequence: sequence, generation: generation, completed: completed, consumer: consumer)
             }
             state.tasks[sequence] = task
             if let key = message.key { state.tails[key] = (sequence, task) }
         }
     }
 
-    private func finish(_ message: KafkaMessage, sequence: UInt64, completed: Bool, consumer: KafkaConsumer) {
+    private func finish(_ message: KafkaMessage, sequence: UInt64, generation: UInt64, completed: Bool, consumer: KafkaConsumer) {
         state.withLock { state in
             state.inFlight -= 1
             processor.metrics.inFlight.record(state.inFlight)
             state.tasks[sequence] = nil
             if let key = message.key, state.tails[key]?.sequence == sequence { state.tails[key] = nil }
-            guard completed, let offset = state.tracker.finish(message.topicPartition, offset: message.offset) else { return }
+            guard completed,
+                  let offset = state.tracker.finish(message.topicPartition, offset: message.offset, generation: generation)
+            else { return }
             consumer.storeOffset(offset, for: message.topicPartition)
         }
     }

@@ -1,0 +1,31 @@
+# push-worker container image: build with the Swift toolchain on Debian bookworm, run on
+# bookworm-slim with only the C libraries the binary loads (checked by
+# scripts/check-runtime-deps.sh in CI) plus the Swift runtime libraries copied from the builder.
+FROM swift:6.3-bookworm AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Package.swift ./
+COPY Sources Sources
+COPY Plugins Plugins
+COPY Tests Tests
+RUN swift build -c release --product push-worker \
+ && install -m 0755 .build/release/push-worker /push-worker \
+ && mkdir /swift-runtime \
+ && ldd /push-worker | awk '$3 ~ /\/swift\/linux\// {print $3}' | xargs -r cp -t /swift-runtime/
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      librdkafka1 libcurl4 libhiredis0.14 libssl3 ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin push
+COPY --from=build /swift-runtime/ /usr/lib/swift/linux/
+RUN echo /usr/lib/swift/linux > /etc/ld.so.conf.d/swift.conf && ldconfig
+COPY --from=build /push-worker /usr/local/bin/push-worker
+USER 10001:10001
+EXPOSE 9090
+ENTRYPOINT ["push-worker"]
+CMD ["run"]
