@@ -42,6 +42,18 @@ produce() {  # produce N jobs starting at index I
             "$((index % 50))" "$index" "$now" "$index" "$index"
     done | kcat -P -b "$brokers" -t push.jobs -K '|'
 }
+# Sends SIGTERM to $1 (twice when $2 is "twice") and waits; sets status and elapsed_ms.
+terminate() {
+    local started
+    started=$(date +%s%N)
+    kill -TERM "$1"
+    if [ "${2:-}" = twice ]; then sleep 0.2; kill -TERM "$1"; fi
+    set +e
+    wait "$1"
+    status=$?
+    set -e
+    elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+}
 count_bindings() {
     kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%s\n' >"$work/outcomes" 2>/dev/null || true
     cut -f1 "$work/outcomes" | sort -u | wc -l
@@ -54,13 +66,7 @@ for _ in $(seq 1 120); do [ "$(count_bindings)" -ge 200 ] && break; sleep 0.5; d
 produce 1000 1000
 
 echo "shutdown: SIGTERM to one worker mid-stream"
-started=$(date +%s%N)
-kill -TERM "$first"
-set +e
-wait "$first"
-status=$?
-set -e
-elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+terminate "$first"
 [ "$status" -eq 0 ] || fail "worker exited with $status after SIGTERM"
 [ "$elapsed_ms" -le 8000 ] || fail "worker took ${elapsed_ms} ms to stop (grace 5 s)"
 grep -q '"msg":"consumer closed"' "$work/worker-a.log" || fail "the stopped worker did not close its consumer"
@@ -79,18 +85,13 @@ echo "shutdown: hand-over complete in ${elapsed_ms} ms; 2500/2500 jobs delivered
 echo "shutdown: a second signal exits at once"
 start_worker c; third=$!
 for _ in $(seq 1 100); do grep -q "partitions assigned" "$work/worker-c.log" && break; sleep 0.1; done
-produce 3000 50 # slow- users hold jobs in flight for 2 s each
+produce 3000 50
+# slow- users keep their jobs in flight for 2 s each
 for index in $(seq 3100 3120); do
     printf 'slow-%s|{"v":1,"id":"w-%s","ttl":300,"kind":"message","userId":"slow-%s","targets":[{"bindingId":"w-%s","provider":"proxy"}]}\n' "$index" "$index" "$index" "$index"
 done | kcat -P -b "$brokers" -t push.jobs -K '|'
 sleep 2
-started=$(date +%s%N)
-kill -TERM "$third"; sleep 0.2; kill -TERM "$third"
-set +e
-wait "$third"
-status=$?
-set -e
-elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+terminate "$third" twice
 [ "$status" -eq 130 ] || fail "a second signal should exit with 130 at once, got $status"
 [ "$elapsed_ms" -le 1500 ] || fail "the second signal took ${elapsed_ms} ms"
 kill -TERM "$second"; wait "$second" || fail "the remaining worker did not stop cleanly"

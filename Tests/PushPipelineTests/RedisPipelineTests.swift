@@ -122,6 +122,25 @@ struct RedisPipelineTests {
         #expect(outcomes(messages).first?.json?["attempts"] == .integer(2))
     }
 
+    @Test("with PUSH_PUBLISH_RETRYING a hand-off to the retry queue publishes a retrying outcome before the final one")
+    func retryingOutcomes() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let responder = FailFirst(status: 503)
+        let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
+        let redis = try RedisServerProcess()
+        let harness = try harness(kafka, sandbox, redis) { $0.publishRetryingOutcomes = true }
+        try await produce(kafka, [("alice", jobJSON(id: "r", targets: [proxyTarget("b1")]))])
+        let reader = try kafka.reader()
+        let running = harness.start()
+        let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 2 }
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        #expect(outcomes(messages).map { $0.json?["status"] } == [.string("retrying"), .string("delivered")])
+        #expect(outcomes(messages).first?.json?["httpStatus"] == .integer(503))
+    }
+
     @Test("a retry due after the TTL is an expiry: no second send")
     func ttlShorterThanBackoff() async throws {
         let kafka = try KafkaFixture(partitions: 1)
