@@ -2,10 +2,13 @@
 export PATH := $(PATH):/opt/swift/usr/bin
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: demo test deps build
+.PHONY: demo test deps test-deps build
 
 deps:
 	@scripts/install-deps.sh
+
+test-deps:
+	@scripts/install-deps.sh --test
 
 build: deps
 	swift build $(SWIFT_BUILD_FLAGS) --product push-worker
@@ -16,7 +19,7 @@ demo: build
 
 ## Unit and integration tests (real Kafka-protocol mock cluster, redis-server, HTTP/2 + TLS sandboxes),
 ## then process-level runs (end to end, shutdown hand-over), the Helm chart lint and the image's runtime-package check.
-test: deps
+test: test-deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build $(SWIFT_BUILD_FLAGS)
 	scripts/e2e-run.sh .build/debug/push-worker

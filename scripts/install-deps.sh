@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what building and testing push-worker needs on Debian 12, skipping what is present.
+# Installs what building push-worker needs on Debian 12, skipping what is present.
+# With --test, also what the tests use: redis-server, kcat, curl, jsonschema, helm-sdkpy.
 set -euo pipefail
-packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config kcat python3 redis-server curl)
+packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config)
+if [ "${1:-}" = --test ]; then packages+=(redis-server kcat curl python3); fi
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -13,10 +15,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet jsonschema
-# Helm's own lint, from PyPI (Helm is not packaged in Debian); the wheel declares Python 3.12
-# but runs on 3.11.
-python3 -c 'import helm_sdkpy' 2>/dev/null || python3 -m pip install --quiet --ignore-requires-python helm-sdkpy
+if [ "${1:-}" = --test ]; then
+    python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet jsonschema
+    # Helm's own lint, from PyPI (Helm is not packaged in Debian); the wheel declares
+    # Python 3.12 but runs on 3.11.
+    python3 -c 'import helm_sdkpy' 2>/dev/null || python3 -m pip install --quiet --ignore-requires-python helm-sdkpy
+fi
 if ! command -v swift >/dev/null; then
     echo "swift not found: install the Swift 6 toolchain (this machine kind has it in /opt/swift/usr/bin)" >&2
     exit 1
