@@ -35,20 +35,9 @@ public struct Job: Sendable, Equatable {
     public var deadline: Deadline { Deadline(createdAt: createdAt, ttlSeconds: ttl) }
 }
 
-/// What the push is for; follows the Mizu TYPE codes and drives provider defaults.
+/// What the push is for (the Mizu TYPE codes 0–4, in order); drives provider defaults.
 public enum JobKind: String, Sendable, CaseIterable {
     case call, message, cancel, custom, wake
-
-    /// The Mizu push-gateway TYPE code.
-    public var mizuCode: Int {
-        switch self {
-        case .call: 0
-        case .message: 1
-        case .cancel: 2
-        case .custom: 3
-        case .wake: 4
-        }
-    }
 }
 
 public enum JobPriority: String, Sendable, CaseIterable {

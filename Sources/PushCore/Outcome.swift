@@ -46,8 +46,6 @@ public struct Outcome: Sendable, Equatable {
         self.at = at
     }
 
-    public var isFinal: Bool { status != .retrying }
-
     /// The JSON value, fields in contract order.
     public func encoded() -> [UInt8] {
         var writer = JSONWriter(capacity: 320)

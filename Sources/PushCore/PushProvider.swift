@@ -50,8 +50,6 @@ public struct ProviderRegistry: Sendable {
 
     public func provider(for id: ProviderID) -> (any PushProvider)? { providers[id] }
 
-    public var enabled: [ProviderID] { providers.keys.sorted { $0.rawValue < $1.rawValue } }
-
     public func shutdown() async {
         for provider in providers.values { await provider.shutdown() }
     }

@@ -51,9 +51,6 @@ public final class DeliveryPipeline: Sendable {
 
     public var inFlightJobs: Int { state.withLock { $0.inFlight } }
 
-    /// Retries this replica is running now.
-    public var inFlightRetries: Int { retryScheduler?.inFlight ?? 0 }
-
     /// Ready for traffic: joined the group, the shared store answers, not stopping.
     public var readiness: (ready: Bool, reason: String) {
         let (joined, stopping) = state.withLock { ($0.joined, $0.stopRequested) }

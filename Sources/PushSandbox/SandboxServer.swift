@@ -136,8 +136,6 @@ public final class SandboxServer: Sendable {
 
     fileprivate func record(_ request: SandboxRequest) { received.withLock { $0.append(request) } }
 
-    public func clearRecord() { received.withLock { $0.removeAll() } }
-
     public func stop() async {
         try? await channel.close()
         try? await group.shutdownGracefully()
