@@ -4,19 +4,8 @@
 # `push-worker run` configured only by PUSH_* variables, and kcat as an independent
 # producer and consumer.
 # Usage: scripts/e2e-run.sh [path/to/push-worker]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=${1:-.build/debug/push-worker}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/e2e-lib.sh"
 fail() { echo "e2e: FAIL: $*" >&2; [ -f "$work/run.log" ] && tail -20 "$work/run.log" >&2; exit 1; }
-wait_for_file() { for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "$1 never appeared"; }
 
 echo "e2e: bad configuration stops start-up with one line per problem"
 set +e
@@ -26,15 +15,8 @@ set -e
 [ "$status" -eq 2 ] || fail "expected exit status 2 for bad configuration, got $status"
 [ "$(printf '%s\n' "$problems" | grep -c '^configuration: ')" -eq 3 ] || fail "expected 3 problem lines, got: $problems"
 
-"$bin" kafka-mock --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
-"$bin" sandbox --state-dir "$work/sandbox" >/dev/null & pids+=($!)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-redis_port=$(free_port)
+start_fixtures push.jobs:4 push.outcomes:4 push.dlq:1
 http_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
-wait_for_file "$work/bootstrap"
-wait_for_file "$work/sandbox/url"
-brokers=$(cat "$work/bootstrap")
 wait_for_file "$work/sandbox/webpush-subscription.json"
 "$bin" vapid-keys --output "$work/vapid.pem" >/dev/null
 subscription=$(cat "$work/sandbox/webpush-subscription.json")

@@ -4,28 +4,10 @@
 # It must exit 0 within its grace, the other takes its partitions, and every job ends with
 # an outcome — never sent twice (a repeated outcome is the recorded one, byte for byte).
 # Then a second SIGTERM must end a worker at once.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=${1:-.build/debug/push-worker}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "shutdown: FAIL: $*" >&2; mkdir -p /tmp/shutdown-logs; cp "$work"/worker-*.log /tmp/shutdown-logs/ 2>/dev/null; tail -n 5 "$work"/worker-*.log >&2 || true; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_for_file() { for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "$1 never appeared"; }
+source "$(dirname "$0")/e2e-lib.sh"
+fail() { echo "shutdown: FAIL: $*" >&2; tail -n 20 "$work"/worker-*.log >&2 || true; exit 1; }
 
-"$bin" kafka-mock --topic push.jobs:4 --topic push.outcomes:4 --topic push.dlq:1 --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
-"$bin" sandbox --state-dir "$work/sandbox" >/dev/null & pids+=($!)
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
-wait_for_file "$work/bootstrap"
-wait_for_file "$work/sandbox/url"
-brokers=$(cat "$work/bootstrap")
+start_fixtures push.jobs:4 push.outcomes:4 push.dlq:1
 
 start_worker() {
     PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_HTTP_PORT=0 \
