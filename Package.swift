@@ -15,6 +15,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // C shims: the only places that see the C libraries' headers.
@@ -75,8 +76,14 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Sources/PushWorker"),
+        // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
+        .target(name: "PushBench", dependencies: [
+            "PushWorker", "PushPipeline", "PushKafka", "PushSandbox", "PushCrypto", "PushCore", "APNsPlugin",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ], path: "Sources/PushBench"),
         .executableTarget(name: "push-worker", dependencies: [
-            "PushWorker", "PushKafka", "PushSandbox", "PushCrypto", "PushCore",
+            "PushWorker", "PushBench", "PushKafka", "PushSandbox", "PushCrypto", "PushCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),

@@ -55,6 +55,7 @@ struct PendingTransfer: Sendable {
 /// Everything libcurl writes into during one transfer; reached from C callbacks through `Unmanaged`.
 final class TransferState {
     let id: UInt64
+    let host: Substring
     let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
     let easy: CurlEasyHandle
     let headerList: CurlStringList
@@ -64,9 +65,25 @@ final class TransferState {
     var responseBody: [UInt8] = []
     var bodyTooLarge = false
 
-    init(pending: PendingTransfer, easy: CurlEasyHandle, headerList: CurlStringList, resolveList: CurlStringList?,
+    /// One header line as curl hands it over (status lines reset the list: a 100 may precede the answer).
+    func header(_ line: UnsafeRawBufferPointer) {
+        if line.starts(with: "HTTP/".utf8) {
+            responseHeaders.removeAll()
+            return
+        }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var start = colon + 1, end = line.count
+        while start < end, isSpace(line[start]) { start += 1 }
+        while end > start, isSpace(line[end - 1]) { end -= 1 }
+        let name = String(decoding: line[..<colon].lazy.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        responseHeaders.append((name, String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)))
+    }
+
+    init(pending: PendingTransfer, host: Substring, easy: CurlEasyHandle, headerList: CurlStringList, resolveList: CurlStringList?,
          maximumResponseBytes: Int) {
         id = pending.id
+        self.host = host
         continuation = pending.continuation
         self.easy = easy
         self.headerList = headerList
@@ -79,7 +96,38 @@ private let curlGlobalInit: Void = {
     curl_global_init(Int(CURL_GLOBAL_ALL))
 }()
 
-/// Owns the multi handle and the thread that drives it.
+/// Transfers waiting for a free stream to their host, oldest first.
+struct WaitingTransfers {
+    private var queue: [PendingTransfer] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == queue.count }
+
+    mutating func append(_ transfer: PendingTransfer) { queue.append(transfer) }
+
+    mutating func popFirst() -> PendingTransfer? {
+        guard head < queue.count else { return nil }
+        defer {
+            head += 1
+            if head == queue.count { queue.removeAll(keepingCapacity: true); head = 0 }
+        }
+        return queue[head]
+    }
+
+    mutating func remove(id: UInt64) -> PendingTransfer? {
+        guard let index = queue[head...].firstIndex(where: { $0.id == id }) else { return nil }
+        return queue.remove(at: index)
+    }
+
+    mutating func removeAll() -> [PendingTransfer] {
+        defer { queue.removeAll(); head = 0 }
+        return Array(queue[head...])
+    }
+}
+
+/// Owns the multi handle and the thread that drives it. Hands curl at most as many
+/// transfers per host as its connections have streams; the rest wait here, so a
+/// request's timeout runs from when it can be sent, not while it queues behind others.
 final class CurlMultiLoop: @unchecked Sendable {
     private struct Inbox {
         var pending: [PendingTransfer] = []
@@ -96,13 +144,18 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     // Touched only by the loop thread.
     private var active: [UnsafeMutableRawPointer: TransferState] = [:]
+    private var activePerHost: [Substring: Int] = [:]
+    private var waiting: [Substring: WaitingTransfers] = [:]
     private var idleHandles: [CurlEasyHandle] = []
+    private let streamsPerHost: Int
+    private let verbose = ProcessInfo.processInfo.environment["CURL_DEBUG"] != nil
 
     init(configuration: CurlTransportConfiguration, name: String) {
         _ = curlGlobalInit
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         self.multi = multi
         self.configuration = configuration
+        streamsPerHost = configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maximumStreamsPerConnection)
@@ -148,15 +201,15 @@ final class CurlMultiLoop: @unchecked Sendable {
                 return (inbox.pending, inbox.cancelled, inbox.stopping)
             }
             if stopping {
-                for transfer in pending { transfer.continuation.resume(returning: .failure(.shutDown)) }
+                let queued = pending + waiting.values.flatMap { queue in var queue = queue; return queue.removeAll() }
+                waiting.removeAll()
+                for transfer in queued { transfer.continuation.resume(returning: .failure(.shutDown)) }
                 for state in Array(active.values) { complete(state, with: .failure(.shutDown)) }
                 finished.signal()
                 return
             }
-            for transfer in pending { start(transfer) }
-            for id in cancelled {
-                if let state = active.values.first(where: { $0.id == id }) { complete(state, with: .failure(.cancelled)) }
-            }
+            for transfer in pending { admit(transfer) }
+            for id in cancelled { cancelTransfer(id) }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             var remaining: Int32 = 0
@@ -175,20 +228,50 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
     }
 
-    private func start(_ transfer: PendingTransfer) {
+    private func admit(_ transfer: PendingTransfer) {
+        let host = Self.host(of: transfer.request.url)
+        if activePerHost[host, default: 0] < streamsPerHost, waiting[host]?.isEmpty ?? true {
+            start(transfer, host: host)
+        } else {
+            waiting[host, default: WaitingTransfers()].append(transfer)
+        }
+    }
+
+    private func cancelTransfer(_ id: UInt64) {
+        if let state = active.values.first(where: { $0.id == id }) {
+            complete(state, with: .failure(.cancelled))
+            return
+        }
+        for host in Array(waiting.keys) {
+            if let transfer = waiting[host]?.remove(id: id) {
+                transfer.continuation.resume(returning: .failure(.cancelled))
+                return
+            }
+        }
+    }
+
+    /// `scheme://authority` of a URL: transfers to the same one share connections.
+    static func host(of url: String) -> Substring {
+        guard let schemeEnd = url.range(of: "://") else { return Substring(url) }
+        let path = url[schemeEnd.upperBound...].firstIndex(of: "/") ?? url.endIndex
+        return url[..<path]
+    }
+
+    private func start(_ transfer: PendingTransfer, host: Substring) {
+        activePerHost[host, default: 0] += 1
         let request = transfer.request
         let easy: CurlEasyHandle
         if let reused = idleHandles.popLast() { reused.reset(); easy = reused } else { easy = CurlEasyHandle() }
         var lines = request.headers.map { "\($0.name): \($0.value)" }
         lines.append("Expect:")
-        let state = TransferState(pending: transfer, easy: easy, headerList: CurlStringList(lines),
+        let state = TransferState(pending: transfer, host: host, easy: easy, headerList: CurlStringList(lines),
                                   resolveList: request.pinnedResolution.map { CurlStringList([$0]) },
                                   maximumResponseBytes: configuration.maximumResponseBytes)
         let context = Unmanaged.passUnretained(state).toOpaque()
 
         easy.set(CURLOPT_URL, request.url)
         easy.set(CURLOPT_NOSIGNAL, 1)
-        if ProcessInfo.processInfo.environment["CURL_DEBUG"] != nil { easy.set(CURLOPT_VERBOSE, 1) }
+        if verbose { easy.set(CURLOPT_VERBOSE, 1) }
         easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         easy.set(CURLOPT_PIPEWAIT, 1)
         easy.set(CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds))
@@ -234,14 +317,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
             let length = size * count
             guard let data else { return length }
-            let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
-            if line.hasPrefix("HTTP/") {
-                state.responseHeaders.removeAll()
-            } else if let colon = line.firstIndex(of: ":") {
-                let name = line[..<colon].lowercased()
-                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-                state.responseHeaders.append((name, value))
-            }
+            state.header(UnsafeRawBufferPointer(start: data, count: length))
             return length
         })
         easy.set(CURLOPT_HEADERDATA, pointer: context)
@@ -289,5 +365,10 @@ final class CurlMultiLoop: @unchecked Sendable {
         active[state.easy.pointer] = nil
         if idleHandles.count < 256 { idleHandles.append(state.easy) }
         state.continuation.resume(returning: result)
+        let host = state.host
+        activePerHost[host, default: 1] -= 1
+        if let next = waiting[host]?.popFirst() { start(next, host: host) }
+        if waiting[host]?.isEmpty == true { waiting[host] = nil }
+        if activePerHost[host] == 0 { activePerHost[host] = nil }
     }
 }

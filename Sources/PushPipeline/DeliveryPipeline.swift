@@ -12,7 +12,10 @@ public final class DeliveryPipeline: Sendable {
     private struct State {
         var tracker = OffsetTracker()
         var inFlight = 0
+        /// Paused while the shared store is unavailable.
         var paused = false
+        /// The consumer thread waits for `capacityFreed` (in-flight limit reached).
+        var waitingForCapacity = false
         var stopRequested = false
         /// The consumer joined its group (an empty assignment counts: an idle spare replica is ready).
         var joined = false
@@ -29,22 +32,26 @@ public final class DeliveryPipeline: Sendable {
     private let publisher: OutcomePublisher
     private let retryScheduler: RetryScheduler?
     private let logger: Logger
+    private let observer: (any PipelineObserver)?
     private let state = Mutex(State())
     private let consumerFinished = DispatchSemaphore(value: 0)
+    private let capacityFreed = DispatchSemaphore(value: 0)
 
     /// - Parameters:
     ///   - consumerProperties: complete librdkafka consumer properties (see `KafkaConsumer.defaultProperties`).
     ///   - producer: publishes outcomes and dead letters.
     public init(configuration: PipelineConfiguration, consumerProperties: [String: String], producer: KafkaProducer,
-                processor: JobProcessor, logger: Logger) {
+                processor: JobProcessor, logger: Logger, observer: (any PipelineObserver)? = nil) {
         self.configuration = configuration
+        self.observer = observer
         self.consumerProperties = consumerProperties
         self.processor = processor
         let publisher = OutcomePublisher(producer: producer, outcomesTopic: configuration.outcomesTopic,
                                          deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
         self.publisher = publisher
         retryScheduler = processor.retryQueue.map {
-            RetryScheduler(queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger)
+            RetryScheduler(queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger,
+                           observer: observer)
         }
         self.logger = logger
     }
@@ -98,20 +105,27 @@ public final class DeliveryPipeline: Sendable {
     }
 
     private func consumeLoop(_ consumer: KafkaConsumer) {
-        let resumeBelow = max(configuration.maximumInFlightJobs * 3 / 4, 1)
         while true {
             let storeHealthy = processor.health.isHealthy
-            let (stopping, pause, resume) = state.withLock { state in
-                let pause = !state.paused && (state.inFlight >= configuration.maximumInFlightJobs || !storeHealthy)
-                let resume = state.paused && state.inFlight < resumeBelow && storeHealthy
+            let (stopping, pause, resume, atCapacity) = state.withLock { state in
+                let pause = !state.paused && !storeHealthy
+                let resume = state.paused && storeHealthy
                 if pause { state.paused = true }
                 if resume { state.paused = false }
-                return (state.stopRequested, pause, resume)
+                let atCapacity = state.inFlight >= configuration.maximumInFlightJobs
+                state.waitingForCapacity = atCapacity
+                state.lastPoll = .now
+                return (state.stopRequested, pause, resume, atCapacity)
             }
             if stopping { break }
-            state.withLock { $0.lastPoll = .now }
-            if pause { consumer.pauseAll(); logger.debug("consumer paused", metadata: ["storeHealthy": "\(storeHealthy)"]) }
+            if pause { consumer.pauseAll(); logger.debug("consumer paused: shared store unavailable") }
             if resume { consumer.resumeAll(); logger.debug("consumer resumed") }
+            if atCapacity {
+                // Not polling leaves the next messages in librdkafka's prefetch queue (bounded by
+                // queued.max.messages.kbytes); pausing would purge it and cost a fetch round trip on resume.
+                _ = capacityFreed.wait(timeout: .now() + .milliseconds(100))
+                continue
+            }
             guard let message = consumer.poll(timeoutMilliseconds: 100) else { continue }
             start(message, consumer: consumer)
         }
@@ -129,11 +143,13 @@ public final class DeliveryPipeline: Sendable {
             processor.metrics.consumed.increment()
             processor.metrics.inFlight.record(state.inFlight)
             let previous = message.key.flatMap { state.tails[$0]?.task }
+            let consumedAt = ContinuousClock.now
             let task = Task { [self] in
                 await previous?.value
                 var completed = false
                 if case .publish(let publications, _) = await processor.process(message) {
                     completed = await publisher.publish(publications)
+                    if completed { observer?.acknowledged(publications, consumedAt: consumedAt, kafkaTimestamp: message.timestamp) }
                 }
                 finish(message, sequence: sequence, generation: generation, completed: completed, consumer: consumer)
             }
@@ -143,16 +159,18 @@ public final class DeliveryPipeline: Sendable {
     }
 
     private func finish(_ message: KafkaMessage, sequence: UInt64, generation: UInt64, completed: Bool, consumer: KafkaConsumer) {
-        state.withLock { state in
+        let wakeConsumer = state.withLock { state -> Bool in
             state.inFlight -= 1
             processor.metrics.inFlight.record(state.inFlight)
             state.tasks[sequence] = nil
             if let key = message.key, state.tails[key]?.sequence == sequence { state.tails[key] = nil }
-            guard completed,
-                  let offset = state.tracker.finish(message.topicPartition, offset: message.offset, generation: generation)
-            else { return }
-            consumer.storeOffset(offset, for: message.topicPartition)
+            if completed, let offset = state.tracker.finish(message.topicPartition, offset: message.offset, generation: generation) {
+                consumer.storeOffset(offset, for: message.topicPartition)
+            }
+            defer { state.waitingForCapacity = false }
+            return state.waitingForCapacity
         }
+        if wakeConsumer { capacityFreed.signal() }
     }
 
     /// Runs on the consumer thread inside `poll`.

@@ -9,14 +9,16 @@ final class RetryScheduler: Sendable {
     private let queue: any RetryQueue
     private let processor: JobProcessor
     private let publisher: OutcomePublisher
+    private let observer: (any PipelineObserver)?
     private let configuration: PipelineConfiguration
     private let logger: Logger
     private let running = Mutex<[String: Task<Void, Never>]>([:])
     static let idlePoll = Duration.milliseconds(200)
 
     init(queue: any RetryQueue, processor: JobProcessor, publisher: OutcomePublisher, configuration: PipelineConfiguration,
-         logger: Logger) {
+         logger: Logger, observer: (any PipelineObserver)? = nil) {
         self.queue = queue
+        self.observer = observer
         self.processor = processor
         self.publisher = publisher
         self.configuration = configuration
@@ -64,6 +66,7 @@ final class RetryScheduler: Sendable {
     private func handle(_ entry: RetryEntry) async {
         guard case .publish(let publications, let handedOff) = await processor.processRetry(entry) else { return }
         guard await publisher.publish(publications) else { return }
+        observer?.acknowledged(publications, consumedAt: nil, kafkaTimestamp: entry.fallbackCreatedAt)
         if !handedOff {
             _ = await processor.withStore { try await self.queue.complete(entry.id) }
         }

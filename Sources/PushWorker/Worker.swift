@@ -15,7 +15,7 @@ public struct Worker: Sendable {
     public let producer: KafkaProducer
     public let registry: ProviderRegistry
 
-    public init(configuration: WorkerConfiguration, logger: Logger) throws {
+    public init(configuration: WorkerConfiguration, logger: Logger, observer: (any PipelineObserver)? = nil) throws {
         registry = try Self.makeRegistry(configuration, logger: logger)
         var producerProperties = KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers)
         producerProperties.merge(configuration.rdkafkaProperties) { $1 }
@@ -41,7 +41,7 @@ public struct Worker: Sendable {
         let processor = JobProcessor(registry: registry, configuration: configuration.pipeline, store: store,
                                      retryQueue: retryQueue, metrics: PipelineMetrics(), logger: logger)
         pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,
-                                    producer: producer, processor: processor, logger: logger)
+                                    producer: producer, processor: processor, logger: logger, observer: observer)
     }
 
     /// Runs until `pipeline.stop()`, then closes the producer and the plugins.

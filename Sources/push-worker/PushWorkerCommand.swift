@@ -14,7 +14,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-worker",
         abstract: "Delivers push-notification jobs from Kafka through APNs, FCM, Web Push and push-proxy plugins.",
-        subcommands: [Run.self, DemoCommand.self, VAPIDKeys.self, KafkaMock.self, Sandbox.self])
+        subcommands: [Run.self, DemoCommand.self, BenchCommand.self, VAPIDKeys.self, KafkaMock.self, Sandbox.self])
 }
 
 struct Run: AsyncParsableCommand {

@@ -1,0 +1,66 @@
+import PushCore
+
+/// Writes the benchmark's jobs: realistic shapes, a unique binding per job (so dedupe
+/// windows never hide a send) and keys spread over many users.
+struct BenchJobs: Sendable {
+    struct Subscription: Sendable {
+        let endpoint: String
+        let p256dh: String
+        let auth: String
+    }
+
+    let runId: String
+    let mix: JobMix
+    let apnsApp: String
+    let fcmProject: String
+    let webPush: Subscription?
+    let users: Int
+
+    func key(_ index: Int) -> [UInt8] { Array("\(runId)-u\(index % users)".utf8) }
+
+    func isOurs(jobId: String) -> Bool { jobId.hasPrefix(runId) && jobId.utf8.dropFirst(runId.utf8.count).first == UInt8(ascii: "-") }
+
+    func isOurs(key: [UInt8]?) -> Bool {
+        guard let key else { return false }
+        let prefix = runId.utf8
+        return key.count > prefix.count && key.starts(with: prefix)
+    }
+
+    func value(_ index: Int, createdAt: Int64) -> [UInt8] {
+        let id = "\(runId)-\(index)"
+        let user = "\(runId)-u\(index % users)"
+        let kind = mix.kind(at: index)
+        var job = #"{"v":1,"id":"\#(id)","createdAt":\#(createdAt),"userId":"\#(user)","#
+        switch kind {
+        case .apnsVoip:
+            job += #""kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(index)","from":"+4930123456","displayName":"Alice Example"},"#
+        default:
+            job += #""kind":"message","ttl":3600,"collapseKey":"chat-\#(index % 97)","notification":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window.","sound":"default","badge":3},"data":{"chatId":"chat-\#(index % 97)","messageId":"m-\#(index)"},"#
+        }
+        job += #""targets":[\#(target(kind, index))]}"#
+        return Array(job.utf8)
+    }
+
+    private func target(_ kind: JobMix.Kind, _ index: Int) -> String {
+        let binding = "\(runId)-b\(index)"
+        switch kind {
+        case .apnsVoip:
+            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(index))","environment":"production","pushType":"voip"}"#
+        case .apnsAlert:
+            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(index))","environment":"production"}"#
+        case .fcm:
+            return #"{"bindingId":"\#(binding)","provider":"fcm","app":"\#(fcmProject)","token":"bench-\#(runId)-\#(index)","platform":"android"}"#
+        case .webpush:
+            let subscription = webPush!
+            return #"{"bindingId":"\#(binding)","provider":"webpush","endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}"#
+        case .proxy:
+            return #"{"bindingId":"\#(binding)","provider":"proxy","token":"bench-\#(index)","tokenType":"fcm","platform":"android"}"#
+        }
+    }
+
+    /// 64 hex digits, starting `be` so no sandbox error prefix (0410, 0400, …) matches.
+    private func apnsToken(_ index: Int) -> String {
+        let digits = String(index, radix: 16)
+        return "be" + String(repeating: "0", count: 62 - digits.count) + digits
+    }
+}

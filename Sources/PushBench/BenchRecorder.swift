@@ -1,0 +1,75 @@
+import Histogram
+import PushCore
+import PushKafka
+import PushPipeline
+import Synchronization
+
+/// Collects, from the pipeline's acknowledgements, what the report needs: when the first
+/// of the run's jobs was consumed and the last acknowledged, latency histograms and
+/// counts by outcome status. Jobs that are not this run's are ignored.
+final class BenchRecorder: PipelineObserver {
+    struct Snapshot: Sendable {
+        /// Final outcomes and dead letters (each bench job has one target).
+        var finished = 0
+        var firstConsumed: ContinuousClock.Instant?
+        var lastAcknowledged: ContinuousClock.Instant?
+        /// Consumed → outcomes acknowledged, in microseconds (retried targets not included).
+        var pipelineLatency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+        /// Kafka timestamp (producer's clock) → outcomes acknowledged, in milliseconds.
+        var endToEndLatency = Histogram<UInt64>(highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: .three)
+        var statuses: [String: Int] = [:]
+    }
+
+    private let jobs: BenchJobs
+    private let state = Mutex(Snapshot())
+
+    init(jobs: BenchJobs) {
+        self.jobs = jobs
+    }
+
+    var snapshot: Snapshot { state.withLock { $0 } }
+
+    func reset() { state.withLock { $0 = Snapshot() } }
+
+    func acknowledged(_ publications: [Publication], consumedAt: ContinuousClock.Instant?, kafkaTimestamp: Int64?) {
+        let ours = publications.filter { publication in
+            switch publication {
+            case .outcome(let outcome): jobs.isOurs(jobId: outcome.jobId)
+            case .deadLetter(_, _, let key, _): jobs.isOurs(key: key)
+            }
+        }
+        guard !ours.isEmpty else { return }
+        let now = ContinuousClock.now
+        let wallClock = currentTimeMilliseconds()
+        state.withLock { state in
+            for publication in ours {
+                switch publication {
+                case .outcome(let outcome):
+                    state.statuses[outcome.status.rawValue, default: 0] += 1
+                    if outcome.status != .retrying { state.finished += 1 }
+                case .deadLetter:
+                    state.statuses["dead-letter", default: 0] += 1
+                    state.finished += 1
+                }
+            }
+            state.lastAcknowledged = now
+            if let consumedAt {
+                if state.firstConsumed.map({ consumedAt < $0 }) ?? true { state.firstConsumed = consumedAt }
+                _ = state.pipelineLatency.record(UInt64(max((now - consumedAt).microseconds, 0)))
+            }
+            if let kafkaTimestamp { _ = state.endToEndLatency.record(UInt64(max(wallClock - kafkaTimestamp, 0))) }
+        }
+    }
+}
+
+extension Duration {
+    var microseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+    }
+
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

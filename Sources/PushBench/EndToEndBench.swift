@@ -1,0 +1,139 @@
+import Foundation
+import Logging
+import PushCore
+import PushCrypto
+import PushKafka
+import PushSandbox
+import PushWorker
+
+/// `push-worker bench`: jobs into Kafka, the real pipeline (real Redis when `PUSH_REDIS_URL`
+/// is set), HTTP/2 out to the built-in sandboxes or to any HTTPS endpoint; measures
+/// throughput, latency, CPU and memory.
+public enum EndToEndBench {
+    public struct Options: Sendable {
+        public var jobs = 200_000
+        public var mix = JobMix.default
+        /// `https://host:port` that answers every provider (see `bench/nginx.conf`); nil: built-in sandboxes.
+        public var endpoint: String?
+        /// CA that signed `endpoint`'s certificate.
+        public var caFile: String?
+        /// Jobs per second produced while the pipeline runs; nil: all jobs are queued before it starts.
+        public var rate: Int?
+        public var timeout: Duration = .seconds(900)
+        /// `PUSH_*` variables laid over the bench's own settings (Redis, Kafka, in-flight, connections, …).
+        public var environment: [String: String] = [:]
+
+        public init() {}
+    }
+
+    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> EndToEndReport {
+        let runId = "r" + String(UInt32.random(in: .min ... .max), radix: 36)
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("push-bench-\(runId)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: scratch) }
+
+        var environment: [String: String] = [
+            "PUSH_KAFKA_GROUP_ID": "push-worker-bench-\(runId)",
+            "PUSH_MAX_IN_FLIGHT": "2000",
+            "PUSH_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
+            "PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+            "PUSH_SHUTDOWN_GRACE_S": "5",
+            "PUSH_PROVIDERS": Set(options.mix.kinds.map(\.provider)).sorted().joined(separator: ","),
+        ]
+        let cluster: MockKafkaCluster?
+        if options.environment["PUSH_KAFKA_BROKERS"] == nil {
+            let embedded = try MockKafkaCluster(brokers: 1, logger: logger)
+            try embedded.createTopic(options.environment["PUSH_JOBS_TOPIC"] ?? "push.jobs", partitions: 32)
+            try embedded.createTopic(options.environment["PUSH_OUTCOMES_TOPIC"] ?? "push.outcomes", partitions: 8)
+            try embedded.createTopic(options.environment["PUSH_DLQ_TOPIC"] ?? "push.dlq", partitions: 1)
+            environment["PUSH_KAFKA_BROKERS"] = embedded.bootstrapServers
+            cluster = embedded
+        } else {
+            cluster = nil
+        }
+        let providers: Providers
+        if let endpoint = options.endpoint {
+            providers = try Providers.external(endpoint: endpoint, caFile: options.caFile, scratch: scratch)
+        } else {
+            providers = try await Providers.sandboxes(scratch: scratch)
+        }
+        environment.merge(providers.environment) { $1 }
+        environment.merge(options.environment) { $1 }
+
+        let configuration = try WorkerConfiguration.load(from: environment).get()
+        let jobs = BenchJobs(runId: runId, mix: options.mix, apnsApp: providers.apnsApp, fcmProject: providers.fcmProject,
+                             webPush: providers.webPush, users: 50_000)
+        let recorder = BenchRecorder(jobs: jobs)
+        let worker = try Worker(configuration: configuration, logger: logger, observer: recorder)
+        let jobsTopic = configuration.pipeline.jobsTopic
+
+        if options.rate == nil {
+            progress("queueing \(options.jobs) jobs (\(options.mix)) in \(jobsTopic)")
+            let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers),
+                                             logger: logger)
+            try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: producer, rate: nil)
+            producer.close()
+            ProcessResources.resetPeak()
+        }
+
+        let cpuAtStart = ProcessResources.cpuSeconds()
+        let running = Task { try await worker.run() }
+        let feeding: Task<Void, any Error>? = options.rate.map { rate in
+            Task { try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: worker.producer, rate: rate) }
+        }
+        let started = ContinuousClock.now
+        var lastProgress = started
+        var finished = recorder.snapshot
+        while finished.finished < options.jobs, ContinuousClock.now - started < options.timeout {
+            try await Task.sleep(for: .milliseconds(20))
+            finished = recorder.snapshot
+            if ContinuousClock.now - lastProgress >= .seconds(5) {
+                lastProgress = .now
+                progress("\(finished.finished)/\(options.jobs) jobs finished, \(worker.pipeline.inFlightJobs) in flight, RSS \(ProcessResources.residentBytes() >> 20) MiB")
+            }
+        }
+        let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
+        let peakResident = ProcessResources.peakResidentBytes()
+        feeding?.cancel()
+        worker.pipeline.stop()
+        try await running.value
+        await providers.stop()
+        withExtendedLifetime(cluster) {}
+
+        return EndToEndReport(options: options, configuration: configuration, snapshot: finished, cpuSeconds: cpuSeconds,
+                              peakResidentBytes: peakResident, kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
+                              endpoint: options.endpoint ?? "built-in sandboxes (in this process)")
+    }
+
+    /// Produces in batches; with a rate, paces the batches every 10 ms.
+    static func produce(_ jobs: BenchJobs, range: Range<Int>, topic: String, producer: KafkaProducer, rate: Int?) async throws {
+        let batch = rate.map { max($0 / 100, 1) } ?? 5_000
+        let started = ContinuousClock.now
+        var index = range.lowerBound
+        while index < range.upperBound {
+            let end = min(index + batch, range.upperBound)
+            let now = currentTimeMilliseconds()
+            let records = (index..<end).map { KafkaRecord(topic: topic, key: jobs.key($0), value: jobs.value($0, createdAt: now)) }
+            if let rate {
+                // Pace by the schedule, not by the send: a slow acknowledgement must not lower the offered load.
+                Task { try? await producer.send(records) }
+                let due = started + .seconds(Double(end - range.lowerBound) / Double(rate))
+                try await Task.sleep(until: due, clock: .continuous)
+            } else {
+                try await producer.send(records)
+            }
+            index = end
+        }
+    }
+}
+
+extension JobMix.Kind {
+    var provider: String {
+        switch self {
+        case .apnsVoip, .apnsAlert: "apns"
+        case .fcm: "fcm"
+        case .webpush: "webpush"
+        case .proxy: "proxy"
+        }
+    }
+}

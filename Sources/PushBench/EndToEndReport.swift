@@ -1,0 +1,95 @@
+import Foundation
+import PushWorker
+
+/// What one bench run measured; printed as a table or as JSON (`--json`).
+public struct EndToEndReport: Sendable, Codable {
+    public struct Latency: Sendable, Codable {
+        public let p50: Double
+        public let p90: Double
+        public let p99: Double
+        public let max: Double
+    }
+
+    public let jobsRequested: Int
+    public let jobsFinished: Int
+    public let mix: String
+    public let endpoint: String
+    public let kafka: String
+    public let redis: String
+    public let maxInFlight: Int
+    public let connectionsPerHost: Int
+    /// Offered load in jobs/s, or nil when all jobs were queued before the start.
+    public let offeredRate: Int?
+    public let seconds: Double
+    /// First job consumed → last job's outcomes acknowledged by Kafka.
+    public let jobsPerSecond: Double
+    /// Job consumed → its outcomes acknowledged, in milliseconds.
+    public let pipelineLatencyMs: Latency
+    /// Kafka timestamp (produce time) → outcomes acknowledged, in milliseconds (includes queueing in Kafka).
+    public let endToEndLatencyMs: Latency
+    public let cpuSecondsPer1000Jobs: Double
+    public let peakResidentMB: Double
+    public let outcomes: [String: Int]
+
+    init(options: EndToEndBench.Options, configuration: WorkerConfiguration, snapshot: BenchRecorder.Snapshot, cpuSeconds: Double,
+         peakResidentBytes: Int, kafka: String, endpoint: String) {
+        jobsRequested = options.jobs
+        jobsFinished = snapshot.finished
+        mix = options.mix.description
+        self.endpoint = endpoint
+        self.kafka = kafka
+        redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
+        maxInFlight = configuration.pipeline.maximumInFlightJobs
+        connectionsPerHost = configuration.maximumConnectionsPerHost
+        offeredRate = options.rate
+        if let first = snapshot.firstConsumed, let last = snapshot.lastAcknowledged {
+            seconds = (last - first).seconds
+        } else {
+            seconds = 0
+        }
+        jobsPerSecond = seconds > 0 ? Double(snapshot.finished) / seconds : 0
+        pipelineLatencyMs = Latency(p50: Double(snapshot.pipelineLatency.valueAtPercentile(50)) / 1000,
+                                    p90: Double(snapshot.pipelineLatency.valueAtPercentile(90)) / 1000,
+                                    p99: Double(snapshot.pipelineLatency.valueAtPercentile(99)) / 1000,
+                                    max: Double(snapshot.pipelineLatency.max) / 1000)
+        endToEndLatencyMs = Latency(p50: Double(snapshot.endToEndLatency.valueAtPercentile(50)),
+                                    p90: Double(snapshot.endToEndLatency.valueAtPercentile(90)),
+                                    p99: Double(snapshot.endToEndLatency.valueAtPercentile(99)),
+                                    max: Double(snapshot.endToEndLatency.max))
+        cpuSecondsPer1000Jobs = snapshot.finished > 0 ? cpuSeconds / Double(snapshot.finished) * 1000 : 0
+        peakResidentMB = Double(peakResidentBytes) / 1_048_576
+        outcomes = snapshot.statuses
+    }
+
+    public var complete: Bool { jobsFinished >= jobsRequested }
+
+    public func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+
+    public func table() -> String {
+        func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+        func latency(_ value: Latency) -> String {
+            "p50 \(format(value.p50)) · p90 \(format(value.p90)) · p99 \(format(value.p99)) · max \(format(value.max)) ms"
+        }
+        let rows: [(String, String)] = [
+            ("jobs", "\(jobsFinished) of \(jobsRequested) finished" + (complete ? "" : "  ← INCOMPLETE (timeout)")),
+            ("mix", mix),
+            ("endpoint", endpoint),
+            ("kafka", kafka),
+            ("redis", redis),
+            ("in flight / connections", "\(maxInFlight) jobs / \(connectionsPerHost) per host"),
+            ("offered load", offeredRate.map { "\($0) jobs/s (produced during the run)" } ?? "all queued before the start"),
+            ("throughput", "\(format(jobsPerSecond, 0)) jobs/s over \(format(seconds, 2)) s"),
+            ("latency consumed→acked", latency(pipelineLatencyMs)),
+            ("latency produced→acked", latency(endToEndLatencyMs)),
+            ("CPU per 1000 jobs", "\(format(cpuSecondsPer1000Jobs, 3)) s (whole process)"),
+            ("peak RSS", "\(format(peakResidentMB)) MB"),
+            ("outcomes", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
+        ]
+        let width = rows.map(\.0.count).max() ?? 0
+        return rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import PushCore
+import PushCrypto
+import PushSandbox
+
+/// Where the bench's pushes go, and the `PUSH_*` settings that point the worker there.
+struct Providers: Sendable {
+    let environment: [String: String]
+    let apnsApp: String
+    let fcmProject: String
+    let webPush: BenchJobs.Subscription?
+    let stop: @Sendable () async -> Void
+
+    /// Provider sandboxes in this process: they check every request as the providers do
+    /// (JWT signatures, headers, Web Push decryption), so their CPU counts against the run.
+    static func sandboxes(scratch: URL) async throws -> Providers {
+        let tls = try SandboxTLS.make()
+        let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
+        let apns = try await APNsSandboxInstance.start(tls: tls)
+        let fcm = try await FCMSandboxInstance.start(tls: tls)
+        let webPush = try await WebPushSandboxInstance.start(tls: tls)
+        let subscription = try webPush.sandbox.subscribe(id: "bench")
+        var environment = try credentials(scratch: scratch, caFile: tls.caFile)
+        environment.merge([
+            "PUSH_PROXY_URL": proxy.baseURL + ProxySandbox.path,
+            "PUSH_APNS_KEY_FILE": apns.keyFile,
+            "PUSH_APNS_KEY_ID": APNsSandboxInstance.keyId,
+            "PUSH_APNS_TEAM_ID": APNsSandboxInstance.teamId,
+            "PUSH_APNS_BUNDLE_ID": APNsSandboxInstance.bundleId,
+            "PUSH_APNS_HOST": "localhost",
+            "PUSH_APNS_PORT": String(apns.server.port),
+            "PUSH_FCM_CREDENTIALS_FILE": fcm.credentialsFile,
+            "PUSH_FCM_ENDPOINT": fcm.server.baseURL,
+        ]) { $1 }
+        return Providers(environment: environment, apnsApp: APNsSandboxInstance.bundleId, fcmProject: FCMSandboxInstance.projectId,
+                         webPush: .init(endpoint: subscription.endpoint, p256dh: subscription.p256dh, auth: subscription.auth)) {
+            await proxy.stop()
+            await apns.server.stop()
+            await fcm.server.stop()
+            await webPush.server.stop()
+            tls.remove()
+        }
+    }
+
+    /// One HTTPS endpoint answering every provider's paths (`bench/nginx.conf`): APNs
+    /// `/3/device/…`, FCM `/v1/projects/…/messages:send` and `/token`, Web Push `/wp/…`, proxy `/proxy`.
+    static func external(endpoint: String, caFile: String?, scratch: URL) throws -> Providers {
+        guard let url = URL(string: endpoint), url.scheme == "https", let host = url.host else {
+            throw BenchError("--endpoint must be an https:// URL, got '\(endpoint)'")
+        }
+        let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        let apnsKey = scratch.appendingPathComponent("AuthKey_BENCH00001.p8").path
+        try PrivateKey.generateP256().pem().write(toFile: apnsKey, atomically: true, encoding: .utf8)
+        let serviceAccount = scratch.appendingPathComponent("service-account.json").path
+        var account = JSONWriter()
+        account.beginObject()
+        account.member("type", "service_account")
+        account.member("project_id", "bench-project")
+        account.member("private_key_id", "bench-key-1")
+        account.member("private_key", try PrivateKey.generateRSA().pem())
+        account.member("client_email", "push-worker@bench-project.iam.gserviceaccount.com")
+        account.member("token_uri", base + "/token")
+        account.endObject()
+        try account.string.write(toFile: serviceAccount, atomically: true, encoding: .utf8)
+        let browserKey = try PrivateKey.generateP256()
+        var environment = try credentials(scratch: scratch, caFile: caFile)
+        environment.merge([
+            "PUSH_PROXY_URL": base + "/proxy",
+            "PUSH_APNS_KEY_FILE": apnsKey,
+            "PUSH_APNS_KEY_ID": "BENCH00001",
+            "PUSH_APNS_TEAM_ID": "BENCHTEAM1",
+            "PUSH_APNS_BUNDLE_ID": "com.example.chat",
+            "PUSH_APNS_HOST": host,
+            "PUSH_APNS_PORT": String(url.port ?? 443),
+            "PUSH_FCM_CREDENTIALS_FILE": serviceAccount,
+            "PUSH_FCM_ENDPOINT": base,
+        ]) { $1 }
+        return Providers(environment: environment, apnsApp: "com.example.chat", fcmProject: "bench-project",
+                         webPush: .init(endpoint: base + "/wp/bench", p256dh: Base64URL.encode(try browserKey.rawPublicKey()),
+                                        auth: Base64URL.encode(try RandomBytes.generate(16)))) {}
+    }
+
+    /// VAPID key and trust settings both set-ups share.
+    private static func credentials(scratch: URL, caFile: String?) throws -> [String: String] {
+        let vapidKey = scratch.appendingPathComponent("vapid.pem").path
+        try PrivateKey.generateP256().pem().write(toFile: vapidKey, atomically: true, encoding: .utf8)
+        var environment = [
+            "PUSH_WEBPUSH_VAPID_KEY_FILE": vapidKey,
+            "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:bench@example.com",
+            "PUSH_WEBPUSH_ALLOW_PRIVATE": "true",
+        ]
+        if let caFile {
+            for name in ["PUSH_APNS_CA_FILE", "PUSH_FCM_CA_FILE", "PUSH_WEBPUSH_CA_FILE", "PUSH_PROXY_CA_FILE"] { environment[name] = caFile }
+        }
+        return environment
+    }
+}

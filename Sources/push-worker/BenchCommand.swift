@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import PushBench
+import PushWorker
+
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure the worker: jobs through Kafka, Redis and HTTP/2 out; or the hot pieces alone (--micro).",
+        discussion: """
+            Kafka: an embedded mock cluster unless PUSH_KAFKA_BROKERS is set (then use a fresh topic or cluster per run). \
+            Redis: used when PUSH_REDIS_URL is set, else in-memory stores. Every other PUSH_* variable applies as in `run` \
+            (PUSH_MAX_IN_FLIGHT, PUSH_HTTP_MAX_CONNECTIONS, …). scripts/bench.sh runs it against nginx beside h2load.
+            """)
+
+    @Option(help: "Jobs to deliver.")
+    var jobs = 200_000
+
+    @Option(help: "Job kinds and weights: apns-voip, apns-alert, fcm, webpush, proxy (e.g. apns-voip=1,apns-alert=3).")
+    var mix = JobMix.default.description
+
+    @Option(help: "An https:// endpoint answering every provider's paths (see bench/nginx.conf); default: built-in sandboxes.")
+    var endpoint: String?
+
+    @Option(help: "CA certificate (PEM) of --endpoint.")
+    var caFile: String?
+
+    @Option(help: "HTTP/2 connections per provider host (sets PUSH_HTTP_MAX_CONNECTIONS).")
+    var connections: Int?
+
+    @Option(help: "Jobs consumed but unfinished at most (sets PUSH_MAX_IN_FLIGHT).")
+    var inFlight: Int?
+
+    @Option(help: "Produce the jobs at this rate (jobs/s) while the pipeline runs, instead of queueing them all first.")
+    var rate: Int?
+
+    @Option(help: "Give up after this many seconds.")
+    var timeout = 900
+
+    @Flag(help: "Time the hot pieces alone (decode, outcome encode, APNs token, Web Push encryption).")
+    var micro = false
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    @Option(help: "Also write the report as JSON to this file.")
+    var reportFile: String?
+
+    func run() async throws {
+        if micro {
+            let results = try MicroBench.run()
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+                print(String(decoding: try encoder.encode(results), as: UTF8.self))
+            } else {
+                print(MicroBench.table(results))
+            }
+            return
+        }
+        let level = ProcessInfo.processInfo.environment["PUSH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        LogSetup.bootstrap(format: .text, level: level)
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
+        var options = EndToEndBench.Options()
+        options.jobs = jobs
+        do { options.mix = try JobMix(parsing: mix) } catch { throw ValidationError(error.description) }
+        options.endpoint = endpoint
+        options.caFile = caFile
+        options.rate = rate
+        options.timeout = .seconds(timeout)
+        options.environment = ProcessInfo.processInfo.environment.filter { $0.key.hasPrefix("PUSH_") }
+        if let connections { options.environment["PUSH_HTTP_MAX_CONNECTIONS"] = String(connections) }
+        if let inFlight { options.environment["PUSH_MAX_IN_FLIGHT"] = String(inFlight) }
+        let report = try await EndToEndBench.run(options, logger: Logger(label: "push-worker-bench")) { line in
+            FileHandle.standardError.write(Data("bench: \(line)\n".utf8))
+        }
+        print(json ? try report.json() : report.table())
+        if let reportFile { try report.json().write(toFile: reportFile, atomically: true, encoding: .utf8) }
+        if !report.complete { throw ExitCode(1) }
+    }
+}
