@@ -58,6 +58,8 @@ public enum ConfigurationReference {
         .init("PUSH_WEBPUSH_CA_FILE", nil, "PEM CA bundle trusted for push services instead of the system store (sandboxes)."),
         .init("PUSH_WEBPUSH_ALLOW_PRIVATE", "false", "Allow subscription endpoints on loopback, private and link-local addresses (tests, in-house push services)."),
         .init("PUSH_WEBPUSH_ALLOWED_HOSTS", nil, "Comma-separated push-service hosts; when set, only endpoints on these hosts or their subdomains are contacted."),
+        .init("PUSH_TEMPLATES_DIR", nil, "Payload templates per provider, app and kind: `<dir>/<provider>/<app>/<kind>.mustache` (Mustache, keywords as Mizu's message files, values JSON-escaped); checked at start-up. Unset: built-in payloads."),
+        .init("PUSH_TEMPLATES_RELOAD_S", "5", "How often `PUSH_TEMPLATES_DIR` is re-read (ConfigMap updates); a broken new version keeps the last good one and logs one error; 0 disables."),
         .init("PUSH_APPS_FILE", nil, "JSON file naming several apps and their credential files; see \"Several apps\" in the README."),
         .init("PUSH_PROXY_URL", nil, "Push-proxy endpoint (https). Enables the proxy plugin for every proxy target."),
         .init("PUSH_PROXY_CA_FILE", nil, "PEM CA bundle trusted for the proxy instead of the system store."),
