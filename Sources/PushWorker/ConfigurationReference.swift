@@ -47,6 +47,7 @@ public enum ConfigurationReference {
         .init("PUSH_APNS_TEAM_ID", nil, "The 10-character Apple team id (`iss` of the provider token)."),
         .init("PUSH_APNS_BUNDLE_ID", nil, "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …)."),
         .init("PUSH_APNS_TOPIC", nil, "Replaces the derived `apns-topic` of that app (e.g. an MDM topic)."),
+        .init("PUSH_APNS_CANCEL_PUSH_TYPE", "voip", "Push type of `cancel` jobs to that app's targets that name none: `voip` (the call's PushKit handler) or `alert`. Apps in `PUSH_APPS_FILE` set `cancelPushType`."),
         .init("PUSH_APNS_HOST", nil, "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests."),
         .init("PUSH_APNS_PORT", "443", "APNs port (Apple also listens on 2197)."),
         .init("PUSH_APNS_CA_FILE", nil, "PEM CA bundle trusted for APNs instead of the system store (sandboxes)."),

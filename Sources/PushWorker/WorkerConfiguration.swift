@@ -243,8 +243,16 @@ extension WorkerConfiguration {
                 if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
                 if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
                 if CredentialCheck.signingKey(at: keyFile, place: "PUSH_APNS_KEY_FILE", reader: &reader) {
+                    var cancelPushType = APNsPushType.voip
+                    if let name = reader.string("PUSH_APNS_CANCEL_PUSH_TYPE") {
+                        if let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) {
+                            cancelPushType = type
+                        } else {
+                            reader.problem("PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"\(name)\"")
+                        }
+                    }
                     apps.append(APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
-                                        topicOverride: reader.string("PUSH_APNS_TOPIC")))
+                                        topicOverride: reader.string("PUSH_APNS_TOPIC"), cancelPushType: cancelPushType))
                 }
             }
         }
@@ -252,7 +260,7 @@ extension WorkerConfiguration {
         let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
         for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
         guard !apps.isEmpty else {
-            for variable in ["PUSH_APNS_HOST", "PUSH_APNS_PORT", "PUSH_APNS_CA_FILE", "PUSH_APNS_TOPIC"] where reader.string(variable) != nil {
+            for variable in ["PUSH_APNS_HOST", "PUSH_APNS_PORT", "PUSH_APNS_CA_FILE", "PUSH_APNS_TOPIC", "PUSH_APNS_CANCEL_PUSH_TYPE"] where reader.string(variable) != nil {
                 reader.problem("\(variable) is set but no APNs app is configured")
             }
             return nil

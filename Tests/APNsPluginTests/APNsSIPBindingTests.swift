@@ -73,4 +73,20 @@ struct APNsSIPBindingTests {
         await provider.shutdown()
         await fixture.stop()
     }
+
+    @Test("a cancel takes the app's cancel push type unless the binding names one (RFC 8599 service voip)")
+    func cancelPushTypePerBindingAndApp() throws {
+        let alertApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+                               cancelPushType: .alert)
+        let native = try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","app":"com.example.chat","token":"\#(Self.token)"}"#, kind: "cancel")
+        let alert = try APNsRequest.build(native, app: alertApp)
+        #expect(alert.pushType == .alert)
+        #expect(alert.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat")
+        let voipBinding = try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(Self.token)"}"#, kind: "cancel")
+        let voip = try APNsRequest.build(voipBinding, app: alertApp)
+        #expect(voip.pushType == .voip)
+        #expect(voip.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat.voip")
+        let defaultApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
+        #expect(try APNsRequest.build(native, app: defaultApp).pushType == .voip)
+    }
 }
