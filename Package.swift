@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // C shims: the only places that see the C libraries' headers.
@@ -57,6 +58,10 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ], path: "Sources/PushSandbox"),
 
+        // Operator payload templates (Mustache, JSON-escaped), behind PushCore's PayloadTemplates.
+        .target(name: "PushTemplates", dependencies: ["PushCore", .product(name: "Mustache", package: "swift-mustache")],
+                path: "Sources/PushTemplates"),
+
         // Provider plugins: each depends on the core's plugin API and the shared transport only.
         .target(name: "ProxyPlugin", dependencies: ["PushCore", "PushHTTP"], path: "Plugins/Proxy"),
         .target(name: "WebPushPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/WebPush"),
@@ -67,7 +72,7 @@ let package = Package(
 
         // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
         .target(name: "PushWorker", dependencies: [
-            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "PushCrypto",
+            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "PushCrypto", "PushTemplates",
             "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -95,6 +100,7 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
+        .testTarget(name: "PushTemplatesTests", dependencies: ["PushTemplates", "PushCore"], path: "Tests/PushTemplatesTests"),
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
         .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto", "TestSupport"],
                     path: "Tests/PushHTTPTests"),
@@ -113,7 +119,7 @@ let package = Package(
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto", "PushCore"], path: "Tests/PushCryptoTests"),
         .testTarget(name: "WebPushPluginTests", dependencies: ["WebPushPlugin", "PushCore", "PushCrypto", "PushHTTP", "PushSandbox", "TestSupport"],
                     path: "Tests/WebPushPluginTests"),
-        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "PushCrypto", "TestSupport"],
+        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],
     swiftLanguageModes: [.v6]

@@ -13,11 +13,19 @@ public struct APNsApp: Sendable {
     public var authentication: Authentication
     /// Replaces the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM.
     public var topicOverride: String?
+    /// Push type of cancels to targets that name none: `voip` (default: the call's PushKit
+    /// handler stops the ringing) or `alert` (apps whose devices register alert tokens).
+    public var cancelPushType: APNsPushType
 
-    public init(bundleId: String, authentication: Authentication, topicOverride: String? = nil) {
+    /// Push types a cancel may default to.
+    public static let cancelPushTypes: [APNsPushType] = [.voip, .alert]
+
+    public init(bundleId: String, authentication: Authentication, topicOverride: String? = nil,
+                cancelPushType: APNsPushType = .voip) {
         self.bundleId = bundleId
         self.authentication = authentication
         self.topicOverride = topicOverride
+        self.cancelPushType = cancelPushType
     }
 }
 

@@ -13,10 +13,13 @@ public struct APNsProvider: PushProvider {
     /// One token cache per (team, key), shared by the apps that use it.
     private let tokens: [String: APNsTokenCache]
     private let logger: Logger
+    private let templates: any PayloadTemplates
 
     public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
+                templates: any PayloadTemplates = BuiltInPayloads(),
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
         self.configuration = configuration
+        self.templates = templates
         self.transport = transport
         self.logger = logger
         var apps: [String: APNsApp] = [:]
@@ -43,9 +46,11 @@ public struct APNsProvider: PushProvider {
         }
         let built: APNsRequest.Built
         do {
-            built = try APNsRequest.build(delivery, app: app)
+            built = try APNsRequest.build(delivery, app: app, templates: templates)
         } catch .payloadTooLarge(let size, let limit) {
             return .failed(reason: "PayloadTooLarge: \(size) bytes, the limit is \(limit); not sent", httpStatus: nil)
+        } catch .template(let failure) {
+            return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
         } catch {
             return .failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil)
         }

@@ -42,13 +42,14 @@ public enum APNsPushType: String, Sendable, CaseIterable {
     /// Largest payload APNs accepts for this type, in bytes.
     public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
 
-    /// The type for a target: its own `pushType`, else by job kind — call and cancel → voip
-    /// (a cancel must reach the same PushKit handler as its call), message and custom → alert,
-    /// wake → background.
-    public static func resolve(kind: JobKind, target: Target) -> APNsPushType {
+    /// The type for a target: its own `pushType` (an RFC 8599 binding's service), else by job
+    /// kind — call → voip, cancel → the app's cancel type (voip by default: a cancel must reach
+    /// the same PushKit handler as its call), message and custom → alert, wake → background.
+    public static func resolve(kind: JobKind, target: Target, cancel: APNsPushType = .voip) -> APNsPushType {
         if let name = target.pushType, let explicit = APNsPushType(rawValue: name) { return explicit }
         switch kind {
-        case .call, .cancel: return .voip
+        case .call: return .voip
+        case .cancel: return cancel
         case .message, .custom: return .alert
         case .wake: return .background
         }

@@ -13,13 +13,23 @@ enum APNsRequest {
     enum Refusal: Error, Equatable {
         case payloadTooLarge(size: Int, limit: Int)
         case locationNeedsTokenAuthentication
+        case template(PayloadTemplateFailure)
     }
 
-    static func build(_ delivery: Delivery, app: APNsApp) throws(Refusal) -> Built {
+    static func build(_ delivery: Delivery, app: APNsApp, templates: any PayloadTemplates = BuiltInPayloads()) throws(Refusal) -> Built {
         let job = delivery.job
-        let pushType = APNsPushType.resolve(kind: job.kind, target: delivery.target)
+        let pushType = APNsPushType.resolve(kind: job.kind, target: delivery.target, cancel: app.cancelPushType)
         if pushType == .location, case .certificate = app.authentication { throw .locationNeedsTokenAuthentication }
-        let payload = self.payload(job, pushType: pushType)
+        var keywords = PayloadKeywords(delivery: delivery, app: app.bundleId)
+        keywords.set("PUSHTYPE", pushType.rawValue)
+        keywords.set("APRIORITY", String(pushType.priority(for: job.priority)))
+        let payload: [UInt8]
+        switch templates.render(PayloadTemplateKey(provider: .apns, app: app.bundleId, kind: job.kind), keywords: keywords) {
+        case nil: payload = self.payload(job, pushType: pushType)
+        // Mizu's pushkitmessage.txt carries a `headers` block; headers follow the binding rules instead.
+        case .success(let rendered)?: payload = rendered.bytes(removing: ["headers"])
+        case .failure(let failure)?: throw .template(failure)
+        }
         guard payload.count <= pushType.payloadLimit else { throw .payloadTooLarge(size: payload.count, limit: pushType.payloadLimit) }
         var headers: [(name: String, value: String)] = [
             ("apns-topic", app.topicOverride ?? app.bundleId + pushType.topicSuffix),

@@ -4,6 +4,7 @@ import PushCore
 ///
 /// Calls, cancels and wake-ups are data-only (Mizu `fcm_removenotification`): the app must
 /// run its own code (ring, stop ringing) instead of the system showing a notification.
+/// Cancels always go at Android priority `high` and carry the job's data (its `callId`).
 /// Tokens of iOS apps get an `apns` block (data-only → background push, priority 5, as
 /// Apple requires); web tokens get a `webpush` block with TTL and Urgency.
 enum FCMMessage {
@@ -34,7 +35,8 @@ enum FCMMessage {
         }
         writer.key("android")
         writer.beginObject()
-        writer.member("priority", job.priority == .high ? "high" : "normal")
+        // A cancel must stop the ringing now, whatever the job's priority says.
+        writer.member("priority", job.priority == .high || job.kind == .cancel ? "high" : "normal")
         writer.member("ttl", "\(ttl)s")
         if let collapseKey = job.collapseKey { writer.member("collapse_key", collapseKey) }
         writer.endObject()

@@ -8,10 +8,13 @@ public struct FCMProvider: PushProvider {
     private let configuration: FCMConfiguration
     private let transport: any HTTPTransport
     private let tokens: [String: FCMAccessTokens]
+    private let templates: any PayloadTemplates
 
     public init(configuration: FCMConfiguration, transport: any HTTPTransport,
+                templates: any PayloadTemplates = BuiltInPayloads(),
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
         self.configuration = configuration
+        self.templates = templates
         self.transport = transport
         var tokens: [String: FCMAccessTokens] = [:]
         for account in configuration.accounts {
@@ -27,6 +30,13 @@ public struct FCMProvider: PushProvider {
         guard let projectId = delivery.target.app ?? configuration.defaultProjectId, let source = tokens[projectId] else {
             return .failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil)
         }
+        let body: [UInt8]
+        switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind),
+                                keywords: PayloadKeywords(delivery: delivery, app: projectId)) {
+        case nil: body = FCMMessage.body(delivery)
+        case .success(let rendered)?: body = rendered.bytes()
+        case .failure(let failure)?: return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
+        }
         let token: String
         do {
             token = try await source.token()
@@ -37,7 +47,7 @@ public struct FCMProvider: PushProvider {
         }
         let request = HTTPRequest(url: "\(configuration.endpoint)/v1/projects/\(projectId)/messages:send",
                                   headers: [("authorization", "Bearer \(token)"), ("content-type", "application/json")],
-                                  body: FCMMessage.body(delivery), timeout: configuration.timeout,
+                                  body: body, timeout: configuration.timeout,
                                   tls: TLSOptions(caFile: configuration.caFile))
         let result = await HTTPDelivery.send(request, over: transport, classify: FCMResponse.classify)
         // 401 UNAUTHENTICATED: the access token was not accepted. Fetch a new one once; if a

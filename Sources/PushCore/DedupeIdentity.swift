@@ -13,7 +13,10 @@ public struct DedupeWindows: Sendable, Equatable {
     public func window(for kind: JobKind) -> Int64 { milliseconds[kind] ?? 0 }
 
     /// What makes two pushes "the same": `dedupeKey`, else `collapseKey`, else the kind.
+    /// A cancel's identity lives in its own namespace, so a cancel is never deduplicated
+    /// against the call it cancels, even when both carry the call's collapse or dedupe key.
     public static func identity(of job: Job) -> String {
-        job.dedupeKey ?? job.collapseKey ?? "kind:\(job.kind.rawValue)"
+        guard let key = job.dedupeKey ?? job.collapseKey else { return "kind:\(job.kind.rawValue)" }
+        return job.kind == .cancel ? "cancel|\(key)" : key
     }
 }

@@ -8,6 +8,10 @@ public enum PriorState: Sendable, Equatable {
     case duplicate(ofJob: String)
     /// This (job, binding) already waits in the retry queue (a redelivery after a hand-off): the queue owns it.
     case inRetryQueue
+
+    public var isAlreadyFinished: Bool {
+        if case .alreadyFinished = self { true } else { false }
+    }
 }
 
 /// Shared state that makes sends idempotent and enforces dedupe windows across replicas.

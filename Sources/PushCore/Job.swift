@@ -77,12 +77,15 @@ public struct Target: Sendable, Equatable {
     public var keys: WebPushKeys?
     /// Proxy: `fcm`, `apns`, `apnsVoip` or `cookie`.
     public var tokenType: String?
-    /// Proxy: `android`, `ios`, `web` or `node`.
+    /// Proxy: `android`, `ios`, `web` or `node`; FCM: `android`, `ios` or `web`.
     public var platform: String?
+    /// The device unbound itself (RFC 8599 `pn-prid=null`, X-MPUSH token `null`): nothing
+    /// is sent, the outcome is `rejected` + `remove_binding`.
+    public var isUnbound: Bool
 
     public init(bindingId: String, provider: ProviderID, app: String? = nil, token: String? = nil,
                 environment: String? = nil, pushType: String? = nil, endpoint: String? = nil,
-                keys: WebPushKeys? = nil, tokenType: String? = nil, platform: String? = nil) {
+                keys: WebPushKeys? = nil, tokenType: String? = nil, platform: String? = nil, isUnbound: Bool = false) {
         self.bindingId = bindingId
         self.provider = provider
         self.app = app
@@ -93,6 +96,7 @@ public struct Target: Sendable, Equatable {
         self.keys = keys
         self.tokenType = tokenType
         self.platform = platform
+        self.isUnbound = isUnbound
     }
 }
 

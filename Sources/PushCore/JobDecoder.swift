@@ -33,8 +33,11 @@ public struct JobDecoder: Sendable {
     ]
     private static let targetFields: Set<String> = [
         "bindingId", "provider", "app", "token", "environment", "pushType", "endpoint", "keys",
-        "tokenType", "platform",
+        "tokenType", "platform", "rfc8599", "xmpush",
     ]
+    /// Besides `bindingId`, what a target written as a SIP binding string may carry:
+    /// Web Push subscriptions need their keys, which neither notation has room for.
+    private static let sipBindingCompanions: Set<String> = ["bindingId", "keys"]
     private static let notificationFields: Set<String> = ["title", "body", "sound", "badge"]
 
     public let limits: JobLimits
@@ -142,6 +145,9 @@ public struct JobDecoder: Sendable {
         var fields = fields
         let path = fields.path
         let bindingId = try fields.requiredString("bindingId", maximumLength: limits.maximumIdentifierLength)
+        if let notation = ["rfc8599", "xmpush"].first(where: { fields.value($0) != nil }) {
+            return try decodeSIPBindingTarget(fields, bindingId: bindingId, notation: notation)
+        }
         let providerName = try fields.requiredString("provider", maximumLength: 32)
         guard let provider = ProviderID(rawValue: providerName) else {
             throw JobRejection(.unknownProvider,
@@ -163,6 +169,43 @@ public struct JobDecoder: Sendable {
         target.platform = try fields.optionalString("platform", maximumLength: 16)
         try fields.rejectUnknown(allowed: Self.targetFields)
         try validateProviderFields(target, path: path)
+        return target
+    }
+
+    /// A target given as an RFC 8599 or X-MPUSH binding string: decoded into the native
+    /// fields, then held to the same provider rules (an unbound one has no token to check).
+    private func decodeSIPBindingTarget(_ fields: Fields, bindingId: String, notation: String) throws(JobRejection) -> Target {
+        var fields = fields
+        let path = fields.path
+        if let mixed = fields.members.first(where: { !Self.sipBindingCompanions.contains($0.key) && $0.key != notation }) {
+            throw JobRejection(.invalidField, mixed.key == "rfc8599" || mixed.key == "xmpush"
+                ? "\(path)rfc8599 and xmpush cannot both be given: one binding per target"
+                : "\(path)\(mixed.key) cannot be combined with \(notation): the binding string carries provider, app and token")
+        }
+        let text = try fields.requiredString(notation, maximumLength: 4096)
+        let binding: SIPPushBinding
+        do {
+            binding = notation == "rfc8599" ? try SIPPushBinding.rfc8599(text) : try SIPPushBinding.xmpush(text)
+        } catch {
+            throw JobRejection(.invalidField, "\(path)\(notation) \(error.description)")
+        }
+        var target = Target(bindingId: bindingId, provider: binding.provider, app: binding.app, token: binding.token,
+                            environment: binding.environment, pushType: binding.pushType, isUnbound: binding.isUnbound)
+        target.platform = binding.platform
+        if binding.provider == .webpush {
+            target.endpoint = binding.token
+            target.token = nil
+        }
+        if let keys = try fields.optionalObject("keys") {
+            guard binding.provider == .webpush else {
+                throw JobRejection(.invalidField, "\(path)keys cannot be combined with \(notation) for \(binding.provider.rawValue): only webpush bindings carry keys")
+            }
+            var keyFields = keys
+            target.keys = WebPushKeys(p256dh: try keyFields.requiredString("p256dh", maximumLength: 256),
+                                      auth: try keyFields.requiredString("auth", maximumLength: 256))
+            try keyFields.rejectUnknown(allowed: ["p256dh", "auth"])
+        }
+        if !target.isUnbound { try validateProviderFields(target, path: "\(path)\(notation): ") }
         return target
     }
 

@@ -30,4 +30,11 @@ extension Outcome {
                   app: target.app, status: status, reason: reason, httpStatus: httpStatus, action: action,
                   attempts: attempts, at: now)
     }
+
+    /// A target whose device unbound itself (RFC 8599 `pn-prid=null`, X-MPUSH `null`):
+    /// nothing is sent, the upstream removes the binding.
+    public init(unboundJob job: Job, target: Target, at now: Int64) {
+        self.init(job: job, target: target, status: .rejected,
+                  reason: "the device unbound itself (token null); not sent", attempts: 0, at: now, action: .removeBinding)
+    }
 }

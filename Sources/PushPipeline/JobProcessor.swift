@@ -66,6 +66,9 @@ public struct JobProcessor: Sendable {
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
                 group.addTask {
+                    if target.isUnbound, !prior[index].isAlreadyFinished {
+                        return (index, await finish(Outcome(unboundJob: job, target: target, at: clock())))
+                    }
                     switch prior[index] {
                     case .alreadyFinished(let outcome):
                         logger.info("redelivered job: final outcome already recorded, not sent again",

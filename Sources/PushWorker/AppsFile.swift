@@ -18,6 +18,8 @@ import PushHTTP
 ///      "fcm": [{"credentialsFile": "/secrets/fcm/example-project.json"}]}
 ///
 /// A `.p12` certificate (by extension) carries its key; its password comes from `passwordFile`.
+/// An APNs app may set `"cancelPushType": "alert"` (default `voip`) for cancels to targets
+/// that name no push type.
 enum AppsFile {
     struct Apps {
         var apns: [APNsApp] = []
@@ -64,6 +66,22 @@ enum AppsFile {
             return nil
         }
         let place = "\(place) (\(bundleId))"
+        var cancelPushType = APNsPushType.voip
+        if let name = string("cancelPushType") {
+            guard let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) else {
+                reader.problem("\(place): cancelPushType must be voip or alert, got \"\(name)\"")
+                return nil
+            }
+            cancelPushType = type
+        }
+        guard var app = apnsAppCredentials(entry, bundleId: bundleId, at: place, reader: &reader) else { return nil }
+        app.cancelPushType = cancelPushType
+        return app
+    }
+
+    private static func apnsAppCredentials(_ entry: JSONValue, bundleId: String, at place: String,
+                                           reader: inout EnvironmentReader) -> APNsApp? {
+        func string(_ name: String) -> String? { if case .string(let text)? = entry[name], !text.isEmpty { text } else { nil } }
         if let keyFile = string("keyFile") {
             guard let keyId = string("keyId"), let teamId = string("teamId") else {
                 reader.problem("\(place): keyId and teamId are required with keyFile")

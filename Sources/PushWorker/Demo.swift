@@ -38,6 +38,8 @@ public enum Demo {
         }
         let voip = #"{"bindingId":"alice-iphone","provider":"proxy","token":"a1b2c3d4e5f6","tokenType":"apnsVoip","platform":"ios","pushType":"voip"}"#
         let apnsVoip = #"{"bindingId":"bob-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "b0", count: 32))","environment":"production","pushType":"voip"}"#
+        let rfc8599Voip = #"{"bindingId":"ivan-iphone","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "d2", count: 32))"}"#
+        let unboundPixel = #"{"bindingId":"ivan-old-pixel","xmpush":"a:example-project:null"}"#
         let fcmAndroid = #"{"bindingId":"frank-pixel","provider":"fcm","app":"example-project","token":"fcm-frank-1","platform":"android"}"#
         let fcmGone = #"{"bindingId":"old-tablet","provider":"fcm","token":"unregistered-tablet-7","platform":"android"}"#
         let browserTarget = #"{"bindingId":"grace-firefox","provider":"webpush","endpoint":"\#(browser.endpoint)","keys":{"p256dh":"\#(browser.p256dh)","auth":"\#(browser.auth)"}}"#
@@ -51,6 +53,11 @@ public enum Demo {
             SampleJob(title: "VoIP call via APNs", id: "call-3", key: "bob",
                       json: job("call-3", kind: "call", user: "bob", ttl: 30, extra: #""data":{"callId":"c-90","from":"carol"},"#,
                                 targets: apnsVoip), expectedMessages: 1),
+            SampleJob(title: "SIP call to RFC 8599 / X-MPUSH bindings", id: "call-4", key: "ivan",
+                      json: job("call-4", kind: "call", user: "ivan", ttl: 30,
+                                extra: #""data":{"callId":"a84b4c76e66710@pc33","from":"Alice","fromUsername":"1111"},"#,
+                                targets: rfc8599Voip + "," + unboundPixel),
+                      expectedMessages: 2),
             SampleJob(title: "app deleted (APNs 410)", id: "msg-5", key: "bob",
                       json: job("msg-5", kind: "message", user: "bob", extra: #""notification":{"title":"Carol","body":"Hi"},"#,
                                 targets: apnsGone), expectedMessages: 1),

@@ -8,14 +8,21 @@ import PushHTTP
 import PushKafka
 import PushPipeline
 import PushRedis
+import PushTemplates
 
 /// Assembles the pipeline from a configuration: plugins, producer, consumer properties.
 public struct Worker: Sendable {
     public let pipeline: DeliveryPipeline
     public let producer: KafkaProducer
     public let registry: ProviderRegistry
+    let templates: TemplateDirectory?
+    let templatesReloadInterval: Duration?
+    let logger: Logger
 
     public init(configuration: WorkerConfiguration, logger: Logger, observer: (any PipelineObserver)? = nil) throws {
+        templates = configuration.templates
+        templatesReloadInterval = configuration.templatesReloadInterval
+        self.logger = logger
         registry = try Self.makeRegistry(configuration, logger: logger)
         var producerProperties = KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers)
         producerProperties.merge(configuration.rdkafkaProperties) { $1 }
@@ -46,30 +53,36 @@ public struct Worker: Sendable {
 
     /// Runs until `pipeline.stop()`, then closes the producer and the plugins.
     public func run() async throws {
+        let watcher = Task { [templates, templatesReloadInterval, logger] in
+            guard let templates, let interval = templatesReloadInterval else { return }
+            await TemplateWatcher(templates: templates, interval: interval, logger: logger).run()
+        }
+        defer { watcher.cancel() }
         try await pipeline.run()
         producer.close()
         await registry.shutdown()
     }
 
-    static func makeRegistry(_ configuration: WorkerConfiguration, logger: Logger) throws -> ProviderRegistry {
+    /// The enabled plugins. `wrap` lets a caller observe each plugin's transport (`push-worker send`).
+    static func makeRegistry(_ configuration: WorkerConfiguration, logger: Logger,
+                             wrap: (any HTTPTransport) -> any HTTPTransport = { $0 }) throws -> ProviderRegistry {
         var registry = ProviderRegistry()
         let transportConfiguration = CurlTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+        func transport(_ name: String) -> any HTTPTransport {
+            wrap(CurlHTTPTransport(configuration: transportConfiguration, name: name))
+        }
+        let templates: any PayloadTemplates = configuration.templates ?? BuiltInPayloads()
         if configuration.enabledProviders.contains(.apns), let apns = configuration.apns {
-            registry.register(try APNsProvider(configuration: apns,
-                                               transport: CurlHTTPTransport(configuration: transportConfiguration, name: "apns"),
-                                               logger: logger))
+            registry.register(try APNsProvider(configuration: apns, transport: transport("apns"), logger: logger, templates: templates))
         }
         if configuration.enabledProviders.contains(.fcm), let fcm = configuration.fcm {
-            registry.register(try FCMProvider(configuration: fcm,
-                                              transport: CurlHTTPTransport(configuration: transportConfiguration, name: "fcm")))
+            registry.register(try FCMProvider(configuration: fcm, transport: transport("fcm"), templates: templates))
         }
         if configuration.enabledProviders.contains(.webpush), let webPush = configuration.webPush {
-            registry.register(try WebPushProvider(configuration: webPush,
-                                                  transport: CurlHTTPTransport(configuration: transportConfiguration, name: "webpush")))
+            registry.register(try WebPushProvider(configuration: webPush, transport: transport("webpush")))
         }
         if configuration.enabledProviders.contains(.proxy), let proxy = configuration.proxy {
-            registry.register(ProxyProvider(configuration: proxy,
-                                            transport: CurlHTTPTransport(configuration: transportConfiguration, name: "proxy")))
+            registry.register(ProxyProvider(configuration: proxy, transport: transport("proxy")))
         }
         return registry
     }

@@ -9,6 +9,7 @@ import PushCore
 import PushHTTP
 import PushPipeline
 import PushRedis
+import PushTemplates
 
 /// Start-up configuration problems, one line each.
 public struct ConfigurationErrors: Error, CustomStringConvertible {
@@ -32,6 +33,10 @@ public struct WorkerConfiguration: Sendable {
     public var fcm: FCMConfiguration?
     public var webPush: WebPushConfiguration?
     public var enabledProviders: Set<ProviderID>
+    /// Payload templates from `PUSH_TEMPLATES_DIR`; nil = built-in payloads only.
+    public var templates: TemplateDirectory?
+    /// How often the templates are re-read (`PUSH_TEMPLATES_RELOAD_S`); nil = never.
+    public var templatesReloadInterval: Duration?
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
     /// Variables that look like ours but are not (typos).
@@ -100,6 +105,15 @@ public struct WorkerConfiguration: Sendable {
         let fcm = loadFCM(&reader, fromFile: appsFile.fcm)
         let webPush = loadWebPush(&reader)
 
+        var templates: TemplateDirectory?
+        if let path = reader.string("PUSH_TEMPLATES_DIR") {
+            switch TemplateDirectory.load(path: path) {
+            case .success(let loaded): templates = loaded
+            case .failure(let problems): for line in problems.lines { reader.problem("PUSH_TEMPLATES_DIR: \(line)") }
+            }
+        }
+        let reloadSeconds = reader.integer("PUSH_TEMPLATES_RELOAD_S", default: 5, in: 0...3600)
+
         var configured = Set<ProviderID>()
         if proxy != nil { configured.insert(.proxy) }
         if apns != nil { configured.insert(.apns) }
@@ -154,6 +168,7 @@ public struct WorkerConfiguration: Sendable {
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
             maximumConnectionsPerHost: connections, httpPort: httpPort, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
+            templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }
 }
@@ -228,8 +243,16 @@ extension WorkerConfiguration {
                 if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
                 if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
                 if CredentialCheck.signingKey(at: keyFile, place: "PUSH_APNS_KEY_FILE", reader: &reader) {
+                    var cancelPushType = APNsPushType.voip
+                    if let name = reader.string("PUSH_APNS_CANCEL_PUSH_TYPE") {
+                        if let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) {
+                            cancelPushType = type
+                        } else {
+                            reader.problem("PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"\(name)\"")
+                        }
+                    }
                     apps.append(APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
-                                        topicOverride: reader.string("PUSH_APNS_TOPIC")))
+                                        topicOverride: reader.string("PUSH_APNS_TOPIC"), cancelPushType: cancelPushType))
                 }
             }
         }
@@ -237,7 +260,7 @@ extension WorkerConfiguration {
         let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
         for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
         guard !apps.isEmpty else {
-            for variable in ["PUSH_APNS_HOST", "PUSH_APNS_PORT", "PUSH_APNS_CA_FILE", "PUSH_APNS_TOPIC"] where reader.string(variable) != nil {
+            for variable in ["PUSH_APNS_HOST", "PUSH_APNS_PORT", "PUSH_APNS_CA_FILE", "PUSH_APNS_TOPIC", "PUSH_APNS_CANCEL_PUSH_TYPE"] where reader.string(variable) != nil {
                 reader.problem("\(variable) is set but no APNs app is configured")
             }
             return nil

@@ -6,6 +6,7 @@ import Prometheus
 import PushKafka
 import PushCrypto
 import PushSandbox
+import PushCore
 import PushWorker
 import Synchronization
 
@@ -14,7 +15,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-worker",
         abstract: "Delivers push-notification jobs from Kafka through APNs, FCM, Web Push and push-proxy plugins.",
-        subcommands: [Run.self, DemoCommand.self, BenchCommand.self, VAPIDKeys.self, KafkaMock.self, Sandbox.self])
+        subcommands: [Run.self, DemoCommand.self, BenchCommand.self, Send.self, CheckConfig.self, VAPIDKeys.self, KafkaMock.self, Sandbox.self])
 }
 
 struct Run: AsyncParsableCommand {
@@ -201,5 +202,84 @@ struct VAPIDKeys: AsyncParsableCommand {
             throw ValidationError("cannot write \(output)")
         }
         print(try VAPIDKeyFile.describe(key))
+    }
+}
+
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send one push with the configured credentials (PUSH_* variables) to one token or endpoint, print the provider's answer and the outcome.",
+        discussion: """
+            Like the Mizu gateway's sendpush: checks credentials and tokens without Kafka. Give the binding as native fields \
+            (--provider with --token or --endpoint/--p256dh/--auth) or as a SIP binding string (--rfc8599 or --xmpush). \
+            Exits 0 when the provider accepted the push, 1 otherwise, 2 for configuration or argument problems.
+            """)
+
+    @Option(help: "apns, fcm, webpush or proxy (with native fields).") var provider: String?
+    @Option(help: "APNs bundle id, FCM project id or proxy app.") var app: String?
+    @Option(help: "Device token (APNs hex, FCM registration token, proxy token).") var token: String?
+    @Option(help: "APNs environment: production or sandbox.") var environment: String?
+    @Option(help: "APNs push type (voip, alert, …) or proxy push type.") var pushType: String?
+    @Option(help: "FCM/proxy platform: android, ios, web.") var platform: String?
+    @Option(help: "Proxy token type: fcm, apns, apnsVoip, cookie.") var tokenType: String?
+    @Option(help: "Web Push subscription endpoint.") var endpoint: String?
+    @Option(help: "Web Push subscription key p256dh.") var p256dh: String?
+    @Option(help: "Web Push subscription key auth.") var auth: String?
+    @Option(help: "RFC 8599 binding, e.g. 'pn-provider=apns;pn-param=TEAMID.com.example.app.voip;pn-prid=<token>'.") var rfc8599: String?
+    @Option(help: "X-MPUSH binding, e.g. 's:i:com.example.app:<token>'.") var xmpush: String?
+    @Option(help: "Job kind: call, message, cancel, custom or wake.") var kind = "message"
+    @Option(help: "Notification title.") var title: String?
+    @Option(help: "Notification body.") var body: String?
+    @Option(help: "Caller/sender (data.from).") var from: String?
+    @Option(help: "Call id (data.callId).") var callId: String?
+    @Option(help: "TTL in seconds.") var ttl: Int64 = 60
+
+    func run() async throws {
+        guard let jobKind = JobKind(rawValue: kind) else {
+            throw ValidationError("--kind must be one of \(JobKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let fields: [(String, String?)] = [
+            ("provider", provider), ("app", app), ("token", token), ("environment", environment), ("pushType", pushType),
+            ("platform", platform), ("tokenType", tokenType), ("endpoint", endpoint), ("rfc8599", rfc8599), ("xmpush", xmpush),
+        ]
+        var keys: WebPushKeys?
+        if p256dh != nil || auth != nil {
+            guard let p256dh, let auth else { throw ValidationError("--p256dh and --auth go together") }
+            keys = WebPushKeys(p256dh: p256dh, auth: auth)
+        }
+        var data: [String: String] = [:]
+        data["from"] = from
+        data["callId"] = callId
+        let options = OperatorSend.Options(target: fields.compactMap { name, value in value.map { (name, $0) } }, keys: keys,
+                                           kind: jobKind, title: title, body: body, data: data, ttlSeconds: ttl)
+        LogSetup.bootstrap(format: .text, level: .error)
+        let report: OperatorSend.Report
+        do {
+            report = try await OperatorSend.run(environment: ProcessInfo.processInfo.environment, options: options,
+                                                logger: Logger(label: "push-worker-send"))
+        } catch {
+            for problem in error.problems { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
+            throw ExitCode(2)
+        }
+        print(report.lines.joined(separator: "\n"))
+        if !report.delivered { throw ExitCode(1) }
+    }
+}
+
+struct CheckConfig: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Validate the PUSH_* environment, credential files and payload templates, and reach every configured endpoint.",
+        discussion: "Prints one line per problem and exits 1 when there is any (0 and \"configuration OK\" otherwise). " +
+            "Endpoints: Kafka brokers and Redis by TCP connect; APNs, FCM (API and token endpoint) and the push proxy by TLS + HTTP.")
+
+    @Option(help: "Seconds to wait for each endpoint.") var timeout = 3
+
+    func run() async throws {
+        let problems = await ConfigurationCheck.run(environment: ProcessInfo.processInfo.environment, timeout: .seconds(timeout))
+        guard problems.isEmpty else {
+            for problem in problems { print("problem: \(problem)") }
+            throw ExitCode(1)
+        }
+        print("configuration OK")
     }
 }

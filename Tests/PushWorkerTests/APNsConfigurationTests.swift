@@ -69,4 +69,21 @@ struct APNsConfigurationTests {
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).first
             == "PUSH_APPS_FILE apns[0] (com.example.chat): keyId and teamId are required with keyFile")
     }
+
+    @Test("an app's cancel push type comes from PUSH_APNS_CANCEL_PUSH_TYPE or cancelPushType and must be voip or alert")
+    func cancelPushType() throws {
+        let keyFile = try Self.writeKey()
+        let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+                    "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
+        #expect(try WorkerConfiguration.load(from: base).get().apns?.apps.first?.cancelPushType == .voip)
+        #expect(try WorkerConfiguration.load(from: base.merging(["PUSH_APNS_CANCEL_PUSH_TYPE": "alert"]) { $1 }).get()
+            .apns?.apps.first?.cancelPushType == .alert)
+        #expect(problems(base.merging(["PUSH_APNS_CANCEL_PUSH_TYPE": "background"]) { $1 })
+            == ["PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"background\""])
+        let appsFile = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        try #"{"apns": [{"bundleId": "com.example.alerts", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "cancelPushType": "alert"}]}"#
+            .write(toFile: appsFile, atomically: true, encoding: .utf8)
+        let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get()
+        #expect(fromFile.apns?.apps.first?.cancelPushType == .alert)
+    }
 }

@@ -10,6 +10,9 @@ struct DemoTests {
         let statuses = Dictionary(grouping: rows, by: \.title).mapValues { $0.map(\.status) }
         #expect(statuses["incoming call"] == ["delivered", "delivered"])
         #expect(statuses["VoIP call via APNs"] == ["delivered"])
+        #expect(statuses["SIP call to RFC 8599 / X-MPUSH bindings"] == ["delivered", "rejected"])
+        #expect(rows.first { $0.bindingId == "ivan-iphone" }.map { ($0.provider, $0.status, $0.httpStatus) } ?? ("", "", "") == ("apns", "delivered", "200"))
+        #expect(rows.first { $0.bindingId == "ivan-old-pixel" }.map { ($0.provider, $0.action, $0.attempts) } ?? ("", "", "") == ("fcm", "remove_binding", "0"))
         #expect(statuses["app deleted (APNs 410)"] == ["rejected"])
         #expect(rows.first { $0.title == "app deleted (APNs 410)" }?.action == "remove_binding")
         #expect(statuses["chat message via FCM"] == ["delivered", "rejected"])

@@ -1,0 +1,92 @@
+import Foundation
+import PushCore
+import PushHTTP
+import PushSandbox
+import Testing
+import TestSupport
+@testable import APNsPlugin
+
+@Suite("APNs deliveries to SIP bindings and from payload templates")
+struct APNsSIPBindingTests {
+    static let token = String(repeating: "cd", count: 32)
+
+    static func delivery(target: String, kind: String = "call") throws -> Delivery {
+        let json = #"{"v":1,"id":"sip-1","kind":"\#(kind)","userId":"alice","data":{"callId":"c-9","from":"bob"},"targets":[\#(target)]}"#
+        let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())
+        return Delivery(job: job, target: job.targets[0], attempt: 1, now: currentTimeMilliseconds())
+    }
+
+    func provider(_ fixture: APNsSandboxFixture, templates: any PayloadTemplates = BuiltInPayloads()) throws -> APNsProvider {
+        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId,
+                          authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        return try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
+                                                                 sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
+                                transport: CurlHTTPTransport(), logger: testLogger(), templates: templates)
+    }
+
+    @Test("an RFC 8599 APNs binding with service voip delivers with topic <bundle>.voip and push type voip, even for a message")
+    func rfc8599VoipBinding() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try provider(fixture)
+        let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
+        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: "message"))
+        guard case .delivered(_, 200) = result else { Issue.record("not delivered: \(result)"); return }
+        let request = try #require(fixture.server.requests.first)
+        #expect(request.path == "/3/device/\(Self.token)")
+        #expect(request.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")
+        #expect(request.header("apns-push-type") == "voip")
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("an X-MPUSH APNs binding selects the app by its package and follows the kind's push type")
+    func xmpushBinding() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try provider(fixture)
+        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","xmpush":"s:i:\#(APNsSandboxFixture.bundleId):\#(Self.token)"}"#, kind: "message"))
+        guard case .delivered(_, 200) = result else { Issue.record("not delivered: \(result)"); return }
+        let request = try #require(fixture.server.requests.first)
+        #expect(request.header("apns-topic") == APNsSandboxFixture.bundleId)
+        #expect(request.header("apns-push-type") == "alert")
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    /// Renders a fixed document for every key, as a template directory would.
+    struct FixedTemplate: PayloadTemplates {
+        let document: JSONValue
+        func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+            .success(RenderedPayload(document: document, source: "apns/default/default.mustache"))
+        }
+    }
+
+    @Test("a template's payload is sent without Mizu's headers block; headers still follow the binding rules")
+    func templatePayload() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let document = try JSONParser.parse(Array(#"{"headers":{"apns-topic":"wrong.topic"},"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#.utf8))
+        let provider = try provider(fixture, templates: FixedTemplate(document: document))
+        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","token":"\#(Self.token)"}"#))
+        guard case .delivered(_, 200) = result else { Issue.record("not delivered: \(result)"); return }
+        let request = try #require(fixture.server.requests.first)
+        #expect(String(decoding: request.body, as: UTF8.self) == #"{"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#)
+        #expect(request.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("a cancel takes the app's cancel push type unless the binding names one (RFC 8599 service voip)")
+    func cancelPushTypePerBindingAndApp() throws {
+        let alertApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+                               cancelPushType: .alert)
+        let native = try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","app":"com.example.chat","token":"\#(Self.token)"}"#, kind: "cancel")
+        let alert = try APNsRequest.build(native, app: alertApp)
+        #expect(alert.pushType == .alert)
+        #expect(alert.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat")
+        let voipBinding = try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(Self.token)"}"#, kind: "cancel")
+        let voip = try APNsRequest.build(voipBinding, app: alertApp)
+        #expect(voip.pushType == .voip)
+        #expect(voip.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat.voip")
+        let defaultApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
+        #expect(try APNsRequest.build(native, app: defaultApp).pushType == .voip)
+    }
+}

@@ -1,0 +1,182 @@
+import Testing
+@testable import PushCore
+
+@Suite("SIP push bindings: RFC 8599 and X-MPUSH notations")
+struct SIPPushBindingTests {
+    static let apnsToken = String(repeating: "a1", count: 32)
+
+    static let validRFC8599: [(String, SIPPushBinding)] = [
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken)",
+         SIPPushBinding(provider: .apns, app: "com.example", token: apnsToken, pushType: "voip")),
+        ("pn-prid=\(apnsToken);pn-param=DEF123GHIJ.com.example.chat.voip-ptt;pn-provider=apns",
+         SIPPushBinding(provider: .apns, app: "com.example.chat", token: apnsToken, pushType: "pushtotalk")),
+        ("PN-PROVIDER=fcm;pn-param=example-project;pn-prid=dGhpcyBpcw:APA91%3Dtoken",
+         SIPPushBinding(provider: .fcm, app: "example-project", token: "dGhpcyBpcw:APA91=token")),
+        ("pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1",
+         SIPPushBinding(provider: .webpush, token: "https://push.example.net/s/1")),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=null",
+         SIPPushBinding(provider: .apns, app: "com.example", token: nil, pushType: "voip")),
+        ("pn-provider=fcm;pn-param=example-project;pn-prid=null",
+         SIPPushBinding(provider: .fcm, app: "example-project", token: nil)),
+    ]
+
+    @Test("valid RFC 8599 bindings decode to provider, app, token and push type; pn-prid=null is unbound",
+          arguments: validRFC8599.indices)
+    func rfc8599Valid(_ index: Int) throws {
+        let (text, expected) = Self.validRFC8599[index]
+        #expect(try SIPPushBinding.rfc8599(text) == expected)
+    }
+
+    static let malformedRFC8599: [(String, String)] = [
+        ("", "is not a name=value parameter"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip", "pn-prid is required"),
+        ("pn-param=example-project;pn-prid=t", "pn-provider is required"),
+        ("pn-provider=gcm;pn-param=p;pn-prid=t", "pn-provider \"gcm\" is not one of apns, fcm, webpush"),
+        ("pn-provider=fcm;pn-prid=t", "pn-param (the Firebase project id) is required for fcm"),
+        ("pn-provider=apns;pn-prid=\(apnsToken)", "pn-param is required for apns"),
+        ("pn-provider=apns;pn-param=com.example.voip;pn-prid=\(apnsToken)", "must start with the 10-character Apple team id"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.voip;pn-prid=\(apnsToken)", "must be <team id>.<bundle id>.<service>"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ..voip;pn-prid=\(apnsToken)", "must be <team id>.<bundle id>.<service>"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.app;pn-prid=\(apnsToken)", "service \"app\" is not one of complication, voip, voip-ptt"),
+        ("pn-provider=fcm;pn-provider=fcm;pn-param=p;pn-prid=t", "pn-provider appears twice"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=t;pn-purr=x", "parameter pn-purr is not one of pn-provider, pn-param, pn-prid"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=", "pn-prid has an empty or badly percent-encoded value"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=%zz", "pn-prid has an empty or badly percent-encoded value"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=t;", "is not a name=value parameter"),
+        ("pn-provider", "is not a name=value parameter"),
+    ]
+
+    @Test("each malformed RFC 8599 variant is refused with the part and the rule", arguments: malformedRFC8599.indices)
+    func rfc8599Malformed(_ index: Int) {
+        let (text, reason) = Self.malformedRFC8599[index]
+        #expect(throws: SIPPushBinding.Invalid.self) { try SIPPushBinding.rfc8599(text) }
+        do {
+            _ = try SIPPushBinding.rfc8599(text)
+        } catch {
+            #expect(error.description.contains(reason), "\(error.description)")
+        }
+    }
+
+    static let validXMPUSH: [(String, SIPPushBinding)] = [
+        ("a:com.voip.phone:9C2F93A6D1319D3CB5712B469226A719", SIPPushBinding(provider: .fcm, app: "com.voip.phone", token: "9C2F93A6D1319D3CB5712B469226A719", platform: "android")),
+        ("i:com.mycompany.myapp:c-10-ap_Kt0:BPC91bG7", SIPPushBinding(provider: .apns, app: "com.mycompany.myapp", token: "c-10-ap_Kt0:BPC91bG7")),
+        ("s:i:com.example.app:\(apnsToken)", SIPPushBinding(provider: .apns, app: "com.example.app", token: apnsToken, environment: "sandbox")),
+        ("p:i:com.example.app:\(apnsToken)", SIPPushBinding(provider: .apns, app: "com.example.app", token: apnsToken, environment: "production")),
+        ("d:i:com.example.app:\(apnsToken)", SIPPushBinding(provider: .apns, app: "com.example.app", token: apnsToken)),
+        ("j:example-project:fcm:ios-token", SIPPushBinding(provider: .fcm, app: "example-project", token: "fcm:ios-token", platform: "ios")),
+        ("w:web:https://push.example.net/s/1", SIPPushBinding(provider: .webpush, token: "https://push.example.net/s/1")),
+        ("a:com.voip.phone:null", SIPPushBinding(provider: .fcm, app: "com.voip.phone", token: nil, platform: "android")),
+        ("s:i:com.example.app:null", SIPPushBinding(provider: .apns, app: "com.example.app", token: nil, environment: "sandbox")),
+    ]
+
+    @Test("valid X-MPUSH values decode, environment prefix and colons in tokens included; null is unbound",
+          arguments: validXMPUSH.indices)
+    func xmpushValid(_ index: Int) throws {
+        let (text, expected) = Self.validXMPUSH[index]
+        #expect(try SIPPushBinding.xmpush(text) == expected)
+    }
+
+    static let malformedXMPUSH: [(String, String)] = [
+        ("", "must be [s|p|d:]provider:package:token"),
+        ("a:com.voip.phone", "must be [s|p|d:]provider:package:token"),
+        ("s:", "must be [s|p|d:]provider:package:token"),
+        ("s", "must be [s|p|d:]provider:package:token"),
+        ("x:com.voip.phone:t", "provider \"x\" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (Web Push)"),
+        ("q:i:com.example.app:t", "provider \"q\" is not one of"),
+        ("a::token", "the package (Firebase project id) is empty"),
+        ("i::token", "the package (bundle id) is empty"),
+        ("a:com.voip.phone:", "the token is empty"),
+    ]
+
+    @Test("each malformed X-MPUSH variant is refused with the rule", arguments: malformedXMPUSH.indices)
+    func xmpushMalformed(_ index: Int) {
+        let (text, reason) = Self.malformedXMPUSH[index]
+        do {
+            let binding = try SIPPushBinding.xmpush(text)
+            Issue.record("\"\(text)\" was accepted as \(binding)")
+        } catch {
+            #expect(error.description.contains(reason), "\(error.description)")
+        }
+    }
+}
+
+@Suite("Job targets written as SIP bindings")
+struct SIPBindingTargetTests {
+    let decoder = JobDecoder()
+
+    func job(_ target: String, kind: String = "call") -> String {
+        #"{"v":1,"id":"j1","kind":"\#(kind)","userId":"alice","targets":[\#(target)]}"#
+    }
+
+    func decode(_ target: String) throws(JobRejection) -> Target {
+        try decoder.decode(Array(job(target).utf8), fallbackCreatedAt: 1_700_000_000_000).targets[0]
+    }
+
+    func rejection(_ target: String) -> JobRejection? {
+        do { _ = try decode(target); return nil } catch { return error }
+    }
+
+    @Test("an RFC 8599 APNs binding with service voip becomes an APNs target of the bundle id with push type voip")
+    func rfc8599Target() throws {
+        let target = try decode(#"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(SIPPushBindingTests.apnsToken)"}"#)
+        #expect(target == Target(bindingId: "b1", provider: .apns, app: "com.example.chat", token: SIPPushBindingTests.apnsToken, pushType: "voip"))
+    }
+
+    @Test("pn-prid=null decodes to an unbound target without a token")
+    func unboundTarget() throws {
+        let target = try decode(#"{"bindingId":"b1","rfc8599":"pn-provider=fcm;pn-param=example-project;pn-prid=null"}"#)
+        #expect(target.isUnbound)
+        #expect(target.token == nil)
+        #expect(target.provider == .fcm)
+    }
+
+    @Test("an X-MPUSH web push binding takes the endpoint from the token and the keys from the target")
+    func xmpushWebPush() throws {
+        let target = try decode(#"{"bindingId":"b1","xmpush":"w:site:https://push.example.net/s/1","keys":{"p256dh":"k","auth":"a"}}"#)
+        #expect(target.provider == .webpush)
+        #expect(target.endpoint == "https://push.example.net/s/1")
+        #expect(target.keys == WebPushKeys(p256dh: "k", auth: "a"))
+    }
+
+    @Test("binding strings are not mixed with native fields or with each other, and stay held to provider rules")
+    func strictness() {
+        let cases: [(String, String)] = [
+            (#"{"bindingId":"b1","provider":"fcm","xmpush":"a:p:t"}"#, "targets[0].provider cannot be combined with xmpush: the binding string carries provider, app and token"),
+            (#"{"bindingId":"b1","xmpush":"a:p:t","token":"t2"}"#, "targets[0].token cannot be combined with xmpush"),
+            (#"{"bindingId":"b1","xmpush":"a:p:t","rfc8599":"pn-provider=fcm;pn-param=p;pn-prid=t"}"#, "targets[0].rfc8599 and xmpush cannot both be given"),
+            (#"{"bindingId":"b1","xmpush":"a:p:t","keys":{"p256dh":"k","auth":"a"}}"#, "keys cannot be combined with xmpush for fcm"),
+            (#"{"bindingId":"b1","xmpush":"w:site:https://push.example.net/s/1"}"#, "targets[0].xmpush: keys (p256dh, auth) are required for webpush"),
+            (#"{"bindingId":"b1","xmpush":"i:com.example.app:not-hex"}"#, "targets[0].xmpush: token must be an even number (≥ 16) of hex digits for apns"),
+            (#"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-prid=x"}"#, "targets[0].rfc8599 pn-param is required for apns"),
+            (#"{"bindingId":"b1","rfc8599":7}"#, "targets[0].rfc8599 must be a string"),
+            (#"{"bindingId":"b1","xmpush":""}"#, "targets[0].xmpush is required and must be a non-empty string"),
+        ]
+        for (target, reason) in cases {
+            let rejection = rejection(target)
+            #expect(rejection?.code == .invalidField, "\(target)")
+            #expect(rejection?.message.contains(reason) == true, "\(target): \(rejection?.message ?? "accepted")")
+        }
+    }
+}
+
+@Suite("Cancel semantics")
+struct CancelSemanticsTests {
+    static func job(_ kind: JobKind, collapseKey: String? = nil, dedupeKey: String? = nil) -> Job {
+        Job(id: "j-\(kind)", createdAt: 0, ttl: 30, kind: kind, priority: .high, userId: "alice",
+            collapseKey: collapseKey, dedupeKey: dedupeKey, targets: [])
+    }
+
+    @Test("a cancel never shares a dedupe identity with the call it cancels")
+    func cancelIdentityDiffersFromCall() {
+        #expect(DedupeWindows.identity(of: Self.job(.cancel, collapseKey: "call-77")) != DedupeWindows.identity(of: Self.job(.call, collapseKey: "call-77")))
+        #expect(DedupeWindows.identity(of: Self.job(.cancel, dedupeKey: "c-77")) != DedupeWindows.identity(of: Self.job(.call, dedupeKey: "c-77")))
+        #expect(DedupeWindows.identity(of: Self.job(.cancel)) != DedupeWindows.identity(of: Self.job(.call)))
+        #expect(DedupeWindows.identity(of: Self.job(.call, collapseKey: "call-77")) == "call-77")
+    }
+
+    @Test("Mizu TYPE codes: call 0, message 1, cancel 2, custom 3, wake 4")
+    func mizuTypes() {
+        #expect(JobKind.allCases.map(\.mizuType) == [0, 1, 2, 3, 4])
+        #expect([JobKind.call, .message, .cancel, .custom, .wake].map(\.mizuType) == [0, 1, 2, 3, 4])
+    }
+}

@@ -1,0 +1,54 @@
+import PushCore
+import PushKafka
+import Testing
+import TestSupport
+@testable import PushPipeline
+
+@Suite("SIP bindings and cancels in the pipeline")
+struct SIPBindingPipelineTests {
+    static func message(_ json: String) -> KafkaMessage {
+        KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+                     value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+    }
+
+    static func outcomes(_ processed: ProcessedJob) -> [Outcome] {
+        guard case .publish(let publications, _) = processed else { return [] }
+        return publications.compactMap { if case .outcome(let outcome) = $0 { outcome } else { nil } }
+    }
+
+    func processor(_ provider: ScriptedProvider, windows: DedupeWindows = .default) -> JobProcessor {
+        var configuration = PipelineConfiguration()
+        configuration.dedupeWindows = windows
+        return JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+                            retryQueue: nil, logger: testLogger())
+    }
+
+    @Test("pn-prid=null yields rejected + remove_binding with no provider call; the job's other targets are sent")
+    func unboundTargetIsRejectedUnsent() async throws {
+        let provider = ScriptedProvider(id: .fcm) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
+        let job = #"{"v":1,"id":"j1","kind":"call","userId":"alice","targets":[{"bindingId":"gone","rfc8599":"pn-provider=fcm;pn-param=dead-project;pn-prid=null"},{"bindingId":"live","xmpush":"a:live-project:tok-1"}]}"#
+        let outcomes = Self.outcomes(await processor(provider).process(Self.message(job)))
+        let gone = try #require(outcomes.first { $0.bindingId == "gone" })
+        #expect(gone.status == .rejected)
+        #expect(gone.action == .removeBinding)
+        #expect(gone.attempts == 0)
+        #expect(gone.app == "dead-project")
+        #expect(provider.calls(for: "dead-project") == 0)
+        #expect(outcomes.first { $0.bindingId == "live" }?.status == .delivered)
+        #expect(provider.calls(for: "live-project") == 1)
+    }
+
+    @Test("a cancel is never deduplicated against the call it cancels, even with the call's collapseKey and a cancel window")
+    func cancelNotDeduplicatedAgainstCall() async throws {
+        let provider = ScriptedProvider { _ in .delivered(providerMessageId: nil, httpStatus: 200) }
+        let processor = processor(provider, windows: DedupeWindows(milliseconds: [.call: 5_000, .cancel: 5_000]))
+        func job(_ id: String, _ kind: String) -> KafkaMessage {
+            Self.message(#"{"v":1,"id":"\#(id)","kind":"\#(kind)","userId":"alice","collapseKey":"call-77","data":{"callId":"call-77"},"targets":[{"bindingId":"b1","provider":"proxy","app":"p"}]}"#)
+        }
+        #expect(Self.outcomes(await processor.process(job("call-77", "call"))).first?.status == .delivered)
+        #expect(Self.outcomes(await processor.process(job("cancel-77", "cancel"))).first?.status == .delivered)
+        #expect(Self.outcomes(await processor.process(job("cancel-77b", "cancel"))).first?.status == .deduplicated,
+                "a second cancel of the same call inside the cancel window is still a duplicate")
+        #expect(provider.calls(for: "p") == 2)
+    }
+}
