@@ -83,7 +83,7 @@ let package = Package(
         ], path: "Sources/PushWorker"),
         // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
         .target(name: "PushBench", dependencies: [
-            "PushWorker", "PushPipeline", "PushKafka", "PushSandbox", "PushCrypto", "PushCore", "APNsPlugin",
+            "PushWorker", "PushPipeline", "PushKafka", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore", "APNsPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),

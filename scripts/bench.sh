@@ -5,9 +5,12 @@
 # endpoint with the same connections, then h2load again; prints both and the ratio
 # push-worker / h2load (best h2load run). Stops everything it started.
 #
-#   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--no-build]
+# With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
+# (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
+#
+#   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-voip=1,apns-alert=3 build=1 extra=()
+jobs=200000 connections=4 mix=apns-voip=1,apns-alert=3 build=1 libcurl8=0 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -15,6 +18,7 @@ while [ $# -gt 0 ]; do
         --mix) mix=$2; shift 2 ;;
         --in-flight|--rate) extra+=("$1" "$2"); shift 2 ;;
         --no-build) build=0; shift ;;
+        --libcurl8) libcurl8=1; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -32,10 +36,8 @@ port=$(free_port)
 mkdir -p "$work/body"
 sed -e "s#@WORK@#$work#g" -e "s#@PORT@#$port#g" bench/nginx.conf > "$work/nginx.conf"
 nginx -c "$work/nginx.conf" -e "$work/nginx-error.log" & pids+=($!)
-"$bin" kafka-mock --topic push.jobs:32 --topic push.outcomes:8 --topic push.dlq:1 --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
-wait_for_file "$work/bootstrap"
 for _ in $(seq 1 50); do
     curl -sf --http2 --cacert "$work/server.pem" -d '{}' "https://localhost:$port/3/device/be" >/dev/null && break
     sleep 0.1
@@ -47,23 +49,51 @@ h2load_run() {
         -H 'apns-topic: com.example.chat' -H 'apns-push-type: alert' -H 'apns-priority: 10' \
         "https://127.0.0.1:$port/3/device/$token" > "$work/h2load-$1.txt"
     grep -q "$jobs succeeded" "$work/h2load-$1.txt" || { cat "$work/h2load-$1.txt" >&2; fail "h2load run $1 had failures"; }
-    grep -oP 'finished in [0-9.]+s, \K[0-9.]+' "$work/h2load-$1.txt"
+    grep -oP 'finished in [0-9.]+m?s, \K[0-9.]+' "$work/h2load-$1.txt"
 }
 echo "h2load -c $connections -m 100, $jobs POSTs of 300 B to nginx ..." >&2
 before=$(h2load_run before)
-echo "push-worker bench --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
-PUSH_KAFKA_BROKERS=$(cat "$work/bootstrap") PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
-    "$bin" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
-    --endpoint "https://localhost:$port" --ca-file "$work/server.pem" --report-file "$work/report.json"
+# One push-worker run on a fresh Kafka mock cluster; $1 names the report, the rest is the environment.
+bench_run() {
+    local label=$1; shift
+    rm -f "$work/bootstrap"
+    "$bin" kafka-mock --topic push.jobs:32 --topic push.outcomes:8 --topic push.dlq:1 --bootstrap-file "$work/bootstrap" >/dev/null &
+    local kafka=$!
+    pids+=($kafka)
+    wait_for_file "$work/bootstrap"
+    echo "push-worker bench ($label) --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
+    env "$@" PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
+        "$bin" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
+        --endpoint "https://localhost:$port" --ca-file "$work/server.pem" --report-file "$work/report-$label.json"
+    kill "$kafka"
+    redis-cli -p "$redis_port" flushall >/dev/null
+}
+reports=()
+bench_run default
+reports+=("$work/report-default.json")
+if [ "$libcurl8" = 1 ]; then
+    curl8=.build-bench/libcurl8
+    if [ ! -e "$curl8/usr/lib/x86_64-linux-gnu/libcurl.so.4" ]; then
+        mkdir -p "$curl8/lists/partial"
+        echo "deb http://deb.debian.org/debian bookworm-backports main" > "$curl8/sources.list"
+        apt_options=(-o Dir::State::Lists="$PWD/$curl8/lists" -o Dir::Etc::sourcelist="$PWD/$curl8/sources.list" -o Dir::Etc::sourceparts=-)
+        apt-get "${apt_options[@]}" update -qq
+        (cd "$curl8" && apt-get "${apt_options[@]}" download -qq libcurl4/bookworm-backports 2>/dev/null)
+        dpkg -x "$curl8"/libcurl4_*.deb "$curl8"
+    fi
+    bench_run libcurl8 LD_LIBRARY_PATH="$PWD/$curl8/usr/lib/x86_64-linux-gnu"
+    reports+=("$work/report-libcurl8.json")
+fi
 after=$(h2load_run after)
-python3 - "$work/report.json" "$before" "$after" <<'PY'
+python3 - "$before" "$after" "${reports[@]}" <<'PY'
 import json, sys
-report = json.load(open(sys.argv[1]))
-before, after = float(sys.argv[2]), float(sys.argv[3])
+before, after = float(sys.argv[1]), float(sys.argv[2])
 ceiling = max(before, after)
-rate = report["jobsPerSecond"]
 print()
 print(f"h2load (same endpoint, same connections): {before:.0f} req/s before, {after:.0f} req/s after")
-print(f"push-worker end to end:                   {rate:.0f} jobs/s")
-print(f"ratio push-worker / h2load:               {rate / ceiling:.3f}")
+for path in sys.argv[3:]:
+    report = json.load(open(path))
+    rate = report["jobsPerSecond"]
+    curl = report["transport"].split()[0]
+    print(f"push-worker end to end ({curl}): {rate:.0f} jobs/s, ratio push-worker / h2load = {rate / ceiling:.3f}")
 PY

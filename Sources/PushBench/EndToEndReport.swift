@@ -1,4 +1,5 @@
 import Foundation
+import PushHTTP
 import PushWorker
 
 /// What one bench run measured; printed as a table or as JSON (`--json`).
@@ -16,6 +17,7 @@ public struct EndToEndReport: Sendable, Codable {
     public let endpoint: String
     public let kafka: String
     public let redis: String
+    public let transport: String
     public let maxInFlight: Int
     public let connectionsPerHost: Int
     /// Offered load in jobs/s, or nil when all jobs were queued before the start.
@@ -38,6 +40,7 @@ public struct EndToEndReport: Sendable, Codable {
         mix = options.mix.description
         self.endpoint = endpoint
         self.kafka = kafka
+        transport = CurlHTTPTransport.libraryVersion
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
         connectionsPerHost = configuration.maximumConnectionsPerHost
@@ -80,6 +83,7 @@ public struct EndToEndReport: Sendable, Codable {
             ("endpoint", endpoint),
             ("kafka", kafka),
             ("redis", redis),
+            ("transport", transport),
             ("in flight / connections", "\(maxInFlight) jobs / \(connectionsPerHost) per host"),
             ("offered load", offeredRate.map { "\($0) jobs/s (produced during the run)" } ?? "all queued before the start"),
             ("throughput", "\(format(jobsPerSecond, 0)) jobs/s over \(format(seconds, 2)) s"),

@@ -43,6 +43,9 @@ public final class CurlHTTPTransport: HTTPTransport {
 
     public func shutdown() { loop.stop() }
 
+    /// libcurl's version line as loaded at run time, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 … nghttp2/1.52.0`.
+    public static var libraryVersion: String { String(cString: curl_version()) }
+
     deinit { loop.stop() }
 }
 
