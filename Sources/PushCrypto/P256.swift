@@ -3,12 +3,9 @@ import COpenSSL
 /// NIST P-256 keys in the raw forms Web Push uses: 65-byte uncompressed points and
 /// 32-byte private scalars.
 extension PrivateKey {
-    /// DER prefixes for SEC1 ECPrivateKey (without the public key, which OpenSSL derives)
-    /// and SubjectPublicKeyInfo on prime256v1.
+    /// DER prefix and suffix of a SEC1 ECPrivateKey on prime256v1 (without the public key, which OpenSSL derives).
     private static let sec1Prefix: [UInt8] = [0x30, 0x31, 0x02, 0x01, 0x01, 0x04, 0x20]
     private static let sec1Suffix: [UInt8] = [0xA0, 0x0A, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
-    static let spkiPrefix: [UInt8] = [0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08,
-                                      0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00]
 
     /// A P-256 key from its 32-byte private scalar.
     public static func p256(rawPrivateKey scalar: [UInt8]) throws(CryptoError) -> PrivateKey {
@@ -49,7 +46,10 @@ extension PrivateKey {
         guard let context = EVP_PKEY_CTX_new(pointer, nil) else { throw .openSSL("EVP_PKEY_CTX_new") }
         defer { EVP_PKEY_CTX_free(context) }
         var length = 0
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer.pointer) == 1,
+        // The peer key's point was checked to lie on the curve when it was imported; P-256 has
+        // cofactor 1, so the full public-key check of EVP_PKEY_derive_set_peer (a second scalar
+        // multiplication, half the cost of the derive) adds nothing.
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer_ex(context, peer.pointer, 0) == 1,
               EVP_PKEY_derive(context, nil, &length) == 1
         else { throw .openSSL("ECDH") }
         var secret = [UInt8](repeating: 0, count: length)
@@ -62,12 +62,7 @@ extension PublicKey {
     /// A P-256 public key from its uncompressed point; refuses points not on the curve.
     public convenience init(p256 point: [UInt8]) throws(CryptoError) {
         guard point.count == 65, point[0] == 0x04 else { throw CryptoError("a P-256 public key is a 65-byte uncompressed point") }
-        let der = PrivateKey.spkiPrefix + point
-        let key = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
-            var cursor = buffer.baseAddress
-            return d2i_PUBKEY(nil, &cursor, buffer.count)
-        }
-        guard let key else { throw .openSSL("P-256 public key") }
+        guard let key = push_p256_public_key(point, point.count) else { throw .openSSL("P-256 public key (not a point on the curve?)") }
         self.init(owning: key)
     }
 }
