@@ -58,10 +58,17 @@ enum APNsRequest {
         var bytes = Array(Digest.sha256(Array(key.utf8)).prefix(16))
         bytes[6] = bytes[6] & 0x0F | 0x50
         bytes[8] = bytes[8] & 0x3F | 0x80
-        let hex = Digest.hex(bytes)
-        let characters = Array(hex)
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+        var text = [UInt8]()
+        text.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(hexDigits[Int(byte >> 4)])
+            text.append(hexDigits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// `aps` plus the job's data at the top level. Background pushes carry `content-available`
     /// only (no alert, sound or badge, as Apple requires); alerts with data get `mutable-content`

@@ -12,7 +12,10 @@ public enum Digest {
         let digits = Array("0123456789abcdef".utf8)
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count * 2)
-        for byte in bytes { output += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
+        for byte in bytes {
+            output.append(digits[Int(byte >> 4)])
+            output.append(digits[Int(byte & 15)])
+        }
         return String(decoding: output, as: UTF8.self)
     }
 }

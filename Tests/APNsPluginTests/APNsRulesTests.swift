@@ -100,7 +100,11 @@ struct APNsRulesTests {
         #expect(try headers(Self.delivery(attempt: 3))["apns-id"] == first)
         #expect(try headers(Self.delivery(bindingId: "b2"))["apns-id"] != first)
         #expect(first.count == 36)
-        #expect(Array(first)[14] == "5")
+        let characters = Array(first)
+        #expect([8, 13, 18, 23].allSatisfy { characters[$0] == "-" }, "8-4-4-4-12 groups")
+        #expect(characters.enumerated().allSatisfy { [8, 13, 18, 23].contains($0.offset) || "0123456789abcdef".contains($0.element) })
+        #expect(characters[14] == "5", "version 5 (name-based)")
+        #expect("89ab".contains(characters[19]), "RFC 4122 variant")
     }
 
     @Test("the alert payload has aps alert, sound, badge, mutable-content and the data at the top level")
