@@ -37,6 +37,9 @@ public enum EndToEndBench {
             "PUSH_MAX_IN_FLIGHT": "2000",
             "PUSH_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
             "PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+            // librdkafka's mock broker holds a fetch for fetch.wait.max.ms (500) even when data arrives
+            // meanwhile; a real broker answers as soon as fetch.min.bytes (1) are there.
+            "PUSH_RDKAFKA_FETCH_WAIT_MAX_MS": "10",
             "PUSH_SHUTDOWN_GRACE_S": "5",
             "PUSH_PROVIDERS": Set(options.mix.kinds.map(\.provider)).sorted().joined(separator: ","),
         ]
@@ -79,7 +82,11 @@ public enum EndToEndBench {
         let cpuAtStart = ProcessResources.cpuSeconds()
         let running = Task { try await worker.run() }
         let feeding: Task<Void, any Error>? = options.rate.map { rate in
-            Task { try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: worker.producer, rate: rate) }
+            Task {
+                // Offer the load once the consumer has joined, so the group join does not count as queueing.
+                while !worker.pipeline.readiness.ready { try await Task.sleep(for: .milliseconds(20)) }
+                try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: worker.producer, rate: rate)
+            }
         }
         let started = ContinuousClock.now
         var lastProgress = started
