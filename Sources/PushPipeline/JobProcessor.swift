@@ -63,29 +63,15 @@ public struct JobProcessor: Sendable {
         let window = job.deadline.isExpired(at: clock()) ? 0 : configuration.dedupeWindows.window(for: job.kind)
         guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
 
+        // One target (the common case) runs on the job's own task: a child task per target
+        // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
+        if job.targets.count == 1 {
+            return Self.combine([await handle(job, target: job.targets[0], prior: prior[0], window: window, source: source)])
+        }
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
                 group.addTask {
-                    if target.isUnbound, !prior[index].isAlreadyFinished {
-                        return (index, await finish(Outcome(unboundJob: job, target: target, at: clock())))
-                    }
-                    switch prior[index] {
-                    case .alreadyFinished(let outcome):
-                        logger.info("redelivered job: final outcome already recorded, not sent again",
-                                    metadata: metadata(job, target, ["status": "\(outcome.status.rawValue)"]))
-                        return (index, .final([.outcome(outcome)]))
-                    case .inRetryQueue:
-                        logger.info("redelivered job: this target waits in the retry queue, which owns it",
-                                    metadata: metadata(job, target))
-                        return (index, .handedOff([]))
-                    case .duplicate(let earlierJob):
-                        let outcome = Outcome(job: job, target: target, status: .deduplicated,
-                                              reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
-                                              attempts: 0, at: clock())
-                        return (index, await finish(outcome))
-                    case .fresh:
-                        return (index, await attempt(job, target, startingAt: 1, source: source, entryId: nil))
-                    }
+                    (index, await handle(job, target: target, prior: prior[index], window: window, source: source))
                 }
             }
             var results = [TargetResult](repeating: .abandoned, count: job.targets.count)
@@ -93,6 +79,29 @@ public struct JobProcessor: Sendable {
             return results
         }
         return Self.combine(results)
+    }
+
+    /// One target of a consumed job, given what the store knew about it.
+    private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, source: Source) async -> TargetResult {
+        if target.isUnbound, !prior.isAlreadyFinished {
+            return await finish(Outcome(unboundJob: job, target: target, at: clock()))
+        }
+        switch prior {
+        case .alreadyFinished(let outcome):
+            logger.info("redelivered job: final outcome already recorded, not sent again",
+                        metadata: metadata(job, target, ["status": "\(outcome.status.rawValue)"]))
+            return .final([.outcome(outcome)])
+        case .inRetryQueue:
+            logger.info("redelivered job: this target waits in the retry queue, which owns it", metadata: metadata(job, target))
+            return .handedOff([])
+        case .duplicate(let earlierJob):
+            let outcome = Outcome(job: job, target: target, status: .deduplicated,
+                                  reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
+                                  attempts: 0, at: clock())
+            return await finish(outcome)
+        case .fresh:
+            return await attempt(job, target, startingAt: 1, source: source, entryId: nil)
+        }
     }
 
     /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number.
