@@ -5,12 +5,14 @@
 # endpoint with the same connections, then h2load again; prints both and the ratio
 # push-worker / h2load (best h2load run). Stops everything it started.
 #
+# The default mix is APNs alerts only, the request h2load sends: with all jobs queued first,
+# calls (TTL 30 s) at the back of the queue would expire instead of being sent.
 # With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
 # (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
 #
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-voip=1,apns-alert=3 build=1 libcurl8=0 extra=()
+jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;

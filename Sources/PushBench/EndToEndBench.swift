@@ -84,6 +84,7 @@ public enum EndToEndBench {
         let feeding: Task<Void, any Error>? = options.rate.map { rate in
             Task {
                 // Offer the load once the consumer has joined, so the group join does not count as queueing.
+                worker.producer.prepare(topics: [jobsTopic])
                 while !worker.pipeline.readiness.ready { try await Task.sleep(for: .milliseconds(20)) }
                 try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: worker.producer, rate: rate)
             }

@@ -29,6 +29,8 @@ public final class KafkaConsumer: Sendable {
             "auto.commit.interval.ms": "1000",
             "auto.offset.reset": "earliest",
             "enable.partition.eof": "false",
+            // Prefetch at most 16 MiB (librdkafka's default is 64 MiB) so a replica's memory stays small.
+            "queued.max.messages.kbytes": "16384",
         ]
     }
 

@@ -131,6 +131,21 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// Looks up `topics`' partitions and leaders now. Without it the first record to a topic
+    /// waits for librdkafka's metadata refresh (about a second), and so does every record
+    /// produced to that topic meanwhile. Returns the topics it could not look up.
+    @discardableResult
+    public func prepare(topics: [String], timeout: Duration = .seconds(5)) -> [String] {
+        topics.filter { name in
+            guard let topic = rd_kafka_topic_new(handle, name, nil) else { return true }
+            defer { rd_kafka_topic_destroy(topic) }
+            var metadata: UnsafePointer<rd_kafka_metadata_t>?
+            let error = rd_kafka_metadata(handle, 0, topic, &metadata, Int32(timeout.components.seconds * 1000))
+            if let metadata { rd_kafka_metadata_destroy(metadata) }
+            return error != RD_KAFKA_RESP_ERR_NO_ERROR
+        }
+    }
+
     /// Waits up to `timeout` for queued records to be delivered, then stops polling.
     public func close(timeout: Duration = .seconds(10)) {
         guard !poller.stopping.exchange(true, ordering: .relaxed) else { return }

@@ -76,6 +76,7 @@ public final class DeliveryPipeline: Sendable {
     /// Consumes until `stop()`; returns after in-flight work finished or was abandoned and the consumer left the group.
     public func run() async throws {
         let metrics = processor.metrics
+
         let consumer = try KafkaConsumer(properties: consumerProperties, topics: [configuration.jobsTopic], logger: logger,
                                          statistics: { json in
                                              for (topic, partition, lag) in ConsumerLag.parse(json) {
@@ -83,6 +84,11 @@ public final class DeliveryPipeline: Sendable {
                                              }
                                          }) { [weak self] event in self?.handle(event) }
         let thread = Thread { [self] in
+            let unknown = publisher.prepareTopics()
+            if !unknown.isEmpty {
+                logger.warning("could not look up the outcome topics yet; the first outcomes may wait for a metadata refresh",
+                               metadata: ["topics": "\(unknown)"])
+            }
             consumeLoop(consumer)
             consumerFinished.signal()
         }

@@ -23,6 +23,12 @@ public struct OutcomePublisher: Sendable {
         self.logger = logger
     }
 
+    /// Learns the outcome and dead-letter topics' partitions before the first job (blocks up to
+    /// a few seconds); returns the topics that could not be looked up.
+    func prepareTopics() -> [String] {
+        producer.prepare(topics: [outcomesTopic, deadLetterTopic])
+    }
+
     func records(for publications: [Publication]) -> [KafkaRecord] {
         publications.map { publication in
             switch publication {

@@ -4,7 +4,7 @@ public struct PipelineConfiguration: Sendable {
     public var jobsTopic: String
     public var outcomesTopic: String
     public var deadLetterTopic: String
-    /// Jobs consumed and not yet finished; at the limit the consumer pauses.
+    /// Jobs consumed and not yet finished; at the limit the consumer stops polling until one finishes.
     public var maximumInFlightJobs: Int
     public var retryPolicy: RetryPolicy
     public var jobLimits: JobLimits

@@ -22,7 +22,7 @@ public enum ConfigurationReference {
         .init("PUSH_OUTCOMES_TOPIC", "push.outcomes", "Topic every outcome is published to (key = bindingId)."),
         .init("PUSH_DLQ_TOPIC", "push.dlq", "Dead-letter topic for invalid jobs (reason in the `push-dlq-reason` header)."),
         .init("PUSH_RDKAFKA_<PROPERTY>", nil, "Any librdkafka property, `_` → `.` (e.g. `PUSH_RDKAFKA_SECURITY_PROTOCOL=ssl`); applied to consumer and producer."),
-        .init("PUSH_MAX_IN_FLIGHT", "1000", "Jobs consumed but not finished; at this number the consumer pauses."),
+        .init("PUSH_MAX_IN_FLIGHT", "1000", "Jobs consumed but not finished; at this number the consumer stops polling until one finishes."),
         .init("PUSH_MAX_JOB_BYTES", "131072", "Largest accepted job message; larger ones go to the dead-letter topic."),
         .init("PUSH_RETRY_BASE_MS", "1000", "Backoff base: retry n waits a random time in [0, base·2^(n-1)] (full jitter)."),
         .init("PUSH_RETRY_MAX_MS", "60000", "Backoff cap."),

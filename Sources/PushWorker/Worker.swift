@@ -92,5 +92,6 @@ public struct Worker: Sendable {
     static let consumerOnly: Set<String> = ["auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms",
                                              "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
                                              "partition.assignment.strategy", "enable.partition.eof",
-                                             "group.instance.id", "fetch.min.bytes", "fetch.wait.max.ms"]
+                                             "group.instance.id", "fetch.min.bytes", "fetch.wait.max.ms",
+                                             "queued.max.messages.kbytes"]
 }

@@ -62,7 +62,7 @@ struct BenchCommand: AsyncParsableCommand {
             return
         }
         let level = ProcessInfo.processInfo.environment["PUSH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
-        LogSetup.bootstrap(format: .text, level: level)
+        LogSetup.bootstrap(format: ProcessInfo.processInfo.environment["PUSH_LOG_FORMAT"] == "json" ? .json : .text, level: level)
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
         var options = EndToEndBench.Options()
         options.jobs = jobs

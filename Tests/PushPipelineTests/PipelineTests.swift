@@ -153,7 +153,7 @@ struct PipelineTests {
         #expect(!outcomes(reader.received).isEmpty)
     }
 
-    @Test("at the in-flight limit the consumer pauses instead of buffering, then resumes and finishes everything")
+    @Test("at the in-flight limit the consumer stops taking jobs instead of buffering, then finishes everything")
     func backPressure() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
