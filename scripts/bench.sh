@@ -7,6 +7,7 @@
 #
 # The default mix is APNs alerts only, the request h2load sends: with all jobs queued first,
 # calls (TTL 30 s) at the back of the queue would expire instead of being sent.
+# It ends with the micro-benchmarks (`push-worker bench --micro`) beside `openssl speed ecdhp256`.
 # With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
 # (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
 #
@@ -87,8 +88,22 @@ if [ "$libcurl8" = 1 ]; then
     reports+=("$work/report-libcurl8.json")
 fi
 after=$(h2load_run after)
-python3 - "$before" "$after" "${reports[@]}" <<'PY'
+echo "push-worker bench --micro; openssl speed ecdhp256 ..." >&2
+"$bin" bench --micro --json > "$work/micro.json"
+openssl speed -seconds 3 ecdhp256 2>/dev/null | awk '/nistp256/ {print $NF}' > "$work/ecdh.txt"
+python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${reports[@]}" <<'PY'
 import json, sys
+micro, ecdh = json.load(open(sys.argv[1])), float(sys.argv[2])
+print()
+for result in micro:
+    line = f"{result['name']:<55} {result['operationsPerSecond']:>12.0f}/s {result['microsecondsPerOperation']:>9.2f} µs"
+    if result.get("reference"):
+        line += f"   ({result['reference']}: {result['referencePerSecond']:.0f}/s)"
+    print(line)
+    if result["name"].startswith("Web Push"):
+        webpush = result["operationsPerSecond"]
+print(f"openssl speed ecdhp256 (one core): {ecdh:.0f} op/s; Web Push encryption / ECDH = {webpush / ecdh:.2f}")
+sys.argv[1:] = sys.argv[3:]
 before, after = float(sys.argv[1]), float(sys.argv[2])
 ceiling = max(before, after)
 print()
