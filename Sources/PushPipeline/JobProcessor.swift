@@ -15,6 +15,7 @@ public struct JobProcessor: Sendable {
     /// nil: retries wait in the job's task and its offset stays uncommitted (single replica, no Redis).
     let retryQueue: (any RetryQueue)?
     let breakers: CircuitBreakers
+    let appLimits: AppConcurrencyLimits
     let health: StoreHealth
     let metrics: PipelineMetrics
     let clock: Clock
@@ -32,6 +33,7 @@ public struct JobProcessor: Sendable {
         self.store = store
         self.retryQueue = retryQueue
         breakers = CircuitBreakers(settings: configuration.circuitBreaker, metrics: metrics, logger: logger)
+        appLimits = AppConcurrencyLimits(limit: configuration.maximumInFlightPerApp, metrics: metrics)
         self.health = health
         self.metrics = metrics
         self.clock = clock
@@ -47,11 +49,21 @@ public struct JobProcessor: Sendable {
         let key: [UInt8]?
         let fallbackCreatedAt: Int64
         let description: String
+        /// The lane that consumed it; nil for a claimed retry.
+        var lane: Lane? = nil
+        /// Tells the pipeline while the job waits for an app slot.
+        var parking: JobParking? = nil
     }
 
-    public func process(_ message: KafkaMessage) async -> ProcessedJob {
+    /// Processes a job consumed on `lane`.
+    public func process(_ message: KafkaMessage, lane: Lane = .normal) async -> ProcessedJob {
+        await process(message, lane: lane, parking: nil)
+    }
+
+    func process(_ message: KafkaMessage, lane: Lane, parking: JobParking?) async -> ProcessedJob {
         let source = Source(value: message.value, key: message.key, fallbackCreatedAt: message.timestamp ?? clock(),
-                            description: "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)")
+                            description: "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)",
+                            lane: lane, parking: parking)
         let job: Job
         do {
             job = try decoder.decode(message.value, fallbackCreatedAt: source.fallbackCreatedAt)
@@ -60,7 +72,16 @@ public struct JobProcessor: Sendable {
             logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(error)"])
             return .publish([.deadLetter(error, value: message.value, key: message.key, source: source.description)], handedOff: false)
         }
-        let window = job.deadline.isExpired(at: clock()) ? 0 : configuration.dedupeWindows.window(for: job.kind)
+        let consumedAt = clock()
+        let lag = message.timestamp.map { max(consumedAt - $0, 0) } ?? 0
+        let shed = configuration.shedPolicy.sheds(kind: job.kind, deadline: job.deadline, lane: lane, lagMilliseconds: lag, now: consumedAt)
+        if shed {
+            metrics.shed()
+            logger.info("lane overloaded: message shed instead of sent late", metadata: [
+                "jobId": "\(job.id)", "lagMs": "\(lag)", "remainingTtlMs": "\(job.deadline.remainingMilliseconds(at: consumedAt))",
+            ])
+        }
+        let window = job.deadline.isExpired(at: clock()) || shed ? 0 : configuration.dedupeWindows.window(for: job.kind)
         guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
 
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
@@ -83,6 +104,8 @@ public struct JobProcessor: Sendable {
                                               reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
                                               attempts: 0, at: clock())
                         return (index, await finish(outcome))
+                    case .fresh where shed:
+                        return (index, await finish(Outcome(shedJob: job, target: target, at: clock())))
                     case .fresh:
                         return (index, await attempt(job, target, startingAt: 1, source: source, entryId: nil))
                     }
