@@ -3,6 +3,7 @@ import Logging
 import PushCore
 import PushKafka
 import PushWorker
+import Synchronization
 
 /// `push-worker bench --scenario backlog`: a chat backlog of `backlog` message jobs is queued
 /// in the jobs topic, the worker starts, and while the backlog drains a call is produced
@@ -41,25 +42,21 @@ public enum BacklogBench {
         while recorder.snapshot.finished == 0, ContinuousClock.now - started < options.base.timeout {
             try await Task.sleep(for: .milliseconds(10))
         }
-        var callsProduced = 0
-        var nextCall = ContinuousClock.now
+        // The calls come from their own thread, on schedule even while the backlog saturates the cooperative pool
+        // (an upstream service is another process); each is produced at once, so its Kafka timestamp is its send time.
+        let calls = CallSource(jobs: jobs, producer: producer, topic: urgentTopic, interval: options.callInterval)
+        calls.start()
         var lastProgress = ContinuousClock.now
         var snapshot = recorder.snapshot
         while snapshot.finished < options.backlog, ContinuousClock.now - started < options.base.timeout {
-            if ContinuousClock.now >= nextCall {
-                let call = jobs.call(callsProduced, createdAt: currentTimeMilliseconds())
-                callsProduced += 1
-                // Not awaited: a slow produce acknowledgement must not delay the next call.
-                Task { try? await producer.send([KafkaRecord(topic: urgentTopic, key: call.key, value: call.value)]) }
-                nextCall += options.callInterval
-            }
-            try await Task.sleep(for: .milliseconds(5))
+            try await Task.sleep(for: .milliseconds(20))
             snapshot = recorder.snapshot
             if ContinuousClock.now - lastProgress >= .seconds(5) {
                 lastProgress = .now
-                progress("\(snapshot.finished)/\(options.backlog) backlog jobs, \(snapshot.calls)/\(callsProduced) calls finished; call p99 so far \(snapshot.callLatency.valueAtPercentile(99)) ms")
+                progress("\(snapshot.finished)/\(options.backlog) backlog jobs, \(snapshot.calls)/\(calls.produced) calls finished; call p99 so far \(snapshot.callLatency.valueAtPercentile(99)) ms")
             }
         }
+        let callsProduced = calls.stop()
         let backlogDone = recorder.snapshot
         let callsDeadline = ContinuousClock.now + .seconds(10)
         while recorder.snapshot.calls < callsProduced, ContinuousClock.now < callsDeadline {
@@ -75,6 +72,55 @@ public enum BacklogBench {
                              callsProduced: callsProduced, cpuSeconds: cpuSeconds,
                              kafka: setup.cluster == nil ? configuration.brokers : "embedded mock cluster",
                              endpoint: options.base.endpoint ?? "built-in sandboxes (in this process)")
+    }
+}
+
+/// Produces the `n`-th call every `interval` on a thread of its own until stopped.
+final class CallSource: Sendable {
+    private let jobs: BenchJobs
+    private let producer: KafkaProducer
+    private let topic: String
+    private let interval: Duration
+    private let state = Mutex((produced: 0, stopping: false))
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(jobs: BenchJobs, producer: KafkaProducer, topic: String, interval: Duration) {
+        self.jobs = jobs
+        self.producer = producer
+        self.topic = topic
+        self.interval = interval
+    }
+
+    var produced: Int { state.withLock { $0.produced } }
+
+    func start() {
+        let thread = Thread { [self] in
+            var due = ContinuousClock.now
+            while true {
+                let number = state.withLock { state -> Int? in
+                    guard !state.stopping else { return nil }
+                    state.produced += 1
+                    return state.produced - 1
+                }
+                guard let number else { break }
+                let call = jobs.call(number, createdAt: currentTimeMilliseconds())
+                let record = KafkaRecord(topic: topic, key: call.key, value: call.value)
+                Task { [producer] in try? await producer.send([record]) }
+                due += interval
+                let wait = due - ContinuousClock.now
+                if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
+            }
+            finished.signal()
+        }
+        thread.name = "bench-calls"
+        thread.start()
+    }
+
+    /// Stops producing; returns how many calls were produced.
+    func stop() -> Int {
+        state.withLock { $0.stopping = true }
+        finished.wait()
+        return produced
     }
 }
 

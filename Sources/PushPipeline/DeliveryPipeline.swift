@@ -89,6 +89,8 @@ public final class DeliveryPipeline: Sendable {
     /// The urgent lane's consumer group: the normal group's id with this suffix, so a rebalance
     /// of one lane (which waits for its revoked jobs) never stalls the other.
     public static let urgentGroupSuffix = ".urgent"
+    /// The urgent consumer's `fetch.wait.max.ms` ceiling.
+    public static let urgentFetchWaitMilliseconds = 10
 
     /// - Parameters:
     ///   - consumerProperties: complete librdkafka consumer properties of the normal lane (see
@@ -102,6 +104,10 @@ public final class DeliveryPipeline: Sendable {
         if let urgentTopic = configuration.urgentTopic, urgentTopic != configuration.jobsTopic {
             var properties = consumerProperties
             properties["group.id"] = (properties["group.id"] ?? "push-worker") + Self.urgentGroupSuffix
+            // A broker answers a fetch as soon as data arrives, but one that holds an empty fetch for its
+            // whole wait (librdkafka's mock cluster) would add up to this much to every call.
+            properties["fetch.wait.max.ms"] = properties["fetch.wait.max.ms"].flatMap(Int.init).map { String(min($0, Self.urgentFetchWaitMilliseconds)) }
+                ?? String(Self.urgentFetchWaitMilliseconds)
             sources.append(LaneSource(lane: .urgent, topic: urgentTopic, consumerProperties: properties))
         }
         self.sources = sources
@@ -228,7 +234,8 @@ public final class DeliveryPipeline: Sendable {
             metrics.laneInFlight(lane, jobs: state.lanes[lane]!.inFlight)
             let previous = message.key.flatMap { state.lanes[lane]!.tails[$0]?.task }
             let consumedAt = ContinuousClock.now
-            let task = Task { [self] in
+            // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
+            let task = Task(priority: lane == .urgent ? .high : .medium) { [self] in
                 await previous?.value
                 var completed = false
                 if case .publish(let publications, _) = await processor.process(message, lane: lane, parking: parking) {
