@@ -155,7 +155,7 @@ public struct BacklogReport: Sendable, Codable {
         self.kafka = kafka
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
-        urgentReservedInFlight = configuration.pipeline.urgentReservedInFlightJobs
+        urgentReservedInFlight = configuration.pipeline.effectiveUrgentReservedInFlightJobs
         callIntervalMs = Int(options.callInterval.components.seconds * 1000 + options.callInterval.components.attoseconds / 1_000_000_000_000_000)
         self.callsProduced = callsProduced
         callsFinished = final.calls

@@ -51,7 +51,7 @@ public final class DeliveryPipeline: Sendable {
             let total = configuration.maximumInFlightJobs
             let urgent = lanes[.urgent]?.working ?? 0
             let normal = lanes[.normal]?.working ?? 0
-            let reserved = lanes[.urgent] == nil ? 0 : max(0, min(configuration.urgentReservedInFlightJobs, total - 1))
+            let reserved = lanes[.urgent] == nil ? 0 : configuration.effectiveUrgentReservedInFlightJobs
             switch lane {
             case .urgent: return urgent < reserved || urgent + normal < total
             case .normal: return normal + max(urgent, reserved) < total

@@ -13,6 +13,7 @@ public struct PipelineConfiguration: Sendable {
     public var maximumInFlightJobs: Int
     /// The part of `maximumInFlightJobs` only the urgent lane may use. The urgent lane may also
     /// use whatever the normal lane leaves free; the normal lane never uses the reserved part.
+    /// At most half of `maximumInFlightJobs` is reserved, whatever is set.
     public var urgentReservedInFlightJobs: Int
     /// Jobs consumed and not finished per lane, parked ones included: the read-ahead bound
     /// (and the uncommitted window). nil: twice `maximumInFlightJobs`.
@@ -67,6 +68,9 @@ public struct PipelineConfiguration: Sendable {
         self.revocationGrace = revocationGrace
         self.shutdownGrace = shutdownGrace
     }
+
+    /// The urgent lane's reserve as applied: never more than half of `maximumInFlightJobs`.
+    public var effectiveUrgentReservedInFlightJobs: Int { max(0, min(urgentReservedInFlightJobs, maximumInFlightJobs / 2)) }
 
     /// The read-ahead bound per lane.
     public var readAheadJobs: Int { max(maximumReadAheadJobs ?? 2 * maximumInFlightJobs, maximumInFlightJobs) }

@@ -55,8 +55,8 @@ public struct WorkerConfiguration: Sendable {
             deadLetterTopic: reader.string("PUSH_DLQ_TOPIC") ?? "push.dlq")
         pipeline.maximumInFlightJobs = reader.integer("PUSH_MAX_IN_FLIGHT", default: 1000, in: 1...1_000_000)
         pipeline.urgentReservedInFlightJobs = reader.integer("PUSH_URGENT_RESERVED_IN_FLIGHT", default: 100, in: 0...1_000_000)
-        if pipeline.urgentReservedInFlightJobs >= pipeline.maximumInFlightJobs {
-            reader.problem("PUSH_URGENT_RESERVED_IN_FLIGHT (\(pipeline.urgentReservedInFlightJobs)) must be below PUSH_MAX_IN_FLIGHT (\(pipeline.maximumInFlightJobs))")
+        if reader.string("PUSH_URGENT_RESERVED_IN_FLIGHT") != nil, pipeline.urgentReservedInFlightJobs > pipeline.maximumInFlightJobs / 2 {
+            reader.problem("PUSH_URGENT_RESERVED_IN_FLIGHT (\(pipeline.urgentReservedInFlightJobs)) must be at most half of PUSH_MAX_IN_FLIGHT (\(pipeline.maximumInFlightJobs))")
         }
         if reader.string("PUSH_MAX_READ_AHEAD") != nil {
             let readAhead = reader.integer("PUSH_MAX_READ_AHEAD", default: 2 * pipeline.maximumInFlightJobs, in: 1...10_000_000)
