@@ -38,8 +38,9 @@ public enum BacklogBench {
         let running = Task { try await worker.run() }
         let started = ContinuousClock.now
         progress("worker started; a call every \(options.callInterval) to \(urgentTopic) while the backlog drains")
-        // Calls start once the backlog is being worked on (the groups have joined).
-        while recorder.snapshot.finished == 0, ContinuousClock.now - started < options.base.timeout {
+        // Calls start once the backlog is being worked on and both lanes joined their groups (in production the
+        // urgent consumer is up long before a call comes; its first group join is not what this measures).
+        while recorder.snapshot.finished == 0 || !worker.pipeline.readiness.ready, ContinuousClock.now - started < options.base.timeout {
             try await Task.sleep(for: .milliseconds(10))
         }
         // The calls come from their own thread, on schedule even while the backlog saturates the cooperative pool
