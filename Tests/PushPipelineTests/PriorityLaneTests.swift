@@ -24,21 +24,23 @@ private func produce(_ kafka: KafkaFixture, topic: String, _ jobs: [(key: String
 
 @Suite("Priority lanes: a call never waits behind a chat backlog", .serialized)
 struct PriorityLaneTests {
-    // The issue asks for 20k messages; 6k keep this test near 20 s in a debug build on 2 cores
-    // (20k took 63 s) and still leave the call thousands of messages to overtake.
-    @Test("a call produced behind 6k queued messages is delivered before the backlog drains (its outcome precedes most message outcomes)")
+    // The issue asks for 20k messages; 3k keep this test near 15 s in a debug build on 2 cores (20k took
+    // 63 s and, running beside the other suites, starved their timing-sensitive tests) and still leave the
+    // call thousands of messages to overtake. `push-worker bench --scenario backlog` measures 100k.
+    @Test("a call produced behind 3k queued messages is delivered before the backlog drains (its outcome precedes most message outcomes)")
     func callOvertakesBacklog() async throws {
-        let backlog = 6_000
+        let backlog = 3_000
         let kafka = try KafkaFixture(partitions: 2)
         let sandbox = try await ProxySandboxFixture.start()
-        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox)
+        // A modest in-flight limit keeps this test from flooding the cooperative pool that parallel suites share.
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) { $0.maximumInFlightJobs = 100; $0.urgentReservedInFlightJobs = 10 }
         try await produce(kafka, topic: kafka.jobsTopic, (0..<backlog).map { index in
             ("chat-u\(index % 500)", jobJSON(id: "m\(index)", userId: "chat-u\(index % 500)", targets: [proxyTarget("mb\(index)")]))
         })
         let reader = try kafka.reader()
         let running = harness.start()
         // The backlog is being worked on when the call comes in.
-        _ = await reader.wait(timeout: .seconds(60)) { outcomes($0).count >= 300 }
+        _ = await reader.wait(timeout: .seconds(60)) { outcomes($0).count >= 150 }
         let producedAt = ContinuousClock.now
         try await produce(kafka, topic: kafka.urgentTopic, [("callee", jobJSON(id: "the-call", kind: "call", userId: "callee", ttl: 30,
                                                                               targets: [proxyTarget("callee-phone")]))])
