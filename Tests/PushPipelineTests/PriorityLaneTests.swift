@@ -70,7 +70,7 @@ struct PriorityLaneTests {
         }
         var jobs: [(key: String, value: [UInt8])] = []
         for index in 0..<300 {
-            if index % 10 == 0 {
+            if index % 5 == 0 {  // 60 stalled jobs: more than the 35 the normal lane may work on at once
                 jobs.append(("hang-u\(index)", jobJSON(id: "s\(index)", userId: "hang-u\(index)", targets: [appTarget("sb\(index)", app: "stalled")])))
             } else {
                 jobs.append(("u\(index)", jobJSON(id: "h\(index)", userId: "u\(index)", targets: [appTarget("hb\(index)", app: "healthy-\(index % 2)")])))
@@ -79,7 +79,7 @@ struct PriorityLaneTests {
         try await produce(kafka, topic: kafka.jobsTopic, jobs)
         let reader = try kafka.reader()
         let running = harness.start()
-        let received = await reader.wait(timeout: .seconds(25)) { outcomes($0).count >= 270 }
+        let received = await reader.wait(timeout: .seconds(25)) { outcomes($0).count >= 240 }
         let stalledRequests = sandbox.server.requests.filter { String(decoding: $0.body, as: UTF8.self).contains("hang-u") }.count
         let running5 = harness.processor.appLimits.running(.proxy, app: "stalled")
         try await harness.stop(running)
@@ -88,7 +88,7 @@ struct PriorityLaneTests {
 
         let published = outcomes(received)
         let healthy = published.filter { $0.json?["app"].map { $0 != .string("stalled") } ?? false }
-        #expect(healthy.count == 270, "other apps' outcomes while one app hangs: \(healthy.count) of 270")
+        #expect(healthy.count == 240, "other apps' outcomes while one app hangs: \(healthy.count) of 240")
         #expect(healthy.allSatisfy { $0.json?["status"] == .string("delivered") })
         #expect(stalledRequests <= 5, "requests to the stalled app at once: \(stalledRequests)")
         #expect(running5 == 5)
