@@ -72,7 +72,7 @@ public struct APNsProvider: PushProvider {
         let base = delivery.target.environment == "sandbox" ? configuration.sandboxURL : configuration.productionURL
         let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
                                   timeout: configuration.timeout, tls: tls)
-        let result = await HTTPDelivery.send(request, over: transport, classify: APNsResponse.classify)
+        let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: APNsResponse.classify)
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
             if let bearer { tokenCache(for: app)?.rejected(bearer) }

@@ -49,7 +49,7 @@ public struct FCMProvider: PushProvider {
                                   headers: [("authorization", "Bearer \(token)"), ("content-type", "application/json")],
                                   body: body, timeout: configuration.timeout,
                                   tls: TLSOptions(caFile: configuration.caFile))
-        let result = await HTTPDelivery.send(request, over: transport, classify: FCMResponse.classify)
+        let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: FCMResponse.classify)
         // 401 UNAUTHENTICATED: the access token was not accepted. Fetch a new one once; if a
         // fresh token is refused too, the credentials are at fault (and the circuit opens).
         if case .failed(let reason, 401?, .checkCredentials) = result, !reason.hasPrefix("THIRD_PARTY_AUTH_ERROR") {

@@ -18,7 +18,7 @@ public struct ProxyProvider: PushProvider {
                                   body: ProxyRequestBody.encode(delivery),
                                   timeout: configuration.timeout,
                                   tls: configuration.tls)
-        return await HTTPDelivery.send(request, over: transport, classify: Self.classify)
+        return await HTTPDelivery.send(request, for: delivery, over: transport, classify: Self.classify)
     }
 
     public func shutdown() async { transport.shutdown() }

@@ -48,7 +48,7 @@ public struct WebPushProvider: PushProvider {
         let request = HTTPRequest(url: endpoint, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
                                   body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile),
                                   pinnedResolution: target.pinnedResolution)
-        return await HTTPDelivery.send(request, over: transport, classify: Self.classify)
+        return await HTTPDelivery.send(request, for: delivery, over: transport, classify: Self.classify)
     }
 
     public func shutdown() async { transport.shutdown() }

@@ -63,4 +63,13 @@ struct BenchJobs: Sendable {
         let digits = String(index, radix: 16)
         return "be" + String(repeating: "0", count: 62 - digits.count) + digits
     }
+
+    /// The `number`-th call of the backlog scenario: a VoIP push to an iPhone, id `<run>-call-<n>`.
+    func call(_ number: Int, createdAt: Int64) -> (key: [UInt8], value: [UInt8]) {
+        let user = "\(runId)-callee\(number)"
+        let job = #"{"v":1,"id":"\#(runId)-call-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(number)","from":"+4930123456","displayName":"Alice Example"},"targets":[{"bindingId":"\#(runId)-cb\#(number)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(1_000_000_000 + number))","environment":"production","pushType":"voip"}]}"#
+        return (Array(user.utf8), Array(job.utf8))
+    }
+
+    static func isCall(jobId: String) -> Bool { jobId.contains("-call-") }
 }

@@ -18,6 +18,11 @@ final class BenchRecorder: PipelineObserver {
         /// Kafka timestamp (producer's clock) → outcomes acknowledged, in milliseconds.
         var endToEndLatency = Histogram<UInt64>(highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: .three)
         var statuses: [String: Int] = [:]
+        /// Calls of the backlog scenario, kept apart from the other jobs (not in `finished`).
+        var calls = 0
+        var callStatuses: [String: Int] = [:]
+        /// A call's Kafka timestamp → its outcome acknowledged, in milliseconds.
+        var callLatency = Histogram<UInt64>(highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: .three)
     }
 
     private let jobs: BenchJobs
@@ -44,6 +49,11 @@ final class BenchRecorder: PipelineObserver {
         state.withLock { state in
             for publication in ours {
                 switch publication {
+                case .outcome(let outcome) where BenchJobs.isCall(jobId: outcome.jobId):
+                    state.callStatuses[outcome.status.rawValue, default: 0] += 1
+                    guard outcome.status != .retrying else { continue }
+                    state.calls += 1
+                    if let kafkaTimestamp { _ = state.callLatency.record(UInt64(max(wallClock - kafkaTimestamp, 0))) }
                 case .outcome(let outcome):
                     state.statuses[outcome.status.rawValue, default: 0] += 1
                     if outcome.status != .retrying { state.finished += 1 }
@@ -52,6 +62,8 @@ final class BenchRecorder: PipelineObserver {
                     state.finished += 1
                 }
             }
+            let onlyCalls = ours.allSatisfy { if case .outcome(let outcome) = $0 { BenchJobs.isCall(jobId: outcome.jobId) } else { false } }
+            guard !onlyCalls else { return }
             state.lastAcknowledged = now
             if let consumedAt {
                 if state.firstConsumed.map({ consumedAt < $0 }) ?? true { state.firstConsumed = consumedAt }

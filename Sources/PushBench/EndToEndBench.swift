@@ -26,11 +26,27 @@ public enum EndToEndBench {
         public init() {}
     }
 
-    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> EndToEndReport {
+    /// What every scenario starts from: an embedded Kafka (unless one is configured), the
+    /// providers, the worker's configuration and the job writer.
+    struct Setup: Sendable {
+        let scratch: URL
+        let cluster: MockKafkaCluster?
+        let providers: Providers
+        let configuration: WorkerConfiguration
+        let jobs: BenchJobs
+
+        func cleanUp() async {
+            await providers.stop()
+            withExtendedLifetime(cluster) {}
+            try? FileManager.default.removeItem(at: scratch)
+        }
+    }
+
+    /// - Parameter extraProviders: providers enabled beside the mix's (the backlog scenario's calls go to APNs).
+    static func prepare(_ options: Options, mix: JobMix, extraProviders: Set<String> = [], logger: Logger) async throws -> Setup {
         let runId = "r" + String(UInt32.random(in: .min ... .max), radix: 36)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("push-bench-\(runId)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: scratch) }
 
         var environment: [String: String] = [
             "PUSH_KAFKA_GROUP_ID": "push-worker-bench-\(runId)",
@@ -41,12 +57,13 @@ public enum EndToEndBench {
             // meanwhile; a real broker answers as soon as fetch.min.bytes (1) are there.
             "PUSH_RDKAFKA_FETCH_WAIT_MAX_MS": "10",
             "PUSH_SHUTDOWN_GRACE_S": "5",
-            "PUSH_PROVIDERS": Set(options.mix.kinds.map(\.provider)).sorted().joined(separator: ","),
+            "PUSH_PROVIDERS": Set(mix.kinds.map(\.provider)).union(extraProviders).sorted().joined(separator: ","),
         ]
         let cluster: MockKafkaCluster?
         if options.environment["PUSH_KAFKA_BROKERS"] == nil {
             let embedded = try MockKafkaCluster(brokers: 1, logger: logger)
             try embedded.createTopic(options.environment["PUSH_JOBS_TOPIC"] ?? "push.jobs", partitions: 32)
+            try embedded.createTopic(options.environment["PUSH_URGENT_TOPIC"] ?? "push.jobs.urgent", partitions: 8)
             try embedded.createTopic(options.environment["PUSH_OUTCOMES_TOPIC"] ?? "push.outcomes", partitions: 8)
             try embedded.createTopic(options.environment["PUSH_DLQ_TOPIC"] ?? "push.dlq", partitions: 1)
             environment["PUSH_KAFKA_BROKERS"] = embedded.bootstrapServers
@@ -64,8 +81,16 @@ public enum EndToEndBench {
         environment.merge(options.environment) { $1 }
 
         let configuration = try WorkerConfiguration.load(from: environment).get()
-        let jobs = BenchJobs(runId: runId, mix: options.mix, apnsApp: providers.apnsApp, fcmProject: providers.fcmProject,
+        let jobs = BenchJobs(runId: runId, mix: mix, apnsApp: providers.apnsApp, fcmProject: providers.fcmProject,
                              webPush: providers.webPush, users: 50_000)
+        return Setup(scratch: scratch, cluster: cluster, providers: providers, configuration: configuration, jobs: jobs)
+    }
+
+    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> EndToEndReport {
+        let setup = try await prepare(options, mix: options.mix, logger: logger)
+        let configuration = setup.configuration, jobs = setup.jobs, cluster = setup.cluster, providers = setup.providers
+        defer { try? FileManager.default.removeItem(at: setup.scratch) }
+
         let recorder = BenchRecorder(jobs: jobs)
         let worker = try Worker(configuration: configuration, logger: logger, observer: recorder)
         let jobsTopic = configuration.pipeline.jobsTopic

@@ -33,6 +33,12 @@ public struct Deadline: Sendable, Equatable {
         return max(0, (expiresAt - now) / 1000)
     }
 
+    /// Milliseconds of validity left at `now`, never negative; 0 for now-or-never.
+    public func remainingMilliseconds(at now: Int64) -> Int64 {
+        if isNowOrNever { return 0 }
+        return max(0, expiresAt - now)
+    }
+
     /// Whether a retry due at `dueAt` would still be inside the TTL.
     public func allowsRetry(dueAt: Int64) -> Bool {
         !isNowOrNever && dueAt < expiresAt

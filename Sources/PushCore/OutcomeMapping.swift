@@ -37,4 +37,9 @@ extension Outcome {
         self.init(job: job, target: target, status: .rejected,
                   reason: "the device unbound itself (token null); not sent", attempts: 0, at: now, action: .removeBinding)
     }
+
+    /// A target not sent because the normal lane is overloaded and the job's TTL cannot be met (`ShedPolicy`).
+    public init(shedJob job: Job, target: Target, at now: Int64) {
+        self.init(job: job, target: target, status: .expired, reason: ShedPolicy.reason, attempts: 0, at: now)
+    }
 }

@@ -6,12 +6,16 @@ public struct Delivery: Sendable {
     public let attempt: Int
     /// Milliseconds since the epoch when this attempt started.
     public let now: Int64
+    /// Urgent deliveries (calls, cancels, the urgent lane) get HTTP/2 streams before normal ones;
+    /// plugins hand it to the transport unchanged (`HTTPRequest.lane`).
+    public let lane: Lane
 
-    public init(job: Job, target: Target, attempt: Int, now: Int64) {
+    public init(job: Job, target: Target, attempt: Int, now: Int64, lane: Lane? = nil) {
         self.job = job
         self.target = target
         self.attempt = attempt
         self.now = now
+        self.lane = lane ?? Lane(kind: job.kind)
     }
 
     /// Validity left to pass on to the provider (0 for now-or-never jobs).

@@ -1,6 +1,7 @@
 import CCurl
 import CCurlShim
 import Foundation
+import PushCore
 import Synchronization
 
 public struct CurlTransportConfiguration: Sendable {
@@ -10,9 +11,13 @@ public struct CurlTransportConfiguration: Sendable {
     /// Response bodies beyond this are refused (providers answer with small JSON documents).
     public var maximumResponseBytes: Int
     public var connectTimeout: Duration
+    /// Streams per host that only urgent requests may use, so a host saturated by normal
+    /// requests still has room for a call; nil: a tenth of the host's streams (at least 1).
+    public var urgentReservedStreams: Int?
 
     public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
-                maximumResponseBytes: Int = 1 << 20, connectTimeout: Duration = .seconds(5)) {
+                maximumResponseBytes: Int = 1 << 20, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil) {
+        self.urgentReservedStreams = urgentReservedStreams
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
         self.maximumStreamsPerConnection = maximumStreamsPerConnection
         self.maximumResponseBytes = maximumResponseBytes
@@ -99,38 +104,66 @@ private let curlGlobalInit: Void = {
     curl_global_init(Int(CURL_GLOBAL_ALL))
 }()
 
-/// Transfers waiting for a free stream to their host, oldest first.
+/// Transfers waiting for a free stream to their host: urgent ones first, then oldest first.
 struct WaitingTransfers {
-    private var queue: [PendingTransfer] = []
-    private var head = 0
+    private var urgent = FIFO()
+    private var normal = FIFO()
 
-    var isEmpty: Bool { head == queue.count }
+    var isEmpty: Bool { urgent.isEmpty && normal.isEmpty }
+    var hasUrgent: Bool { !urgent.isEmpty }
 
-    mutating func append(_ transfer: PendingTransfer) { queue.append(transfer) }
+    mutating func append(_ transfer: PendingTransfer) {
+        if transfer.request.lane == .urgent { urgent.append(transfer) } else { normal.append(transfer) }
+    }
 
-    mutating func popFirst() -> PendingTransfer? {
-        guard head < queue.count else { return nil }
-        defer {
-            head += 1
-            if head == queue.count { queue.removeAll(keepingCapacity: true); head = 0 }
-        }
-        return queue[head]
+    /// The next transfer to start: an urgent one whenever one waits; a normal one only if `normalAllowed`.
+    mutating func popFirst(normalAllowed: Bool = true) -> PendingTransfer? {
+        if let transfer = urgent.popFirst() { return transfer }
+        return normalAllowed ? normal.popFirst() : nil
     }
 
     mutating func remove(id: UInt64) -> PendingTransfer? {
-        guard let index = queue[head...].firstIndex(where: { $0.id == id }) else { return nil }
-        return queue.remove(at: index)
+        urgent.remove(id: id) ?? normal.remove(id: id)
     }
 
     mutating func removeAll() -> [PendingTransfer] {
-        defer { queue.removeAll(); head = 0 }
-        return Array(queue[head...])
+        urgent.removeAll() + normal.removeAll()
+    }
+
+    private struct FIFO {
+        private var queue: [PendingTransfer] = []
+        private var head = 0
+
+        var isEmpty: Bool { head == queue.count }
+
+        mutating func append(_ transfer: PendingTransfer) { queue.append(transfer) }
+
+        mutating func popFirst() -> PendingTransfer? {
+            guard head < queue.count else { return nil }
+            defer {
+                head += 1
+                if head == queue.count { queue.removeAll(keepingCapacity: true); head = 0 }
+            }
+            return queue[head]
+        }
+
+        mutating func remove(id: UInt64) -> PendingTransfer? {
+            guard let index = queue[head...].firstIndex(where: { $0.id == id }) else { return nil }
+            return queue.remove(at: index)
+        }
+
+        mutating func removeAll() -> [PendingTransfer] {
+            defer { queue.removeAll(); head = 0 }
+            return Array(queue[head...])
+        }
     }
 }
 
 /// Owns the multi handle and the thread that drives it. Hands curl at most as many
 /// transfers per host as its connections have streams; the rest wait here, so a
 /// request's timeout runs from when it can be sent, not while it queues behind others.
+/// Urgent transfers start before waiting normal ones, and normal ones leave
+/// `urgentReservedStreams` of each host's streams free for urgent ones.
 final class CurlMultiLoop: @unchecked Sendable {
     private struct Inbox {
         var pending: [PendingTransfer] = []
@@ -151,6 +184,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var waiting: [Substring: WaitingTransfers] = [:]
     private var idleHandles: [CurlEasyHandle] = []
     private let streamsPerHost: Int
+    /// Streams per host normal transfers may fill; the rest is kept for urgent ones.
+    private let normalStreamsPerHost: Int
     private let verbose = ProcessInfo.processInfo.environment["CURL_DEBUG"] != nil
 
     init(configuration: CurlTransportConfiguration, name: String) {
@@ -159,6 +194,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         self.multi = multi
         self.configuration = configuration
         streamsPerHost = configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection
+        let reserved = configuration.urgentReservedStreams ?? max(1, streamsPerHost / 10)
+        normalStreamsPerHost = max(1, streamsPerHost - max(0, reserved))
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maximumStreamsPerConnection)
@@ -233,7 +270,11 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func admit(_ transfer: PendingTransfer) {
         let host = Self.host(of: transfer.request.url)
-        if activePerHost[host, default: 0] < streamsPerHost, waiting[host]?.isEmpty ?? true {
+        let active = activePerHost[host, default: 0]
+        let startsNow = transfer.request.lane == .urgent
+            ? active < streamsPerHost && !(waiting[host]?.hasUrgent ?? false)
+            : active < normalStreamsPerHost && (waiting[host]?.isEmpty ?? true)
+        if startsNow {
             start(transfer, host: host)
         } else {
             waiting[host, default: WaitingTransfers()].append(transfer)
@@ -370,7 +411,9 @@ final class CurlMultiLoop: @unchecked Sendable {
         state.continuation.resume(returning: result)
         let host = state.host
         activePerHost[host, default: 1] -= 1
-        if let next = waiting[host]?.popFirst() { start(next, host: host) }
+        if let next = waiting[host]?.popFirst(normalAllowed: activePerHost[host, default: 0] < normalStreamsPerHost) {
+            start(next, host: host)
+        }
         if waiting[host]?.isEmpty == true { waiting[host] = nil }
         if activePerHost[host] == 0 { activePerHost[host] = nil }
     }

@@ -1,3 +1,5 @@
+import PushCore
+
 /// TLS settings for a request. Verification of the server is always on; `caFile`
 /// replaces the system trust store (a sandbox or private CA).
 public struct TLSOptions: Sendable, Hashable {
@@ -35,10 +37,14 @@ public struct HTTPRequest: Sendable {
     /// Connect to this address instead of resolving the URL's host again (`host:port:address`),
     /// so a name checked once cannot be re-pointed by DNS before the request (rebinding).
     public var pinnedResolution: String?
+    /// Urgent requests (calls, cancels) jump the queue of requests waiting for a stream to their
+    /// host and may use streams held back from normal requests (`CurlTransportConfiguration.urgentReservedStreams`).
+    public var lane: Lane
 
     public init(method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
                 body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions(),
-                pinnedResolution: String? = nil) {
+                pinnedResolution: String? = nil, lane: Lane = .normal) {
+        self.lane = lane
         self.method = method
         self.url = url
         self.headers = headers

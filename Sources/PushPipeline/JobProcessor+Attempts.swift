@@ -26,8 +26,19 @@ extension JobProcessor {
                 result = .retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
                                     retryAfter: .milliseconds(max(retryAt - now, 0)))
             case .allowed:
+                let lane = Lane.delivery(consumedOn: source.lane, kind: job.kind)
+                guard await appLimits.acquire(target, lane: lane, parking: source.parking) else { return .abandoned }
+                // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
+                let sendAt = clock()
+                if deadline.isExpired(at: sendAt, attempt: attempt) {
+                    appLimits.release(target)
+                    return await finish(Outcome(job: job, target: target, status: .expired,
+                                                reason: "TTL of \(job.ttl) s passed while waiting for a slot of this app",
+                                                attempts: attempt - 1, at: sendAt))
+                }
                 let started = ContinuousClock.now
-                result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: now))
+                result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
+                appLimits.release(target)
                 let elapsed = (ContinuousClock.now - started).components
                 metrics.requestDuration(target.provider, nanoseconds: elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
                 breakers.record(result, for: target, at: clock())

@@ -15,6 +15,7 @@ public struct JobProcessor: Sendable {
     /// nil: retries wait in the job's task and its offset stays uncommitted (single replica, no Redis).
     let retryQueue: (any RetryQueue)?
     let breakers: CircuitBreakers
+    let appLimits: AppConcurrencyLimits
     let health: StoreHealth
     let metrics: PipelineMetrics
     let clock: Clock
@@ -32,6 +33,7 @@ public struct JobProcessor: Sendable {
         self.store = store
         self.retryQueue = retryQueue
         breakers = CircuitBreakers(settings: configuration.circuitBreaker, metrics: metrics, logger: logger)
+        appLimits = AppConcurrencyLimits(limit: configuration.maximumInFlightPerApp, metrics: metrics)
         self.health = health
         self.metrics = metrics
         self.clock = clock
@@ -47,11 +49,21 @@ public struct JobProcessor: Sendable {
         let key: [UInt8]?
         let fallbackCreatedAt: Int64
         let description: String
+        /// The lane that consumed it; nil for a claimed retry.
+        var lane: Lane? = nil
+        /// Tells the pipeline while the job waits for an app slot.
+        var parking: JobParking? = nil
     }
 
-    public func process(_ message: KafkaMessage) async -> ProcessedJob {
+    /// Processes a job consumed on `lane`.
+    public func process(_ message: KafkaMessage, lane: Lane = .normal) async -> ProcessedJob {
+        await process(message, lane: lane, parking: nil)
+    }
+
+    func process(_ message: KafkaMessage, lane: Lane, parking: JobParking?) async -> ProcessedJob {
         let source = Source(value: message.value, key: message.key, fallbackCreatedAt: message.timestamp ?? clock(),
-                            description: "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)")
+                            description: "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)",
+                            lane: lane, parking: parking)
         let job: Job
         do {
             job = try decoder.decode(message.value, fallbackCreatedAt: source.fallbackCreatedAt)
@@ -60,18 +72,27 @@ public struct JobProcessor: Sendable {
             logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(error)"])
             return .publish([.deadLetter(error, value: message.value, key: message.key, source: source.description)], handedOff: false)
         }
-        let window = job.deadline.isExpired(at: clock()) ? 0 : configuration.dedupeWindows.window(for: job.kind)
+        let consumedAt = clock()
+        let lag = message.timestamp.map { max(consumedAt - $0, 0) } ?? 0
+        let shed = configuration.shedPolicy.sheds(kind: job.kind, deadline: job.deadline, lane: lane, lagMilliseconds: lag, now: consumedAt)
+        if shed {
+            metrics.shed()
+            logger.info("lane overloaded: message shed instead of sent late", metadata: [
+                "jobId": "\(job.id)", "lagMs": "\(lag)", "remainingTtlMs": "\(job.deadline.remainingMilliseconds(at: consumedAt))",
+            ])
+        }
+        let window = job.deadline.isExpired(at: clock()) || shed ? 0 : configuration.dedupeWindows.window(for: job.kind)
         guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
 
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
-            return Self.combine([await handle(job, target: job.targets[0], prior: prior[0], window: window, source: source)])
+            return Self.combine([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
         }
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
                 group.addTask {
-                    (index, await handle(job, target: target, prior: prior[index], window: window, source: source))
+                    (index, await handle(job, target: target, prior: prior[index], window: window, shed: shed, source: source))
                 }
             }
             var results = [TargetResult](repeating: .abandoned, count: job.targets.count)
@@ -82,7 +103,7 @@ public struct JobProcessor: Sendable {
     }
 
     /// One target of a consumed job, given what the store knew about it.
-    private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, source: Source) async -> TargetResult {
+    private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool, source: Source) async -> TargetResult {
         if target.isUnbound, !prior.isAlreadyFinished {
             return await finish(Outcome(unboundJob: job, target: target, at: clock()))
         }
@@ -99,6 +120,8 @@ public struct JobProcessor: Sendable {
                                   reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
                                   attempts: 0, at: clock())
             return await finish(outcome)
+        case .fresh where shed:
+            return await finish(Outcome(shedJob: job, target: target, at: clock()))
         case .fresh:
             return await attempt(job, target, startingAt: 1, source: source, entryId: nil)
         }

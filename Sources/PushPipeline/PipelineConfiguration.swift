@@ -1,11 +1,27 @@
 import PushCore
 
 public struct PipelineConfiguration: Sendable {
+    /// The normal lane's topic.
     public var jobsTopic: String
+    /// The urgent lane's topic (calls and cancels), consumed by its own consumer in the group
+    /// `<group id>.urgent`; nil: no urgent lane.
+    public var urgentTopic: String?
     public var outcomesTopic: String
     public var deadLetterTopic: String
-    /// Jobs consumed and not yet finished; at the limit the consumer stops polling until one finishes.
+    /// Jobs being worked on (consumed, not finished, not parked on an app limit) in both lanes
+    /// together; a lane at its limit stops polling.
     public var maximumInFlightJobs: Int
+    /// The part of `maximumInFlightJobs` only the urgent lane may use. The urgent lane may also
+    /// use whatever the normal lane leaves free; the normal lane never uses the reserved part.
+    /// At most half of `maximumInFlightJobs` is reserved, whatever is set.
+    public var urgentReservedInFlightJobs: Int
+    /// Jobs consumed and not finished per lane, parked ones included: the read-ahead bound
+    /// (and the uncommitted window). nil: twice `maximumInFlightJobs`.
+    public var maximumReadAheadJobs: Int?
+    /// Requests in flight per (provider, app); more wait for a slot of their app, parked.
+    public var maximumInFlightPerApp: Int
+    /// Expire messages early (reason `shed`) when the normal lane lags.
+    public var shedPolicy: ShedPolicy
     public var retryPolicy: RetryPolicy
     public var jobLimits: JobLimits
     public var dedupeWindows: DedupeWindows
@@ -23,14 +39,21 @@ public struct PipelineConfiguration: Sendable {
     /// How long a stop waits for in-flight jobs before abandoning them to redelivery.
     public var shutdownGrace: Duration
 
-    public init(jobsTopic: String = "push.jobs", outcomesTopic: String = "push.outcomes",
+    public init(jobsTopic: String = "push.jobs", urgentTopic: String? = "push.jobs.urgent", outcomesTopic: String = "push.outcomes",
                 deadLetterTopic: String = "push.dlq", maximumInFlightJobs: Int = 1000,
+                urgentReservedInFlightJobs: Int = 100, maximumReadAheadJobs: Int? = nil, maximumInFlightPerApp: Int = 500,
+                shedPolicy: ShedPolicy = .off,
                 retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
                 dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(86_400),
                 retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
                 publishRetryingOutcomes: Bool = false, circuitBreaker: CircuitBreaker.Settings = .default,
                 revocationGrace: Duration = .seconds(5), shutdownGrace: Duration = .seconds(20)) {
         self.jobsTopic = jobsTopic
+        self.urgentTopic = urgentTopic
+        self.urgentReservedInFlightJobs = urgentReservedInFlightJobs
+        self.maximumReadAheadJobs = maximumReadAheadJobs
+        self.maximumInFlightPerApp = maximumInFlightPerApp
+        self.shedPolicy = shedPolicy
         self.outcomesTopic = outcomesTopic
         self.deadLetterTopic = deadLetterTopic
         self.maximumInFlightJobs = maximumInFlightJobs
@@ -45,4 +68,10 @@ public struct PipelineConfiguration: Sendable {
         self.revocationGrace = revocationGrace
         self.shutdownGrace = shutdownGrace
     }
+
+    /// The urgent lane's reserve as applied: never more than half of `maximumInFlightJobs`.
+    public var effectiveUrgentReservedInFlightJobs: Int { max(0, min(urgentReservedInFlightJobs, maximumInFlightJobs / 2)) }
+
+    /// The read-ahead bound per lane.
+    public var readAheadJobs: Int { max(maximumReadAheadJobs ?? 2 * maximumInFlightJobs, maximumInFlightJobs) }
 }

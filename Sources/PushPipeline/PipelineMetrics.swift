@@ -15,6 +15,7 @@ public final class PipelineMetrics: Sendable {
     let inFlight = Gauge(label: "push_jobs_in_flight")
     let retriesInFlight = Gauge(label: "push_retries_in_flight")
     let storeAvailable = Gauge(label: "push_store_available")
+    let shedJobs = Counter(label: "push_jobs_shed_total")
 
     public init() {}
 
@@ -46,6 +47,22 @@ public final class PipelineMetrics: Sendable {
         Gauge(label: "push_consumer_lag_messages", dimensions: [("topic", topic), ("partition", String(partition))])
             .record(Double(messages))
     }
+
+    func appConcurrencyLimited(_ provider: ProviderID, app name: String?) {
+        Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", provider.rawValue), ("app", app(provider, name))])
+            .increment()
+    }
+
+    /// Now − Kafka timestamp of the job a lane consumed last.
+    func laneLag(_ lane: Lane, milliseconds: Int64) {
+        Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", lane.rawValue)]).record(Double(milliseconds))
+    }
+
+    func laneInFlight(_ lane: Lane, jobs: Int) {
+        Gauge(label: "push_lane_in_flight", dimensions: [("lane", lane.rawValue)]).record(jobs)
+    }
+
+    func shed() { shedJobs.increment() }
 
     private func app(_ provider: ProviderID, _ name: String?) -> String {
         let name = name ?? "-"

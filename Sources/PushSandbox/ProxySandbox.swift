@@ -11,6 +11,7 @@ import PushCore
 /// | `flaky-`   | 500                             |
 /// | `busy-`    | 503 with `Retry-After: 1`       |
 /// | `slow-`    | 200 after 2 s                   |
+/// | `hang-`    | 200 after 60 s (a stalled endpoint) |
 /// | otherwise  | 200                             |
 public enum ProxySandbox {
     public static let path = "/push"
@@ -30,6 +31,7 @@ public enum ProxySandbox {
         if userId.hasPrefix("flaky-") { return SandboxResponse(status: 500) }
         if userId.hasPrefix("busy-") { return SandboxResponse(status: 503, headers: [("retry-after", "1")]) }
         if userId.hasPrefix("slow-") { return SandboxResponse(status: 200, delay: .seconds(2)) }
+        if userId.hasPrefix("hang-") { return SandboxResponse(status: 200, delay: .seconds(60)) }
         return SandboxResponse(status: 200)
     }
 

@@ -50,9 +50,24 @@ public struct WorkerConfiguration: Sendable {
         let groupId = reader.string("PUSH_KAFKA_GROUP_ID") ?? "push-worker"
         var pipeline = PipelineConfiguration(
             jobsTopic: reader.string("PUSH_JOBS_TOPIC") ?? "push.jobs",
+            urgentTopic: reader.string("PUSH_URGENT_TOPIC") ?? "push.jobs.urgent",
             outcomesTopic: reader.string("PUSH_OUTCOMES_TOPIC") ?? "push.outcomes",
             deadLetterTopic: reader.string("PUSH_DLQ_TOPIC") ?? "push.dlq")
         pipeline.maximumInFlightJobs = reader.integer("PUSH_MAX_IN_FLIGHT", default: 1000, in: 1...1_000_000)
+        pipeline.urgentReservedInFlightJobs = reader.integer("PUSH_URGENT_RESERVED_IN_FLIGHT", default: 100, in: 0...1_000_000)
+        if reader.string("PUSH_URGENT_RESERVED_IN_FLIGHT") != nil, pipeline.urgentReservedInFlightJobs > pipeline.maximumInFlightJobs / 2 {
+            reader.problem("PUSH_URGENT_RESERVED_IN_FLIGHT (\(pipeline.urgentReservedInFlightJobs)) must be at most half of PUSH_MAX_IN_FLIGHT (\(pipeline.maximumInFlightJobs))")
+        }
+        if reader.string("PUSH_MAX_READ_AHEAD") != nil {
+            let readAhead = reader.integer("PUSH_MAX_READ_AHEAD", default: 2 * pipeline.maximumInFlightJobs, in: 1...10_000_000)
+            if readAhead < pipeline.maximumInFlightJobs {
+                reader.problem("PUSH_MAX_READ_AHEAD (\(readAhead)) must not be below PUSH_MAX_IN_FLIGHT (\(pipeline.maximumInFlightJobs))")
+            }
+            pipeline.maximumReadAheadJobs = readAhead
+        }
+        pipeline.maximumInFlightPerApp = reader.integer("PUSH_APP_MAX_IN_FLIGHT", default: 500, in: 1...1_000_000)
+        let shedLag = reader.integer("PUSH_SHED_LAG_MS", default: 0, in: 0...86_400_000)
+        pipeline.shedPolicy = ShedPolicy(lagThresholdMilliseconds: shedLag > 0 ? Int64(shedLag) : nil)
         pipeline.jobLimits.maximumBytes = reader.integer("PUSH_MAX_JOB_BYTES", default: 131_072, in: 1024...10_485_760)
         let retryBase = reader.integer("PUSH_RETRY_BASE_MS", default: 1000, in: 1...3_600_000)
         let retryMaximum = reader.integer("PUSH_RETRY_MAX_MS", default: 60_000, in: 1...86_400_000)

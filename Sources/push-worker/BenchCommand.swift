@@ -16,8 +16,17 @@ struct BenchCommand: AsyncParsableCommand {
             (PUSH_MAX_IN_FLIGHT, PUSH_HTTP_MAX_CONNECTIONS, …). scripts/bench.sh runs it against nginx beside h2load.
             """)
 
-    @Option(help: "Jobs to deliver.")
+    @Option(help: "throughput (jobs through the pipeline) or backlog (calls on the urgent lane while a chat backlog drains).")
+    var scenario = "throughput"
+
+    @Option(help: "Jobs to deliver (throughput scenario).")
     var jobs = 200_000
+
+    @Option(help: "Chat jobs queued before the start (backlog scenario).")
+    var backlog = 100_000
+
+    @Option(help: "Milliseconds between two calls (backlog scenario).")
+    var callIntervalMs = 100
 
     @Option(help: "Job kinds and weights: apns-voip, apns-alert, fcm, webpush, proxy (e.g. apns-voip=1,apns-alert=3).")
     var mix = JobMix.default.description
@@ -74,9 +83,23 @@ struct BenchCommand: AsyncParsableCommand {
         options.environment = ProcessInfo.processInfo.environment.filter { $0.key.hasPrefix("PUSH_") }
         if let connections { options.environment["PUSH_HTTP_MAX_CONNECTIONS"] = String(connections) }
         if let inFlight { options.environment["PUSH_MAX_IN_FLIGHT"] = String(inFlight) }
-        let report = try await EndToEndBench.run(options, logger: Logger(label: "push-worker-bench")) { line in
-            FileHandle.standardError.write(Data("bench: \(line)\n".utf8))
+        let progress: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data("bench: \(line)\n".utf8)) }
+        switch scenario {
+        case "throughput": break
+        case "backlog":
+            var backlogOptions = BacklogBench.Options()
+            backlogOptions.base = options
+            backlogOptions.backlog = backlog
+            backlogOptions.callInterval = .milliseconds(max(callIntervalMs, 1))
+            let report = try await BacklogBench.run(backlogOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
+            print(json ? try report.json() : report.table())
+            if let reportFile { try report.json().write(toFile: reportFile, atomically: true, encoding: .utf8) }
+            if !report.complete { throw ExitCode(1) }
+            return
+        default:
+            throw ValidationError("--scenario must be throughput or backlog")
         }
+        let report = try await EndToEndBench.run(options, logger: Logger(label: "push-worker-bench"), progress: progress)
         print(json ? try report.json() : report.table())
         if let reportFile { try report.json().write(toFile: reportFile, atomically: true, encoding: .utf8) }
         if !report.complete { throw ExitCode(1) }

@@ -15,12 +15,14 @@ public func testLogger(_ label: String = "test") -> Logger {
 public struct KafkaFixture: Sendable {
     public let cluster: MockKafkaCluster
     public let jobsTopic = "push.jobs"
+    public let urgentTopic = "push.jobs.urgent"
     public let outcomesTopic = "push.outcomes"
     public let deadLetterTopic = "push.dlq"
 
     public init(partitions: Int = 2) throws {
         cluster = try MockKafkaCluster(brokers: 1, logger: testLogger())
         try cluster.createTopic(jobsTopic, partitions: partitions)
+        try cluster.createTopic(urgentTopic, partitions: partitions)
         try cluster.createTopic(outcomesTopic, partitions: 2)
         try cluster.createTopic(deadLetterTopic, partitions: 1)
     }

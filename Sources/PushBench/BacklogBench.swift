@@ -1,0 +1,205 @@
+import Foundation
+import Logging
+import PushCore
+import PushKafka
+import PushWorker
+import Synchronization
+
+/// `push-worker bench --scenario backlog`: a chat backlog of `backlog` message jobs is queued
+/// in the jobs topic, the worker starts, and while the backlog drains a call is produced
+/// to the urgent topic every `callInterval`. Measures what a caller feels (each call's Kafka
+/// timestamp → its outcome acknowledged) and how fast the backlog drains beside them.
+public enum BacklogBench {
+    public struct Options: Sendable {
+        public var base = EndToEndBench.Options()
+        public var backlog = 100_000
+        public var callInterval: Duration = .milliseconds(100)
+
+        public init() {}
+    }
+
+    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> BacklogReport {
+        // The backlog is chat only: calls come on their own lane.
+        let chat = options.base.mix.weights.filter { $0.kind != .apnsVoip }
+        let mix = try JobMix(parsing: chat.isEmpty ? "apns-alert=1" : chat.map { "\($0.kind.rawValue)=\($0.weight)" }.joined(separator: ","))
+        let setup = try await EndToEndBench.prepare(options.base, mix: mix, extraProviders: ["apns"], logger: logger)
+        let configuration = setup.configuration, jobs = setup.jobs
+        guard let urgentTopic = configuration.pipeline.urgentTopic, urgentTopic != configuration.pipeline.jobsTopic else {
+            throw BenchError("the backlog scenario needs an urgent lane: PUSH_URGENT_TOPIC must differ from PUSH_JOBS_TOPIC")
+        }
+        let recorder = BenchRecorder(jobs: jobs)
+        let worker = try Worker(configuration: configuration, logger: logger, observer: recorder)
+
+        progress("queueing a backlog of \(options.backlog) chat jobs (\(mix)) in \(configuration.pipeline.jobsTopic)")
+        let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
+        try await EndToEndBench.produce(jobs, range: 0..<options.backlog, topic: configuration.pipeline.jobsTopic, producer: producer, rate: nil)
+
+        let cpuAtStart = ProcessResources.cpuSeconds()
+        let running = Task { try await worker.run() }
+        let started = ContinuousClock.now
+        progress("worker started; a call every \(options.callInterval) to \(urgentTopic) while the backlog drains")
+        // Calls start once the backlog is being worked on and both lanes joined their groups (in production the
+        // urgent consumer is up long before a call comes; its first group join is not what this measures).
+        while recorder.snapshot.finished == 0 || !worker.pipeline.readiness.ready, ContinuousClock.now - started < options.base.timeout {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        // The calls come from their own thread, on schedule even while the backlog saturates the cooperative pool
+        // (an upstream service is another process); each is produced at once, so its Kafka timestamp is its send time.
+        let calls = CallSource(jobs: jobs, producer: producer, topic: urgentTopic, interval: options.callInterval)
+        calls.start()
+        var lastProgress = ContinuousClock.now
+        var snapshot = recorder.snapshot
+        while snapshot.finished < options.backlog, ContinuousClock.now - started < options.base.timeout {
+            try await Task.sleep(for: .milliseconds(20))
+            snapshot = recorder.snapshot
+            if ContinuousClock.now - lastProgress >= .seconds(5) {
+                lastProgress = .now
+                progress("\(snapshot.finished)/\(options.backlog) backlog jobs, \(snapshot.calls)/\(calls.produced) calls finished; call p99 so far \(snapshot.callLatency.valueAtPercentile(99)) ms")
+            }
+        }
+        let callsProduced = calls.stop()
+        let backlogDone = recorder.snapshot
+        let callsDeadline = ContinuousClock.now + .seconds(10)
+        while recorder.snapshot.calls < callsProduced, ContinuousClock.now < callsDeadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let final = recorder.snapshot
+        let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
+        worker.pipeline.stop()
+        try await running.value
+        producer.close()
+        await setup.cleanUp()
+        return BacklogReport(options: options, mix: mix, configuration: configuration, backlogDone: backlogDone, final: final,
+                             callsProduced: callsProduced, cpuSeconds: cpuSeconds,
+                             kafka: setup.cluster == nil ? configuration.brokers : "embedded mock cluster",
+                             endpoint: options.base.endpoint ?? "built-in sandboxes (in this process)")
+    }
+}
+
+/// Produces the `n`-th call every `interval` on a thread of its own until stopped.
+final class CallSource: Sendable {
+    private let jobs: BenchJobs
+    private let producer: KafkaProducer
+    private let topic: String
+    private let interval: Duration
+    private let state = Mutex((produced: 0, stopping: false))
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(jobs: BenchJobs, producer: KafkaProducer, topic: String, interval: Duration) {
+        self.jobs = jobs
+        self.producer = producer
+        self.topic = topic
+        self.interval = interval
+    }
+
+    var produced: Int { state.withLock { $0.produced } }
+
+    func start() {
+        let thread = Thread { [self] in
+            var due = ContinuousClock.now
+            while true {
+                let number = state.withLock { state -> Int? in
+                    guard !state.stopping else { return nil }
+                    state.produced += 1
+                    return state.produced - 1
+                }
+                guard let number else { break }
+                let call = jobs.call(number, createdAt: currentTimeMilliseconds())
+                let record = KafkaRecord(topic: topic, key: call.key, value: call.value)
+                Task { [producer] in try? await producer.send([record]) }
+                due += interval
+                let wait = due - ContinuousClock.now
+                if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
+            }
+            finished.signal()
+        }
+        thread.name = "bench-calls"
+        thread.start()
+    }
+
+    /// Stops producing; returns how many calls were produced.
+    func stop() -> Int {
+        state.withLock { $0.stopping = true }
+        finished.wait()
+        return produced
+    }
+}
+
+/// What the backlog scenario measured.
+public struct BacklogReport: Sendable, Codable {
+    public let backlogJobs: Int
+    public let backlogFinished: Int
+    public let mix: String
+    public let endpoint: String
+    public let kafka: String
+    public let redis: String
+    public let maxInFlight: Int
+    public let urgentReservedInFlight: Int
+    public let callIntervalMs: Int
+    public let callsProduced: Int
+    public let callsFinished: Int
+    /// A call's Kafka timestamp → its outcome acknowledged by Kafka, in milliseconds.
+    public let callLatencyMs: EndToEndReport.Latency
+    public let callOutcomes: [String: Int]
+    /// First backlog job consumed → last backlog job's outcome acknowledged.
+    public let drainSeconds: Double
+    public let drainJobsPerSecond: Double
+    public let cpuSeconds: Double
+    public let backlogOutcomes: [String: Int]
+
+    init(options: BacklogBench.Options, mix: JobMix, configuration: WorkerConfiguration, backlogDone: BenchRecorder.Snapshot,
+         final: BenchRecorder.Snapshot, callsProduced: Int, cpuSeconds: Double, kafka: String, endpoint: String) {
+        backlogJobs = options.backlog
+        backlogFinished = backlogDone.finished
+        self.mix = mix.description
+        self.endpoint = endpoint
+        self.kafka = kafka
+        redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
+        maxInFlight = configuration.pipeline.maximumInFlightJobs
+        urgentReservedInFlight = configuration.pipeline.effectiveUrgentReservedInFlightJobs
+        callIntervalMs = Int(options.callInterval.components.seconds * 1000 + options.callInterval.components.attoseconds / 1_000_000_000_000_000)
+        self.callsProduced = callsProduced
+        callsFinished = final.calls
+        let histogram = final.callLatency
+        callLatencyMs = EndToEndReport.Latency(p50: Double(histogram.valueAtPercentile(50)), p90: Double(histogram.valueAtPercentile(90)),
+                                               p99: Double(histogram.valueAtPercentile(99)), max: Double(histogram.max))
+        callOutcomes = final.callStatuses
+        if let first = backlogDone.firstConsumed, let last = backlogDone.lastAcknowledged {
+            drainSeconds = (last - first).seconds
+        } else {
+            drainSeconds = 0
+        }
+        drainJobsPerSecond = drainSeconds > 0 ? Double(backlogDone.finished) / drainSeconds : 0
+        self.cpuSeconds = cpuSeconds
+        backlogOutcomes = backlogDone.statuses
+    }
+
+    public var complete: Bool { backlogFinished >= backlogJobs && callsFinished >= callsProduced && callsProduced > 0 }
+
+    public func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+
+    public func table() -> String {
+        func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+        func outcomes(_ counts: [String: Int]) -> String { counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
+        let rows: [(String, String)] = [
+            ("scenario", "backlog: \(backlogJobs) chat jobs queued, then a call every \(callIntervalMs) ms on the urgent lane"),
+            ("backlog", "\(backlogFinished) of \(backlogJobs) finished" + (backlogFinished >= backlogJobs ? "" : "  ← INCOMPLETE (timeout)")),
+            ("mix", mix),
+            ("endpoint", endpoint),
+            ("kafka", kafka),
+            ("redis", redis),
+            ("in flight", "\(maxInFlight) jobs, \(urgentReservedInFlight) reserved for the urgent lane"),
+            ("calls", "\(callsFinished) of \(callsProduced) finished (\(outcomes(callOutcomes)))"),
+            ("call latency produced→acked", "p50 \(format(callLatencyMs.p50)) · p90 \(format(callLatencyMs.p90)) · p99 \(format(callLatencyMs.p99)) · max \(format(callLatencyMs.max)) ms"),
+            ("backlog drain", "\(format(drainJobsPerSecond, 0)) jobs/s over \(format(drainSeconds, 2)) s"),
+            ("backlog outcomes", outcomes(backlogOutcomes)),
+            ("CPU", "\(format(cpuSeconds, 1)) s (whole process)"),
+        ]
+        let width = rows.map(\.0.count).max() ?? 0
+        return rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+    }
+}

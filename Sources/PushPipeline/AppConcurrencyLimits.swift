@@ -1,0 +1,131 @@
+import PushCore
+import Synchronization
+
+/// At most `limit` requests in flight per (provider, app), like Sygnal's
+/// `inflight_request_limit`, so one app whose endpoint hangs holds a bounded share of the
+/// worker. A request over the limit waits for a slot of its own app (urgent ones first,
+/// then oldest first); its job counts as parked, not as in flight, so jobs of other apps
+/// consumed after it keep flowing (`JobParking`). Each time a request has to wait,
+/// `push_app_concurrency_limited_total{provider,app}` counts it.
+public final class AppConcurrencyLimits: Sendable {
+    struct Key: Hashable {
+        let provider: ProviderID
+        let app: String?
+    }
+
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct Slots {
+        var running = 0
+        var urgent: [Waiter] = []
+        var normal: [Waiter] = []
+    }
+
+    private struct State {
+        var slots: [Key: Slots] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    public let limit: Int
+    private let metrics: PipelineMetrics
+    private let state = Mutex(State())
+
+    public init(limit: Int, metrics: PipelineMetrics) {
+        self.limit = max(1, limit)
+        self.metrics = metrics
+    }
+
+    /// Waits for a slot of `target`'s (provider, app); false when the task was cancelled while waiting.
+    /// Every `true` must be balanced by one `release`.
+    func acquire(_ target: Target, lane: Lane, parking: JobParking?) async -> Bool {
+        let key = Key(provider: target.provider, app: target.app)
+        let id: UInt64? = state.withLock { state in
+            if state.slots[key, default: Slots()].running < limit {
+                state.slots[key, default: Slots()].running += 1
+                return nil
+            }
+            state.nextID += 1
+            return state.nextID
+        }
+        guard let id else { return true }
+        metrics.appConcurrencyLimited(target.provider, app: target.app)
+        parking?.park()
+        defer { parking?.unpark() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let granted = state.withLock { state -> Bool? in
+                    // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
+                    if Task.isCancelled { return false }
+                    // A slot may have been released between the first check and now.
+                    if state.slots[key, default: Slots()].running < limit {
+                        state.slots[key, default: Slots()].running += 1
+                        return true
+                    }
+                    let waiter = Waiter(id: id, continuation: continuation)
+                    if lane == .urgent { state.slots[key, default: Slots()].urgent.append(waiter) } else {
+                        state.slots[key, default: Slots()].normal.append(waiter)
+                    }
+                    return nil
+                }
+                if let granted { continuation.resume(returning: granted) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> Waiter? in
+                guard var slots = state.slots[key] else { return nil }
+                defer { state.slots[key] = slots }
+                if let index = slots.urgent.firstIndex(where: { $0.id == id }) { return slots.urgent.remove(at: index) }
+                if let index = slots.normal.firstIndex(where: { $0.id == id }) { return slots.normal.remove(at: index) }
+                return nil
+            }
+            waiter?.continuation.resume(returning: false)
+        }
+    }
+
+    /// Frees a slot: hands it to the next waiter of that app, if any.
+    func release(_ target: Target) {
+        let key = Key(provider: target.provider, app: target.app)
+        let next = state.withLock { state -> Waiter? in
+            guard var slots = state.slots[key] else { return nil }
+            let next = slots.urgent.isEmpty ? (slots.normal.isEmpty ? nil : slots.normal.removeFirst()) : slots.urgent.removeFirst()
+            if next == nil { slots.running -= 1 }
+            state.slots[key] = slots.running == 0 && slots.urgent.isEmpty && slots.normal.isEmpty ? nil : slots
+            return next
+        }
+        next?.continuation.resume(returning: true)
+    }
+
+    /// Requests running for that (provider, app), for tests.
+    func running(_ provider: ProviderID, app: String?) -> Int {
+        state.withLock { $0.slots[Key(provider: provider, app: app)]?.running ?? 0 }
+    }
+}
+
+/// Whether a consumed job is parked: some of its targets wait for their app's slot. A parked job stays uncommitted but does not count against the
+/// lane's in-flight limit (only against its read-ahead bound), so a stalled app cannot
+/// stop the jobs of other apps behind it.
+final class JobParking: Sendable {
+    private let waiting = Mutex(0)
+    private let changed: @Sendable (_ parked: Bool) -> Void
+
+    init(changed: @escaping @Sendable (_ parked: Bool) -> Void) {
+        self.changed = changed
+    }
+
+    // `changed` runs under the lock so a park and an unpark of one job reach the pipeline in order.
+    func park() {
+        waiting.withLock { count in
+            count += 1
+            if count == 1 { changed(true) }
+        }
+    }
+
+    func unpark() {
+        waiting.withLock { count in
+            count -= 1
+            if count == 0 { changed(false) }
+        }
+    }
+}
