@@ -14,7 +14,7 @@ public struct SandboxFaults: Sendable, Equatable {
     public var retryAfterSeconds: Int? = 1
     /// Close the whole TCP connection without answering (every stream on it fails).
     public var resetShare: Double = 0
-    /// Every n-th answered request closes its connection with GOAWAY after the answer (0 = never).
+    /// Every n-th answered request announces a graceful GOAWAY on its connection after the answer (0 = never).
     public var goAwayEvery: Int = 0
     /// Answer only after `stallMilliseconds`.
     public var stallShare: Double = 0
@@ -28,8 +28,9 @@ public struct SandboxFaults: Sendable, Equatable {
 }
 
 /// Applies `SandboxFaults` around a responder and, optionally, records every answer as a
-/// line `<ms since epoch> <key> <status|reset|stall:status|goaway:status>` in a file (an
-/// independent record of what the provider saw, for ledger checks).
+/// line `<ms since epoch> <key> <status|reset|stall:status|goaway:status> <connection>` in a
+/// file (an independent record of what the provider saw, for ledger checks; the connection
+/// number tells which answers a reset or GOAWAY may have kept from the client).
 public final class FaultInjector: Sendable {
     private struct State {
         var random: UInt64
@@ -81,11 +82,12 @@ public final class FaultInjector: Sendable {
                     break
                 }
                 if goAway, case nil = response.connectionAction {
-                    response.connectionAction = .goAway
+                    response.connectionAction = .gracefulGoAway
                     label = "goaway:" + label
                 }
             }
-            write("\(Int64(Date().timeIntervalSince1970 * 1000)) \(target) \(label)\n")
+            let connection = request.connection.map { UInt(bitPattern: $0.hashValue) } ?? 0
+            write("\(Int64(Date().timeIntervalSince1970 * 1000)) \(target) \(label) \(connection)\n")
             return response
         }
     }

@@ -38,6 +38,10 @@ public struct SandboxResponse: Sendable {
         case allowConcurrentStreams(Int)
         /// Instead of answering, close the TCP connection at once (every stream on it fails).
         case reset
+        /// A graceful shutdown notice (RFC 9113 §6.8): GOAWAY (NO_ERROR) with the last stream id
+        /// 2^31-1, so no stream already answered is claimed unprocessed; the connection closes
+        /// a second later.
+        case gracefulGoAway
     }
 
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [], delay: Duration? = nil) {
@@ -206,6 +210,11 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
                                      promise: nil)
         case .reset:
             connection.close(promise: nil)
+        case .gracefulGoAway:
+            let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
+            connection.writeAndFlush(frame).whenComplete { _ in
+                connection.eventLoop.scheduleTask(in: .seconds(1)) { connection.close(promise: nil) }
+            }
         }
     }
 
