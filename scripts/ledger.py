@@ -166,7 +166,7 @@ def check(args):
         # given on a connection that broke within LOST_MS after it, or in the moment the closing
         # connection still processed what it had read (AFTER_BREAK_MS), may never have reached the client.
         lines = []
-        breaks = defaultdict(list)
+        breaks = defaultdict(tuple)
         for line in open(args.record):
             parts = line.split()
             if len(parts) < 3:
@@ -174,9 +174,9 @@ def check(args):
             at, target, label, connection = int(parts[0]), parts[1], parts[2], parts[3] if len(parts) > 3 else "?"
             lines.append((at, target, label, connection))
             if label == "reset" or label.startswith("goaway:"):
-                breaks[connection].append(at)
+                breaks[connection] += (at,)
         def maybe_lost(at, connection):
-            return any(b - LOST_MS <= at <= b + AFTER_BREAK_MS for b in breaks.get(connection, ()))
+            return any(b - LOST_MS <= at <= b + AFTER_BREAK_MS for b in breaks.get(connection, ()) + tuple(args.broken_at))
         accepted = defaultdict(list)
         last_fault = {}
         for at, target, label, connection in lines:
@@ -263,6 +263,8 @@ def main():
     c.add_argument("--retry-after-ms", type=int, default=0)
     c.add_argument("--timeout", type=float, default=120)
     c.add_argument("--scenario", default="")
+    c.add_argument("--broken-at", type=int, action="append", default=[],
+                   help="ms since epoch when every connection broke (a worker was killed)")
     c.add_argument("--rss-kb", type=int, default=0, help="a peak RSS measured before (e.g. of a killed worker)")
     c.add_argument("--rss-pids", help="comma-separated worker pids: their VmHWM when the check ends")
     c.add_argument("--row")
