@@ -7,7 +7,8 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…]
-#   scenarios: kill brokers redis provider hostile slow (default: all)
+#   scenarios: kill brokers redis provider hostile slow (the default), sigterm (a ledger-checked hand-over;
+#   scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
 #   logs, manifest and provider record there.
 source "$(dirname "$0")/e2e-lib.sh"
@@ -133,6 +134,24 @@ scenario_kill() {
     # What the provider accepted in the moment of the kill may be sent again (window 1): at most the
     # killed worker's in-flight limit, and only answers given around the kill.
     check --timeout 150 --max-duplicates 500 --broken-at "$killed_at" --expect delivered --rss-kb "$rss" --rss-pids "$pid_b"
+    stop_worker b
+    end
+}
+
+scenario_sigterm() {
+    local jobs
+    jobs=$(scaled 10000)
+    begin sigterm "two workers in one group, SIGTERM one in the middle of a $jobs-job stream"
+    start_kafka; start_sandbox; start_redis
+    start_worker a; start_worker b
+    wait_ready a; wait_ready b
+    produce --prefix t --count "$jobs" --users 1000
+    wait_answered $((jobs / 3))
+    local rss
+    rss=$(peak_rss_kb "$pid_a")
+    stop_worker a
+    echo "faults[sigterm]: worker a stopped cleanly after $(answered) provider answers"
+    check --timeout 150 --max-duplicates 0 --expect delivered --rss-kb "$rss" --rss-pids "$pid_b"
     stop_worker b
     end
 }
