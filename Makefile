@@ -1,6 +1,7 @@
 # The two commands of the README. Each installs what it needs first.
 export PATH := $(PATH):/opt/swift/usr/bin
 SWIFT_BUILD_FLAGS ?=
+FUZZ_SECONDS ?= 20
 
 .PHONY: demo test deps test-deps build
 
@@ -18,11 +19,14 @@ demo: build
 	.build/debug/push-worker demo
 
 ## Unit and integration tests (real Kafka-protocol mock cluster, redis-server, HTTP/2 + TLS sandboxes),
-## then process-level runs (end to end, shutdown hand-over), the Helm chart lint and the image's runtime-package check.
+## then process-level runs (end to end, shutdown hand-over, fault-injection scenarios with a ledger check, a short
+## fuzzing run), the Helm chart lint and the image's runtime-package check.
 test: test-deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build $(SWIFT_BUILD_FLAGS)
 	scripts/e2e-run.sh .build/debug/push-worker
 	scripts/e2e-shutdown.sh .build/debug/push-worker
+	scripts/faults.sh .build/debug/push-worker
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 	python3 scripts/check-chart.py
 	scripts/check-runtime-deps.sh .build/debug/push-worker

@@ -36,8 +36,24 @@ public final class MockKafkaCluster: @unchecked Sendable {
         }
     }
 
+    /// Takes broker `id` down (disconnects its clients, refuses new connections) or back up; -1 = every broker.
     public func setBroker(_ id: Int32, up: Bool) {
         _ = up ? rd_kafka_mock_broker_set_up(cluster, id) : rd_kafka_mock_broker_set_down(cluster, id)
+    }
+
+    /// Makes the next `count` requests of Kafka protocol API `apiKey` (0 Produce, 1 Fetch,
+    /// 8 OffsetCommit, 12 Heartbeat, …) fail with error code `error` (negative codes are
+    /// librdkafka's local ones: -195 `_TRANSPORT` disconnects the client).
+    public func failNextRequests(apiKey: Int16, count: Int, error: Int32) {
+        let errors = [rd_kafka_resp_err_t](repeating: rd_kafka_resp_err_t(rawValue: error), count: count)
+        errors.withUnsafeBufferPointer {
+            rd_kafka_mock_push_request_errors_array(cluster, apiKey, $0.count, $0.baseAddress)
+        }
+    }
+
+    /// Delays every answer of broker `id` (-1 = every broker) by `milliseconds`.
+    public func setRoundTripTime(broker id: Int32, milliseconds: Int) {
+        _ = rd_kafka_mock_broker_set_rtt(cluster, id, Int32(milliseconds))
     }
 
     deinit {

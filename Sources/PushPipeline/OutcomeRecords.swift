@@ -8,6 +8,14 @@ public struct OutcomePublisher: Sendable {
     public static let reasonHeader = "push-dlq-reason"
     public static let codeHeader = "push-dlq-code"
     public static let sourceHeader = "push-dlq-source"
+    /// Set when the dead letter carries only the first bytes of the job (or key): the original size.
+    public static let truncatedHeader = "push-dlq-truncated"
+    public static let keyTruncatedHeader = "push-dlq-key-truncated"
+    /// A dead letter keeps at most this much of the job: twice the largest accepted job, and well
+    /// below the producer's `message.max.bytes` (1,000,000 by default). A larger one could never be
+    /// acknowledged, and publishing "until acknowledged" would hold its partition forever.
+    public static let maximumDeadLetterBytes = 262_144
+    public static let maximumDeadLetterKeyBytes = 4096
 
     let producer: KafkaProducer
     let outcomesTopic: String
@@ -35,11 +43,17 @@ public struct OutcomePublisher: Sendable {
             case .outcome(let outcome):
                 return KafkaRecord(topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: outcome.encoded())
             case .deadLetter(let rejection, let value, let key, let source):
-                return KafkaRecord(topic: deadLetterTopic, key: key, value: value, headers: [
+                var headers = [
                     KafkaHeader(Self.reasonHeader, rejection.message),
                     KafkaHeader(Self.codeHeader, rejection.code.rawValue),
                     KafkaHeader(Self.sourceHeader, source),
-                ])
+                ]
+                if value.count > Self.maximumDeadLetterBytes { headers.append(KafkaHeader(Self.truncatedHeader, String(value.count))) }
+                if let key, key.count > Self.maximumDeadLetterKeyBytes {
+                    headers.append(KafkaHeader(Self.keyTruncatedHeader, String(key.count)))
+                }
+                return KafkaRecord(topic: deadLetterTopic, key: key.map { Array($0.prefix(Self.maximumDeadLetterKeyBytes)) },
+                                   value: Array(value.prefix(Self.maximumDeadLetterBytes)), headers: headers)
             }
         }
     }

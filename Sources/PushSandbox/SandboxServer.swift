@@ -36,6 +36,12 @@ public struct SandboxResponse: Sendable {
         case goAway
         /// A SETTINGS frame raising SETTINGS_MAX_CONCURRENT_STREAMS (APNs does this once a token is accepted).
         case allowConcurrentStreams(Int)
+        /// Instead of answering, close the TCP connection at once (every stream on it fails).
+        case reset
+        /// A graceful shutdown notice (RFC 9113 §6.8): GOAWAY (NO_ERROR) with the last stream id
+        /// 2^31-1, so no stream already answered is claimed unprocessed; the connection closes
+        /// a second later.
+        case gracefulGoAway
     }
 
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [], delay: Duration? = nil) {
@@ -202,10 +208,21 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
             connection.writeAndFlush(HTTP2Frame(streamID: .rootStream,
                                                 payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: count)]))),
                                      promise: nil)
+        case .reset:
+            connection.close(promise: nil)
+        case .gracefulGoAway:
+            let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
+            connection.writeAndFlush(frame).whenComplete { _ in
+                connection.eventLoop.scheduleTask(in: .seconds(1)) { connection.close(promise: nil) }
+            }
         }
     }
 
     private func write(_ response: SandboxResponse, context: ChannelHandlerContext) {
+        if case .reset? = response.connectionAction {
+            context.channel.parent?.close(promise: nil)
+            return
+        }
         var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
         headers.replaceOrAdd(name: "content-length", value: "\(response.body.count)")
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: response.status),

@@ -116,18 +116,61 @@ struct KafkaMock: AsyncParsableCommand {
     @Option(help: "Also write the bootstrap servers to this file.")
     var bootstrapFile: String?
 
+    @Option(help: """
+        Create a FIFO at this path and read fault-injection commands from it, one per line: \
+        broker-down <id|all>, broker-up <id|all>, produce-errors <n>, request-errors <apiKey> <n> <errorCode>, \
+        rtt <id|all> <ms>. Each command is acknowledged on standard output ("control: ok <command>").
+        """)
+    var control: String?
+
     func run() async throws {
         let cluster = try MockKafkaCluster(brokers: brokers)
         for spec in topic {
             let parts = spec.split(separator: ":")
             try cluster.createTopic(String(parts[0]), partitions: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         }
+        if let control { try Self.serveControl(at: control, cluster: cluster) }
         if let bootstrapFile { try cluster.bootstrapServers.write(toFile: bootstrapFile, atomically: true, encoding: .utf8) }
         FileHandle.standardOutput.write(Data((cluster.bootstrapServers + "\n").utf8))
         let (stopped, continuation) = AsyncStream<Void>.makeStream()
         let signals = StopSignals { continuation.finish() }
         for await _ in stopped {}
         withExtendedLifetime((cluster, signals)) {}
+        if let control { unlink(control) }
+    }
+
+    /// Reads commands from a FIFO on a thread of its own. The FIFO is opened read-write so
+    /// that writers coming and going never make it reach end-of-file.
+    static func serveControl(at path: String, cluster: MockKafkaCluster) throws {
+        unlink(path)
+        guard mkfifo(path, 0o600) == 0 else { throw ValidationError("cannot create the control FIFO \(path)") }
+        let descriptor = open(path, O_RDWR)
+        guard descriptor >= 0 else { throw ValidationError("cannot open the control FIFO \(path)") }
+        let thread = Thread {
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return }
+                pending.append(contentsOf: buffer[..<count])
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: pending[..<newline], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+                    pending.removeSubrange(...newline)
+                    guard !line.isEmpty else { continue }
+                    let answer: String
+                    do {
+                        try MockKafkaControl.parse(line).apply(to: cluster)
+                        answer = "control: ok \(line)\n"
+                    } catch {
+                        answer = "control: error \(error)\n"
+                    }
+                    FileHandle.standardOutput.write(Data(answer.utf8))
+                }
+            }
+        }
+        thread.name = "kafka-mock-control"
+        thread.start()
     }
 }
 
@@ -151,10 +194,49 @@ struct Sandbox: AsyncParsableCommand {
     @Flag(help: "Demand a client certificate issued by the sandbox CA.")
     var requireClientCertificate = false
 
+    @Option(help: "Push proxy faults: share of requests answered --fail-status instead of 200.")
+    var failShare = 0.0
+
+    @Option(help: "Push proxy faults: the status of a failed request.")
+    var failStatus = 503
+
+    @Option(help: "Push proxy faults: Retry-After seconds on failed requests (-1 = none).")
+    var retryAfter = 1
+
+    @Option(help: "Push proxy faults: share of requests whose TCP connection is closed instead of answered.")
+    var resetShare = 0.0
+
+    @Option(help: "Push proxy faults: every n-th request closes its connection with GOAWAY after the answer (0 = never).")
+    var goawayEvery = 0
+
+    @Option(help: "Push proxy faults: share of requests answered only after --stall-ms.")
+    var stallShare = 0.0
+
+    @Option(help: "Push proxy faults: how long a stalled request waits.")
+    var stallMs = 5000
+
+    @Option(help: "Push proxy faults: at most this many faults per endpointId.")
+    var maxFaultsPerTarget = 2
+
+    @Option(help: "Push proxy: append one line per answer (<ms> <endpointId> <status|reset|stall:…|goaway:…>) to this file.")
+    var recordFile: String?
+
     func run() async throws {
         let tls = try SandboxTLS.make()
+        var faults = SandboxFaults()
+        faults.failShare = failShare
+        faults.failStatus = failStatus
+        faults.retryAfterSeconds = retryAfter < 0 ? nil : retryAfter
+        faults.resetShare = resetShare
+        faults.goAwayEvery = goawayEvery
+        faults.stallShare = stallShare
+        faults.stallMilliseconds = stallMs
+        faults.maximumFaultsPerTarget = maxFaultsPerTarget
+        let injector = try FaultInjector(faults, recordFile: recordFile)
+        let responder = faults.isEmpty && recordFile == nil
+            ? ProxySandbox.respond : injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId)
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
-                                                   responder: ProxySandbox.respond)
+                                                   responder: responder)
         let apns = try await APNsSandboxInstance.start(tls: tls)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
         let webPush = try await WebPushSandboxInstance.start(tls: tls)

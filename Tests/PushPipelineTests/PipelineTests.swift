@@ -126,6 +126,35 @@ struct PipelineTests {
         #expect(delivered.first?.json?["jobId"] == .string("after"))
     }
 
+    @Test("a job too large for a Kafka message goes to the DLQ truncated, its size in a header, and the next job still flows")
+    func oversizedDeadLetter() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start()
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox)
+        // 1.2 MB: above the producer's default message.max.bytes (1,000,000), as in the flood scenario.
+        let huge = Array(#"{"v":1,"id":"huge","body":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1_200_000) + Array(#""}"#.utf8)
+        let bigProducer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
+                                                .merging(["message.max.bytes": "4000000"]) { $1 }, logger: testLogger())
+        try await bigProducer.send([KafkaRecord(topic: kafka.jobsTopic, key: Array("mallory".utf8), value: huge),
+                                    KafkaRecord(topic: kafka.jobsTopic, key: Array("alice".utf8),
+                                                value: jobJSON(id: "after-huge", targets: [proxyTarget("a1")]))])
+        bigProducer.close()
+        let reader = try kafka.reader()
+        let running = harness.start()
+        let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= 2 }
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        let dead = outcomes(messages, topic: kafka.deadLetterTopic)
+        #expect(dead.count == 1)
+        #expect(dead.first?.header(OutcomePublisher.codeHeader) == "too_large")
+        #expect(dead.first?.header(OutcomePublisher.truncatedHeader) == String(huge.count))
+        #expect(dead.first?.value.count == OutcomePublisher.maximumDeadLetterBytes)
+        #expect(dead.first.map { $0.value[...] == huge.prefix(OutcomePublisher.maximumDeadLetterBytes) } == true)
+        #expect(outcomes(messages).first?.json?["jobId"] == .string("after-huge"))
+    }
+
     @Test("an offset is not committed before its outcome is acknowledged: a restarted worker sees the job again")
     func noCommitBeforeAcknowledgement() async throws {
         let kafka = try KafkaFixture(partitions: 1)

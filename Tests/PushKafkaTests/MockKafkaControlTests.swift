@@ -1,0 +1,40 @@
+import Testing
+import TestSupport
+@testable import PushKafka
+
+@Suite("kafka-mock control commands")
+struct MockKafkaControlTests {
+    @Test("broker commands take an id or all (-1)")
+    func brokers() throws {
+        #expect(try MockKafkaControl.parse("broker-down all") == .broker(-1, up: false))
+        #expect(try MockKafkaControl.parse("broker-up 2") == .broker(2, up: true))
+        #expect(try MockKafkaControl.parse("  rtt all\t250 ") == .roundTripTime(broker: -1, milliseconds: 250))
+    }
+
+    @Test("request errors name the API key, the count and the error code")
+    func requestErrors() throws {
+        #expect(try MockKafkaControl.parse("produce-errors 3") == .produceErrors(3))
+        #expect(try MockKafkaControl.parse("request-errors 1 5 -195") == .requestErrors(apiKey: 1, count: 5, error: -195))
+    }
+
+    @Test("unknown or malformed commands are refused with the list of commands")
+    func refused() {
+        #expect(throws: MockKafkaControl.Problem.self) { try MockKafkaControl.parse("broker-down") }
+        #expect(throws: MockKafkaControl.Problem.self) { try MockKafkaControl.parse("broker-down -3") }
+        #expect(throws: MockKafkaControl.Problem.self) { try MockKafkaControl.parse("reboot") }
+        #expect(throws: MockKafkaControl.Problem.self) { try MockKafkaControl.parse("produce-errors many") }
+    }
+
+    @Test("a broker taken down and up again serves a producer")
+    func downAndUp() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic("control.test", partitions: 1)
+        try MockKafkaControl.parse("broker-down all").apply(to: cluster)
+        try MockKafkaControl.parse("rtt all 10").apply(to: cluster)
+        try MockKafkaControl.parse("broker-up all").apply(to: cluster)
+        let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
+                                         logger: testLogger())
+        try await producer.send([KafkaRecord(topic: "control.test", key: nil, value: Array("x".utf8))])
+        producer.close()
+    }
+}

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Fault-injection scenarios as separate processes: `push-worker kafka-mock --control` (a
+# Kafka-protocol broker whose brokers can be taken down through a FIFO), `push-worker
+# sandbox` with failure shares (503 + Retry-After, connection resets, GOAWAY, stalls) and a
+# record of every answer, real redis-server processes that get killed and restarted, and
+# `push-worker run` workers that get SIGKILLed. scripts/ledger.py (confluent-kafka, an
+# independent client) produces jobs with known ids and checks the outcomes and the DLQ.
+# Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
+# Usage: scripts/faults.sh [path/to/push-worker] [scenario…]
+#   scenarios: kill brokers redis provider hostile slow (the default), sigterm (a ledger-checked hand-over;
+#   scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
+#   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
+#   logs, manifest and provider record there.
+source "$(dirname "$0")/e2e-lib.sh"
+shift || true
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis provider hostile slow)
+scale=${FAULTS_SCALE:-1}
+rows=${FAULTS_ROWS:-$work/rows.jsonl}
+: >"$rows"
+current=""
+fail() {
+    echo "faults[$current]: FAIL: $*" >&2
+    for log in "$work"/"$current"/worker-*.log; do [ -f "$log" ] && { echo "--- $log" >&2; tail -n 15 "$log" >&2; }; done
+    if [ -n "${FAULTS_KEEP:-}" ]; then rm -rf "$FAULTS_KEEP/$current"; mkdir -p "$FAULTS_KEEP"; cp -r "$work/$current" "$FAULTS_KEEP/"; fi
+    exit 1
+}
+scaled() { python3 -c "print(max(1, int($1 * $scale)))"; }
+# Debian's python3-confluent-kafka lives in the system interpreter (not in a pyenv or venv one).
+ledger_python=${LEDGER_PYTHON:-/usr/bin/python3}
+"$ledger_python" -c 'import confluent_kafka' 2>/dev/null || fail "python3-confluent-kafka is not installed (scripts/install-deps.sh --test)"
+
+# Per scenario: a directory, its processes (stopped at its end), its fixtures.
+begin() {
+    current=$1
+    dir="$work/$1"
+    mkdir -p "$dir"
+    spids=()
+    started_at=$(date +%s%N)
+    echo "faults[$current]: $2"
+}
+spawn() { "$@" & spids+=($!); pids+=($!); }
+end() {
+    for pid in "${spids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    for pid in "${spids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    echo "faults[$current]: PASS in $((($(date +%s%N) - started_at) / 1000000000)) s"
+}
+start_kafka() {  # --brokers N
+    spawn "$bin" kafka-mock "$@" --topic push.jobs:4 --topic push.outcomes:8 --topic push.dlq:4 \
+        --bootstrap-file "$dir/bootstrap" --control "$dir/kafka-control" >"$dir/kafka.log" 2>&1
+    wait_for_file "$dir/bootstrap"
+    brokers=$(cat "$dir/bootstrap")
+}
+kafka_control() {  # one command; waits for its acknowledgement
+    local before
+    before=$(grep -c '^control:' "$dir/kafka.log" || true)
+    echo "$*" >"$dir/kafka-control"
+    for _ in $(seq 1 50); do
+        [ "$(grep -c '^control:' "$dir/kafka.log" || true)" -gt "$before" ] && break
+        sleep 0.1
+    done
+    tail -n 1 "$dir/kafka.log" | grep -q '^control: ok' || fail "kafka-mock did not take \"$*\": $(tail -n 1 "$dir/kafka.log")"
+}
+start_sandbox() {  # sandbox fault options
+    spawn "$bin" sandbox --state-dir "$dir/sandbox" --record-file "$dir/record" "$@" >/dev/null 2>&1
+    wait_for_file "$dir/sandbox/url"
+}
+start_redis() {  # [port]; append-only file fsynced on every write, so a restart keeps the records
+    redis_port=${1:-$(free_port)}
+    mkdir -p "$dir/redis"
+    spawn redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" --appendonly yes \
+        --appendfsync always --loglevel warning >>"$dir/redis.log"
+    redis_pid=$!
+    for _ in $(seq 1 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
+    fail "redis-server did not start"
+}
+start_worker() {  # name [VAR=value …]
+    local name=$1
+    shift
+    local port
+    port=$(free_port)
+    eval "http_port_$name=$port"
+    spawn env PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_HTTP_PORT="$port" \
+        PUSH_PROXY_URL="$(cat "$dir/sandbox/url")" PUSH_PROXY_CA_FILE="$dir/sandbox/ca.pem" PUSH_SHUTDOWN_GRACE_S=5 \
+        PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_RETRY_BASE_MS=200 \
+        "$@" "$bin" run >"$dir/worker-$name.log" 2>&1
+    eval "pid_$name=$!"
+}
+wait_ready() {  # name
+    local port
+    port=$(eval echo "\$http_port_$1")
+    for _ in $(seq 1 200); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ] && return 0
+        sleep 0.1
+    done
+    fail "worker $1 never became ready"
+}
+readyz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(eval echo "\$http_port_$1")/readyz" || true; }
+metric() {  # name metric: the sum of its samples
+    curl -s "http://127.0.0.1:$(eval echo "\$http_port_$1")/metrics" | awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'
+}
+peak_rss_kb() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+answered() { [ -f "$dir/record" ] && wc -l <"$dir/record" || echo 0; }
+wait_answered() {  # at least N provider answers
+    for _ in $(seq 1 1200); do [ "$(answered)" -ge "$1" ] && return 0; sleep 0.1; done
+    fail "the provider saw only $(answered) of $1 requests"
+}
+produce() { "$ledger_python" scripts/ledger.py produce --brokers "$brokers" --manifest "$dir/manifest" "$@" || fail "producing jobs failed"; }
+check() { "$ledger_python" scripts/ledger.py check --brokers "$brokers" --manifest "$dir/manifest" --record "$dir/record" \
+    --scenario "$current" --row "$rows" "$@" || fail "the ledger does not balance"; }
+stop_worker() {  # name: SIGTERM, wait, must exit 0
+    local pid status
+    pid=$(eval echo "\$pid_$1")
+    kill -TERM "$pid"
+    set +e; wait "$pid"; status=$?; set -e
+    [ "$status" -eq 0 ] || fail "worker $1 exited with $status after SIGTERM"
+}
+
+scenario_kill() {
+    local jobs
+    jobs=$(scaled 20000)
+    begin kill "two workers in one group, SIGKILL one in the middle of a $jobs-job stream"
+    start_kafka; start_sandbox; start_redis
+    start_worker a PUSH_MAX_IN_FLIGHT=500; start_worker b PUSH_MAX_IN_FLIGHT=500
+    wait_ready a; wait_ready b
+    produce --prefix k --count "$jobs" --users 2000
+    wait_answered $((jobs / 3))
+    local rss
+    rss=$(peak_rss_kb "$pid_a")
+    local killed_at
+    killed_at=$(date +%s%3N)
+    kill -9 "$pid_a"
+    echo "faults[kill]: SIGKILL worker a after $(answered) provider answers"
+    # What the provider accepted in the moment of the kill may be sent again (window 1): at most the
+    # killed worker's in-flight limit, and only answers given around the kill.
+    check --timeout 150 --max-duplicates 500 --broken-at "$killed_at" --expect delivered --rss-kb "$rss" --rss-pids "$pid_b"
+    stop_worker b
+    end
+}
+
+scenario_sigterm() {
+    local jobs
+    jobs=$(scaled 10000)
+    begin sigterm "two workers in one group, SIGTERM one in the middle of a $jobs-job stream"
+    start_kafka; start_sandbox; start_redis
+    start_worker a; start_worker b
+    wait_ready a; wait_ready b
+    produce --prefix t --count "$jobs" --users 1000
+    wait_answered $((jobs / 3))
+    local rss
+    rss=$(peak_rss_kb "$pid_a")
+    stop_worker a
+    echo "faults[sigterm]: worker a stopped cleanly after $(answered) provider answers"
+    check --timeout 150 --max-duplicates 0 --expect delivered --rss-kb "$rss" --rss-pids "$pid_b"
+    stop_worker b
+    end
+}
+
+scenario_brokers() {
+    local jobs
+    jobs=$(scaled 10000)
+    begin brokers "all 3 brokers down for 10 s in the middle of a $jobs-job stream"
+    start_kafka --brokers 3; start_sandbox; start_redis
+    start_worker a; wait_ready a
+    produce --prefix br --count "$jobs" --users 1000
+    wait_answered $((jobs / 4))
+    kafka_control broker-down all
+    sleep 10
+    kafka_control broker-up all
+    check --timeout 150 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+
+scenario_redis() {
+    local jobs
+    jobs=$(scaled 10000)
+    begin redis "redis-server SIGKILLed for 10 s in the middle of a $jobs-job stream, restarted from its append-only file"
+    start_kafka; start_sandbox; start_redis
+    start_worker a; wait_ready a
+    produce --prefix rd --count "$jobs" --users 1000
+    wait_answered $((jobs / 4))
+    kill -9 "$redis_pid"
+    local down_at
+    down_at=$(answered)
+    sleep 4
+    [ "$(readyz a)" != 200 ] || fail "/readyz still 200 4 s after Redis died"
+    local frozen
+    frozen=$(answered)
+    sleep 6
+    # Paused: at most the requests already in flight when Redis died reach the provider.
+    echo "faults[redis]: provider answers while Redis was down: $((frozen - down_at)) in the first 4 s, $(($(answered) - frozen)) in the next 6 s; /readyz $(readyz a)"
+    [ $(($(answered) - frozen)) -le 1000 ] || fail "the worker kept sending while Redis was down"
+    start_redis "$redis_port"
+    for _ in $(seq 1 100); do [ "$(readyz a)" = 200 ] && break; sleep 0.2; done
+    [ "$(readyz a)" = 200 ] || fail "/readyz not 200 again after Redis came back"
+    check --timeout 150 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+
+scenario_provider() {
+    local jobs
+    jobs=$(scaled 5000)
+    begin provider "provider fails 30 % with 503 + Retry-After: 1, 0.05 % connection resets, a graceful GOAWAY every 700 answers ($jobs jobs)"
+    start_kafka; start_sandbox --fail-share 0.3 --fail-status 503 --retry-after 1 --reset-share 0.0005 --goaway-every 700 \
+        --max-faults-per-target 2
+    start_redis
+    # One reset fails every stream in flight on its connection at once (~100-200 "failures in a row"),
+    # which would open the default 50-failure circuit for 30 s and burn attempts against it (see RELIABILITY.md).
+    start_worker a PUSH_CIRCUIT_FAILURES=1000; wait_ready a
+    produce --prefix pv --count "$jobs" --users 1000
+    # A reset may swallow answers the provider already gave: those targets are sent again (explained duplicates).
+    check --timeout 150 --max-duplicates "$jobs" --max-unexplained-duplicates 0 --expect delivered --retry-after-ms 1000 \
+        --rss-pids "$pid_a"
+    echo "faults[provider]: injected $(awk '$3 == "503"' "$dir/record" | wc -l) × 503, $(awk '$3 == "reset"' "$dir/record" | wc -l) resets," \
+        "$(awk '$3 ~ /^goaway:/' "$dir/record" | wc -l) GOAWAYs in $(wc -l <"$dir/record") provider answers"
+    stop_worker a
+    end
+}
+
+scenario_hostile() {
+    local jobs
+    jobs=$(scaled 10000)
+    begin hostile "$jobs hostile jobs mixed into $jobs valid ones"
+    start_kafka; start_sandbox; start_redis
+    start_worker a; wait_ready a
+    produce --prefix hv --count "$jobs" --hostile "$jobs" --users 1000
+    check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+
+scenario_slow() {
+    local jobs limit=200
+    jobs=$(scaled 1500)
+    begin slow "slow provider (2 s per request), $jobs jobs, PUSH_MAX_IN_FLIGHT=$limit"
+    start_kafka; start_sandbox; start_redis
+    start_worker a PUSH_MAX_IN_FLIGHT=$limit; wait_ready a
+    produce --prefix sl --count "$jobs" --user-prefix slow-
+    # Consumed but unfinished jobs (taken from Kafka into the process) stay at the limit: the
+    # consumer stops taking instead of buffering.
+    local peak=0 held=0 value consumed finished
+    for _ in $(seq 1 40); do
+        value=$(metric a push_jobs_in_flight)
+        value=${value%.*}
+        [ "$value" -gt "$peak" ] && peak=$value
+        consumed=$(metric a push_jobs_consumed_total)
+        finished=$(metric a push_deliveries_total)
+        value=$((${consumed%.*} - ${finished%.*}))
+        [ "$value" -gt "$held" ] && held=$value
+        sleep 0.25
+    done
+    echo "faults[slow]: peak jobs in flight $peak, peak consumed-but-unfinished $held (limit $limit)"
+    [ "$peak" -le "$limit" ] || fail "in flight $peak above the limit $limit"
+    [ "$held" -le "$limit" ] || fail "$held jobs consumed but unfinished, above the limit $limit: the consumer buffers"
+    [ "$peak" -ge $((limit / 2)) ] || fail "in flight only $peak: the slow provider was not the bottleneck"
+    check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+
+for scenario in "${scenarios[@]}"; do "scenario_$scenario"; done
+python3 - "$rows" <<'PY'
+import json, sys
+print("| scenario | jobs in | final outcomes | lost | duplicates | replays | dead letters | peak RSS (MB) |")
+print("|---|---|---|---|---|---|---|---|")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f"| {r['scenario']} | {r['jobs_in']} | {r['final_outcomes']} | {r['lost']} | {r['duplicates']} | {r['replays']} | {r['dead_letters']} | {r['peak_rss_mb']} |")
+PY
+echo "faults: PASS (${scenarios[*]})"
