@@ -25,26 +25,7 @@ while [ $# -gt 0 ]; do
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
-cd "$(dirname "$0")/.."
-export PATH="$PATH:/opt/swift/usr/bin"
-scripts/install-deps.sh --bench
-[ "$build" = 1 ] && swift build -c release --product push-worker >&2
-fail() { echo "bench: $*" >&2; exit 1; }
-source scripts/e2e-lib.sh .build/release/push-worker
-
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
-    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -addext "basicConstraints=critical,CA:TRUE" \
-    -keyout "$work/server.key" -out "$work/server.pem" 2>/dev/null
-port=$(free_port)
-mkdir -p "$work/body"
-sed -e "s#@WORK@#$work#g" -e "s#@PORT@#$port#g" bench/nginx.conf > "$work/nginx.conf"
-nginx -c "$work/nginx.conf" -e "$work/nginx-error.log" & pids+=($!)
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
-for _ in $(seq 1 50); do
-    curl -sf --http2 --cacert "$work/server.pem" -d '{}' "https://localhost:$port/3/device/be" >/dev/null && break
-    sleep 0.1
-done
+source "$(dirname "$0")/bench-lib.sh"
 
 token=be$(printf '%062x' 42)
 h2load_run() {
@@ -67,7 +48,7 @@ bench_run() {
     echo "push-worker bench ($label) --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
     env "$@" PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
         "$bin" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
-        --endpoint "https://localhost:$port" --ca-file "$work/server.pem" --report-file "$work/report-$label.json"
+        --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/report-$label.json"
     kill "$kafka"
     redis-cli -p "$redis_port" flushall >/dev/null
 }

@@ -28,3 +28,4 @@ start_fixtures() {
     wait_for_file "$work/sandbox/url"
     brokers=$(cat "$work/bootstrap")
 }
+

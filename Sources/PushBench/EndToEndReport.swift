@@ -66,11 +66,7 @@ public struct EndToEndReport: Sendable, Codable {
 
     public var complete: Bool { jobsFinished >= jobsRequested }
 
-    public func json() throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
-    }
+    public func json() throws -> String { try prettyJSON() }
 
     public func table() -> String {
         func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }

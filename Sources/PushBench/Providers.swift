@@ -21,17 +21,9 @@ struct Providers: Sendable {
         let webPush = try await WebPushSandboxInstance.start(tls: tls)
         let subscription = try webPush.sandbox.subscribe(id: "bench")
         var environment = try credentials(scratch: scratch, caFile: tls.caFile)
-        environment.merge([
-            "PUSH_PROXY_URL": proxy.baseURL + ProxySandbox.path,
-            "PUSH_APNS_KEY_FILE": apns.keyFile,
-            "PUSH_APNS_KEY_ID": APNsSandboxInstance.keyId,
-            "PUSH_APNS_TEAM_ID": APNsSandboxInstance.teamId,
-            "PUSH_APNS_BUNDLE_ID": APNsSandboxInstance.bundleId,
-            "PUSH_APNS_HOST": "localhost",
-            "PUSH_APNS_PORT": String(apns.server.port),
-            "PUSH_FCM_CREDENTIALS_FILE": fcm.credentialsFile,
-            "PUSH_FCM_ENDPOINT": fcm.server.baseURL,
-        ]) { $1 }
+        environment["PUSH_PROXY_URL"] = proxy.baseURL + ProxySandbox.path
+        environment.merge(apns.workerEnvironment) { $1 }
+        environment.merge(fcm.workerEnvironment) { $1 }
         return Providers(environment: environment, apnsApp: APNsSandboxInstance.bundleId, fcmProject: FCMSandboxInstance.projectId,
                          webPush: .init(endpoint: subscription.endpoint, p256dh: subscription.p256dh, auth: subscription.auth)) {
             await proxy.stop()

@@ -116,15 +116,7 @@ public enum Demo {
             "PUSH_KAFKA_GROUP_ID": "push-worker-demo",
             "PUSH_PROXY_URL": proxy.baseURL + ProxySandbox.path,
             "PUSH_PROXY_CA_FILE": tls.caFile,
-            "PUSH_APNS_KEY_FILE": apns.keyFile,
-            "PUSH_APNS_KEY_ID": APNsSandboxInstance.keyId,
-            "PUSH_APNS_TEAM_ID": APNsSandboxInstance.teamId,
-            "PUSH_APNS_BUNDLE_ID": APNsSandboxInstance.bundleId,
-            "PUSH_APNS_HOST": "localhost",
-            "PUSH_APNS_PORT": String(apns.server.port),
             "PUSH_APNS_CA_FILE": tls.caFile,
-            "PUSH_FCM_CREDENTIALS_FILE": fcm.credentialsFile,
-            "PUSH_FCM_ENDPOINT": fcm.server.baseURL,
             "PUSH_FCM_CA_FILE": tls.caFile,
             "PUSH_WEBPUSH_VAPID_KEY_FILE": vapidKeyFile,
             "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:push-demo@example.com",
@@ -136,7 +128,7 @@ public enum Demo {
             "PUSH_SHUTDOWN_GRACE_S": "5",
             "PUSH_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
             "PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-        ]
+        ].merging(apns.workerEnvironment) { $1 }.merging(fcm.workerEnvironment) { $1 }
         let configuration = try WorkerConfiguration.load(from: environment).get()
         let worker = try Worker(configuration: configuration, logger: logger)
         let reader = try KafkaTopicReader(bootstrapServers: cluster.bootstrapServers, topics: [outcomesTopic, dlqTopic],

@@ -62,9 +62,7 @@ struct BenchCommand: AsyncParsableCommand {
         if micro {
             let results = try MicroBench.run()
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-                print(String(decoding: try encoder.encode(results), as: UTF8.self))
+                print(try results.prettyJSON())
             } else {
                 print(MicroBench.table(results))
             }
