@@ -30,6 +30,15 @@ public struct RetryPolicy: Sendable, Equatable {
     /// - Parameters:
     ///   - retryAfter: the provider's hint; the retry is never earlier than it.
     ///   - random: returns a value in 0...upperBound (injected so tests can pin the jitter).
+    /// A push the open circuit held back was not sent, so it spends no attempt: it is due
+    /// when the circuit lets a probe through, spread by up to one backoff base, unless the TTL ends first.
+    public func decideHeldBack(now: Int64, deadline: Deadline, circuitRetryAfter: Duration,
+                               random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }) -> Decision {
+        guard !deadline.isNowOrNever else { return .expired }
+        let due = now + circuitRetryAfter.milliseconds + random(baseMilliseconds)
+        return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired
+    }
+
     public func decide(afterAttempt attempt: Int, now: Int64, deadline: Deadline, retryAfter: Duration?,
                        random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }) -> Decision {
         guard attempt < maximumAttempts else { return .exhausted }

@@ -18,11 +18,13 @@ extension JobProcessor {
                                             attempts: attempt - 1, at: now))
             }
             let result: DeliveryResult
+            var heldBack = false
             switch breakers.permit(target, at: now) {
             case .rejected(.credentials, _):
                 result = .failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of app \(target.app ?? "-"); not sent",
                                  httpStatus: nil, action: .checkCredentials)
             case .rejected(.failureStorm, let retryAt):
+                heldBack = true
                 result = .retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
                                     retryAfter: .milliseconds(max(retryAt - now, 0)))
             case .allowed:
@@ -48,7 +50,12 @@ extension JobProcessor {
             }
 
             let failedAt = clock()
-            switch configuration.retryPolicy.decide(afterAttempt: attempt, now: failedAt, deadline: deadline, retryAfter: retryAfter) {
+            // Attempts count sends: one the open circuit held back is tried again under the same number.
+            let completed = heldBack ? attempt - 1 : attempt
+            let decision = heldBack
+                ? configuration.retryPolicy.decideHeldBack(now: failedAt, deadline: deadline, circuitRetryAfter: retryAfter ?? .zero)
+                : configuration.retryPolicy.decide(afterAttempt: attempt, now: failedAt, deadline: deadline, retryAfter: retryAfter)
+            switch decision {
             case .retry(let dueAt):
                 logger.info("delivery will be retried", metadata: metadata(job, target, [
                     "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt - failedAt)",
@@ -56,19 +63,19 @@ extension JobProcessor {
                 if let retryQueue {
                     let entry = RetryEntry(id: entryId ?? RetryEntry.id(jobId: job.id, bindingId: target.bindingId), jobBytes: source.value,
                                            kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
-                                           bindingId: target.bindingId, attempts: attempt, lastReason: reason,
+                                           bindingId: target.bindingId, attempts: completed, lastReason: reason,
                                            lastHTTPStatus: httpStatus)
                     guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .abandoned }
                     metrics.retryScheduled(target.provider)
                     guard configuration.publishRetryingOutcomes else { return .handedOff([]) }
-                    return .handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: attempt, at: failedAt))])
+                    return .handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: completed, at: failedAt))])
                 }
                 do { try await sleep(.milliseconds(dueAt - failedAt)) } catch { return .abandoned }
-                attempt += 1
+                attempt = completed + 1
             case .expired:
                 return await finish(Outcome(job: job, target: target, status: .expired,
                                             reason: "TTL ends before a retry could be sent (last error: \(reason))",
-                                            attempts: attempt, at: failedAt, httpStatus: httpStatus))
+                                            attempts: completed, at: failedAt, httpStatus: httpStatus))
             case .exhausted:
                 let outcome = Outcome(job: job, target: target, status: .failed,
                                       reason: "\(attempt) attempts exhausted (last error: \(reason))",
