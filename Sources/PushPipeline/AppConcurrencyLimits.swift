@@ -18,10 +18,43 @@ public final class AppConcurrencyLimits: Sendable {
         let continuation: CheckedContinuation<Bool, Never>
     }
 
+    /// Waiters oldest first; popping is O(1) (a head index, compacted now and then).
+    private struct WaiterQueue {
+        private var items: [Waiter] = []
+        private var head = 0
+
+        var isEmpty: Bool { head == items.count }
+
+        mutating func append(_ waiter: Waiter) { items.append(waiter) }
+
+        mutating func popFirst() -> Waiter? {
+            guard head < items.count else { return nil }
+            let first = items[head]
+            head += 1
+            if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 1024, head * 2 >= items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+            return first
+        }
+
+        mutating func remove(id: UInt64) -> Waiter? {
+            guard let index = items[head...].firstIndex(where: { $0.id == id }) else { return nil }
+            return items.remove(at: index)
+        }
+    }
+
     private struct Slots {
         var running = 0
-        var urgent: [Waiter] = []
-        var normal: [Waiter] = []
+        var urgent = WaiterQueue()
+        var normal = WaiterQueue()
+
+        var isIdle: Bool { running == 0 && urgent.isEmpty && normal.isEmpty }
+
+        mutating func popNext() -> Waiter? { urgent.popFirst() ?? normal.popFirst() }
     }
 
     private struct State {
@@ -74,11 +107,8 @@ public final class AppConcurrencyLimits: Sendable {
             }
         } onCancel: {
             let waiter = state.withLock { state -> Waiter? in
-                guard var slots = state.slots[key] else { return nil }
-                defer { state.slots[key] = slots }
-                if let index = slots.urgent.firstIndex(where: { $0.id == id }) { return slots.urgent.remove(at: index) }
-                if let index = slots.normal.firstIndex(where: { $0.id == id }) { return slots.normal.remove(at: index) }
-                return nil
+                guard state.slots[key] != nil else { return nil }
+                return state.slots[key]!.urgent.remove(id: id) ?? state.slots[key]!.normal.remove(id: id)
             }
             waiter?.continuation.resume(returning: false)
         }
@@ -88,10 +118,11 @@ public final class AppConcurrencyLimits: Sendable {
     func release(_ target: Target) {
         let key = Key(provider: target.provider, app: target.app)
         let next = state.withLock { state -> Waiter? in
-            guard var slots = state.slots[key] else { return nil }
-            let next = slots.urgent.isEmpty ? (slots.normal.isEmpty ? nil : slots.normal.removeFirst()) : slots.urgent.removeFirst()
-            if next == nil { slots.running -= 1 }
-            state.slots[key] = slots.running == 0 && slots.urgent.isEmpty && slots.normal.isEmpty ? nil : slots
+            // Mutated in place: a copy of the queues out of the dictionary would copy every waiter.
+            guard state.slots[key] != nil else { return nil }
+            let next = state.slots[key]!.popNext()
+            if next == nil { state.slots[key]!.running -= 1 }
+            if state.slots[key]!.isIdle { state.slots[key] = nil }
             return next
         }
         next?.continuation.resume(returning: true)
