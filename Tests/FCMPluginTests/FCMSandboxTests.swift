@@ -154,7 +154,7 @@ struct FCMSandboxTests {
 @Suite("FCM token endpoint outage in the pipeline")
 struct FCMCircuitTests {
     static func message(_ id: String, provider: String, app: String) -> KafkaMessage {
-        let json = #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","targets":[{"bindingId":"b-\#(id)","provider":"\#(provider)","app":"\#(app)","token":"tok-\#(id)"}]}"#
+        let json = #"{"v":1,"id":"\#(id)","kind":"message","ttl":30,"userId":"u","targets":[{"bindingId":"b-\#(id)","provider":"\#(provider)","app":"\#(app)","token":"tok-\#(id)"}]}"#
         return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
                             value: Array(json.utf8), timestamp: currentTimeMilliseconds())
     }
@@ -168,8 +168,15 @@ struct FCMCircuitTests {
         configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: 3, coolDownMilliseconds: 60_000)
         let processor = JobProcessor(registry: ProviderRegistry([harness.provider, proxy]), configuration: configuration,
                                      store: InMemoryDeliveryStore(), retryQueue: nil, logger: testLogger())
-        for index in 0..<6 { _ = await processor.process(Self.message("f\(index)", provider: "fcm", app: FCMSandboxInstance.projectId)) }
+        var last: ProcessedJob?
+        for index in 0..<6 { last = await processor.process(Self.message("f\(index)", provider: "fcm", app: FCMSandboxInstance.projectId)) }
         #expect(processor.circuitBreakers.openCircuits.keys.map(\.description) == ["fcm/example-project"])
+        if case .publish(let publications, _)? = last, case .outcome(let heldBack)? = publications.first {
+            #expect(heldBack.status == .expired, "held back by the open circuit, it waits for the cool-down, which outlasts its 30 s TTL")
+            #expect(heldBack.attempts == 0, "nothing was sent")
+        } else {
+            Issue.record("no outcome for the held-back push")
+        }
         #expect(harness.instance.sandbox.tokenRequestCount <= 2)
         guard case .publish(let publications, _) = await processor.process(Self.message("p1", provider: "proxy", app: "acme")),
               case .outcome(let outcome)? = publications.first else { Issue.record("no outcome"); return }
