@@ -104,61 +104,6 @@ private let curlGlobalInit: Void = {
     curl_global_init(Int(CURL_GLOBAL_ALL))
 }()
 
-/// Transfers waiting for a free stream to their host: urgent ones first, then oldest first.
-struct WaitingTransfers {
-    private var urgent = FIFO()
-    private var normal = FIFO()
-
-    var isEmpty: Bool { urgent.isEmpty && normal.isEmpty }
-    var hasUrgent: Bool { !urgent.isEmpty }
-
-    mutating func append(_ transfer: PendingTransfer) {
-        if transfer.request.lane == .urgent { urgent.append(transfer) } else { normal.append(transfer) }
-    }
-
-    /// The next transfer to start: an urgent one whenever one waits; a normal one only if `normalAllowed`.
-    mutating func popFirst(normalAllowed: Bool = true) -> PendingTransfer? {
-        if let transfer = urgent.popFirst() { return transfer }
-        return normalAllowed ? normal.popFirst() : nil
-    }
-
-    mutating func remove(id: UInt64) -> PendingTransfer? {
-        urgent.remove(id: id) ?? normal.remove(id: id)
-    }
-
-    mutating func removeAll() -> [PendingTransfer] {
-        urgent.removeAll() + normal.removeAll()
-    }
-
-    private struct FIFO {
-        private var queue: [PendingTransfer] = []
-        private var head = 0
-
-        var isEmpty: Bool { head == queue.count }
-
-        mutating func append(_ transfer: PendingTransfer) { queue.append(transfer) }
-
-        mutating func popFirst() -> PendingTransfer? {
-            guard head < queue.count else { return nil }
-            defer {
-                head += 1
-                if head == queue.count { queue.removeAll(keepingCapacity: true); head = 0 }
-            }
-            return queue[head]
-        }
-
-        mutating func remove(id: UInt64) -> PendingTransfer? {
-            guard let index = queue[head...].firstIndex(where: { $0.id == id }) else { return nil }
-            return queue.remove(at: index)
-        }
-
-        mutating func removeAll() -> [PendingTransfer] {
-            defer { queue.removeAll(); head = 0 }
-            return Array(queue[head...])
-        }
-    }
-}
-
 /// Owns the multi handle and the thread that drives it. Hands curl at most as many
 /// transfers per host as its connections have streams; the rest wait here, so a
 /// request's timeout runs from when it can be sent, not while it queues behind others.
@@ -181,7 +126,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     // Touched only by the loop thread.
     private var active: [UnsafeMutableRawPointer: TransferState] = [:]
     private var activePerHost: [Substring: Int] = [:]
-    private var waiting: [Substring: WaitingTransfers] = [:]
+    private var waiting: [Substring: LaneQueue<PendingTransfer>] = [:]
     private var idleHandles: [CurlEasyHandle] = []
     private let streamsPerHost: Int
     /// Streams per host normal transfers may fill; the rest is kept for urgent ones.
@@ -277,7 +222,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         if startsNow {
             start(transfer, host: host)
         } else {
-            waiting[host, default: WaitingTransfers()].append(transfer)
+            waiting[host, default: LaneQueue()].append(transfer, lane: transfer.request.lane)
         }
     }
 
@@ -287,7 +232,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             return
         }
         for host in Array(waiting.keys) {
-            if let transfer = waiting[host]?.remove(id: id) {
+            if let transfer = waiting[host]?.remove(where: { $0.id == id }) {
                 transfer.continuation.resume(returning: .failure(.cancelled))
                 return
             }

@@ -18,43 +18,11 @@ public final class AppConcurrencyLimits: Sendable {
         let continuation: CheckedContinuation<Bool, Never>
     }
 
-    /// Waiters oldest first; popping is O(1) (a head index, compacted now and then).
-    private struct WaiterQueue {
-        private var items: [Waiter] = []
-        private var head = 0
-
-        var isEmpty: Bool { head == items.count }
-
-        mutating func append(_ waiter: Waiter) { items.append(waiter) }
-
-        mutating func popFirst() -> Waiter? {
-            guard head < items.count else { return nil }
-            let first = items[head]
-            head += 1
-            if head == items.count {
-                items.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 1024, head * 2 >= items.count {
-                items.removeFirst(head)
-                head = 0
-            }
-            return first
-        }
-
-        mutating func remove(id: UInt64) -> Waiter? {
-            guard let index = items[head...].firstIndex(where: { $0.id == id }) else { return nil }
-            return items.remove(at: index)
-        }
-    }
-
     private struct Slots {
         var running = 0
-        var urgent = WaiterQueue()
-        var normal = WaiterQueue()
+        var waiters = LaneQueue<Waiter>()
 
-        var isIdle: Bool { running == 0 && urgent.isEmpty && normal.isEmpty }
-
-        mutating func popNext() -> Waiter? { urgent.popFirst() ?? normal.popFirst() }
+        var isIdle: Bool { running == 0 && waiters.isEmpty }
     }
 
     private struct State {
@@ -97,10 +65,7 @@ public final class AppConcurrencyLimits: Sendable {
                         state.slots[key, default: Slots()].running += 1
                         return true
                     }
-                    let waiter = Waiter(id: id, continuation: continuation)
-                    if lane == .urgent { state.slots[key, default: Slots()].urgent.append(waiter) } else {
-                        state.slots[key, default: Slots()].normal.append(waiter)
-                    }
+                    state.slots[key, default: Slots()].waiters.append(Waiter(id: id, continuation: continuation), lane: lane)
                     return nil
                 }
                 if let granted { continuation.resume(returning: granted) }
@@ -108,7 +73,7 @@ public final class AppConcurrencyLimits: Sendable {
         } onCancel: {
             let waiter = state.withLock { state -> Waiter? in
                 guard state.slots[key] != nil else { return nil }
-                return state.slots[key]!.urgent.remove(id: id) ?? state.slots[key]!.normal.remove(id: id)
+                return state.slots[key]!.waiters.remove { $0.id == id }
             }
             waiter?.continuation.resume(returning: false)
         }
@@ -120,7 +85,7 @@ public final class AppConcurrencyLimits: Sendable {
         let next = state.withLock { state -> Waiter? in
             // Mutated in place: a copy of the queues out of the dictionary would copy every waiter.
             guard state.slots[key] != nil else { return nil }
-            let next = state.slots[key]!.popNext()
+            let next = state.slots[key]!.waiters.popFirst()
             if next == nil { state.slots[key]!.running -= 1 }
             if state.slots[key]!.isIdle { state.slots[key] = nil }
             return next

@@ -1,0 +1,68 @@
+/// Waiting work of both lanes: urgent first, each lane oldest first. Appending and popping
+/// cost O(1) (a head index, compacted as the queue drains), so a long queue stays cheap.
+public struct LaneQueue<Element> {
+    private var urgent = FIFOQueue<Element>()
+    private var normal = FIFOQueue<Element>()
+
+    public init() {}
+
+    public var isEmpty: Bool { urgent.isEmpty && normal.isEmpty }
+    public var hasUrgent: Bool { !urgent.isEmpty }
+
+    public mutating func append(_ element: Element, lane: Lane) {
+        if lane == .urgent { urgent.append(element) } else { normal.append(element) }
+    }
+
+    /// The next element: an urgent one whenever one waits; a normal one only if `normalAllowed`.
+    public mutating func popFirst(normalAllowed: Bool = true) -> Element? {
+        if let element = urgent.popFirst() { return element }
+        return normalAllowed ? normal.popFirst() : nil
+    }
+
+    /// Takes out the first element that matches (a cancelled waiter), wherever it waits.
+    public mutating func remove(where matches: (Element) -> Bool) -> Element? {
+        urgent.remove(where: matches) ?? normal.remove(where: matches)
+    }
+
+    public mutating func removeAll() -> [Element] {
+        urgent.removeAll() + normal.removeAll()
+    }
+}
+
+extension LaneQueue: Sendable where Element: Sendable {}
+
+/// Oldest first; popping moves a head index and compacts the storage as it drains.
+struct FIFOQueue<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+
+    mutating func append(_ element: Element) { items.append(element) }
+
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let first = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024, head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return first
+    }
+
+    mutating func remove(where matches: (Element) -> Bool) -> Element? {
+        guard let index = items[head...].firstIndex(where: matches) else { return nil }
+        return items.remove(at: index)
+    }
+
+    mutating func removeAll() -> [Element] {
+        defer { items.removeAll(); head = 0 }
+        return Array(items[head...])
+    }
+}
+
+extension FIFOQueue: Sendable where Element: Sendable {}

@@ -1,0 +1,57 @@
+import Testing
+@testable import PushCore
+
+@Suite("Lane queue: urgent first, each lane oldest first")
+struct LaneQueueTests {
+    @Test("urgent elements leave before normal ones; within a lane the oldest leaves first")
+    func order() {
+        var queue = LaneQueue<Int>()
+        queue.append(1, lane: .normal)
+        queue.append(2, lane: .urgent)
+        queue.append(3, lane: .normal)
+        queue.append(4, lane: .urgent)
+        #expect(queue.hasUrgent)
+        #expect((0..<4).compactMap { _ in queue.popFirst() } == [2, 4, 1, 3])
+        #expect(queue.isEmpty)
+        #expect(queue.popFirst() == nil)
+    }
+
+    @Test("with normal elements not allowed, only urgent ones come out")
+    func normalHeldBack() {
+        var queue = LaneQueue<Int>()
+        queue.append(1, lane: .normal)
+        #expect(queue.popFirst(normalAllowed: false) == nil)
+        queue.append(2, lane: .urgent)
+        #expect(queue.popFirst(normalAllowed: false) == 2)
+        #expect(queue.popFirst() == 1)
+    }
+
+    @Test("a cancelled element is taken out wherever it waits; the rest keep their order")
+    func remove() {
+        var queue = LaneQueue<Int>()
+        for value in 1...5 { queue.append(value, lane: value.isMultiple(of: 2) ? .urgent : .normal) }
+        #expect(queue.remove { $0 == 4 } == 4)
+        #expect(queue.remove { $0 == 3 } == 3)
+        #expect(queue.remove { $0 == 9 } == nil)
+        #expect(queue.removeAll() == [2, 1, 5])
+        #expect(queue.isEmpty)
+    }
+
+    @Test("a long queue drained while it is fed keeps its order across compactions")
+    func longQueue() {
+        var queue = LaneQueue<Int>()
+        var next = 0, expected = 0
+        for _ in 0..<10 {
+            for _ in 0..<3000 { queue.append(next, lane: .normal); next += 1 }
+            for _ in 0..<2500 {
+                #expect(queue.popFirst() == expected)
+                expected += 1
+            }
+        }
+        while let value = queue.popFirst() {
+            #expect(value == expected)
+            expected += 1
+        }
+        #expect(expected == next)
+    }
+}
