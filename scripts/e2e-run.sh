@@ -35,7 +35,8 @@ PUSH_APNS_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_FCM_CREDENTIALS_FILE="$work/sandbox/service-account.json" PUSH_FCM_ENDPOINT="$(cat "$work/sandbox/fcm-url")" \
 PUSH_FCM_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_WEBPUSH_VAPID_KEY_FILE="$work/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:ops@example.com \
-PUSH_WEBPUSH_CA_FILE="$work/sandbox/ca.pem" PUSH_WEBPUSH_ALLOW_PRIVATE=true \
+PUSH_WEBPUSH_CA_FILE="$work/sandbox/ca.pem" PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8,::1/128 \
+PUSH_WEBPUSH_ALLOWED_PORTS="$(grep -o 'localhost:[0-9]*' "$work/sandbox/webpush-subscription.json" | cut -d: -f2)" \
 PUSH_HTTP_PORT="$http_port" PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_SHUTDOWN_GRACE_S=5 \
     "$bin" run >"$work/run.log" 2>&1 &

@@ -122,7 +122,9 @@ public actor FCMAccessTokens {
         guard case .string(let token)? = document?["access_token"], case .integer(let expiresIn)? = document?["expires_in"] else {
             return .failure(.unavailable("token endpoint answered without access_token/expires_in"))
         }
-        return .success(Issued(token: token, obtainedAt: now, expiresAt: now + expiresIn * 1000))
+        // Google issues tokens for an hour; a lifetime outside 0…24 h is clamped, not trusted.
+        let lifetime = min(max(expiresIn, 0), 86_400)
+        return .success(Issued(token: token, obtainedAt: now, expiresAt: now.adding(saturating: lifetime * 1000)))
     }
 
     static func formEscape(_ text: String) -> String {

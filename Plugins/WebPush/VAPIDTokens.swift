@@ -30,7 +30,7 @@ final class VAPIDTokens: Sendable {
     func authorization(for origin: String) throws(CryptoError) -> String {
         let now = clock()
         if let cached = tokens.withLock({ $0[origin] }), now < cached.expiresAt - 3_600_000 { return cached.header }
-        let expiresAt = now + lifetime
+        let expiresAt = now.adding(saturating: lifetime)
         let jwt = try JSONWebToken.sign(algorithm: .es256, headerFields: [("typ", "JWT")], claims: { claims in
             claims.member("aud", origin)
             claims.member("exp", expiresAt / 1000)

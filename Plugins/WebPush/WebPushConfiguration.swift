@@ -7,21 +7,31 @@ public struct WebPushConfiguration: Sendable {
     public var subject: String
     /// Trust for push services (a sandbox CA); nil = the system store.
     public var caFile: String?
-    /// Allow endpoints on loopback, private and link-local addresses (tests, private push services).
+    /// Allow endpoints on any loopback, private and link-local address (tests, private push services).
     public var allowPrivateNetworks: Bool
+    /// Non-public networks endpoints may use nonetheless (an in-house push service), e.g. `10.20.0.0/16`.
+    public var allowedNetworks: [IPNetwork]
     /// When not empty, only endpoints whose host equals or ends with one of these (after a dot).
     public var allowedHosts: [String]
+    /// Ports endpoints may name; push services listen on 443.
+    public var allowedPorts: Set<Int>
+    /// Requests in flight per push-service origin, so one slow or hostile push service holds a bounded share.
+    public var maximumInFlightPerOrigin: Int
     public var timeout: Duration
     /// Lifetime of a VAPID token (RFC 8292 allows at most 24 h).
     public var tokenLifetime: Duration
 
     public init(vapidKey: PrivateKey, subject: String, caFile: String? = nil, allowPrivateNetworks: Bool = false,
-                allowedHosts: [String] = [], timeout: Duration = .seconds(10), tokenLifetime: Duration = .seconds(12 * 3600)) {
+                allowedNetworks: [IPNetwork] = [], allowedHosts: [String] = [], allowedPorts: Set<Int> = [443],
+                maximumInFlightPerOrigin: Int = 100, timeout: Duration = .seconds(10), tokenLifetime: Duration = .seconds(12 * 3600)) {
         self.vapidKey = vapidKey
         self.subject = subject
         self.caFile = caFile
         self.allowPrivateNetworks = allowPrivateNetworks
+        self.allowedNetworks = allowedNetworks
         self.allowedHosts = allowedHosts
+        self.allowedPorts = allowedPorts
+        self.maximumInFlightPerOrigin = maximumInFlightPerOrigin
         self.timeout = timeout
         self.tokenLifetime = tokenLifetime
     }

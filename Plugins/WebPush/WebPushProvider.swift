@@ -15,9 +15,19 @@ public struct WebPushProvider: PushProvider {
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
         self.configuration = configuration
         self.transport = transport
-        policy = EndpointPolicy(allowPrivateNetworks: configuration.allowPrivateNetworks, allowedHosts: configuration.allowedHosts)
+        policy = EndpointPolicy(EndpointPolicy.Rules(
+            allowPrivateNetworks: configuration.allowPrivateNetworks, allowedNetworks: configuration.allowedNetworks,
+            allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts))
         vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject,
                                 lifetime: configuration.tokenLifetime, clock: clock)
+    }
+
+    /// A push service answers for its own subscriptions: breakers and slots are per origin, and a
+    /// 401/403 (one subscription's VAPID key mismatch) never stops the others. Origins are chosen
+    /// by whoever registers a subscription, so they are not metric labels.
+    public func scope(of target: Target) -> DeliveryScope {
+        DeliveryScope(provider: id, key: target.endpoint.flatMap(EndpointPolicy.origin(of:)) ?? "-", metricLabel: "-",
+                      inFlightLimit: configuration.maximumInFlightPerOrigin, credentialFailuresOpenCircuit: false)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
@@ -45,16 +55,20 @@ public struct WebPushProvider: PushProvider {
         } catch {
             return .rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil)
         }
-        let request = HTTPRequest(url: endpoint, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
+        let request = HTTPRequest(url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
                                   body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile),
-                                  pinnedResolution: target.pinnedResolution)
+                                  pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
         return await HTTPDelivery.send(request, for: delivery, over: transport, classify: Self.classify)
     }
 
     public func shutdown() async { transport.shutdown() }
 
+    /// Push services answer with a status, a few headers and at most a short error document.
+    static let maximumResponseBytes = 4096
+
     /// RFC 8030 answers: 201 (200, 202) accepted; 404/410 the subscription is gone; 400 and
-    /// 413 our request is wrong; 401/403 the VAPID credentials; 429 and 5xx later.
+    /// 413 our request is wrong; 401/403 the VAPID authorization of this subscription (RFC 8292 §4.2:
+    /// a key that does not match the one the subscription was made with is refused with 403); 429 and 5xx later.
     static func classify(_ response: HTTPResponse) -> DeliveryResult {
         let status = response.status
         switch status {
@@ -63,7 +77,8 @@ public struct WebPushProvider: PushProvider {
         case 404, 410:
             return .rejected(reason: status == 410 ? "subscription expired or unsubscribed" : "subscription not found", httpStatus: status)
         case 401, 403:
-            return .failed(reason: "push service refused the VAPID credentials", httpStatus: status, action: .checkCredentials)
+            return .failed(reason: "push service refused the VAPID authorization for this subscription", httpStatus: status,
+                           action: .checkCredentials)
         case 429, 500...599:
             return .retryable(reason: "push service answered \(status)", httpStatus: status, retryAfter: HTTPDelivery.retryAfter(response))
         case 413:

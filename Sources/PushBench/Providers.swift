@@ -20,7 +20,7 @@ struct Providers: Sendable {
         let fcm = try await FCMSandboxInstance.start(tls: tls)
         let webPush = try await WebPushSandboxInstance.start(tls: tls)
         let subscription = try webPush.sandbox.subscribe(id: "bench")
-        var environment = try credentials(scratch: scratch, caFile: tls.caFile)
+        var environment = try credentials(scratch: scratch, caFile: tls.caFile, webPushPort: webPush.server.port)
         environment["PUSH_PROXY_URL"] = proxy.baseURL + ProxySandbox.path
         environment.merge(apns.workerEnvironment) { $1 }
         environment.merge(fcm.workerEnvironment) { $1 }
@@ -55,7 +55,7 @@ struct Providers: Sendable {
         account.endObject()
         try account.string.write(toFile: serviceAccount, atomically: true, encoding: .utf8)
         let browserKey = try PrivateKey.generateP256()
-        var environment = try credentials(scratch: scratch, caFile: caFile)
+        var environment = try credentials(scratch: scratch, caFile: caFile, webPushPort: url.port ?? 443)
         environment.merge([
             "PUSH_PROXY_URL": base + "/proxy",
             "PUSH_APNS_KEY_FILE": apnsKey,
@@ -73,13 +73,14 @@ struct Providers: Sendable {
     }
 
     /// VAPID key and trust settings both set-ups share.
-    private static func credentials(scratch: URL, caFile: String?) throws -> [String: String] {
+    private static func credentials(scratch: URL, caFile: String?, webPushPort: Int) throws -> [String: String] {
         let vapidKey = scratch.appendingPathComponent("vapid.pem").path
         try PrivateKey.generateP256().pem().write(toFile: vapidKey, atomically: true, encoding: .utf8)
         var environment = [
             "PUSH_WEBPUSH_VAPID_KEY_FILE": vapidKey,
             "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:bench@example.com",
             "PUSH_WEBPUSH_ALLOW_PRIVATE": "true",
+            "PUSH_WEBPUSH_ALLOWED_PORTS": String(webPushPort),
         ]
         if let caFile {
             for name in ["PUSH_APNS_CA_FILE", "PUSH_FCM_CA_FILE", "PUSH_WEBPUSH_CA_FILE", "PUSH_PROXY_CA_FILE"] { environment[name] = caFile }

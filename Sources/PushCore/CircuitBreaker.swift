@@ -47,7 +47,7 @@ public struct CircuitBreaker: Sendable, Equatable {
             state = .halfOpen(cause: cause, probeInFlight: true)
             return .allowed
         case .halfOpen(let cause, let probeInFlight):
-            if probeInFlight { return .rejected(cause: cause, retryAt: now + settings.coolDownMilliseconds / 10) }
+            if probeInFlight { return .rejected(cause: cause, retryAt: now.adding(saturating: settings.coolDownMilliseconds / 10)) }
             state = .halfOpen(cause: cause, probeInFlight: true)
             return .allowed
         }
@@ -58,18 +58,18 @@ public struct CircuitBreaker: Sendable, Equatable {
     public mutating func record(_ result: DeliveryResult, at now: Int64) -> Bool {
         switch result {
         case .failed(_, _, .checkCredentials):
-            state = .open(cause: .credentials, until: now + settings.coolDownMilliseconds)
+            state = .open(cause: .credentials, until: now.adding(saturating: settings.coolDownMilliseconds))
             return true
         case .retryable:
             switch state {
             case .closed(let failures):
-                if failures + 1 >= settings.failureThreshold {
-                    state = .open(cause: .failureStorm, until: now + settings.coolDownMilliseconds)
+                if failures >= settings.failureThreshold - 1 {
+                    state = .open(cause: .failureStorm, until: now.adding(saturating: settings.coolDownMilliseconds))
                     return true
                 }
                 state = .closed(consecutiveFailures: failures + 1)
             case .halfOpen(let cause, _):
-                state = .open(cause: cause, until: now + settings.coolDownMilliseconds)
+                state = .open(cause: cause, until: now.adding(saturating: settings.coolDownMilliseconds))
                 return true
             case .open:
                 break

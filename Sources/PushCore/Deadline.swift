@@ -15,10 +15,7 @@ public struct Deadline: Sendable, Equatable {
 
     /// Milliseconds since the epoch after which nothing may be sent.
     public var expiresAt: Int64 {
-        let (product, overflow) = ttlSeconds.multipliedReportingOverflow(by: 1000)
-        if overflow { return .max }
-        let (sum, overflowSum) = createdAt.addingReportingOverflow(product)
-        return overflowSum ? .max : sum
+        createdAt.adding(saturating: ttlSeconds.multiplied(saturating: 1000))
     }
 
     /// Whether a first attempt at `now` is too late. A now-or-never job is sent on its first attempt.
@@ -30,13 +27,13 @@ public struct Deadline: Sendable, Equatable {
     /// Whole seconds of validity left at `now`, rounded down, never negative; 0 for now-or-never.
     public func remainingSeconds(at now: Int64) -> Int64 {
         if isNowOrNever { return 0 }
-        return max(0, (expiresAt - now) / 1000)
+        return max(0, expiresAt.subtracting(saturating: now) / 1000)
     }
 
     /// Milliseconds of validity left at `now`, never negative; 0 for now-or-never.
     public func remainingMilliseconds(at now: Int64) -> Int64 {
         if isNowOrNever { return 0 }
-        return max(0, expiresAt - now)
+        return max(0, expiresAt.subtracting(saturating: now))
     }
 
     /// Whether a retry due at `dueAt` would still be inside the TTL.

@@ -42,7 +42,7 @@ public final class InMemoryDeliveryStore: DeliveryStore {
                     return .duplicate(ofJob: claim.value)
                 }
                 if state.claims[key].map({ $0.expiresAt <= now }) ?? true {
-                    state.claims[key] = Entry(value: job.id, expiresAt: now + dedupeWindow)
+                    state.claims[key] = Entry(value: job.id, expiresAt: now.adding(saturating: dedupeWindow))
                 }
                 return .fresh
             }
@@ -52,7 +52,7 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     public func record(_ outcome: Outcome, retention: Duration) async throws {
         let now = clock()
         state.withLock { state in
-            state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now + retention.milliseconds)
+            state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
         }
     }
 
@@ -64,9 +64,3 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     }
 }
 
-extension Duration {
-    /// Whole milliseconds.
-    public var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}

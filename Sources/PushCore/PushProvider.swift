@@ -31,12 +31,16 @@ public struct Delivery: Sendable {
 public protocol PushProvider: Sendable {
     var id: ProviderID { get }
     func deliver(_ delivery: Delivery) async -> DeliveryResult
+    /// What a failure of a delivery to `target` can stop or hold up (`DeliveryScope`).
+    func scope(of target: Target) -> DeliveryScope
     /// Releases connections and threads; called once at shutdown.
     func shutdown() async
 }
 
 extension PushProvider {
     public func shutdown() async {}
+
+    public func scope(of target: Target) -> DeliveryScope { .app(of: target) }
 }
 
 /// The enabled plugins, by provider.

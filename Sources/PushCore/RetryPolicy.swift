@@ -13,6 +13,10 @@ public struct RetryPolicy: Sendable, Equatable {
         self.maximumAttempts = maximumAttempts
     }
 
+    /// The longest provider hint honoured: a `Retry-After` beyond it is treated as this long
+    /// (and the TTL usually ends first).
+    public static let maximumRetryAfter = Duration.seconds(86_400)
+
     public enum Decision: Sendable, Equatable {
         case retry(atMilliseconds: Int64)
         case expired
@@ -35,7 +39,8 @@ public struct RetryPolicy: Sendable, Equatable {
     public func decideHeldBack(now: Int64, deadline: Deadline, circuitRetryAfter: Duration,
                                random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }) -> Decision {
         guard !deadline.isNowOrNever else { return .expired }
-        let due = now + circuitRetryAfter.milliseconds + random(baseMilliseconds)
+        let wait = circuitRetryAfter.clamped(to: Self.maximumRetryAfter).milliseconds
+        let due = now.adding(saturating: max(0, wait)).adding(saturating: random(max(0, baseMilliseconds)))
         return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired
     }
 
@@ -45,9 +50,10 @@ public struct RetryPolicy: Sendable, Equatable {
         guard !deadline.isNowOrNever else { return .expired }
         var delay = random(backoffCeiling(afterAttempt: attempt))
         if let retryAfter {
-            delay = max(delay, retryAfter.milliseconds)
+            delay = max(delay, retryAfter.clamped(to: Self.maximumRetryAfter).milliseconds)
         }
-        let due = now + delay
+        // A hint past the TTL cannot be honoured: the retry would be due when nothing may be sent.
+        let due = now.adding(saturating: max(0, delay))
         return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired
     }
 }

@@ -8,7 +8,8 @@ public struct CurlTransportConfiguration: Sendable {
     /// Connections per host; HTTP/2 multiplexes streams over each.
     public var maximumConnectionsPerHost: Int
     public var maximumStreamsPerConnection: Int
-    /// Response bodies beyond this are refused (providers answer with small JSON documents).
+    /// Response body kept per request unless the request sets its own limit; beyond it the
+    /// answer is cut short (providers answer with small JSON documents).
     public var maximumResponseBytes: Int
     public var connectTimeout: Duration
     /// Streams per host that only urgent requests may use, so a host saturated by normal
@@ -16,7 +17,7 @@ public struct CurlTransportConfiguration: Sendable {
     public var urgentReservedStreams: Int?
 
     public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
-                maximumResponseBytes: Int = 1 << 20, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil) {
+                maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil) {
         self.urgentReservedStreams = urgentReservedStreams
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
         self.maximumStreamsPerConnection = maximumStreamsPerConnection
@@ -35,6 +36,7 @@ public final class CurlHTTPTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
+        if let problem = request.unsafeFieldDescription { throw .invalidRequest(problem) }
         let id = loop.nextTransferID()
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -70,15 +72,23 @@ final class TransferState {
     let resolveList: CurlStringList?
     let maximumResponseBytes: Int
     var responseHeaders: [(name: String, value: String)] = []
+    var responseHeaderBytes = 0
     var responseBody: [UInt8] = []
     var bodyTooLarge = false
+
+    /// Header lines kept per response: a provider sends a handful; a hostile endpoint could send thousands.
+    static let maximumHeaderCount = 64
+    static let maximumHeaderBytes = 16 << 10
 
     /// One header line as curl hands it over (status lines reset the list: a 100 may precede the answer).
     func header(_ line: UnsafeRawBufferPointer) {
         if line.starts(with: "HTTP/".utf8) {
             responseHeaders.removeAll()
+            responseHeaderBytes = 0
             return
         }
+        responseHeaderBytes += line.count
+        guard responseHeaders.count < Self.maximumHeaderCount, responseHeaderBytes <= Self.maximumHeaderBytes else { return }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
         var start = colon + 1, end = line.count
@@ -131,7 +141,6 @@ final class CurlMultiLoop: @unchecked Sendable {
     private let streamsPerHost: Int
     /// Streams per host normal transfers may fill; the rest is kept for urgent ones.
     private let normalStreamsPerHost: Int
-    private let verbose = ProcessInfo.processInfo.environment["CURL_DEBUG"] != nil
 
     init(configuration: CurlTransportConfiguration, name: String) {
         _ = curlGlobalInit
@@ -255,12 +264,14 @@ final class CurlMultiLoop: @unchecked Sendable {
         lines.append("Expect:")
         let state = TransferState(pending: transfer, host: host, easy: easy, headerList: CurlStringList(lines),
                                   resolveList: request.pinnedResolution.map { CurlStringList([$0]) },
-                                  maximumResponseBytes: configuration.maximumResponseBytes)
+                                  maximumResponseBytes: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
         let context = Unmanaged.passUnretained(state).toOpaque()
 
         easy.set(CURLOPT_URL, request.url)
         easy.set(CURLOPT_NOSIGNAL, 1)
-        if verbose { easy.set(CURLOPT_VERBOSE, 1) }
+        // Never a proxy from the environment (https_proxy, ALL_PROXY): it would decide where we
+        // connect instead of the checked, pinned address.
+        easy.set(CURLOPT_PROXY, "")
         easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         easy.set(CURLOPT_PIPEWAIT, 1)
         easy.set(CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds))
@@ -295,6 +306,8 @@ final class CurlMultiLoop: @unchecked Sendable {
             let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
             let length = size * count
             guard state.responseBody.count + length <= state.maximumResponseBytes else {
+                let room = state.maximumResponseBytes - state.responseBody.count
+                if let data, room > 0 { state.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: room)) }
                 state.bodyTooLarge = true
                 return 0
             }
@@ -317,7 +330,8 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func result(of state: TransferState, code: CURLcode) -> Result<HTTPResponse, HTTPTransportError> {
         let status = state.easy.responseCode
-        let response = HTTPResponse(status: status, headers: state.responseHeaders, body: state.responseBody)
+        let response = HTTPResponse(status: status, headers: state.responseHeaders, body: state.responseBody,
+                                    bodyTruncated: state.bodyTooLarge)
         switch code {
         case CURLE_OK:
             return .success(response)
@@ -326,8 +340,9 @@ final class CurlMultiLoop: @unchecked Sendable {
             return .success(response)
         case CURLE_OPERATION_TIMEDOUT:
             return .failure(.timedOut)
-        case CURLE_WRITE_ERROR where state.bodyTooLarge:
-            return .failure(.protocolError("response body larger than \(state.maximumResponseBytes) bytes"))
+        case CURLE_WRITE_ERROR where state.bodyTooLarge && status != 0:
+            // The answer's status and headers arrived; the rest of an oversized body is not read.
+            return .success(response)
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_CONNECT, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING:
             return .failure(.connectionFailed(describe(code)))
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE,

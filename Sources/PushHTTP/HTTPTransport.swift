@@ -40,11 +40,15 @@ public struct HTTPRequest: Sendable {
     /// Urgent requests (calls, cancels) jump the queue of requests waiting for a stream to their
     /// host and may use streams held back from normal requests (`CurlTransportConfiguration.urgentReservedStreams`).
     public var lane: Lane
+    /// Bytes of response body kept; the rest is not read (the stream is reset) and the response
+    /// is marked `bodyTruncated`. Nil: the transport's limit. Answers from untrusted endpoints get a small one.
+    public var maximumResponseBytes: Int?
 
     public init(method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
                 body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions(),
-                pinnedResolution: String? = nil, lane: Lane = .normal) {
+                pinnedResolution: String? = nil, lane: Lane = .normal, maximumResponseBytes: Int? = nil) {
         self.lane = lane
+        self.maximumResponseBytes = maximumResponseBytes
         self.method = method
         self.url = url
         self.headers = headers
@@ -55,16 +59,39 @@ public struct HTTPRequest: Sendable {
     }
 }
 
+extension HTTPRequest {
+    /// Why this request must not be sent, if it must not: a CR, LF, NUL or other control
+    /// character in the URL, a header name or a header value would let a value end its header
+    /// and start another (header injection). Job fields are refused at decode already; this is
+    /// the second line of defence for anything that reaches a request.
+    public var unsafeFieldDescription: String? {
+        func isControl(_ byte: UInt8, allowTab: Bool) -> Bool { (byte < 0x20 && !(allowTab && byte == 0x09)) || byte == 0x7F }
+        if url.utf8.contains(where: { isControl($0, allowTab: false) || $0 == 0x20 }) { return "the URL contains a control character or space" }
+        for header in headers {
+            if header.name.isEmpty || header.name.utf8.contains(where: { isControl($0, allowTab: false) || $0 == 0x20 || $0 == UInt8(ascii: ":") }) {
+                return "a header name is empty or contains a control character, space or colon"
+            }
+            if header.value.utf8.contains(where: { isControl($0, allowTab: true) }) {
+                return "the value of header \(header.name) contains a control character"
+            }
+        }
+        return nil
+    }
+}
+
 public struct HTTPResponse: Sendable {
     public var status: Int
     /// Header names are lower-cased.
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
+    /// The server sent more body than the request's limit; `body` holds the first part.
+    public var bodyTruncated: Bool
 
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], bodyTruncated: Bool = false) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.bodyTruncated = bodyTruncated
     }
 
     public func header(_ name: String) -> String? {

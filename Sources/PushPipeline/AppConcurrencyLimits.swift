@@ -1,18 +1,14 @@
 import PushCore
 import Synchronization
 
-/// At most `limit` requests in flight per (provider, app), like Sygnal's
-/// `inflight_request_limit`, so one app whose endpoint hangs holds a bounded share of the
-/// worker. A request over the limit waits for a slot of its own app (urgent ones first,
+/// At most `limit` requests in flight per delivery scope (an app; for Web Push a push
+/// service's origin, with the plugin's own cap), like Sygnal's `inflight_request_limit`, so
+/// one app or push service that hangs holds a bounded share of the worker. A request over
+/// the limit waits for a slot of its own scope (urgent ones first,
 /// then oldest first); its job counts as parked, not as in flight, so jobs of other apps
 /// consumed after it keep flowing (`JobParking`). Each time a request has to wait,
 /// `push_app_concurrency_limited_total{provider,app}` counts it.
 public final class AppConcurrencyLimits: Sendable {
-    struct Key: Hashable {
-        let provider: ProviderID
-        let app: String?
-    }
-
     private struct Waiter {
         let id: UInt64
         let continuation: CheckedContinuation<Bool, Never>
@@ -26,7 +22,7 @@ public final class AppConcurrencyLimits: Sendable {
     }
 
     private struct State {
-        var slots: [Key: Slots] = [:]
+        var slots: [DeliveryScope: Slots] = [:]
         var nextID: UInt64 = 0
     }
 
@@ -39,10 +35,10 @@ public final class AppConcurrencyLimits: Sendable {
         self.metrics = metrics
     }
 
-    /// Waits for a slot of `target`'s (provider, app); false when the task was cancelled while waiting.
+    /// Waits for a slot of `key`; false when the task was cancelled while waiting.
     /// Every `true` must be balanced by one `release`.
-    func acquire(_ target: Target, lane: Lane, parking: JobParking?) async -> Bool {
-        let key = Key(provider: target.provider, app: target.app)
+    func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?) async -> Bool {
+        let limit = key.inFlightLimit.map { max(1, $0) } ?? limit
         let id: UInt64? = state.withLock { state in
             if state.slots[key, default: Slots()].running < limit {
                 state.slots[key, default: Slots()].running += 1
@@ -52,7 +48,7 @@ public final class AppConcurrencyLimits: Sendable {
             return state.nextID
         }
         guard let id else { return true }
-        metrics.appConcurrencyLimited(target.provider, app: target.app)
+        metrics.appConcurrencyLimited(key)
         parking?.park()
         defer { parking?.unpark() }
         return await withTaskCancellationHandler {
@@ -79,9 +75,8 @@ public final class AppConcurrencyLimits: Sendable {
         }
     }
 
-    /// Frees a slot: hands it to the next waiter of that app, if any.
-    func release(_ target: Target) {
-        let key = Key(provider: target.provider, app: target.app)
+    /// Frees a slot: hands it to the next waiter of that scope, if any.
+    func release(_ key: DeliveryScope) {
         let next = state.withLock { state -> Waiter? in
             // Mutated in place: a copy of the queues out of the dictionary would copy every waiter.
             guard state.slots[key] != nil else { return nil }
@@ -93,9 +88,9 @@ public final class AppConcurrencyLimits: Sendable {
         next?.continuation.resume(returning: true)
     }
 
-    /// Requests running for that (provider, app), for tests.
-    func running(_ provider: ProviderID, app: String?) -> Int {
-        state.withLock { $0.slots[Key(provider: provider, app: app)]?.running ?? 0 }
+    /// Requests running in that scope, for tests.
+    func running(_ scope: DeliveryScope) -> Int {
+        state.withLock { $0.slots[scope]?.running ?? 0 }
     }
 }
 

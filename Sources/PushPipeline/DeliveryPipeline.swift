@@ -228,7 +228,7 @@ public final class DeliveryPipeline: Sendable {
 
     private func start(_ message: KafkaMessage, lane: Lane, consumer: KafkaConsumer) {
         let metrics = processor.metrics
-        if let timestamp = message.timestamp { metrics.laneLag(lane, milliseconds: max(currentTimeMilliseconds() - timestamp, 0)) }
+        if let timestamp = message.timestamp { metrics.laneLag(lane, milliseconds: max(currentTimeMilliseconds().subtracting(saturating: timestamp), 0)) }
         let parking = JobParking { [weak self] parked in self?.parkingChanged(lane, parked: parked) }
         state.withLock { state in
             state.sequence += 1

@@ -17,33 +17,34 @@ extension JobProcessor {
                                             reason: "provider \(target.provider.rawValue) is not enabled on this worker",
                                             attempts: attempt - 1, at: now))
             }
+            let scope = provider.scope(of: target)
             let result: DeliveryResult
             var heldBack = false
-            switch breakers.permit(target, at: now) {
+            switch breakers.permit(scope, at: now) {
             case .rejected(.credentials, _):
-                result = .failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of app \(target.app ?? "-"); not sent",
+                result = .failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(scope.key); not sent",
                                  httpStatus: nil, action: .checkCredentials)
             case .rejected(.failureStorm, let retryAt):
                 heldBack = true
                 result = .retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
-                                    retryAfter: .milliseconds(max(retryAt - now, 0)))
+                                    retryAfter: .milliseconds(max(retryAt.subtracting(saturating: now), 0)))
             case .allowed:
                 let lane = Lane.delivery(consumedOn: source.lane, kind: job.kind)
-                guard await appLimits.acquire(target, lane: lane, parking: source.parking) else { return .abandoned }
+                guard await appLimits.acquire(scope, lane: lane, parking: source.parking) else { return .abandoned }
                 // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
                 let sendAt = clock()
                 if deadline.isExpired(at: sendAt, attempt: attempt) {
-                    appLimits.release(target)
+                    appLimits.release(scope)
                     return await finish(Outcome(job: job, target: target, status: .expired,
                                                 reason: "TTL of \(job.ttl) s passed while waiting for a slot of this app",
                                                 attempts: attempt - 1, at: sendAt))
                 }
                 let started = ContinuousClock.now
                 result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
-                appLimits.release(target)
+                appLimits.release(scope)
                 let elapsed = (ContinuousClock.now - started).components
                 metrics.requestDuration(target.provider, nanoseconds: elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
-                breakers.record(result, for: target, at: clock())
+                breakers.record(result, in: scope, at: clock())
             }
             guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
                 return await finish(Outcome(job: job, target: target, result: result, attempts: attempt, at: clock()))
@@ -58,7 +59,7 @@ extension JobProcessor {
             switch decision {
             case .retry(let dueAt):
                 logger.info("delivery will be retried", metadata: metadata(job, target, [
-                    "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt - failedAt)",
+                    "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt.subtracting(saturating: failedAt))",
                 ]))
                 if let retryQueue {
                     let entry = RetryEntry(id: entryId ?? RetryEntry.id(jobId: job.id, bindingId: target.bindingId), jobBytes: source.value,
@@ -70,7 +71,7 @@ extension JobProcessor {
                     guard configuration.publishRetryingOutcomes else { return .handedOff([]) }
                     return .handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: completed, at: failedAt))])
                 }
-                do { try await sleep(.milliseconds(dueAt - failedAt)) } catch { return .abandoned }
+                do { try await sleep(.milliseconds(dueAt.subtracting(saturating: failedAt))) } catch { return .abandoned }
                 attempt = completed + 1
             case .expired:
                 return await finish(Outcome(job: job, target: target, status: .expired,

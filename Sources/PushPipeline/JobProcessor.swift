@@ -73,7 +73,7 @@ public struct JobProcessor: Sendable {
             return .publish([.deadLetter(error, value: message.value, key: message.key, source: source.description)], handedOff: false)
         }
         let consumedAt = clock()
-        let lag = message.timestamp.map { max(consumedAt - $0, 0) } ?? 0
+        let lag = message.timestamp.map { max(consumedAt.subtracting(saturating: $0), 0) } ?? 0
         let shed = configuration.shedPolicy.sheds(kind: job.kind, deadline: job.deadline, lane: lane, lagMilliseconds: lag, now: consumedAt)
         if shed {
             metrics.shed()

@@ -38,8 +38,8 @@ public final class PipelineMetrics: Sendable {
         Counter(label: "push_retries_scheduled_total", dimensions: [("provider", provider.rawValue)]).increment()
     }
 
-    func circuit(_ provider: ProviderID, app name: String?, open: Bool) {
-        Gauge(label: "push_circuit_open", dimensions: [("provider", provider.rawValue), ("app", app(provider, name))])
+    func circuit(_ scope: DeliveryScope, open: Bool) {
+        Gauge(label: "push_circuit_open", dimensions: [("provider", scope.provider.rawValue), ("app", app(scope.provider, scope.metricLabel))])
             .record(open ? 1 : 0)
     }
 
@@ -48,8 +48,8 @@ public final class PipelineMetrics: Sendable {
             .record(Double(messages))
     }
 
-    func appConcurrencyLimited(_ provider: ProviderID, app name: String?) {
-        Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", provider.rawValue), ("app", app(provider, name))])
+    func appConcurrencyLimited(_ scope: DeliveryScope) {
+        Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", scope.provider.rawValue), ("app", app(scope.provider, scope.metricLabel))])
             .increment()
     }
 

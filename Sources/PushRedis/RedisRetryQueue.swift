@@ -32,7 +32,7 @@ public final class RedisRetryQueue: RetryQueue {
     public func claimDue(now: Int64, limit: Int, lease: Duration) async throws -> [RetryEntry] {
         guard limit > 0 else { return [] }
         let claimed = try await client.evaluate(Self.claimScript, keys: [RedisKeys.retryIndex], arguments: [
-            Array(String(now).utf8), Array(String(limit).utf8), Array(String(now + lease.milliseconds).utf8),
+            Array(String(now).utf8), Array(String(limit).utf8), Array(String(now.adding(saturating: lease.milliseconds)).utf8),
         ])
         guard case .array(let values) = claimed else { return [] }
         let ids = values.compactMap(\.string)
@@ -65,6 +65,9 @@ public final class RedisRetryQueue: RetryQueue {
         }
     }
 
+    /// Attempt counts above this are a damaged record, not a real history (`PUSH_MAX_ATTEMPTS` is far lower).
+    static let maximumRecordedAttempts = 1_000_000
+
     static func entry(id: String, from reply: RedisValue) -> RetryEntry? {
         guard case .array(let flat) = reply, !flat.isEmpty, flat.count.isMultiple(of: 2) else { return nil }
         var fields: [String: [UInt8]] = [:]
@@ -73,7 +76,7 @@ public final class RedisRetryQueue: RetryQueue {
             fields[name] = value
         }
         func text(_ name: String) -> String? { fields[name].map { String(decoding: $0, as: UTF8.self) } }
-        guard let job = fields["job"], let binding = text("binding"), let attempts = text("attempts").flatMap(Int.init),
+        guard let job = fields["job"], let binding = text("binding"), let attempts = text("attempts").flatMap(Int.init), (0...Self.maximumRecordedAttempts).contains(attempts),
               let fallback = text("fallbackCreatedAt").flatMap(Int64.init)
         else { return nil }
         return RetryEntry(id: id, jobBytes: job, kafkaKey: text("hasKey") == "1" ? fields["key"] : nil,

@@ -192,7 +192,8 @@ extension WorkerConfiguration {
     /// APNs apps from the single-app shortcut and `PUSH_APPS_FILE`, plus endpoint overrides.
     /// The VAPID key and Web Push policy.
     static func loadWebPush(_ reader: inout EnvironmentReader) -> WebPushConfiguration? {
-        let dependents = ["PUSH_WEBPUSH_VAPID_SUBJECT", "PUSH_WEBPUSH_CA_FILE", "PUSH_WEBPUSH_ALLOW_PRIVATE", "PUSH_WEBPUSH_ALLOWED_HOSTS"]
+        let dependents = ["PUSH_WEBPUSH_VAPID_SUBJECT", "PUSH_WEBPUSH_CA_FILE", "PUSH_WEBPUSH_ALLOW_PRIVATE", "PUSH_WEBPUSH_ALLOWED_HOSTS",
+                          "PUSH_WEBPUSH_ALLOWED_NETWORKS", "PUSH_WEBPUSH_ALLOWED_PORTS", "PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN"]
         guard let path = reader.string("PUSH_WEBPUSH_VAPID_KEY_FILE") else {
             for variable in dependents where reader.string(variable) != nil {
                 reader.problem("\(variable) is set but PUSH_WEBPUSH_VAPID_KEY_FILE is not")
@@ -210,11 +211,30 @@ extension WorkerConfiguration {
             reader.problem("PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
             return nil
         }
-        let hosts = (reader.string("PUSH_WEBPUSH_ALLOWED_HOSTS") ?? "").split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        func list(_ name: String) -> [String] {
+            (reader.string(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        let hosts = list("PUSH_WEBPUSH_ALLOWED_HOSTS").map { $0.lowercased() }
+        var networks: [IPNetwork] = []
+        for text in list("PUSH_WEBPUSH_ALLOWED_NETWORKS") {
+            guard let network = IPNetwork(text) else {
+                reader.problem("PUSH_WEBPUSH_ALLOWED_NETWORKS: \"\(text)\" is not a CIDR block such as 10.20.0.0/16 or fd00::/8")
+                continue
+            }
+            networks.append(network)
+        }
+        var ports: Set<Int> = []
+        for text in list("PUSH_WEBPUSH_ALLOWED_PORTS") {
+            guard let port = Int(text), (1...65_535).contains(port) else {
+                reader.problem("PUSH_WEBPUSH_ALLOWED_PORTS: \"\(text)\" is not a port (1-65535)")
+                continue
+            }
+            ports.insert(port)
+        }
         return WebPushConfiguration(vapidKey: key, subject: subject, caFile: reader.readableFile("PUSH_WEBPUSH_CA_FILE"),
                                     allowPrivateNetworks: reader.boolean("PUSH_WEBPUSH_ALLOW_PRIVATE", default: false),
-                                    allowedHosts: hosts)
+                                    allowedNetworks: networks, allowedHosts: hosts, allowedPorts: ports.isEmpty ? [443] : ports,
+                                    maximumInFlightPerOrigin: reader.integer("PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", default: 100, in: 1...100_000))
     }
 
     /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE`, plus endpoint overrides.

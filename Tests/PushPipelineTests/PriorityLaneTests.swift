@@ -81,7 +81,7 @@ struct PriorityLaneTests {
         let running = harness.start()
         let received = await reader.wait(timeout: .seconds(25)) { outcomes($0).count >= 240 }
         let stalledRequests = sandbox.server.requests.filter { String(decoding: $0.body, as: UTF8.self).contains("hang-u") }.count
-        let running5 = harness.processor.appLimits.running(.proxy, app: "stalled")
+        let running5 = harness.processor.appLimits.running(DeliveryScope(provider: .proxy, key: "stalled"))
         try await harness.stop(running)
         reader.stop()
         await sandbox.stop()
@@ -152,7 +152,7 @@ struct PriorityLaneTests {
     @Test("a request waiting for its app's slot gives way to an urgent one and gives up on cancellation")
     func appSlotsPreferUrgentAndCancel() async throws {
         let limits = AppConcurrencyLimits(limit: 1, metrics: PipelineMetrics())
-        let target = try #require(JobDecoder().decode(jobJSON(id: "j", targets: [appTarget("b", app: "a")]), fallbackCreatedAt: 0).targets.first)
+        let target = DeliveryScope.app(of: try #require(JobDecoder().decode(jobJSON(id: "j", targets: [appTarget("b", app: "a")]), fallbackCreatedAt: 0).targets.first))
         #expect(await limits.acquire(target, lane: .normal, parking: nil))
         let order = OrderLog()
         let normal = Task { if await limits.acquire(target, lane: .normal, parking: nil) { order.append("normal"); limits.release(target) } }
@@ -167,7 +167,7 @@ struct PriorityLaneTests {
         await normal.value
         await urgent.value
         #expect(order.entries == ["urgent", "normal"])
-        #expect(limits.running(.proxy, app: "a") == 0)
+        #expect(limits.running(DeliveryScope(provider: .proxy, key: "a")) == 0)
     }
 }
 

@@ -1,0 +1,41 @@
+/// The smallest thing a provider's answer can be about: what a circuit breaker stops and
+/// what a concurrency limit bounds. A plugin names it per target (an app in one APNs
+/// environment, an FCM project, a Web Push service's origin), so one failing scope never
+/// stops deliveries of another.
+public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
+    public let provider: ProviderID
+    /// Identifies the scope within the provider, e.g. `com.example.chat/sandbox` or `https://updates.push.services.mozilla.com`.
+    public let key: String
+    /// The `app` label of this scope's metrics: a bounded value, never one an outsider chooses.
+    public let metricLabel: String
+    /// Requests in flight allowed in this scope; nil: the worker's per-app limit.
+    public let inFlightLimit: Int?
+    /// Whether a credential failure stops every send to this scope for the cool-down. False where such
+    /// an answer concerns one subscription only (a push service's 401/403), so a single target cannot stop others.
+    public let credentialFailuresOpenCircuit: Bool
+
+    public init(provider: ProviderID, key: String, metricLabel: String? = nil, inFlightLimit: Int? = nil,
+                credentialFailuresOpenCircuit: Bool = true) {
+        self.provider = provider
+        self.key = key
+        self.metricLabel = metricLabel ?? key
+        self.inFlightLimit = inFlightLimit
+        self.credentialFailuresOpenCircuit = credentialFailuresOpenCircuit
+    }
+
+    /// The default scope: the target's app at its provider.
+    public static func app(of target: Target) -> DeliveryScope {
+        DeliveryScope(provider: target.provider, key: target.app ?? "-")
+    }
+
+    public var description: String { "\(provider.rawValue)/\(key)" }
+
+    public static func == (lhs: DeliveryScope, rhs: DeliveryScope) -> Bool {
+        lhs.provider == rhs.provider && lhs.key == rhs.key
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(provider)
+        hasher.combine(key)
+    }
+}
