@@ -95,5 +95,12 @@ for number, line in enumerate(open(sys.argv[1]), 1):
     record = json.loads(line)
     assert isinstance(record, dict) and {"ts", "level", "msg"} <= record.keys(), f"line {number}: {line}"
 PY
-if grep -qE 'secret-(voip|fcm)-token' "$work/run.log"; then fail "a device token appeared in the logs"; fi
+# Secrets never reach the logs: device and registration tokens, bearer JWTs, Web Push endpoint paths.
+endpoint_path=$(python3 -c 'import json,sys,urllib.parse; print(urllib.parse.urlsplit(json.load(open(sys.argv[1]))["endpoint"]).path)' \
+    "$work/sandbox/webpush-subscription.json")
+for secret in secret-voip-token-5f1e9a secret-fcm-token-77c2d0 "$(printf 'ab%.0s' $(seq 32))" "0410$(printf 'cd%.0s' $(seq 30))" \
+    fcm-dave-1 unregistered-dave-2 "$endpoint_path"; do
+    if grep -qF -- "$secret" "$work/run.log"; then fail "a secret appeared in the logs: ${secret:0:6}…"; fi
+done
+if grep -qE 'eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}' "$work/run.log"; then fail "a JWT appeared in the logs"; fi
 echo "e2e: PASS (proxy, APNs, FCM and Web Push outcomes, 1 dead letter, redelivery replayed from Redis, clean SIGTERM)"

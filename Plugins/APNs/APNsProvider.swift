@@ -40,6 +40,14 @@ public struct APNsProvider: PushProvider {
         return tokens["\(teamId)/\(keyId)"]
     }
 
+    /// Apple keeps production and sandbox apart (their own hosts, and a key or certificate may be
+    /// valid for one only), so a 403 from one environment says nothing about the other.
+    public func scope(of target: Target) -> DeliveryScope {
+        let app = target.app ?? configuration.defaultBundleId ?? "-"
+        let environment = target.environment == "sandbox" ? "sandbox" : "production"
+        return DeliveryScope(provider: id, key: "\(app)/\(environment)", metricLabel: app)
+    }
+
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         guard let bundleId = delivery.target.app ?? configuration.defaultBundleId, let app = apps[bundleId] else {
             return .failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil)

@@ -26,6 +26,11 @@ public struct FCMProvider: PushProvider {
 
     public func accessTokens(for projectId: String) -> FCMAccessTokens? { tokens[projectId] }
 
+    /// One project's credentials and quota serve all its targets; a target naming no project uses the default one.
+    public func scope(of target: Target) -> DeliveryScope {
+        DeliveryScope(provider: id, key: target.app ?? configuration.defaultProjectId ?? "-")
+    }
+
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         guard let projectId = delivery.target.app ?? configuration.defaultProjectId, let source = tokens[projectId] else {
             return .failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil)

@@ -41,7 +41,8 @@ public struct RetryEntry: Sendable, Equatable {
     public var lastHTTPStatus: Int?
 
     /// The entry id of one (job, binding): at most one retry entry exists per delivery.
-    public static func id(jobId: String, bindingId: String) -> String { "\(jobId)/\(bindingId)" }
+    /// `<length of jobId>:<jobId>/<bindingId>`: unambiguous whatever the ids contain.
+    public static func id(jobId: String, bindingId: String) -> String { "\(jobId.utf8.count):\(jobId)/\(bindingId)" }
 
     public init(id: String, jobBytes: [UInt8], kafkaKey: [UInt8]?, fallbackCreatedAt: Int64, bindingId: String, attempts: Int,
                 lastReason: String, lastHTTPStatus: Int?) {

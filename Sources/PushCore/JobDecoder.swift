@@ -87,7 +87,7 @@ public struct JobDecoder: Sendable {
         if let object = try fields.optionalObject("notification") { notification = try decodeNotification(object) }
         var data: [String: String] = [:]
         if let object = try fields.optionalObject("data") { data = try decodeData(object) }
-        let body = try fields.optionalString("body", maximumLength: limits.maximumBytes)
+        let body = try fields.optionalString("body", maximumLength: limits.maximumBytes, content: .text)
         let targets = try decodeTargets(fields.required("targets"))
         try fields.rejectUnknown(allowed: Self.jobFields)
 
@@ -99,8 +99,8 @@ public struct JobDecoder: Sendable {
     private func decodeNotification(_ fields: Fields) throws(JobRejection) -> Notification {
         var fields = fields
         let notification = Notification(
-            title: try fields.optionalString("title", maximumLength: limits.maximumBytes),
-            body: try fields.optionalString("body", maximumLength: limits.maximumBytes),
+            title: try fields.optionalString("title", maximumLength: limits.maximumBytes, content: .text),
+            body: try fields.optionalString("body", maximumLength: limits.maximumBytes, content: .text),
             sound: try fields.optionalString("sound", maximumLength: 256),
             badge: try fields.optionalInteger("badge", in: 0...Int64(Int32.max)))
         try fields.rejectUnknown(allowed: Self.notificationFields)
@@ -266,6 +266,14 @@ private struct Fields {
         return value
     }
 
+    /// What a string field may contain. Identifiers, tokens, keys and endpoints can reach an HTTP
+    /// header or URL (apns-collapse-id, apns-topic, the path, a template's header): a CR or LF there
+    /// would end the header and start another, so they refuse every control character. Only
+    /// notification text (shown to the user, always JSON-escaped) may carry line breaks.
+    enum Content {
+        case identifier, text
+    }
+
     mutating func requiredString(_ name: String, maximumLength: Int) throws(JobRejection) -> String {
         guard let string = try optionalString(name, maximumLength: maximumLength), !string.isEmpty else {
             throw JobRejection(.invalidField, "\(path)\(name) is required and must be a non-empty string")
@@ -273,7 +281,7 @@ private struct Fields {
         return string
     }
 
-    mutating func optionalString(_ name: String, maximumLength: Int) throws(JobRejection) -> String? {
+    mutating func optionalString(_ name: String, maximumLength: Int, content: Content = .identifier) throws(JobRejection) -> String? {
         guard let value = value(name) else { return nil }
         guard case .string(let string) = value else {
             throw JobRejection(.invalidField, "\(path)\(name) must be a string, not \(value.typeName)")
@@ -283,6 +291,9 @@ private struct Fields {
         }
         guard !string.utf8.contains(0) else {
             throw JobRejection(.invalidField, "\(path)\(name) contains a NUL character")
+        }
+        if content == .identifier, string.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+            throw JobRejection(.invalidField, "\(path)\(name) contains a control character (CR, LF, tab, …): it can reach an HTTP header")
         }
         return string
     }

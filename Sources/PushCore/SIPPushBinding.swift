@@ -59,7 +59,8 @@ extension SIPPushBinding {
         var parameters: [String: String] = [:]
         for part in text.split(separator: ";", omittingEmptySubsequences: false) {
             guard let equals = part.firstIndex(of: "=") else {
-                throw Invalid("\"\(part)\" is not a name=value parameter")
+                // The text may be the device token itself: it is not repeated into logs and dead-letter headers.
+                throw Invalid("a parameter is not name=value")
             }
             let name = part[..<equals].lowercased()
             guard ["pn-provider", "pn-param", "pn-prid"].contains(name) else {

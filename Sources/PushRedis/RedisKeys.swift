@@ -1,25 +1,30 @@
 /// The key scheme. Everything about one binding shares the hash tag `{b:<bindingId>}`, so
 /// a job's per-target batch stays on one Redis Cluster slot per binding; the retry queue
 /// lives under `{retry}` (one slot: its claim script touches the index and the entries).
+/// Ids come from job producers: each is written as `<length>:<id>` (length in UTF-8 bytes),
+/// so no id can end early and reach into another's key (binding `a}:sent:x` with job `y`
+/// against binding `a` with job `x}:sent:y`).
 ///
 /// | key | type | value | expiry |
 /// |---|---|---|---|
-/// | `push:{b:<bindingId>}:dd:<identity>` | string | id of the job that claimed the window | the kind's dedupe window |
-/// | `push:{b:<bindingId>}:sent:<jobId>` | string | the final outcome (contract JSON) | `PUSH_IDEMPOTENCY_TTL_S` |
+/// | `push:{b:<n>:<bindingId>}:dd:<n>:<identity>` | string | id of the job that claimed the window | the kind's dedupe window |
+/// | `push:{b:<n>:<bindingId>}:sent:<n>:<jobId>` | string | the final outcome (contract JSON) | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{retry}:due` | sorted set | retry entry ids, score = due time (ms) or lease end | — |
-/// | `push:{retry}:entry:<jobId>/<bindingId>` | hash | job bytes, binding, attempts, last error | deleted when done |
+/// | `push:{retry}:entry:<entry id>` | hash | job bytes, binding, attempts, last error | deleted when done |
 public enum RedisKeys {
     public static let prefix = "push"
 
     public static func dedupe(bindingId: String, identity: String) -> String {
-        "\(prefix):{b:\(bindingId)}:dd:\(identity)"
+        "\(prefix):{b:\(lengthPrefixed(bindingId))}:dd:\(lengthPrefixed(identity))"
     }
 
     public static func sent(bindingId: String, jobId: String) -> String {
-        "\(prefix):{b:\(bindingId)}:sent:\(jobId)"
+        "\(prefix):{b:\(lengthPrefixed(bindingId))}:sent:\(lengthPrefixed(jobId))"
     }
 
     public static let retryIndex = "\(prefix):{retry}:due"
 
     public static func retryEntry(_ id: String) -> String { "\(prefix):{retry}:entry:\(id)" }
+
+    static func lengthPrefixed(_ id: String) -> String { "\(id.utf8.count):\(id)" }
 }

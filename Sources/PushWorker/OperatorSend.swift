@@ -57,11 +57,11 @@ public enum OperatorSend {
             return lines
         }
 
-        /// Device tokens in APNs paths are shortened; the rest of the URL is shown.
+        /// Device tokens in APNs paths and Web Push endpoint paths are shortened; API URLs are shown whole.
         static func masked(_ url: String) -> String {
-            guard let range = url.range(of: "/3/device/") else { return url }
-            let token = url[range.upperBound...]
-            return token.count > 12 ? url[..<range.upperBound] + token.prefix(6) + "…" + token.suffix(4) : url
+            if let range = url.range(of: "/3/device/") { return url[..<range.upperBound] + Redaction.token(url[range.upperBound...]) }
+            if url.contains("/v1/projects/") || url.hasSuffix("/token") { return url }
+            return Redaction.url(url)
         }
     }
 

@@ -138,3 +138,66 @@ struct RetryAfterTests {
     @Test("garbage and negatives are ignored", arguments: ["", "soon", "-3"])
     func invalid(_ value: String) { #expect(RetryAfter.parse(value) == nil) }
 }
+
+@Suite("Hostile answers and requests at the transport")
+struct HostileTransportTests {
+    @Test("a header value with CR/LF never reaches the wire: the request is refused before it is sent")
+    func headerInjectionRefused() async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: CurlTransportTests.echo)
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        for headers in [[("apns-collapse-id", "x\r\napns-push-type: voip")], [("apns-collapse-id", "x\0y")], [("bad name", "v")]] {
+            await #expect(throws: HTTPTransportError.self) {
+                try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", headers: headers,
+                                                     tls: TLSOptions(caFile: sandbox.tls.caFile)))
+            }
+        }
+        await #expect(throws: HTTPTransportError.self) {
+            try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x\r\nHost: evil", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        }
+        #expect(sandbox.server.requests.isEmpty)
+        await sandbox.stop()
+    }
+
+    @Test("a huge body is cut at the request's limit and the answer still counts, in bounded memory")
+    func hugeBodyTruncated() async throws {
+        let huge = [UInt8](repeating: UInt8(ascii: "x"), count: 8 << 20)
+        let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 201, headers: [("location", "/m/1")], body: huge) }
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile),
+                                                            maximumResponseBytes: 4096))
+        #expect(response.status == 201)
+        #expect(response.header("location") == "/m/1")
+        #expect(response.body.count == 4096)
+        #expect(response.bodyTruncated)
+        let unlimited = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        #expect(unlimited.body.count == CurlTransportConfiguration().maximumResponseBytes, "the transport's own limit applies")
+        await sandbox.stop()
+    }
+
+    @Test("hundreds of response headers are cut to a bounded list")
+    func manyHeadersBounded() async throws {
+        let headers = (0..<300).map { ("x-h\($0)", String(repeating: "v", count: 20)) }
+        let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200, headers: headers) }
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        #expect(response.status == 200)
+        #expect(response.headers.count <= TransferState.maximumHeaderCount)
+        await sandbox.stop()
+    }
+
+    @Test("a proxy from the environment (https_proxy, ALL_PROXY) is never used")
+    func environmentProxyIgnored() async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: CurlTransportTests.echo)
+        let transport = CurlHTTPTransport()
+        defer { transport.shutdown() }
+        // A proxy that does not exist: a transfer that used it would fail to connect.
+        for name in ["https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] { setenv(name, "http://127.0.0.1:9", 1) }
+        defer { for name in ["https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] { unsetenv(name) } }
+        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        #expect(response.status == 201)
+        await sandbox.stop()
+    }
+}

@@ -72,3 +72,71 @@ struct CircuitBreakerPipelineTests {
         #expect(provider.calls(for: "stormy") == 4)
     }
 }
+
+@Suite("A failure stops no more than the scope its provider names")
+struct DeliveryScopeTests {
+    static func message(_ id: String, bindingId: String, app: String, extra: String = "") -> KafkaMessage {
+        let json = #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","targets":[{"bindingId":"\#(bindingId)","provider":"proxy","app":"\#(app)"\#(extra)}]}"#
+        return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+                            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+    }
+
+    func processor(_ provider: ScriptedProvider) -> JobProcessor {
+        var configuration = PipelineConfiguration(retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
+        configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: 3, coolDownMilliseconds: 60_000)
+        return JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+                            retryQueue: nil, logger: testLogger())
+    }
+
+    @Test("a credential failure in a scope that concerns one target ends that target failed and opens no circuit")
+    func perTargetCredentialFailure() async throws {
+        let provider = ScriptedProvider(scope: { _ in DeliveryScope(provider: .proxy, key: "origin", credentialFailuresOpenCircuit: false) }) { target in
+            target.bindingId == "b-0" ? .failed(reason: "403", httpStatus: 403, action: .checkCredentials)
+                                      : .delivered(providerMessageId: nil, httpStatus: 201)
+        }
+        let processor = processor(provider)
+        var statuses: [Outcome.Status] = []
+        for index in 0..<40 {
+            let processed = await processor.process(Self.message("j\(index)", bindingId: "b-\(index)", app: "web"))
+            statuses.append(try #require(CircuitBreakerPipelineTests.outcome(processed)).status)
+        }
+        #expect(statuses.first == .failed)
+        #expect(statuses.dropFirst().allSatisfy { $0 == .delivered }, "the other 39 are delivered: \(statuses)")
+        #expect(processor.circuitBreakers.openCircuits.isEmpty)
+    }
+
+    @Test("a scope's credential failure stops that scope only: the same app in another environment keeps sending")
+    func environmentsAreSeparateScopes() async throws {
+        let provider = ScriptedProvider(scope: { target in
+            DeliveryScope(provider: .proxy, key: "\(target.app ?? "-")/\(target.tokenType ?? "production")")
+        }) { target in
+            target.tokenType == "cookie" ? .failed(reason: "BadCertificateEnvironment", httpStatus: 403, action: .checkCredentials)
+                                         : .delivered(providerMessageId: nil, httpStatus: 200)
+        }
+        let processor = processor(provider)
+        let sandboxFailure = try #require(CircuitBreakerPipelineTests.outcome(await processor.process(
+            Self.message("1", bindingId: "b1", app: "chat", extra: #","token":"t","tokenType":"cookie""#))))
+        #expect(sandboxFailure.status == .failed)
+        #expect(processor.circuitBreakers.openCircuits.keys.map(\.description) == ["proxy/chat/cookie"])
+        let production = try #require(CircuitBreakerPipelineTests.outcome(await processor.process(Self.message("2", bindingId: "b2", app: "chat"))))
+        #expect(production.status == .delivered)
+    }
+
+    @Test("requests in flight are bounded per scope by the scope's own limit")
+    func perScopeLimit() async throws {
+        let limits = AppConcurrencyLimits(limit: 500, metrics: PipelineMetrics())
+        let hostile = DeliveryScope(provider: .webpush, key: "https://hostile.example", inFlightLimit: 2)
+        let other = DeliveryScope(provider: .webpush, key: "https://push.example", inFlightLimit: 2)
+        #expect(await limits.acquire(hostile, lane: .normal, parking: nil))
+        #expect(await limits.acquire(hostile, lane: .normal, parking: nil))
+        let third = Task { await limits.acquire(hostile, lane: .normal, parking: nil) }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(limits.running(hostile) == 2, "the third waits for the hostile origin's slot")
+        #expect(await limits.acquire(other, lane: .normal, parking: nil), "another origin is not held up")
+        limits.release(hostile)
+        #expect(await third.value)
+        limits.release(hostile)
+        limits.release(hostile)
+        limits.release(other)
+    }
+}

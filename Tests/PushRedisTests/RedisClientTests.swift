@@ -121,10 +121,36 @@ struct RedisDeliveryStoreTests {
         #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b1") == outcome)
         #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b2") == nil)
     }
+
+    @Test("ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y")
+    func keysAreUnambiguous() async throws {
+        #expect(RedisKeys.sent(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.sent(bindingId: "a", jobId: "x}:sent:y"))
+        #expect(RedisKeys.dedupe(bindingId: "a}:dd:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:dd:y"))
+        #expect(RetryEntry.id(jobId: "a/b", bindingId: "c") != RetryEntry.id(jobId: "a", bindingId: "b/c"))
+        #expect(RedisKeys.sent(bindingId: "b1", jobId: "j1") == "push:{b:2:b1}:sent:2:j1", "the hash tag still holds the binding")
+        let server = try RedisServerProcess()
+        let store = RedisDeliveryStore(client: server.client())
+        let crafted = Job(id: "y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
+                          targets: [Target(bindingId: "a}:sent:x", provider: .proxy)])
+        let victim = Job(id: "x}:sent:y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
+                         targets: [Target(bindingId: "a", provider: .proxy)])
+        try await store.record(Outcome(job: crafted, target: crafted.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
+                                       attempts: 1, at: 1), retention: .seconds(60))
+        #expect(try await store.prepare(victim, dedupeWindow: 0) == [.fresh], "the victim's target is not taken for already sent")
+    }
 }
 
 @Suite("Retry queue in Redis: leases and atomic claims")
 struct RedisRetryQueueTests {
+    @Test("a stored attempt count beyond any real history is a damaged record, not a number to add to")
+    func damagedAttemptsRefused() {
+        let reply = RedisValue.array(["job", "{}", "binding", "b1", "attempts", "\(Int.max)", "fallbackCreatedAt", "0"]
+            .map { RedisValue.bulk(Array($0.utf8)) })
+        #expect(RedisRetryQueue.entry(id: "1:j/b1", from: reply) == nil)
+        let sane = RedisValue.array(["job", "{}", "binding", "b1", "attempts", "3", "fallbackCreatedAt", "0"].map { RedisValue.bulk(Array($0.utf8)) })
+        #expect(RedisRetryQueue.entry(id: "1:j/b1", from: sane)?.attempts == 3)
+    }
+
     static func entry(_ id: String, attempts: Int = 1) -> RetryEntry {
         RetryEntry(id: id, jobBytes: Array(#"{"v":1}"#.utf8), kafkaKey: Array("alice".utf8), fallbackCreatedAt: 5,
                    bindingId: "b1", attempts: attempts, lastReason: "proxy answered 500", lastHTTPStatus: 500)

@@ -6,11 +6,16 @@ public final class ScriptedProvider: PushProvider {
     public let id: ProviderID
     private let calls = Mutex<[String: Int]>([:])
     private let answer: @Sendable (Target) -> DeliveryResult
+    private let scope: @Sendable (Target) -> DeliveryScope
 
-    public init(id: ProviderID = .proxy, answer: @escaping @Sendable (Target) -> DeliveryResult) {
+    public init(id: ProviderID = .proxy, scope: @escaping @Sendable (Target) -> DeliveryScope = DeliveryScope.app(of:),
+                answer: @escaping @Sendable (Target) -> DeliveryResult) {
         self.id = id
+        self.scope = scope
         self.answer = answer
     }
+
+    public func scope(of target: Target) -> DeliveryScope { scope(target) }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         calls.withLock { $0[delivery.target.app ?? "-", default: 0] += 1 }
