@@ -97,7 +97,7 @@ extension SIPPushBinding {
         case "webpush":
             return SIPPushBinding(provider: .webpush, token: token)
         default:
-            throw Invalid("pn-provider \"\(providerName)\" is not one of apns, fcm, webpush")
+            throw Invalid("pn-provider \"\(providerName.prefix(16))\" is not one of apns, fcm, webpush")
         }
     }
 
@@ -149,7 +149,7 @@ extension SIPPushBinding {
         case "w":
             return SIPPushBinding(provider: .webpush, token: token)
         default:
-            throw Invalid("provider \"\(parts[0])\" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (Web Push)")
+            throw Invalid("provider \"\(parts[0].prefix(8))\" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (Web Push)")
         }
     }
 }

@@ -28,7 +28,7 @@ struct SIPPushBindingTests {
     }
 
     static let malformedRFC8599: [(String, String)] = [
-        ("", "is not a name=value parameter"),
+        ("", "a parameter is not name=value"),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip", "pn-prid is required"),
         ("pn-param=example-project;pn-prid=t", "pn-provider is required"),
         ("pn-provider=gcm;pn-param=p;pn-prid=t", "pn-provider \"gcm\" is not one of apns, fcm, webpush"),
@@ -42,8 +42,8 @@ struct SIPPushBindingTests {
         ("pn-provider=fcm;pn-param=p;pn-prid=t;pn-purr=x", "parameter pn-purr is not one of pn-provider, pn-param, pn-prid"),
         ("pn-provider=fcm;pn-param=p;pn-prid=", "pn-prid has an empty or badly percent-encoded value"),
         ("pn-provider=fcm;pn-param=p;pn-prid=%zz", "pn-prid has an empty or badly percent-encoded value"),
-        ("pn-provider=fcm;pn-param=p;pn-prid=t;", "is not a name=value parameter"),
-        ("pn-provider", "is not a name=value parameter"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=t;", "a parameter is not name=value"),
+        ("pn-provider", "a parameter is not name=value"),
     ]
 
     @Test("each malformed RFC 8599 variant is refused with the part and the rule", arguments: malformedRFC8599.indices)

@@ -187,17 +187,4 @@ struct HostileTransportTests {
         #expect(response.headers.count <= TransferState.maximumHeaderCount)
         await sandbox.stop()
     }
-
-    @Test("a proxy from the environment (https_proxy, ALL_PROXY) is never used")
-    func environmentProxyIgnored() async throws {
-        let sandbox = try await ProxySandboxFixture.start(responder: CurlTransportTests.echo)
-        let transport = CurlHTTPTransport()
-        defer { transport.shutdown() }
-        // A proxy that does not exist: a transfer that used it would fail to connect.
-        for name in ["https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] { setenv(name, "http://127.0.0.1:9", 1) }
-        defer { for name in ["https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] { unsetenv(name) } }
-        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
-        #expect(response.status == 201)
-        await sandbox.stop()
-    }
 }
