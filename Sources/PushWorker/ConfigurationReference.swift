@@ -73,6 +73,9 @@ public enum ConfigurationReference {
         .init("PUSH_PROXY_KEY_FILE", nil, "PEM private key of `PUSH_PROXY_CERT_FILE`."),
         .init("PUSH_PROXY_TIMEOUT_MS", "10000", "Per-request timeout for the proxy."),
         .init("PUSH_HTTP_PORT", "9090", "Port of `/metrics` (Prometheus), `/healthz` and `/readyz`; 0 picks a free port."),
+        .init("PUSH_HTTP_BIND", "0.0.0.0", "Address that endpoint listens on: an IPv4 or IPv6 literal (`::` for every interface, `127.0.0.1` for the pod alone)."),
+        .init("PUSH_HTTP_IDLE_TIMEOUT_S", "60", "A connection to that endpoint whose client sends nothing for this long is closed."),
+        .init("PUSH_HTTP_MAX_INBOUND_CONNECTIONS", "32", "Connections that endpoint keeps open at once (probes, Prometheus); further ones are closed as soon as they are accepted."),
         .init("PUSH_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical."),
         .init("PUSH_LOG_FORMAT", "json", "`json` (one object per line) or `text`."),
     ]

@@ -25,7 +25,8 @@ public struct WorkerConfiguration: Sendable {
     /// librdkafka properties from `PUSH_RDKAFKA_*`, applied to consumer and producer.
     public var rdkafkaProperties: [String: String]
     public var maximumConnectionsPerHost: Int
-    public var httpPort: Int
+    /// The `/metrics`, `/healthz`, `/readyz` endpoint.
+    public var operations: OperationsEndpoint
     public var redisURL: RedisURL?
     public var redisConnections: Int
     public var proxy: ProxyConfiguration?
@@ -93,7 +94,15 @@ public struct WorkerConfiguration: Sendable {
         }
         let redisConnections = reader.integer("PUSH_REDIS_CONNECTIONS", default: 4, in: 1...64)
         let connections = reader.integer("PUSH_HTTP_MAX_CONNECTIONS", default: 2, in: 1...64)
-        let httpPort = reader.integer("PUSH_HTTP_PORT", default: 9090, in: 0...65535)
+        let bindAddress = reader.string("PUSH_HTTP_BIND") ?? "0.0.0.0"
+        if !OperationsEndpoint.isBindableAddress(bindAddress) {
+            reader.problem("PUSH_HTTP_BIND must be an IPv4 or IPv6 address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::, got \"\(bindAddress)\"")
+        }
+        let operations = OperationsEndpoint(
+            bindAddress: bindAddress,
+            port: reader.integer("PUSH_HTTP_PORT", default: 9090, in: 0...65535),
+            idleTimeout: .seconds(reader.integer("PUSH_HTTP_IDLE_TIMEOUT_S", default: 60, in: 1...3600)),
+            maximumConnections: reader.integer("PUSH_HTTP_MAX_INBOUND_CONNECTIONS", default: 32, in: 1...10_000))
 
         var proxy: ProxyConfiguration?
         if let url = reader.string("PUSH_PROXY_URL") {
@@ -182,7 +191,7 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            maximumConnectionsPerHost: connections, httpPort: httpPort, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
+            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }
