@@ -24,6 +24,8 @@ public struct WorkerConfiguration: Sendable {
     public var pipeline: PipelineConfiguration
     /// librdkafka properties from `PUSH_RDKAFKA_*`, applied to consumer and producer.
     public var rdkafkaProperties: [String: String]
+    /// Unsafe librdkafka settings among them that `PUSH_RDKAFKA_ALLOW_UNSAFE` let through.
+    public var allowedUnsafeKafkaSettings: [String]
     public var maximumConnectionsPerHost: Int
     /// The `/metrics`, `/healthz`, `/readyz` endpoint.
     public var operations: OperationsEndpoint
@@ -176,13 +178,17 @@ public struct WorkerConfiguration: Sendable {
         if format == nil { reader.problem("PUSH_LOG_FORMAT must be json or text, got \"\(formatName)\"") }
 
         var rdkafka: [String: String] = [:]
-        for (name, value) in environment where name.hasPrefix(ConfigurationReference.rdkafkaPrefix) {
+        for (name, value) in environment where name.hasPrefix(ConfigurationReference.rdkafkaPrefix) && name != "PUSH_RDKAFKA_ALLOW_UNSAFE" {
             let property = name.dropFirst(ConfigurationReference.rdkafkaPrefix.count).lowercased().replacingOccurrences(of: "_", with: ".")
             guard !property.isEmpty else { continue }
             rdkafka[property] = value
         }
         for property in ["enable.auto.offset.store", "group.id", "bootstrap.servers"] where rdkafka[property] != nil {
-            reader.problem("PUSH_RDKAFKA_\(property.uppercased().replacingOccurrences(of: ".", with: "_")) cannot be overridden: the worker manages \(property) itself")
+            reader.problem("\(ConfigurationReference.rdkafkaVariable(for: property)) cannot be overridden: the worker manages \(property) itself")
+        }
+        let unsafeKafkaSettings = UnsafeKafkaProperty.settings(in: rdkafka)
+        if !reader.boolean("PUSH_RDKAFKA_ALLOW_UNSAFE", default: false) {
+            for setting in unsafeKafkaSettings { reader.problem("\(setting); refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true") }
         }
 
         let known = Set(ConfigurationReference.variables.map(\.name))
@@ -191,6 +197,7 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
+            allowedUnsafeKafkaSettings: unsafeKafkaSettings,
             maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))

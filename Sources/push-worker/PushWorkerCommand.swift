@@ -43,6 +43,9 @@ struct Run: AsyncParsableCommand {
         for name in configuration.unknownVariables {
             logger.warning("unknown PUSH_ variable ignored (a typo?)", metadata: ["variable": "\(name)"])
         }
+        for setting in configuration.allowedUnsafeKafkaSettings {
+            logger.warning("unsafe librdkafka setting allowed by PUSH_RDKAFKA_ALLOW_UNSAFE", metadata: ["setting": "\(setting)"])
+        }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let worker = try Worker(configuration: configuration, logger: logger)
