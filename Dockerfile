@@ -7,11 +7,20 @@ RUN apt-get update \
       librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY Package.swift ./
+# Dependencies are built at exactly the versions and commits pinned in Package.resolved;
+# the build fails rather than re-resolve. Package.resolved is not in git (development
+# machines resolve against a local mirror whose commit ids differ from upstream's): the
+# release pipeline runs `swift package resolve` in a clean checkout of the release commit
+# against the upstream repositories, keeps the resulting Package.resolved with the
+# release's artifacts, and puts it in the build context next to Package.swift.
+COPY Package.swift Package.resolved* ./
+RUN test -f Package.resolved \
+ || { echo "Package.resolved is missing from the build context (see the comment above)" >&2; exit 1; }
+RUN swift package resolve --force-resolved-versions
 COPY Sources Sources
 COPY Plugins Plugins
 COPY Tests Tests
-RUN swift build -c release --product push-worker \
+RUN swift build -c release --force-resolved-versions --product push-worker \
  && install -m 0755 .build/release/push-worker /push-worker \
  && mkdir /swift-runtime \
  && ldd /push-worker | awk '$3 ~ /\/swift\/linux\// {print $3}' | xargs -r cp -t /swift-runtime/

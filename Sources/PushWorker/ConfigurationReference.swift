@@ -15,6 +15,11 @@ public struct EnvironmentVariable: Sendable {
 public enum ConfigurationReference {
     public static let rdkafkaPrefix = "PUSH_RDKAFKA_"
 
+    /// The `PUSH_RDKAFKA_*` variable that sets a librdkafka property.
+    public static func rdkafkaVariable(for property: String) -> String {
+        rdkafkaPrefix + property.uppercased().replacingOccurrences(of: ".", with: "_")
+    }
+
     public static let variables: [EnvironmentVariable] = [
         .init("PUSH_KAFKA_BROKERS", nil, "Kafka bootstrap servers, comma-separated (required by `run`)."),
         .init("PUSH_KAFKA_GROUP_ID", "push-worker", "Consumer group shared by all replicas."),
@@ -23,6 +28,7 @@ public enum ConfigurationReference {
         .init("PUSH_OUTCOMES_TOPIC", "push.outcomes", "Topic every outcome is published to (key = bindingId)."),
         .init("PUSH_DLQ_TOPIC", "push.dlq", "Dead-letter topic for invalid jobs (reason in the `push-dlq-reason` header)."),
         .init("PUSH_RDKAFKA_<PROPERTY>", nil, "Any librdkafka property, `_` → `.` (e.g. `PUSH_RDKAFKA_SECURITY_PROTOCOL=ssl`); applied to consumer and producer."),
+        .init("PUSH_RDKAFKA_ALLOW_UNSAFE", "false", "Lets through the librdkafka properties refused by default because they turn off the brokers' authentication or load or run code from outside the image: `enable.ssl.certificate.verification=false`, `ssl.endpoint.identification.algorithm=none`, `enable.sasl.oauthbearer.unsecure.jwt=true`, and any `plugin.library.paths`, `ssl.engine.location` or `sasl.kerberos.kinit.cmd` (logged as a warning when allowed). Not passed to librdkafka."),
         .init("PUSH_MAX_IN_FLIGHT", "1000", "Jobs being worked on in both lanes together (consumed, not finished, not waiting for an app slot); a lane at its share stops polling."),
         .init("PUSH_URGENT_RESERVED_IN_FLIGHT", "100", "Part of `PUSH_MAX_IN_FLIGHT` only the urgent lane may use; the urgent lane may also use what the normal lane leaves free, never the reverse. At most half of `PUSH_MAX_IN_FLIGHT` (a smaller `PUSH_MAX_IN_FLIGHT` lowers the default reserve to its half)."),
         .init("PUSH_MAX_READ_AHEAD", "2 × PUSH_MAX_IN_FLIGHT", "Jobs consumed but not finished per lane, including jobs waiting for an app slot: bounds memory and the uncommitted window when one app's endpoint stalls."),
@@ -76,6 +82,9 @@ public enum ConfigurationReference {
         .init("PUSH_PROXY_KEY_FILE", nil, "PEM private key of `PUSH_PROXY_CERT_FILE`."),
         .init("PUSH_PROXY_TIMEOUT_MS", "10000", "Per-request timeout for the proxy."),
         .init("PUSH_HTTP_PORT", "9090", "Port of `/metrics` (Prometheus), `/healthz` and `/readyz`; 0 picks a free port."),
+        .init("PUSH_HTTP_BIND", "0.0.0.0", "Address that endpoint listens on: an IPv4 or IPv6 literal (`::` for every interface, `127.0.0.1` for the pod alone)."),
+        .init("PUSH_HTTP_IDLE_TIMEOUT_S", "60", "A connection to that endpoint whose client sends nothing for this long is closed."),
+        .init("PUSH_HTTP_MAX_INBOUND_CONNECTIONS", "32", "Connections that endpoint keeps open at once (probes, Prometheus); further ones are closed as soon as they are accepted."),
         .init("PUSH_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical."),
         .init("PUSH_LOG_FORMAT", "json", "`json` (one object per line) or `text`."),
     ]

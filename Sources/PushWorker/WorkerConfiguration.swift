@@ -24,8 +24,11 @@ public struct WorkerConfiguration: Sendable {
     public var pipeline: PipelineConfiguration
     /// librdkafka properties from `PUSH_RDKAFKA_*`, applied to consumer and producer.
     public var rdkafkaProperties: [String: String]
+    /// Unsafe librdkafka settings among them that `PUSH_RDKAFKA_ALLOW_UNSAFE` let through.
+    public var allowedUnsafeKafkaSettings: [String]
     public var maximumConnectionsPerHost: Int
-    public var httpPort: Int
+    /// The `/metrics`, `/healthz`, `/readyz` endpoint.
+    public var operations: OperationsEndpoint
     public var redisURL: RedisURL?
     public var redisConnections: Int
     public var proxy: ProxyConfiguration?
@@ -93,7 +96,15 @@ public struct WorkerConfiguration: Sendable {
         }
         let redisConnections = reader.integer("PUSH_REDIS_CONNECTIONS", default: 4, in: 1...64)
         let connections = reader.integer("PUSH_HTTP_MAX_CONNECTIONS", default: 2, in: 1...64)
-        let httpPort = reader.integer("PUSH_HTTP_PORT", default: 9090, in: 0...65535)
+        let bindAddress = reader.string("PUSH_HTTP_BIND") ?? "0.0.0.0"
+        if !OperationsEndpoint.isBindableAddress(bindAddress) {
+            reader.problem("PUSH_HTTP_BIND must be an IPv4 or IPv6 address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::, got \"\(bindAddress)\"")
+        }
+        let operations = OperationsEndpoint(
+            bindAddress: bindAddress,
+            port: reader.integer("PUSH_HTTP_PORT", default: 9090, in: 0...65535),
+            idleTimeout: .seconds(reader.integer("PUSH_HTTP_IDLE_TIMEOUT_S", default: 60, in: 1...3600)),
+            maximumConnections: reader.integer("PUSH_HTTP_MAX_INBOUND_CONNECTIONS", default: 32, in: 1...10_000))
 
         var proxy: ProxyConfiguration?
         if let url = reader.string("PUSH_PROXY_URL") {
@@ -167,13 +178,17 @@ public struct WorkerConfiguration: Sendable {
         if format == nil { reader.problem("PUSH_LOG_FORMAT must be json or text, got \"\(formatName)\"") }
 
         var rdkafka: [String: String] = [:]
-        for (name, value) in environment where name.hasPrefix(ConfigurationReference.rdkafkaPrefix) {
+        for (name, value) in environment where name.hasPrefix(ConfigurationReference.rdkafkaPrefix) && name != "PUSH_RDKAFKA_ALLOW_UNSAFE" {
             let property = name.dropFirst(ConfigurationReference.rdkafkaPrefix.count).lowercased().replacingOccurrences(of: "_", with: ".")
             guard !property.isEmpty else { continue }
             rdkafka[property] = value
         }
         for property in ["enable.auto.offset.store", "group.id", "bootstrap.servers"] where rdkafka[property] != nil {
-            reader.problem("PUSH_RDKAFKA_\(property.uppercased().replacingOccurrences(of: ".", with: "_")) cannot be overridden: the worker manages \(property) itself")
+            reader.problem("\(ConfigurationReference.rdkafkaVariable(for: property)) cannot be overridden: the worker manages \(property) itself")
+        }
+        let unsafeKafkaSettings = UnsafeKafkaProperty.settings(in: rdkafka)
+        if !reader.boolean("PUSH_RDKAFKA_ALLOW_UNSAFE", default: false) {
+            for setting in unsafeKafkaSettings { reader.problem("\(setting); refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true") }
         }
 
         let known = Set(ConfigurationReference.variables.map(\.name))
@@ -182,7 +197,8 @@ public struct WorkerConfiguration: Sendable {
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            maximumConnectionsPerHost: connections, httpPort: httpPort, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
+            allowedUnsafeKafkaSettings: unsafeKafkaSettings,
+            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }

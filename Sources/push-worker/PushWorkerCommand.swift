@@ -43,14 +43,26 @@ struct Run: AsyncParsableCommand {
         for name in configuration.unknownVariables {
             logger.warning("unknown PUSH_ variable ignored (a typo?)", metadata: ["variable": "\(name)"])
         }
+        for setting in configuration.allowedUnsafeKafkaSettings {
+            logger.warning("unsafe librdkafka setting allowed by PUSH_RDKAFKA_ALLOW_UNSAFE", metadata: ["setting": "\(setting)"])
+        }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let worker = try Worker(configuration: configuration, logger: logger)
-        let operations = try await OperationsServer.start(
-            port: configuration.httpPort, registry: registry,
-            liveness: { worker.pipeline.isAlive ? (true, "alive") : (false, "the consumer thread has not polled for 30 s") },
-            readiness: { let state = worker.pipeline.readiness; return (state.ready, state.reason) })
-        logger.info("operations endpoint listening", metadata: ["port": "\(operations.port)"])
+        let endpoint = configuration.operations
+        let operations: OperationsServer
+        do {
+            operations = try await OperationsServer.start(
+                endpoint, registry: registry,
+                liveness: { worker.pipeline.isAlive ? (true, "alive") : (false, "the consumer thread has not polled for 30 s") },
+                readiness: { let state = worker.pipeline.readiness; return (state.ready, state.reason) })
+        } catch {
+            FileHandle.standardError.write(Data("configuration: cannot listen on PUSH_HTTP_BIND \(endpoint.bindAddress), PUSH_HTTP_PORT \(endpoint.port): \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        logger.info("operations endpoint listening", metadata: [
+            "address": "\(endpoint.bindAddress)", "port": "\(operations.port)",
+        ])
         let signals = StopSignals { worker.pipeline.stop() }
         logger.info("push-worker started", metadata: [
             "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",

@@ -27,6 +27,32 @@ struct ConfigurationTests {
         #expect(configuration.enabledProviders == [.proxy])
         #expect(configuration.logFormat == .json)
         #expect(configuration.logLevel == .info)
+        #expect(configuration.operations == OperationsEndpoint(bindAddress: "0.0.0.0", port: 9090, idleTimeout: .seconds(60),
+                                                               maximumConnections: 32))
+    }
+
+    @Test("PUSH_HTTP_BIND takes IPv4 and IPv6 literals; anything else stops start-up with one line")
+    func operationsBindAddress() throws {
+        for address in ["127.0.0.1", "::", "::1", "10.1.2.3"] {
+            #expect(try WorkerConfiguration.load(from: minimal.merging(["PUSH_HTTP_BIND": address]) { $1 }).get().operations.bindAddress == address)
+        }
+        for address in ["localhost", "0.0.0.0:9090", "256.1.1.1", "*"] {
+            #expect(problems(minimal.merging(["PUSH_HTTP_BIND": address]) { $1 })
+                == ["PUSH_HTTP_BIND must be an IPv4 or IPv6 address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::, got \"\(address)\""])
+        }
+    }
+
+    @Test("the operations endpoint's idle timeout and connection limit are read and range-checked")
+    func operationsLimits() throws {
+        let configuration = try WorkerConfiguration.load(from: minimal.merging([
+            "PUSH_HTTP_IDLE_TIMEOUT_S": "15", "PUSH_HTTP_MAX_INBOUND_CONNECTIONS": "8",
+        ]) { $1 }).get()
+        #expect(configuration.operations.idleTimeout == .seconds(15))
+        #expect(configuration.operations.maximumConnections == 8)
+        #expect(problems(minimal.merging(["PUSH_HTTP_IDLE_TIMEOUT_S": "0", "PUSH_HTTP_MAX_INBOUND_CONNECTIONS": "0"]) { $1 }) == [
+            "PUSH_HTTP_IDLE_TIMEOUT_S must be an integer in 1...3600, got \"0\"",
+            "PUSH_HTTP_MAX_INBOUND_CONNECTIONS must be an integer in 1...10000, got \"0\"",
+        ])
     }
 
     @Test("a missing broker list stops start-up with one line saying what to set")

@@ -9,6 +9,16 @@ import Testing
 
 @Suite("Operations endpoint: /metrics, /healthz, /readyz")
 struct OperationsServerTests {
+    static func endpoint(bindAddress: String = "127.0.0.1", idleTimeout: Duration = .seconds(60),
+                         maximumConnections: Int = 32) -> OperationsEndpoint {
+        OperationsEndpoint(bindAddress: bindAddress, port: 0, idleTimeout: idleTimeout, maximumConnections: maximumConnections)
+    }
+
+    static func start(_ endpoint: OperationsEndpoint) async throws -> OperationsServer {
+        try await OperationsServer.start(endpoint, registry: PrometheusCollectorRegistry(),
+                                         liveness: { (true, "alive") }, readiness: { (true, "ready") })
+    }
+
     func get(_ port: Int, _ path: String) async throws -> (Int, String) {
         let (data, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
@@ -19,7 +29,7 @@ struct OperationsServerTests {
         let registry = PrometheusCollectorRegistry()
         registry.makeCounter(name: "push_example_total", labels: [("provider", "apns")]).increment(by: Int64(3))
         let ready = Atomic<Bool>(false)
-        let server = try await OperationsServer.start(host: "127.0.0.1", port: 0, registry: registry,
+        let server = try await OperationsServer.start(Self.endpoint(), registry: registry,
                                                       liveness: { (true, "alive") },
                                                       readiness: { ready.load(ordering: .relaxed) ? (true, "ready") : (false, "not yet joined the consumer group") })
         let (metricsStatus, metrics) = try await get(server.port, "/metrics")
@@ -30,6 +40,49 @@ struct OperationsServerTests {
         ready.store(true, ordering: .relaxed)
         #expect(try await get(server.port, "/readyz") == (200, "ready\n"))
         #expect(try await get(server.port, "/nope").0 == 404)
+        await server.stop()
+    }
+
+    @Test("a connection whose client sends nothing for the idle timeout is closed by the server")
+    func idleConnectionIsClosed() async throws {
+        let server = try await Self.start(Self.endpoint(idleTimeout: .milliseconds(500)))
+        let client = try TCPClient(host: "127.0.0.1", port: server.port)
+        #expect(client.get("/healthz") == "HTTP/1.1 200 OK")
+        let idleSince = ContinuousClock.now
+        #expect(client.receive(within: .milliseconds(200)) == .nothing, "still open before the timeout")
+        #expect(client.receive(within: .seconds(5)) == .closed)
+        #expect(ContinuousClock.now - idleSince >= .milliseconds(450))
+        await server.stop()
+    }
+
+    @Test("with the connection limit reached, one more connection is closed at once while the open ones keep working")
+    func connectionsBeyondTheLimitAreClosed() async throws {
+        let server = try await Self.start(Self.endpoint(maximumConnections: 3))
+        var admitted = try (1...3).map { _ in try TCPClient(host: "127.0.0.1", port: server.port) }
+        for client in admitted { #expect(client.get("/healthz") == "HTTP/1.1 200 OK") }
+
+        let excess = try TCPClient(host: "127.0.0.1", port: server.port)
+        #expect(excess.receive(within: .seconds(5)) == .closed)
+        #expect(excess.get("/healthz") == nil)
+        for client in admitted { #expect(client.get("/readyz") == "HTTP/1.1 200 OK") }
+
+        admitted.removeAll()
+        try await Task.sleep(for: .milliseconds(200))
+        let later = try TCPClient(host: "127.0.0.1", port: server.port)
+        #expect(later.get("/healthz") == "HTTP/1.1 200 OK", "closed connections free their places")
+        await server.stop()
+    }
+
+    @Test("the endpoint listens on PUSH_HTTP_BIND only: bound to 127.0.0.2 it is unreachable on 127.0.0.1")
+    func bindAddressIsHonoured() async throws {
+        let configuration = try WorkerConfiguration.load(from: [
+            "PUSH_KAFKA_BROKERS": "k1:9092", "PUSH_PROXY_URL": "https://proxy.example.com/push",
+            "PUSH_HTTP_BIND": "127.0.0.2", "PUSH_HTTP_PORT": "0",
+        ]).get()
+        let server = try await Self.start(configuration.operations)
+        #expect(server.localAddress?.ipAddress == "127.0.0.2")
+        #expect(try TCPClient(host: "127.0.0.2", port: server.port).get("/healthz") == "HTTP/1.1 200 OK")
+        #expect(throws: TCPClient.ConnectFailed(errno: ECONNREFUSED)) { try TCPClient(host: "127.0.0.1", port: server.port) }
         await server.stop()
     }
 }
