@@ -1,4 +1,5 @@
 import Foundation
+import PushCore
 import PushSandbox
 import Synchronization
 import Testing
@@ -137,6 +138,11 @@ struct RetryAfterTests {
 
     @Test("garbage and negatives are ignored", arguments: ["", "soon", "-3"])
     func invalid(_ value: String) { #expect(RetryAfter.parse(value) == nil) }
+
+    @Test("an absurd delay, beyond Int64 or far in the future, counts as one day", arguments: [
+        "99999999999999999", "9223372036854775807", "99999999999999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT",
+    ])
+    func absurd(_ value: String) { #expect(RetryAfter.parse(value) == RetryPolicy.maximumRetryAfter) }
 }
 
 @Suite("Hostile answers and requests at the transport")
