@@ -153,7 +153,7 @@ public struct APNsSandboxInstance: Sendable {
     /// New connections allow one stream until a token is accepted, as APNs does.
     /// - Parameter wrap: applied to the sandbox's responder (fault injection, hostile answers).
     public static func start(tls: SandboxTLS, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
-                             port: Int = 0,
+                             port: Int = 0, connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
                              wrap: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
         async throws -> APNsSandboxInstance {
         let key = try PrivateKey.generateP256()
@@ -163,7 +163,8 @@ public struct APNsSandboxInstance: Sendable {
                                   bundleIds: [bundleId], certificateAuthentication: certificateAuthentication,
                                   goAwayEvery: goAwayEvery)
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: certificateAuthentication, port: port,
-                                                   initialConcurrentStreams: 1, responder: wrap(sandbox.respond))
+                                                   initialConcurrentStreams: 1, connectionClosed: connectionClosed,
+                                                   responder: wrap(sandbox.respond))
         return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile)
     }
 }

@@ -77,8 +77,10 @@ public final class SandboxServer: Sendable {
 
     /// - Parameter requireClientCertificate: demand a client certificate issued by the sandbox CA (mutual TLS).
     /// - Parameter initialConcurrentStreams: SETTINGS_MAX_CONCURRENT_STREAMS announced on every new connection.
+    /// - Parameter connectionClosed: called with `SandboxRequest.connection` of each connection that closes (either side).
     public static func start(tls: SandboxTLS, requireClientCertificate: Bool = false, port: Int = 0,
                              initialConcurrentStreams: Int = 100,
+                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
                              responder: @escaping Responder) async throws -> SandboxServer {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
@@ -114,7 +116,11 @@ public final class SandboxServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                if let connectionClosed {
+                    let connection = ObjectIdentifier(channel)
+                    channel.closeFuture.whenComplete { _ in connectionClosed(connection) }
+                }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server,

@@ -115,10 +115,11 @@ public struct WebPushSandboxInstance: Sendable {
     ///   - host: the host clients name in endpoints (and in the VAPID `aud`): `localhost` or `127.0.0.1`.
     ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
     public static func start(tls: SandboxTLS, port: Int = 0, host: String = "localhost",
+                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
                              wrap: @escaping @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
         async throws -> WebPushSandboxInstance {
         let holder = LateResponder()
-        let server = try await SandboxServer.start(tls: tls, port: port) { holder.respond($0) }
+        let server = try await SandboxServer.start(tls: tls, port: port, connectionClosed: connectionClosed) { holder.respond($0) }
         let sandbox = WebPushSandbox(origin: "https://\(host):\(server.port)")
         holder.set(wrap(sandbox.respond))
         return WebPushSandboxInstance(server: server, sandbox: sandbox)

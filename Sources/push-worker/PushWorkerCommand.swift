@@ -248,6 +248,7 @@ struct Sandbox: AsyncParsableCommand {
             ? ProxySandbox.respond : injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId)
         var wrapAPNs: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
         var wrapWebPush = wrapAPNs
+        var connectionClosed: (@Sendable (ObjectIdentifier) -> Void)?
         if hostile {
             var settings = HostileAnswers.Settings()
             settings.stallMilliseconds = hostileStallMs
@@ -256,12 +257,14 @@ struct Sandbox: AsyncParsableCommand {
             responder = answers.wrap(responder, key: ProxySandbox.endpointId, marker: HostileAnswers.behaviour(markedIn:))
             wrapAPNs = { answers.wrap($0, key: APNsSandbox.deviceToken, marker: HostileAnswers.behaviour(apnsToken:)) }
             wrapWebPush = { answers.wrap($0, key: { $0.path }, marker: HostileAnswers.behaviour(markedIn:)) }
+            connectionClosed = answers.connectionClosed
         }
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
-                                                   responder: responder)
-        let apns = try await APNsSandboxInstance.start(tls: tls, wrap: wrapAPNs)
+                                                   connectionClosed: connectionClosed, responder: responder)
+        let apns = try await APNsSandboxInstance.start(tls: tls, connectionClosed: connectionClosed, wrap: wrapAPNs)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
-        let webPush = try await WebPushSandboxInstance.start(tls: tls, host: hostile ? "127.0.0.1" : "localhost", wrap: wrapWebPush)
+        let webPush = try await WebPushSandboxInstance.start(tls: tls, host: hostile ? "127.0.0.1" : "localhost",
+                                                             connectionClosed: connectionClosed, wrap: wrapWebPush)
         let subscription = try webPush.sandbox.subscribe(id: "sandbox-subscription")
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
         try #"{"endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}"#
