@@ -7,21 +7,28 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…]
-#   scenarios: kill brokers redis provider hostile slow (the default), sigterm (a ledger-checked hand-over;
-#   scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
+#   scenarios: kill brokers redis provider hostile hostile-endpoints slow (the default), sigterm (a ledger-checked
+#   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
-#   logs, manifest and provider record there.
+#   logs, manifest and provider record there. hostile-endpoints: FAULTS_HOSTILE_MARKERS=<m,…> limits it to some
+#   markers (scripts/ledger.py HOSTILE_MARKERS); FAULTS_WEBPUSH_POLICY=legacy gives the worker
+#   PUSH_WEBPUSH_ALLOW_PRIVATE=true instead of PUSH_WEBPUSH_ALLOWED_NETWORKS/_PORTS (workers that predate those).
 source "$(dirname "$0")/e2e-lib.sh"
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis provider hostile slow)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis provider hostile hostile-endpoints slow)
 scale=${FAULTS_SCALE:-1}
 rows=${FAULTS_ROWS:-$work/rows.jsonl}
 : >"$rows"
 current=""
 fail() {
     echo "faults[$current]: FAIL: $*" >&2
-    for log in "$work"/"$current"/worker-*.log; do [ -f "$log" ] && { echo "--- $log" >&2; tail -n 15 "$log" >&2; }; done
+    for log in "$work"/"$current"/worker-*.log; do
+        [ -f "$log" ] || continue
+        echo "--- $log" >&2
+        grep -m 4 -E 'Swift runtime failure|Fatal error| in push-worker at .*/Sources/' "$log" >&2 && echo "…" >&2
+        tail -n 15 "$log" >&2
+    done
     if [ -n "${FAULTS_KEEP:-}" ]; then rm -rf "$FAULTS_KEEP/$current"; mkdir -p "$FAULTS_KEEP"; cp -r "$work/$current" "$FAULTS_KEEP/"; fi
     exit 1
 }
@@ -74,6 +81,7 @@ start_redis() {  # [port]; append-only file fsynced on every write, so a restart
     for _ in $(seq 1 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
     fail "redis-server did not start"
 }
+worker_wrapper=()  # a command the worker runs under (e.g. strace)
 start_worker() {  # name [VAR=value …]
     local name=$1
     shift
@@ -83,7 +91,7 @@ start_worker() {  # name [VAR=value …]
     spawn env PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_HTTP_PORT="$port" \
         PUSH_PROXY_URL="$(cat "$dir/sandbox/url")" PUSH_PROXY_CA_FILE="$dir/sandbox/ca.pem" PUSH_SHUTDOWN_GRACE_S=5 \
         PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_RETRY_BASE_MS=200 \
-        "$@" "$bin" run >"$dir/worker-$name.log" 2>&1
+        "$@" "${worker_wrapper[@]}" "$bin" run >"$dir/worker-$name.log" 2>&1
     eval "pid_$name=$!"
 }
 wait_ready() {  # name
@@ -231,6 +239,58 @@ scenario_hostile() {
     end
 }
 
+scenario_hostile_endpoints() {
+    local jobs
+    jobs=$(scaled 1700)
+    begin hostile-endpoints "$jobs jobs × (APNs, Web Push, proxy) targets; some endpoints hostile (scripts/ledger.py HOSTILE_MARKERS)"
+    command -v strace >/dev/null || fail "strace is not installed (scripts/install-deps.sh --test)"
+    # Stalls last longer than the worker's 10 s request timeout; stalls and resets at most twice per target.
+    start_kafka; start_sandbox --hostile --hostile-stall-ms 12000 --max-faults-per-target 2; start_redis
+    "$bin" vapid-keys --output "$dir/vapid.pem" >/dev/null
+    local state=$dir/sandbox webpush_port policy
+    webpush_port=$(sed 's/.*://' "$state/webpush-url")
+    if [ "${FAULTS_WEBPUSH_POLICY:-}" = legacy ]; then
+        policy=(PUSH_WEBPUSH_ALLOW_PRIVATE=true)
+    else
+        # Only loopback (where the sandbox listens) may be a private endpoint address, and only the sandbox's
+        # port besides 443: 10.x, NAT64 and IPv4-mapped endpoints stay refused.
+        policy=(PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.1/32 PUSH_WEBPUSH_ALLOWED_PORTS="$webpush_port")
+    fi
+    # Every connect() the worker makes, to show no request left for a private endpoint (seccomp-filtered: cheap).
+    worker_wrapper=(strace -f -qq --seccomp-bpf -e trace=connect -e signal=none -o "$dir/connects" --)
+    # PUSH_MAX_ATTEMPTS=10: a target meets up to two faults of its own plus failures of streams that shared a
+    # connection with a reset. PUSH_CIRCUIT_FAILURES: a reset fails every stream in flight at once (see
+    # scenario_provider). PUSH_CIRCUIT_COOLDOWN_MS above every TTL: a circuit one hostile target opens for its
+    # app shows as expired outcomes, not as a delay. PUSH_RETRY_MAX_MS keeps retries well inside the 45 s TTL.
+    start_worker a PUSH_MAX_ATTEMPTS=10 PUSH_RETRY_MAX_MS=2000 PUSH_CIRCUIT_FAILURES=100000 PUSH_CIRCUIT_COOLDOWN_MS=300000 \
+        PUSH_APNS_KEY_FILE="$state/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
+        PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$state/apns-port")" \
+        PUSH_APNS_CA_FILE="$state/ca.pem" PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" \
+        PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com PUSH_WEBPUSH_CA_FILE="$state/ca.pem" "${policy[@]}"
+    worker_wrapper=()
+    local worker=""
+    for _ in $(seq 1 50); do
+        worker=$(cat "/proc/$pid_a/task/$pid_a/children" 2>/dev/null | awk '{ print $1 }')
+        [ -n "$worker" ] && break
+        sleep 0.1
+    done
+    [ -n "$worker" ] || fail "the worker did not start under strace"
+    wait_ready a
+    # Paced, so few requests are in flight when a hostile answer comes (an answer then affecting others shows).
+    "$ledger_python" scripts/ledger.py produce-endpoints --brokers "$brokers" --manifest "$dir/manifest" --prefix he \
+        --count "$jobs" --sandbox-dir "$state" --scale "$scale" --ttl 45 --rate 250 ${FAULTS_HOSTILE_MARKERS:+--markers "$FAULTS_HOSTILE_MARKERS"} \
+        || fail "producing jobs failed"
+    # A reset may swallow answers already given on its connection: those targets are sent again (explained duplicates).
+    check --rss-kb "$(peak_rss_kb "$worker")" --timeout 150 --max-duplicates "$((jobs * 3))" --max-unexplained-duplicates 0 --expect delivered \
+        --rss-pids "$worker" --alive-pids "$worker" --connect-log "$dir/connects"
+    echo "faults[hostile-endpoints]: sandbox answers: $(awk '{ print $3 }' "$dir/record" | sort | uniq -c | sort -rn | awk '{ printf "%s×%s ", $1, $2 }')"
+    kill -TERM "$worker"
+    local status
+    set +e; wait "$pid_a"; status=$?; set -e
+    [ "$status" -eq 0 ] || fail "worker a exited with $status after SIGTERM"
+    end
+}
+
 scenario_slow() {
     local jobs limit=200
     jobs=$(scaled 1500)
@@ -260,7 +320,7 @@ scenario_slow() {
     end
 }
 
-for scenario in "${scenarios[@]}"; do "scenario_$scenario"; done
+for scenario in "${scenarios[@]}"; do "scenario_${scenario//-/_}"; done
 python3 - "$rows" <<'PY'
 import json, sys
 print("| scenario | jobs in | final outcomes | lost | duplicates | replays | dead letters | peak RSS (MB) |")

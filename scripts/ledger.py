@@ -4,14 +4,22 @@
   ledger.py produce --brokers B --manifest M --prefix P --count N [--hostile H] [--users U] [--user-prefix S]
       Produces N valid jobs (one proxy target each, binding "<P>-b-<i>") and H hostile
       ones (key "<P>-h-<i>"), interleaved, to push.jobs; appends what it produced to M.
+  ledger.py produce-endpoints --brokers B --manifest M --prefix P --count N --sandbox-dir D [--scale F] [--ttl S]
+      Produces N jobs, each with one APNs, one Web Push and one proxy target (against `push-worker sandbox
+      --hostile` state in D); some targets carry a hostile marker (HOSTILE_MARKERS) and the manifest says
+      per target which final statuses are right for it.
   ledger.py check --brokers B --manifest M [--record R] [--max-duplicates D] [--expect delivered]
                   [--retry-after-ms MS] [--timeout S] [--scenario NAME] [--rss-kb KB] [--row FILE]
+                  [--alive-pids P,…] [--connect-log F]
       Reads push.outcomes and push.dlq from the beginning until every produced target has a
-      final outcome and every hostile job a dead letter (or the timeout), then verifies:
+      final outcome and every hostile job a dead letter (or the timeout, or one of --alive-pids
+      exiting), then verifies:
         * every target of a valid job has >= 1 final outcome (else: lost);
+        * targets the manifest gives expected statuses (by marker) ended in one of them; the others
+          in --expect; the row counts final statuses per marker;
         * no outcome or dead letter for a job that was never produced;
         * the DLQ holds exactly the hostile jobs (each with push-dlq-code and push-dlq-reason),
-          no valid one;
+          no valid one, except `attempts_exhausted` copies of jobs with a `failed` target;
         * duplicates: bindings the provider accepted more than once (from the sandbox's record
           file R), else bindings with differing final outcomes; at most D. Of those, the ones
           no broken connection explains (an accepted answer within 2 s before or 1 s after a reset
@@ -20,10 +28,13 @@
           recorded outcome (no send), counted apart;
         * with --retry-after-ms, no target was retried sooner than that after a 503 or 429
           (one whose connection broke right after is not counted: the worker may not have seen it).
+        * with --connect-log (strace -e trace=connect of the worker), no connection attempt to an
+          address that is not loopback (endpoints on private networks must be refused unsent);
+        * every pid of --alive-pids is still running.
       Prints one row (jobs in, final outcomes, lost, duplicates, replays, dead letters, peak RSS)
       and appends it as JSON to --row.
 """
-import argparse, json, os, sys, time
+import argparse, ipaddress, json, os, re, sys, time
 from collections import Counter, defaultdict
 from confluent_kafka import Consumer, Producer, TopicPartition, OFFSET_BEGINNING
 
@@ -101,8 +112,157 @@ def produce(args):
         sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
 
 
+# Hostile endpoints: marker -> (count at scale 1 per provider, providers, final statuses that are right).
+# The sandbox answers each marked target as HostileAnswers (Sources/PushSandbox) describes.
+HOSTILE_MARKERS = {
+    # RFC 9110 §10.2.3 puts no bound on Retry-After: the worker caps it to the TTL, so never delivered.
+    "retry-after-huge-429": (8, ("apns", "webpush", "proxy"), ("expired", "failed")),
+    "retry-after-huge-503": (8, ("apns", "webpush", "proxy"), ("expired", "failed")),
+    # The status is the answer; a huge body must neither be buffered whole nor turn success into a retry.
+    "huge-200": (3, ("apns", "webpush", "proxy"), ("delivered",)),
+    "huge-400": (3, ("apns", "webpush", "proxy"), ("failed", "rejected")),
+    # One subscription refused (RFC 8292 §4.2): that target fails, nothing else of its app or origin.
+    "forbidden-once": (8, ("webpush",), ("failed",)),
+    # Transient (a timeout, a broken connection): delivered on a later attempt.
+    "stall": (6, ("apns", "webpush", "proxy"), ("delivered",)),
+    "reset": (6, ("apns", "webpush", "proxy"), ("delivered",)),
+    # Web Push endpoints come from browsers: private, NAT64 (RFC 6052) and IPv4-mapped (RFC 4291 §2.5.5.2)
+    # addresses of private networks are refused before any request (server-side request forgery).
+    "private-10": (2, ("webpush",), ("failed",)),
+    "private-nat64": (2, ("webpush",), ("failed",)),
+    "private-mapped": (2, ("webpush",), ("failed",)),
+    "private-192": (2, ("webpush",), ("failed",)),
+    "private-metadata": (2, ("webpush",), ("failed",)),
+}
+PRIVATE_ORIGINS = {
+    "private-10": "https://10.0.0.1",
+    "private-nat64": "https://[64:ff9b::a00:1]",
+    "private-mapped": "https://[::ffff:10.0.0.1]",
+    "private-192": "https://192.168.1.1",
+    "private-metadata": "https://[::ffff:169.254.169.254]",
+}
+# APNs tokens are hex: "dead" + the code HostileAnswers.Behaviour.apnsCode gives each behaviour.
+APNS_CODES = {"retry-after-huge-429": "01", "retry-after-huge-503": "02", "huge-200": "03", "huge-400": "04",
+              "forbidden-once": "05", "stall": "06", "reset": "07"}
+
+
+def produce_endpoints(args):
+    """Jobs of three targets (APNs, Web Push, proxy); hostile markers spread evenly over the stream."""
+    subscription = json.load(open(os.path.join(args.sandbox_dir, "webpush-subscription.json")))
+    origin = open(os.path.join(args.sandbox_dir, "webpush-url")).read().strip()
+    base = "/push/" + subscription["endpoint"].rsplit("/push/", 1)[1]
+    only = set(filter(None, (args.markers or "").split(",")))
+    slots = {provider: [] for provider in ("apns", "webpush", "proxy")}
+    for marker, (count, providers, _) in HOSTILE_MARKERS.items():
+        if only and marker not in only:
+            continue
+        for provider in providers:
+            slots[provider] += [marker] * max(1, int(count * args.scale))
+    for provider, markers in slots.items():
+        if len(markers) > args.count:
+            sys.exit(f"ledger: {len(markers)} hostile {provider} targets do not fit into {args.count} jobs")
+    # Job index -> marker, per provider: evenly spaced, each provider shifted so one job rarely holds two.
+    assigned = {provider: {} for provider in slots}
+    for shift, (provider, markers) in enumerate(slots.items()):
+        step = args.count / max(1, len(markers))
+        for n, marker in enumerate(markers):
+            assigned[provider][(int(n * step) + shift * int(step / 3)) % args.count] = marker
+    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 20})
+    now = int(time.time() * 1000)
+    manifest = open(args.manifest, "a")
+    p = args.prefix
+    started = time.time()
+    for i in range(args.count):
+        if args.rate:
+            time.sleep(max(0.0, started + i / args.rate - time.time()))
+        # A 403 arrives while nothing else is in flight, so no unrelated success can undo what it does to
+        # the worker's state (an app-wide circuit) before the next targets come.
+        quiet = args.rate and "forbidden-once" in (assigned["webpush"].get(i), assigned["webpush"].get(i - 1))
+        if quiet:
+            producer.flush(10)
+            time.sleep(0.5)
+            started += 0.5
+        expect, markers, record_keys, targets = {}, {}, {}, []
+        marker = assigned["apns"].get(i)
+        token = f"dead{APNS_CODES[marker]}{i:058x}" if marker else f"aa{i:062x}"
+        targets.append({"bindingId": f"{p}-a-{i}", "provider": "apns", "app": "com.example.chat", "token": token,
+                        "environment": "production"})
+        record_keys[token] = f"{p}-a-{i}"
+        markers[f"{p}-a-{i}"] = f"apns:{marker or 'normal'}"
+        marker = assigned["webpush"].get(i)
+        if marker in PRIVATE_ORIGINS:
+            endpoint = f"{PRIVATE_ORIGINS[marker]}{base}/hostile/{marker}/{i}"
+        else:
+            endpoint = f"{origin}{base}/hostile/{marker}/{i}" if marker else f"{origin}{base}/n/{i}"
+        targets.append({"bindingId": f"{p}-w-{i}", "provider": "webpush", "endpoint": endpoint, "keys": subscription["keys"]})
+        record_keys["/" + endpoint.split("/", 3)[3]] = f"{p}-w-{i}"  # the sandbox records the request path
+        markers[f"{p}-w-{i}"] = f"webpush:{marker or 'normal'}"
+        marker = assigned["proxy"].get(i)
+        binding = f"{p}-p-{i}/hostile/{marker}" if marker else f"{p}-p-{i}"
+        targets.append({"bindingId": binding, "provider": "proxy"})
+        record_keys[binding] = binding
+        markers[binding] = f"proxy:{marker or 'normal'}"
+        for binding, label in markers.items():
+            name = label.split(":", 1)[1]
+            expect[binding] = list(HOSTILE_MARKERS[name][2]) if name in HOSTILE_MARKERS else ["delivered"]
+        user = f"{p}-u-{i}"
+        job = {"v": 1, "id": f"{p}-{i}", "createdAt": now, "ttl": args.ttl, "kind": "message", "userId": user,
+               "notification": {"title": "hostile endpoints", "body": f"job {i}"}, "targets": targets}
+        while True:
+            try:
+                producer.produce(args.topic, key=user.encode(), value=json.dumps(job, separators=(",", ":")).encode())
+                break
+            except BufferError:
+                producer.poll(0.1)
+        manifest.write(json.dumps({"id": job["id"], "key": user, "bindings": list(markers), "expect": expect,
+                                   "markers": markers, "record_keys": record_keys}) + "\n")
+        producer.poll(0)
+    remaining = producer.flush(60)
+    manifest.close()
+    if remaining:
+        sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+
+
+def peak_rss_kb(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def running(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("State:"):
+                return "Z" not in line.split()[1]
+    except OSError:
+        return False
+    return True
+
+
+def non_loopback_connects(path):
+    """Addresses (with ports) of connect() calls in an strace log that are not loopback."""
+    found = []
+    pattern = re.compile(r'(?:sin_port=htons\((\d+)\), sin_addr=inet_addr\("([^"]+)"\))|'
+                         r'(?:sin6_port=htons\((\d+)\).*?inet_pton\(AF_INET6, "([^"]+)")')
+    for line in open(path, errors="replace"):
+        if "connect(" not in line:
+            continue
+        for match in pattern.finditer(line):
+            port, text = (match.group(1), match.group(2)) if match.group(2) else (match.group(3), match.group(4))
+            address = ipaddress.ip_address(text)
+            mapped = getattr(address, "ipv4_mapped", None)
+            if not (address.is_loopback or (mapped is not None and mapped.is_loopback)):
+                found.append(f"{text}:{port}")
+    return found
+
+
 def check(args):
     jobs, binding_job, hostile = {}, {}, {}
+    expected, marker_of, record_binding = {}, {}, {}   # per binding (produce-endpoints), record key -> binding
     for line in open(args.manifest):
         entry = json.loads(line)
         if "hostile" in entry:
@@ -111,6 +271,13 @@ def check(args):
             jobs[entry["id"]] = entry
             for binding in entry["bindings"]:
                 binding_job[binding] = entry["id"]
+            expected.update({b: set(v) for b, v in entry.get("expect", {}).items()})
+            marker_of.update(entry.get("markers", {}))
+            record_binding.update(entry.get("record_keys", {}))
+    alive_pids = list(filter(None, (args.alive_pids or "").split(",")))
+    gone = []
+    rss_pids = list(filter(None, (args.rss_pids or "").split(",")))
+    rss_kb = args.rss_kb
     consumer = Consumer({"bootstrap.servers": args.brokers, "group.id": f"ledger-{os.getpid()}-{time.time()}",
                          "enable.auto.commit": False, "fetch.message.max.bytes": 8_000_000})
     assignment = []
@@ -124,6 +291,7 @@ def check(args):
     phantom = []
     dead = Counter()                  # key -> count
     dead_codes = Counter()
+    key_codes = defaultdict(set)
     dead_unlabelled = 0
     deadline = time.time() + args.timeout
     last_progress = time.time()
@@ -139,6 +307,7 @@ def check(args):
                     dead_unlabelled += 1
                 dead[key] += 1
                 dead_codes[headers.get("push-dlq-code", b"?").decode()] += 1
+                key_codes[key].add(headers.get("push-dlq-code", b"?").decode())
                 continue
             outcome = json.loads(message.value())
             if outcome["jobId"] not in jobs:
@@ -153,16 +322,27 @@ def check(args):
         complete = all(b in finals for b in binding_job) and all(k in dead for k in hostile)
         if complete and time.time() - last_progress > 1.5:
             break
+        rss_kb = max([rss_kb] + [peak_rss_kb(pid) for pid in rss_pids])   # also of a worker that dies later
+        if not gone:
+            gone = [pid for pid in alive_pids if not running(pid)]
+            if gone:
+                deadline = min(deadline, time.time() + 3)   # what it published before it went
     consumer.close()
 
     lost = [b for b in binding_job if b not in finals]
     missing_dead = [k for k in hostile if k not in dead]
-    unexpected_dead = [k for k in dead if k not in hostile]
+    key_jobs = defaultdict(list)
+    for job_id, entry in jobs.items():
+        key_jobs[entry.get("key")].append(job_id)
+    def exhausted(key):  # the worker's copy of a job one of whose targets ran out of attempts
+        return key_codes[key] == {"attempts_exhausted"} and any(
+            json.loads(v)["status"] == "failed" for j in key_jobs[key] for b in jobs[j]["bindings"] for v in finals.get(b, []))
+    unexpected_dead = [k for k in dead if k not in hostile and not exhausted(k)]
     differing = [b for b, values in finals.items() if len(set(values)) > 1]
     replays = sum(len(values) - len(set(values)) for values in finals.values())
     duplicates, unexplained, retry_after_violations, min_gap = len(differing), len(differing), 0, None
     if args.record:
-        # <ms> <target> <label> [<connection>]; a connection "breaks" at a reset or GOAWAY. An answer
+        # <ms> <target> <label> [<connection>]; a connection "breaks" at a reset, a GOAWAY or when it closed. An answer
         # given on a connection that broke within LOST_MS after it, or in the moment the closing
         # connection still processed what it had read (AFTER_BREAK_MS), may never have reached the client.
         lines = []
@@ -172,8 +352,9 @@ def check(args):
             if len(parts) < 3:
                 continue
             at, target, label, connection = int(parts[0]), parts[1], parts[2], parts[3] if len(parts) > 3 else "?"
+            target = record_binding.get(target, target)
             lines.append((at, target, label, connection))
-            if label == "reset" or label.startswith("goaway:"):
+            if label in ("reset", "closed") or label.startswith("goaway:"):
                 breaks[connection] += (at,)
         def maybe_lost(at, connection):
             # A killed worker may have been holding any answer it got before the kill without having
@@ -198,19 +379,29 @@ def check(args):
         # A second send is explained when an earlier accepted answer may have been lost to a broken connection.
         unexplained = sum(1 for a in sent_twice.values() if not any(maybe_lost(at, c) for at, c in a[:-1]))
     final_count = sum(len(v) for v in finals.values())
-    rss_kb = args.rss_kb
-    for pid in filter(None, (args.rss_pids or "").split(",")):
-        try:
-            for line in open(f"/proc/{pid}/status"):
-                if line.startswith("VmHWM:"):
-                    rss_kb = max(rss_kb, int(line.split()[1]))
-        except OSError:
-            pass
+    by_marker = defaultdict(Counter)
+    wrong = defaultdict(Counter)          # marker -> statuses outside its expectation
+    for binding, values in finals.items():
+        for status in {json.loads(v)["status"] for v in values}:
+            by_marker[marker_of.get(binding, "-")][status] += 1
+            allowed = expected.get(binding, {args.expect} if args.expect else None)
+            if allowed is not None and status not in allowed:
+                wrong[marker_of.get(binding, "-")][status] += 1
+    for binding in lost:
+        by_marker[marker_of.get(binding, "-")]["lost"] += 1
+    connects = non_loopback_connects(args.connect_log) if args.connect_log else []
+    rss_kb = max([rss_kb] + [peak_rss_kb(pid) for pid in rss_pids])
     row = {"scenario": args.scenario, "jobs_in": len(jobs) + len(hostile), "valid": len(jobs), "hostile": len(hostile),
            "final_outcomes": final_count, "targets_final": len(finals), "lost": len(lost), "duplicates": duplicates, "unexplained_duplicates": unexplained,
            "replays": replays, "retrying": retrying, "dead_letters": sum(dead.values()), "statuses": dict(statuses),
            "dlq_codes": dict(dead_codes), "peak_rss_mb": round(rss_kb / 1024, 1) if rss_kb else None,
            "min_retry_gap_ms": min_gap}
+    if marker_of:
+        row["markers"] = {m: dict(c) for m, c in sorted(by_marker.items())}
+    if args.connect_log:
+        row["non_loopback_connects"] = len(connects)
+    if alive_pids:
+        row["workers_gone"] = gone or [pid for pid in alive_pids if not running(pid)]
     print("ledger: " + json.dumps(row))
     if args.row:
         with open(args.row, "a") as f:
@@ -231,8 +422,13 @@ def check(args):
     if unexplained > args.max_unexplained_duplicates:
         problems.append(f"{unexplained} targets sent more than once without a broken connection to explain it "
                         f"(allowed {args.max_unexplained_duplicates})")
-    if args.expect and set(statuses) - {args.expect}:
-        problems.append(f"expected every final outcome {args.expect}, got {dict(statuses)}")
+    for marker, counts in sorted(wrong.items()):
+        allowed = sorted(next((expected[b] for b, m in marker_of.items() if m == marker and b in expected), {args.expect}))
+        problems.append(f"{marker}: expected {'/'.join(allowed)}, got {dict(counts)} (all: {dict(by_marker[marker])})")
+    if connects:
+        problems.append(f"{len(connects)} connection attempts to addresses that are not loopback, e.g. {sorted(set(connects))[:5]}")
+    if row.get("workers_gone"):
+        problems.append(f"worker process(es) {row['workers_gone']} exited during the run")
     if retry_after_violations:
         problems.append(f"{retry_after_violations} retries sooner than Retry-After ({args.retry_after_ms} ms)")
     for problem in problems:
@@ -269,10 +465,23 @@ def main():
     c.add_argument("--broken-at", type=int, action="append", default=[],
                    help="ms since epoch when a worker was killed: every answer accepted before it may not have reached its record")
     c.add_argument("--rss-kb", type=int, default=0, help="a peak RSS measured before (e.g. of a killed worker)")
-    c.add_argument("--rss-pids", help="comma-separated worker pids: their VmHWM when the check ends")
+    c.add_argument("--rss-pids", help="comma-separated worker pids: their highest VmHWM seen during the check")
     c.add_argument("--row")
+    c.add_argument("--alive-pids", help="comma-separated worker pids that must stay up; the check ends soon after one exits")
+    c.add_argument("--connect-log", help="strace -e trace=connect output of the worker")
+    e = sub.add_parser("produce-endpoints")
+    e.add_argument("--brokers", required=True)
+    e.add_argument("--topic", default="push.jobs")
+    e.add_argument("--manifest", required=True)
+    e.add_argument("--prefix", required=True)
+    e.add_argument("--count", type=int, required=True, help="jobs, three targets each")
+    e.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker sandbox --hostile`")
+    e.add_argument("--scale", type=float, default=1.0, help="multiplies the hostile target counts (at least 1 each)")
+    e.add_argument("--markers", help="comma-separated subset of the hostile markers (default: all)")
+    e.add_argument("--ttl", type=int, default=60)
+    e.add_argument("--rate", type=float, default=0, help="jobs per second (0: as fast as the broker takes them)")
     args = parser.parse_args()
-    produce(args) if args.command == "produce" else check(args)
+    {"produce": produce, "produce-endpoints": produce_endpoints, "check": check}[args.command](args)
 
 
 if __name__ == "__main__":

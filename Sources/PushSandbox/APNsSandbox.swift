@@ -130,6 +130,14 @@ public final class APNsSandbox: Sendable {
     }
 }
 
+extension APNsSandbox {
+    /// The device token a request is for (the record and fault key).
+    public static func deviceToken(of request: SandboxRequest) -> String? {
+        guard request.path.hasPrefix("/3/device/") else { return nil }
+        return String(request.path.dropFirst("/3/device/".count))
+    }
+}
+
 /// A running APNs sandbox with a freshly generated `.p8` signing key registered in it,
 /// for the demo, the `sandbox` command and tests.
 public struct APNsSandboxInstance: Sendable {
@@ -143,8 +151,11 @@ public struct APNsSandboxInstance: Sendable {
     public let keyFile: String
 
     /// New connections allow one stream until a token is accepted, as APNs does.
+    /// - Parameter wrap: applied to the sandbox's responder (fault injection, hostile answers).
     public static func start(tls: SandboxTLS, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
-                             port: Int = 0) async throws -> APNsSandboxInstance {
+                             port: Int = 0, connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
+                             wrap: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
+        async throws -> APNsSandboxInstance {
         let key = try PrivateKey.generateP256()
         let keyFile = tls.directory.appendingPathComponent("AuthKey_\(keyId).p8").path
         try key.pem().write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -152,7 +163,8 @@ public struct APNsSandboxInstance: Sendable {
                                   bundleIds: [bundleId], certificateAuthentication: certificateAuthentication,
                                   goAwayEvery: goAwayEvery)
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: certificateAuthentication, port: port,
-                                                   initialConcurrentStreams: 1, responder: sandbox.respond)
+                                                   initialConcurrentStreams: 1, connectionClosed: connectionClosed,
+                                                   responder: wrap(sandbox.respond))
         return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile)
     }
 }

@@ -40,21 +40,17 @@ public final class FaultInjector: Sendable {
 
     private let faults: SandboxFaults
     private let state: Mutex<State>
-    private let record: Int32?
+    private let record: AnswerRecord?
 
-    public init(_ faults: SandboxFaults, recordFile: String? = nil) throws {
-        self.faults = faults
-        state = Mutex(State(random: faults.seed | 1))
-        if let recordFile {
-            let descriptor = open(recordFile, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0o644)
-            guard descriptor >= 0 else { throw CocoaError(.fileWriteNoPermission) }
-            record = descriptor
-        } else {
-            record = nil
-        }
+    public convenience init(_ faults: SandboxFaults, recordFile: String? = nil) throws {
+        self.init(faults, record: try recordFile.map(AnswerRecord.init(path:)))
     }
 
-    deinit { if let record { close(record) } }
+    public init(_ faults: SandboxFaults, record: AnswerRecord?) {
+        self.faults = faults
+        state = Mutex(State(random: faults.seed | 1))
+        self.record = record
+    }
 
     private enum Fault { case fail, reset, stall }
 
@@ -86,8 +82,7 @@ public final class FaultInjector: Sendable {
                     label = "goaway:" + label
                 }
             }
-            let connection = request.connection.map { UInt(bitPattern: $0.hashValue) } ?? 0
-            write("\(Int64(Date().timeIntervalSince1970 * 1000)) \(target) \(label) \(connection)\n")
+            record?.write(key: target, label: label, connection: request.connection)
             return response
         }
     }
@@ -112,10 +107,28 @@ public final class FaultInjector: Sendable {
         }
     }
 
-    private func write(_ line: String) {
-        guard let record else { return }
-        var bytes = Array(line.utf8)
-        _ = bytes.withUnsafeMutableBytes { Foundation.write(record, $0.baseAddress, $0.count) }
+}
+
+/// The record of a sandbox's answers, one line each:
+/// `<ms since epoch> <key> <label> <connection>` (an independent account of what the provider
+/// saw, for ledger checks; the connection number tells which answers a reset or GOAWAY may
+/// have kept from the client). Lines are single `write`s to an `O_APPEND` file, so several
+/// sandboxes may share one record.
+public final class AnswerRecord: Sendable {
+    private let descriptor: Int32
+
+    public init(path: String) throws {
+        descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0o644)
+        guard descriptor >= 0 else { throw CocoaError(.fileWriteNoPermission) }
+    }
+
+    deinit { close(descriptor) }
+
+    /// - Parameter label: the status, or what happened instead (`reset`, `stall`, `stall:<status>`, `goaway:<status>`).
+    public func write(key: String, label: String, connection: ObjectIdentifier?) {
+        let number = connection.map { UInt(bitPattern: $0.hashValue) } ?? 0
+        var bytes = Array("\(Int64(Date().timeIntervalSince1970 * 1000)) \(key) \(label) \(number)\n".utf8)
+        _ = bytes.withUnsafeMutableBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
     }
 }
 

@@ -30,6 +30,9 @@ public struct SandboxResponse: Sendable {
     public var delay: Duration?
     /// Something to do to the whole HTTP/2 connection after answering.
     public var connectionAction: ConnectionAction?
+    /// Instead of `body`, a body of this many bytes made up while it is sent, chunk by chunk
+    /// as the client's flow-control window allows (a huge answer the server never holds).
+    public var generatedBodyBytes: Int?
 
     public enum ConnectionAction: Sendable {
         /// GOAWAY (NO_ERROR) naming this stream as the last one processed, then close.
@@ -74,8 +77,10 @@ public final class SandboxServer: Sendable {
 
     /// - Parameter requireClientCertificate: demand a client certificate issued by the sandbox CA (mutual TLS).
     /// - Parameter initialConcurrentStreams: SETTINGS_MAX_CONCURRENT_STREAMS announced on every new connection.
+    /// - Parameter connectionClosed: called with `SandboxRequest.connection` of each connection that closes (either side).
     public static func start(tls: SandboxTLS, requireClientCertificate: Bool = false, port: Int = 0,
                              initialConcurrentStreams: Int = 100,
+                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
                              responder: @escaping Responder) async throws -> SandboxServer {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
@@ -111,7 +116,11 @@ public final class SandboxServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                if let connectionClosed {
+                    let connection = ObjectIdentifier(channel)
+                    channel.closeFuture.whenComplete { _ in connectionClosed(connection) }
+                }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server,
@@ -224,14 +233,40 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
             return
         }
         var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
-        headers.replaceOrAdd(name: "content-length", value: "\(response.body.count)")
+        headers.replaceOrAdd(name: "content-length", value: "\(response.generatedBodyBytes ?? response.body.count)")
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: response.status),
                                                              headers: headers))), promise: nil)
+        if let size = response.generatedBodyBytes {
+            writeGenerated(remaining: size, then: response.connectionAction, context: context)
+            return
+        }
         if !response.body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         if let action = response.connectionAction { perform(action, context: context) }
+    }
+
+    private static let filler = ByteBufferAllocator().buffer(repeating: UInt8(ascii: "x"), count: 1 << 16)
+
+    /// One chunk at a time, the next once the last has left the stream (its write completes only
+    /// when the flow-control window let it go); a stream the client reset fails the write and ends it.
+    private func writeGenerated(remaining: Int, then action: SandboxResponse.ConnectionAction?, context: ChannelHandlerContext) {
+        guard remaining > 0 else {
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            if let action { perform(action, context: context) }
+            return
+        }
+        let chunk = Self.filler.getSlice(at: Self.filler.readerIndex, length: min(remaining, Self.filler.readableBytes))!
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk)))).whenSuccess {
+            // Through the event loop's queue: a write that completes at once must not recurse.
+            eventLoop.execute {
+                let (handler, context) = loopBound.value
+                handler.writeGenerated(remaining: remaining - chunk.readableBytes, then: action, context: context)
+            }
+        }
     }
 }
 

@@ -8,6 +8,8 @@ import Synchronization
 /// and at most 24 h away, `sub` mailto:/https:), the `TTL` and `Content-Encoding` headers,
 /// decrypts the aes128gcm body and records the plaintext. Scripted by subscription id
 /// prefix: `gone` 410, `missing` 404, `busy` 429 with Retry-After 1, `big` 413.
+/// `/push/<id>/<anything>` is another endpoint of subscription `<id>` (same keys), so one
+/// subscription can stand for many targets.
 public final class WebPushSandbox: Sendable {
     public struct Subscription: Sendable {
         public let endpoint: String
@@ -91,7 +93,8 @@ public final class WebPushSandbox: Sendable {
         if id.hasPrefix("missing") { return answer(404, "subscription not found") }
         if id.hasPrefix("busy") { return SandboxResponse(status: 429, headers: [("retry-after", "1")]) }
         if id.hasPrefix("big") || request.body.count > 4096 { return answer(413, "payload too large") }
-        guard let holder = subscriptions.withLock({ $0[id] }) else { return answer(404, "subscription not found") }
+        let subscriptionId = String(id.prefix { $0 != "/" })
+        guard let holder = subscriptions.withLock({ $0[subscriptionId] }) else { return answer(404, "subscription not found") }
         guard let plaintext = try? WebPushEncryption.decrypt(request.body, uaKey: holder.key, authSecret: holder.auth) else {
             return answer(400, "body does not decrypt")
         }
@@ -108,11 +111,17 @@ public struct WebPushSandboxInstance: Sendable {
     public let server: SandboxServer
     public let sandbox: WebPushSandbox
 
-    public static func start(tls: SandboxTLS, port: Int = 0) async throws -> WebPushSandboxInstance {
+    /// - Parameters:
+    ///   - host: the host clients name in endpoints (and in the VAPID `aud`): `localhost` or `127.0.0.1`.
+    ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
+    public static func start(tls: SandboxTLS, port: Int = 0, host: String = "localhost",
+                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
+                             wrap: @escaping @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
+        async throws -> WebPushSandboxInstance {
         let holder = LateResponder()
-        let server = try await SandboxServer.start(tls: tls, port: port) { holder.respond($0) }
-        let sandbox = WebPushSandbox(origin: server.baseURL)
-        holder.set(sandbox.respond)
+        let server = try await SandboxServer.start(tls: tls, port: port, connectionClosed: connectionClosed) { holder.respond($0) }
+        let sandbox = WebPushSandbox(origin: "https://\(host):\(server.port)")
+        holder.set(wrap(sandbox.respond))
         return WebPushSandboxInstance(server: server, sandbox: sandbox)
     }
 }

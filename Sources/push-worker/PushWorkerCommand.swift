@@ -194,7 +194,8 @@ struct Sandbox: AsyncParsableCommand {
             apns-port and AuthKey_\(APNsSandboxInstance.keyId).p8 (the APNs signing key; key id \(APNsSandboxInstance.keyId), \
             team \(APNsSandboxInstance.teamId), bundle id \(APNsSandboxInstance.bundleId)), fcm-url and \
             service-account.json (project \(FCMSandboxInstance.projectId); its token_uri points at the sandbox), \
-            webpush-subscription.json (a subscription {endpoint, keys: {p256dh, auth}} the push-service sandbox holds the key of).
+            webpush-subscription.json (a subscription {endpoint, keys: {p256dh, auth}} the push-service sandbox holds the key of; \
+            <endpoint>/<anything> is another endpoint with the same keys), webpush-url (the push service's origin).
             """)
 
     @Option(help: "Directory for the CA, client certificate and the endpoint URL.")
@@ -233,6 +234,14 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "Push proxy: append one line per answer (<ms> <endpointId> <status|reset|stall:…|goaway:…>) to this file.")
     var recordFile: String?
 
+    @Flag(help: """
+        Hostile endpoints in the APNs, Web Push and push-proxy sandboxes, chosen per target by a marker:         hostile/<behaviour> in a Web Push endpoint path or a proxy endpointId, or an APNs token starting         "\(HostileAnswers.apnsTokenPrefix)" + the behaviour's code (\(HostileAnswers.Behaviour.allCases.map { "\($0.rawValue) \($0.apnsCode)" }.joined(separator: ", "))).         Stalls and resets count against --max-faults-per-target. With --record-file, all three sandboxes record their         answers (keys: proxy endpointId, APNs token, Web Push path). The Web Push sandbox is then addressed as 127.0.0.1         (webpush-url in the state directory).
+        """)
+    var hostile = false
+
+    @Option(help: "Hostile endpoints: how long a stalled answer waits (longer than the worker's request timeout).")
+    var hostileStallMs = 12_000
+
     func run() async throws {
         let tls = try SandboxTLS.make()
         var faults = SandboxFaults()
@@ -244,19 +253,37 @@ struct Sandbox: AsyncParsableCommand {
         faults.stallShare = stallShare
         faults.stallMilliseconds = stallMs
         faults.maximumFaultsPerTarget = maxFaultsPerTarget
-        let injector = try FaultInjector(faults, recordFile: recordFile)
-        let responder = faults.isEmpty && recordFile == nil
+        let record = try recordFile.map(AnswerRecord.init(path:))
+        // Hostile mode records every sandbox's answers itself (hostile or not); otherwise the proxy's injector does.
+        let injector = FaultInjector(faults, record: hostile ? nil : record)
+        var responder: SandboxServer.Responder = faults.isEmpty && recordFile == nil
             ? ProxySandbox.respond : injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId)
+        var wrapAPNs: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
+        var wrapWebPush = wrapAPNs
+        var connectionClosed: (@Sendable (ObjectIdentifier) -> Void)?
+        if hostile {
+            var settings = HostileAnswers.Settings()
+            settings.stallMilliseconds = hostileStallMs
+            settings.maximumPerTarget = maxFaultsPerTarget
+            let answers = HostileAnswers(settings, record: record)
+            responder = answers.wrap(responder, key: ProxySandbox.endpointId, marker: HostileAnswers.behaviour(markedIn:))
+            wrapAPNs = { answers.wrap($0, key: APNsSandbox.deviceToken, marker: HostileAnswers.behaviour(apnsToken:)) }
+            wrapWebPush = { answers.wrap($0, key: { $0.path }, marker: HostileAnswers.behaviour(markedIn:)) }
+            connectionClosed = answers.connectionClosed
+        }
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
-                                                   responder: responder)
-        let apns = try await APNsSandboxInstance.start(tls: tls)
+                                                   connectionClosed: connectionClosed, responder: responder)
+        let apns = try await APNsSandboxInstance.start(tls: tls, connectionClosed: connectionClosed, wrap: wrapAPNs)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
-        let webPush = try await WebPushSandboxInstance.start(tls: tls)
+        let webPush = try await WebPushSandboxInstance.start(tls: tls, host: hostile ? "127.0.0.1" : "localhost",
+                                                             connectionClosed: connectionClosed, wrap: wrapWebPush)
         let subscription = try webPush.sandbox.subscribe(id: "sandbox-subscription")
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
         try #"{"endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}"#
             .write(toFile: stateDir + "/webpush-subscription.json", atomically: true, encoding: .utf8)
         try String(apns.server.port).write(toFile: stateDir + "/apns-port", atomically: true, encoding: .utf8)
+        try subscription.endpoint.replacingOccurrences(of: "/push/sandbox-subscription", with: "")
+            .write(toFile: stateDir + "/webpush-url", atomically: true, encoding: .utf8)
         try fcm.server.baseURL.write(toFile: stateDir + "/fcm-url", atomically: true, encoding: .utf8)
         for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile),
                                ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile), ("service-account.json", fcm.credentialsFile)] {
