@@ -254,7 +254,7 @@ scenario_hostile_endpoints() {
     else
         # Only loopback (where the sandbox listens) may be a private endpoint address, and only the sandbox's
         # port besides 443: 10.x, NAT64 and IPv4-mapped endpoints stay refused.
-        policy=(PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.1/32 PUSH_WEBPUSH_ALLOWED_PORTS="$webpush_port")
+        policy=(PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8,::1/128 PUSH_WEBPUSH_ALLOWED_PORTS="$webpush_port")
     fi
     # Every connect() the worker makes, to show no request left for a private endpoint (seccomp-filtered: cheap).
     worker_wrapper=(strace -f -qq --seccomp-bpf -e trace=connect -e signal=none -o "$dir/connects" --)
