@@ -68,6 +68,10 @@ def hostile_jobs(prefix, count, now):
         ("overflowing_ttl", lambda i: job(i).replace(b'"ttl": 300', b'"ttl": 99999999999999999999999')),
         ("missing_id", lambda i: json.dumps({"v": 1, "kind": "message", "userId": "u", "targets": []}).encode()),
         ("unknown_field", lambda i: job(i, surprise=True)),
+        # header injection: a CR/LF in a field that reaches an HTTP header must never reach the wire
+        ("header_injection", lambda i: job(i, collapseKey="x\r\napns-push-type: voip")),
+        ("endpoint_injection", lambda i: job(i, targets=[{"bindingId": f"{prefix}-hb-{i}", "provider": "proxy",
+                                                          "token": "t\r\nx-injected: 1", "tokenType": "fcm"}])),
     ]
     for i in range(count):
         name, make = kinds[i % len(kinds)]
