@@ -1,3 +1,5 @@
+import PushCore
+
 /// The commit point of one partition when jobs finish out of order: the offset after
 /// the longest run of finished jobs that starts at the oldest unfinished one.
 public struct PartitionWatermark: Sendable {
@@ -29,7 +31,7 @@ public struct PartitionWatermark: Sendable {
         finished.insert(offset)
         var committable: Int64?
         while head < pending.count, finished.remove(pending[head]) != nil {
-            committable = pending[head] + 1
+            committable = pending[head].adding(saturating: 1)
             head += 1
         }
         if head > 1024, head * 2 > pending.count {
