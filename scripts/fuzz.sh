@@ -118,6 +118,12 @@ run() {  # target libFuzzer-arguments…: a summary of the run; crash inputs lan
     ASAN_OPTIONS=detect_leaks=0 "$out/fuzz-$target" -max_len=131072 -rss_limit_mb=2048 -artifact_prefix="$out/crash-$target-" "$@" 2>&1 \
         | grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==ERROR|SUMMARY|Done|Fatal error|.*: Fatal error)' || true
 }
+cause() {  # log: the trap's message, else the Swift function it trapped in (overflow traps print none)
+    grep -m1 -E 'Fatal error|Precondition failed|ERROR: AddressSanitizer' "$1" && return
+    local frame
+    frame=$(grep -m1 -E '^ +#[0-9]+ .* in \$s' "$1" | sed -E 's/.* in (\$s[^ ]+).*/\1/')
+    if [ -n "$frame" ]; then echo "trap in $(swift demangle --simplified --compact "$frame")"; else echo "see $1"; fi
+}
 rm -f "$out"/crash-*
 failed=()
 for target in "${targets[@]}"; do
@@ -125,10 +131,8 @@ for target in "${targets[@]}"; do
         echo "fuzz: $target over its regression inputs"
         crashed=0
         for file in "fuzz/regressions/$target"/*; do  # one run per file, so every crashing one is named
-            run "$target" "$file" >"$out/regression.log"
-            if ls "$out"/crash-"$target"-* >/dev/null 2>&1; then
-                echo "fuzz: $target crashes on $file: $(grep -m1 -E 'Fatal error|ERROR' "$out/regression.log" || echo '?')" >&2
-                rm -f "$out"/crash-"$target"-*
+            if ! ASAN_OPTIONS=detect_leaks=0 "$out/fuzz-$target" "$file" >"$out/regression.log" 2>&1; then
+                echo "fuzz: $target crashes on $file: $(cause "$out/regression.log")" >&2
                 crashed=1
             fi
         done
@@ -143,7 +147,7 @@ for target in "${targets[@]}"; do
     if ls "$out"/crash-"$target"-* >/dev/null 2>&1; then failed+=("$target"); fi
 done
 if [ ${#failed[@]} -gt 0 ]; then
-    echo "fuzz: FAIL: ${failed[*]} crashed, inputs in $out/crash-*" >&2
+    echo "fuzz: FAIL: ${failed[*]} crashed (regression inputs named above; new crashes in $out/crash-*)" >&2
     exit 1
 fi
 echo "fuzz: PASS (${targets[*]}, ${seconds} s each)"
