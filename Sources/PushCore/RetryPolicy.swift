@@ -25,7 +25,7 @@ public struct RetryPolicy: Sendable, Equatable {
 
     /// The ceiling of the jitter window after `attempt` failed attempts.
     public func backoffCeiling(afterAttempt attempt: Int) -> Int64 {
-        let exponent = min(max(attempt - 1, 0), 40)
+        let exponent = attempt <= 1 ? 0 : min(attempt - 1, 40)
         let (scaled, overflow) = baseMilliseconds.multipliedReportingOverflow(by: Int64(1) << exponent)
         return overflow ? maximumMilliseconds : min(scaled, maximumMilliseconds)
     }

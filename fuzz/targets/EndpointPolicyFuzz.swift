@@ -16,13 +16,14 @@ public func fuzzEndpointPolicy(_ start: UnsafeRawPointer, _ count: Int) -> CInt 
     var input = FuzzInput(start, count)
     let flags = input.byte()
     let allowedHosts = (0..<(flags >> 1 & 3)).map { _ in input.string() }
-    let policy = EndpointPolicy(allowPrivateNetworks: flags & 1 == 1, allowedHosts: allowedHosts)
+    let policy = EndpointPolicy(EndpointPolicy.Rules(allowPrivateNetworks: flags & 1 == 1, allowedHosts: allowedHosts,
+                                                     allowedPorts: flags & 0x40 == 0 ? [443] : [443, 8443]))
     fakeAnswers = (0..<(flags >> 3 & 7) % 5).map { _ in Array((0..<(input.bool() ? 16 : 4)).map { _ in input.byte() }) }
     let endpoint = input.string()
     let text = input.string()
 
     if let address = IPAddress(text) { checkAddress(address) }
-    for answer in fakeAnswers { checkAddress(IPAddress(bytes: answer)) }
+    for answer in fakeAnswers { checkAddress(IPAddress(bytes: answer)!) }
 
     let outcome = Box()
     let done = DispatchSemaphore(value: 0)
@@ -31,13 +32,13 @@ public func fuzzEndpointPolicy(_ start: UnsafeRawPointer, _ count: Int) -> CInt 
         done.signal()
     }
     done.wait()
-    guard case .success(let target)? = outcome.result, !policy.allowPrivateNetworks else { return 0 }
+    guard case .success(let target)? = outcome.result, !policy.rules.allowPrivateNetworks else { return 0 }
     if let literal = IPAddress(target.host) {
         precondition(literal.isPublic, "\(endpoint) accepted at private address \(target.host)")
     } else {
         precondition(target.pinnedResolution != nil, "\(endpoint) accepted without pinning its address")
         for answer in fakeAnswers {
-            precondition(IPAddress(bytes: answer).isPublic, "\(endpoint) accepted though \(target.host) resolves to \(IPAddress(bytes: answer).text)")
+            precondition(IPAddress(bytes: answer)!.isPublic, "\(endpoint) accepted though \(target.host) resolves to \(IPAddress(bytes: answer)!.text)")
         }
     }
     return 0
@@ -58,14 +59,6 @@ private func checkAddress(_ address: IPAddress) {
     let nat64 = b[0..<12] == [0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]
     if mapped || compatible || nat64, !IPAddress.v4IsPublic(embedded) {
         precondition(!address.isPublic, "\(text) embeds the non-public \(embedded.map(String.init).joined(separator: ".")) but counts as public")
-    }
-}
-
-extension IPAddress {
-    init(bytes: [UInt8]) {
-        var text = [CChar](repeating: 0, count: 64)
-        _ = bytes.withUnsafeBytes { inet_ntop(bytes.count == 16 ? AF_INET6 : AF_INET, $0.baseAddress, &text, socklen_t(text.count)) }
-        self = IPAddress(String(cString: text))!
     }
 }
 
