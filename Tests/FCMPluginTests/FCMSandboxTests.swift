@@ -141,7 +141,7 @@ struct FCMSandboxTests {
         account.privateKeyPEM = try PushCryptoKeys.freshRSA()
         let provider = try FCMProvider(configuration: FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL,
                                                                        caFile: tls.caFile), transport: CurlHTTPTransport())
-        guard case .failed(let reason, nil, .checkCredentials) = await provider.deliver(FCMHarness.delivery(token: "tok")) else {
+        guard case .failed(let reason, nil, .checkCredentials, _) = await provider.deliver(FCMHarness.delivery(token: "tok")) else {
             Issue.record("expected a credentials failure"); return
         }
         #expect(reason.contains("invalid_grant"))
