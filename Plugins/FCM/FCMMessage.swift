@@ -28,12 +28,21 @@ enum FCMMessage {
         data.keys.filter(isReservedDataKey).min()
     }
 
+    /// A push to an iOS token that shows nothing: data-only kinds, and messages without title, body, sound or badge.
+    static func showsNothingOnApple(_ job: Job) -> Bool { isDataOnly(job.kind) || !job.hasVisibleNotification }
+
+    /// `apns-push-type` and `apns-priority` of the `apns` block: background and 5 for a push that shows nothing
+    /// (Firebase's Message.data reference allows only priority 5 for data-only pushes to iOS), else alert by priority.
+    static func apnsHeaders(_ job: Job) -> (pushType: String, priority: String) {
+        showsNothingOnApple(job) ? ("background", "5") : ("alert", job.priority == .normal ? "5" : "10")
+    }
+
     static func body(_ delivery: Delivery) -> [UInt8] {
         let job = delivery.job
         let target = delivery.target
         let ttl = delivery.remainingTTLSeconds
         let dataOnly = isDataOnly(job.kind)
-        let showsNothing = dataOnly || !job.hasVisibleNotification
+        let showsNothing = showsNothingOnApple(job)
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
         writer.key("message")
@@ -73,8 +82,9 @@ enum FCMMessage {
             writer.beginObject()
             writer.key("headers")
             writer.beginObject()
-            writer.member("apns-priority", showsNothing || job.priority == .normal ? "5" : "10")
-            writer.member("apns-push-type", showsNothing ? "background" : "alert")
+            let (pushType, priority) = apnsHeaders(job)
+            writer.member("apns-priority", priority)
+            writer.member("apns-push-type", pushType)
             writer.member("apns-expiration", job.deadline.isNowOrNever ? "0" : String(job.deadline.expiresAt / 1000))
             if let collapseKey = job.collapseKey, collapseKey.utf8.count <= 64 { writer.member("apns-collapse-id", collapseKey) }
             writer.endObject()

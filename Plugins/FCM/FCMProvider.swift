@@ -42,8 +42,11 @@ public struct FCMProvider: PushProvider {
             return .failed(reason: Self.reservedKeyReason(key), httpStatus: nil)
         }
         let body: [UInt8]
-        switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind),
-                                keywords: PayloadKeywords(delivery: delivery, app: projectId)) {
+        var keywords = PayloadKeywords(delivery: delivery, app: projectId)
+        let (pushType, priority) = FCMMessage.apnsHeaders(delivery.job)
+        keywords.set("PUSHTYPE", pushType)
+        keywords.set("APRIORITY", priority)
+        switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind), keywords: keywords) {
         case nil: body = FCMMessage.body(delivery)
         case .success(let rendered)?:
             if case .object(let data)? = rendered.document["message"]?["data"],

@@ -71,7 +71,7 @@ struct FCMSandboxTests {
     @Test("every scripted error code comes back with the right status and action", arguments: [
         ("unregistered-1", "rejected", Outcome.Action.removeBinding),
         ("badtoken-1", "rejected", .removeBinding),
-        ("mismatch-1", "rejected", .removeBinding),
+        ("mismatch-1", "failed", .checkCredentials),
         ("quota-1", "retryable", .none),
         ("unavailable-1", "retryable", .none),
         ("internal-1", "retryable", .none),

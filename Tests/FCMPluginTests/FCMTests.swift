@@ -13,7 +13,7 @@ struct FCMMessageTests {
         let target = Target(bindingId: "b", provider: .fcm, app: "example-project", token: "tok-1", platform: platform)
         let job = Job(id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
                       collapseKey: collapseKey, notification: Notification(title: "Bob", body: "Hi", sound: "ring", badge: 2),
-                      data: ["callId": "c-1", "from": "bob"], targets: [target])
+                      data: ["callId": "c-1", "caller": "bob"], targets: [target])
         return try JSONParser.parse(FCMMessage.body(Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)))
     }
 
@@ -21,9 +21,10 @@ struct FCMMessageTests {
     func androidMapping() throws {
         let message = try #require(try Self.body(priority: .normal, collapseKey: "chat-42")["message"])
         #expect(message["token"] == .string("tok-1"))
-        #expect(message["data"] == .object([("callId", .string("c-1")), ("from", .string("bob"))]))
+        #expect(message["data"] == .object([("caller", .string("bob")), ("callId", .string("c-1"))]))
         #expect(message["notification"] == .object([("title", .string("Bob")), ("body", .string("Hi"))]))
-        #expect(message["android"] == .object([("priority", .string("normal")), ("ttl", .string("45s")), ("collapse_key", .string("chat-42"))]))
+        #expect(message["android"] == .object([("priority", .string("normal")), ("ttl", .string("45s")), ("collapse_key", .string("chat-42")),
+                                               ("notification", .object([("sound", .string("ring")), ("notification_count", .integer(2))]))]))
         #expect(message["apns"] == nil)
         #expect(message["webpush"] == nil)
     }
@@ -77,11 +78,11 @@ struct FCMResponseTests {
         #expect(FCMResponse.classify(response) == .delivered(providerMessageId: "projects/p/messages/0:1", httpStatus: 200))
     }
 
-    @Test("UNREGISTERED and SENDER_ID_MISMATCH remove the binding")
+    @Test("UNREGISTERED removes the binding; SENDER_ID_MISMATCH is a routing problem: check_credentials, nothing removed")
     func deadTokens() {
         #expect(FCMResponse.classify(Self.error(404, "NOT_FOUND", "UNREGISTERED")) == .rejected(reason: "UNREGISTERED: m", httpStatus: 404))
         #expect(FCMResponse.classify(Self.error(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH"))
-            == .rejected(reason: "SENDER_ID_MISMATCH: m", httpStatus: 403))
+            == .failed(reason: "SENDER_ID_MISMATCH: m", httpStatus: 403, action: .checkCredentials, blame: .request))
     }
 
     @Test("INVALID_ARGUMENT removes the binding only when it is about the registration token")
@@ -108,7 +109,7 @@ struct FCMResponseTests {
             == .retryable(reason: "UNAVAILABLE: m", httpStatus: 503, retryAfter: .seconds(3)))
         #expect(FCMResponse.classify(Self.error(500, "INTERNAL", "INTERNAL")) == .retryable(reason: "INTERNAL: m", httpStatus: 500))
         #expect(FCMResponse.classify(Self.error(401, "UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"))
-            == .failed(reason: "THIRD_PARTY_AUTH_ERROR: m", httpStatus: 401, action: .checkCredentials))
+            == .failed(reason: "THIRD_PARTY_AUTH_ERROR: m", httpStatus: 401, action: .checkCredentials, blame: .part))
         #expect(FCMResponse.classify(Self.error(401, "UNAUTHENTICATED", nil))
             == .failed(reason: "UNAUTHENTICATED: m", httpStatus: 401, action: .checkCredentials))
     }
