@@ -84,7 +84,7 @@ public struct APNsProvider: PushProvider {
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
             if let bearer { tokenCache(for: app)?.rejected(bearer) }
-        case .failed(let reason, 400?, _):
+        case .failed(let reason, 400?, .none, _):
             logger.error("APNs refused a request push-worker built: a bug to report", metadata: [
                 "reason": "\(reason)", "bundleId": "\(bundleId)", "pushType": "\(built.pushType.rawValue)",
             ])

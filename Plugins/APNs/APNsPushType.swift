@@ -45,14 +45,23 @@ public enum APNsPushType: String, Sendable, CaseIterable {
     /// The type for a target: its own `pushType` (an RFC 8599 binding's service), else by job
     /// kind — call → voip, cancel → the app's cancel type (voip by default: a cancel must reach
     /// the same PushKit handler as its call), message and custom → alert, wake → background.
-    public static func resolve(kind: JobKind, target: Target, cancel: APNsPushType = .voip) -> APNsPushType {
-        if let name = target.pushType, let explicit = APNsPushType(rawValue: name) { return explicit }
-        switch kind {
-        case .call: return .voip
-        case .cancel: return cancel
-        case .message, .custom: return .alert
-        case .wake: return .background
+    /// An alert that shows nothing (no title, body, sound or badge) is a background push: Apple's
+    /// "Pushing background updates to your App" asks for push type background, priority 5 and
+    /// `content-available: 1` for a push that only delivers data.
+    public static func resolve(kind: JobKind, target: Target, cancel: APNsPushType = .voip,
+                               hasVisibleNotification: Bool = true) -> APNsPushType {
+        let resolved: APNsPushType
+        if let name = target.pushType, let explicit = APNsPushType(rawValue: name) {
+            resolved = explicit
+        } else {
+            switch kind {
+            case .call: resolved = .voip
+            case .cancel: resolved = cancel
+            case .message, .custom: resolved = .alert
+            case .wake: resolved = .background
+            }
         }
+        return resolved == .alert && !hasVisibleNotification ? .background : resolved
     }
 
     /// `apns-priority`: background is always 5; VoIP calls always 10 (they must ring now);

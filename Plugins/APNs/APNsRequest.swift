@@ -18,7 +18,8 @@ enum APNsRequest {
 
     static func build(_ delivery: Delivery, app: APNsApp, templates: any PayloadTemplates = BuiltInPayloads()) throws(Refusal) -> Built {
         let job = delivery.job
-        let pushType = APNsPushType.resolve(kind: job.kind, target: delivery.target, cancel: app.cancelPushType)
+        let pushType = APNsPushType.resolve(kind: job.kind, target: delivery.target, cancel: app.cancelPushType,
+                                            hasVisibleNotification: job.hasVisibleNotification)
         if pushType == .location, case .certificate = app.authentication { throw .locationNeedsTokenAuthentication }
         var keywords = PayloadKeywords(delivery: delivery, app: app.bundleId)
         keywords.set("PUSHTYPE", pushType.rawValue)

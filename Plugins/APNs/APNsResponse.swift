@@ -1,16 +1,16 @@
 import PushCore
 import PushHTTP
 
-/// Apple's status and reason table, mapped once.
+/// Apple's status and reason table ("Handling notification responses from APNs"), mapped once.
+/// docs/providers/apns.md lists every row with its source.
 enum APNsResponse {
-    /// Reasons that mean the device token is dead for this topic: remove the binding.
-    static let deadToken: Set<String> = ["BadDeviceToken", "DeviceTokenNotForTopic", "Unregistered", "ExpiredToken"]
-    /// 403 reasons that blame our credentials.
-    static let credentialReasons: Set<String> = [
-        "BadCertificate", "BadCertificateEnvironment", "InvalidProviderToken", "MissingProviderToken", "Forbidden",
-        "UnrelatedKeyIdInToken", "BadEnvironmentKeyInToken", "TopicDisallowed",
-    ]
-
+    /// Reasons that say the device token itself is dead: remove the binding. 410 Unregistered ("the
+    /// device token is inactive for the specified topic") and ExpiredToken; 400 BadDeviceToken.
+    static let deadToken: Set<String> = ["BadDeviceToken", "Unregistered", "ExpiredToken"]
+    /// 400 reasons about the topic we sent. Our configuration causes them (a wrong bundle id, topic
+    /// override or certificate; the Mizu seed's FAQ treats DeviceTokenNotForTopic as a topic setting to
+    /// fix), so they remove nothing. They concern this request's topic, so they open no circuit either.
+    static let topicReasons: Set<String> = ["DeviceTokenNotForTopic", "MissingTopic", "TopicDisallowed", "BadTopic"]
     static func classify(_ response: HTTPResponse) -> DeliveryResult {
         let status = response.status
         let body = try? JSONParser.parse(response.body)
@@ -23,12 +23,16 @@ enum APNsResponse {
             return .rejected(reason: reason, httpStatus: status, invalidSince: since)
         case 400 where deadToken.contains(reason):
             return .rejected(reason: reason, httpStatus: status)
+        case 400 where topicReasons.contains(reason):
+            return .failed(reason: reason, httpStatus: status, action: .checkCredentials, blame: .request)
         case 400 where reason == "IdleTimeout":
             return .retryable(reason: reason, httpStatus: status)
         case 403 where reason == "ExpiredProviderToken":
             return .retryable(reason: reason, httpStatus: status)
         case 403:
-            // Every other 403 (credentialReasons and any reason Apple adds) blames the certificate or token.
+            // Apple's status table: a 403 is "an error with the certificate or with the provider authentication
+            // token" (BadCertificate, BadCertificateEnvironment, InvalidProviderToken, BadEnvironmentKeyInToken, …,
+            // and whatever reason a newer APNs adds): the circuit of (app, environment) opens.
             return .failed(reason: reason, httpStatus: status, action: .checkCredentials)
         case 429:
             return .retryable(reason: reason, httpStatus: status, retryAfter: HTTPDelivery.retryAfter(response))

@@ -26,20 +26,34 @@ public struct FCMProvider: PushProvider {
 
     public func accessTokens(for projectId: String) -> FCMAccessTokens? { tokens[projectId] }
 
-    /// One project's credentials and quota serve all its targets; a target naming no project uses the default one.
+    /// One project's service account and quota serve all its targets: OAuth refusals, quota and outages stop the
+    /// project (one breaker, one concurrency limit). The APNs key and web credentials the project holds are
+    /// per platform, so THIRD_PARTY_AUTH_ERROR stops only the target's platform, `<project>/<platform>`, and
+    /// opens no circuit when the target does not say its platform. A target naming no project uses the default one.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: target.app ?? configuration.defaultProjectId ?? "-")
+        DeliveryScope(provider: id, key: target.app ?? configuration.defaultProjectId ?? "-", part: FCMMessage.platform(of: target))
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         guard let projectId = delivery.target.app ?? configuration.defaultProjectId, let source = tokens[projectId] else {
             return .failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil)
         }
+        if let key = FCMMessage.reservedDataKey(in: delivery.job.data) {
+            return .failed(reason: Self.reservedKeyReason(key), httpStatus: nil)
+        }
         let body: [UInt8]
-        switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind),
-                                keywords: PayloadKeywords(delivery: delivery, app: projectId)) {
+        var keywords = PayloadKeywords(delivery: delivery, app: projectId)
+        let (pushType, priority) = FCMMessage.apnsHeaders(delivery.job)
+        keywords.set("PUSHTYPE", pushType)
+        keywords.set("APRIORITY", priority)
+        switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind), keywords: keywords) {
         case nil: body = FCMMessage.body(delivery)
-        case .success(let rendered)?: body = rendered.bytes()
+        case .success(let rendered)?:
+            if case .object(let data)? = rendered.document["message"]?["data"],
+               let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
+                return .failed(reason: Self.reservedKeyReason(key) + " (template \(rendered.source))", httpStatus: nil)
+            }
+            body = rendered.bytes()
         case .failure(let failure)?: return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
         }
         let token: String
@@ -57,12 +71,17 @@ public struct FCMProvider: PushProvider {
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: FCMResponse.classify)
         // 401 UNAUTHENTICATED: the access token was not accepted. Fetch a new one once; if a
         // fresh token is refused too, the credentials are at fault (and the circuit opens).
-        if case .failed(let reason, 401?, .checkCredentials) = result, !reason.hasPrefix("THIRD_PARTY_AUTH_ERROR") {
+        // THIRD_PARTY_AUTH_ERROR is a 401 about the project's APNs or web credentials, blamed on the part.
+        if case .failed(let reason, 401?, .checkCredentials, .scope) = result {
             if await source.rejected(token) {
                 return .retryable(reason: "\(reason) (access token renewed)", httpStatus: 401)
             }
         }
         return result
+    }
+
+    static func reservedKeyReason(_ key: String) -> String {
+        "data key \"\(key)\" is reserved by FCM (from, message_type, google*, gcm*); not sent"
     }
 
     public func shutdown() async { transport.shutdown() }

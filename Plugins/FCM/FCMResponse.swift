@@ -43,8 +43,11 @@ enum FCMResponse {
         let reason = error.message.map { "\(code): \($0)" } ?? code
         let retryAfter = HTTPDelivery.retryAfter(response)
         switch code {
-        case "UNREGISTERED", "SENDER_ID_MISMATCH":
+        case "UNREGISTERED":
             return .rejected(reason: reason, httpStatus: status)
+        case "SENDER_ID_MISMATCH":
+            // The token belongs to another project: a routing or configuration problem of this binding, not a dead token.
+            return .failed(reason: reason, httpStatus: status, action: .checkCredentials, blame: .request)
         case "INVALID_ARGUMENT":
             let aboutToken = error.tokenViolation || (error.message?.contains("registration token") ?? false)
             return aboutToken ? .rejected(reason: reason, httpStatus: status) : .failed(reason: reason, httpStatus: status)
@@ -52,9 +55,15 @@ enum FCMResponse {
             return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter ?? quotaBackoff)
         case "UNAVAILABLE", "INTERNAL":
             return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter)
-        case "THIRD_PARTY_AUTH_ERROR", "PERMISSION_DENIED":
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
+            // The APNs or web credentials the project holds for one platform; APNS_AUTH_ERROR is the older name
+            // (firebase-admin maps it to THIRD_PARTY_AUTH_ERROR). The service account is fine: no token renewal.
+            return .failed(reason: reason, httpStatus: status, action: .checkCredentials, blame: .part)
+        case "PERMISSION_DENIED":
             return .failed(reason: reason, httpStatus: status, action: .checkCredentials)
         default:
+            // A 404 without an FcmError detail is an unregistered token (Sygnal's v1 handling; firebase-admin maps NOT_FOUND so).
+            if status == 404, error.code == nil { return .rejected(reason: reason, httpStatus: status) }
             if status == 401 { return .failed(reason: reason, httpStatus: status, action: .checkCredentials) }
             if status == 429 || status >= 500 { return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter) }
             return .failed(reason: reason, httpStatus: status)

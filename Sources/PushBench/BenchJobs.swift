@@ -33,7 +33,7 @@ struct BenchJobs: Sendable {
         var job = #"{"v":1,"id":"\#(id)","createdAt":\#(createdAt),"userId":"\#(user)","#
         switch kind {
         case .apnsVoip:
-            job += #""kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(index)","from":"+4930123456","displayName":"Alice Example"},"#
+            job += #""kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(index)","caller":"+4930123456","displayName":"Alice Example"},"#
         default:
             job += #""kind":"message","ttl":3600,"collapseKey":"chat-\#(index % 97)","notification":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window.","sound":"default","badge":3},"data":{"chatId":"chat-\#(index % 97)","messageId":"m-\#(index)"},"#
         }
@@ -67,7 +67,7 @@ struct BenchJobs: Sendable {
     /// The `number`-th call of the backlog scenario: a VoIP push to an iPhone, id `<run>-call-<n>`.
     func call(_ number: Int, createdAt: Int64) -> (key: [UInt8], value: [UInt8]) {
         let user = "\(runId)-callee\(number)"
-        let job = #"{"v":1,"id":"\#(runId)-call-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(number)","from":"+4930123456","displayName":"Alice Example"},"targets":[{"bindingId":"\#(runId)-cb\#(number)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(1_000_000_000 + number))","environment":"production","pushType":"voip"}]}"#
+        let job = #"{"v":1,"id":"\#(runId)-call-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(number)","caller":"+4930123456","displayName":"Alice Example"},"targets":[{"bindingId":"\#(runId)-cb\#(number)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(1_000_000_000 + number))","environment":"production","pushType":"voip"}]}"#
         return (Array(user.utf8), Array(job.utf8))
     }
 

@@ -57,7 +57,7 @@ public struct CircuitBreaker: Sendable, Equatable {
     @discardableResult
     public mutating func record(_ result: DeliveryResult, at now: Int64) -> Bool {
         switch result {
-        case .failed(_, _, .checkCredentials):
+        case .failed(_, _, .checkCredentials, _):
             state = .open(cause: .credentials, until: now.adding(saturating: settings.coolDownMilliseconds))
             return true
         case .retryable:

@@ -3,18 +3,31 @@
 public enum DeliveryResult: Sendable, Equatable {
     /// The provider accepted the push.
     case delivered(providerMessageId: String?, httpStatus: Int?)
-    /// The target is dead (unregistered, bad token): the binding should be removed.
+    /// The provider says the token itself is dead (unregistered, expired, malformed): the binding should be removed.
     case rejected(reason: String, httpStatus: Int?, invalidSince: Int64? = nil)
     /// A transient failure (timeout, reset, 429, 5xx); `retryAfter` is the provider's own hint.
     case retryable(reason: String, httpStatus: Int?, retryAfter: Duration? = nil)
-    /// A permanent failure that is not the target's fault; `action` says whether credentials are to blame.
-    case failed(reason: String, httpStatus: Int?, action: Outcome.Action = .none)
+    /// A permanent failure that is not the target's fault; `action` says whether credentials are to blame,
+    /// `blame` which circuit such a credential failure opens.
+    case failed(reason: String, httpStatus: Int?, action: Outcome.Action = .none, blame: CredentialBlame = .scope)
 
     public var httpStatus: Int? {
         switch self {
         case .delivered(_, let status), .rejected(_, let status, _), .retryable(_, let status, _),
-             .failed(_, let status, _):
+             .failed(_, let status, _, _):
             status
         }
     }
+}
+
+/// How much a `check_credentials` failure says is broken, and so which circuit it opens.
+public enum CredentialBlame: String, Sendable, Equatable {
+    /// The delivery scope's credentials (an APNs key or certificate in one environment, an FCM project's
+    /// service account): every send in the scope stops for the cool-down.
+    case scope
+    /// Credentials of one part of the scope only (`DeliveryScope.part`: the APNs or web credentials an FCM
+    /// project holds for one platform): that part stops, the rest of the scope keeps sending.
+    case part
+    /// This request only (a token of another app or project, a topic this binding cannot use): no circuit opens.
+    case request
 }

@@ -13,14 +13,25 @@ public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
     /// Whether a credential failure stops every send to this scope for the cool-down. False where such
     /// an answer concerns one subscription only (a push service's 401/403), so a single target cannot stop others.
     public let credentialFailuresOpenCircuit: Bool
+    /// The part of the scope this target belongs to that has credentials of its own (an FCM project's
+    /// platform: Firebase holds separate APNs and web credentials). A failure blamed on the part
+    /// (`CredentialBlame.part`) opens the part's circuit only; nil: the target's part is unknown, so
+    /// such a failure opens no circuit.
+    public let part: String?
 
     public init(provider: ProviderID, key: String, metricLabel: String? = nil, inFlightLimit: Int? = nil,
-                credentialFailuresOpenCircuit: Bool = true) {
+                credentialFailuresOpenCircuit: Bool = true, part: String? = nil) {
         self.provider = provider
         self.key = key
         self.metricLabel = metricLabel ?? key
         self.inFlightLimit = inFlightLimit
         self.credentialFailuresOpenCircuit = credentialFailuresOpenCircuit
+        self.part = part
+    }
+
+    /// The scope of this target's part (`<key>/<part>`), whose circuit a part's failure opens; nil without a part.
+    public var partScope: DeliveryScope? {
+        part.map { DeliveryScope(provider: provider, key: "\(key)/\($0)", metricLabel: "\(metricLabel)/\($0)") }
     }
 
     /// The default scope: the target's app at its provider.

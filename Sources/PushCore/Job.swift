@@ -33,6 +33,13 @@ public struct Job: Sendable, Equatable {
     }
 
     public var deadline: Deadline { Deadline(createdAt: createdAt, ttlSeconds: ttl) }
+
+    /// Whether the push shows the user anything: a notification title, body, sound or badge. Apple
+    /// devices get a push that shows nothing as a background push (`content-available: 1`, priority 5).
+    public var hasVisibleNotification: Bool {
+        guard let notification else { return false }
+        return notification.title != nil || notification.body != nil || notification.sound != nil || notification.badge != nil
+    }
 }
 
 /// What the push is for (the Mizu TYPE codes 0–4, in order); drives provider defaults.

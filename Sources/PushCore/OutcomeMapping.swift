@@ -16,7 +16,7 @@ extension Outcome {
         case .retryable(let reason, _, _):
             status = .retrying
             self.reason = reason
-        case .failed(let reason, _, let failureAction):
+        case .failed(let reason, _, let failureAction, _):
             status = .failed
             self.reason = reason
             action = failureAction

@@ -94,8 +94,9 @@ public struct PayloadKeywords: Sendable, Equatable {
     /// - Parameter app: the app the plugin resolved (bundle id, project id): `PACKAGE`.
     public init(delivery: Delivery, app: String) {
         let job = delivery.job, target = delivery.target, data = job.data
-        let from = data["from"] ?? ""
-        let fromUsername = data["fromUsername"] ?? from
+        // `caller`, not `from`: FCM reserves the data key `from` (Firebase's Message.data reference).
+        let from = data["caller"] ?? data["from"] ?? ""
+        let fromUsername = data["callerUsername"] ?? data["fromUsername"] ?? from
         var values: [String: String] = [
             "PACKAGE": app,
             "TOKEN": target.token ?? target.endpoint ?? "",
@@ -104,13 +105,14 @@ public struct PayloadKeywords: Sendable, Equatable {
             "TYPE": String(job.kind.mizuType),
             "FROM": from,
             "FROMUSERNAME": fromUsername,
-            "FROMDISPLAYNAME": data["fromDisplayName"] ?? from,
+            "FROMDISPLAYNAME": data["callerDisplayName"] ?? data["fromDisplayName"] ?? from,
             "CALLID": data["callId"] ?? "",
             "PRIORITY": job.priority.rawValue,
             "NPRIORITY": job.kind == .call ? "PRIORITY_MAX" : "PRIORITY_HIGH",
             "APRIORITY": String(Self.apnsPriority(job)),
+            "APNSEXPIRATION": job.deadline.isNowOrNever ? "0" : String(job.deadline.expiresAt / 1000),
             "TTLNUM": String(delivery.remainingTTLSeconds),
-            "PUSHTYPE": target.pushType ?? Self.defaultPushType(job.kind),
+            "PUSHTYPE": target.pushType ?? Self.defaultPushType(job),
             "SOUND": job.notification?.sound ?? "",
             "MSG": job.notification?.body ?? data["msg"] ?? "",
             "TITLE": job.notification?.title ?? (job.kind == .call && !fromUsername.isEmpty ? "Call from \(fromUsername)" : ""),
@@ -132,22 +134,23 @@ public struct PayloadKeywords: Sendable, Equatable {
 
     /// Every keyword, for the README and the start-up check.
     public static let names = ["PACKAGE", "TOKEN", "TO", "TOUSERNAME", "TYPE", "FROM", "FROMUSERNAME", "FROMDISPLAYNAME",
-                               "CALLID", "PRIORITY", "NPRIORITY", "APRIORITY", "TTLNUM", "PUSHTYPE", "SOUND", "MSG",
+                               "CALLID", "PRIORITY", "NPRIORITY", "APRIORITY", "APNSEXPIRATION", "TTLNUM", "PUSHTYPE", "SOUND", "MSG",
                                "MESSAGE", "TITLE", "BODY", "BADGE", "COLLAPSEKEY", "JOBID", "USERID", "BINDINGID", "KIND"]
 
-    /// Mizu's rule: calls and cancels 10, wake-ups 5, others by the job's priority.
+    /// Mizu's rule: calls and cancels 10, wake-ups 5, others by the job's priority; a message that
+    /// shows nothing is a background push, which Apple accepts at 5 only.
     static func apnsPriority(_ job: Job) -> Int {
         switch job.kind {
         case .call, .cancel: 10
         case .wake: 5
-        case .message, .custom: job.priority == .high ? 10 : 5
+        case .message, .custom: job.priority == .high && job.hasVisibleNotification ? 10 : 5
         }
     }
 
-    static func defaultPushType(_ kind: JobKind) -> String {
-        switch kind {
+    static func defaultPushType(_ job: Job) -> String {
+        switch job.kind {
         case .call, .cancel: "voip"
-        case .message, .custom: "alert"
+        case .message, .custom: job.hasVisibleNotification ? "alert" : "background"
         case .wake: "background"
         }
     }

@@ -20,9 +20,10 @@ extension JobProcessor {
             let scope = provider.scope(of: target)
             let result: DeliveryResult
             var heldBack = false
-            switch breakers.permit(scope, at: now) {
+            let (permit, openScope) = breakers.permit(scope, at: now)
+            switch permit {
             case .rejected(.credentials, _):
-                result = .failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(scope.key); not sent",
+                result = .failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(openScope.key); not sent",
                                  httpStatus: nil, action: .checkCredentials)
             case .rejected(.failureStorm, let retryAt):
                 heldBack = true

@@ -11,7 +11,8 @@ import Synchronization
 /// Scripted answers by device-token prefix (tokens are hex):
 /// `0410…` 410 Unregistered with a timestamp · `0400…` 400 BadDeviceToken ·
 /// `0429…` 429 TooManyRequests · `0500…` 500 InternalServerError · `0503…` 503 ServiceUnavailable ·
-/// `0601…` 200 after 2 s.
+/// `0601…` 200 after 2 s. A token `register(token:bundleId:)` tied to one app is answered
+/// 400 DeviceTokenNotForTopic under another app's topic.
 /// A new connection allows one stream until a token is accepted, then 1000 (as APNs does).
 public final class APNsSandbox: Sendable {
     public struct SigningKey: Sendable {
@@ -37,6 +38,7 @@ public final class APNsSandbox: Sendable {
     private let certificateAuthentication: Bool
     private let clock: @Sendable () -> Int64
     private let lastTokenIssuedAt = Mutex<[String: Int64]>([:])
+    private let tokenBundleIds = Mutex<[String: String]>([:])
     private let trustedConnections = Mutex<Set<ObjectIdentifier>>([])
     private let answered = Atomic<Int>(0)
     /// Every this many requests, the answer is followed by GOAWAY and a closed connection.
@@ -53,6 +55,11 @@ public final class APNsSandbox: Sendable {
         self.bundleIds = bundleIds
         self.certificateAuthentication = certificateAuthentication
         self.clock = clock
+    }
+
+    /// Ties a device token to the app it was issued to, as APNs does.
+    public func register(token: String, bundleId: String) {
+        tokenBundleIds.withLock { $0[token] = bundleId }
     }
 
     public func respond(to request: SandboxRequest) -> SandboxResponse {
@@ -92,6 +99,9 @@ public final class APNsSandbox: Sendable {
         if pushType != "mdm" {
             guard topic.hasSuffix(suffix), bundleIds.contains(String(topic.dropLast(suffix.count))) else {
                 return error(400, bundleIds.contains(where: { topic.hasPrefix($0) }) ? "InvalidPushType" : "TopicDisallowed")
+            }
+            if let issuedTo = tokenBundleIds.withLock({ $0[token] }), issuedTo != String(topic.dropLast(suffix.count)) {
+                return error(400, "DeviceTokenNotForTopic")
             }
         }
         let priority = request.header("apns-priority") ?? "10"

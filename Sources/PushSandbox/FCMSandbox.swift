@@ -14,7 +14,10 @@ import Synchronization
 /// Scripted by registration-token prefix: `unregistered` 404 UNREGISTERED, `badtoken` 400
 /// INVALID_ARGUMENT about message.token, `mismatch` 403 SENDER_ID_MISMATCH, `quota` 429
 /// QUOTA_EXCEEDED with Retry-After 1, `unavailable` 503 UNAVAILABLE, `internal` 500 INTERNAL,
-/// `thirdparty` 401 THIRD_PARTY_AUTH_ERROR.
+/// `thirdparty` 401 THIRD_PARTY_AUTH_ERROR, `apnsauth` 401 APNS_AUTH_ERROR (its older name), `notfound`
+/// 404 NOT_FOUND without an FcmError detail. As Firebase's Message.data reference requires, data keys
+/// `from`, `message_type`, `google…` and `gcm…` and a data-only `apns` block at apns-priority 10 are refused
+/// with INVALID_ARGUMENT.
 public final class FCMSandbox: Sendable {
     public struct Account: Sendable {
         public let projectId: String
@@ -107,6 +110,14 @@ public final class FCMSandbox: Sendable {
         if case .object(let data)? = message["data"], let bad = data.first(where: { if case .string = $0.value { false } else { true } }) {
             return googleError(400, "INVALID_ARGUMENT", "Invalid value at 'message.data[\(bad.key)].value' (TYPE_STRING)", fcmCode: "INVALID_ARGUMENT")
         }
+        if case .object(let data)? = message["data"],
+           let reserved = data.map(\.key).first(where: { $0 == "from" || $0 == "message_type" || $0.hasPrefix("google") || $0.hasPrefix("gcm") }) {
+            return googleError(400, "INVALID_ARGUMENT", "Invalid data key: \(reserved) is reserved", fcmCode: "INVALID_ARGUMENT")
+        }
+        if message["notification"] == nil, let apns = message["apns"], apns["headers"]?["apns-priority"] == .string("10"),
+           case .object(let aps)? = apns["payload"]?["aps"], !aps.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
+            return googleError(400, "INVALID_ARGUMENT", "Data-only messages to iOS allow apns-priority 5 only", fcmCode: "INVALID_ARGUMENT")
+        }
         if let android = message["android"] {
             if let ttl = android["ttl"] {
                 guard case .string(let text) = ttl, text.hasSuffix("s"), Double(text.dropLast()).map({ $0 >= 0 }) == true else {
@@ -134,6 +145,10 @@ public final class FCMSandbox: Sendable {
         if token.hasPrefix("thirdparty") {
             return googleError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", fcmCode: "THIRD_PARTY_AUTH_ERROR")
         }
+        if token.hasPrefix("apnsauth") {
+            return googleError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", fcmCode: "APNS_AUTH_ERROR")
+        }
+        if token.hasPrefix("notfound") { return googleError(404, "NOT_FOUND", "Requested entity was not found.") }
         let number = sent.add(1, ordering: .relaxed).newValue
         return SandboxResponse(status: 200, json: #"{"name":"projects/\#(projectId)/messages/0:\#(number)%sandbox"}"#)
     }

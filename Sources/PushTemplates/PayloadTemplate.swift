@@ -65,8 +65,8 @@ enum SampleDelivery {
         let job = Job(id: "template-check", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high,
                       userId: "callee \"2222\"", collapseKey: "collapse\"key", dedupeKey: nil,
                       notification: Notification(title: "Title \(hostile)", body: "Body\nline 2 \(hostile)", sound: "ring\".wav", badge: 3),
-                      data: ["callId": "call\"id", "from": "Caller \(hostile)", "fromUsername": "1111\"",
-                             "fromDisplayName": #"Display "},"x":""#, "msg": "msg \(hostile)"],
+                      data: ["callId": "call\"id", "caller": "Caller \(hostile)", "callerUsername": "1111\"",
+                             "callerDisplayName": #"Display "},"x":""#, "msg": "msg \(hostile)"],
                       targets: [])
         let token = provider == .apns ? String(repeating: "ab", count: 32) : "token:\"sample\""
         let target = Target(bindingId: "template-check", provider: provider, app: app, token: token)

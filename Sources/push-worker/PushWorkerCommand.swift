@@ -350,7 +350,8 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Job kind: call, message, cancel, custom or wake.") var kind = "message"
     @Option(help: "Notification title.") var title: String?
     @Option(help: "Notification body.") var body: String?
-    @Option(help: "Caller/sender (data.from).") var from: String?
+    @Option(name: [.customLong("caller"), .customLong("from")],
+            help: "Caller or sender (data.caller, the FROM template keyword; FCM reserves data.from).") var caller: String?
     @Option(help: "Call id (data.callId).") var callId: String?
     @Option(help: "TTL in seconds.") var ttl: Int64 = 60
 
@@ -368,7 +369,7 @@ struct Send: AsyncParsableCommand {
             keys = WebPushKeys(p256dh: p256dh, auth: auth)
         }
         var data: [String: String] = [:]
-        data["from"] = from
+        data["caller"] = caller
         data["callId"] = callId
         let options = OperatorSend.Options(target: fields.compactMap { name, value in value.map { (name, $0) } }, keys: keys,
                                            kind: jobKind, title: title, body: body, data: data, ttlSeconds: ttl)

@@ -10,8 +10,8 @@ import TestSupport
 struct APNsSIPBindingTests {
     static let token = String(repeating: "cd", count: 32)
 
-    static func delivery(target: String, kind: String = "call") throws -> Delivery {
-        let json = #"{"v":1,"id":"sip-1","kind":"\#(kind)","userId":"alice","data":{"callId":"c-9","from":"bob"},"targets":[\#(target)]}"#
+    static func delivery(target: String, kind: String = "call", notification: String = "") throws -> Delivery {
+        let json = #"{"v":1,"id":"sip-1","kind":"\#(kind)","userId":"alice",\#(notification)"data":{"callId":"c-9","caller":"bob"},"targets":[\#(target)]}"#
         let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())
         return Delivery(job: job, target: job.targets[0], attempt: 1, now: currentTimeMilliseconds())
     }
@@ -43,7 +43,8 @@ struct APNsSIPBindingTests {
     func xmpushBinding() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
-        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","xmpush":"s:i:\#(APNsSandboxFixture.bundleId):\#(Self.token)"}"#, kind: "message"))
+        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","xmpush":"s:i:\#(APNsSandboxFixture.bundleId):\#(Self.token)"}"#, kind: "message",
+                                                              notification: #""notification":{"title":"Bob","body":"Hi"},"#))
         guard case .delivered(_, 200) = result else { Issue.record("not delivered: \(result)"); return }
         let request = try #require(fixture.server.requests.first)
         #expect(request.header("apns-topic") == APNsSandboxFixture.bundleId)
@@ -80,7 +81,7 @@ struct APNsSIPBindingTests {
                                cancelPushType: .alert)
         let native = try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","app":"com.example.chat","token":"\#(Self.token)"}"#, kind: "cancel")
         let alert = try APNsRequest.build(native, app: alertApp)
-        #expect(alert.pushType == .alert)
+        #expect(alert.pushType == .background, "an alert-type cancel that shows nothing goes as a background push")
         #expect(alert.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat")
         let voipBinding = try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(Self.token)"}"#, kind: "cancel")
         let voip = try APNsRequest.build(voipBinding, app: alertApp)

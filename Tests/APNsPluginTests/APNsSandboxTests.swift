@@ -148,7 +148,7 @@ struct APNsSandboxTests {
         var job = delivery.job
         job.data = ["blob": String(repeating: "x", count: 5000)]
         delivery = Delivery(job: job, target: target, attempt: 1, now: delivery.now)
-        guard case .failed(let reason, nil, .none) = await provider.deliver(delivery) else { Issue.record("expected failed"); return }
+        guard case .failed(let reason, nil, .none, _) = await provider.deliver(delivery) else { Issue.record("expected failed"); return }
         #expect(reason.hasPrefix("PayloadTooLarge"))
         #expect(fixture.server.requests.isEmpty)
         await provider.shutdown()

@@ -71,7 +71,7 @@ struct FCMSandboxTests {
     @Test("every scripted error code comes back with the right status and action", arguments: [
         ("unregistered-1", "rejected", Outcome.Action.removeBinding),
         ("badtoken-1", "rejected", .removeBinding),
-        ("mismatch-1", "rejected", .removeBinding),
+        ("mismatch-1", "failed", .checkCredentials),
         ("quota-1", "retryable", .none),
         ("unavailable-1", "retryable", .none),
         ("internal-1", "retryable", .none),
@@ -141,7 +141,7 @@ struct FCMSandboxTests {
         account.privateKeyPEM = try PushCryptoKeys.freshRSA()
         let provider = try FCMProvider(configuration: FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL,
                                                                        caFile: tls.caFile), transport: CurlHTTPTransport())
-        guard case .failed(let reason, nil, .checkCredentials) = await provider.deliver(FCMHarness.delivery(token: "tok")) else {
+        guard case .failed(let reason, nil, .checkCredentials, _) = await provider.deliver(FCMHarness.delivery(token: "tok")) else {
             Issue.record("expected a credentials failure"); return
         }
         #expect(reason.contains("invalid_grant"))

@@ -13,17 +13,18 @@ struct FCMMessageTests {
         let target = Target(bindingId: "b", provider: .fcm, app: "example-project", token: "tok-1", platform: platform)
         let job = Job(id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
                       collapseKey: collapseKey, notification: Notification(title: "Bob", body: "Hi", sound: "ring", badge: 2),
-                      data: ["callId": "c-1", "from": "bob"], targets: [target])
+                      data: ["callId": "c-1", "caller": "bob"], targets: [target])
         return try JSONParser.parse(FCMMessage.body(Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)))
     }
 
-    @Test("token, string data, android priority, ttl as \"<seconds>s\" from the remaining TTL, collapse_key")
+    @Test("token, string data, android priority, ttl in seconds from the remaining TTL, collapse_key, sound and notification_count")
     func androidMapping() throws {
         let message = try #require(try Self.body(priority: .normal, collapseKey: "chat-42")["message"])
         #expect(message["token"] == .string("tok-1"))
-        #expect(message["data"] == .object([("callId", .string("c-1")), ("from", .string("bob"))]))
+        #expect(message["data"] == .object([("callId", .string("c-1")), ("caller", .string("bob"))]))
         #expect(message["notification"] == .object([("title", .string("Bob")), ("body", .string("Hi"))]))
-        #expect(message["android"] == .object([("priority", .string("normal")), ("ttl", .string("45s")), ("collapse_key", .string("chat-42"))]))
+        #expect(message["android"] == .object([("priority", .string("normal")), ("ttl", .string("45s")), ("collapse_key", .string("chat-42")),
+                                               ("notification", .object([("sound", .string("ring")), ("notification_count", .integer(2))]))]))
         #expect(message["apns"] == nil)
         #expect(message["webpush"] == nil)
     }
@@ -52,64 +53,8 @@ struct FCMMessageTests {
         #expect(webpush["headers"] == .object([("TTL", .string("45")), ("Urgency", .string("high"))]))
     }
 
-    @Test("ttl 0 is sent as \"0s\" (now or never)")
+    @Test("ttl 0 is sent as 0s (now or never)")
     func zeroTTL() throws {
         #expect(try Self.body(ttl: 0)["message"]?["android"]?["ttl"] == .string("0s"))
-    }
-}
-
-@Suite("FCM v1 error table (FcmError detail, not error.status)")
-struct FCMResponseTests {
-    static func error(_ status: Int, _ grpc: String, _ code: String?, message: String = "m", tokenViolation: Bool = false,
-                      retryAfter: String? = nil) -> HTTPResponse {
-        var details: [String] = []
-        if let code { details.append(#"{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(code)"}"#) }
-        if tokenViolation {
-            details.append(#"{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"x"}]}"#)
-        }
-        let body = #"{"error":{"code":\#(status),"message":"\#(message)","status":"\#(grpc)","details":[\#(details.joined(separator: ","))]}}"#
-        return HTTPResponse(status: status, headers: retryAfter.map { [("retry-after", $0)] } ?? [], body: Array(body.utf8))
-    }
-
-    @Test("200 is delivered with the message name")
-    func delivered() {
-        let response = HTTPResponse(status: 200, headers: [], body: Array(#"{"name":"projects/p/messages/0:1"}"#.utf8))
-        #expect(FCMResponse.classify(response) == .delivered(providerMessageId: "projects/p/messages/0:1", httpStatus: 200))
-    }
-
-    @Test("UNREGISTERED and SENDER_ID_MISMATCH remove the binding")
-    func deadTokens() {
-        #expect(FCMResponse.classify(Self.error(404, "NOT_FOUND", "UNREGISTERED")) == .rejected(reason: "UNREGISTERED: m", httpStatus: 404))
-        #expect(FCMResponse.classify(Self.error(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH"))
-            == .rejected(reason: "SENDER_ID_MISMATCH: m", httpStatus: 403))
-    }
-
-    @Test("INVALID_ARGUMENT removes the binding only when it is about the registration token")
-    func invalidArgument() {
-        #expect(FCMResponse.classify(Self.error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", tokenViolation: true))
-            == .rejected(reason: "INVALID_ARGUMENT: m", httpStatus: 400))
-        #expect(FCMResponse.classify(Self.error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token"))
-            == .rejected(reason: "INVALID_ARGUMENT: The registration token is not a valid FCM registration token", httpStatus: 400))
-        #expect(FCMResponse.classify(Self.error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "Invalid value at 'message.android.ttl'"))
-            == .failed(reason: "INVALID_ARGUMENT: Invalid value at 'message.android.ttl'", httpStatus: 400))
-    }
-
-    @Test("QUOTA_EXCEEDED (429, RESOURCE_EXHAUSTED in status) is retried after Retry-After, 60 s when absent")
-    func quota() {
-        #expect(FCMResponse.classify(Self.error(429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", retryAfter: "7"))
-            == .retryable(reason: "QUOTA_EXCEEDED: m", httpStatus: 429, retryAfter: .seconds(7)))
-        #expect(FCMResponse.classify(Self.error(429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"))
-            == .retryable(reason: "QUOTA_EXCEEDED: m", httpStatus: 429, retryAfter: .seconds(60)))
-    }
-
-    @Test("UNAVAILABLE and INTERNAL are retried; THIRD_PARTY_AUTH_ERROR and UNAUTHENTICATED blame credentials")
-    func others() {
-        #expect(FCMResponse.classify(Self.error(503, "UNAVAILABLE", "UNAVAILABLE", retryAfter: "3"))
-            == .retryable(reason: "UNAVAILABLE: m", httpStatus: 503, retryAfter: .seconds(3)))
-        #expect(FCMResponse.classify(Self.error(500, "INTERNAL", "INTERNAL")) == .retryable(reason: "INTERNAL: m", httpStatus: 500))
-        #expect(FCMResponse.classify(Self.error(401, "UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"))
-            == .failed(reason: "THIRD_PARTY_AUTH_ERROR: m", httpStatus: 401, action: .checkCredentials))
-        #expect(FCMResponse.classify(Self.error(401, "UNAUTHENTICATED", nil))
-            == .failed(reason: "UNAUTHENTICATED: m", httpStatus: 401, action: .checkCredentials))
     }
 }

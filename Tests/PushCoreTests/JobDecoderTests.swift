@@ -30,7 +30,7 @@ struct JobDecoderTests {
         #expect(job.collapseKey == "chat-42")
         #expect(job.dedupeKey == "invite-9")
         #expect(job.notification == Notification(title: "Bob", body: "Incoming call", sound: "ring.caf", badge: 1))
-        #expect(job.data == ["callId": "c-77", "from": "bob"])
+        #expect(job.data == ["callId": "c-77", "caller": "bob"])
         #expect(job.body == "opaque-sdk-payload")
         #expect(job.targets.map(\.provider) == [.apns, .fcm, .webpush, .proxy])
         #expect(job.targets[0].pushType == "voip")

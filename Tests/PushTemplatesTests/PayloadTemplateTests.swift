@@ -123,7 +123,7 @@ struct PayloadTemplateTests {
         let target = Target(bindingId: "b1", provider: provider, app: "com.example.voip", token: token)
         let job = Job(id: "j1", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high, userId: "2222",
                       notification: notification,
-                      data: data.isEmpty ? ["callId": "call-abc", "from": "alice smith", "fromUsername": "1111"] : data,
+                      data: data.isEmpty ? ["callId": "call-abc", "caller": "alice smith", "callerUsername": "1111"] : data,
                       targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_010_000)
     }
@@ -155,17 +155,29 @@ struct PayloadTemplateTests {
         #expect(expected["aps"]?["alert"]?["title"] == .string("Call from 1111"))
     }
 
-    @Test("the shipped Mizu FCM template renders the seed's fcmmessage.txt as equal JSON")
+    /// Where the shipped FCM template corrects the seed's fcmmessage.txt: APNs wants `apns-expiration` in
+    /// seconds since the epoch, not a relative TTL, and `PACKAGE` is the Firebase project, not a bundle id,
+    /// so `apns-topic` is left to FCM (the iOS app registered in the project).
+    static let mizuFCMCorrected = mizuFCMMessage
+        .replacingOccurrences(of: #""apns-expiration": "TTLNUM""#, with: #""apns-expiration": "APNSEXPIRATION""#)
+        .replacingOccurrences(of: #""apns-push-type": "PUSHTYPE","#, with: #""apns-push-type": "PUSHTYPE""#)
+        .split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.contains("apns-topic") }.joined(separator: "\n")
+
+    @Test("the shipped Mizu FCM template renders the seed's fcmmessage.txt as equal JSON, with apns-expiration in epoch seconds and no <project>.voip topic")
     func mizuFCM() throws {
         let templates = try TemplateDirectory.load(path: Self.mizuTemplates).get()
-        let delivery = Self.delivery(provider: .fcm, kind: .message, data: ["from": "alice", "callId": "m-1"],
+        let delivery = Self.delivery(provider: .fcm, kind: .message, data: ["caller": "alice", "callId": "m-1"],
                                      notification: PushCore.Notification(title: "alice", body: "lunch at noon", sound: "chat.wav"))
         let keywords = PayloadKeywords(delivery: delivery, app: "com.example.voip")
-        let expected = try JSONParser.parse(Array(Self.mizuSubstitute(Self.mizuFCMMessage, keywords.values).utf8))
+        #expect(!Self.mizuFCMCorrected.contains("apns-topic"))
+        let expected = try JSONParser.parse(Array(Self.mizuSubstitute(Self.mizuFCMCorrected, keywords.values).utf8))
         let rendered = try render(templates, delivery)
         #expect(rendered.document == expected)
         #expect(rendered.document["message"]?["android"]?["ttl"] == .string("20s"))
         #expect(rendered.document["message"]?["data"]?["ntype"] == .string("1"))
+        #expect(rendered.document["message"]?["data"]?["nfrom"] == .string("alice"), "FROM comes from data.caller")
+        #expect(rendered.document["message"]?["apns"]?["headers"]?["apns-expiration"] == .string("1795310030"))
+        #expect(rendered.document["message"]?["apns"]?["headers"]?["apns-topic"] == nil)
     }
 
     @Test("a hostile display name stays inside its JSON string")
@@ -174,7 +186,7 @@ struct PayloadTemplateTests {
             #"{"aps":{"alert":{"title":"{{FROMDISPLAYNAME}}","body":"{{data.note}}"}}}"#])
         let templates = try TemplateDirectory.load(path: root).get()
         let hostile = #""},"x":""#
-        let delivery = Self.delivery(provider: .apns, data: ["fromDisplayName": hostile, "note": "a\\\"b\n</script>"])
+        let delivery = Self.delivery(provider: .apns, data: ["callerDisplayName": hostile, "note": "a\\\"b\n</script>"])
         let document = try render(templates, delivery).document
         #expect(document["aps"]?["alert"]?["title"] == .string(hostile))
         #expect(document["aps"]?["alert"]?["body"] == .string("a\\\"b\n</script>"))

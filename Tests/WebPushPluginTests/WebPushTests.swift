@@ -130,7 +130,7 @@ struct WebPushSandboxTests {
         switch (expected, result) {
         case ("rejected", .rejected(_, let status?, _)): #expect(status == 410 || status == 404)
         case ("retryable", .retryable(_, 429?, let retryAfter)): #expect(retryAfter == .seconds(1))
-        case ("failed", .failed(_, 413?, .none)): break
+        case ("failed", .failed(_, 413?, .none, _)): break
         default: Issue.record("\(id): expected \(expected), got \(result)")
         }
         await harness.stop()
@@ -141,7 +141,7 @@ struct WebPushSandboxTests {
         let harness = try await Harness.start()
         let subscription = try harness.instance.sandbox.subscribe()
         let result = await harness.provider.deliver(harness.delivery(subscription, data: ["blob": String(repeating: "x", count: 4000)]))
-        guard case .failed(let reason, nil, .none) = result else { Issue.record("expected failed, got \(result)"); return }
+        guard case .failed(let reason, nil, .none, _) = result else { Issue.record("expected failed, got \(result)"); return }
         #expect(reason.contains("4096"))
         #expect(harness.instance.server.requests.isEmpty)
         await harness.stop()
@@ -155,7 +155,7 @@ struct WebPushSandboxTests {
                                                                              allowedPorts: [harness.instance.server.port]),
                                          transport: CurlHTTPTransport())
         let result = await strict.deliver(harness.delivery(try harness.instance.sandbox.subscribe()))
-        guard case .failed(let reason, nil, .none) = result else { Issue.record("expected a refusal, got \(result)"); return }
+        guard case .failed(let reason, nil, .none, _) = result else { Issue.record("expected a refusal, got \(result)"); return }
         #expect(reason.hasPrefix("endpoint refused, not sent"))
         #expect(!reason.contains("127.0.0.1") && !reason.contains("::1"), "the refusal does not reveal what the name resolved to")
         #expect(harness.instance.server.requests.isEmpty)
