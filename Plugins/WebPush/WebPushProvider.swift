@@ -27,7 +27,7 @@ public struct WebPushProvider: PushProvider {
     /// by whoever registers a subscription, so they are not metric labels.
     public func scope(of target: Target) -> DeliveryScope {
         DeliveryScope(provider: id, key: target.endpoint.flatMap(EndpointPolicy.origin(of:)) ?? "-", metricLabel: "-",
-                      inFlightLimit: configuration.maximumInFlightPerOrigin, credentialFailuresOpenCircuit: false)
+                      inFlightLimit: configuration.maximumInFlightPerOrigin)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
@@ -78,7 +78,7 @@ public struct WebPushProvider: PushProvider {
             return .rejected(reason: status == 410 ? "subscription expired or unsubscribed" : "subscription not found", httpStatus: status)
         case 401, 403:
             return .failed(reason: "push service refused the VAPID authorization for this subscription", httpStatus: status,
-                           action: .checkCredentials)
+                           action: .checkCredentials, blame: .request)
         case 429, 500...599:
             return .retryable(reason: "push service answered \(status)", httpStatus: status, retryAfter: HTTPDelivery.retryAfter(response))
         case 413:

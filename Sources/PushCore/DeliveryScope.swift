@@ -10,9 +10,6 @@ public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
     public let metricLabel: String
     /// Requests in flight allowed in this scope; nil: the worker's per-app limit.
     public let inFlightLimit: Int?
-    /// Whether a credential failure stops every send to this scope for the cool-down. False where such
-    /// an answer concerns one subscription only (a push service's 401/403), so a single target cannot stop others.
-    public let credentialFailuresOpenCircuit: Bool
     /// The part of the scope this target belongs to that has credentials of its own (an FCM project's
     /// platform: Firebase holds separate APNs and web credentials). A failure blamed on the part
     /// (`CredentialBlame.part`) opens the part's circuit only; nil: the target's part is unknown, so
@@ -20,12 +17,11 @@ public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
     public let part: String?
 
     public init(provider: ProviderID, key: String, metricLabel: String? = nil, inFlightLimit: Int? = nil,
-                credentialFailuresOpenCircuit: Bool = true, part: String? = nil) {
+                part: String? = nil) {
         self.provider = provider
         self.key = key
         self.metricLabel = metricLabel ?? key
         self.inFlightLimit = inFlightLimit
-        self.credentialFailuresOpenCircuit = credentialFailuresOpenCircuit
         self.part = part
     }
 

@@ -77,7 +77,7 @@ public final class KafkaConsumer: Sendable {
                 }
             }
         }
-        rdkafka = RDKafkaHandle(try RDKafkaConfig.newHandle(RD_KAFKA_CONSUMER, conf: conf))
+        rdkafka = RDKafkaHandle(try RDKafkaConfig.newHandle(RD_KAFKA_CONSUMER, conf: conf), context: context)
         rd_kafka_poll_set_consumer(rdkafka.pointer)
         let subscription = RDKafkaTopicPartitionList.make(topics.map { (TopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA), 0) })
         defer { rd_kafka_topic_partition_list_destroy(subscription) }

@@ -66,7 +66,7 @@ public final class KafkaProducer: Sendable {
             let error = message.pointee.err
             batch.reported(error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error))
         }
-        rdkafka = RDKafkaHandle(try RDKafkaConfig.newHandle(RD_KAFKA_PRODUCER, conf: conf))
+        rdkafka = RDKafkaHandle(try RDKafkaConfig.newHandle(RD_KAFKA_PRODUCER, conf: conf), context: context)
         let thread = Thread { [rdkafka, poller] in
             while !poller.stopping.load(ordering: .relaxed) { rd_kafka_poll(rdkafka.pointer, 100) }
             poller.finished.signal()

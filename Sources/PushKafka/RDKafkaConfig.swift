@@ -78,11 +78,17 @@ enum RDKafkaTopicPartitionList {
     }
 }
 
-/// Owns an `rd_kafka_t`; destroyed when the last user lets go.
+/// Owns an `rd_kafka_t`; destroyed when the last user lets go (a poll thread may be last).
+/// It also keeps the handle's callback context alive: librdkafka's threads log through it
+/// until `rd_kafka_destroy` returns, so the context must not go before the handle.
 final class RDKafkaHandle: @unchecked Sendable {
     let pointer: OpaquePointer
+    private let context: RDKafkaContext
 
-    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    init(_ pointer: OpaquePointer, context: RDKafkaContext) {
+        self.pointer = pointer
+        self.context = context
+    }
 
     deinit { rd_kafka_destroy(pointer) }
 }

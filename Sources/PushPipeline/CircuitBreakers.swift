@@ -44,7 +44,7 @@ public final class CircuitBreakers: Sendable {
     func record(_ result: DeliveryResult, in scope: DeliveryScope, at now: Int64) {
         var blame: CredentialBlame?
         if case .failed(_, _, .checkCredentials, let resultBlame) = result {
-            blame = scope.credentialFailuresOpenCircuit ? resultBlame : .request
+            blame = resultBlame
             if blame == .part, scope.partScope == nil { blame = .request }
         }
         let answeredOnTheMerits = DeliveryResult.failed(reason: "answered", httpStatus: result.httpStatus)

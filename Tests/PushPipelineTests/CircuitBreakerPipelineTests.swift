@@ -88,10 +88,10 @@ struct DeliveryScopeTests {
                             retryQueue: nil, logger: testLogger())
     }
 
-    @Test("a credential failure in a scope that concerns one target ends that target failed and opens no circuit")
+    @Test("a credential failure blamed on one request ends that target failed and opens no circuit")
     func perTargetCredentialFailure() async throws {
-        let provider = ScriptedProvider(scope: { _ in DeliveryScope(provider: .proxy, key: "origin", credentialFailuresOpenCircuit: false) }) { target in
-            target.bindingId == "b-0" ? .failed(reason: "403", httpStatus: 403, action: .checkCredentials)
+        let provider = ScriptedProvider(scope: { _ in DeliveryScope(provider: .proxy, key: "origin") }) { target in
+            target.bindingId == "b-0" ? .failed(reason: "403", httpStatus: 403, action: .checkCredentials, blame: .request)
                                       : .delivered(providerMessageId: nil, httpStatus: 201)
         }
         let processor = processor(provider)

@@ -60,7 +60,7 @@ public struct ConformanceTable: Sendable {
 
     /// The cells a classified result gives, in the table's order: outcome status, action, retry, circuit.
     /// `scopeName` names the provider's scope ("(app, environment)"), `partName` its part ("(project, platform)").
-    public static func cells(of result: DeliveryResult, credentialFailuresOpenCircuit: Bool = true, scopeName: String,
+    public static func cells(of result: DeliveryResult, scopeName: String,
                              partName: String? = nil) -> [String] {
         let target = Target(bindingId: "b", provider: .proxy)
         let job = Job(id: "j", createdAt: 0, ttl: 60, kind: .message, priority: .high, userId: "u", targets: [target])
@@ -74,7 +74,7 @@ public struct ConformanceTable: Sendable {
         case .retryable:
             retry = "yes"
             circuit = "storm \(scopeName)"
-        case .failed(_, _, .checkCredentials, let blame) where credentialFailuresOpenCircuit:
+        case .failed(_, _, .checkCredentials, let blame):
             retry = "no"
             switch blame {
             case .scope: circuit = "opens \(scopeName)"

@@ -103,7 +103,6 @@ struct WebPushBlastRadiusTests {
         #expect(first == second)
         #expect(first != other)
         #expect(first.inFlightLimit == 7)
-        #expect(!first.credentialFailuresOpenCircuit)
         #expect(first.metricLabel == "-")
     }
 }
