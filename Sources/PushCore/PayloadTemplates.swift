@@ -132,7 +132,7 @@ public struct PayloadKeywords: Sendable, Equatable {
     /// Replaces one keyword's value (a plugin knows the push type it resolved, for example).
     public mutating func set(_ keyword: String, _ value: String) { values[keyword] = value }
 
-    /// Every keyword, for the README and the start-up check.
+    /// Every keyword, for the keyword table in docs/migration.md and the start-up check.
     public static let names = ["PACKAGE", "TOKEN", "TO", "TOUSERNAME", "TYPE", "FROM", "FROMUSERNAME", "FROMDISPLAYNAME",
                                "CALLID", "PRIORITY", "NPRIORITY", "APRIORITY", "APNSEXPIRATION", "TTLNUM", "PUSHTYPE", "SOUND", "MSG",
                                "MESSAGE", "TITLE", "BODY", "BADGE", "COLLAPSEKEY", "JOBID", "USERID", "BINDINGID", "KIND"]

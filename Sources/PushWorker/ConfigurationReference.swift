@@ -1,5 +1,5 @@
-/// Every `PUSH_*` variable the worker reads: the single source for `--help`, the README
-/// table and the unknown-variable check.
+/// Every `PUSH_*` variable the worker reads: the single source for `--help`, the table in
+/// docs/configuration.md and the unknown-variable check.
 public struct EnvironmentVariable: Sendable {
     public let name: String
     public let defaultValue: String?
@@ -75,7 +75,7 @@ public enum ConfigurationReference {
         .init("PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", "100", "Web Push requests in flight per push-service origin: one slow or hostile push service holds at most this many (its circuit breaker is per origin too)."),
         .init("PUSH_TEMPLATES_DIR", nil, "Payload templates per provider, app and kind: `<dir>/<provider>/<app>/<kind>.mustache` (Mustache, keywords as Mizu's message files, values JSON-escaped); checked at start-up. Unset: built-in payloads."),
         .init("PUSH_TEMPLATES_RELOAD_S", "5", "How often `PUSH_TEMPLATES_DIR` is re-read (ConfigMap updates); a broken new version keeps the last good one and logs one error; 0 disables."),
-        .init("PUSH_APPS_FILE", nil, "JSON file naming several apps and their credential files; see \"Several apps\" in the README."),
+        .init("PUSH_APPS_FILE", nil, "JSON file naming several apps and their credential files; see \"Several apps\" in docs/configuration.md."),
         .init("PUSH_PROXY_URL", nil, "Push-proxy endpoint (https). Enables the proxy plugin for every proxy target."),
         .init("PUSH_PROXY_CA_FILE", nil, "PEM CA bundle trusted for the proxy instead of the system store."),
         .init("PUSH_PROXY_CERT_FILE", nil, "PEM client certificate for mutual TLS with the proxy."),
@@ -89,7 +89,7 @@ public enum ConfigurationReference {
         .init("PUSH_LOG_FORMAT", "json", "`json` (one object per line) or `text`."),
     ]
 
-    /// The reference as a Markdown table (README) or aligned text (`--help`).
+    /// The reference as a Markdown table (docs/configuration.md) or aligned text (`--help`).
     public static func render(markdown: Bool) -> String {
         if markdown {
             var lines = ["| variable | default | meaning |", "| --- | --- | --- |"]

@@ -116,11 +116,11 @@ struct ConfigurationTests {
         #expect(configuration.unknownVariables == ["PUSH_KAFKA_BROKER"])
     }
 
-    @Test("the README's configuration table is the one --help is generated from")
-    func readmeIsGenerated() throws {
-        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../README.md").standardized, encoding: .utf8)
-        #expect(readme.contains(ConfigurationReference.render(markdown: true)),
-                "regenerate with: .build/debug/push-worker run --markdown-reference")
+    @Test("the configuration table in docs/configuration.md is the one --help is generated from")
+    func configurationPageIsGenerated() throws {
+        let page = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/configuration.md").standardized, encoding: .utf8)
+        #expect(page.contains(ConfigurationReference.render(markdown: true)),
+                "regenerate the table in docs/configuration.md with: .build/debug/push-worker run --markdown-reference")
     }
 }
