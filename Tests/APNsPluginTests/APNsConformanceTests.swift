@@ -61,19 +61,12 @@ struct APNsConformanceTests {
 
     @Test("every answer of the table is tested and every tested answer is in the table")
     func answerRowsAreComplete() throws {
-        let table = try ConformanceTable.load("apns", prefix: "APNS")
-        #expect(Set(table.answers.map(\.id)) == Set(Self.answers.keys))
+        try ConformanceTable.expectAnswerRowsComplete("apns", prefix: "APNS", tested: Set(Self.answers.keys))
     }
 
     @Test("every request rule names tests that exist")
     func requestRowsNameTheirTests() throws {
-        let table = try ConformanceTable.load("apns", prefix: "APNS")
-        #expect(table.requests.count >= 14)
-        for row in table.requests {
-            let names = ConformanceTable.testNames(of: row)
-            #expect(!names.isEmpty, "\(row.id) names no test")
-            for name in names { #expect(ConformanceTable.testExists(named: name, in: "APNsPluginTests"), "\(row.id): no test named \(name)") }
-        }
+        try ConformanceTable.expectRequestRowsNameTheirTests("apns", prefix: "APNS", testTarget: "APNsPluginTests", atLeast: 14)
     }
 
     @Test("410 Unregistered carries invalidSince from Apple's millisecond timestamp")

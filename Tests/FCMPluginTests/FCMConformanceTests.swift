@@ -54,19 +54,12 @@ struct FCMConformanceTests {
 
     @Test("every answer of the table is tested and every tested answer is in the table")
     func answerRowsAreComplete() throws {
-        let table = try ConformanceTable.load("fcm", prefix: "FCM")
-        #expect(Set(table.answers.map(\.id)) == Set(Self.answers.keys))
+        try ConformanceTable.expectAnswerRowsComplete("fcm", prefix: "FCM", tested: Set(Self.answers.keys))
     }
 
     @Test("every request rule names tests that exist")
     func requestRowsNameTheirTests() throws {
-        let table = try ConformanceTable.load("fcm", prefix: "FCM")
-        #expect(table.requests.count >= 12)
-        for row in table.requests {
-            let names = ConformanceTable.testNames(of: row)
-            #expect(!names.isEmpty, "\(row.id) names no test")
-            for name in names { #expect(ConformanceTable.testExists(named: name, in: "FCMPluginTests"), "\(row.id): no test named \(name)") }
-        }
+        try ConformanceTable.expectRequestRowsNameTheirTests("fcm", prefix: "FCM", testTarget: "FCMPluginTests", atLeast: 12)
     }
 
     static func job(_ id: String, data: String = #"{"callId":"c-1"}"#, notification: String = #"{"title":"Bob","body":"Hi"}"#,

@@ -33,18 +33,11 @@ struct ProxyConformanceTests {
 
     @Test("every answer of the table is tested and every tested answer is in the table")
     func answerRowsAreComplete() throws {
-        let table = try ConformanceTable.load("proxy", prefix: "PROXY")
-        #expect(Set(table.answers.map(\.id)) == Set(Self.answers.keys))
+        try ConformanceTable.expectAnswerRowsComplete("proxy", prefix: "PROXY", tested: Set(Self.answers.keys))
     }
 
     @Test("every request rule names tests that exist")
     func requestRowsNameTheirTests() throws {
-        let table = try ConformanceTable.load("proxy", prefix: "PROXY")
-        #expect(table.requests.count >= 5)
-        for row in table.requests {
-            let names = ConformanceTable.testNames(of: row)
-            #expect(!names.isEmpty, "\(row.id) names no test")
-            for name in names { #expect(ConformanceTable.testExists(named: name, in: "ProxyPluginTests"), "\(row.id): no test named \(name)") }
-        }
+        try ConformanceTable.expectRequestRowsNameTheirTests("proxy", prefix: "PROXY", testTarget: "ProxyPluginTests", atLeast: 5)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import Testing
 
 /// A provider's conformance table, `docs/providers/<provider>.md`, read so that the tests run the
 /// table itself: every answer row (`| FCM-A03 | … |`) is a test case whose expected outcome, action,
@@ -86,5 +87,22 @@ public struct ConformanceTable: Sendable {
             circuit = "none"
         }
         return [outcome.status.rawValue, outcome.action.rawValue, retry, circuit]
+    }
+
+    /// Expects every answer row of the table to have a test case in `tested` and every test case to have a row.
+    public static func expectAnswerRowsComplete(_ provider: String, prefix: String, tested: Set<String>) throws {
+        let table = try load(provider, prefix: prefix)
+        #expect(Set(table.answers.map(\.id)) == tested)
+    }
+
+    /// Expects at least `minimum` request rows, each naming tests that exist in the test target `testTarget`.
+    public static func expectRequestRowsNameTheirTests(_ provider: String, prefix: String, testTarget: String, atLeast minimum: Int) throws {
+        let table = try load(provider, prefix: prefix)
+        #expect(table.requests.count >= minimum)
+        for row in table.requests {
+            let names = testNames(of: row)
+            #expect(!names.isEmpty, "\(row.id) names no test")
+            for name in names { #expect(testExists(named: name, in: testTarget), "\(row.id): no test named \(name)") }
+        }
     }
 }

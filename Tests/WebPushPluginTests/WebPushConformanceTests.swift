@@ -39,19 +39,12 @@ struct WebPushConformanceTests {
 
     @Test("every answer of the table is tested and every tested answer is in the table")
     func answerRowsAreComplete() throws {
-        let table = try ConformanceTable.load("webpush", prefix: "WEBPUSH")
-        #expect(Set(table.answers.map(\.id)) == Set(Self.answers.keys))
+        try ConformanceTable.expectAnswerRowsComplete("webpush", prefix: "WEBPUSH", tested: Set(Self.answers.keys))
     }
 
     @Test("every request rule names tests that exist")
     func requestRowsNameTheirTests() throws {
-        let table = try ConformanceTable.load("webpush", prefix: "WEBPUSH")
-        #expect(table.requests.count >= 8)
-        for row in table.requests {
-            let names = ConformanceTable.testNames(of: row)
-            #expect(!names.isEmpty, "\(row.id) names no test")
-            for name in names { #expect(ConformanceTable.testExists(named: name, in: "WebPushPluginTests"), "\(row.id): no test named \(name)") }
-        }
+        try ConformanceTable.expectRequestRowsNameTheirTests("webpush", prefix: "WEBPUSH", testTarget: "WebPushPluginTests", atLeast: 8)
     }
 
     @Test("an endpoint with an explicit :443 gets the VAPID aud without the port")
