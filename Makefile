@@ -20,7 +20,7 @@ demo: build
 
 ## Unit and integration tests (real Kafka-protocol mock cluster, redis-server, HTTP/2 + TLS sandboxes),
 ## then process-level runs (end to end, shutdown hand-over, fault-injection scenarios with a ledger check, a short
-## fuzzing run), the Helm chart lint and the image's runtime-package check.
+## fuzzing run), the Helm chart lint, the image's runtime-package check and the check that PushWorker uses no dev tools.
 test: test-deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build $(SWIFT_BUILD_FLAGS)
@@ -30,3 +30,4 @@ test: test-deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 	python3 scripts/check-chart.py
 	scripts/check-runtime-deps.sh .build/debug/push-worker
+	scripts/check-target-deps.sh

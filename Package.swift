@@ -6,6 +6,9 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "push-worker", targets: ["push-worker"]),
+        // Test servers for other packages' tests, as APNSwift ships its own: the provider sandboxes and the
+        // librdkafka mock cluster.
+        .library(name: "PushTestServers", targets: ["PushSandbox", "PushKafkaMock"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -48,6 +51,13 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log"),
                                                       .product(name: "Metrics", package: "swift-metrics")],
                 path: "Sources/PushPipeline"),
+
+        // Development tools: the sandboxes, the mock cluster, the demo and the bench. Only the `push-worker`
+        // executable (for its `demo`, `bench`, `sandbox` and `kafka-mock` subcommands) and the tests depend on
+        // them; the production library, PushWorker, does not (scripts/check-target-deps.sh keeps it so).
+        .target(name: "PushKafkaMock", dependencies: ["CRdKafka", "PushKafka",
+                                                       .product(name: "Logging", package: "swift-log")],
+                path: "Sources/PushKafkaMock"),
         .target(name: "PushSandbox", dependencies: [
             "PushCore", "PushCrypto",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -70,9 +80,10 @@ let package = Package(
                                                     .product(name: "Logging", package: "swift-log")],
                 path: "Plugins/APNs"),
 
-        // Wiring: configuration, plugin registry, demo. The executable is only the CLI over it.
+        // Wiring: configuration, plugin registry, operator commands. The executable is only the CLI over it.
+        // The production library: no development tools (PushSandbox, PushKafkaMock, PushDevelopmentTools, PushBench).
         .target(name: "PushWorker", dependencies: [
-            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushSandbox", "PushCrypto", "PushTemplates",
+            "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushCrypto", "PushTemplates",
             "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -81,14 +92,21 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Sources/PushWorker"),
+        // `push-worker demo`: the whole pipeline on the mock cluster and the sandboxes.
+        .target(name: "PushDevelopmentTools", dependencies: [
+            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "PushCrypto", "PushCore",
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Sources/PushDevelopmentTools"),
         // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
         .target(name: "PushBench", dependencies: [
-            "PushWorker", "PushPipeline", "PushKafka", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore", "APNsPlugin",
+            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore",
+            "APNsPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),
         .executableTarget(name: "push-worker", dependencies: [
-            "PushWorker", "PushBench", "PushKafka", "PushSandbox", "PushCrypto", "PushCore",
+            "PushWorker", "PushKafka", "PushCrypto", "PushCore",
+            "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -96,12 +114,12 @@ let package = Package(
         ], path: "Sources/push-worker"),
 
         .target(name: "TestSupport", dependencies: [
-            "PushCore", "PushKafka", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
+            "PushCore", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
         .testTarget(name: "PushTemplatesTests", dependencies: ["PushTemplates", "PushCore"], path: "Tests/PushTemplatesTests"),
-        .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
+        .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushKafkaMock", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
         .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto", "TestSupport"],
                     path: "Tests/PushHTTPTests"),
         .testTarget(name: "ProxyPluginTests", dependencies: ["ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
@@ -123,7 +141,7 @@ let package = Package(
         .testTarget(name: "WebPushPluginTests", dependencies: ["WebPushPlugin", "PushCore", "PushCrypto", "PushHTTP", "PushSandbox",
                                                              "PushPipeline", "TestSupport"],
                     path: "Tests/WebPushPluginTests"),
-        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates", "TestSupport"],
+        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],
     swiftLanguageModes: [.v6]

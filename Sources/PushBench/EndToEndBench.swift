@@ -3,6 +3,7 @@ import Logging
 import PushCore
 import PushCrypto
 import PushKafka
+import PushKafkaMock
 import PushSandbox
 import PushWorker
 

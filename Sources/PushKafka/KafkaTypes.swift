@@ -9,7 +9,7 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
-    init(_ error: rd_kafka_resp_err_t) {
+    package init(_ error: rd_kafka_resp_err_t) {
         code = error.rawValue
         message = String(cString: rd_kafka_err2str(error))
     }

@@ -2,8 +2,9 @@ import CRdKafka
 import Logging
 
 /// Builds an `rd_kafka_conf_t` from properties; ownership passes to `rd_kafka_new`.
-enum RDKafkaConfig {
-    static func make(_ properties: [String: String]) throws(KafkaError) -> OpaquePointer {
+/// `package`: the mock cluster (PushKafkaMock) builds its owner handle the same way.
+package enum RDKafkaConfig {
+    package static func make(_ properties: [String: String]) throws(KafkaError) -> OpaquePointer {
         let conf = rd_kafka_conf_new()!
         var problems: [String] = []
         for (name, value) in properties.sorted(by: { $0.key < $1.key }) {
@@ -20,7 +21,7 @@ enum RDKafkaConfig {
     }
 
     /// Routes librdkafka's own log lines through `context.logger` and makes `context` the handle's opaque.
-    static func attach(_ context: RDKafkaContext, to conf: OpaquePointer) {
+    package static func attach(_ context: RDKafkaContext, to conf: OpaquePointer) {
         rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
         rd_kafka_conf_set_log_cb(conf) { handle, level, facility, message in
             guard let handle, let opaque = rd_kafka_opaque(handle), let message else { return }
@@ -49,7 +50,7 @@ enum RDKafkaConfig {
         }
     }
 
-    static func newHandle(_ type: rd_kafka_type_t, conf: OpaquePointer) throws(KafkaError) -> OpaquePointer {
+    package static func newHandle(_ type: rd_kafka_type_t, conf: OpaquePointer) throws(KafkaError) -> OpaquePointer {
         var buffer = [CChar](repeating: 0, count: 512)
         guard let handle = rd_kafka_new(type, conf, &buffer, buffer.count) else {
             rd_kafka_conf_destroy(conf)
@@ -102,13 +103,13 @@ extension String {
 
 /// What librdkafka's C callbacks reach through the handle's opaque pointer. Kept alive
 /// by the Swift object that owns the handle.
-final class RDKafkaContext: Sendable {
+package final class RDKafkaContext: Sendable {
     let logger: Logger
     let rebalance: (@Sendable (RebalanceEvent) -> Void)?
     let statistics: (@Sendable ([UInt8]) -> Void)?
 
-    init(logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
-         statistics: (@Sendable ([UInt8]) -> Void)? = nil) {
+    package init(logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
+                 statistics: (@Sendable ([UInt8]) -> Void)? = nil) {
         self.logger = logger
         self.rebalance = rebalance
         self.statistics = statistics

@@ -4,6 +4,8 @@ import Logging
 import Metrics
 import Prometheus
 import PushKafka
+import PushKafkaMock
+import PushDevelopmentTools
 import PushCrypto
 import PushSandbox
 import PushCore

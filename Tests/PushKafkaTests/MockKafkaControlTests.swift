@@ -1,6 +1,7 @@
 import Testing
 import TestSupport
-@testable import PushKafka
+import PushKafka
+import PushKafkaMock
 
 @Suite("kafka-mock control commands")
 struct MockKafkaControlTests {

@@ -1,6 +1,6 @@
 import Testing
 import TestSupport
-@testable import PushWorker
+import PushDevelopmentTools
 
 @Suite("push-worker demo")
 struct DemoTests {

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushCore
 import PushKafka
+import PushKafkaMock
 import PushSandbox
 
 /// A logger that only speaks up about problems, so test output stays readable.

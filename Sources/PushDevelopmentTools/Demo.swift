@@ -2,9 +2,11 @@ import Foundation
 import Logging
 import PushCore
 import PushKafka
+import PushKafkaMock
 import PushPipeline
 import PushCrypto
 import PushSandbox
+import PushWorker
 
 /// `push-worker demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
 /// loopback, a push-proxy sandbox over HTTP/2 + TLS — fed a handful of realistic jobs.

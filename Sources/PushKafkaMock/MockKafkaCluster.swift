@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import PushKafka
 
 /// librdkafka's mock cluster: a Kafka-protocol broker on loopback TCP that any client
 /// (this process, kcat, confluent-kafka) can use. For the demo, tests and benchmarks.
