@@ -52,7 +52,9 @@ extension SIPPushBinding {
     /// - `apns`: `pn-param` is `<team id>.<bundle id>.<service>` (RFC 8599 section 9): the
     ///   10-character team id, the bundle id (which selects the app), and the service —
     ///   `voip` selects the VoIP push type and the `.voip` topic. The team id is checked for
-    ///   shape only: credentials (and their team) come from the worker's configuration.
+    ///   shape only: credentials (and their team) come from the worker's configuration. Gateways
+    ///   may leave the team id out (Mizu's `pushnotification_teamid` is optional): a leading
+    ///   label of exactly 10 characters `[A-Z0-9]` is the team id, otherwise the bundle id starts at once.
     /// - `fcm`: `pn-param` is the Firebase project id (which selects the app).
     /// - `webpush`: `pn-prid` is the subscription endpoint; `pn-param` is not used.
     public static func rfc8599(_ text: String) throws(Invalid) -> SIPPushBinding {
@@ -76,20 +78,24 @@ extension SIPPushBinding {
         let token = prid == unboundToken ? nil : prid
         switch providerName {
         case "apns":
-            guard let param = parameters["pn-param"] else { throw Invalid("pn-param is required for apns: <team id>.<bundle id>.<service>") }
-            let labels = param.split(separator: ".", omittingEmptySubsequences: false)
-            guard labels.count >= 3, !labels.contains(where: \.isEmpty) else {
-                throw Invalid("pn-param \"\(param)\" must be <team id>.<bundle id>.<service> for apns")
+            guard let param = parameters["pn-param"] else {
+                throw Invalid("pn-param is required for apns: [<team id>.]<bundle id>.<service>")
             }
-            let teamId = labels[0]
-            guard teamId.utf8.count == 10, teamId.utf8.allSatisfy({ $0.isUppercaseAlphanumeric }) else {
-                throw Invalid("pn-param \"\(param)\" must start with the 10-character Apple team id")
+            var labels = param.split(separator: ".", omittingEmptySubsequences: false)
+            guard !labels.contains(where: \.isEmpty) else {
+                throw Invalid("pn-param \"\(param)\" must be [<team id>.]<bundle id>.<service> for apns")
+            }
+            if let first = labels.first, first.utf8.count == 10, first.utf8.allSatisfy({ $0.isUppercaseAlphanumeric }) {
+                labels.removeFirst()
+            }
+            guard labels.count >= 2 else {
+                throw Invalid("pn-param \"\(param)\" must be [<team id>.]<bundle id>.<service> for apns")
             }
             let service = String(labels[labels.count - 1])
             guard let pushType = apnsServices[service] else {
                 throw Invalid("pn-param service \"\(service)\" is not one of \(apnsServices.keys.sorted().joined(separator: ", "))")
             }
-            return SIPPushBinding(provider: .apns, app: labels[1..<(labels.count - 1)].joined(separator: "."), token: token,
+            return SIPPushBinding(provider: .apns, app: labels[..<(labels.count - 1)].joined(separator: "."), token: token,
                                   pushType: pushType)
         case "fcm":
             guard let project = parameters["pn-param"] else { throw Invalid("pn-param (the Firebase project id) is required for fcm") }
