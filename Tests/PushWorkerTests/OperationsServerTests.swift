@@ -73,16 +73,17 @@ struct OperationsServerTests {
         await server.stop()
     }
 
-    @Test("the endpoint listens on PUSH_HTTP_BIND only: bound to 127.0.0.2 it is unreachable on 127.0.0.1")
+    @Test("the endpoint listens on PUSH_HTTP_BIND only: bound to 127.0.0.2, that is the socket's only address")
     func bindAddressIsHonoured() async throws {
         let configuration = try WorkerConfiguration.load(from: [
             "PUSH_KAFKA_BROKERS": "k1:9092", "PUSH_PROXY_URL": "https://proxy.example.com/push",
             "PUSH_HTTP_BIND": "127.0.0.2", "PUSH_HTTP_PORT": "0",
         ]).get()
         let server = try await Self.start(configuration.operations)
+        // The kernel's own answer: a socket bound to 127.0.0.2 accepts nothing addressed to 127.0.0.1. (Connecting to
+        // 127.0.0.1 on the same port proves nothing: another test's listener may hold 127.0.0.1 on that number.)
         #expect(server.localAddress?.ipAddress == "127.0.0.2")
         #expect(try TCPClient(host: "127.0.0.2", port: server.port).get("/healthz") == "HTTP/1.1 200 OK")
-        #expect(throws: TCPClient.ConnectFailed(errno: ECONNREFUSED)) { try TCPClient(host: "127.0.0.1", port: server.port) }
         await server.stop()
     }
 }
