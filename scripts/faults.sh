@@ -216,7 +216,9 @@ scenario_provider() {
     start_redis
     # One reset fails every stream in flight on its connection at once (~100-200 "failures in a row"),
     # which would open the default 50-failure circuit for 30 s and burn attempts against it (see RELIABILITY.md).
-    start_worker a PUSH_CIRCUIT_FAILURES=1000; wait_ready a
+    # PUSH_MAX_ATTEMPTS=10: a target meets up to two 503s of its own plus the failures of streams that shared a
+    # connection with a reset; the default 5 attempts can run out on that alone.
+    start_worker a PUSH_CIRCUIT_FAILURES=1000 PUSH_MAX_ATTEMPTS=10; wait_ready a
     produce --prefix pv --count "$jobs" --users 1000
     # A reset may swallow answers the provider already gave: those targets are sent again (explained duplicates).
     check --timeout 150 --max-duplicates "$jobs" --max-unexplained-duplicates 0 --expect delivered --retry-after-ms 1000 \
