@@ -68,23 +68,31 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ], path: "Sources/PushSandbox"),
 
+        // The plugin API: what a provider plugin implements (ProviderPlugin) and the settings it declares.
+        .target(name: "PushPluginAPI", dependencies: ["PushCore", "PushHTTP", "PushCrypto",
+                                                       .product(name: "Logging", package: "swift-log")],
+                path: "Sources/PushPluginAPI"),
+
         // Operator payload templates (Mustache, JSON-escaped), behind PushCore's PayloadTemplates.
         .target(name: "PushTemplates", dependencies: ["PushCore", .product(name: "Mustache", package: "swift-mustache")],
                 path: "Sources/PushTemplates"),
 
-        // Provider plugins: each depends on the core's plugin API and the shared transport only.
-        .target(name: "ProxyPlugin", dependencies: ["PushCore", "PushHTTP"], path: "Plugins/Proxy"),
-        .target(name: "WebPushPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/WebPush"),
-        .target(name: "FCMPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/FCM"),
-        .target(name: "APNsPlugin", dependencies: ["PushCore", "PushHTTP", "PushCrypto",
+        // Provider plugins: each depends on the plugin API (with the core, the shared transport and crypto) only.
+        .target(name: "ProxyPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP"], path: "Plugins/Proxy"),
+        .target(name: "WebPushPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/WebPush"),
+        .target(name: "FCMPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/FCM"),
+        .target(name: "APNsPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto",
                                                     .product(name: "Logging", package: "swift-log")],
                 path: "Plugins/APNs"),
+        // The plugins this build links: the worker loops over `LinkedPlugins.all`.
+        .target(name: "PushPlugins", dependencies: ["PushPluginAPI", "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin"],
+                path: "Sources/PushPlugins"),
 
         // Wiring: configuration, plugin registry, operator commands. The executable is only the CLI over it.
         // The production library: no development tools (PushSandbox, PushKafkaMock, PushDevelopmentTools, PushBench).
         .target(name: "PushWorker", dependencies: [
             "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushCrypto", "PushTemplates",
-            "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin",
+            "PushPluginAPI", "PushPlugins",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -105,7 +113,7 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),
         .executableTarget(name: "push-worker", dependencies: [
-            "PushWorker", "PushKafka", "PushCrypto", "PushCore",
+            "PushWorker", "PushKafka", "PushCrypto", "PushCore", "WebPushPlugin",
             "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -114,10 +122,10 @@ let package = Package(
         ], path: "Sources/push-worker"),
 
         .target(name: "TestSupport", dependencies: [
-            "PushCore", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
+            "PushCore", "PushPlugins", "PushPluginAPI", "ProxyPlugin", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
-        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "TestSupport"], path: "Tests/PushCoreTests"),
         .testTarget(name: "PushTemplatesTests", dependencies: ["PushTemplates", "PushCore"], path: "Tests/PushTemplatesTests"),
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushKafkaMock", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
         .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto", "TestSupport"],

@@ -7,6 +7,7 @@ import PushHTTP
 /// Delivers to APNs over HTTP/2: per-target environment, token or certificate auth per app.
 public struct APNsProvider: PushProvider {
     public let id = ProviderID.apns
+    public var targetFormat: any TargetFormat { APNsTargetFormat() }
     private let configuration: APNsConfiguration
     private let transport: any HTTPTransport
     private let apps: [String: APNsApp]
@@ -44,7 +45,7 @@ public struct APNsProvider: PushProvider {
     /// valid for one only), so a 403 from one environment says nothing about the other.
     public func scope(of target: Target) -> DeliveryScope {
         let app = target.app ?? configuration.defaultBundleId ?? "-"
-        let environment = target.environment == "sandbox" ? "sandbox" : "production"
+        let environment = target.details(APNsTarget.self)?.isSandbox == true ? "sandbox" : "production"
         return DeliveryScope(provider: id, key: "\(app)/\(environment)", metricLabel: app)
     }
 
@@ -77,7 +78,7 @@ public struct APNsProvider: PushProvider {
             tls = certificate
             tls.caFile = configuration.caFile
         }
-        let base = delivery.target.environment == "sandbox" ? configuration.sandboxURL : configuration.productionURL
+        let base = delivery.target.details(APNsTarget.self)?.isSandbox == true ? configuration.sandboxURL : configuration.productionURL
         let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
                                   timeout: configuration.timeout, tls: tls)
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: APNsResponse.classify)

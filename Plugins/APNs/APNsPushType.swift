@@ -51,7 +51,7 @@ public enum APNsPushType: String, Sendable, CaseIterable {
     public static func resolve(kind: JobKind, target: Target, cancel: APNsPushType = .voip,
                                hasVisibleNotification: Bool = true) -> APNsPushType {
         let resolved: APNsPushType
-        if let name = target.pushType, let explicit = APNsPushType(rawValue: name) {
+        if let name = target.details(APNsTarget.self)?.pushType, let explicit = APNsPushType(rawValue: name) {
             resolved = explicit
         } else {
             switch kind {

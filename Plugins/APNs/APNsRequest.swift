@@ -41,7 +41,7 @@ enum APNsRequest {
             ("content-type", "application/json"),
         ]
         if let collapseKey = job.collapseKey { headers.append(("apns-collapse-id", collapseId(collapseKey))) }
-        return Built(path: "/3/device/\(delivery.target.token ?? "")", headers: headers, payload: payload, pushType: pushType)
+        return Built(path: "/3/device/\(delivery.target.details(APNsTarget.self)?.token ?? "")", headers: headers, payload: payload, pushType: pushType)
     }
 
     /// Seconds since the epoch after which APNs stops trying; 0 = deliver now or never.

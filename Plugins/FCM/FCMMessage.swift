@@ -13,9 +13,7 @@ enum FCMMessage {
     static func isDataOnly(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel || kind == .wake }
 
     /// The platform of a target's token: its own `platform`, iOS for a VoIP binding; nil when unknown.
-    static func platform(of target: Target) -> String? {
-        target.platform ?? (target.pushType == "voip" ? "ios" : nil)
-    }
+    static func platform(of target: Target) -> String? { target.details(FCMTarget.self)?.resolvedPlatform }
 
     /// Firebase's Message.data reference: "The key should not be a reserved word ("from", "message_type",
     /// or any word starting with "google" or "gcm")". FCM answers INVALID_ARGUMENT to such a key.
@@ -47,7 +45,7 @@ enum FCMMessage {
         writer.beginObject()
         writer.key("message")
         writer.beginObject()
-        writer.member("token", target.token ?? "")
+        writer.member("token", target.details(FCMTarget.self)?.token ?? "")
         if !job.data.isEmpty {
             writer.key("data")
             writer.beginObject()

@@ -5,6 +5,7 @@ import PushHTTP
 /// OAuth2 bearer token of the project's service account.
 public struct FCMProvider: PushProvider {
     public let id = ProviderID.fcm
+    public var targetFormat: any TargetFormat { FCMTargetFormat() }
     private let configuration: FCMConfiguration
     private let transport: any HTTPTransport
     private let tokens: [String: FCMAccessTokens]

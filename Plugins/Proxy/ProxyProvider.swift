@@ -4,6 +4,7 @@ import PushHTTP
 /// Delivers to the customer's push proxy: one POST per target.
 public struct ProxyProvider: PushProvider {
     public let id = ProviderID.proxy
+    public var targetFormat: any TargetFormat { ProxyTargetFormat() }
     private let configuration: ProxyConfiguration
     private let transport: any HTTPTransport
 

@@ -7,7 +7,7 @@ enum ProxyRequestBody {
 
     static func encode(_ delivery: Delivery) -> [UInt8] {
         let job = delivery.job
-        let target = delivery.target
+        let target = delivery.target.details(ProxyTarget.self) ?? ProxyTarget()
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
         writer.member("version", version)
@@ -18,7 +18,7 @@ enum ProxyRequestBody {
         writer.key("endpointData")
         writer.beginArray()
         writer.beginObject()
-        writer.member("endpointId", target.bindingId)
+        writer.member("endpointId", delivery.target.bindingId)
         if let platform = target.platform { writer.member("platform", platform) }
         if let tokenType = target.tokenType { writer.member("tokenType", tokenType) }
         if let token = target.token { writer.member("token", token) }

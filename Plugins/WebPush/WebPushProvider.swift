@@ -6,6 +6,7 @@ import PushHTTP
 /// the subscription endpoint: RFC 8291 encrypted body, RFC 8292 VAPID, RFC 8030 headers.
 public struct WebPushProvider: PushProvider {
     public let id = ProviderID.webpush
+    public var targetFormat: any TargetFormat { WebPushTargetFormat() }
     private let configuration: WebPushConfiguration
     private let transport: any HTTPTransport
     private let policy: EndpointPolicy
@@ -26,12 +27,13 @@ public struct WebPushProvider: PushProvider {
     /// 401/403 (one subscription's VAPID key mismatch) never stops the others. Origins are chosen
     /// by whoever registers a subscription, so they are not metric labels.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: target.endpoint.flatMap(EndpointPolicy.origin(of:)) ?? "-", metricLabel: "-",
+        DeliveryScope(provider: id, key: target.details(WebPushTarget.self)?.endpoint.flatMap(EndpointPolicy.origin(of:)) ?? "-", metricLabel: "-",
                       inFlightLimit: configuration.maximumInFlightPerOrigin)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        guard let endpoint = delivery.target.endpoint, let keys = delivery.target.keys else {
+        guard let subscription = delivery.target.details(WebPushTarget.self), let endpoint = subscription.endpoint,
+              let keys = subscription.keys else {
             return .failed(reason: "webpush target without endpoint or keys", httpStatus: nil)
         }
         guard let uaPublic = Base64URL.decode(keys.p256dh), uaPublic.count == 65,

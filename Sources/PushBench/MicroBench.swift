@@ -40,7 +40,7 @@ public enum MicroBench {
         let jobs = BenchJobs(runId: "micro", mix: try JobMix(parsing: "apns-alert=1"), apnsApp: "com.example.chat",
                              fcmProject: "bench-project", webPush: nil, users: 1000)
         let job = jobs.value(42, createdAt: currentTimeMilliseconds())
-        let decoder = JobDecoder()
+        let decoder = JobDecoder(formats: TargetFormats([APNsTargetFormat()]))
         let decode = try rate { _ = try decoder.decode(job, fallbackCreatedAt: 0) }
         let foundationParse = try rate { _ = try JSONSerialization.jsonObject(with: Data(job)) }
         add("job decode + validate (\(job.count) B apns-alert job)", decode,

@@ -65,56 +65,64 @@ public struct Notification: Sendable, Equatable {
     }
 }
 
-/// The providers the job contract knows. A provider plugin registers under one of these.
-public enum ProviderID: String, Sendable, CaseIterable, Hashable {
-    case apns, fcm, webpush, proxy
+/// A provider's name as the job contract writes it (`"provider": "…"`). Each plugin declares its own.
+public struct ProviderID: RawRepresentable, Hashable, Comparable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: ProviderID, rhs: ProviderID) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
-/// One device binding of the job's user.
+/// One device binding of the job's user: the fields every provider shares, and the provider's own
+/// part (`details`), which only its plugin decodes and reads.
 public struct Target: Sendable, Equatable {
     public var bindingId: String
     public var provider: ProviderID
+    /// The provider's name for the app the device installed (a bundle id, a project id, …), if it has one.
     public var app: String?
-    public var token: String?
-    /// APNs: `production` or `sandbox`.
-    public var environment: String?
-    public var pushType: String?
-    /// Web Push subscription endpoint.
-    public var endpoint: String?
-    public var keys: WebPushKeys?
-    /// Proxy: `fcm`, `apns`, `apnsVoip` or `cookie`.
-    public var tokenType: String?
-    /// Proxy: `android`, `ios`, `web` or `node`; FCM: `android`, `ios` or `web`.
-    public var platform: String?
+    public var details: any TargetDetails
     /// The device unbound itself (RFC 8599 `pn-prid=null`, X-MPUSH token `null`): nothing
     /// is sent, the outcome is `rejected` + `remove_binding`.
     public var isUnbound: Bool
 
-    public init(bindingId: String, provider: ProviderID, app: String? = nil, token: String? = nil,
-                environment: String? = nil, pushType: String? = nil, endpoint: String? = nil,
-                keys: WebPushKeys? = nil, tokenType: String? = nil, platform: String? = nil, isUnbound: Bool = false) {
+    public init(bindingId: String, provider: ProviderID, app: String? = nil, details: any TargetDetails = NoTargetDetails(),
+                isUnbound: Bool = false) {
         self.bindingId = bindingId
         self.provider = provider
         self.app = app
-        self.token = token
-        self.environment = environment
-        self.pushType = pushType
-        self.endpoint = endpoint
-        self.keys = keys
-        self.tokenType = tokenType
-        self.platform = platform
+        self.details = details
         self.isUnbound = isUnbound
+    }
+
+    /// The provider's part as its plugin's type; nil for a target of another provider.
+    public func details<Details: TargetDetails>(_ type: Details.Type) -> Details? { details as? Details }
+
+    public static func == (lhs: Target, rhs: Target) -> Bool {
+        lhs.bindingId == rhs.bindingId && lhs.provider == rhs.provider && lhs.app == rhs.app
+            && lhs.isUnbound == rhs.isUnbound && lhs.details.isEqual(to: rhs.details)
     }
 }
 
-public struct WebPushKeys: Sendable, Equatable {
-    public var p256dh: String
-    public var auth: String
+/// The provider-owned part of a target, decoded and checked by the plugin's `TargetFormat`.
+public protocol TargetDetails: Sendable {
+    /// The device's address at its provider (a token, an endpoint): the `TOKEN` template keyword.
+    var deviceAddress: String? { get }
+    func isEqual(to other: any TargetDetails) -> Bool
+}
 
-    public init(p256dh: String, auth: String) {
-        self.p256dh = p256dh
-        self.auth = auth
-    }
+extension TargetDetails where Self: Equatable {
+    public func isEqual(to other: any TargetDetails) -> Bool { (other as? Self) == self }
+}
+
+/// A target with no provider-owned fields (an unbound binding, a provider that needs none).
+public struct NoTargetDetails: TargetDetails, Equatable {
+    public init() {}
+    public var deviceAddress: String? { nil }
 }
 
 extension Job {

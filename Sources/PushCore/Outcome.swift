@@ -75,14 +75,14 @@ extension Outcome {
         guard let document = try? JSONParser.parse(bytes), case .integer(1)? = document["v"],
               case .string(let jobId)? = document["jobId"], case .string(let userId)? = document["userId"],
               case .string(let bindingId)? = document["bindingId"],
-              case .string(let providerName)? = document["provider"], let provider = ProviderID(rawValue: providerName),
+              case .string(let providerName)? = document["provider"],
               case .string(let statusName)? = document["status"], let status = Status(rawValue: statusName),
               case .string(let actionName)? = document["action"], let action = Action(rawValue: actionName),
               case .integer(let attempts)? = document["attempts"], case .integer(let at)? = document["at"]
         else { return nil }
         func string(_ name: String) -> String? { if case .string(let value)? = document[name] { value } else { nil } }
         func integer(_ name: String) -> Int64? { if case .integer(let value)? = document[name] { value } else { nil } }
-        self.init(jobId: jobId, userId: userId, bindingId: bindingId, provider: provider, app: string("app"),
+        self.init(jobId: jobId, userId: userId, bindingId: bindingId, provider: ProviderID(providerName), app: string("app"),
                   status: status, reason: string("reason"), httpStatus: integer("httpStatus").map { Int($0) },
                   providerMessageId: string("providerMessageId"), action: action, invalidSince: integer("invalidSince"),
                   attempts: Int(attempts), at: at)

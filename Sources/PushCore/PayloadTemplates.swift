@@ -52,36 +52,14 @@ public struct PayloadTemplateFailure: Error, Equatable, CustomStringConvertible 
     public var description: String { "\(source): \(message)" }
 }
 
-/// What a rendered payload must look like for each provider.
-public enum PayloadShape {
-    /// The providers templates exist for.
-    public static let templatedProviders: [ProviderID] = [.apns, .fcm]
-
-    /// nil when `document` can be sent to `provider`; else the rule it breaks.
-    /// - APNs: the payload object, with an `aps` object (a top-level `headers` object, as in
-    ///   Mizu's pushkitmessage.txt, is allowed and never sent: headers follow the binding rules).
-    /// - FCM: the whole `messages:send` body, `{"message": {"token": "…", …}}`.
-    public static func problem(provider: ProviderID, document: JSONValue) -> String? {
-        guard case .object = document else { return "must render a JSON object, not \(document.typeName)" }
-        switch provider {
-        case .apns:
-            guard case .object? = document["aps"] else { return "an APNs payload needs an \"aps\" object" }
-            if let headers = document["headers"], headers.typeName != "object" { return "\"headers\" must be an object" }
-            return nil
-        case .fcm:
-            guard let message = document["message"], case .object = message else {
-                return "an FCM body needs a \"message\" object ({\"message\": {\"token\": …}})"
-            }
-            guard case .string(let token)? = message["token"], !token.isEmpty else { return "message.token must be a non-empty string ({{TOKEN}})" }
-            if let other = message["data"], case .object(let members) = other,
-               let bad = members.first(where: { if case .string = $0.value { false } else { true } }) {
-                return "message.data.\(bad.key) must be a string (FCM data values are strings)"
-            }
-            return nil
-        case .webpush, .proxy:
-            return "templates are not supported for \(provider.rawValue)"
-        }
-    }
+/// What a provider's templates (`PUSH_TEMPLATES_DIR/<provider>/…`) must render: the plugin's rules.
+/// A provider without one has no templates.
+public protocol TemplateShape: Sendable {
+    var provider: ProviderID { get }
+    /// nil when `document` can be sent to the provider; else the rule it breaks.
+    func problem(in document: JSONValue) -> String?
+    /// A target of this provider for the sample rendering every template gets at start-up and on reload.
+    func sampleTarget(app: String) -> Target
 }
 
 /// The keyword values a template sees, after Mizu's message-file keywords, taken from the
@@ -99,7 +77,7 @@ public struct PayloadKeywords: Sendable, Equatable {
         let fromUsername = data["callerUsername"] ?? data["fromUsername"] ?? from
         var values: [String: String] = [
             "PACKAGE": app,
-            "TOKEN": target.token ?? target.endpoint ?? "",
+            "TOKEN": target.details.deviceAddress ?? "",
             "TO": data["to"] ?? job.userId,
             "TOUSERNAME": data["to"] ?? job.userId,
             "TYPE": String(job.kind.mizuType),
@@ -112,7 +90,7 @@ public struct PayloadKeywords: Sendable, Equatable {
             "APRIORITY": String(Self.apnsPriority(job)),
             "APNSEXPIRATION": job.deadline.isNowOrNever ? "0" : String(job.deadline.expiresAt / 1000),
             "TTLNUM": String(delivery.remainingTTLSeconds),
-            "PUSHTYPE": target.pushType ?? Self.defaultPushType(job),
+            "PUSHTYPE": Self.defaultPushType(job),
             "SOUND": job.notification?.sound ?? "",
             "MSG": job.notification?.body ?? data["msg"] ?? "",
             "TITLE": job.notification?.title ?? (job.kind == .call && !fromUsername.isEmpty ? "Call from \(fromUsername)" : ""),
@@ -129,7 +107,8 @@ public struct PayloadKeywords: Sendable, Equatable {
         self.data = data
     }
 
-    /// Replaces one keyword's value (a plugin knows the push type it resolved, for example).
+    /// Replaces one keyword's value (a plugin knows the push type it resolved, for example: `PUSHTYPE`
+    /// is otherwise Mizu's default by kind).
     public mutating func set(_ keyword: String, _ value: String) { values[keyword] = value }
 
     /// Every keyword, for the keyword table in docs/migration.md and the start-up check.

@@ -30,6 +30,8 @@ public struct Delivery: Sendable {
 /// every failure is a classified `DeliveryResult`.
 public protocol PushProvider: Sendable {
     var id: ProviderID { get }
+    /// How jobs write this provider's targets.
+    var targetFormat: any TargetFormat { get }
     func deliver(_ delivery: Delivery) async -> DeliveryResult
     /// What a failure of a delivery to `target` can stop or hold up (`DeliveryScope`).
     func scope(of target: Target) -> DeliveryScope
@@ -43,20 +45,27 @@ extension PushProvider {
     public func scope(of target: Target) -> DeliveryScope { .app(of: target) }
 }
 
-/// The enabled plugins, by provider.
+/// The enabled plugins by provider, and the target formats of every linked one: a job may name a
+/// provider this worker links but does not run (its targets end `failed`, not dead-lettered).
 public struct ProviderRegistry: Sendable {
     private var providers: [ProviderID: any PushProvider] = [:]
+    public private(set) var formats: TargetFormats
 
-    public init(_ providers: [any PushProvider] = []) {
+    /// - Parameter formats: the linked providers' target formats; default: those of `providers`.
+    public init(_ providers: [any PushProvider] = [], formats: [any TargetFormat]? = nil) {
+        self.formats = TargetFormats(formats ?? providers.map(\.targetFormat))
         for provider in providers { register(provider) }
     }
 
     public mutating func register(_ provider: any PushProvider) {
         precondition(providers[provider.id] == nil, "two plugins registered for \(provider.id)")
         providers[provider.id] = provider
+        if formats.byProvider[provider.id] == nil { formats.add(provider.targetFormat) }
     }
 
     public func provider(for id: ProviderID) -> (any PushProvider)? { providers[id] }
+
+    public var enabled: [ProviderID] { providers.keys.sorted() }
 
     public func shutdown() async {
         for provider in providers.values { await provider.shutdown() }

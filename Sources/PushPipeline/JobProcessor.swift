@@ -27,7 +27,7 @@ public struct JobProcessor: Sendable {
                 logger: Logger,
                 clock: @escaping Clock = currentTimeMilliseconds,
                 sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
-        decoder = JobDecoder(limits: configuration.jobLimits)
+        decoder = JobDecoder(limits: configuration.jobLimits, formats: registry.formats)
         self.registry = registry
         self.configuration = configuration
         self.store = store

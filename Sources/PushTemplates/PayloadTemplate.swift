@@ -5,7 +5,7 @@ import PushCore
 /// JSON of its provider's shape.
 struct PayloadTemplate: Sendable {
     let template: MustacheTemplate
-    let provider: ProviderID
+    let shape: any TemplateShape
     /// Path relative to the templates directory, e.g. `apns/com.example.chat/call.mustache`.
     let source: String
 
@@ -21,12 +21,9 @@ struct PayloadTemplate: Sendable {
     /// Compiles `text` and renders it once with a sample delivery whose values contain
     /// quotes, backslashes and newlines: a template that cannot produce valid JSON of
     /// the provider's shape is refused with the reason.
-    init(text: String, provider: ProviderID, app: String, kind: JobKind, source: String) throws(PayloadTemplateFailure) {
-        self.provider = provider
+    init(text: String, shape: any TemplateShape, app: String, kind: JobKind, source: String) throws(PayloadTemplateFailure) {
+        self.shape = shape
         self.source = source
-        guard PayloadShape.templatedProviders.contains(provider) else {
-            throw PayloadTemplateFailure(source: source, message: "templates are not supported for \(provider.rawValue)")
-        }
         if let construct = Self.forbidden.first(where: { text.contains($0.token) }) {
             throw PayloadTemplateFailure(source: source, message: construct.why)
         }
@@ -36,7 +33,7 @@ struct PayloadTemplate: Sendable {
         } catch {
             throw PayloadTemplateFailure(source: source, message: "not a valid Mustache template: \(error)")
         }
-        let sample = SampleDelivery.make(provider: provider, app: app, kind: kind)
+        let sample = SampleDelivery.make(target: shape.sampleTarget(app: app), kind: kind)
         if case .failure(let failure) = render(PayloadKeywords(delivery: sample, app: app)) { throw failure }
     }
 
@@ -50,7 +47,7 @@ struct PayloadTemplate: Sendable {
         } catch {
             return .failure(PayloadTemplateFailure(source: source, message: "rendered output is not valid JSON: \(error.description)"))
         }
-        if let problem = PayloadShape.problem(provider: provider, document: document) {
+        if let problem = shape.problem(in: document) {
             return .failure(PayloadTemplateFailure(source: source, message: problem))
         }
         return .success(RenderedPayload(document: document, source: source))
@@ -60,7 +57,7 @@ struct PayloadTemplate: Sendable {
 /// The delivery templates are checked with at start-up and on reload: every keyword set,
 /// with text that breaks naive substitution.
 enum SampleDelivery {
-    static func make(provider: ProviderID, app: String, kind: JobKind) -> Delivery {
+    static func make(target: Target, kind: JobKind) -> Delivery {
         let hostile = #"Q "quoted" \back\slash"#
         let job = Job(id: "template-check", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high,
                       userId: "callee \"2222\"", collapseKey: "collapse\"key", dedupeKey: nil,
@@ -68,8 +65,6 @@ enum SampleDelivery {
                       data: ["callId": "call\"id", "caller": "Caller \(hostile)", "callerUsername": "1111\"",
                              "callerDisplayName": #"Display "},"x":""#, "msg": "msg \(hostile)"],
                       targets: [])
-        let token = provider == .apns ? String(repeating: "ab", count: 32) : "token:\"sample\""
-        let target = Target(bindingId: "template-check", provider: provider, app: app, token: token)
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)
     }
 }

@@ -6,7 +6,7 @@ import Synchronization
 ///
 ///     <dir>/<provider>/<app>/<kind>.mustache
 ///
-/// `provider` is `apns` or `fcm`; `app` the bundle id or project id, or `default` for every
+/// `provider` is a provider whose plugin has templates (`TemplateShape`); `app` the bundle id or project id, or `default` for every
 /// app without its own; `kind` a job kind (`call`, `message`, `cancel`, `custom`, `wake`) or
 /// `default` for every kind without its own. Lookup: (app, kind), (app, default),
 /// (default, kind), (default, default), else the plugin's built-in payload. Names starting
@@ -17,6 +17,8 @@ import Synchronization
 /// goes back to the built-in payload.
 public final class TemplateDirectory: PayloadTemplates, Sendable {
     public let path: String
+    /// The providers with templates, by name.
+    private let shapes: [ProviderID: any TemplateShape]
     private let state = Mutex(State())
 
     struct State: Sendable {
@@ -35,18 +37,21 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
     }
 
     /// Loads every template; nil and one line per problem when any is broken (start-up refuses them).
-    public static func load(path: String) -> Result<TemplateDirectory, ConfigurationProblems> {
+    public static func load(path: String, shapes: [any TemplateShape]) -> Result<TemplateDirectory, ConfigurationProblems> {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
             return .failure(ConfigurationProblems(lines: ["\(path) is not a directory"]))
         }
-        let directory = TemplateDirectory(path: path)
+        let directory = TemplateDirectory(path: path, shapes: shapes)
         let first = directory.reload()
         guard first.problems.isEmpty else { return .failure(ConfigurationProblems(lines: first.problems)) }
         return .success(directory)
     }
 
-    private init(path: String) { self.path = path }
+    private init(path: String, shapes: [any TemplateShape]) {
+        self.path = path
+        self.shapes = Dictionary(shapes.map { ($0.provider, $0) }) { first, _ in first }
+    }
 
     public struct ConfigurationProblems: Error, Sendable {
         public let lines: [String]
@@ -87,9 +92,9 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
                 loaded[relative] = good
                 continue
             }
-            guard let key = file.key else { continue }
+            guard let key = file.key, let shape = shapes[key.provider] else { continue }
             do {
-                let template = try PayloadTemplate(text: file.text, provider: key.provider, app: key.app, kind: key.kind,
+                let template = try PayloadTemplate(text: file.text, shape: shape, app: key.app, kind: key.kind,
                                                    source: relative)
                 loaded[relative] = (file.text, key, template)
                 report.changed.append(relative)
@@ -112,8 +117,9 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
             ((try? files.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
         }
         for providerName in visible(path) {
-            guard let provider = ProviderID(rawValue: providerName), PayloadShape.templatedProviders.contains(provider) else {
-                problems.append((providerName, "not a provider with templates (\(PayloadShape.templatedProviders.map(\.rawValue).joined(separator: ", ")))"))
+            let provider = ProviderID(providerName)
+            guard shapes[provider] != nil else {
+                problems.append((providerName, "not a provider with templates (\(shapes.keys.sorted().map(\.rawValue).joined(separator: ", ")))"))
                 continue
             }
             for app in visible("\(path)/\(providerName)") {

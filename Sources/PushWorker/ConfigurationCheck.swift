@@ -31,8 +31,8 @@ public enum ConfigurationCheck {
         return problems
     }
 
-    /// The endpoints a worker with this configuration talks to (Web Push endpoints come
-    /// with each subscription, so there is none to check).
+    /// The endpoints a worker with this configuration talks to, as each plugin names them (Web Push
+    /// endpoints come with each subscription, so there is none to check).
     public static func endpoints(of configuration: WorkerConfiguration) -> [Endpoint] {
         var endpoints: [Endpoint] = []
         for broker in configuration.brokers.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !broker.isEmpty {
@@ -42,20 +42,8 @@ public enum ConfigurationCheck {
         if let redis = configuration.redisURL {
             endpoints.append(Endpoint(name: "Redis \(redis.host):\(redis.port)", probe: .tcp(host: redis.host, port: redis.port)))
         }
-        if let apns = configuration.apns, configuration.enabledProviders.contains(.apns) {
-            for url in Set([apns.productionURL, apns.sandboxURL]).sorted() {
-                endpoints.append(Endpoint(name: "APNs \(url)", probe: .https(url: url + "/", tls: TLSOptions(caFile: apns.caFile))))
-            }
-        }
-        if let fcm = configuration.fcm, configuration.enabledProviders.contains(.fcm) {
-            let tls = TLSOptions(caFile: fcm.caFile)
-            endpoints.append(Endpoint(name: "FCM \(fcm.endpoint)", probe: .https(url: fcm.endpoint + "/", tls: tls)))
-            for uri in Set(fcm.accounts.map(\.tokenURI)).sorted() {
-                endpoints.append(Endpoint(name: "FCM token endpoint \(uri)", probe: .https(url: uri, tls: tls)))
-            }
-        }
-        if let proxy = configuration.proxy, configuration.enabledProviders.contains(.proxy) {
-            endpoints.append(Endpoint(name: "push proxy \(proxy.url)", probe: .https(url: proxy.url, tls: proxy.tls)))
+        for plugin in configuration.plugins {
+            endpoints += plugin.endpoints.map { Endpoint(name: $0.name, probe: .https(url: $0.url, tls: $0.tls)) }
         }
         return endpoints
     }

@@ -1,5 +1,8 @@
+import PushPluginAPI
+import PushPlugins
+
 /// Every `PUSH_*` variable the worker reads: the single source for `--help`, the table in
-/// docs/configuration.md and the unknown-variable check.
+/// docs/configuration.md and the unknown-variable check. Each plugin declares its own (`ProviderPlugin.settings`).
 public struct EnvironmentVariable: Sendable {
     public let name: String
     public let defaultValue: String?
@@ -9,6 +12,10 @@ public struct EnvironmentVariable: Sendable {
         self.name = name
         self.defaultValue = defaultValue
         self.meaning = meaning
+    }
+
+    init(_ setting: Setting) {
+        self.init(setting.name, setting.defaultValue, setting.help)
     }
 }
 
@@ -20,7 +27,12 @@ public enum ConfigurationReference {
         rdkafkaPrefix + property.uppercased().replacingOccurrences(of: ".", with: "_")
     }
 
-    public static let variables: [EnvironmentVariable] = [
+    /// Every variable of a worker linking `plugins`: the core's, then each plugin's, in its declared order.
+    public static func variables(plugins: [any ProviderPlugin] = LinkedPlugins.all) -> [EnvironmentVariable] {
+        coreVariables + plugins.flatMap { $0.settings.map(EnvironmentVariable.init) } + closingVariables
+    }
+
+    static let coreVariables: [EnvironmentVariable] = [
         .init("PUSH_KAFKA_BROKERS", nil, "Kafka bootstrap servers, comma-separated (required by `run`)."),
         .init("PUSH_KAFKA_GROUP_ID", "push-worker", "Consumer group shared by all replicas."),
         .init("PUSH_JOBS_TOPIC", "push.jobs", "Topic the jobs are consumed from."),
@@ -51,36 +63,15 @@ public enum ConfigurationReference {
         .init("PUSH_CIRCUIT_FAILURES", "50", "Consecutive transient failures of one (provider, app) that open its circuit."),
         .init("PUSH_CIRCUIT_COOLDOWN_MS", "30000", "How long an open circuit (credential rejection or failure storm) stops sending for that app."),
         .init("PUSH_SHUTDOWN_GRACE_S", "20", "On SIGTERM/SIGINT, how long in-flight jobs may finish before they are left for redelivery."),
-        .init("PUSH_PROVIDERS", nil, "Comma-separated list restricting the enabled plugins (`apns,fcm,webpush,proxy`); default: every provider whose configuration is present."),
+        .init("PUSH_PROVIDERS", nil, "Comma-separated list restricting the enabled plugins (e.g. `apns,fcm`); default: every provider whose configuration is present."),
         .init("PUSH_HTTP_MAX_CONNECTIONS", "2", "HTTP/2 connections per provider host (each multiplexes up to 100 streams)."),
-        .init("PUSH_APNS_KEY_FILE", nil, "APNs token auth for one app: the `.p8` signing key (PEM). Set with the next three."),
-        .init("PUSH_APNS_KEY_ID", nil, "The 10-character id of that key."),
-        .init("PUSH_APNS_TEAM_ID", nil, "The 10-character Apple team id (`iss` of the provider token)."),
-        .init("PUSH_APNS_BUNDLE_ID", nil, "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …)."),
-        .init("PUSH_APNS_TOPIC", nil, "Replaces the derived `apns-topic` of that app (e.g. an MDM topic)."),
-        .init("PUSH_APNS_CANCEL_PUSH_TYPE", "voip", "Push type of `cancel` jobs to that app's targets that name none: `voip` (the call's PushKit handler) or `alert`. Apps in `PUSH_APPS_FILE` set `cancelPushType`."),
-        .init("PUSH_APNS_HOST", nil, "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests."),
-        .init("PUSH_APNS_PORT", "443", "APNs port (Apple also listens on 2197)."),
-        .init("PUSH_APNS_CA_FILE", nil, "PEM CA bundle trusted for APNs instead of the system store (sandboxes)."),
-        .init("PUSH_FCM_CREDENTIALS_FILE", nil, "FCM HTTP v1 for one project: the service-account JSON file; serves targets whose `app` is its `project_id` or absent."),
-        .init("PUSH_FCM_ENDPOINT", "https://fcm.googleapis.com", "Overrides the FCM send API base URL (the token endpoint is the file's `token_uri`)."),
-        .init("PUSH_FCM_CA_FILE", nil, "PEM CA bundle trusted for the FCM API and token endpoint instead of the system store (sandboxes)."),
-        .init("PUSH_WEBPUSH_VAPID_KEY_FILE", nil, "Web Push: the VAPID P-256 private key, PEM or a base64url raw key (`push-worker vapid-keys` makes one)."),
-        .init("PUSH_WEBPUSH_VAPID_SUBJECT", nil, "`sub` of the VAPID token: a `mailto:` or `https:` contact (required with the key)."),
-        .init("PUSH_WEBPUSH_CA_FILE", nil, "PEM CA bundle trusted for push services instead of the system store (sandboxes)."),
-        .init("PUSH_WEBPUSH_ALLOW_PRIVATE", "false", "Allow subscription endpoints on loopback, private and link-local addresses (tests, in-house push services)."),
-        .init("PUSH_WEBPUSH_ALLOWED_HOSTS", nil, "Comma-separated push-service hosts; when set, only endpoints on these hosts or their subdomains are contacted."),
-        .init("PUSH_WEBPUSH_ALLOWED_NETWORKS", nil, "Comma-separated CIDR blocks (`10.20.0.0/16`, `fd00:1::/64`) that endpoints may use although they are not public (an in-house push service); narrower than `PUSH_WEBPUSH_ALLOW_PRIVATE`."),
-        .init("PUSH_WEBPUSH_ALLOWED_PORTS", "443", "Comma-separated ports subscription endpoints may name; any other port is refused."),
-        .init("PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", "100", "Web Push requests in flight per push-service origin: one slow or hostile push service holds at most this many (its circuit breaker is per origin too)."),
         .init("PUSH_TEMPLATES_DIR", nil, "Payload templates per provider, app and kind: `<dir>/<provider>/<app>/<kind>.mustache` (Mustache, keywords as Mizu's message files, values JSON-escaped); checked at start-up. Unset: built-in payloads."),
         .init("PUSH_TEMPLATES_RELOAD_S", "5", "How often `PUSH_TEMPLATES_DIR` is re-read (ConfigMap updates); a broken new version keeps the last good one and logs one error; 0 disables."),
         .init("PUSH_APPS_FILE", nil, "JSON file naming several apps and their credential files; see \"Several apps\" in docs/configuration.md."),
-        .init("PUSH_PROXY_URL", nil, "Push-proxy endpoint (https). Enables the proxy plugin for every proxy target."),
-        .init("PUSH_PROXY_CA_FILE", nil, "PEM CA bundle trusted for the proxy instead of the system store."),
-        .init("PUSH_PROXY_CERT_FILE", nil, "PEM client certificate for mutual TLS with the proxy."),
-        .init("PUSH_PROXY_KEY_FILE", nil, "PEM private key of `PUSH_PROXY_CERT_FILE`."),
-        .init("PUSH_PROXY_TIMEOUT_MS", "10000", "Per-request timeout for the proxy."),
+    ]
+
+    /// The worker's own variables after the plugins' (the operations endpoint, logging).
+    static let closingVariables: [EnvironmentVariable] = [
         .init("PUSH_HTTP_PORT", "9090", "Port of `/metrics` (Prometheus), `/healthz` and `/readyz`; 0 picks a free port."),
         .init("PUSH_HTTP_BIND", "0.0.0.0", "Address that endpoint listens on: an IPv4 or IPv6 literal (`::` for every interface, `127.0.0.1` for the pod alone)."),
         .init("PUSH_HTTP_IDLE_TIMEOUT_S", "60", "A connection to that endpoint whose client sends nothing for this long is closed."),
@@ -90,7 +81,8 @@ public enum ConfigurationReference {
     ]
 
     /// The reference as a Markdown table (docs/configuration.md) or aligned text (`--help`).
-    public static func render(markdown: Bool) -> String {
+    public static func render(markdown: Bool, plugins: [any ProviderPlugin] = LinkedPlugins.all) -> String {
+        let variables = variables(plugins: plugins)
         if markdown {
             var lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
             for variable in variables {

@@ -11,17 +11,18 @@ public enum OperatorSend {
     public struct Options: Sendable {
         /// The target as the job contract writes it (native fields or `rfc8599`/`xmpush`).
         public var target: [(name: String, value: String)]
-        public var keys: WebPushKeys?
+        /// Object members of the target (Web Push `keys`), each as name/value strings.
+        public var objects: [(name: String, members: [(name: String, value: String)])]
         public var kind: JobKind
         public var title: String?
         public var body: String?
         public var data: [String: String]
         public var ttlSeconds: Int64
 
-        public init(target: [(name: String, value: String)], keys: WebPushKeys? = nil, kind: JobKind = .message,
+        public init(target: [(name: String, value: String)], objects: [(name: String, members: [(name: String, value: String)])] = [], kind: JobKind = .message,
                     title: String? = nil, body: String? = nil, data: [String: String] = [:], ttlSeconds: Int64 = 60) {
             self.target = target
-            self.keys = keys
+            self.objects = objects
             self.kind = kind
             self.title = title
             self.body = body
@@ -80,19 +81,19 @@ public enum OperatorSend {
         let now = currentTimeMilliseconds()
         let job: Job
         do {
-            job = try JobDecoder().decode(jobJSON(options, now: now), fallbackCreatedAt: now)
+            job = try JobDecoder(formats: TargetFormats(configuration.targetFormats)).decode(jobJSON(options, now: now), fallbackCreatedAt: now)
         } catch {
             throw Refused(problems: ["target: \(error.message)"])
         }
         let target = job.targets[0]
         if target.isUnbound { return Report(exchanges: [], outcome: Outcome(unboundJob: job, target: target, at: now)) }
 
-        var recorders: [RecordingTransport] = []
+        let recorders = Mutex<[RecordingTransport]>([])
         let registry: ProviderRegistry
         do {
             registry = try Worker.makeRegistry(configuration, logger: logger) { transport in
                 let recorder = RecordingTransport(transport)
-                recorders.append(recorder)
+                recorders.withLock { $0.append(recorder) }
                 return recorder
             }
         } catch {
@@ -104,7 +105,7 @@ public enum OperatorSend {
         }
         let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: now))
         await registry.shutdown()
-        let exchanges = recorders.flatMap(\.exchanges)
+        let exchanges = recorders.withLock { $0 }.flatMap(\.exchanges)
         return Report(exchanges: exchanges, outcome: Outcome(job: job, target: target, result: result, attempts: 1, at: currentTimeMilliseconds()))
     }
 
@@ -136,11 +137,10 @@ public enum OperatorSend {
         writer.beginObject()
         writer.member("bindingId", "send")
         for field in options.target { writer.member(field.name, field.value) }
-        if let keys = options.keys {
-            writer.key("keys")
+        for object in options.objects {
+            writer.key(object.name)
             writer.beginObject()
-            writer.member("p256dh", keys.p256dh)
-            writer.member("auth", keys.auth)
+            for member in object.members { writer.member(member.name, member.value) }
             writer.endObject()
         }
         writer.endObject()

@@ -1,12 +1,9 @@
-import APNsPlugin
-import FCMPlugin
-import WebPushPlugin
 import Logging
-import ProxyPlugin
 import PushCore
 import PushHTTP
 import PushKafka
 import PushPipeline
+import PushPluginAPI
 import PushRedis
 import PushTemplates
 
@@ -65,25 +62,13 @@ public struct Worker: Sendable {
 
     /// The enabled plugins. `wrap` lets a caller observe each plugin's transport (`push-worker send`).
     static func makeRegistry(_ configuration: WorkerConfiguration, logger: Logger,
-                             wrap: (any HTTPTransport) -> any HTTPTransport = { $0 }) throws -> ProviderRegistry {
-        var registry = ProviderRegistry()
+                             wrap: @escaping @Sendable (any HTTPTransport) -> any HTTPTransport = { $0 }) throws -> ProviderRegistry {
+        var registry = ProviderRegistry(formats: configuration.targetFormats)
         let transportConfiguration = CurlTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
-        func transport(_ name: String) -> any HTTPTransport {
+        let context = ProviderContext(makeTransport: { name in
             wrap(CurlHTTPTransport(configuration: transportConfiguration, name: name))
-        }
-        let templates: any PayloadTemplates = configuration.templates ?? BuiltInPayloads()
-        if configuration.enabledProviders.contains(.apns), let apns = configuration.apns {
-            registry.register(try APNsProvider(configuration: apns, transport: transport("apns"), logger: logger, templates: templates))
-        }
-        if configuration.enabledProviders.contains(.fcm), let fcm = configuration.fcm {
-            registry.register(try FCMProvider(configuration: fcm, transport: transport("fcm"), templates: templates))
-        }
-        if configuration.enabledProviders.contains(.webpush), let webPush = configuration.webPush {
-            registry.register(try WebPushProvider(configuration: webPush, transport: transport("webpush")))
-        }
-        if configuration.enabledProviders.contains(.proxy), let proxy = configuration.proxy {
-            registry.register(ProxyProvider(configuration: proxy, transport: transport("proxy")))
-        }
+        }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)
+        for plugin in configuration.plugins { registry.register(try plugin.makeProvider(context)) }
         return registry
     }
 

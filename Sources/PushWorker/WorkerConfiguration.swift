@@ -1,13 +1,10 @@
-import APNsPlugin
-import FCMPlugin
-import PushCrypto
-import WebPushPlugin
 import Foundation
 import Logging
-import ProxyPlugin
 import PushCore
 import PushHTTP
 import PushPipeline
+import PushPluginAPI
+import PushPlugins
 import PushRedis
 import PushTemplates
 
@@ -31,11 +28,11 @@ public struct WorkerConfiguration: Sendable {
     public var operations: OperationsEndpoint
     public var redisURL: RedisURL?
     public var redisConnections: Int
-    public var proxy: ProxyConfiguration?
-    public var apns: APNsConfiguration?
-    public var fcm: FCMConfiguration?
-    public var webPush: WebPushConfiguration?
-    public var enabledProviders: Set<ProviderID>
+    /// The enabled providers' plugins, configured.
+    public var plugins: [ConfiguredPlugin]
+    /// The target formats of every linked plugin: jobs may name a provider that is linked but not enabled.
+    public var targetFormats: [any TargetFormat]
+    public var enabledProviders: Set<ProviderID> { Set(plugins.map(\.id)) }
     /// Payload templates from `PUSH_TEMPLATES_DIR`; nil = built-in payloads only.
     public var templates: TemplateDirectory?
     /// How often the templates are re-read (`PUSH_TEMPLATES_RELOAD_S`); nil = never.
@@ -45,9 +42,12 @@ public struct WorkerConfiguration: Sendable {
     /// Variables that look like ours but are not (typos).
     public var unknownVariables: [String]
 
-    public static func load(from environment: [String: String],
-                            requireBrokers: Bool = true) -> Result<WorkerConfiguration, ConfigurationErrors> {
-        var reader = EnvironmentReader(environment)
+    /// The configured plugin of `provider`, if it is enabled.
+    public func plugin(_ provider: ProviderID) -> ConfiguredPlugin? { plugins.first { $0.id == provider } }
+
+    public static func load(from environment: [String: String], requireBrokers: Bool = true,
+                            plugins linked: [any ProviderPlugin] = LinkedPlugins.all) -> Result<WorkerConfiguration, ConfigurationErrors> {
+        var reader = SettingsReader(environment)
         let brokers = reader.string("PUSH_KAFKA_BROKERS") ?? ""
         if requireBrokers, brokers.isEmpty { reader.problem("PUSH_KAFKA_BROKERS is required: the Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092") }
         let groupId = reader.string("PUSH_KAFKA_GROUP_ID") ?? "push-worker"
@@ -106,68 +106,40 @@ public struct WorkerConfiguration: Sendable {
             idleTimeout: .seconds(reader.integer("PUSH_HTTP_IDLE_TIMEOUT_S", default: 60, in: 1...3600)),
             maximumConnections: reader.integer("PUSH_HTTP_MAX_INBOUND_CONNECTIONS", default: 32, in: 1...10_000))
 
-        var proxy: ProxyConfiguration?
-        if let url = reader.string("PUSH_PROXY_URL") {
-            if URL(string: url)?.scheme != "https" || URL(string: url)?.host == nil {
-                reader.problem("PUSH_PROXY_URL must be an https:// URL, got \"\(url)\"")
-            }
-            let tls = TLSOptions(caFile: reader.readableFile("PUSH_PROXY_CA_FILE"),
-                                 clientCertificateFile: reader.readableFile("PUSH_PROXY_CERT_FILE"),
-                                 clientKeyFile: reader.readableFile("PUSH_PROXY_KEY_FILE"))
-            if (reader.string("PUSH_PROXY_CERT_FILE") == nil) != (reader.string("PUSH_PROXY_KEY_FILE") == nil) {
-                reader.problem("PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together")
-            }
-            proxy = ProxyConfiguration(url: url, tls: tls,
-                                       timeout: .milliseconds(reader.integer("PUSH_PROXY_TIMEOUT_MS", default: 10_000, in: 100...300_000)))
-        } else {
-            for dependent in ["PUSH_PROXY_CA_FILE", "PUSH_PROXY_CERT_FILE", "PUSH_PROXY_KEY_FILE", "PUSH_PROXY_TIMEOUT_MS"]
-            where reader.string(dependent) != nil {
-                reader.problem("\(dependent) is set but PUSH_PROXY_URL is not")
+        let sections = Set(linked.compactMap(\.appsFileSection))
+        let appsFile = reader.string("PUSH_APPS_FILE").map { AppsFile.load(path: $0, sections: sections, reader: &reader) } ?? [:]
+        var configured: [ConfiguredPlugin] = []
+        for plugin in linked {
+            if let ready = plugin.configure(&reader, apps: plugin.appsFileSection.flatMap { appsFile[$0] } ?? []) {
+                configured.append(ready)
             }
         }
 
-        let appsFile = reader.string("PUSH_APPS_FILE").map { AppsFile.load(path: $0, reader: &reader) } ?? AppsFile.Apps()
-        let apns = loadAPNs(&reader, fromFile: appsFile.apns)
-        let fcm = loadFCM(&reader, fromFile: appsFile.fcm)
-        let webPush = loadWebPush(&reader)
-
         var templates: TemplateDirectory?
         if let path = reader.string("PUSH_TEMPLATES_DIR") {
-            switch TemplateDirectory.load(path: path) {
+            switch TemplateDirectory.load(path: path, shapes: linked.compactMap(\.templateShape)) {
             case .success(let loaded): templates = loaded
             case .failure(let problems): for line in problems.lines { reader.problem("PUSH_TEMPLATES_DIR: \(line)") }
             }
         }
         let reloadSeconds = reader.integer("PUSH_TEMPLATES_RELOAD_S", default: 5, in: 0...3600)
 
-        var configured = Set<ProviderID>()
-        if proxy != nil { configured.insert(.proxy) }
-        if apns != nil { configured.insert(.apns) }
-        if fcm != nil { configured.insert(.fcm) }
-        if webPush != nil { configured.insert(.webpush) }
         var enabled = configured
         if let list = reader.string("PUSH_PROVIDERS") {
-            enabled = []
-            for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
-                guard let provider = ProviderID(rawValue: name) else {
-                    reader.problem("PUSH_PROVIDERS names \"\(name)\", which is not one of \(ProviderID.allCases.map(\.rawValue).joined(separator: ", "))")
-                    continue
-                }
-                if configured.contains(provider) {
-                    enabled.insert(provider)
-                } else if provider == .proxy {
-                    reader.problem("PUSH_PROVIDERS enables proxy but PUSH_PROXY_URL is not set")
-                } else if provider == .apns {
-                    reader.problem("PUSH_PROVIDERS enables apns but neither PUSH_APNS_KEY_FILE nor an apns section in PUSH_APPS_FILE is set")
-                } else if provider == .fcm {
-                    reader.problem("PUSH_PROVIDERS enables fcm but neither PUSH_FCM_CREDENTIALS_FILE nor an fcm section in PUSH_APPS_FILE is set")
+            let names = list.split(separator: ",").map { ProviderID($0.trimmingCharacters(in: .whitespaces)) }.filter { !$0.rawValue.isEmpty }
+            enabled = configured.filter { names.contains($0.id) }
+            for name in names {
+                if let plugin = linked.first(where: { $0.id == name }) {
+                    if !configured.contains(where: { $0.id == name }) {
+                        reader.problem("PUSH_PROVIDERS enables \(name) but it is not configured: set \(plugin.configuredBy)")
+                    }
                 } else {
-                    reader.problem("PUSH_PROVIDERS enables webpush but PUSH_WEBPUSH_VAPID_KEY_FILE is not set")
+                    reader.problem("PUSH_PROVIDERS names \"\(name)\", which is not one of \(linked.map(\.id.rawValue).joined(separator: ", "))")
                 }
             }
         }
         if enabled.isEmpty, requireBrokers {
-            reader.problem("no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_FCM_CREDENTIALS_FILE, PUSH_WEBPUSH_VAPID_KEY_FILE, PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)")
+            reader.problem("no provider is configured: set " + linked.map(\.configuredBy).joined(separator: "; or ") + " (see push-worker run --help)")
         }
 
         let levelName = reader.string("PUSH_LOG_LEVEL") ?? "info"
@@ -191,186 +163,15 @@ public struct WorkerConfiguration: Sendable {
             for setting in unsafeKafkaSettings { reader.problem("\(setting); refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true") }
         }
 
-        let known = Set(ConfigurationReference.variables.map(\.name))
+        let known = Set(ConfigurationReference.variables(plugins: linked).map(\.name))
         let unknown = environment.keys.filter { $0.hasPrefix("PUSH_") && !known.contains($0) && !$0.hasPrefix(ConfigurationReference.rdkafkaPrefix) }.sorted()
 
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
             allowedUnsafeKafkaSettings: unsafeKafkaSettings,
-            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, proxy: proxy, apns: apns, fcm: fcm, webPush: webPush, enabledProviders: enabled,
+            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
-    }
-}
-
-extension WorkerConfiguration {
-    /// APNs apps from the single-app shortcut and `PUSH_APPS_FILE`, plus endpoint overrides.
-    /// The VAPID key and Web Push policy.
-    static func loadWebPush(_ reader: inout EnvironmentReader) -> WebPushConfiguration? {
-        let dependents = ["PUSH_WEBPUSH_VAPID_SUBJECT", "PUSH_WEBPUSH_CA_FILE", "PUSH_WEBPUSH_ALLOW_PRIVATE", "PUSH_WEBPUSH_ALLOWED_HOSTS",
-                          "PUSH_WEBPUSH_ALLOWED_NETWORKS", "PUSH_WEBPUSH_ALLOWED_PORTS", "PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN"]
-        guard let path = reader.string("PUSH_WEBPUSH_VAPID_KEY_FILE") else {
-            for variable in dependents where reader.string(variable) != nil {
-                reader.problem("\(variable) is set but PUSH_WEBPUSH_VAPID_KEY_FILE is not")
-            }
-            return nil
-        }
-        let key: PrivateKey
-        do {
-            key = try VAPIDKeyFile.load(path)
-        } catch {
-            reader.problem("PUSH_WEBPUSH_VAPID_KEY_FILE: \(error)")
-            return nil
-        }
-        guard let subject = reader.string("PUSH_WEBPUSH_VAPID_SUBJECT"), subject.hasPrefix("mailto:") || subject.hasPrefix("https:") else {
-            reader.problem("PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
-            return nil
-        }
-        func list(_ name: String) -> [String] {
-            (reader.string(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        let hosts = list("PUSH_WEBPUSH_ALLOWED_HOSTS").map { $0.lowercased() }
-        var networks: [IPNetwork] = []
-        for text in list("PUSH_WEBPUSH_ALLOWED_NETWORKS") {
-            guard let network = IPNetwork(text) else {
-                reader.problem("PUSH_WEBPUSH_ALLOWED_NETWORKS: \"\(text)\" is not a CIDR block such as 10.20.0.0/16 or fd00::/8")
-                continue
-            }
-            networks.append(network)
-        }
-        var ports: Set<Int> = []
-        for text in list("PUSH_WEBPUSH_ALLOWED_PORTS") {
-            guard let port = Int(text), (1...65_535).contains(port) else {
-                reader.problem("PUSH_WEBPUSH_ALLOWED_PORTS: \"\(text)\" is not a port (1-65535)")
-                continue
-            }
-            ports.insert(port)
-        }
-        return WebPushConfiguration(vapidKey: key, subject: subject, caFile: reader.readableFile("PUSH_WEBPUSH_CA_FILE"),
-                                    allowPrivateNetworks: reader.boolean("PUSH_WEBPUSH_ALLOW_PRIVATE", default: false),
-                                    allowedNetworks: networks, allowedHosts: hosts, allowedPorts: ports.isEmpty ? [443] : ports,
-                                    maximumInFlightPerOrigin: reader.integer("PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", default: 100, in: 1...100_000))
-    }
-
-    /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE`, plus endpoint overrides.
-    static func loadFCM(_ reader: inout EnvironmentReader, fromFile: [ServiceAccount]) -> FCMConfiguration? {
-        var accounts: [ServiceAccount] = []
-        var defaultProject: String?
-        if let path = reader.string("PUSH_FCM_CREDENTIALS_FILE"),
-           let account = CredentialCheck.serviceAccount(at: path, place: "PUSH_FCM_CREDENTIALS_FILE", reader: &reader) {
-            accounts.append(account)
-            defaultProject = account.projectId
-        }
-        accounts += fromFile
-        for project in Dictionary(grouping: accounts, by: \.projectId).filter({ $0.value.count > 1 }).keys.sorted() {
-            reader.problem("FCM project \(project) is configured twice")
-        }
-        guard !accounts.isEmpty else {
-            for variable in ["PUSH_FCM_ENDPOINT", "PUSH_FCM_CA_FILE"] where reader.string(variable) != nil {
-                reader.problem("\(variable) is set but no FCM service account is configured")
-            }
-            return nil
-        }
-        var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject,
-                                             caFile: reader.readableFile("PUSH_FCM_CA_FILE"))
-        if let endpoint = reader.string("PUSH_FCM_ENDPOINT") {
-            if URL(string: endpoint)?.scheme != "https" { reader.problem("PUSH_FCM_ENDPOINT must be an https:// URL, got \"\(endpoint)\"") }
-            configuration.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
-        }
-        return configuration
-    }
-
-    static func loadAPNs(_ reader: inout EnvironmentReader, fromFile: [APNsApp]) -> APNsConfiguration? {
-        var apps: [APNsApp] = []
-        let shortcut = ["PUSH_APNS_KEY_FILE", "PUSH_APNS_KEY_ID", "PUSH_APNS_TEAM_ID", "PUSH_APNS_BUNDLE_ID"]
-        let given = shortcut.filter { reader.string($0) != nil }
-        if !given.isEmpty {
-            if given.count < shortcut.count {
-                let missing = shortcut.filter { reader.string($0) == nil }.joined(separator: ", ")
-                reader.problem("APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: \(missing)")
-            } else if let keyFile = reader.string("PUSH_APNS_KEY_FILE"), let keyId = reader.string("PUSH_APNS_KEY_ID"),
-                      let teamId = reader.string("PUSH_APNS_TEAM_ID"), let bundleId = reader.string("PUSH_APNS_BUNDLE_ID") {
-                if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
-                if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
-                if CredentialCheck.signingKey(at: keyFile, place: "PUSH_APNS_KEY_FILE", reader: &reader) {
-                    var cancelPushType = APNsPushType.voip
-                    if let name = reader.string("PUSH_APNS_CANCEL_PUSH_TYPE") {
-                        if let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) {
-                            cancelPushType = type
-                        } else {
-                            reader.problem("PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"\(name)\"")
-                        }
-                    }
-                    apps.append(APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
-                                        topicOverride: reader.string("PUSH_APNS_TOPIC"), cancelPushType: cancelPushType))
-                }
-            }
-        }
-        apps += fromFile
-        let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
-        for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
-        guard !apps.isEmpty else {
-            for variable in ["PUSH_APNS_HOST", "PUSH_APNS_PORT", "PUSH_APNS_CA_FILE", "PUSH_APNS_TOPIC", "PUSH_APNS_CANCEL_PUSH_TYPE"] where reader.string(variable) != nil {
-                reader.problem("\(variable) is set but no APNs app is configured")
-            }
-            return nil
-        }
-        var configuration = APNsConfiguration(apps: apps, defaultBundleId: reader.string("PUSH_APNS_BUNDLE_ID"),
-                                              caFile: reader.readableFile("PUSH_APNS_CA_FILE"))
-        if let host = reader.string("PUSH_APNS_HOST") {
-            let port = reader.integer("PUSH_APNS_PORT", default: 443, in: 1...65535)
-            configuration.productionURL = "https://\(host):\(port)"
-            configuration.sandboxURL = configuration.productionURL
-        } else if reader.string("PUSH_APNS_PORT") != nil {
-            let port = reader.integer("PUSH_APNS_PORT", default: 443, in: 1...65535)
-            configuration.productionURL = "https://api.push.apple.com:\(port)"
-            configuration.sandboxURL = "https://api.sandbox.push.apple.com:\(port)"
-        }
-        return configuration
-    }
-}
-
-/// Reads variables and collects one problem line per bad value.
-struct EnvironmentReader {
-    private let environment: [String: String]
-    private(set) var problems: [String] = []
-
-    init(_ environment: [String: String]) { self.environment = environment }
-
-    mutating func problem(_ line: String) { problems.append(line) }
-
-    func string(_ name: String) -> String? {
-        guard let value = environment[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        return value
-    }
-
-    mutating func integer(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) -> Int {
-        guard let text = string(name) else { return defaultValue }
-        guard let value = Int(text), range.contains(value) else {
-            problem("\(name) must be an integer in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
-            return defaultValue
-        }
-        return value
-    }
-
-    mutating func boolean(_ name: String, default defaultValue: Bool) -> Bool {
-        guard let text = string(name) else { return defaultValue }
-        switch text.lowercased() {
-        case "true", "1", "yes": return true
-        case "false", "0", "no": return false
-        default:
-            problem("\(name) must be true or false, got \"\(text)\"")
-            return defaultValue
-        }
-    }
-
-    mutating func readableFile(_ name: String) -> String? {
-        guard let path = string(name) else { return nil }
-        guard FileManager.default.isReadableFile(atPath: path) else {
-            problem("\(name) points to \(path), which does not exist or is not readable")
-            return nil
-        }
-        return path
     }
 }

@@ -10,6 +10,7 @@ import PushCrypto
 import PushSandbox
 import PushCore
 import PushWorker
+import WebPushPlugin
 import Synchronization
 
 @main
@@ -365,15 +366,15 @@ struct Send: AsyncParsableCommand {
             ("provider", provider), ("app", app), ("token", token), ("environment", environment), ("pushType", pushType),
             ("platform", platform), ("tokenType", tokenType), ("endpoint", endpoint), ("rfc8599", rfc8599), ("xmpush", xmpush),
         ]
-        var keys: WebPushKeys?
+        var objects: [(name: String, members: [(name: String, value: String)])] = []
         if p256dh != nil || auth != nil {
             guard let p256dh, let auth else { throw ValidationError("--p256dh and --auth go together") }
-            keys = WebPushKeys(p256dh: p256dh, auth: auth)
+            objects.append(("keys", [("p256dh", p256dh), ("auth", auth)]))
         }
         var data: [String: String] = [:]
         data["caller"] = caller
         data["callId"] = callId
-        let options = OperatorSend.Options(target: fields.compactMap { name, value in value.map { (name, $0) } }, keys: keys,
+        let options = OperatorSend.Options(target: fields.compactMap { name, value in value.map { (name, $0) } }, objects: objects,
                                            kind: jobKind, title: title, body: body, data: data, ttlSeconds: ttl)
         LogSetup.bootstrap(format: .text, level: .error)
         let report: OperatorSend.Report

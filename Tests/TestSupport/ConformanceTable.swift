@@ -63,7 +63,7 @@ public struct ConformanceTable: Sendable {
     /// `scopeName` names the provider's scope ("(app, environment)"), `partName` its part ("(project, platform)").
     public static func cells(of result: DeliveryResult, scopeName: String,
                              partName: String? = nil) -> [String] {
-        let target = Target(bindingId: "b", provider: .proxy)
+        let target = Target(bindingId: "b", provider: "any")
         let job = Job(id: "j", createdAt: 0, ttl: 60, kind: .message, priority: .high, userId: "u", targets: [target])
         let outcome = Outcome(job: job, target: target, result: result, attempts: 1, at: 0)
         let retry: String

@@ -1,16 +1,20 @@
+import ProxyPlugin
 import PushCore
 import Synchronization
 
 /// A plugin whose answer depends on the target, counting what it was asked to send per app.
 public final class ScriptedProvider: PushProvider {
     public let id: ProviderID
+    public let targetFormat: any TargetFormat
     private let calls = Mutex<[String: Int]>([:])
     private let answer: @Sendable (Target) -> DeliveryResult
     private let scope: @Sendable (Target) -> DeliveryScope
 
-    public init(id: ProviderID = .proxy, scope: @escaping @Sendable (Target) -> DeliveryScope = DeliveryScope.app(of:),
+    public init(id: ProviderID = .proxy, format: any TargetFormat = ProxyTargetFormat(),
+                scope: @escaping @Sendable (Target) -> DeliveryScope = DeliveryScope.app(of:),
                 answer: @escaping @Sendable (Target) -> DeliveryResult) {
         self.id = id
+        self.targetFormat = format
         self.scope = scope
         self.answer = answer
     }

@@ -3,6 +3,7 @@ import Logging
 import PushCore
 import PushKafka
 import PushKafkaMock
+import PushPlugins
 import PushSandbox
 
 /// A logger that only speaks up about problems, so test output stays readable.
@@ -87,4 +88,11 @@ public func jobJSON(id: String, kind: String = "message", userId: String = "alic
 
 public func proxyTarget(_ bindingId: String, token: String = "tok-\(UUID().uuidString.prefix(8))") -> String {
     #"{"bindingId":"\#(bindingId)","provider":"proxy","token":"\#(token)","tokenType":"fcm","platform":"android"}"#
+}
+
+extension JobDecoder {
+    /// A decoder that knows every linked plugin's targets, as the worker's does.
+    public init(limits: JobLimits = .default) {
+        self.init(limits: limits, formats: TargetFormats(LinkedPlugins.all.map(\.targetFormat)))
+    }
 }

@@ -1,0 +1,180 @@
+import Foundation
+import PushCore
+import PushHTTP
+import PushPluginAPI
+
+/// Apple Push Notification service: token (`.p8`) or certificate auth per app, both environments.
+public struct APNsPlugin: ProviderPlugin {
+    public let id = ProviderID.apns
+    public var targetFormat: any TargetFormat { APNsTargetFormat() }
+    public var templateShape: (any TemplateShape)? { APNsTemplateShape() }
+    public var appsFileSection: String? { "apns" }
+    public var configuredBy: String { "PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID) or an apns section in PUSH_APPS_FILE" }
+
+    public init() {}
+
+    enum Settings {
+        static let keyFile = Setting("PUSH_APNS_KEY_FILE", .file, "APNs token auth for one app: the `.p8` signing key (PEM). Set with the next three.")
+        static let keyId = Setting("PUSH_APNS_KEY_ID", "The 10-character id of that key.")
+        static let teamId = Setting("PUSH_APNS_TEAM_ID", "The 10-character Apple team id (`iss` of the provider token).")
+        static let bundleId = Setting("PUSH_APNS_BUNDLE_ID", "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …).")
+        static let topic = Setting("PUSH_APNS_TOPIC", "Replaces the derived `apns-topic` of that app (e.g. an MDM topic).")
+        static let cancelPushType = Setting("PUSH_APNS_CANCEL_PUSH_TYPE", default: "voip", "Push type of `cancel` jobs to that app's targets that name none: `voip` (the call's PushKit handler) or `alert`. Apps in `PUSH_APPS_FILE` set `cancelPushType`.")
+        static let host = Setting("PUSH_APNS_HOST", "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests.")
+        static let port = Setting("PUSH_APNS_PORT", .integer(1...65535), default: "443", "APNs port (Apple also listens on 2197).")
+        static let caFile = Setting("PUSH_APNS_CA_FILE", .file, "PEM CA bundle trusted for APNs instead of the system store (sandboxes).")
+        static let shortcut = [keyFile, keyId, teamId, bundleId]
+    }
+
+    public var settings: [Setting] {
+        [Settings.keyFile, Settings.keyId, Settings.teamId, Settings.bundleId, Settings.topic, Settings.cancelPushType,
+         Settings.host, Settings.port, Settings.caFile]
+    }
+
+    public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
+        guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
+        return ConfiguredPlugin(id: id, configuration: configuration, summary: configuration.apps.map { app in
+            switch app.authentication {
+            case .token(_, let keyId, let teamId): "apns app \(app.bundleId): token auth (key \(keyId), team \(teamId))"
+            case .certificate: "apns app \(app.bundleId): certificate auth"
+            }
+        }, endpoints: Set([configuration.productionURL, configuration.sandboxURL]).sorted().map {
+            .init(name: "APNs \($0)", url: $0 + "/", tls: TLSOptions(caFile: configuration.caFile))
+        }) { context in
+            try APNsProvider(configuration: configuration, transport: context.makeTransport("apns"), logger: context.logger,
+                             templates: context.templates)
+        }
+    }
+
+    /// APNs apps from the single-app shortcut and `PUSH_APPS_FILE`, plus endpoint overrides.
+    public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> APNsConfiguration? {
+        var apps: [APNsApp] = []
+        let given = Settings.shortcut.filter { reader.isSet($0) }
+        if !given.isEmpty {
+            if given.count < Settings.shortcut.count {
+                let missing = Settings.shortcut.filter { !reader.isSet($0) }.map(\.name).joined(separator: ", ")
+                reader.problem("APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: \(missing)")
+            } else if let keyFile = reader.string(Settings.keyFile), let keyId = reader.string(Settings.keyId),
+                      let teamId = reader.string(Settings.teamId), let bundleId = reader.string(Settings.bundleId) {
+                if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
+                if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
+                if CredentialFiles.signingKey(at: keyFile, place: Settings.keyFile.name, reader: &reader) {
+                    var cancelPushType = APNsPushType.voip
+                    if let name = reader.string(Settings.cancelPushType) {
+                        if let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) {
+                            cancelPushType = type
+                        } else {
+                            reader.problem("PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"\(name)\"")
+                        }
+                    }
+                    apps.append(APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
+                                        topicOverride: reader.string(Settings.topic), cancelPushType: cancelPushType))
+                }
+            }
+        }
+        for (index, entry) in entries.enumerated() {
+            if let app = APNsAppsFileEntry.app(entry, at: "PUSH_APPS_FILE apns[\(index)]", reader: &reader) { apps.append(app) }
+        }
+        let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
+        for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
+        guard !apps.isEmpty else {
+            reader.refuseDependents([Settings.host, Settings.port, Settings.caFile, Settings.topic, Settings.cancelPushType],
+                                    because: "no APNs app is configured")
+            return nil
+        }
+        var configuration = APNsConfiguration(apps: apps, defaultBundleId: reader.string(Settings.bundleId),
+                                              caFile: reader.readableFile(Settings.caFile))
+        if let host = reader.string(Settings.host) {
+            let port = reader.integer(Settings.port)
+            configuration.productionURL = "https://\(host):\(port)"
+            configuration.sandboxURL = configuration.productionURL
+        } else if reader.isSet(Settings.port) {
+            let port = reader.integer(Settings.port)
+            configuration.productionURL = "https://api.push.apple.com:\(port)"
+            configuration.sandboxURL = "https://api.sandbox.push.apple.com:\(port)"
+        }
+        return configuration
+    }
+}
+
+/// One app of the `apns` section of `PUSH_APPS_FILE`:
+///
+///     {"bundleId": "com.example.chat", "keyFile": "/secrets/AuthKey_ABC123DEFG.p8", "keyId": "ABC123DEFG", "teamId": "TEAM123456"}
+///     {"bundleId": "com.example.legacy", "certificateFile": "/secrets/legacy.p12", "passwordFile": "/secrets/legacy.password"}
+///     {"bundleId": "com.example.mdm", "certificateFile": "/secrets/mdm.pem", "privateKeyFile": "/secrets/mdm-key.pem", "topic": "com.apple.mgmt.External.1234"}
+///
+/// A `.p12` certificate (by extension) carries its key; its password comes from `passwordFile`.
+/// `"cancelPushType": "alert"` (default `voip`) is the push type of cancels to targets that name none.
+enum APNsAppsFileEntry {
+    static func app(_ entry: JSONValue, at place: String, reader: inout SettingsReader) -> APNsApp? {
+        guard let bundleId = entry.nonEmptyString("bundleId") else {
+            reader.problem("\(place): bundleId is required")
+            return nil
+        }
+        let place = "\(place) (\(bundleId))"
+        var cancelPushType = APNsPushType.voip
+        if let name = entry.nonEmptyString("cancelPushType") {
+            guard let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) else {
+                reader.problem("\(place): cancelPushType must be voip or alert, got \"\(name)\"")
+                return nil
+            }
+            cancelPushType = type
+        }
+        guard var app = credentials(entry, bundleId: bundleId, at: place, reader: &reader) else { return nil }
+        app.cancelPushType = cancelPushType
+        return app
+    }
+
+    private static func credentials(_ entry: JSONValue, bundleId: String, at place: String, reader: inout SettingsReader) -> APNsApp? {
+        if let keyFile = entry.nonEmptyString("keyFile") {
+            guard let keyId = entry.nonEmptyString("keyId"), let teamId = entry.nonEmptyString("teamId") else {
+                reader.problem("\(place): keyId and teamId are required with keyFile")
+                return nil
+            }
+            guard CredentialFiles.signingKey(at: keyFile, place: place, reader: &reader) else { return nil }
+            return APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
+                           topicOverride: entry.nonEmptyString("topic"))
+        }
+        guard let certificate = entry.nonEmptyString("certificateFile") else {
+            reader.problem("\(place): either keyFile (token auth) or certificateFile (certificate auth) is required")
+            return nil
+        }
+        guard FileManager.default.isReadableFile(atPath: certificate) else {
+            reader.problem("\(place): certificateFile \(certificate) does not exist or is not readable")
+            return nil
+        }
+        var tls = TLSOptions(clientCertificateFile: certificate)
+        if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
+            tls.clientCertificateFormat = .pkcs12
+        } else {
+            guard let keyFile = entry.nonEmptyString("privateKeyFile"), FileManager.default.isReadableFile(atPath: keyFile) else {
+                reader.problem("\(place): a PEM certificateFile needs a readable privateKeyFile")
+                return nil
+            }
+            tls.clientKeyFile = keyFile
+        }
+        if let passwordFile = entry.nonEmptyString("passwordFile") {
+            guard let password = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
+                reader.problem("\(place): passwordFile \(passwordFile) does not exist or is not readable")
+                return nil
+            }
+            tls.clientKeyPassword = password.trimmingCharacters(in: .newlines)
+        }
+        return APNsApp(bundleId: bundleId, authentication: .certificate(tls), topicOverride: entry.nonEmptyString("topic"))
+    }
+}
+
+/// APNs templates render the payload object, with an `aps` object; a top-level `headers` object, as in
+/// Mizu's pushkitmessage.txt, is allowed and never sent (headers follow the binding rules).
+struct APNsTemplateShape: TemplateShape {
+    let provider = ProviderID.apns
+
+    func problem(in document: JSONValue) -> String? {
+        guard case .object = document else { return "must render a JSON object, not \(document.typeName)" }
+        guard case .object? = document["aps"] else { return "an APNs payload needs an \"aps\" object" }
+        if let headers = document["headers"], headers.typeName != "object" { return "\"headers\" must be an object" }
+        return nil
+    }
+
+    func sampleTarget(app: String) -> Target { .apns("template-check", app: app, token: String(repeating: "ab", count: 32)) }
+}

@@ -1,0 +1,108 @@
+import PushCore
+
+/// An APNs target's own fields: `{"provider": "apns", "app": "<bundle id>", "token": "<hex>",
+/// "environment"?: "production" | "sandbox", "pushType"?: "<apns-push-type>"}`.
+public struct APNsTarget: TargetDetails, Equatable {
+    /// The device token, hex.
+    public var token: String?
+    /// `sandbox` selects Apple's development environment; anything else is production.
+    public var environment: String?
+    /// The push type the binding demands (an RFC 8599 binding's service), if any.
+    public var pushType: String?
+
+    public init(token: String?, environment: String? = nil, pushType: String? = nil) {
+        self.token = token
+        self.environment = environment
+        self.pushType = pushType
+    }
+
+    public var deviceAddress: String? { token }
+    public var isSandbox: Bool { environment == "sandbox" }
+}
+
+extension ProviderID {
+    public static let apns: ProviderID = "apns"
+}
+
+extension Target {
+    public static func apns(_ bindingId: String, app: String? = nil, token: String, environment: String? = nil,
+                            pushType: String? = nil) -> Target {
+        Target(bindingId: bindingId, provider: .apns, app: app,
+               details: APNsTarget(token: token, environment: environment, pushType: pushType))
+    }
+}
+
+/// How jobs write APNs targets, natively and as SIP bindings.
+public struct APNsTargetFormat: TargetFormat {
+    public let provider = ProviderID.apns
+    public static let environments = ["production", "sandbox"]
+
+    public init() {}
+
+    public func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails {
+        let details = APNsTarget(token: try fields.optionalString("token", maximumLength: 4096),
+                                 environment: try fields.optionalString("environment", maximumLength: 16),
+                                 pushType: try fields.optionalString("pushType", maximumLength: 32))
+        try check(details, fields.path)
+        return details
+    }
+
+    private func check(_ details: APNsTarget, _ path: String) throws(JobRejection) {
+        func invalid(_ message: String) -> JobRejection { JobRejection(.invalidField, "\(path)\(message)") }
+        guard let token = details.token else { throw invalid("token is required for apns") }
+        guard token.count >= 16, token.count.isMultiple(of: 2), token.utf8.allSatisfy(\.isHexDigit) else {
+            throw invalid("token must be an even number (≥ 16) of hex digits for apns")
+        }
+        if let environment = details.environment, !Self.environments.contains(environment) {
+            throw invalid("environment must be production or sandbox")
+        }
+        if let pushType = details.pushType, APNsPushType(rawValue: pushType) == nil {
+            throw invalid("pushType \"\(pushType)\" is not an APNs push type")
+        }
+    }
+
+    // MARK: SIP bindings
+
+    public var rfc8599Providers: [String] { ["apns"] }
+    public var xmpushProviders: [(letter: String, meaning: String)] { [("i", "APNs")] }
+
+    /// RFC 8599 APNs services (the last label of `pn-param`) and the push type each selects.
+    public static let rfc8599Services: [String: APNsPushType] = ["voip": .voip, "voip-ptt": .pushtotalk, "complication": .complication]
+    /// X-MPUSH environment prefixes: `s` sandbox, `p` production; `d` (or none) the default (production).
+    static let xmpushEnvironments: [String: String] = ["s": "sandbox", "p": "production"]
+
+    /// - RFC 8599: `pn-param` is `<team id>.<bundle id>.<service>` (RFC 8599 section 9): the 10-character
+    ///   team id, the bundle id (which selects the app), and the service — `voip` selects the VoIP push type
+    ///   and the `.voip` topic. The team id is checked for shape only: credentials (and their team) come
+    ///   from the worker's configuration. Gateways may leave the team id out (Mizu's
+    ///   `pushnotification_teamid` is optional): a leading label of exactly 10 characters `[A-Z0-9]` is
+    ///   the team id, otherwise the bundle id starts at once.
+    /// - X-MPUSH `i`: the package is the bundle id; `s:`/`p:` choose the environment.
+    public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
+        let app: String
+        var details = APNsTarget(token: binding.token)
+        switch binding.notation {
+        case .rfc8599:
+            let shape = "must be [<team id>.]<bundle id>.<service> for apns"
+            guard let param = binding.parameter else { throw binding.invalid("pn-param is required for apns: [<team id>.]<bundle id>.<service>") }
+            var labels = param.split(separator: ".", omittingEmptySubsequences: false)
+            guard !labels.contains(where: \.isEmpty) else { throw binding.invalid("pn-param \"\(param)\" \(shape)") }
+            if let first = labels.first, first.utf8.count == 10, first.utf8.allSatisfy(\.isUppercaseAlphanumeric) {
+                labels.removeFirst()
+            }
+            guard labels.count >= 2 else { throw binding.invalid("pn-param \"\(param)\" \(shape)") }
+            let service = String(labels[labels.count - 1])
+            guard let pushType = Self.rfc8599Services[service] else {
+                throw binding.invalid("pn-param service \"\(service)\" is not one of \(Self.rfc8599Services.keys.sorted().joined(separator: ", "))")
+            }
+            app = labels[..<(labels.count - 1)].joined(separator: ".")
+            details.pushType = pushType.rawValue
+        case .xmpush:
+            guard let package = binding.parameter else { throw binding.invalid("the package (bundle id) is empty") }
+            app = package
+            details.environment = binding.environment.flatMap { Self.xmpushEnvironments[$0] }
+        }
+        if !binding.isUnbound { try check(details, "\(binding.path)\(binding.notation.rawValue): ") }
+        return (app, details)
+    }
+}

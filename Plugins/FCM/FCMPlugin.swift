@@ -1,0 +1,102 @@
+import PushCore
+import PushCrypto
+import PushHTTP
+import PushPluginAPI
+
+/// Firebase Cloud Messaging HTTP v1: one service account per project.
+public struct FCMPlugin: ProviderPlugin {
+    public let id = ProviderID.fcm
+    public var targetFormat: any TargetFormat { FCMTargetFormat() }
+    public var templateShape: (any TemplateShape)? { FCMTemplateShape() }
+    public var appsFileSection: String? { "fcm" }
+    public var configuredBy: String { "PUSH_FCM_CREDENTIALS_FILE or an fcm section in PUSH_APPS_FILE" }
+
+    public init() {}
+
+    enum Settings {
+        static let credentialsFile = Setting("PUSH_FCM_CREDENTIALS_FILE", .file, "FCM HTTP v1 for one project: the service-account JSON file; serves targets whose `app` is its `project_id` or absent.")
+        static let endpoint = Setting("PUSH_FCM_ENDPOINT", default: FCMConfiguration.defaultEndpoint, "Overrides the FCM send API base URL (the token endpoint is the file's `token_uri`).")
+        static let caFile = Setting("PUSH_FCM_CA_FILE", .file, "PEM CA bundle trusted for the FCM API and token endpoint instead of the system store (sandboxes).")
+    }
+
+    public var settings: [Setting] { [Settings.credentialsFile, Settings.endpoint, Settings.caFile] }
+
+    public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
+        guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
+        return ConfiguredPlugin(id: id, configuration: configuration,
+                                summary: configuration.accounts.map { "fcm project \($0.projectId): service account \($0.clientEmail)" },
+                                endpoints: Self.endpoints(configuration)) { context in
+            try FCMProvider(configuration: configuration, transport: context.makeTransport("fcm"), templates: context.templates)
+        }
+    }
+
+    /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE` (`{"fcm": [{"credentialsFile": "…"}]}`),
+    /// plus endpoint overrides.
+    public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> FCMConfiguration? {
+        var accounts: [ServiceAccount] = []
+        var defaultProject: String?
+        if let path = reader.string(Settings.credentialsFile),
+           let account = serviceAccount(at: path, place: Settings.credentialsFile.name, reader: &reader) {
+            accounts.append(account)
+            defaultProject = account.projectId
+        }
+        for (index, entry) in entries.enumerated() {
+            let place = "PUSH_APPS_FILE fcm[\(index)]"
+            guard let file = entry.nonEmptyString("credentialsFile") else {
+                reader.problem("\(place): credentialsFile (a service-account JSON file) is required")
+                continue
+            }
+            if let account = serviceAccount(at: file, place: place, reader: &reader) { accounts.append(account) }
+        }
+        for project in Dictionary(grouping: accounts, by: \.projectId).filter({ $0.value.count > 1 }).keys.sorted() {
+            reader.problem("FCM project \(project) is configured twice")
+        }
+        guard !accounts.isEmpty else {
+            reader.refuseDependents([Settings.endpoint, Settings.caFile], because: "no FCM service account is configured")
+            return nil
+        }
+        var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject,
+                                             caFile: reader.readableFile(Settings.caFile))
+        if let endpoint = reader.httpsURL(Settings.endpoint) { configuration.endpoint = endpoint }
+        return configuration
+    }
+
+    static func endpoints(_ configuration: FCMConfiguration) -> [ConfiguredPlugin.Endpoint] {
+        let tls = TLSOptions(caFile: configuration.caFile)
+        return [.init(name: "FCM \(configuration.endpoint)", url: configuration.endpoint + "/", tls: tls)]
+            + Set(configuration.accounts.map(\.tokenURI)).sorted().map { .init(name: "FCM token endpoint \($0)", url: $0, tls: tls) }
+    }
+
+    static func serviceAccount(at path: String, place: String, reader: inout SettingsReader) -> ServiceAccount? {
+        do {
+            let account = try ServiceAccount(contentsOfFile: path)
+            _ = try PrivateKey(pem: account.privateKeyPEM)
+            return account
+        } catch let invalid as ServiceAccount.Invalid {
+            reader.problem("\(place): service-account file \(path): \(invalid)")
+        } catch {
+            reader.problem("\(place): service-account file \(path): private_key is not a PEM private key")
+        }
+        return nil
+    }
+}
+
+/// FCM templates render the whole `messages:send` body, `{"message": {"token": "…", …}}`.
+struct FCMTemplateShape: TemplateShape {
+    let provider = ProviderID.fcm
+
+    func problem(in document: JSONValue) -> String? {
+        guard case .object = document else { return "must render a JSON object, not \(document.typeName)" }
+        guard let message = document["message"], case .object = message else {
+            return "an FCM body needs a \"message\" object ({\"message\": {\"token\": …}})"
+        }
+        guard case .string(let token)? = message["token"], !token.isEmpty else { return "message.token must be a non-empty string ({{TOKEN}})" }
+        if let other = message["data"], case .object(let members) = other,
+           let bad = members.first(where: { if case .string = $0.value { false } else { true } }) {
+            return "message.data.\(bad.key) must be a string (FCM data values are strings)"
+        }
+        return nil
+    }
+
+    func sampleTarget(app: String) -> Target { .fcm("template-check", app: app, token: "token:\"sample\"") }
+}

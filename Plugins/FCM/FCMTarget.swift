@@ -1,0 +1,65 @@
+import PushCore
+
+/// An FCM target's own fields: `{"provider": "fcm", "app": "<project id>", "token": "<registration token>",
+/// "platform"?: "android" | "ios" | "web", "pushType"?: "…"}`. The platform says which of the project's
+/// credentials a failure is about and which block (`android`, `apns`, `webpush`) the message carries.
+public struct FCMTarget: TargetDetails, Equatable {
+    public var token: String?
+    public var platform: String?
+    /// `voip` marks an iOS token when the platform is not given.
+    public var pushType: String?
+
+    public init(token: String?, platform: String? = nil, pushType: String? = nil) {
+        self.token = token
+        self.platform = platform
+        self.pushType = pushType
+    }
+
+    public var deviceAddress: String? { token }
+
+    /// The platform of the token: its own, iOS for a VoIP binding; nil when unknown.
+    public var resolvedPlatform: String? { platform ?? (pushType == "voip" ? "ios" : nil) }
+}
+
+extension ProviderID {
+    public static let fcm: ProviderID = "fcm"
+}
+
+extension Target {
+    public static func fcm(_ bindingId: String, app: String? = nil, token: String, platform: String? = nil,
+                           pushType: String? = nil) -> Target {
+        Target(bindingId: bindingId, provider: .fcm, app: app, details: FCMTarget(token: token, platform: platform, pushType: pushType))
+    }
+}
+
+/// How jobs write FCM targets, natively and as SIP bindings.
+public struct FCMTargetFormat: TargetFormat {
+    public let provider = ProviderID.fcm
+    public static let platforms = ["android", "ios", "web"]
+
+    public init() {}
+
+    public func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails {
+        guard let token = try fields.optionalString("token", maximumLength: 4096), !token.isEmpty else {
+            throw fields.invalid("token is required for fcm")
+        }
+        return FCMTarget(token: token, platform: try fields.optionalChoice("platform", of: Self.platforms),
+                         pushType: try fields.optionalString("pushType", maximumLength: 32))
+    }
+
+    public var rfc8599Providers: [String] { ["fcm"] }
+    public var xmpushProviders: [(letter: String, meaning: String)] { [("a", "Android FCM"), ("j", "iOS FCM")] }
+
+    /// - RFC 8599 `fcm`: `pn-param` is the Firebase project id (which selects the app).
+    /// - X-MPUSH `a` (Android) and `j` (iOS): the package is the project id.
+    public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
+        switch binding.notation {
+        case .rfc8599:
+            guard let project = binding.parameter else { throw binding.invalid("pn-param (the Firebase project id) is required for fcm") }
+            return (project, FCMTarget(token: binding.token))
+        case .xmpush:
+            guard let project = binding.parameter else { throw binding.invalid("the package (Firebase project id) is empty") }
+            return (project, FCMTarget(token: binding.token, platform: binding.provider == "a" ? "android" : "ios"))
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import PushCore
+import PushCrypto
+import PushHTTP
+import PushPluginAPI
+
+/// Web Push (RFC 8030, 8291, 8292) to browsers' push services; the endpoints are untrusted URLs.
+public struct WebPushPlugin: ProviderPlugin {
+    public let id = ProviderID.webpush
+    public var targetFormat: any TargetFormat { WebPushTargetFormat() }
+    public var configuredBy: String { "PUSH_WEBPUSH_VAPID_KEY_FILE" }
+
+    public init() {}
+
+    enum Settings {
+        static let vapidKeyFile = Setting("PUSH_WEBPUSH_VAPID_KEY_FILE", .file, "Web Push: the VAPID P-256 private key, PEM or a base64url raw key (`push-worker vapid-keys` makes one).")
+        static let vapidSubject = Setting("PUSH_WEBPUSH_VAPID_SUBJECT", "`sub` of the VAPID token: a `mailto:` or `https:` contact (required with the key).")
+        static let caFile = Setting("PUSH_WEBPUSH_CA_FILE", .file, "PEM CA bundle trusted for push services instead of the system store (sandboxes).")
+        static let allowPrivate = Setting("PUSH_WEBPUSH_ALLOW_PRIVATE", .boolean, default: "false", "Allow subscription endpoints on loopback, private and link-local addresses (tests, in-house push services).")
+        static let allowedHosts = Setting("PUSH_WEBPUSH_ALLOWED_HOSTS", .list, "Comma-separated push-service hosts; when set, only endpoints on these hosts or their subdomains are contacted.")
+        static let allowedNetworks = Setting("PUSH_WEBPUSH_ALLOWED_NETWORKS", .list, "Comma-separated CIDR blocks (`10.20.0.0/16`, `fd00:1::/64`) that endpoints may use although they are not public (an in-house push service); narrower than `PUSH_WEBPUSH_ALLOW_PRIVATE`.")
+        static let allowedPorts = Setting("PUSH_WEBPUSH_ALLOWED_PORTS", .list, default: "443", "Comma-separated ports subscription endpoints may name; any other port is refused.")
+        static let maximumInFlightPerOrigin = Setting("PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", .integer(1...100_000), default: "100", "Web Push requests in flight per push-service origin: one slow or hostile push service holds at most this many (its circuit breaker is per origin too).")
+        static let dependents = [vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, allowedPorts, maximumInFlightPerOrigin]
+    }
+
+    public var settings: [Setting] { [Settings.vapidKeyFile] + Settings.dependents }
+
+    public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
+        guard let configuration = Self.configuration(&reader) else { return nil }
+        let publicKey = (try? configuration.vapidKey.rawPublicKey()).map(Base64URL.encode) ?? "?"
+        return ConfiguredPlugin(id: id, configuration: configuration, summary: [
+            "webpush: VAPID public key \(publicKey), subject \(configuration.subject), ports \(configuration.allowedPorts.sorted().map(String.init).joined(separator: ","))"
+                + (configuration.allowPrivateNetworks ? ", private networks allowed" : ""),
+        ]) { context in
+            try WebPushProvider(configuration: configuration, transport: context.makeTransport("webpush"))
+        }
+    }
+
+    /// The VAPID key and the endpoint policy.
+    public static func configuration(_ reader: inout SettingsReader) -> WebPushConfiguration? {
+        guard let path = reader.string(Settings.vapidKeyFile) else {
+            reader.refuseDependents(Settings.dependents, because: "PUSH_WEBPUSH_VAPID_KEY_FILE is not")
+            return nil
+        }
+        let key: PrivateKey
+        do {
+            key = try VAPIDKeyFile.load(path)
+        } catch {
+            reader.problem("PUSH_WEBPUSH_VAPID_KEY_FILE: \(error)")
+            return nil
+        }
+        guard let subject = reader.string(Settings.vapidSubject), subject.hasPrefix("mailto:") || subject.hasPrefix("https:") else {
+            reader.problem("PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
+            return nil
+        }
+        var networks: [IPNetwork] = []
+        for text in reader.list(Settings.allowedNetworks) {
+            guard let network = IPNetwork(text) else {
+                reader.problem("PUSH_WEBPUSH_ALLOWED_NETWORKS: \"\(text)\" is not a CIDR block such as 10.20.0.0/16 or fd00::/8")
+                continue
+            }
+            networks.append(network)
+        }
+        var ports: Set<Int> = []
+        for text in reader.list(Settings.allowedPorts) {
+            guard let port = Int(text), (1...65_535).contains(port) else {
+                reader.problem("PUSH_WEBPUSH_ALLOWED_PORTS: \"\(text)\" is not a port (1-65535)")
+                continue
+            }
+            ports.insert(port)
+        }
+        return WebPushConfiguration(vapidKey: key, subject: subject, caFile: reader.readableFile(Settings.caFile),
+                                    allowPrivateNetworks: reader.boolean(Settings.allowPrivate),
+                                    allowedNetworks: networks, allowedHosts: reader.list(Settings.allowedHosts).map { $0.lowercased() },
+                                    allowedPorts: ports.isEmpty ? [443] : ports,
+                                    maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin))
+    }
+}

@@ -1,0 +1,121 @@
+/// Typed, checked access to a JSON object's members (a job, a target, a provider's part of a target).
+/// Every refusal names the member by its path (`targets[0].token …`), so the upstream team can fix its
+/// producer from the dead-letter header alone. It remembers which members were read, so the ones nobody
+/// reads can be refused as unknown.
+public struct Fields: Sendable {
+    public let members: [(key: String, value: JSONValue)]
+    /// The prefix of every member's name in messages, e.g. `targets[2].`.
+    public let path: String
+    public private(set) var read: Set<String> = []
+
+    public init(members: [(key: String, value: JSONValue)], path: String) {
+        self.members = members
+        self.path = path
+    }
+
+    /// The member's value (nil for an absent or `null` member), without marking it read.
+    public func value(_ name: String) -> JSONValue? {
+        guard let value = members.first(where: { $0.key == name })?.value else { return nil }
+        if case .null = value { return nil }
+        return value
+    }
+
+    public func has(_ name: String) -> Bool { value(name) != nil }
+
+    /// A refusal of this object's member `name`.
+    public func invalid(_ name: String, _ rule: String) -> JobRejection {
+        JobRejection(.invalidField, "\(path)\(name) \(rule)")
+    }
+
+    /// A refusal about the object as a whole (`rule` names the members).
+    public func invalid(_ rule: String) -> JobRejection {
+        JobRejection(.invalidField, "\(path)\(rule)")
+    }
+
+    public mutating func required(_ name: String) throws(JobRejection) -> JSONValue {
+        read.insert(name)
+        guard let value = value(name) else { throw JobRejection(.invalidField, "\(path)\(name) is required") }
+        return value
+    }
+
+    /// What a string field may contain. Identifiers, tokens, keys and endpoints can reach an HTTP
+    /// header or URL (apns-collapse-id, apns-topic, the path, a template's header): a CR or LF there
+    /// would end the header and start another, so they refuse every control character. Only
+    /// notification text (shown to the user, always JSON-escaped) may carry line breaks.
+    public enum Content: Sendable {
+        case identifier, text
+    }
+
+    public mutating func requiredString(_ name: String, maximumLength: Int) throws(JobRejection) -> String {
+        guard let string = try optionalString(name, maximumLength: maximumLength), !string.isEmpty else {
+            throw JobRejection(.invalidField, "\(path)\(name) is required and must be a non-empty string")
+        }
+        return string
+    }
+
+    public mutating func optionalString(_ name: String, maximumLength: Int, content: Content = .identifier) throws(JobRejection) -> String? {
+        read.insert(name)
+        guard let value = value(name) else { return nil }
+        guard case .string(let string) = value else {
+            throw JobRejection(.invalidField, "\(path)\(name) must be a string, not \(value.typeName)")
+        }
+        guard string.utf8.count <= maximumLength else {
+            throw JobRejection(.invalidField, "\(path)\(name) is longer than \(maximumLength) bytes")
+        }
+        guard !string.utf8.contains(0) else {
+            throw JobRejection(.invalidField, "\(path)\(name) contains a NUL character")
+        }
+        if content == .identifier, string.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+            throw JobRejection(.invalidField, "\(path)\(name) contains a control character (CR, LF, tab, …): it can reach an HTTP header")
+        }
+        return string
+    }
+
+    public mutating func optionalInteger(_ name: String, in range: ClosedRange<Int64>) throws(JobRejection) -> Int64? {
+        read.insert(name)
+        guard let value = value(name) else { return nil }
+        guard case .integer(let number) = value else {
+            throw JobRejection(.invalidField, "\(path)\(name) must be an integer, not \(value.typeName)")
+        }
+        guard range.contains(number) else {
+            throw JobRejection(.invalidField, "\(path)\(name) must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return number
+    }
+
+    public mutating func optionalObject(_ name: String) throws(JobRejection) -> Fields? {
+        read.insert(name)
+        guard let value = value(name) else { return nil }
+        guard case .object(let members) = value else {
+            throw JobRejection(.invalidField, "\(path)\(name) must be an object, not \(value.typeName)")
+        }
+        return Fields(members: members, path: "\(path)\(name).")
+    }
+
+    /// One of `names`, as a string; the refusal lists them.
+    public mutating func optionalChoice(_ name: String, of names: [String]) throws(JobRejection) -> String? {
+        guard let text = try optionalString(name, maximumLength: 64) else { return nil }
+        guard names.contains(text) else { throw invalid(name, "must be one of \(names.joined(separator: ", "))") }
+        return text
+    }
+
+    func rejectUnknown(allowed: Set<String>) throws(JobRejection) {
+        if let unknown = members.first(where: { !allowed.contains($0.key) }) {
+            throw JobRejection(.invalidField, "\(path)\(unknown.key) is not a field of the v1 contract")
+        }
+    }
+
+    /// Refuses the first member nobody read, with `rule` (default: not a field of the contract).
+    public func rejectUnread(_ rule: String = "is not a field of the v1 contract") throws(JobRejection) {
+        if let unknown = members.first(where: { !read.contains($0.key) }) {
+            throw JobRejection(.invalidField, "\(path)\(unknown.key) \(rule)")
+        }
+    }
+}
+
+extension UInt8 {
+    public var isHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
+    }
+}

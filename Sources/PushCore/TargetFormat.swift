@@ -1,0 +1,74 @@
+/// How a provider's targets are written in a job: the plugin's side of the job contract.
+///
+/// The core reads the fields every target has (`bindingId`, `provider`, `app`) and hands the rest of the
+/// target object to the format of the provider it names. A format may also serve device bindings written
+/// the way SIP servers store them (`SIPBinding`): it names the RFC 8599 `pn-provider` values and X-MPUSH
+/// provider letters it answers for and turns such a binding into its app and details.
+public protocol TargetFormat: Sendable {
+    var provider: ProviderID { get }
+
+    /// Reads and checks this provider's own members of a target object; the core refuses any member
+    /// it leaves unread.
+    func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails
+
+    /// RFC 8599 `pn-provider` values this format serves.
+    var rfc8599Providers: [String] { get }
+    /// X-MPUSH provider letters this format serves, each with what it means (for the refusal of an unknown letter).
+    var xmpushProviders: [(letter: String, meaning: String)] { get }
+
+    /// A SIP binding string for one of those names, as this provider's target. `fields` holds the target's
+    /// other members (Web Push keys, for example): members it leaves unread are refused. An unbound
+    /// binding (`binding.token == nil`) has no token to check.
+    func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails)
+}
+
+extension TargetFormat {
+    public var rfc8599Providers: [String] { [] }
+    public var xmpushProviders: [(letter: String, meaning: String)] { [] }
+
+    public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
+        throw binding.invalid("is not a notation \(provider) targets can be written in")
+    }
+}
+
+/// The target formats a worker knows, by provider name and SIP notation.
+public struct TargetFormats: Sendable {
+    public private(set) var byProvider: [ProviderID: any TargetFormat] = [:]
+    private var byRFC8599Provider: [String: any TargetFormat] = [:]
+    private var byXMPushLetter: [String: any TargetFormat] = [:]
+
+    public init(_ formats: [any TargetFormat] = []) {
+        for format in formats { add(format) }
+    }
+
+    public mutating func add(_ format: any TargetFormat) {
+        precondition(byProvider[format.provider] == nil, "two target formats for \(format.provider)")
+        byProvider[format.provider] = format
+        for name in format.rfc8599Providers {
+            precondition(byRFC8599Provider[name] == nil, "two target formats for pn-provider \(name)")
+            byRFC8599Provider[name] = format
+        }
+        for (letter, _) in format.xmpushProviders {
+            precondition(byXMPushLetter[letter] == nil, "two target formats for X-MPUSH provider \(letter)")
+            byXMPushLetter[letter] = format
+        }
+    }
+
+    public var providerNames: [String] { byProvider.keys.map(\.rawValue).sorted() }
+
+    func format(for binding: SIPBinding) throws(JobRejection) -> any TargetFormat {
+        switch binding.notation {
+        case .rfc8599:
+            guard let format = byRFC8599Provider[binding.provider] else {
+                throw binding.invalid("pn-provider \"\(binding.provider.prefix(16))\" is not one of \(byRFC8599Provider.keys.sorted().joined(separator: ", "))")
+            }
+            return format
+        case .xmpush:
+            guard let format = byXMPushLetter[binding.provider] else {
+                let known = byProvider.values.flatMap(\.xmpushProviders).sorted { $0.letter < $1.letter }
+                throw binding.invalid("provider \"\(binding.provider.prefix(8))\" is not one of \(known.map { "\($0.letter) (\($0.meaning))" }.joined(separator: ", "))")
+            }
+            return format
+        }
+    }
+}
