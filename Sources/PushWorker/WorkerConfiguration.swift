@@ -139,7 +139,7 @@ public struct WorkerConfiguration: Sendable {
             }
         }
         if enabled.isEmpty, requireBrokers {
-            reader.problem("no provider is configured: set " + linked.map(\.configuredBy).joined(separator: "; or ") + " (see push-worker run --help)")
+            reader.problem("no provider is configured; set one of: " + linked.map(\.configuredBy).joined(separator: "; ") + " (see push-worker run --help)")
         }
 
         let levelName = reader.string("PUSH_LOG_LEVEL") ?? "info"
