@@ -13,15 +13,18 @@ public struct APNsApp: Sendable {
     public var authentication: Authentication
     /// Replaces the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM.
     public var topicOverride: String?
-    /// Push type of cancels to targets that name none: `voip` (default: the call's PushKit
-    /// handler stops the ringing) or `alert` (apps whose devices register alert tokens).
+    /// Push type of cancels to targets that name none: `alert` (default: iOS 13+ ends an app that
+    /// gets a VoIP push without reporting a call, as the Mizu seed warns) or `voip` (apps whose
+    /// PushKit handler reports and ends the call).
     public var cancelPushType: APNsPushType
 
     /// Push types a cancel may default to.
     public static let cancelPushTypes: [APNsPushType] = [.voip, .alert]
+    /// The seed's `pushnotification_apnspushtype` default: voip for calls, alert for everything else.
+    public static let defaultCancelPushType = APNsPushType.alert
 
     public init(bundleId: String, authentication: Authentication, topicOverride: String? = nil,
-                cancelPushType: APNsPushType = .voip) {
+                cancelPushType: APNsPushType = defaultCancelPushType) {
         self.bundleId = bundleId
         self.authentication = authentication
         self.topicOverride = topicOverride

@@ -19,7 +19,7 @@ public struct APNsPlugin: ProviderPlugin {
         static let teamId = Setting("PUSH_APNS_TEAM_ID", "The 10-character Apple team id (`iss` of the provider token).")
         static let bundleId = Setting("PUSH_APNS_BUNDLE_ID", "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …).")
         static let topic = Setting("PUSH_APNS_TOPIC", "Replaces the derived `apns-topic` of that app (e.g. an MDM topic).")
-        static let cancelPushType = Setting("PUSH_APNS_CANCEL_PUSH_TYPE", default: "voip", "Push type of `cancel` jobs to that app's targets that name none: `voip` (the call's PushKit handler) or `alert`. Apps in `PUSH_APPS_FILE` set `cancelPushType`.")
+        static let cancelPushType = Setting("PUSH_APNS_CANCEL_PUSH_TYPE", default: "alert", "Push type of `cancel` jobs to that app's targets that name none: `alert` (iOS 13+ ends an app that gets a VoIP push without reporting a call) or `voip` (for apps whose PushKit handler reports and ends the call). Apps in `PUSH_APPS_FILE` set `cancelPushType`.")
         static let host = Setting("PUSH_APNS_HOST", "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests.")
         static let port = Setting("PUSH_APNS_PORT", .integer(1...65535), default: "443", "APNs port (Apple also listens on 2197).")
         static let caFile = Setting("PUSH_APNS_CA_FILE", .file, "PEM CA bundle trusted for APNs instead of the system store (sandboxes).")
@@ -59,7 +59,7 @@ public struct APNsPlugin: ProviderPlugin {
                 if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
                 if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
                 if CredentialFiles.signingKey(at: keyFile, place: Settings.keyFile.name, reader: &reader) {
-                    var cancelPushType = APNsPushType.voip
+                    var cancelPushType = APNsApp.defaultCancelPushType
                     if let name = reader.string(Settings.cancelPushType) {
                         if let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) {
                             cancelPushType = type
@@ -104,7 +104,7 @@ public struct APNsPlugin: ProviderPlugin {
 ///     {"bundleId": "com.example.mdm", "certificateFile": "/secrets/mdm.pem", "privateKeyFile": "/secrets/mdm-key.pem", "topic": "com.apple.mgmt.External.1234"}
 ///
 /// A `.p12` certificate (by extension) carries its key; its password comes from `passwordFile`.
-/// `"cancelPushType": "alert"` (default `voip`) is the push type of cancels to targets that name none.
+/// `"cancelPushType": "voip"` (default `alert`) is the push type of cancels to targets that name none.
 enum APNsAppsFileEntry {
     static func app(_ entry: JSONValue, at place: String, reader: inout SettingsReader) -> APNsApp? {
         guard let bundleId = entry.nonEmptyString("bundleId") else {
@@ -112,7 +112,7 @@ enum APNsAppsFileEntry {
             return nil
         }
         let place = "\(place) (\(bundleId))"
-        var cancelPushType = APNsPushType.voip
+        var cancelPushType = APNsApp.defaultCancelPushType
         if let name = entry.nonEmptyString("cancelPushType") {
             guard let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) else {
                 reader.problem("\(place): cancelPushType must be voip or alert, got \"\(name)\"")
