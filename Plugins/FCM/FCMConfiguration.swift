@@ -6,18 +6,28 @@ public struct FCMConfiguration: Sendable {
     public var accounts: [ServiceAccount]
     /// The project serving targets without `app`.
     public var defaultProjectId: String?
+    /// App package names (Android package, bundle id) that name a project, as the Mizu seed's X-MPUSH
+    /// `a:<package>:…` bindings and `fcm_app` settings do.
+    public var packages: [String: String]
     /// Base URL of the send API; overridable for tests.
     public var endpoint: String
     /// Trust for the send API and the token endpoint (a sandbox CA); nil = the system store.
     public var caFile: String?
     public var timeout: Duration
 
-    public init(accounts: [ServiceAccount], defaultProjectId: String? = nil, endpoint: String = defaultEndpoint,
-                caFile: String? = nil, timeout: Duration = .seconds(10)) {
+    public init(accounts: [ServiceAccount], defaultProjectId: String? = nil, packages: [String: String] = [:],
+                endpoint: String = defaultEndpoint, caFile: String? = nil, timeout: Duration = .seconds(10)) {
         self.accounts = accounts
+        self.packages = packages
         self.defaultProjectId = defaultProjectId ?? (accounts.count == 1 ? accounts[0].projectId : nil)
         self.endpoint = endpoint
         self.caFile = caFile
         self.timeout = timeout
+    }
+
+    /// The project a target's `app` names: a project id, one of the projects' package names, or none (the default project).
+    public func projectId(for app: String?) -> String? {
+        guard let app else { return defaultProjectId }
+        return packages[app] ?? app
     }
 }

@@ -17,9 +17,10 @@ public struct FCMPlugin: ProviderPlugin {
         static let credentialsFile = Setting("PUSH_FCM_CREDENTIALS_FILE", .file, "FCM HTTP v1 for one project: the service-account JSON file; serves targets whose `app` is its `project_id` or absent.")
         static let endpoint = Setting("PUSH_FCM_ENDPOINT", default: FCMConfiguration.defaultEndpoint, "Overrides the FCM send API base URL (the token endpoint is the file's `token_uri`).")
         static let caFile = Setting("PUSH_FCM_CA_FILE", .file, "PEM CA bundle trusted for the FCM API and token endpoint instead of the system store (sandboxes).")
+        static let packages = Setting("PUSH_FCM_PACKAGES", .list, "Comma-separated app package names (Android package, bundle id) that name that project too: a target's `app` (an X-MPUSH `a:`/`j:` package, as in the Mizu seed) may be one of them. Projects in `PUSH_APPS_FILE` list `packages`.")
     }
 
-    public var settings: [Setting] { [Settings.credentialsFile, Settings.endpoint, Settings.caFile] }
+    public var settings: [Setting] { [Settings.credentialsFile, Settings.packages, Settings.endpoint, Settings.caFile] }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
@@ -30,15 +31,17 @@ public struct FCMPlugin: ProviderPlugin {
         }
     }
 
-    /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE` (`{"fcm": [{"credentialsFile": "…"}]}`),
-    /// plus endpoint overrides.
+    /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE`
+    /// (`{"fcm": [{"credentialsFile": "…", "packages"?: ["com.example.phone"]}]}`), plus endpoint overrides.
     public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> FCMConfiguration? {
         var accounts: [ServiceAccount] = []
         var defaultProject: String?
+        var packages: [(package: String, projectId: String)] = []
         if let path = reader.string(Settings.credentialsFile),
            let account = serviceAccount(at: path, place: Settings.credentialsFile.name, reader: &reader) {
             accounts.append(account)
             defaultProject = account.projectId
+            packages += reader.list(Settings.packages).map { ($0, account.projectId) }
         }
         for (index, entry) in entries.enumerated() {
             let place = "PUSH_APPS_FILE fcm[\(index)]"
@@ -46,16 +49,39 @@ public struct FCMPlugin: ProviderPlugin {
                 reader.problem("\(place): credentialsFile (a service-account JSON file) is required")
                 continue
             }
-            if let account = serviceAccount(at: file, place: place, reader: &reader) { accounts.append(account) }
+            guard let account = serviceAccount(at: file, place: place, reader: &reader) else { continue }
+            accounts.append(account)
+            switch entry["packages"] {
+            case nil: break
+            case .array(let names)?:
+                for name in names {
+                    guard case .string(let package) = name, !package.isEmpty else {
+                        reader.problem("\(place): packages must be an array of package names")
+                        break
+                    }
+                    packages.append((package, account.projectId))
+                }
+            default:
+                reader.problem("\(place): packages must be an array of package names")
+            }
         }
         for project in Dictionary(grouping: accounts, by: \.projectId).filter({ $0.value.count > 1 }).keys.sorted() {
             reader.problem("FCM project \(project) is configured twice")
         }
         guard !accounts.isEmpty else {
-            reader.refuseDependents([Settings.endpoint, Settings.caFile], because: "no FCM service account is configured")
+            reader.refuseDependents([Settings.endpoint, Settings.caFile, Settings.packages], because: "no FCM service account is configured")
             return nil
         }
-        var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject,
+        let projects = Set(accounts.map(\.projectId))
+        var packageProjects: [String: String] = [:]
+        for (package, projectId) in packages {
+            if projects.contains(package), package != projectId {
+                reader.problem("FCM package \(package) is also the id of another project")
+            } else if let other = packageProjects.updateValue(projectId, forKey: package), other != projectId {
+                reader.problem("FCM package \(package) is listed for projects \(other) and \(projectId)")
+            }
+        }
+        var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject, packages: packageProjects,
                                              caFile: reader.readableFile(Settings.caFile))
         if let endpoint = reader.httpsURL(Settings.endpoint) { configuration.endpoint = endpoint }
         return configuration

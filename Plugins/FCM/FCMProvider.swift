@@ -32,11 +32,11 @@ public struct FCMProvider: PushProvider {
     /// per platform, so THIRD_PARTY_AUTH_ERROR stops only the target's platform, `<project>/<platform>`, and
     /// opens no circuit when the target does not say its platform. A target naming no project uses the default one.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: target.app ?? configuration.defaultProjectId ?? "-", part: FCMMessage.platform(of: target))
+        DeliveryScope(provider: id, key: configuration.projectId(for: target.app) ?? "-", part: FCMMessage.platform(of: target))
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        guard let projectId = delivery.target.app ?? configuration.defaultProjectId, let source = tokens[projectId] else {
+        guard let projectId = configuration.projectId(for: delivery.target.app), let source = tokens[projectId] else {
             return .failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil)
         }
         if let key = FCMMessage.reservedDataKey(in: delivery.job.data) {

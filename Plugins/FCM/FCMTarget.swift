@@ -48,18 +48,29 @@ public struct FCMTargetFormat: TargetFormat {
     }
 
     public var rfc8599Providers: [String] { ["fcm"] }
-    public var xmpushProviders: [(letter: String, meaning: String)] { [("a", "Android FCM"), ("j", "iOS FCM")] }
+    public var xmpushProviders: [(letter: String, meaning: String)] { [("a", "Android FCM"), ("j", "iOS FCM"), ("w", "FCM web token")] }
+
+    /// `w:` is an FCM web token only without subscription keys (with them it is a Web Push subscription).
+    public func claims(_ binding: SIPBinding, _ fields: Fields) -> Bool {
+        binding.notation != .xmpush || binding.provider != "w" || !fields.has("keys")
+    }
 
     /// - RFC 8599 `fcm`: `pn-param` is the Firebase project id (which selects the app).
-    /// - X-MPUSH `a` (Android) and `j` (iOS): the package is the project id.
+    /// - X-MPUSH `a` (Android), `j` (iOS) and `w` without keys (an FCM web token, the seed's
+    ///   `pushnotification_web=0`): the package is the project id or one of its package names.
     public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
         switch binding.notation {
         case .rfc8599:
             guard let project = binding.parameter else { throw binding.invalid("pn-param (the Firebase project id) is required for fcm") }
             return (project, FCMTarget(token: binding.token))
         case .xmpush:
-            guard let project = binding.parameter else { throw binding.invalid("the package (Firebase project id) is empty") }
-            return (project, FCMTarget(token: binding.token, platform: binding.provider == "a" ? "android" : "ios"))
+            guard let project = binding.parameter else { throw binding.invalid("the package (Firebase project id or package name) is empty") }
+            let platform = switch binding.provider {
+            case "a": "android"
+            case "j": "ios"
+            default: "web"
+            }
+            return (project, FCMTarget(token: binding.token, platform: platform))
         }
     }
 }

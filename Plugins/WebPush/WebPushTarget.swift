@@ -62,6 +62,9 @@ public struct WebPushTargetFormat: TargetFormat {
     public var rfc8599Providers: [String] { ["webpush"] }
     public var xmpushProviders: [(letter: String, meaning: String)] { [("w", "Web Push")] }
 
+    /// A binding string is a Web Push subscription when its keys come with it (without, `w:` may be an FCM web token).
+    public func claims(_ binding: SIPBinding, _ fields: Fields) -> Bool { fields.has("keys") }
+
     /// RFC 8599 `webpush`: `pn-prid` is the subscription endpoint, `pn-param` is not used; X-MPUSH `w`: the
     /// token is the endpoint, the package is ignored. The keys come as the target's `keys` member.
     public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {

@@ -162,7 +162,7 @@ public struct JobDecoder: Sendable {
             try fields.rejectUnread("cannot be combined with \(notation.rawValue): the binding string carries provider, app and token")
             return Target(bindingId: bindingId, provider: SIPBinding.bareUnbindProvider, isUnbound: true)
         }
-        let format = try formats.format(for: binding)
+        let format = try formats.format(for: binding, fields)
         let (app, details) = try format.decode(binding, &fields)
         try fields.rejectUnread("cannot be combined with \(notation.rawValue): the binding string carries provider, app and token")
         return Target(bindingId: bindingId, provider: format.provider, app: app, details: details, isUnbound: binding.isUnbound)

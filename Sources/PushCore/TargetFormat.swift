@@ -16,6 +16,10 @@ public protocol TargetFormat: Sendable {
     /// X-MPUSH provider letters this format serves, each with what it means (for the refusal of an unknown letter).
     var xmpushProviders: [(letter: String, meaning: String)] { get }
 
+    /// Whether this format takes `binding`, one of the notations it serves, given the target's other members:
+    /// two formats may serve one X-MPUSH letter (`w:` is Web Push with keys, an FCM web token without).
+    func claims(_ binding: SIPBinding, _ fields: Fields) -> Bool
+
     /// A SIP binding string for one of those names, as this provider's target. `fields` holds the target's
     /// other members (Web Push keys, for example): members it leaves unread are refused. An unbound
     /// binding (`binding.token == nil`) has no token to check.
@@ -26,6 +30,8 @@ extension TargetFormat {
     public var rfc8599Providers: [String] { [] }
     public var xmpushProviders: [(letter: String, meaning: String)] { [] }
 
+    public func claims(_ binding: SIPBinding, _ fields: Fields) -> Bool { true }
+
     public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
         throw binding.invalid("is not a notation \(provider) targets can be written in")
     }
@@ -34,8 +40,8 @@ extension TargetFormat {
 /// The target formats a worker knows, by provider name and SIP notation.
 public struct TargetFormats: Sendable {
     public private(set) var byProvider: [ProviderID: any TargetFormat] = [:]
-    private var byRFC8599Provider: [String: any TargetFormat] = [:]
-    private var byXMPushLetter: [String: any TargetFormat] = [:]
+    private var byRFC8599Provider: [String: [any TargetFormat]] = [:]
+    private var byXMPushLetter: [String: [any TargetFormat]] = [:]
 
     public init(_ formats: [any TargetFormat] = []) {
         for format in formats { add(format) }
@@ -44,31 +50,28 @@ public struct TargetFormats: Sendable {
     public mutating func add(_ format: any TargetFormat) {
         precondition(byProvider[format.provider] == nil, "two target formats for \(format.provider)")
         byProvider[format.provider] = format
-        for name in format.rfc8599Providers {
-            precondition(byRFC8599Provider[name] == nil, "two target formats for pn-provider \(name)")
-            byRFC8599Provider[name] = format
-        }
-        for (letter, _) in format.xmpushProviders {
-            precondition(byXMPushLetter[letter] == nil, "two target formats for X-MPUSH provider \(letter)")
-            byXMPushLetter[letter] = format
-        }
+        for name in format.rfc8599Providers { byRFC8599Provider[name, default: []].append(format) }
+        for (letter, _) in format.xmpushProviders { byXMPushLetter[letter, default: []].append(format) }
     }
 
     public var providerNames: [String] { byProvider.keys.map(\.rawValue).sorted() }
 
-    func format(for binding: SIPBinding) throws(JobRejection) -> any TargetFormat {
+    /// The format that takes `binding`: the first of those serving its name that claims it, else the first
+    /// of them (whose decoding then says what is missing).
+    func format(for binding: SIPBinding, _ fields: Fields) throws(JobRejection) -> any TargetFormat {
         switch binding.notation {
         case .rfc8599:
-            guard let format = byRFC8599Provider[binding.provider] else {
+            guard let candidates = byRFC8599Provider[binding.provider], let first = candidates.first else {
                 throw binding.invalid("pn-provider \"\(binding.provider.prefix(16))\" is not one of \(byRFC8599Provider.keys.sorted().joined(separator: ", "))")
             }
-            return format
+            return candidates.first { $0.claims(binding, fields) } ?? first
         case .xmpush:
-            guard let format = byXMPushLetter[binding.provider] else {
-                let known = byProvider.values.flatMap(\.xmpushProviders).sorted { $0.letter < $1.letter }
-                throw binding.invalid("provider \"\(binding.provider.prefix(8))\" is not one of \(known.map { "\($0.letter) (\($0.meaning))" }.joined(separator: ", "))")
+            guard let candidates = byXMPushLetter[binding.provider], let first = candidates.first else {
+                let meanings = Dictionary(byProvider.values.flatMap(\.xmpushProviders).map { ($0.letter, [$0.meaning]) }, uniquingKeysWith: +)
+                let known = meanings.keys.sorted().map { "\($0) (\(meanings[$0]!.sorted().joined(separator: " or ")))" }
+                throw binding.invalid("provider \"\(binding.provider.prefix(8))\" is not one of \(known.joined(separator: ", "))")
             }
-            return format
+            return candidates.first { $0.claims(binding, fields) } ?? first
         }
     }
 }

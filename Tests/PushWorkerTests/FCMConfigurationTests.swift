@@ -61,4 +61,22 @@ struct FCMConfigurationTests {
         #expect(configuration.fcm?.accounts.map(\.projectId) == ["project-a", "project-b"])
         #expect(configuration.fcm?.defaultProjectId == nil)
     }
+
+    @Test("package names of a project come from PUSH_FCM_PACKAGES or an apps-file entry's packages; one package names one project")
+    func packages() throws {
+        let first = try Self.writeServiceAccount(projectId: "project-a")
+        let second = try Self.writeServiceAccount(projectId: "project-b")
+        let shortcut = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": first,
+                                                           "PUSH_FCM_PACKAGES": "com.voip.phone, com.voip.tablet"]).get()
+        #expect(shortcut.fcm?.packages == ["com.voip.phone": "project-a", "com.voip.tablet": "project-a"])
+        let apps = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        try #"{"fcm": [{"credentialsFile": "\#(first)", "packages": ["com.a.phone"]}, {"credentialsFile": "\#(second)", "packages": ["com.b.phone"]}]}"#
+            .write(toFile: apps, atomically: true, encoding: .utf8)
+        let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
+        #expect(fromFile.fcm?.projectId(for: "com.b.phone") == "project-b")
+        #expect(fromFile.fcm?.projectId(for: "project-a") == "project-a")
+        try #"{"fcm": [{"credentialsFile": "\#(first)", "packages": ["com.x"]}, {"credentialsFile": "\#(second)", "packages": ["com.x"]}]}"#
+            .write(toFile: apps, atomically: true, encoding: .utf8)
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["FCM package com.x is listed for projects project-a and project-b"])
+    }
 }

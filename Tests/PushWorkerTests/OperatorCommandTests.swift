@@ -82,7 +82,7 @@ struct OperatorCommandTests {
             _ = try await OperatorSend.run(environment: Self.environment(apns: apns), options: .init(target: [("xmpush", "z:p:t")]), logger: testLogger())
             Issue.record("a malformed binding was sent")
         } catch {
-            #expect(error.problems == [#"target: targets[0].xmpush provider "z" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (Web Push)"#])
+            #expect(error.problems == [#"target: targets[0].xmpush provider "z" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (FCM web token or Web Push)"#])
         }
         await apns.stop()
     }

@@ -115,9 +115,9 @@ struct SIPPushBindingTests {
         ("a:com.voip.phone", "must be [s|p|d:]provider:package:token"),
         ("s:", "must be [s|p|d:]provider:package:token"),
         ("s", "must be [s|p|d:]provider:package:token"),
-        ("x:com.voip.phone:t", "provider \"x\" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (Web Push)"),
+        ("x:com.voip.phone:t", "provider \"x\" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (FCM web token or Web Push)"),
         ("q:i:com.example.app:t", "provider \"q\" is not one of"),
-        ("a::token", "the package (Firebase project id) is empty"),
+        ("a::token", "the package (Firebase project id or package name) is empty"),
         ("i::token", "the package (bundle id) is empty"),
         ("a:com.voip.phone:", "the token is empty"),
     ]
@@ -169,6 +169,15 @@ struct SIPBindingTargetTests {
         #expect(target.details(WebPushTarget.self)?.keys == WebPushKeys(p256dh: "k", auth: "a"))
     }
 
+    @Test("X-MPUSH w: without keys is an FCM web token of the package's project (the seed's pushnotification_web=0); with keys a Web Push subscription")
+    func xmpushWebTokenOrSubscription() throws {
+        let token = try decode(#"{"bindingId":"b1","xmpush":"w:com.example.web:fcm-web-token-1"}"#)
+        #expect(token == Target(bindingId: "b1", provider: .fcm, app: "com.example.web",
+                                details: FCMTarget(token: "fcm-web-token-1", platform: "web")))
+        let subscription = try decode(#"{"bindingId":"b1","xmpush":"w:site:https://push.example.net/s/1","keys":{"p256dh":"k","auth":"a"}}"#)
+        #expect(subscription.provider == .webpush)
+    }
+
     @Test("binding strings are not mixed with native fields or with each other, and stay held to provider rules")
     func strictness() {
         let cases: [(String, String)] = [
@@ -176,7 +185,7 @@ struct SIPBindingTargetTests {
             (#"{"bindingId":"b1","xmpush":"a:p:t","token":"t2"}"#, "targets[0].token cannot be combined with xmpush"),
             (#"{"bindingId":"b1","xmpush":"a:p:t","rfc8599":"pn-provider=fcm;pn-param=p;pn-prid=t"}"#, "targets[0].rfc8599 and xmpush cannot both be given"),
             (#"{"bindingId":"b1","xmpush":"a:p:t","keys":{"p256dh":"k","auth":"a"}}"#, "targets[0].keys cannot be combined with xmpush"),
-            (#"{"bindingId":"b1","xmpush":"w:site:https://push.example.net/s/1"}"#, "targets[0].xmpush: keys (p256dh, auth) are required for webpush"),
+            (#"{"bindingId":"b1","rfc8599":"pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1"}"#, "targets[0].rfc8599: keys (p256dh, auth) are required for webpush"),
             (#"{"bindingId":"b1","xmpush":"i:com.example.app:not-hex"}"#, "targets[0].xmpush: token must be an even number (≥ 16) of hex digits for apns"),
             (#"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-prid=x"}"#, "targets[0].rfc8599 pn-param is required for apns"),
             (#"{"bindingId":"b1","rfc8599":7}"#, "targets[0].rfc8599 must be a string"),
