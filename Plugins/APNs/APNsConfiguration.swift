@@ -12,6 +12,9 @@ public struct APNsApp: Sendable {
 
     public var bundleId: String
     public var authentication: Authentication
+    /// A VoIP Services certificate beside the app's alert credentials (the push-proxy seed keeps both for
+    /// one app): VoIP pushes use it; every other push uses `authentication`.
+    public var voipAuthentication: Authentication?
     /// Replaces the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM.
     public var topicOverride: String?
     /// Push type of cancels to targets that name none: `alert` (default: iOS 13+ ends an app that
@@ -38,6 +41,11 @@ public struct APNsApp: Sendable {
         self.cancelPushType = cancelPushType
         self.defaultEnvironment = defaultEnvironment
         self.xmpushTokensArePushKit = xmpushTokensArePushKit
+    }
+
+    /// The credentials a push of `pushType` is sent with.
+    public func authentication(for pushType: APNsPushType) -> Authentication {
+        pushType == .voip ? voipAuthentication ?? authentication : authentication
     }
 
     /// The environment a push to `target` goes to: its own, else the app's default.

@@ -118,7 +118,9 @@ public struct APNsPlugin: ProviderPlugin {
 /// A `.p12` certificate (by extension) carries its key; its password comes from `passwordFile`.
 /// `"cancelPushType": "voip"` (default `alert`) is the push type of cancels to targets that name none;
 /// `"environment": "sandbox"` (default `production`) the environment of targets that name none;
-/// `"xmpushPushKitTokens": true` declares the app's X-MPUSH `i:` tokens PushKit tokens.
+/// `"xmpushPushKitTokens": true` declares the app's X-MPUSH `i:` tokens PushKit tokens; `"voipCertificateFile"`
+/// (with `"voipPrivateKeyFile"` or a `.p12`, and `"voipPasswordFile"`) adds a VoIP Services certificate that
+/// VoIP pushes use instead of the app's alert credentials.
 enum APNsAppsFileEntry {
     static func app(_ entry: JSONValue, at place: String, reader: inout SettingsReader) -> APNsApp? {
         guard let bundleId = entry.nonEmptyString("bundleId") else {
@@ -151,6 +153,10 @@ enum APNsAppsFileEntry {
             pushKitTokens = value
         }
         guard var app = credentials(entry, bundleId: bundleId, at: place, reader: &reader) else { return nil }
+        if entry.nonEmptyString("voipCertificateFile") != nil {
+            guard let voip = certificate(entry, prefix: "voip", at: place, reader: &reader) else { return nil }
+            app.voipAuthentication = .certificate(voip)
+        }
         app.cancelPushType = cancelPushType
         app.defaultEnvironment = environment
         app.xmpushTokensArePushKit = pushKitTokens
@@ -167,32 +173,41 @@ enum APNsAppsFileEntry {
             return APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
                            topicOverride: entry.nonEmptyString("topic"))
         }
-        guard let certificate = entry.nonEmptyString("certificateFile") else {
+        guard entry.nonEmptyString("certificateFile") != nil else {
             reader.problem("\(place): either keyFile (token auth) or certificateFile (certificate auth) is required")
             return nil
         }
+        guard let tls = certificate(entry, prefix: nil, at: place, reader: &reader) else { return nil }
+        return APNsApp(bundleId: bundleId, authentication: .certificate(tls), topicOverride: entry.nonEmptyString("topic"))
+    }
+
+    /// A certificate's TLS options from `<prefix>CertificateFile`, `<prefix>PrivateKeyFile` (unless a `.p12`) and
+    /// `<prefix>PasswordFile` (member names in camel case: `certificateFile`, `voipCertificateFile`, …).
+    private static func certificate(_ entry: JSONValue, prefix: String?, at place: String, reader: inout SettingsReader) -> TLSOptions? {
+        func member(_ name: String) -> String { prefix.map { $0 + name.prefix(1).uppercased() + name.dropFirst() } ?? name }
+        guard let certificate = entry.nonEmptyString(member("certificateFile")) else { return nil }
         guard FileManager.default.isReadableFile(atPath: certificate) else {
-            reader.problem("\(place): certificateFile \(certificate) does not exist or is not readable")
+            reader.problem("\(place): \(member("certificateFile")) \(certificate) does not exist or is not readable")
             return nil
         }
         var tls = TLSOptions(clientCertificateFile: certificate)
         if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
             tls.clientCertificateFormat = .pkcs12
         } else {
-            guard let keyFile = entry.nonEmptyString("privateKeyFile"), FileManager.default.isReadableFile(atPath: keyFile) else {
-                reader.problem("\(place): a PEM certificateFile needs a readable privateKeyFile")
+            guard let keyFile = entry.nonEmptyString(member("privateKeyFile")), FileManager.default.isReadableFile(atPath: keyFile) else {
+                reader.problem("\(place): a PEM \(member("certificateFile")) needs a readable \(member("privateKeyFile"))")
                 return nil
             }
             tls.clientKeyFile = keyFile
         }
-        if let passwordFile = entry.nonEmptyString("passwordFile") {
+        if let passwordFile = entry.nonEmptyString(member("passwordFile")) {
             guard let password = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
-                reader.problem("\(place): passwordFile \(passwordFile) does not exist or is not readable")
+                reader.problem("\(place): \(member("passwordFile")) \(passwordFile) does not exist or is not readable")
                 return nil
             }
             tls.clientKeyPassword = password.trimmingCharacters(in: .newlines)
         }
-        return APNsApp(bundleId: bundleId, authentication: .certificate(tls), topicOverride: entry.nonEmptyString("topic"))
+        return tls
     }
 }
 

@@ -36,8 +36,8 @@ public struct APNsProvider: PushProvider {
         self.tokens = tokens
     }
 
-    func tokenCache(for app: APNsApp) -> APNsTokenCache? {
-        guard case .token(_, let keyId, let teamId) = app.authentication else { return nil }
+    func tokenCache(for authentication: APNsApp.Authentication) -> APNsTokenCache? {
+        guard case .token(_, let keyId, let teamId) = authentication else { return nil }
         return tokens["\(teamId)/\(keyId)"]
     }
 
@@ -69,10 +69,11 @@ public struct APNsProvider: PushProvider {
         var headers = built.headers
         var tls = TLSOptions(caFile: configuration.caFile)
         var bearer: String?
-        switch app.authentication {
+        let authentication = app.authentication(for: built.pushType)
+        switch authentication {
         case .token:
             do {
-                bearer = try tokenCache(for: app)?.token()
+                bearer = try tokenCache(for: authentication)?.token()
             } catch {
                 return .failed(reason: "cannot sign the provider token: \(error)", httpStatus: nil, action: .checkCredentials)
             }
@@ -87,7 +88,7 @@ public struct APNsProvider: PushProvider {
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: APNsResponse.classify)
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
-            if let bearer { tokenCache(for: app)?.rejected(bearer) }
+            if let bearer { tokenCache(for: authentication)?.rejected(bearer) }
         case .failed(let reason, 400?, .none, _):
             logger.error("APNs refused a request push-worker built: a bug to report", metadata: [
                 "reason": "\(reason)", "bundleId": "\(bundleId)", "pushType": "\(built.pushType.rawValue)",

@@ -108,6 +108,7 @@ public struct WorkerConfiguration: Sendable {
         let sections = Set(linked.compactMap(\.appsFileSection))
         let appsFile = reader.string(CoreSettings.appsFile).map { AppsFile.load(path: $0, sections: sections, reader: &reader) } ?? [:]
         var configured: [ConfiguredPlugin] = []
+        let problemsBeforePlugins = reader.problems.count
         for plugin in linked {
             if let ready = plugin.configure(&reader, apps: plugin.appsFileSection.flatMap { appsFile[$0] } ?? []) {
                 configured.append(ready)
@@ -137,7 +138,8 @@ public struct WorkerConfiguration: Sendable {
                 }
             }
         }
-        if enabled.isEmpty, requireBrokers {
+        // A provider whose configuration was refused has said why already.
+        if enabled.isEmpty, requireBrokers, reader.problems.count == problemsBeforePlugins {
             reader.problem("no provider is configured; set one of: " + linked.map(\.configuredBy).joined(separator: "; ") + " (see push-worker run --help)")
         }
 

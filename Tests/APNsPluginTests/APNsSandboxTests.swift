@@ -138,6 +138,26 @@ struct APNsSandboxTests {
         await fixture.stop()
     }
 
+    @Test("an app with a VoIP Services certificate beside its alert credentials sends VoIP pushes with it and others without")
+    func voipCertificateBesideAlertCredentials() async throws {
+        let fixture = try await APNsSandboxFixture.start(certificateAuthentication: true)
+        var app = APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: .certificate(TLSOptions()))
+        app.voipAuthentication = .certificate(TLSOptions(clientCertificateFile: fixture.tls.clientCertificateFile,
+                                                         clientKeyFile: fixture.tls.clientKeyFile))
+        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
+                                                                         sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
+                                        transport: CurlHTTPTransport(), logger: testLogger())
+        guard case .delivered = await provider.deliver(Self.delivery(token: Self.liveToken, kind: .call)) else {
+            Issue.record("the VoIP push did not go with the VoIP certificate"); return
+        }
+        guard case .retryable = await provider.deliver(Self.delivery(token: Self.liveToken, kind: .message, bindingId: "b2")) else {
+            Issue.record("the alert push must use the app's own (here: missing) certificate"); return
+        }
+        #expect(fixture.server.requests.map { $0.header("apns-push-type") } == ["voip"])
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
     @Test("an oversized payload fails with PayloadTooLarge and no request is made")
     func payloadTooLarge() async throws {
         let fixture = try await APNsSandboxFixture.start()

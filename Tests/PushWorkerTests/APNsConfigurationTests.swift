@@ -111,4 +111,28 @@ struct APNsConfigurationTests {
         #expect(fromFile.defaultEnvironment == .sandbox)
         #expect(fromFile.xmpushTokensArePushKit)
     }
+
+    @Test("an apps-file app may add a VoIP certificate beside its alert credentials; VoIP pushes use it")
+    func voipCertificate() throws {
+        let keyFile = try Self.writeKey()
+        let directory = FileManager.default.temporaryDirectory.path
+        let certificate = "\(directory)/voip-\(UUID().uuidString).p12"
+        let password = "\(directory)/voip-\(UUID().uuidString).password"
+        try "not parsed at start-up".write(toFile: certificate, atomically: true, encoding: .utf8)
+        try "secret\n".write(toFile: password, atomically: true, encoding: .utf8)
+        let appsFile = "\(directory)/apps-\(UUID().uuidString).json"
+        try #"{"apns": [{"bundleId": "com.example.phone", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "voipCertificateFile": "\#(certificate)", "voipPasswordFile": "\#(password)"}]}"#
+            .write(toFile: appsFile, atomically: true, encoding: .utf8)
+        let app = try #require(try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get().apns?.apps.first)
+        guard case .certificate(let voip) = app.authentication(for: .voip), case .token = app.authentication(for: .alert) else {
+            Issue.record("VoIP pushes must use the VoIP certificate, others the token: \(app)"); return
+        }
+        #expect(voip.clientCertificateFile == certificate)
+        #expect(voip.clientCertificateFormat == .pkcs12)
+        #expect(voip.clientKeyPassword == "secret")
+        try #"{"apns": [{"bundleId": "com.example.phone", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "voipCertificateFile": "/missing.pem"}]}"#
+            .write(toFile: appsFile, atomically: true, encoding: .utf8)
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile])
+            == ["PUSH_APPS_FILE apns[0] (com.example.phone): voipCertificateFile /missing.pem does not exist or is not readable"])
+    }
 }
