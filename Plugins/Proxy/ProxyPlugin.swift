@@ -7,42 +7,92 @@ import PushPluginAPI
 public struct ProxyPlugin: ProviderPlugin {
     public let id = ProviderID.proxy
     public var targetFormat: any TargetFormat { ProxyTargetFormat() }
-    public var configuredBy: String { "PUSH_PROXY_URL" }
+    public var appsFileSection: String? { "proxy" }
+    public var configuredBy: String { "PUSH_PROXY_URL or a proxy section in PUSH_APPS_FILE" }
 
     public init() {}
 
     enum Settings {
-        static let url = Setting("PUSH_PROXY_URL", "Push-proxy endpoint (https). Enables the proxy plugin for every proxy target.")
+        static let url = Setting("PUSH_PROXY_URL", "Push-proxy endpoint (https): serves proxy targets without `app` and apps without a proxy of their own in `PUSH_APPS_FILE`.")
         static let caFile = Setting("PUSH_PROXY_CA_FILE", .file, "PEM CA bundle trusted for the proxy instead of the system store.")
         static let certificateFile = Setting("PUSH_PROXY_CERT_FILE", .file, "PEM client certificate for mutual TLS with the proxy.")
         static let keyFile = Setting("PUSH_PROXY_KEY_FILE", .file, "PEM private key of `PUSH_PROXY_CERT_FILE`.")
+        static let keyPasswordFile = Setting("PUSH_PROXY_KEY_PASSWORD_FILE", .file, "File holding the password of `PUSH_PROXY_KEY_FILE`, if it has one (the seed's Private Key Password).")
         static let timeout = Setting("PUSH_PROXY_TIMEOUT_MS", .integer(100...300_000), default: "10000", "Per-request timeout for the proxy.")
+        static let dependents = [caFile, certificateFile, keyFile, keyPasswordFile]
     }
 
-    public var settings: [Setting] { [Settings.url, Settings.caFile, Settings.certificateFile, Settings.keyFile, Settings.timeout] }
+    public var settings: [Setting] { [Settings.url] + Settings.dependents + [Settings.timeout] }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
-        guard let configuration = Self.configuration(&reader) else { return nil }
-        return ConfiguredPlugin(id: id, configuration: configuration, summary: ["proxy: \(configuration.url)"],
-                                endpoints: [.init(name: "push proxy \(configuration.url)", url: configuration.url, tls: configuration.tls)]) { context in
+        guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
+        let endpoints = (configuration.defaultEndpoint.map { [("default", $0)] } ?? []) + configuration.endpoints.sorted { $0.key < $1.key }
+        return ConfiguredPlugin(id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \($0.1.url)" },
+                                endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) }) { context in
             ProxyProvider(configuration: configuration, transport: context.makeTransport("proxy"))
         }
     }
 
-    public static func configuration(_ reader: inout SettingsReader) -> ProxyConfiguration? {
-        guard reader.isSet(Settings.url) else {
-            reader.refuseDependents([Settings.caFile, Settings.certificateFile, Settings.keyFile, Settings.timeout],
-                                    because: "PUSH_PROXY_URL is not")
+    /// The default proxy from `PUSH_PROXY_*` and one proxy per app from `PUSH_APPS_FILE`:
+    /// `{"proxy": [{"app": "acme", "url": "https://…", "caFile"?, "certificateFile"?, "privateKeyFile"?, "passwordFile"?}]}`.
+    public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue] = []) -> ProxyConfiguration? {
+        let timeout = Duration.milliseconds(reader.integer(Settings.timeout))
+        var defaultEndpoint: ProxyEndpoint?
+        if reader.isSet(Settings.url) {
+            // A bad URL is a start-up problem; the proxy still counts as configured, so it is the only line.
+            let url = reader.httpsURL(Settings.url, isBase: false) ?? reader.string(Settings.url) ?? ""
+            var tls = TLSOptions(caFile: reader.readableFile(Settings.caFile),
+                                 clientCertificateFile: reader.readableFile(Settings.certificateFile),
+                                 clientKeyFile: reader.readableFile(Settings.keyFile))
+            if reader.isSet(Settings.certificateFile) != reader.isSet(Settings.keyFile) {
+                reader.problem("PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together")
+            }
+            if let path = reader.string(Settings.keyPasswordFile) {
+                tls.clientKeyPassword = CredentialFiles.secret(at: path, place: Settings.keyPasswordFile.name, reader: &reader)
+            }
+            defaultEndpoint = ProxyEndpoint(url: url, tls: tls, timeout: timeout)
+        } else {
+            reader.refuseDependents(Settings.dependents, because: "PUSH_PROXY_URL is not")
+        }
+        var endpoints: [String: ProxyEndpoint] = [:]
+        for (index, entry) in entries.enumerated() {
+            let place = "PUSH_APPS_FILE proxy[\(index)]"
+            guard let app = entry.nonEmptyString("app") else {
+                reader.problem("\(place): app (the targets' app this proxy serves) is required")
+                continue
+            }
+            guard let endpoint = endpoint(entry, at: "\(place) (\(app))", timeout: timeout, reader: &reader) else { continue }
+            if endpoints.updateValue(endpoint, forKey: app) != nil { reader.problem("push proxy for app \(app) is configured twice") }
+        }
+        guard defaultEndpoint != nil || !endpoints.isEmpty else {
+            reader.refuseDependents([Settings.timeout], because: "no push proxy is configured")
             return nil
         }
-        // A bad URL is a start-up problem; the plugin still counts as configured, so it is the only line.
-        let url = reader.httpsURL(Settings.url, isBase: false) ?? reader.string(Settings.url) ?? ""
-        let tls = TLSOptions(caFile: reader.readableFile(Settings.caFile),
-                             clientCertificateFile: reader.readableFile(Settings.certificateFile),
-                             clientKeyFile: reader.readableFile(Settings.keyFile))
-        if reader.isSet(Settings.certificateFile) != reader.isSet(Settings.keyFile) {
-            reader.problem("PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together")
+        return ProxyConfiguration(defaultEndpoint: defaultEndpoint, endpoints: endpoints)
+    }
+
+    private static func endpoint(_ entry: JSONValue, at place: String, timeout: Duration, reader: inout SettingsReader) -> ProxyEndpoint? {
+        guard let url = entry.nonEmptyString("url"), let parsed = URL(string: url), parsed.scheme == "https", parsed.host != nil else {
+            reader.problem("\(place): url must be an https:// URL")
+            return nil
         }
-        return ProxyConfiguration(url: url, tls: tls, timeout: .milliseconds(reader.integer(Settings.timeout)))
+        var tls = TLSOptions()
+        for (member, path) in [("caFile", \TLSOptions.caFile), ("certificateFile", \.clientCertificateFile), ("privateKeyFile", \.clientKeyFile)] {
+            guard let file = entry.nonEmptyString(member) else { continue }
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                reader.problem("\(place): \(member) \(file) does not exist or is not readable")
+                return nil
+            }
+            tls[keyPath: path] = file
+        }
+        if (tls.clientCertificateFile == nil) != (tls.clientKeyFile == nil) {
+            reader.problem("\(place): certificateFile and privateKeyFile must be given together")
+            return nil
+        }
+        if let passwordFile = entry.nonEmptyString("passwordFile") {
+            guard let password = CredentialFiles.secret(at: passwordFile, place: "\(place): passwordFile", reader: &reader) else { return nil }
+            tls.clientKeyPassword = password
+        }
+        return ProxyEndpoint(url: url, tls: tls, timeout: timeout)
     }
 }

@@ -1,25 +1,43 @@
 import PushCore
 import PushHTTP
 
-/// Delivers to the customer's push proxy: one POST per target.
+/// Delivers to the customer's push proxy: one POST per job and proxy, carrying every endpoint of the job's
+/// targets there (`endpointData`), each target getting the request's outcome.
 public struct ProxyProvider: PushProvider {
     public let id = ProviderID.proxy
     public var targetFormat: any TargetFormat { ProxyTargetFormat() }
     private let configuration: ProxyConfiguration
     private let transport: any HTTPTransport
+    private let gathering: EndpointGathering
 
     public init(configuration: ProxyConfiguration, transport: any HTTPTransport) {
         self.configuration = configuration
         self.transport = transport
+        gathering = EndpointGathering(window: configuration.gatheringWindow) { deliveries in
+            await Self.send(deliveries, configuration: configuration, transport: transport)
+        }
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        let request = HTTPRequest(url: configuration.url,
-                                  headers: [("content-type", "application/json")],
-                                  body: ProxyRequestBody.encode(delivery),
-                                  timeout: configuration.timeout,
-                                  tls: configuration.tls)
-        return await HTTPDelivery.send(request, for: delivery, over: transport, classify: Self.classify)
+        guard configuration.endpoint(for: delivery.target.app) != nil else {
+            return .failed(reason: "no push proxy for app \(delivery.target.app ?? "(none)")", httpStatus: nil)
+        }
+        let sameProxy = delivery.job.targets.filter { $0.provider == id && !$0.isUnbound && $0.app == delivery.target.app }
+        return await gathering.deliver(delivery, expected: sameProxy.count)
+    }
+
+    private static func send(_ deliveries: [Delivery], configuration: ProxyConfiguration, transport: any HTTPTransport) async -> DeliveryResult {
+        guard let first = deliveries.first, let endpoint = configuration.endpoint(for: first.target.app) else {
+            return .failed(reason: "no push proxy", httpStatus: nil)
+        }
+        let request = HTTPRequest(url: endpoint.url, headers: [("content-type", "application/json")],
+                                  body: ProxyRequestBody.encode(deliveries), timeout: endpoint.timeout, tls: endpoint.tls)
+        let result = await HTTPDelivery.send(request, for: first, over: transport, classify: Self.classify)
+        if case .rejected(_, let status, _) = result {
+            return .rejected(reason: "proxy does not know user \(first.job.userId): stop pushing to it until it registers a new endpoint",
+                             httpStatus: status)
+        }
+        return result
     }
 
     public func shutdown() async { transport.shutdown() }

@@ -2,12 +2,16 @@ import PushCore
 
 /// The push-proxy request entity, field for field as the BlackBerry Spark spec gives it:
 /// `{version, expiry, userId, isStatus, body, endpointData: [{endpointId, platform, tokenType, token, pushType}]}`.
+/// One request carries the endpoints of one job's targets at one proxy ("all endpoints for the userId").
 enum ProxyRequestBody {
     static let version = "0.2"
 
-    static func encode(_ delivery: Delivery) -> [UInt8] {
+    static func encode(_ delivery: Delivery) -> [UInt8] { encode([delivery]) }
+
+    /// - Parameter deliveries: deliveries of one job (same user, kind, body and TTL), one per endpoint.
+    static func encode(_ deliveries: [Delivery]) -> [UInt8] {
+        guard let delivery = deliveries.first else { return [] }
         let job = delivery.job
-        let target = delivery.target.details(ProxyTarget.self) ?? ProxyTarget()
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
         writer.member("version", version)
@@ -17,13 +21,16 @@ enum ProxyRequestBody {
         writer.member("body", job.body ?? opaqueBody(for: job))
         writer.key("endpointData")
         writer.beginArray()
-        writer.beginObject()
-        writer.member("endpointId", delivery.target.bindingId)
-        if let platform = target.platform { writer.member("platform", platform) }
-        if let tokenType = target.tokenType { writer.member("tokenType", tokenType) }
-        if let token = target.token { writer.member("token", token) }
-        writer.member("pushType", target.pushType ?? defaultPushType(job.kind))
-        writer.endObject()
+        for endpoint in deliveries {
+            let target = endpoint.target.details(ProxyTarget.self) ?? ProxyTarget()
+            writer.beginObject()
+            writer.member("endpointId", endpoint.target.bindingId)
+            if let platform = target.platform { writer.member("platform", platform) }
+            if let tokenType = target.tokenType { writer.member("tokenType", tokenType) }
+            if let token = target.token { writer.member("token", token) }
+            writer.member("pushType", target.pushType ?? defaultPushType(job.kind))
+            writer.endObject()
+        }
         writer.endArray()
         writer.endObject()
         return writer.bytes

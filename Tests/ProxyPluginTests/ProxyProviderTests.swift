@@ -80,7 +80,8 @@ struct ProxyProviderTests {
         let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
                                      transport: CurlHTTPTransport())
         #expect(await provider.deliver(Self.delivery(userId: "alice")) == .delivered(providerMessageId: nil, httpStatus: 200))
-        #expect(await provider.deliver(Self.delivery(userId: "unknown-zed")) == .rejected(reason: "proxy does not know this user", httpStatus: 403))
+        #expect(await provider.deliver(Self.delivery(userId: "unknown-zed"))
+            == .rejected(reason: "proxy does not know user unknown-zed: stop pushing to it until it registers a new endpoint", httpStatus: 403))
         #expect(await provider.deliver(Self.delivery(userId: "busy-zed"))
             == .retryable(reason: "proxy unavailable", httpStatus: 503, retryAfter: .seconds(1)))
         let recorded = sandbox.server.requests
@@ -88,6 +89,75 @@ struct ProxyProviderTests {
         #expect(recorded.allSatisfy { $0.method == "POST" && $0.header("content-type") == "application/json" })
         await provider.shutdown()
         await sandbox.stop()
+    }
+
+    static func userJob(_ userId: String, bindings: [String], app: String? = nil) -> [Delivery] {
+        let targets = bindings.map { Target.proxy($0, app: app, token: "tok-\($0)", tokenType: "fcm", platform: "android") }
+        let job = Job(id: "j-\(userId)", createdAt: now - 1000, ttl: 30, kind: .message, priority: .high, userId: userId,
+                      notification: Notification(title: "Bob", body: "Hi"), targets: targets)
+        return targets.map { Delivery(job: job, target: $0, attempt: 1, now: now) }
+    }
+
+    static func deliverTogether(_ provider: ProxyProvider, _ deliveries: [Delivery]) async -> [String: DeliveryResult] {
+        await withTaskGroup(of: (String, DeliveryResult).self) { group in
+            for delivery in deliveries { group.addTask { (delivery.target.bindingId, await provider.deliver(delivery)) } }
+            return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+    }
+
+    @Test("a user's endpoints at one proxy go out in one request (endpointData), each getting the answer; a 403 rejects them all naming the user")
+    func oneRequestPerUser() async throws {
+        let sandbox = try await ProxySandboxFixture.start()
+        let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+                                     transport: CurlHTTPTransport())
+        let delivered = await Self.deliverTogether(provider, Self.userJob("alice", bindings: ["phone", "tablet"]))
+        #expect(delivered == ["phone": .delivered(providerMessageId: nil, httpStatus: 200), "tablet": .delivered(providerMessageId: nil, httpStatus: 200)])
+        let rejected = await Self.deliverTogether(provider, Self.userJob("unknown-zed", bindings: ["z1", "z2"]))
+        let reason = "proxy does not know user unknown-zed: stop pushing to it until it registers a new endpoint"
+        #expect(rejected == ["z1": .rejected(reason: reason, httpStatus: 403), "z2": .rejected(reason: reason, httpStatus: 403)])
+        let endpoints = sandbox.server.requests.map { request -> [String] in
+            guard case .array(let data)? = (try? JSONParser.parse(request.body))?["endpointData"] else { return [] }
+            return data.compactMap { if case .string(let id)? = $0["endpointId"] { id } else { nil } }.sorted()
+        }
+        #expect(endpoints == [["phone", "tablet"], ["z1", "z2"]])
+        await provider.shutdown()
+        await sandbox.stop()
+    }
+
+    @Test("a target whose partner never comes (deduplicated, finished) goes out alone after the gathering window")
+    func lateMembersDoNotHoldTheRequest() async throws {
+        let sandbox = try await ProxySandboxFixture.start()
+        let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+                                     transport: CurlHTTPTransport())
+        let alone = Self.userJob("alice", bindings: ["phone", "tablet"])[0]
+        #expect(await provider.deliver(alone) == .delivered(providerMessageId: nil, httpStatus: 200))
+        #expect(sandbox.server.requests.count == 1)
+        await provider.shutdown()
+        await sandbox.stop()
+    }
+
+    @Test("each app may have its own proxy; targets of other apps use the default one, or fail without one")
+    func proxyPerApp() async throws {
+        let acme = try await ProxySandboxFixture.start()
+        let fallback = try await ProxySandboxFixture.start()
+        let configuration = ProxyConfiguration(
+            defaultEndpoint: ProxyEndpoint(url: fallback.url, tls: TLSOptions(caFile: fallback.tls.caFile)),
+            endpoints: ["acme": ProxyEndpoint(url: acme.url, tls: TLSOptions(caFile: acme.tls.caFile))])
+        let provider = ProxyProvider(configuration: configuration, transport: CurlHTTPTransport())
+        #expect(await provider.deliver(Self.userJob("alice", bindings: ["a"], app: "acme")[0]) == .delivered(providerMessageId: nil, httpStatus: 200))
+        #expect(await provider.deliver(Self.userJob("bob", bindings: ["b"], app: "other")[0]) == .delivered(providerMessageId: nil, httpStatus: 200))
+        #expect(acme.server.requests.count == 1)
+        #expect(fallback.server.requests.count == 1)
+        let onlyAcme = ProxyProvider(configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
+                                     transport: CurlHTTPTransport())
+        guard case .failed(let reason, nil, _, _) = await onlyAcme.deliver(Self.userJob("bob", bindings: ["b"], app: "other")[0]) else {
+            Issue.record("a target of an app without a proxy must fail"); return
+        }
+        #expect(reason == "no push proxy for app other")
+        await provider.shutdown()
+        await onlyAcme.shutdown()
+        await acme.stop()
+        await fallback.stop()
     }
 
     @Test("mutual TLS with a custom CA: the configured client certificate is presented")

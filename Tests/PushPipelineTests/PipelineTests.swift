@@ -87,7 +87,11 @@ struct PipelineTests {
             #expect(outcome["status"] == .string(rejected ? "rejected" : "delivered"))
             #expect(outcome["action"] == .string(rejected ? "remove_binding" : "none"))
         }
-        #expect(sandbox.server.requests.count == 6)
+        let endpointsPerRequest = sandbox.server.requests.map { request -> Int in
+            guard case .array(let endpoints)? = (try? JSONParser.parse(request.body))?["endpointData"] else { return 0 }
+            return endpoints.count
+        }
+        #expect(endpointsPerRequest.sorted() == [1, 2, 3], "one proxy request per job, with all of its user's endpoints")
         try expectSchemaValid(published.map(\.valueString))
     }
 

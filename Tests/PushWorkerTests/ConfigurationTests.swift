@@ -124,4 +124,25 @@ struct ConfigurationTests {
         #expect(page.contains(ConfigurationReference.render(markdown: true)),
                 "regenerate the table in docs/configuration.md with: .build/debug/push-worker run --markdown-reference")
     }
+
+    @Test("PUSH_APPS_FILE may give an app its own proxy (URL, CA, client certificate, key password); the key password of the default proxy comes from a file")
+    func proxyPerApp() throws {
+        let directory = FileManager.default.temporaryDirectory.path
+        let password = "\(directory)/proxy-\(UUID().uuidString).password"
+        try "s3cret\n".write(toFile: password, atomically: true, encoding: .utf8)
+        let apps = "\(directory)/apps-\(UUID().uuidString).json"
+        try #"{"proxy": [{"app": "acme", "url": "https://acme.example/push", "caFile": "\#(Self.caFile)", "passwordFile": "\#(password)"}]}"#
+            .write(toFile: apps, atomically: true, encoding: .utf8)
+        let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps,
+                                                                "PUSH_PROXY_URL": "https://proxy.example/push",
+                                                                "PUSH_PROXY_KEY_PASSWORD_FILE": password]).get()
+        let proxy = try #require(configuration.proxy)
+        #expect(proxy.endpoint(for: "acme")?.url == "https://acme.example/push")
+        #expect(proxy.endpoint(for: "acme")?.tls.caFile == Self.caFile)
+        #expect(proxy.endpoint(for: "acme")?.tls.clientKeyPassword == "s3cret")
+        #expect(proxy.endpoint(for: "other")?.url == "https://proxy.example/push")
+        #expect(proxy.endpoint(for: nil)?.tls.clientKeyPassword == "s3cret")
+        try #"{"proxy": [{"app": "acme", "url": "http://acme.example/push"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["PUSH_APPS_FILE proxy[0] (acme): url must be an https:// URL"])
+    }
 }
