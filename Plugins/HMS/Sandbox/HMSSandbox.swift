@@ -97,7 +97,7 @@ public final class HMSSandbox: Sendable {
     }
 
     /// `application/x-www-form-urlencoded`: `+` is a space, then percent-decoding.
-    static func formFields(_ body: [UInt8]) -> [String: String] {
+    public static func formFields(_ body: [UInt8]) -> [String: String] {
         func decode(_ text: Substring) -> String {
             let spaced = text.replacingOccurrences(of: "+", with: " ")
             return spaced.removingPercentEncoding ?? spaced
