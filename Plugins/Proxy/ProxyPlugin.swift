@@ -35,14 +35,14 @@ public struct ProxyPlugin: ProviderPlugin {
                                     because: "PUSH_PROXY_URL is not")
             return nil
         }
-        let url = reader.httpsURL(Settings.url, isBase: false)
+        // A bad URL is a start-up problem; the plugin still counts as configured, so it is the only line.
+        let url = reader.httpsURL(Settings.url, isBase: false) ?? reader.string(Settings.url) ?? ""
         let tls = TLSOptions(caFile: reader.readableFile(Settings.caFile),
                              clientCertificateFile: reader.readableFile(Settings.certificateFile),
                              clientKeyFile: reader.readableFile(Settings.keyFile))
         if reader.isSet(Settings.certificateFile) != reader.isSet(Settings.keyFile) {
             reader.problem("PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together")
         }
-        guard let url else { return nil }
         return ProxyConfiguration(url: url, tls: tls, timeout: .milliseconds(reader.integer(Settings.timeout)))
     }
 }

@@ -12,7 +12,7 @@ struct APNsRulesTests {
     static func delivery(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 30, pushType: String? = nil,
                          collapseKey: String? = nil, notification: Notification? = Notification(title: "Bob", body: "Hi", sound: "default", badge: 3),
                          data: [String: String] = ["callId": "c-77"], bindingId: String = "b1", attempt: Int = 1) -> Delivery {
-        let target = Target(bindingId: bindingId, provider: .apns, app: "com.example.chat", token: token, pushType: pushType)
+        let target = Target.apns(bindingId, app: "com.example.chat", token: token, pushType: pushType)
         let job = Job(id: "job-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
                       collapseKey: collapseKey, notification: notification, data: data, targets: [target])
         return Delivery(job: job, target: target, attempt: attempt, now: 1_795_310_001_000)
@@ -51,7 +51,7 @@ struct APNsRulesTests {
         #expect(APNsPushType.resolve(kind: .message, target: target) == .alert)
         #expect(APNsPushType.resolve(kind: .custom, target: target) == .alert)
         #expect(APNsPushType.resolve(kind: .wake, target: target) == .background)
-        #expect(APNsPushType.resolve(kind: .cancel, target: Target(bindingId: "b", provider: .apns, pushType: "alert")) == .alert)
+        #expect(APNsPushType.resolve(kind: .cancel, target: Target(bindingId: "b", provider: .apns, details: APNsTarget(token: nil, pushType: "alert"))) == .alert)
     }
 
     @Test("every push type's topic suffix is Apple's", arguments: [

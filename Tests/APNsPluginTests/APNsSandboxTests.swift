@@ -10,8 +10,7 @@ import TestSupport
 struct APNsSandboxTests {
     static func delivery(token: String, kind: JobKind = .call, environment: String? = nil, bindingId: String = "b1",
                          pushType: String? = nil) -> Delivery {
-        let target = Target(bindingId: bindingId, provider: .apns, app: APNsSandboxFixture.bundleId, token: token,
-                            environment: environment, pushType: pushType)
+        let target = Target.apns(bindingId, app: APNsSandboxFixture.bundleId, token: token, environment: environment, pushType: pushType)
         let job = Job(id: "job-\(bindingId)", createdAt: currentTimeMilliseconds(), ttl: 30, kind: kind, priority: .high,
                       userId: "alice", notification: Notification(title: "Bob", body: "Calling"), data: ["callId": "c-1"],
                       targets: [target])
@@ -159,7 +158,7 @@ struct APNsSandboxTests {
     func unknownApp() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
-        let target = Target(bindingId: "b", provider: .apns, app: "com.other.app", token: Self.liveToken)
+        let target = Target.apns("b", app: "com.other.app", token: Self.liveToken)
         let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 30, kind: .message, priority: .high, userId: "u", targets: [target])
         #expect(await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
             == .failed(reason: "no APNs credentials for app com.other.app", httpStatus: nil))

@@ -167,7 +167,7 @@ struct FCMConformanceTests {
 
     @Test("a message that shows nothing reaches iOS as a background push with apns-priority 5 and content-available 1")
     func silentMessageToIOS() throws {
-        let target = Target(bindingId: "b", provider: .fcm, app: "example-project", token: "tok-1", platform: "ios")
+        let target = Target.fcm("b", app: "example-project", token: "tok-1", platform: "ios")
         let job = Job(id: "j", createdAt: 1_795_310_000_000, ttl: 45, kind: .message, priority: .high, userId: "u",
                       data: ["chatId": "7"], targets: [target])
         let message = try #require(try JSONParser.parse(FCMMessage.body(Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)))["message"])

@@ -31,7 +31,7 @@ struct FCMHarness {
     }
 
     static func delivery(token: String, kind: JobKind = .message, index: Int = 0) -> Delivery {
-        let target = Target(bindingId: "b\(index)", provider: .fcm, token: token, platform: "android")
+        let target = Target.fcm("b\(index)", token: token, platform: "android")
         let job = Job(id: "j\(index)", createdAt: currentTimeMilliseconds(), ttl: 60, kind: kind, priority: .high, userId: "u",
                       notification: Notification(title: "T", body: "B"), data: ["k": "v"], targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())

@@ -39,7 +39,7 @@ struct FCMTemplateAndCancelTests {
 
     @Test("a cancel is data-only at Android priority high with the call id, even for a normal-priority job")
     func cancelIsDataOnlyHighPriority() throws {
-        let target = Target(bindingId: "b1", provider: .fcm, token: "tok", platform: "android")
+        let target = Target.fcm("b1", token: "tok", platform: "android")
         let job = Job(id: "cancel-1", createdAt: 1_795_310_000_000, ttl: 30, kind: .cancel, priority: .normal, userId: "u",
                       notification: PushCore.Notification(title: "Missed call", body: "Alice"), data: ["callId": "c-77"], targets: [target])
         let body = try JSONParser.parse(FCMMessage.body(Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)))

@@ -10,7 +10,7 @@ import TestSupport
 struct FCMMessageTests {
     static func body(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 45, platform: String? = nil,
                      collapseKey: String? = nil) throws -> JSONValue {
-        let target = Target(bindingId: "b", provider: .fcm, app: "example-project", token: "tok-1", platform: platform)
+        let target = Target.fcm("b", app: "example-project", token: "tok-1", platform: platform)
         let job = Job(id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
                       collapseKey: collapseKey, notification: Notification(title: "Bob", body: "Hi", sound: "ring", badge: 2),
                       data: ["callId": "c-1", "caller": "bob"], targets: [target])

@@ -10,8 +10,7 @@ struct ProxyProviderTests {
     static let now: Int64 = 1_795_310_010_000
 
     static func delivery(kind: JobKind = .call, userId: String = "alice", ttl: Int64 = 30, body: String? = nil,
-                         target: Target = Target(bindingId: "b4", provider: .proxy, token: "abcdef", tokenType: "apnsVoip",
-                                                 platform: "ios")) -> Delivery {
+                         target: Target = Target.proxy("b4", token: "abcdef", tokenType: "apnsVoip", platform: "ios")) -> Delivery {
         let job = Job(id: "j1", createdAt: now - 10_000, ttl: ttl, kind: kind, priority: .high, userId: userId,
                       notification: Notification(title: "Bob", body: "Hi"), data: ["callId": "c-77"], body: body,
                       targets: [target])
@@ -32,11 +31,11 @@ struct ProxyProviderTests {
             guard case .array(let endpoints)? = document["endpointData"] else { return nil }
             return endpoints.first?["pushType"]
         }
-        let plain = Target(bindingId: "b", provider: .proxy)
+        let plain = Target.proxy("b")
         #expect(try pushType(Self.delivery(kind: .call, target: plain)) == .string("voip"))
         #expect(try pushType(Self.delivery(kind: .cancel, target: plain)) == .string("voip"))
         #expect(try pushType(Self.delivery(kind: .message, target: plain)) == .string("im"))
-        #expect(try pushType(Self.delivery(kind: .message, target: Target(bindingId: "b", provider: .proxy, pushType: "voip"))) == .string("voip"))
+        #expect(try pushType(Self.delivery(kind: .message, target: Target.proxy("b", pushType: "voip"))) == .string("voip"))
     }
 
     @Test("cancels and wake-ups are status pushes")

@@ -1,6 +1,7 @@
 import Logging
 import PushCore
 import PushPipeline
+import TestSupport
 import Testing
 @testable import PushBench
 

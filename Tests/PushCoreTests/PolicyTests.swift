@@ -88,7 +88,7 @@ struct RetryPolicyTests {
 @Suite("Outcome contract")
 struct OutcomeTests {
     let job = Job(id: "j1", createdAt: 0, ttl: 30, kind: .call, priority: .high, userId: "alice",
-                  targets: [Target(bindingId: "b1", provider: .apns, app: "com.example.chat", token: "00")])
+                  targets: [Target(bindingId: "b1", provider: "apns", app: "com.example.chat")])
 
     @Test("an outcome encodes every contract field in order, nulls included")
     func encoding() {

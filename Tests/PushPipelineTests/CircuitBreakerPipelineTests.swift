@@ -1,3 +1,4 @@
+import ProxyPlugin
 import PushCore
 import PushKafka
 import Synchronization
@@ -108,9 +109,9 @@ struct DeliveryScopeTests {
     @Test("a scope's credential failure stops that scope only: the same app in another environment keeps sending")
     func environmentsAreSeparateScopes() async throws {
         let provider = ScriptedProvider(scope: { target in
-            DeliveryScope(provider: .proxy, key: "\(target.app ?? "-")/\(target.tokenType ?? "production")")
+            DeliveryScope(provider: .proxy, key: "\(target.app ?? "-")/\(target.details(ProxyTarget.self)?.tokenType ?? "production")")
         }) { target in
-            target.tokenType == "cookie" ? .failed(reason: "BadCertificateEnvironment", httpStatus: 403, action: .checkCredentials)
+            target.details(ProxyTarget.self)?.tokenType == "cookie" ? .failed(reason: "BadCertificateEnvironment", httpStatus: 403, action: .checkCredentials)
                                          : .delivered(providerMessageId: nil, httpStatus: 200)
         }
         let processor = processor(provider)

@@ -55,7 +55,7 @@ struct PipelineOperationsTests {
         _ = TestMetrics.registry
         let metrics = PipelineMetrics()
         let job = Job(id: "j", createdAt: 0, ttl: 60, kind: .message, priority: .high, userId: "u",
-                      targets: [Target(bindingId: "b", provider: .webpush)])
+                      targets: [Target(bindingId: "b", provider: "webpush")])
         for index in 0..<(PipelineMetrics.maximumAppsPerProvider + 50) {
             var target = job.targets[0]
             target.app = "hostile-\(index)"

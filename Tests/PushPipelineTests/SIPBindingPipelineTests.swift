@@ -1,3 +1,4 @@
+import FCMPlugin
 import PushCore
 import PushKafka
 import Testing
@@ -25,7 +26,7 @@ struct SIPBindingPipelineTests {
 
     @Test("pn-prid=null yields rejected + remove_binding with no provider call; the job's other targets are sent")
     func unboundTargetIsRejectedUnsent() async throws {
-        let provider = ScriptedProvider(id: .fcm) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
+        let provider = ScriptedProvider(id: .fcm, format: FCMTargetFormat()) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
         let job = #"{"v":1,"id":"j1","kind":"call","userId":"alice","targets":[{"bindingId":"gone","rfc8599":"pn-provider=fcm;pn-param=dead-project;pn-prid=null"},{"bindingId":"live","xmpush":"a:live-project:tok-1"}]}"#
         let outcomes = Self.outcomes(await processor(provider).process(Self.message(job)))
         let gone = try #require(outcomes.first { $0.bindingId == "gone" })

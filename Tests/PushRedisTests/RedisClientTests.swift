@@ -77,7 +77,7 @@ struct RedisClientTests {
 struct RedisDeliveryStoreTests {
     static func job(_ id: String, kind: JobKind = .call, dedupeKey: String? = nil, bindings: [String] = ["b1"]) -> Job {
         Job(id: id, createdAt: 0, ttl: 60, kind: kind, priority: .high, userId: "u", dedupeKey: dedupeKey,
-            targets: bindings.map { Target(bindingId: $0, provider: .proxy) })
+            targets: bindings.map { Target(bindingId: $0, provider: "proxy") })
     }
 
     @Test("a second job with the same identity to the same binding inside the window is a duplicate")
@@ -131,9 +131,9 @@ struct RedisDeliveryStoreTests {
         let server = try RedisServerProcess()
         let store = RedisDeliveryStore(client: server.client())
         let crafted = Job(id: "y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
-                          targets: [Target(bindingId: "a}:sent:x", provider: .proxy)])
+                          targets: [Target(bindingId: "a}:sent:x", provider: "proxy")])
         let victim = Job(id: "x}:sent:y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
-                         targets: [Target(bindingId: "a", provider: .proxy)])
+                         targets: [Target(bindingId: "a", provider: "proxy")])
         try await store.record(Outcome(job: crafted, target: crafted.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
                                        attempts: 1, at: 1), retention: .seconds(60))
         #expect(try await store.prepare(victim, dedupeWindow: 0) == [.fresh], "the victim's target is not taken for already sent")

@@ -1,4 +1,6 @@
 import Foundation
+import APNsPlugin
+import FCMPlugin
 import PushCore
 import Testing
 @testable import PushTemplates
@@ -117,10 +119,13 @@ struct PayloadTemplateTests {
         return output
     }
 
+    /// The template rules of the plugins with templates.
+    static let shapes = [APNsPlugin().templateShape, FCMPlugin().templateShape].compactMap { $0 }
+
     static func delivery(provider: ProviderID, kind: JobKind = .call, data: [String: String] = [:],
                          notification: PushCore.Notification? = nil) -> Delivery {
-        let token = provider == .apns ? String(repeating: "c0", count: 32) : "fcm-token-1"
-        let target = Target(bindingId: "b1", provider: provider, app: "com.example.voip", token: token)
+        let target: Target = provider == .apns ? .apns("b1", app: "com.example.voip", token: String(repeating: "c0", count: 32))
+            : .fcm("b1", app: "com.example.voip", token: "fcm-token-1")
         let job = Job(id: "j1", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high, userId: "2222",
                       notification: notification,
                       data: data.isEmpty ? ["callId": "call-abc", "caller": "alice smith", "callerUsername": "1111"] : data,
@@ -146,7 +151,7 @@ struct PayloadTemplateTests {
 
     @Test("the shipped Mizu PushKit template renders the seed's pushkitmessage.txt as equal JSON")
     func mizuPushKit() throws {
-        let templates = try TemplateDirectory.load(path: Self.mizuTemplates).get()
+        let templates = try TemplateDirectory.load(path: Self.mizuTemplates, shapes: Self.shapes).get()
         let delivery = Self.delivery(provider: .apns)
         let keywords = PayloadKeywords(delivery: delivery, app: "com.example.voip")
         let expected = try JSONParser.parse(Array(Self.mizuSubstitute(Self.mizuPushKitMessage, keywords.values).utf8))
@@ -165,7 +170,7 @@ struct PayloadTemplateTests {
 
     @Test("the shipped Mizu FCM template renders the seed's fcmmessage.txt as equal JSON, with apns-expiration in epoch seconds and no <project>.voip topic")
     func mizuFCM() throws {
-        let templates = try TemplateDirectory.load(path: Self.mizuTemplates).get()
+        let templates = try TemplateDirectory.load(path: Self.mizuTemplates, shapes: Self.shapes).get()
         let delivery = Self.delivery(provider: .fcm, kind: .message, data: ["caller": "alice", "callId": "m-1"],
                                      notification: PushCore.Notification(title: "alice", body: "lunch at noon", sound: "chat.wav"))
         let keywords = PayloadKeywords(delivery: delivery, app: "com.example.voip")
@@ -184,7 +189,7 @@ struct PayloadTemplateTests {
     func hostileDisplayName() throws {
         let root = try Self.directory(["apns/com.example.voip/call.mustache":
             #"{"aps":{"alert":{"title":"{{FROMDISPLAYNAME}}","body":"{{data.note}}"}}}"#])
-        let templates = try TemplateDirectory.load(path: root).get()
+        let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes).get()
         let hostile = #""},"x":""#
         let delivery = Self.delivery(provider: .apns, data: ["callerDisplayName": hostile, "note": "a\\\"b\n</script>"])
         let document = try render(templates, delivery).document
@@ -197,7 +202,7 @@ struct PayloadTemplateTests {
     @Test("a template that cannot render valid JSON stops start-up with its file name")
     func brokenTemplateRefused() throws {
         let root = try Self.directory(["apns/com.example.chat/call.mustache": #"{"aps": {"alert": {{FROM}} }}"#])
-        guard case .failure(let problems) = TemplateDirectory.load(path: root) else {
+        guard case .failure(let problems) = TemplateDirectory.load(path: root, shapes: Self.shapes) else {
             Issue.record("a broken template was accepted")
             return
         }
@@ -214,7 +219,7 @@ struct PayloadTemplateTests {
             "webpush/default/default.mustache": "{}",
             "apns/default/message.mustache": #"{"aps": {"alert": "{{{TITLE}}}"}}"#,
         ])
-        guard case .failure(let problems) = TemplateDirectory.load(path: root) else {
+        guard case .failure(let problems) = TemplateDirectory.load(path: root, shapes: Self.shapes) else {
             Issue.record("broken templates were accepted")
             return
         }
@@ -234,7 +239,7 @@ struct PayloadTemplateTests {
             "apns/default/message.mustache": #"{"aps": {}, "t": "default-message"}"#,
             "apns/default/default.mustache": #"{"aps": {}, "t": "default-default"}"#,
         ])
-        let templates = try TemplateDirectory.load(path: root).get()
+        let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes).get()
         func tag(_ kind: JobKind, app: String) throws -> JSONValue? {
             try render(templates, Self.delivery(provider: .apns, kind: kind), app: app).document["t"]
         }
@@ -250,7 +255,7 @@ struct PayloadTemplateTests {
     func hotReload() throws {
         let file = "apns/com.example.voip/call.mustache"
         let root = try Self.directory([file: #"{"aps": {}, "v": 1}"#])
-        let templates = try TemplateDirectory.load(path: root).get()
+        let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes).get()
         let delivery = Self.delivery(provider: .apns)
         try #"{"aps": {}, "v": "#.write(toFile: root + "/" + file, atomically: true, encoding: .utf8)
         let broken = templates.reload()

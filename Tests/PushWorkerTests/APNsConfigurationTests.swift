@@ -1,5 +1,8 @@
 import Foundation
+import APNsPlugin
+import FCMPlugin
 import PushCore
+import WebPushPlugin
 import PushCrypto
 import Testing
 @testable import PushWorker

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushPlugins
 import Testing
 @testable import PushWorker
 
@@ -87,17 +88,17 @@ struct ConfigurationTests {
     @Test("without any provider configured the worker refuses to start")
     func noProvider() {
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092"])
-            == ["no provider is configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID), PUSH_FCM_CREDENTIALS_FILE, PUSH_WEBPUSH_VAPID_KEY_FILE, PUSH_APPS_FILE or PUSH_PROXY_URL (see push-worker run --help)"])
+            == ["no provider is configured; set one of: " + LinkedPlugins.all.map(\.configuredBy).joined(separator: "; ") + " (see push-worker run --help)"])
     }
 
     @Test("PUSH_PROVIDERS can only enable configured providers")
     func providerRestriction() {
         #expect(problems(minimal.merging(["PUSH_PROVIDERS": "apns"]) { $1 }).contains(
-            "PUSH_PROVIDERS enables apns but neither PUSH_APNS_KEY_FILE nor an apns section in PUSH_APPS_FILE is set"))
+            "PUSH_PROVIDERS enables apns but it is not configured: set PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID) or an apns section in PUSH_APPS_FILE"))
         #expect(problems(minimal.merging(["PUSH_PROVIDERS": "fcm"]) { $1 }).contains(
-            "PUSH_PROVIDERS enables fcm but neither PUSH_FCM_CREDENTIALS_FILE nor an fcm section in PUSH_APPS_FILE is set"))
+            "PUSH_PROVIDERS enables fcm but it is not configured: set PUSH_FCM_CREDENTIALS_FILE or an fcm section in PUSH_APPS_FILE"))
         #expect(problems(minimal.merging(["PUSH_PROVIDERS": "webpush"]) { $1 }).contains(
-            "PUSH_PROVIDERS enables webpush but PUSH_WEBPUSH_VAPID_KEY_FILE is not set"))
+            "PUSH_PROVIDERS enables webpush but it is not configured: set PUSH_WEBPUSH_VAPID_KEY_FILE"))
     }
 
     @Test("PUSH_RDKAFKA_* become librdkafka properties; the worker's own ones cannot be overridden")

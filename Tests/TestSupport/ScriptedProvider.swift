@@ -10,11 +10,12 @@ public final class ScriptedProvider: PushProvider {
     private let answer: @Sendable (Target) -> DeliveryResult
     private let scope: @Sendable (Target) -> DeliveryScope
 
-    public init(id: ProviderID = .proxy, format: any TargetFormat = ProxyTargetFormat(),
+    /// - Parameter format: how jobs write its targets; nil: as push-proxy targets, under `id`.
+    public init(id: ProviderID = .proxy, format: (any TargetFormat)? = nil,
                 scope: @escaping @Sendable (Target) -> DeliveryScope = DeliveryScope.app(of:),
                 answer: @escaping @Sendable (Target) -> DeliveryResult) {
         self.id = id
-        self.targetFormat = format
+        self.targetFormat = format ?? ProxyFieldsFormat(provider: id)
         self.scope = scope
         self.answer = answer
     }
@@ -27,4 +28,13 @@ public final class ScriptedProvider: PushProvider {
     }
 
     public func calls(for app: String) -> Int { calls.withLock { $0[app] ?? 0 } }
+}
+
+/// Push-proxy target fields under another provider's name, for scripted providers.
+struct ProxyFieldsFormat: TargetFormat {
+    let provider: ProviderID
+
+    func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails {
+        try ProxyTargetFormat().decode(&fields)
+    }
 }

@@ -83,8 +83,7 @@ struct WebPushBlastRadiusTests {
         let service = try await Service()
         let provider = try service.provider()
         let subscription = try service.sandbox.subscribe(id: "flood-1")
-        let target = Target(bindingId: "w1", provider: .webpush, endpoint: subscription.endpoint,
-                            keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
+        let target = Target.webPush("w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
         let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .normal, userId: "u", targets: [target])
         let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
         guard case .delivered(_, 201?) = result else { Issue.record("expected delivered, got \(result)"); return }
@@ -97,9 +96,9 @@ struct WebPushBlastRadiusTests {
         let provider = try WebPushProvider(configuration: WebPushConfiguration(vapidKey: PrivateKey.generateP256(), subject: "mailto:a@b",
                                                                               maximumInFlightPerOrigin: 7), transport: CurlHTTPTransport())
         defer { provider.shutdownNow() }
-        let first = provider.scope(of: Target(bindingId: "1", provider: .webpush, endpoint: "https://updates.push.services.mozilla.com/wpush/v2/a"))
-        let second = provider.scope(of: Target(bindingId: "2", provider: .webpush, endpoint: "https://UPDATES.push.services.mozilla.com:443/wpush/v2/b"))
-        let other = provider.scope(of: Target(bindingId: "3", provider: .webpush, endpoint: "https://fcm.googleapis.com/fcm/send/c"))
+        let first = provider.scope(of: Target(bindingId: "1", provider: .webpush, details: WebPushTarget(endpoint: "https://updates.push.services.mozilla.com/wpush/v2/a")))
+        let second = provider.scope(of: Target(bindingId: "2", provider: .webpush, details: WebPushTarget(endpoint: "https://UPDATES.push.services.mozilla.com:443/wpush/v2/b")))
+        let other = provider.scope(of: Target(bindingId: "3", provider: .webpush, details: WebPushTarget(endpoint: "https://fcm.googleapis.com/fcm/send/c")))
         #expect(first == second)
         #expect(first != other)
         #expect(first.inFlightLimit == 7)

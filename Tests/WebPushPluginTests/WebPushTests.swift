@@ -11,7 +11,7 @@ import TestSupport
 struct WebPushRulesTests {
     static func delivery(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 3600, collapseKey: String? = nil,
                          endpoint: String = "https://push.example.net/send/abc") -> Delivery {
-        let target = Target(bindingId: "w1", provider: .webpush, endpoint: endpoint, keys: WebPushKeys(p256dh: "x", auth: "y"))
+        let target = Target.webPush("w1", endpoint: endpoint, keys: WebPushKeys(p256dh: "x", auth: "y"))
         let job = Job(id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
                       collapseKey: collapseKey, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)
@@ -89,8 +89,7 @@ struct WebPushSandboxTests {
         }
 
         func delivery(_ subscription: WebPushSandbox.Subscription, data: [String: String] = ["chatId": "7"]) -> Delivery {
-            let target = Target(bindingId: "w1", provider: .webpush, endpoint: subscription.endpoint,
-                                keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
+            let target = Target.webPush("w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
             let job = Job(id: "job-w", createdAt: currentTimeMilliseconds(), ttl: 600, kind: .message, priority: .high, userId: "u",
                           collapseKey: "chat-7", notification: Notification(title: "Erin", body: "Hello"), data: data, targets: [target])
             return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())

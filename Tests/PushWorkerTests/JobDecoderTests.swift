@@ -1,5 +1,9 @@
 import Foundation
+import APNsPlugin
+import ProxyPlugin
 import Testing
+import WebPushPlugin
+import TestSupport
 @testable import PushCore
 
 @Suite("Job contract v1: decoding and validation")
@@ -32,11 +36,11 @@ struct JobDecoderTests {
         #expect(job.notification == Notification(title: "Bob", body: "Incoming call", sound: "ring.caf", badge: 1))
         #expect(job.data == ["callId": "c-77", "caller": "bob"])
         #expect(job.body == "opaque-sdk-payload")
-        #expect(job.targets.map(\.provider) == [.apns, .fcm, .webpush, .proxy])
-        #expect(job.targets[0].pushType == "voip")
-        #expect(job.targets[0].environment == "production")
-        #expect(job.targets[2].keys?.auth == "tBHItJI5svbpez7KI4CCXg")
-        #expect(job.targets[3].tokenType == "apnsVoip")
+        #expect(job.targets.map(\.provider) == ["apns", "fcm", "webpush", "proxy"])
+        #expect(job.targets[0].details(APNsTarget.self)?.pushType == "voip")
+        #expect(job.targets[0].details(APNsTarget.self)?.environment == "production")
+        #expect(job.targets[2].details(WebPushTarget.self)?.keys?.auth == "tBHItJI5svbpez7KI4CCXg")
+        #expect(job.targets[3].details(ProxyTarget.self)?.tokenType == "apnsVoip")
     }
 
     @Test("every valid example decodes and every invalid example is rejected")
@@ -109,7 +113,7 @@ struct JobDecoderTests {
         (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"xyz"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
         (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"webpush","endpoint":"https://x"}]}"#, "targets[0].keys (p256dh, auth) are required for webpush"),
         (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy"},{"bindingId":"b","provider":"proxy"}]}"#, "targets[1].bindingId \"b\" appears twice"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy","pushType":"alert"}]}"#, "targets[0].pushType must be im or voip for proxy"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy","pushType":"alert"}]}"#, "targets[0].pushType must be one of im, voip"),
     ])
     func fieldRejections(_ text: String, _ message: String) {
         let rejection = rejection(text)

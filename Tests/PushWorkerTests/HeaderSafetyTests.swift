@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import PushCore
 
 @Suite("Fields that can reach an HTTP header or URL carry no control characters")
