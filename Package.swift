@@ -105,7 +105,7 @@ let package = Package(
         ], path: "Sources/PushWorker"),
         // `push-worker demo`: the whole pipeline on the mock cluster and the sandboxes.
         .target(name: "PushDevelopmentTools", dependencies: [
-            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "PushCrypto", "PushCore",
+            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "HMSSandbox", "PushCrypto", "PushCore",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushDevelopmentTools"),
         // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
