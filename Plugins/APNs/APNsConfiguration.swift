@@ -1,3 +1,4 @@
+import PushCore
 import PushHTTP
 
 /// One APNs app (bundle id) and how it authenticates.
@@ -13,20 +14,41 @@ public struct APNsApp: Sendable {
     public var authentication: Authentication
     /// Replaces the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM.
     public var topicOverride: String?
-    /// Push type of cancels to targets that name none: `voip` (default: the call's PushKit
-    /// handler stops the ringing) or `alert` (apps whose devices register alert tokens).
+    /// Push type of cancels to targets that name none: `alert` (default: iOS 13+ ends an app that
+    /// gets a VoIP push without reporting a call, as the Mizu seed warns) or `voip` (apps whose
+    /// PushKit handler reports and ends the call).
     public var cancelPushType: APNsPushType
+    /// The environment of targets that name none (X-MPUSH `d:` or no prefix included).
+    public var defaultEnvironment: APNsEnvironment
+    /// The app's X-MPUSH `i:` tokens are PushKit (VoIP) tokens, as in the Mizu seed's iOS guide: a push to
+    /// one that would not go as `voip` is not sent.
+    public var xmpushTokensArePushKit: Bool
 
     /// Push types a cancel may default to.
     public static let cancelPushTypes: [APNsPushType] = [.voip, .alert]
+    /// The seed's `pushnotification_apnspushtype` default: voip for calls, alert for everything else.
+    public static let defaultCancelPushType = APNsPushType.alert
 
     public init(bundleId: String, authentication: Authentication, topicOverride: String? = nil,
-                cancelPushType: APNsPushType = .voip) {
+                cancelPushType: APNsPushType = defaultCancelPushType, defaultEnvironment: APNsEnvironment = .production,
+                xmpushTokensArePushKit: Bool = false) {
         self.bundleId = bundleId
         self.authentication = authentication
         self.topicOverride = topicOverride
         self.cancelPushType = cancelPushType
+        self.defaultEnvironment = defaultEnvironment
+        self.xmpushTokensArePushKit = xmpushTokensArePushKit
     }
+
+    /// The environment a push to `target` goes to: its own, else the app's default.
+    public func environment(of target: Target) -> APNsEnvironment {
+        target.details(APNsTarget.self)?.environment.flatMap(APNsEnvironment.init(rawValue:)) ?? defaultEnvironment
+    }
+}
+
+/// Apple's two environments: separate hosts, and a token or certificate may be valid in one only.
+public enum APNsEnvironment: String, Sendable, CaseIterable {
+    case production, sandbox
 }
 
 public struct APNsConfiguration: Sendable {

@@ -19,7 +19,9 @@ public struct APNsPlugin: ProviderPlugin {
         static let teamId = Setting("PUSH_APNS_TEAM_ID", "The 10-character Apple team id (`iss` of the provider token).")
         static let bundleId = Setting("PUSH_APNS_BUNDLE_ID", "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …).")
         static let topic = Setting("PUSH_APNS_TOPIC", "Replaces the derived `apns-topic` of that app (e.g. an MDM topic).")
-        static let cancelPushType = Setting("PUSH_APNS_CANCEL_PUSH_TYPE", default: "voip", "Push type of `cancel` jobs to that app's targets that name none: `voip` (the call's PushKit handler) or `alert`. Apps in `PUSH_APPS_FILE` set `cancelPushType`.")
+        static let cancelPushType = Setting("PUSH_APNS_CANCEL_PUSH_TYPE", default: "alert", "Push type of `cancel` jobs to that app's targets that name none: `alert` (iOS 13+ ends an app that gets a VoIP push without reporting a call) or `voip` (for apps whose PushKit handler reports and ends the call). Apps in `PUSH_APPS_FILE` set `cancelPushType`.")
+        static let environment = Setting("PUSH_APNS_ENVIRONMENT", default: "production", "Environment of that app's targets that name none (X-MPUSH `d:` or no prefix included): `production` or `sandbox`. Apps in `PUSH_APPS_FILE` set `environment`.")
+        static let pushKitTokens = Setting("PUSH_APNS_XMPUSH_PUSHKIT_TOKENS", .boolean, default: "false", "That app's X-MPUSH `i:` tokens are PushKit (VoIP) tokens, as in the Mizu seed's iOS guide: calls go as `voip`; a push to one that would not go as `voip` ends `failed`, unsent (never a binding removal). Apps in `PUSH_APPS_FILE` set `xmpushPushKitTokens`.")
         static let host = Setting("PUSH_APNS_HOST", "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests.")
         static let port = Setting("PUSH_APNS_PORT", .integer(1...65535), default: "443", "APNs port (Apple also listens on 2197).")
         static let caFile = Setting("PUSH_APNS_CA_FILE", .file, "PEM CA bundle trusted for APNs instead of the system store (sandboxes).")
@@ -28,7 +30,7 @@ public struct APNsPlugin: ProviderPlugin {
 
     public var settings: [Setting] {
         [Settings.keyFile, Settings.keyId, Settings.teamId, Settings.bundleId, Settings.topic, Settings.cancelPushType,
-         Settings.host, Settings.port, Settings.caFile]
+         Settings.environment, Settings.pushKitTokens, Settings.host, Settings.port, Settings.caFile]
     }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
@@ -59,7 +61,7 @@ public struct APNsPlugin: ProviderPlugin {
                 if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
                 if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
                 if CredentialFiles.signingKey(at: keyFile, place: Settings.keyFile.name, reader: &reader) {
-                    var cancelPushType = APNsPushType.voip
+                    var cancelPushType = APNsApp.defaultCancelPushType
                     if let name = reader.string(Settings.cancelPushType) {
                         if let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) {
                             cancelPushType = type
@@ -67,8 +69,17 @@ public struct APNsPlugin: ProviderPlugin {
                             reader.problem("PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"\(name)\"")
                         }
                     }
+                    var environment = APNsEnvironment.production
+                    if let name = reader.string(Settings.environment) {
+                        if let chosen = APNsEnvironment(rawValue: name) {
+                            environment = chosen
+                        } else {
+                            reader.problem("PUSH_APNS_ENVIRONMENT must be production or sandbox, got \"\(name)\"")
+                        }
+                    }
                     apps.append(APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
-                                        topicOverride: reader.string(Settings.topic), cancelPushType: cancelPushType))
+                                        topicOverride: reader.string(Settings.topic), cancelPushType: cancelPushType,
+                                        defaultEnvironment: environment, xmpushTokensArePushKit: reader.boolean(Settings.pushKitTokens)))
                 }
             }
         }
@@ -78,7 +89,8 @@ public struct APNsPlugin: ProviderPlugin {
         let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
         for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
         guard !apps.isEmpty else {
-            reader.refuseDependents([Settings.host, Settings.port, Settings.caFile, Settings.topic, Settings.cancelPushType],
+            reader.refuseDependents([Settings.host, Settings.port, Settings.caFile, Settings.topic, Settings.cancelPushType,
+                                     Settings.environment, Settings.pushKitTokens],
                                     because: "no APNs app is configured")
             return nil
         }
@@ -104,7 +116,9 @@ public struct APNsPlugin: ProviderPlugin {
 ///     {"bundleId": "com.example.mdm", "certificateFile": "/secrets/mdm.pem", "privateKeyFile": "/secrets/mdm-key.pem", "topic": "com.apple.mgmt.External.1234"}
 ///
 /// A `.p12` certificate (by extension) carries its key; its password comes from `passwordFile`.
-/// `"cancelPushType": "alert"` (default `voip`) is the push type of cancels to targets that name none.
+/// `"cancelPushType": "voip"` (default `alert`) is the push type of cancels to targets that name none;
+/// `"environment": "sandbox"` (default `production`) the environment of targets that name none;
+/// `"xmpushPushKitTokens": true` declares the app's X-MPUSH `i:` tokens PushKit tokens.
 enum APNsAppsFileEntry {
     static func app(_ entry: JSONValue, at place: String, reader: inout SettingsReader) -> APNsApp? {
         guard let bundleId = entry.nonEmptyString("bundleId") else {
@@ -112,7 +126,7 @@ enum APNsAppsFileEntry {
             return nil
         }
         let place = "\(place) (\(bundleId))"
-        var cancelPushType = APNsPushType.voip
+        var cancelPushType = APNsApp.defaultCancelPushType
         if let name = entry.nonEmptyString("cancelPushType") {
             guard let type = APNsPushType(rawValue: name), APNsApp.cancelPushTypes.contains(type) else {
                 reader.problem("\(place): cancelPushType must be voip or alert, got \"\(name)\"")
@@ -120,8 +134,26 @@ enum APNsAppsFileEntry {
             }
             cancelPushType = type
         }
+        var environment = APNsEnvironment.production
+        if let name = entry.nonEmptyString("environment") {
+            guard let chosen = APNsEnvironment(rawValue: name) else {
+                reader.problem("\(place): environment must be production or sandbox, got \"\(name)\"")
+                return nil
+            }
+            environment = chosen
+        }
+        var pushKitTokens = false
+        if let flag = entry["xmpushPushKitTokens"] {
+            guard case .bool(let value) = flag else {
+                reader.problem("\(place): xmpushPushKitTokens must be true or false")
+                return nil
+            }
+            pushKitTokens = value
+        }
         guard var app = credentials(entry, bundleId: bundleId, at: place, reader: &reader) else { return nil }
         app.cancelPushType = cancelPushType
+        app.defaultEnvironment = environment
+        app.xmpushTokensArePushKit = pushKitTokens
         return app
     }
 

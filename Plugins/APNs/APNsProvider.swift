@@ -44,9 +44,9 @@ public struct APNsProvider: PushProvider {
     /// Apple keeps production and sandbox apart (their own hosts, and a key or certificate may be
     /// valid for one only), so a 403 from one environment says nothing about the other.
     public func scope(of target: Target) -> DeliveryScope {
-        let app = target.app ?? configuration.defaultBundleId ?? "-"
-        let environment = target.details(APNsTarget.self)?.isSandbox == true ? "sandbox" : "production"
-        return DeliveryScope(provider: id, key: "\(app)/\(environment)", metricLabel: app)
+        let bundleId = target.app ?? configuration.defaultBundleId ?? "-"
+        let environment = apps[bundleId]?.environment(of: target) ?? .production
+        return DeliveryScope(provider: id, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
@@ -60,6 +60,9 @@ public struct APNsProvider: PushProvider {
             return .failed(reason: "PayloadTooLarge: \(size) bytes, the limit is \(limit); not sent", httpStatus: nil)
         } catch .template(let failure) {
             return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
+        } catch .notForPushKitToken(let pushType) {
+            return .failed(reason: "the binding is an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token: "
+                + "a \(delivery.job.kind.rawValue) push would go as \(pushType.rawValue); not sent", httpStatus: nil)
         } catch {
             return .failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil)
         }
@@ -78,7 +81,7 @@ public struct APNsProvider: PushProvider {
             tls = certificate
             tls.caFile = configuration.caFile
         }
-        let base = delivery.target.details(APNsTarget.self)?.isSandbox == true ? configuration.sandboxURL : configuration.productionURL
+        let base = app.environment(of: delivery.target) == .sandbox ? configuration.sandboxURL : configuration.productionURL
         let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
                                   timeout: configuration.timeout, tls: tls)
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: APNsResponse.classify)

@@ -43,12 +43,12 @@ public enum APNsPushType: String, Sendable, CaseIterable {
     public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
 
     /// The type for a target: its own `pushType` (an RFC 8599 binding's service), else by job
-    /// kind — call → voip, cancel → the app's cancel type (voip by default: a cancel must reach
-    /// the same PushKit handler as its call), message and custom → alert, wake → background.
+    /// kind — call → voip, cancel → the app's cancel type (alert by default, as the Mizu seed's
+    /// `pushnotification_apnspushtype`), message and custom → alert, wake → background.
     /// An alert that shows nothing (no title, body, sound or badge) is a background push: Apple's
     /// "Pushing background updates to your App" asks for push type background, priority 5 and
     /// `content-available: 1` for a push that only delivers data.
-    public static func resolve(kind: JobKind, target: Target, cancel: APNsPushType = .voip,
+    public static func resolve(kind: JobKind, target: Target, cancel: APNsPushType = APNsApp.defaultCancelPushType,
                                hasVisibleNotification: Bool = true) -> APNsPushType {
         let resolved: APNsPushType
         if let name = target.details(APNsTarget.self)?.pushType, let explicit = APNsPushType(rawValue: name) {

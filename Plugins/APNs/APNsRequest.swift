@@ -14,6 +14,8 @@ enum APNsRequest {
         case payloadTooLarge(size: Int, limit: Int)
         case locationNeedsTokenAuthentication
         case template(PayloadTemplateFailure)
+        /// The app's X-MPUSH tokens are PushKit tokens and this push would not be VoIP.
+        case notForPushKitToken(APNsPushType)
     }
 
     static func build(_ delivery: Delivery, app: APNsApp, templates: any PayloadTemplates = BuiltInPayloads()) throws(Refusal) -> Built {
@@ -21,6 +23,9 @@ enum APNsRequest {
         let pushType = APNsPushType.resolve(kind: job.kind, target: delivery.target, cancel: app.cancelPushType,
                                             hasVisibleNotification: job.hasVisibleNotification)
         if pushType == .location, case .certificate = app.authentication { throw .locationNeedsTokenAuthentication }
+        if app.xmpushTokensArePushKit, delivery.target.details(APNsTarget.self)?.notation == .xmpush, pushType != .voip {
+            throw .notForPushKitToken(pushType)
+        }
         var keywords = PayloadKeywords(delivery: delivery, app: app.bundleId)
         keywords.set("PUSHTYPE", pushType.rawValue)
         keywords.set("APRIORITY", String(pushType.priority(for: job.priority)))

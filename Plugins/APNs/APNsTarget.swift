@@ -9,15 +9,17 @@ public struct APNsTarget: TargetDetails, Equatable {
     public var environment: String?
     /// The push type the binding demands (an RFC 8599 binding's service), if any.
     public var pushType: String?
+    /// The SIP notation the binding came in, if any: an X-MPUSH `i:` token may be a PushKit token.
+    public var notation: SIPBinding.Notation?
 
-    public init(token: String?, environment: String? = nil, pushType: String? = nil) {
+    public init(token: String?, environment: String? = nil, pushType: String? = nil, notation: SIPBinding.Notation? = nil) {
         self.token = token
         self.environment = environment
         self.pushType = pushType
+        self.notation = notation
     }
 
     public var deviceAddress: String? { token }
-    public var isSandbox: Bool { environment == "sandbox" }
 }
 
 extension ProviderID {
@@ -68,7 +70,7 @@ public struct APNsTargetFormat: TargetFormat {
 
     /// RFC 8599 APNs services (the last label of `pn-param`) and the push type each selects.
     public static let rfc8599Services: [String: APNsPushType] = ["voip": .voip, "voip-ptt": .pushtotalk, "complication": .complication]
-    /// X-MPUSH environment prefixes: `s` sandbox, `p` production; `d` (or none) the default (production).
+    /// X-MPUSH environment prefixes: `s` sandbox, `p` production; `d` (or none) the app's default environment.
     static let xmpushEnvironments: [String: String] = ["s": "sandbox", "p": "production"]
 
     /// - RFC 8599: `pn-param` is `<team id>.<bundle id>.<service>` (RFC 8599 section 9): the 10-character
@@ -77,10 +79,11 @@ public struct APNsTargetFormat: TargetFormat {
     ///   from the worker's configuration. Gateways may leave the team id out (Mizu's
     ///   `pushnotification_teamid` is optional): a leading label of exactly 10 characters `[A-Z0-9]` is
     ///   the team id, otherwise the bundle id starts at once.
-    /// - X-MPUSH `i`: the package is the bundle id; `s:`/`p:` choose the environment.
+    /// - X-MPUSH `i`: the package is the bundle id; `s:`/`p:` choose the environment, `d:` or none leave it
+    ///   to the app's configured default.
     public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
         let app: String
-        var details = APNsTarget(token: binding.token)
+        var details = APNsTarget(token: binding.token, notation: binding.notation)
         switch binding.notation {
         case .rfc8599:
             let shape = "must be [<team id>.]<bundle id>.<service> for apns"

@@ -23,6 +23,39 @@ public protocol DeliveryStore: Sendable {
     func record(_ outcome: Outcome, retention: Duration) async throws
     /// The recorded final outcome of one (job, binding), if any.
     func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome?
+    /// Records that `cancel` stops its user's calls with the same `CallCancellation.key` on each of its
+    /// bindings, for `retention`.
+    func recordCancellation(_ cancel: Job, retention: Duration) async throws
+    /// The cancel recorded for `call`'s key on `bindingId`, if one was made after the call.
+    func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation?
+}
+
+/// A cancel that stops a call: a `cancel` job with the same `dedupeKey` (else `collapseKey`) as a `call` of the
+/// same user stops that call on the cancel's bindings — pending retries end `expired`, and an attempt in flight
+/// is not retried. Only calls created before the cancel are stopped, so a key reused for a later call is not.
+public struct CallCancellation: Sendable, Equatable {
+    public var cancelJobId: String
+    /// The cancel's `createdAt` (ms).
+    public var createdAt: Int64
+
+    public init(cancelJobId: String, createdAt: Int64) {
+        self.cancelJobId = cancelJobId
+        self.createdAt = createdAt
+    }
+
+    /// The key that ties a cancel to its call; nil when the job has none.
+    public static func key(of job: Job) -> String? { job.dedupeKey ?? job.collapseKey }
+
+    /// Whether this cancellation stops `call` (created at or before the cancel).
+    public func stops(_ call: Job) -> Bool { call.kind == .call && call.createdAt <= createdAt }
+
+    /// The stored form: `<createdAt>:<cancel job id>`.
+    public var encoded: String { "\(createdAt):\(cancelJobId)" }
+
+    public init?(encoded text: String) {
+        guard let colon = text.firstIndex(of: ":"), let createdAt = Int64(text[..<colon]) else { return nil }
+        self.init(cancelJobId: String(text[text.index(after: colon)...]), createdAt: createdAt)
+    }
 }
 
 /// A retry waiting in the shared queue: the job as consumed, and which target.

@@ -11,6 +11,7 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     private struct State {
         var claims: [String: Entry<String>] = [:]
         var outcomes: [String: Entry<Outcome>] = [:]
+        var cancellations: [String: Entry<CallCancellation>] = [:]
         var operations = 0
 
         /// Drops expired entries now and then, so memory follows the live windows only.
@@ -19,6 +20,7 @@ public final class InMemoryDeliveryStore: DeliveryStore {
             guard operations % 1024 == 0 else { return }
             claims = claims.filter { $0.value.expiresAt > now }
             outcomes = outcomes.filter { $0.value.expiresAt > now }
+            cancellations = cancellations.filter { $0.value.expiresAt > now }
         }
     }
 
@@ -62,5 +64,28 @@ public final class InMemoryDeliveryStore: DeliveryStore {
             state.outcomes["\(bindingId)/\(jobId)"].flatMap { $0.expiresAt > now ? $0.value : nil }
         }
     }
-}
 
+    public func recordCancellation(_ cancel: Job, retention: Duration) async throws {
+        guard let key = CallCancellation.key(of: cancel) else { return }
+        let now = clock()
+        let cancellation = CallCancellation(cancelJobId: cancel.id, createdAt: cancel.createdAt)
+        state.withLock { state in
+            for target in cancel.targets {
+                state.cancellations[Self.cancellationKey(cancel.userId, key, target.bindingId)] =
+                    Entry(value: cancellation, expiresAt: now.adding(saturating: retention.milliseconds))
+            }
+        }
+    }
+
+    public func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation? {
+        guard let key = CallCancellation.key(of: call) else { return nil }
+        let now = clock()
+        return state.withLock { state in
+            state.cancellations[Self.cancellationKey(call.userId, key, bindingId)].flatMap { $0.expiresAt > now ? $0.value : nil }
+        }
+    }
+
+    private static func cancellationKey(_ userId: String, _ key: String, _ bindingId: String) -> String {
+        "\(userId.utf8.count):\(userId)/\(bindingId.utf8.count):\(bindingId)/\(key)"
+    }
+}

@@ -158,6 +158,10 @@ public struct JobDecoder: Sendable {
         }
         let text = try fields.requiredString(notation.rawValue, maximumLength: 4096)
         let binding = try SIPBinding.parse(text, notation: notation, path: path)
+        if binding.isBareUnbind {
+            try fields.rejectUnread("cannot be combined with \(notation.rawValue): the binding string carries provider, app and token")
+            return Target(bindingId: bindingId, provider: SIPBinding.bareUnbindProvider, isUnbound: true)
+        }
         let format = try formats.format(for: binding)
         let (app, details) = try format.decode(binding, &fields)
         try fields.rejectUnread("cannot be combined with \(notation.rawValue): the binding string carries provider, app and token")

@@ -10,7 +10,9 @@
 ///   the endpoint URL).
 ///
 /// A token of `null` (RFC 8599 `pn-prid=null`, X-MPUSH `…:null`) means the device unbound itself:
-/// `token` is nil and the pipeline answers `rejected` + `remove_binding` without a send.
+/// `token` is nil and the pipeline answers `rejected` + `remove_binding` without a send. The Mizu
+/// seed's unregister, an X-MPUSH value of just `null`, names no provider at all (`isBareUnbind`):
+/// its outcome's provider is `none`.
 public struct SIPBinding: Sendable, Equatable {
     public enum Notation: String, Sendable, CaseIterable {
         case rfc8599, xmpush
@@ -29,6 +31,11 @@ public struct SIPBinding: Sendable, Equatable {
     public var path: String
 
     public var isUnbound: Bool { token == nil }
+    /// X-MPUSH `null` alone: unbound, with no provider, package or token.
+    public var isBareUnbind: Bool { notation == .xmpush && provider.isEmpty && token == nil }
+
+    /// The provider of a bare unbind's target and outcome.
+    public static let bareUnbindProvider: ProviderID = "none"
 
     public init(notation: Notation, provider: String, parameter: String? = nil, token: String?, environment: String? = nil,
                 path: String = "") {
@@ -83,6 +90,7 @@ public struct SIPBinding: Sendable, Equatable {
 
     static func xmpush(_ text: String, path: String) throws(JobRejection) -> SIPBinding {
         func invalid(_ rule: String) -> JobRejection { JobRejection(.invalidField, "\(path)xmpush \(rule)") }
+        if text == unboundToken { return SIPBinding(notation: .xmpush, provider: "", token: nil, path: path) }
         var rest = Substring(text)
         var environment: String?
         if let colon = rest.firstIndex(of: ":"), rest.distance(from: rest.startIndex, to: colon) == 1,

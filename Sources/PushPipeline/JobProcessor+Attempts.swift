@@ -12,6 +12,7 @@ extension JobProcessor {
                 return await finish(Outcome(job: job, target: target, status: .expired,
                                             reason: "TTL of \(job.ttl) s passed before sending", attempts: attempt - 1, at: now))
             }
+            if let stopped = await cancelledCall(job, target, attempts: attempt - 1, at: now) { return stopped }
             guard let provider = registry.provider(for: target.provider) else {
                 return await finish(Outcome(job: job, target: target, status: .failed,
                                             reason: "provider \(target.provider.rawValue) is not enabled on this worker",
@@ -52,6 +53,7 @@ extension JobProcessor {
             }
 
             let failedAt = clock()
+            if let stopped = await cancelledCall(job, target, attempts: attempt, at: failedAt) { return stopped }
             // Attempts count sends: one the open circuit held back is tried again under the same number.
             let completed = heldBack ? attempt - 1 : attempt
             let decision = heldBack
@@ -87,5 +89,17 @@ extension JobProcessor {
                                                                      source: source.description))
             }
         }
+    }
+
+    /// A call whose cancel was consumed ends here: no further attempt, not even one already due.
+    /// nil: not a call with a cancel key, or not cancelled; `.abandoned` when a stop interrupts the store.
+    private func cancelledCall(_ job: Job, _ target: Target, attempts: Int, at now: Int64) async -> TargetResult? {
+        guard job.kind == .call, CallCancellation.key(of: job) != nil else { return nil }
+        guard let found = await withStore({ try await store.cancellation(of: job, bindingId: target.bindingId) }) else {
+            return .abandoned
+        }
+        guard let cancellation = found, cancellation.stops(job) else { return nil }
+        return await finish(Outcome(job: job, target: target, status: .expired, reason: "cancelled by job \(cancellation.cancelJobId)",
+                                    attempts: attempts, at: now))
     }
 }

@@ -83,6 +83,11 @@ public struct JobProcessor: Sendable {
         }
         let window = job.deadline.isExpired(at: clock()) || shed ? 0 : configuration.dedupeWindows.window(for: job.kind)
         guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
+        if job.kind == .cancel, CallCancellation.key(of: job) != nil {
+            guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
+                return .abandoned
+            }
+        }
 
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.

@@ -52,4 +52,23 @@ public final class RedisDeliveryStore: DeliveryStore {
         else { return nil }
         return Outcome(json: bytes)
     }
+
+    public func recordCancellation(_ cancel: Job, retention: Duration) async throws {
+        guard let key = CallCancellation.key(of: cancel), !cancel.targets.isEmpty else { return }
+        let value = CallCancellation(cancelJobId: cancel.id, createdAt: cancel.createdAt).encoded
+        let commands = cancel.targets.map { target in
+            RedisCommand("SET", RedisKeys.cancellation(bindingId: target.bindingId, userId: cancel.userId, key: key), value,
+                         "PX", String(max(retention.milliseconds, 1)))
+        }
+        let replies = try await client.pipeline(commands)
+        if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
+            throw RedisError.reply(message)
+        }
+    }
+
+    public func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation? {
+        guard let key = CallCancellation.key(of: call) else { return nil }
+        let reply = try await client.command(RedisCommand("GET", RedisKeys.cancellation(bindingId: bindingId, userId: call.userId, key: key)))
+        return reply.string.flatMap(CallCancellation.init(encoded:))
+    }
 }

@@ -9,6 +9,7 @@
 /// |---|---|---|---|
 /// | `push:{b:<n>:<bindingId>}:dd:<n>:<identity>` | string | id of the job that claimed the window | the kind's dedupe window |
 /// | `push:{b:<n>:<bindingId>}:sent:<n>:<jobId>` | string | the final outcome (contract JSON) | `PUSH_IDEMPOTENCY_TTL_S` |
+/// | `push:{b:<n>:<bindingId>}:cancel:<n>:<userId>:<key>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{retry}:due` | sorted set | retry entry ids, score = due time (ms) or lease end | — |
 /// | `push:{retry}:entry:<entry id>` | hash | job bytes, binding, attempts, last error | deleted when done |
 public enum RedisKeys {
@@ -20,6 +21,10 @@ public enum RedisKeys {
 
     public static func sent(bindingId: String, jobId: String) -> String {
         "\(prefix):{b:\(lengthPrefixed(bindingId))}:sent:\(lengthPrefixed(jobId))"
+    }
+
+    public static func cancellation(bindingId: String, userId: String, key: String) -> String {
+        "\(prefix):{b:\(lengthPrefixed(bindingId))}:cancel:\(lengthPrefixed(userId)):\(key)"
     }
 
     public static let retryIndex = "\(prefix):{retry}:due"

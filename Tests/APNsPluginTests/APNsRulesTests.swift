@@ -43,15 +43,16 @@ struct APNsRulesTests {
         #expect(String(decoding: payload, as: UTF8.self) == #"{"aps":{"content-available":1},"callId":"c-77"}"#)
     }
 
-    @Test("push type by kind: call and cancel → voip, message and custom → alert, wake → background; the target's pushType wins")
+    @Test("push type by kind: call → voip, cancel → alert, message and custom → alert, wake → background; the target's pushType wins")
     func pushTypeByKind() {
         let target = Target(bindingId: "b", provider: .apns)
         #expect(APNsPushType.resolve(kind: .call, target: target) == .voip)
-        #expect(APNsPushType.resolve(kind: .cancel, target: target) == .voip)
+        #expect(APNsPushType.resolve(kind: .cancel, target: target) == .alert)
+        #expect(APNsPushType.resolve(kind: .cancel, target: target, cancel: .voip) == .voip)
         #expect(APNsPushType.resolve(kind: .message, target: target) == .alert)
         #expect(APNsPushType.resolve(kind: .custom, target: target) == .alert)
         #expect(APNsPushType.resolve(kind: .wake, target: target) == .background)
-        #expect(APNsPushType.resolve(kind: .cancel, target: Target(bindingId: "b", provider: .apns, details: APNsTarget(token: nil, pushType: "alert"))) == .alert)
+        #expect(APNsPushType.resolve(kind: .cancel, target: Target(bindingId: "b", provider: .apns, details: APNsTarget(token: nil, pushType: "voip"))) == .voip)
     }
 
     @Test("every push type's topic suffix is Apple's", arguments: [

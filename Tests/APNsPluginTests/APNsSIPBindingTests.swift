@@ -88,6 +88,9 @@ struct APNsSIPBindingTests {
         #expect(voip.pushType == .voip)
         #expect(voip.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat.voip")
         let defaultApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
-        #expect(try APNsRequest.build(native, app: defaultApp).pushType == .voip)
+        #expect(try APNsRequest.build(native, app: defaultApp).pushType == .background, "alert by default; nothing shows")
+        let voipApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+                              cancelPushType: .voip)
+        #expect(try APNsRequest.build(native, app: voipApp).pushType == .voip)
     }
 }

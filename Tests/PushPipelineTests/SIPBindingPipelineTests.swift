@@ -24,6 +24,18 @@ struct SIPBindingPipelineTests {
                             retryQueue: nil, logger: testLogger())
     }
 
+    @Test("X-MPUSH null alone (the seed's unregister) yields rejected + remove_binding, provider none, 0 attempts, nothing sent")
+    func bareNullUnbinds() async throws {
+        let provider = ScriptedProvider(id: .fcm, format: FCMTargetFormat()) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
+        let job = #"{"v":1,"id":"j1","kind":"message","userId":"alice","targets":[{"bindingId":"gone","xmpush":"null"}]}"#
+        let outcome = try #require(Self.outcomes(await processor(provider).process(Self.message(job))).first)
+        #expect(outcome.status == .rejected)
+        #expect(outcome.action == .removeBinding)
+        #expect(outcome.attempts == 0)
+        #expect(outcome.provider == "none")
+        #expect(outcome.bindingId == "gone")
+    }
+
     @Test("pn-prid=null yields rejected + remove_binding with no provider call; the job's other targets are sent")
     func unboundTargetIsRejectedUnsent() async throws {
         let provider = ScriptedProvider(id: .fcm, format: FCMTargetFormat()) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }

@@ -78,15 +78,37 @@ struct APNsConfigurationTests {
         let keyFile = try Self.writeKey()
         let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
                     "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
-        #expect(try WorkerConfiguration.load(from: base).get().apns?.apps.first?.cancelPushType == .voip)
-        #expect(try WorkerConfiguration.load(from: base.merging(["PUSH_APNS_CANCEL_PUSH_TYPE": "alert"]) { $1 }).get()
-            .apns?.apps.first?.cancelPushType == .alert)
+        #expect(try WorkerConfiguration.load(from: base).get().apns?.apps.first?.cancelPushType == .alert)
+        #expect(try WorkerConfiguration.load(from: base.merging(["PUSH_APNS_CANCEL_PUSH_TYPE": "voip"]) { $1 }).get()
+            .apns?.apps.first?.cancelPushType == .voip)
         #expect(problems(base.merging(["PUSH_APNS_CANCEL_PUSH_TYPE": "background"]) { $1 })
             == ["PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"background\""])
         let appsFile = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
-        try #"{"apns": [{"bundleId": "com.example.alerts", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "cancelPushType": "alert"}]}"#
+        try #"{"apns": [{"bundleId": "com.example.alerts", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "cancelPushType": "voip"}]}"#
             .write(toFile: appsFile, atomically: true, encoding: .utf8)
         let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get()
-        #expect(fromFile.apns?.apps.first?.cancelPushType == .alert)
+        #expect(fromFile.apns?.apps.first?.cancelPushType == .voip)
+    }
+
+    @Test("an app's default environment and PushKit X-MPUSH tokens come from PUSH_APNS_ENVIRONMENT / PUSH_APNS_XMPUSH_PUSHKIT_TOKENS or the apps file")
+    func defaultEnvironmentAndPushKitTokens() throws {
+        let keyFile = try Self.writeKey()
+        let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+                    "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
+        let defaults = try #require(try WorkerConfiguration.load(from: base).get().apns?.apps.first)
+        #expect(defaults.defaultEnvironment == .production)
+        #expect(!defaults.xmpushTokensArePushKit)
+        let declared = try #require(try WorkerConfiguration.load(from: base.merging([
+            "PUSH_APNS_ENVIRONMENT": "sandbox", "PUSH_APNS_XMPUSH_PUSHKIT_TOKENS": "true"]) { $1 }).get().apns?.apps.first)
+        #expect(declared.defaultEnvironment == .sandbox)
+        #expect(declared.xmpushTokensArePushKit)
+        #expect(problems(base.merging(["PUSH_APNS_ENVIRONMENT": "development"]) { $1 })
+            == ["PUSH_APNS_ENVIRONMENT must be production or sandbox, got \"development\""])
+        let appsFile = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        try #"{"apns": [{"bundleId": "com.example.dev", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "environment": "sandbox", "xmpushPushKitTokens": true}]}"#
+            .write(toFile: appsFile, atomically: true, encoding: .utf8)
+        let fromFile = try #require(try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get().apns?.apps.first)
+        #expect(fromFile.defaultEnvironment == .sandbox)
+        #expect(fromFile.xmpushTokensArePushKit)
     }
 }

@@ -11,10 +11,10 @@ struct SIPPushBindingTests {
     static let keys = #","keys":{"p256dh":"k","auth":"a"}"#
 
     /// The target a binding string of binding id `b1` decodes to.
-    static func expected(provider: ProviderID, app: String? = nil, token: String?, environment: String? = nil,
-                         pushType: String? = nil, platform: String? = nil) -> Target {
+    static func expected(provider: ProviderID, notation: SIPBinding.Notation? = nil, app: String? = nil, token: String?,
+                         environment: String? = nil, pushType: String? = nil, platform: String? = nil) -> Target {
         let details: any TargetDetails = switch provider {
-        case .apns: APNsTarget(token: token, environment: environment, pushType: pushType)
+        case .apns: APNsTarget(token: token, environment: environment, pushType: pushType, notation: notation)
         case .fcm: FCMTarget(token: token, platform: platform)
         default: WebPushTarget(endpoint: token, keys: token == nil ? nil : WebPushKeys(p256dh: "k", auth: "a"))
         }
@@ -38,20 +38,20 @@ struct SIPPushBindingTests {
 
     static let validRFC8599: [(String, Target)] = [
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken)",
-         expected(provider: .apns, app: "com.example", token: apnsToken, pushType: "voip")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: apnsToken, pushType: "voip")),
         ("pn-prid=\(apnsToken);pn-param=DEF123GHIJ.com.example.chat.voip-ptt;pn-provider=apns",
-         expected(provider: .apns, app: "com.example.chat", token: apnsToken, pushType: "pushtotalk")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, pushType: "pushtotalk")),
         ("PN-PROVIDER=fcm;pn-param=example-project;pn-prid=dGhpcyBpcw:APA91%3Dtoken",
          expected(provider: .fcm, app: "example-project", token: "dGhpcyBpcw:APA91=token")),
         ("pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1",
          expected(provider: .webpush, token: "https://push.example.net/s/1")),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=null",
-         expected(provider: .apns, app: "com.example", token: nil, pushType: "voip")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: nil, pushType: "voip")),
         // Without the team id (Mizu's pushnotification_teamid left empty): the bundle id starts at once.
         ("pn-provider=apns;pn-param=com.example.chat.voip;pn-prid=\(apnsToken)",
-         expected(provider: .apns, app: "com.example.chat", token: apnsToken, pushType: "voip")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, pushType: "voip")),
         ("pn-provider=apns;pn-param=example.voip-ptt;pn-prid=\(apnsToken)",
-         expected(provider: .apns, app: "example", token: apnsToken, pushType: "pushtotalk")),
+         expected(provider: .apns, notation: .rfc8599, app: "example", token: apnsToken, pushType: "pushtotalk")),
         ("pn-provider=fcm;pn-param=example-project;pn-prid=null",
          expected(provider: .fcm, app: "example-project", token: nil)),
     ]
@@ -91,14 +91,16 @@ struct SIPPushBindingTests {
 
     static let validXMPUSH: [(String, Target)] = [
         ("a:com.voip.phone:9C2F93A6D1319D3CB5712B469226A719", expected(provider: .fcm, app: "com.voip.phone", token: "9C2F93A6D1319D3CB5712B469226A719", platform: "android")),
-        ("i:com.mycompany.myapp:\(apnsToken)", expected(provider: .apns, app: "com.mycompany.myapp", token: apnsToken, environment: nil)),
-        ("s:i:com.example.app:\(apnsToken)", expected(provider: .apns, app: "com.example.app", token: apnsToken, environment: "sandbox")),
-        ("p:i:com.example.app:\(apnsToken)", expected(provider: .apns, app: "com.example.app", token: apnsToken, environment: "production")),
-        ("d:i:com.example.app:\(apnsToken)", expected(provider: .apns, app: "com.example.app", token: apnsToken)),
+        ("i:com.mycompany.myapp:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.mycompany.myapp", token: apnsToken, environment: nil)),
+        ("s:i:com.example.app:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken, environment: "sandbox")),
+        ("p:i:com.example.app:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken, environment: "production")),
+        ("d:i:com.example.app:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken)),
         ("j:example-project:fcm:ios-token", expected(provider: .fcm, app: "example-project", token: "fcm:ios-token", platform: "ios")),
         ("w:web:https://push.example.net/s/1", expected(provider: .webpush, token: "https://push.example.net/s/1")),
         ("a:com.voip.phone:null", expected(provider: .fcm, app: "com.voip.phone", token: nil, platform: "android")),
-        ("s:i:com.example.app:null", expected(provider: .apns, app: "com.example.app", token: nil, environment: "sandbox")),
+        // The seed's unregister: X-MPUSH null alone names no provider.
+        ("null", Target(bindingId: "b1", provider: "none", isUnbound: true)),
+        ("s:i:com.example.app:null", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: nil, environment: "sandbox")),
     ]
 
     @Test("valid X-MPUSH values decode, environment prefix and colons in tokens included; null is unbound",
@@ -147,7 +149,8 @@ struct SIPBindingTargetTests {
     @Test("an RFC 8599 APNs binding with service voip becomes an APNs target of the bundle id with push type voip")
     func rfc8599Target() throws {
         let target = try decode(#"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(SIPPushBindingTests.apnsToken)"}"#)
-        #expect(target == Target.apns("b1", app: "com.example.chat", token: SIPPushBindingTests.apnsToken, pushType: "voip"))
+        #expect(target == Target(bindingId: "b1", provider: .apns, app: "com.example.chat",
+                                 details: APNsTarget(token: SIPPushBindingTests.apnsToken, pushType: "voip", notation: .rfc8599)))
     }
 
     @Test("pn-prid=null decodes to an unbound target without a token")
