@@ -8,7 +8,7 @@ let package = Package(
         .executable(name: "push-worker", targets: ["push-worker"]),
         // Test servers for other packages' tests, as APNSwift ships its own: the provider sandboxes and the
         // librdkafka mock cluster.
-        .library(name: "PushTestServers", targets: ["PushSandbox", "PushKafkaMock"]),
+        .library(name: "PushTestServers", targets: ["PushSandbox", "HMSSandbox", "PushKafkaMock"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -67,6 +67,8 @@ let package = Package(
             .product(name: "NIOHPACK", package: "swift-nio-http2"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ], path: "Sources/PushSandbox"),
+        // A plugin's sandbox lives in its folder, in a target of its own that the plugin does not depend on.
+        .target(name: "HMSSandbox", dependencies: ["PushSandbox", "PushCore"], path: "Plugins/HMS/Sandbox"),
 
         // The plugin API: what a provider plugin implements (ProviderPlugin) and the settings it declares.
         .target(name: "PushPluginAPI", dependencies: ["PushCore", "PushHTTP", "PushCrypto",
@@ -84,8 +86,9 @@ let package = Package(
         .target(name: "APNsPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto",
                                                     .product(name: "Logging", package: "swift-log")],
                 path: "Plugins/APNs"),
+        .target(name: "HMSPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP"], path: "Plugins/HMS/Plugin"),
         // The plugins this build links: the worker loops over `LinkedPlugins.all`.
-        .target(name: "PushPlugins", dependencies: ["PushPluginAPI", "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin"],
+        .target(name: "PushPlugins", dependencies: ["PushPluginAPI", "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "HMSPlugin"],
                 path: "Sources/PushPlugins"),
 
         // Wiring: configuration, plugin registry, operator commands. The executable is only the CLI over it.
@@ -102,7 +105,7 @@ let package = Package(
         ], path: "Sources/PushWorker"),
         // `push-worker demo`: the whole pipeline on the mock cluster and the sandboxes.
         .target(name: "PushDevelopmentTools", dependencies: [
-            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "PushCrypto", "PushCore",
+            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "HMSSandbox", "PushCrypto", "PushCore",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushDevelopmentTools"),
         // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
@@ -142,6 +145,8 @@ let package = Package(
                     path: "Tests/APNsPluginTests"),
         .testTarget(name: "FCMPluginTests", dependencies: ["FCMPlugin", "PushCore", "PushHTTP", "PushSandbox", "PushPipeline", "PushKafka", "TestSupport"],
                     path: "Tests/FCMPluginTests"),
+        .testTarget(name: "HMSPluginTests", dependencies: ["HMSPlugin", "HMSSandbox", "PushSandbox", "PushPluginAPI", "PushCore", "PushHTTP", "TestSupport"],
+                    path: "Tests/HMSPluginTests"),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushCore", "PushPipeline", "TestSupport",
                                                           .product(name: "Logging", package: "swift-log")],
                     path: "Tests/PushBenchTests"),

@@ -1,101 +1,58 @@
-import Foundation
 import PushCore
 import PushCrypto
 import PushHTTP
+import PushPluginAPI
 
 /// OAuth2 access tokens for one service account (RFC 7523 JWT-bearer grant, RS256
-/// assertion). One token serves every request of the project until shortly before it
-/// expires; concurrent callers share one refresh; after a token-endpoint failure callers
-/// get the same failure without a new request until a backoff passes, so a broken
-/// endpoint or revoked key never costs one token request per message.
-public actor FCMAccessTokens {
+/// assertion), kept in the shared `AccessTokenCache`: one token serves every request of the
+/// project until shortly before it expires, concurrent callers share one refresh, and a
+/// token-endpoint failure is not retried per message but after a backoff.
+public final class FCMAccessTokens: Sendable {
     public static let scope = "https://www.googleapis.com/auth/firebase.messaging"
     /// Refresh this long before `expires_in` runs out.
     public static let refreshMargin: Int64 = 5 * 60 * 1000
+    /// Google issues tokens for an hour; a lifetime outside 0…24 h is clamped, not trusted.
+    static let longestLifetimeSeconds: Int64 = 86_400
 
-    public enum Failure: Error, Equatable, Sendable {
-        /// The token endpoint refused the grant (bad or revoked key, wrong account): credentials.
-        case refused(String)
-        /// The endpoint could not be reached or answered 5xx: try again later.
-        case unavailable(String)
-    }
+    public typealias Failure = AccessTokenCache.Failure
 
-    struct Issued {
-        let token: String
-        let obtainedAt: Int64
-        let expiresAt: Int64
-    }
-
-    private let account: ServiceAccount
-    private let key: PrivateKey
-    private let transport: any HTTPTransport
-    private let tls: TLSOptions
-    private let clock: @Sendable () -> Int64
-    private var current: Issued?
-    private var refreshing: Task<Result<Issued, Failure>, Never>?
-    private var lastFailure: (failure: Failure, until: Int64)?
-    private var failureBackoff: Int64 = 1000
-    public private(set) var requestsMade = 0
+    private let cache: AccessTokenCache
 
     public init(account: ServiceAccount, transport: any HTTPTransport, tls: TLSOptions,
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
-        self.account = account
-        key = try PrivateKey(pem: account.privateKeyPEM)
-        self.transport = transport
-        self.tls = tls
-        self.clock = clock
+        let key = try PrivateKey(pem: account.privateKeyPEM)
+        cache = AccessTokenCache(refreshMargin: Self.refreshMargin, longestLifetimeSeconds: Self.longestLifetimeSeconds,
+                                 clock: clock) {
+            await Self.grant(account: account, key: key, transport: transport, tls: tls, now: clock())
+        }
     }
+
+    /// Token requests made so far.
+    public var requestsMade: Int { get async { await cache.requestsMade } }
 
     /// A valid access token, fetching one only when needed.
     public func token() async throws(Failure) -> String {
-        try await issued().token
+        try await cache.token()
     }
 
-    func issued() async throws(Failure) -> Issued {
-        let now = clock()
-        if let current, now < current.expiresAt - Self.refreshMargin { return current }
-        if let lastFailure, now < lastFailure.until { throw lastFailure.failure }
-        let task: Task<Result<Issued, Failure>, Never>
-        if let refreshing {
-            task = refreshing
-        } else {
-            task = Task { await self.fetch() }
-            refreshing = task
-        }
-        let result = await task.value
-        if refreshing == task { refreshing = nil }
-        switch result {
-        case .success(let issued):
-            current = issued
-            lastFailure = nil
-            failureBackoff = 1000
-            return issued
-        case .failure(let failure):
-            if lastFailure == nil || clock() >= lastFailure!.until {
-                lastFailure = (failure, clock() + failureBackoff)
-                failureBackoff = min(failureBackoff * 2, 60_000)
-            }
-            throw failure
-        }
+    func issued() async throws(Failure) -> AccessTokenCache.Issued {
+        try await cache.issued()
     }
 
     /// FCM answered 401 with `token`: drop it so the next caller fetches a new one.
     /// Returns false when the token was fresh (< 1 min), i.e. a new one will not help.
-    public func rejected(_ token: String) -> Bool {
-        guard let current, current.token == token else { return true }
-        self.current = nil
-        return clock() - current.obtainedAt >= 60_000
+    public func rejected(_ token: String) async -> Bool {
+        await cache.rejected(token)
     }
 
-    private func fetch() async -> Result<Issued, Failure> {
-        requestsMade += 1
-        let now = clock()
+    private static func grant(account: ServiceAccount, key: PrivateKey, transport: any HTTPTransport, tls: TLSOptions,
+                              now: Int64) async -> Result<AccessTokenCache.Grant, Failure> {
         let assertion: String
         do {
             assertion = try JSONWebToken.sign(algorithm: .rs256, headerFields: [("typ", "JWT"), ("kid", account.privateKeyId)],
                                               claims: { claims in
                 claims.member("iss", account.clientEmail)
-                claims.member("scope", Self.scope)
+                claims.member("scope", scope)
                 claims.member("aud", account.tokenURI)
                 claims.member("iat", now / 1000)
                 claims.member("exp", now / 1000 + 3600)
@@ -103,9 +60,9 @@ public actor FCMAccessTokens {
         } catch {
             return .failure(.refused("cannot sign the assertion: \(error)"))
         }
-        let form = "grant_type=" + Self.formEscape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion=" + assertion
+        let form = AccessTokenCache.formBody(["grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": assertion])
         let request = HTTPRequest(url: account.tokenURI, headers: [("content-type", "application/x-www-form-urlencoded")],
-                                  body: Array(form.utf8), timeout: .seconds(10), tls: tls)
+                                  body: form, timeout: .seconds(10), tls: tls)
         let response: HTTPResponse
         do {
             response = try await transport.send(request)
@@ -122,12 +79,6 @@ public actor FCMAccessTokens {
         guard case .string(let token)? = document?["access_token"], case .integer(let expiresIn)? = document?["expires_in"] else {
             return .failure(.unavailable("token endpoint answered without access_token/expires_in"))
         }
-        // Google issues tokens for an hour; a lifetime outside 0…24 h is clamped, not trusted.
-        let lifetime = min(max(expiresIn, 0), 86_400)
-        return .success(Issued(token: token, obtainedAt: now, expiresAt: now.adding(saturating: lifetime * 1000)))
-    }
-
-    static func formEscape(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text
+        return .success(AccessTokenCache.Grant(token: token, lifetimeSeconds: expiresIn))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HMSSandbox
 import Logging
 import PushCore
 import PushKafka
@@ -47,6 +48,8 @@ public enum Demo {
         let browserTarget = #"{"bindingId":"grace-firefox","provider":"webpush","endpoint":"\#(browser.endpoint)","keys":{"p256dh":"\#(browser.p256dh)","auth":"\#(browser.auth)"}}"#
         let apnsGone = #"{"bindingId":"old-ipad","provider":"apns","token":"0410\#(String(repeating: "c1", count: 30))","environment":"sandbox"}"#
         let android = #"{"bindingId":"alice-pixel","provider":"proxy","token":"fcm-token-123","tokenType":"fcm","platform":"android"}"#
+        let huaweiPhone = #"{"bindingId":"judy-mate","provider":"hms","app":"\#(HMSSandboxInstance.appId)","token":"IQAAAACy0kYkAAAjudy"}"#
+        let huaweiGone = #"{"bindingId":"judy-old-p30","provider":"hms","token":"invalid-IQAAAACy0old"}"#
         return [
             SampleJob(title: "incoming call", id: "call-1", key: "alice",
                       json: job("call-1", kind: "call", user: "alice", ttl: 30,
@@ -60,6 +63,9 @@ public enum Demo {
                                 extra: #""data":{"callId":"a84b4c76e66710@pc33","caller":"Alice","callerUsername":"1111"},"#,
                                 targets: rfc8599Voip + "," + unboundPixel),
                       expectedMessages: 2),
+            SampleJob(title: "VoIP call via Huawei Push Kit", id: "call-5", key: "judy",
+                      json: job("call-5", kind: "call", user: "judy", ttl: 30, extra: #""data":{"callId":"c-91","caller":"ivan"},"#,
+                                targets: huaweiPhone + "," + huaweiGone), expectedMessages: 2),
             SampleJob(title: "app deleted (APNs 410)", id: "msg-5", key: "bob",
                       json: job("msg-5", kind: "message", user: "bob", extra: #""notification":{"title":"Carol","body":"Hi"},"#,
                                 targets: apnsGone), expectedMessages: 1),
@@ -109,6 +115,7 @@ public enum Demo {
         let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
         let apns = try await APNsSandboxInstance.start(tls: tls)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
+        let hms = try await HMSSandboxInstance.start(tls: tls)
         let webPush = try await WebPushSandboxInstance.start(tls: tls)
         let vapidKeyFile = tls.directory.appendingPathComponent("vapid.pem").path
         try PrivateKey.generateP256().pem().write(toFile: vapidKeyFile, atomically: true, encoding: .utf8)
@@ -120,6 +127,7 @@ public enum Demo {
             "PUSH_PROXY_CA_FILE": tls.caFile,
             "PUSH_APNS_CA_FILE": tls.caFile,
             "PUSH_FCM_CA_FILE": tls.caFile,
+            "PUSH_HMS_CA_FILE": tls.caFile,
             "PUSH_WEBPUSH_VAPID_KEY_FILE": vapidKeyFile,
             "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:push-demo@example.com",
             "PUSH_WEBPUSH_CA_FILE": tls.caFile,
@@ -131,7 +139,7 @@ public enum Demo {
             "PUSH_SHUTDOWN_GRACE_S": "5",
             "PUSH_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
             "PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-        ].merging(apns.workerEnvironment) { $1 }.merging(fcm.workerEnvironment) { $1 }
+        ].merging(apns.workerEnvironment) { $1 }.merging(fcm.workerEnvironment) { $1 }.merging(hms.workerEnvironment) { $1 }
         let configuration = try WorkerConfiguration.load(from: environment).get()
         let worker = try Worker(configuration: configuration, logger: logger)
         let reader = try KafkaTopicReader(bootstrapServers: cluster.bootstrapServers, topics: [outcomesTopic, dlqTopic],
@@ -150,6 +158,7 @@ public enum Demo {
         await proxy.stop()
         await apns.server.stop()
         await fcm.server.stop()
+        await hms.server.stop()
         await webPush.server.stop()
 
         guard messages.count >= expected else {

@@ -1,5 +1,6 @@
 import APNsPlugin
 import FCMPlugin
+import HMSPlugin
 import ProxyPlugin
 import PushPluginAPI
 import WebPushPlugin
@@ -11,5 +12,6 @@ public enum LinkedPlugins {
         FCMPlugin(),
         WebPushPlugin(),
         ProxyPlugin(),
+        HMSPlugin(),
     ]
 }

@@ -80,7 +80,7 @@ struct ConfigurationTests {
             "PUSH_PROXY_URL must be an https:// URL, got \"http://proxy.example.com/push\"",
             "PUSH_PROXY_CERT_FILE points to /nonexistent/cert.pem, which does not exist or is not readable",
             "PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together",
-            "PUSH_PROVIDERS names \"pager\", which is not one of apns, fcm, webpush, proxy",
+            "PUSH_PROVIDERS names \"pager\", which is not one of apns, fcm, webpush, proxy, hms",
             "PUSH_LOG_FORMAT must be json or text, got \"xml\"",
         ])
     }

@@ -13,6 +13,8 @@ struct DemoTests {
         #expect(statuses["SIP call to RFC 8599 / X-MPUSH bindings"] == ["delivered", "rejected"])
         #expect(rows.first { $0.bindingId == "ivan-iphone" }.map { ($0.provider, $0.status, $0.httpStatus) } ?? ("", "", "") == ("apns", "delivered", "200"))
         #expect(rows.first { $0.bindingId == "ivan-old-pixel" }.map { ($0.provider, $0.action, $0.attempts) } ?? ("", "", "") == ("fcm", "remove_binding", "0"))
+        #expect(statuses["VoIP call via Huawei Push Kit"] == ["delivered", "rejected"])
+        #expect(rows.first { $0.bindingId == "judy-old-p30" }.map { ($0.provider, $0.action) } ?? ("", "") == ("hms", "remove_binding"))
         #expect(statuses["app deleted (APNs 410)"] == ["rejected"])
         #expect(rows.first { $0.title == "app deleted (APNs 410)" }?.action == "remove_binding")
         #expect(statuses["chat message via FCM"] == ["delivered", "rejected"])

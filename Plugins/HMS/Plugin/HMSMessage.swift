@@ -1,0 +1,67 @@
+import PushCore
+
+/// The `messages:send` body (HMS v1) for one delivery:
+/// `{"validate_only": false, "message": {"data", "android": {"urgency", "category"?, "ttl", "collapse_key"?, "bi_tag"}, "token": [t]}}`.
+///
+/// Every push is a data message (`message.data`, no notification): the app's own code shows or handles
+/// it. Calls and cancels are high-priority data messages (`urgency` HIGH, `category` VOIP), which Huawei
+/// lets an app send once it has been granted the special permission for them; other kinds are HIGH when
+/// the job's priority is high.
+enum HMSMessage {
+    /// Huawei: "消息体最大不能超过4096Bytes（不包括Token）" — the body without the tokens.
+    static let largestBodyBytes = 4096
+    /// `android.ttl` at most "1296000s" (15 days).
+    static let longestTTLSeconds: Int64 = 1_296_000
+    /// `android.collapse_key`: -1 (keep every offline message), 0 (keep the newest) or a group 1…100.
+    static let collapseKeys: ClosedRange<Int64> = -1...100
+
+    static func isVoIP(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel }
+
+    /// HIGH for calls and cancels (a cancel must stop the ringing now), else the job's priority.
+    static func urgency(_ job: Job) -> String {
+        isVoIP(job.kind) || job.priority == .high ? "HIGH" : "NORMAL"
+    }
+
+    /// The remaining TTL in Huawei's format, within 1 s…15 days. At least 1 s: Huawei answers 80100004 to
+    /// an expiry in the past, and documents nothing for "0s"; a now-or-never job gets one second.
+    static func ttl(_ delivery: Delivery) -> String {
+        "\(min(max(delivery.remainingTTLSeconds, 1), longestTTLSeconds))s"
+    }
+
+    /// The job's collapse key when it is one of Huawei's integer groups; a textual key has no HMS counterpart.
+    static func collapseKey(_ job: Job) -> Int64? {
+        guard let text = job.collapseKey, let value = Int64(text), collapseKeys.contains(value) else { return nil }
+        return value
+    }
+
+    /// What the app receives: the job's opaque `body`, else its summary JSON.
+    static func data(_ job: Job) -> String {
+        job.body ?? String(decoding: job.summaryJSON(), as: UTF8.self)
+    }
+
+    /// The request body; `tokens` empty gives the body Huawei's 4096-byte limit is about.
+    static func body(_ delivery: Delivery, tokens: [String]) -> [UInt8] {
+        let job = delivery.job
+        var writer = JSONWriter(capacity: 512)
+        writer.beginObject()
+        writer.member("validate_only", false)
+        writer.key("message")
+        writer.beginObject()
+        writer.member("data", data(job))
+        writer.key("android")
+        writer.beginObject()
+        writer.member("urgency", urgency(job))
+        if isVoIP(job.kind) { writer.member("category", "VOIP") }
+        writer.member("ttl", ttl(delivery))
+        if let collapseKey = collapseKey(job) { writer.member("collapse_key", collapseKey) }
+        writer.member("bi_tag", delivery.deliveryKey)
+        writer.endObject()
+        writer.key("token")
+        writer.beginArray()
+        for token in tokens { writer.value(token) }
+        writer.endArray()
+        writer.endObject()
+        writer.endObject()
+        return writer.bytes
+    }
+}

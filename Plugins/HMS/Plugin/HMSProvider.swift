@@ -1,0 +1,87 @@
+import PushCore
+import PushHTTP
+
+/// Delivers through Huawei Push Kit v1: `POST {endpoint}/v1/{appId}/messages:send` with the app's
+/// OAuth 2.0 access token, one device token per request.
+public struct HMSProvider: PushProvider {
+    public let id = ProviderID.hms
+    public var targetFormat: any TargetFormat { HMSTargetFormat() }
+    private let configuration: HMSConfiguration
+    private let transport: any HTTPTransport
+    private let tokens: [String: HMSAccessTokens]
+
+    public init(configuration: HMSConfiguration, transport: any HTTPTransport,
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+        self.configuration = configuration
+        self.transport = transport
+        let tls = TLSOptions(caFile: configuration.caFile)
+        tokens = Dictionary(configuration.apps.map { app in
+            (app.appId, HMSAccessTokens(app: app, tokenURL: configuration.tokenURL, transport: transport, tls: tls, clock: clock))
+        }) { first, _ in first }
+    }
+
+    public func accessTokens(for appId: String) -> HMSAccessTokens? { tokens[appId] }
+
+    /// One app's OAuth client and quota serve all its targets: a refused secret or flow control stops that app
+    /// (`hms/<appId>`), never another.
+    public func scope(of target: Target) -> DeliveryScope {
+        DeliveryScope(provider: id, key: target.app ?? configuration.defaultAppId ?? "-")
+    }
+
+    public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        guard let appId = delivery.target.app ?? configuration.defaultAppId, let source = tokens[appId] else {
+            return .failed(reason: "no HMS app \(delivery.target.app ?? "(none)") is configured", httpStatus: nil)
+        }
+        guard let deviceToken = delivery.target.details(HMSTarget.self)?.token else {
+            return .failed(reason: "the HMS target has no token", httpStatus: nil)
+        }
+        let size = HMSMessage.body(delivery, tokens: []).count
+        guard size <= HMSMessage.largestBodyBytes else {
+            return .failed(reason: "the HMS message is \(size) bytes; Huawei accepts at most \(HMSMessage.largestBodyBytes) (without the token); not sent",
+                           httpStatus: nil)
+        }
+        let body = HMSMessage.body(delivery, tokens: [deviceToken])
+        let first = await send(body, appId: appId, deviceToken: deviceToken, source: source, for: delivery)
+        // 80200001/80200003: the access token was refused (revoked, expired early). Fetch a new one once;
+        // a fresh token refused again means the credentials are at fault.
+        guard case .accessTokenRefused(let accessToken, let refusal) = first else { return first.result }
+        guard await source.rejected(accessToken) else { return refusal }
+        return await send(body, appId: appId, deviceToken: deviceToken, source: source, for: delivery).result
+    }
+
+    private enum Attempt {
+        case classified(DeliveryResult)
+        case accessTokenRefused(accessToken: String, DeliveryResult)
+
+        var result: DeliveryResult {
+            switch self {
+            case .classified(let result), .accessTokenRefused(_, let result): result
+            }
+        }
+    }
+
+    private func send(_ body: [UInt8], appId: String, deviceToken: String, source: HMSAccessTokens,
+                      for delivery: Delivery) async -> Attempt {
+        let accessToken: String
+        do {
+            accessToken = try await source.token()
+        } catch {
+            switch error {
+            case .refused(let detail): return .classified(.failed(reason: detail, httpStatus: nil, action: .checkCredentials))
+            case .unavailable(let detail): return .classified(.retryable(reason: detail, httpStatus: nil))
+            }
+        }
+        let request = HTTPRequest(url: "\(configuration.endpoint)/v1/\(appId)/messages:send",
+                                  headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json;charset=utf-8")],
+                                  body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile))
+        var refusesAccessToken = false
+        let result = await HTTPDelivery.send(request, for: delivery, over: transport) { response in
+            let answer = HMSAnswer(response)
+            refusesAccessToken = answer.refusesAccessToken
+            return HMSResponse.classify(answer, token: deviceToken)
+        }
+        return refusesAccessToken ? .accessTokenRefused(accessToken: accessToken, result) : .classified(result)
+    }
+
+    public func shutdown() async { transport.shutdown() }
+}
