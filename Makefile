@@ -16,6 +16,7 @@ build: deps
 
 ## Build and run the whole pipeline on embedded parts; prints the outcomes.
 demo: build
+	@scripts/install-deps.sh --demo
 	.build/debug/push-worker demo
 
 ## Unit and integration tests (real Kafka-protocol mock cluster, redis-server, HTTP/2 + TLS sandboxes),

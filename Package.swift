@@ -139,7 +139,7 @@ let package = Package(
             "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "FCMPlugin", "PushRedis", "TestSupport",
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/PushPipelineTests"),
-        .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "TestSupport"],
+        .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "PushSandbox", "TestSupport"],
                     path: "Tests/PushRedisTests"),
         .testTarget(name: "APNsPluginTests", dependencies: ["APNsPlugin", "PushCore", "PushHTTP", "PushCrypto", "PushSandbox", "TestSupport"],
                     path: "Tests/APNsPluginTests"),

@@ -2,9 +2,11 @@
 # Installs what building push-worker needs on Debian 12, skipping what is present.
 # With --test, also what the tests use: redis-server, kcat, curl, python3-confluent-kafka (the fault-injection
 # ledger's independent Kafka client), strace (which addresses a worker connects to), jsonschema, helm-sdkpy.
+# With --demo, redis-server (the demo's retry queue, where a cancel stops a retrying call).
 # With --bench, what scripts/bench.sh uses: nginx with the echo module, h2load, redis-server.
 set -euo pipefail
 packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev pkg-config)
+if [ "${1:-}" = --demo ]; then packages+=(redis-server); fi
 if [ "${1:-}" = --test ]; then packages+=(redis-server kcat curl python3 python3-confluent-kafka strace); fi
 if [ "${1:-}" = --bench ]; then packages+=(redis-server curl python3 openssl nginx-light libnginx-mod-http-echo nghttp2-client); fi
 missing=()
@@ -18,6 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+if [ "${1:-}" = --demo ]; then packages+=(redis-server); fi
 if [ "${1:-}" = --test ]; then
     python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet jsonschema
     # Helm's own lint, from PyPI (Helm is not packaged in Debian); the wheel declares

@@ -10,8 +10,18 @@ import PushSandbox
 import PushWorker
 
 /// `push-worker demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
-/// loopback, a push-proxy sandbox over HTTP/2 + TLS — fed a handful of realistic jobs.
+/// loopback, the provider sandboxes over HTTP/2 + TLS, a private `redis-server` when one is
+/// installed — fed a handful of realistic jobs.
 public enum Demo {
+    /// What the demo shows: one row per outcome or dead letter, and each push-proxy request's endpoints.
+    public struct Report: Sendable {
+        public let rows: [Row]
+        /// Per request to the push proxy: the job and the endpoints it carried.
+        public let proxyRequests: [(jobId: String, endpoints: [String])]
+        /// Samples left out, and why.
+        public let skipped: [String]
+    }
+
     public struct Row: Sendable {
         public let title: String
         public let jobId: String
@@ -30,6 +40,8 @@ public enum Demo {
         let key: String
         let json: String
         let expectedMessages: Int
+        /// Only with a shared store: the retry queue lets a cancel pass its waiting call.
+        var needsRedis = false
     }
 
     static func samples(now: Int64, browser: WebPushSandbox.Subscription) -> [SampleJob] {
@@ -43,6 +55,9 @@ public enum Demo {
         let apnsVoip = #"{"bindingId":"bob-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "b0", count: 32))","environment":"production","pushType":"voip"}"#
         let rfc8599Voip = #"{"bindingId":"ivan-iphone","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "d2", count: 32))"}"#
         let unboundPixel = #"{"bindingId":"ivan-old-pixel","xmpush":"a:example-project:null"}"#
+        let teamlessRFC8599 = #"{"bindingId":"ivan-ipad","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "e3", count: 32))"}"#
+        let bareNull = #"{"bindingId":"ivan-desk-phone","xmpush":"null"}"#
+        let ringingPhone = #"{"bindingId":"kate-phone","provider":"proxy","token":"kate-voip-1","tokenType":"apnsVoip","platform":"ios"}"#
         let fcmAndroid = #"{"bindingId":"frank-pixel","provider":"fcm","app":"example-project","token":"fcm-frank-1","platform":"android"}"#
         let fcmGone = #"{"bindingId":"old-tablet","provider":"fcm","token":"unregistered-tablet-7","platform":"android"}"#
         let browserTarget = #"{"bindingId":"grace-firefox","provider":"webpush","endpoint":"\#(browser.endpoint)","keys":{"p256dh":"\#(browser.p256dh)","auth":"\#(browser.auth)"}}"#
@@ -61,8 +76,8 @@ public enum Demo {
             SampleJob(title: "SIP call to RFC 8599 / X-MPUSH bindings", id: "call-4", key: "ivan",
                       json: job("call-4", kind: "call", user: "ivan", ttl: 30,
                                 extra: #""data":{"callId":"a84b4c76e66710@pc33","caller":"Alice","callerUsername":"1111"},"#,
-                                targets: rfc8599Voip + "," + unboundPixel),
-                      expectedMessages: 2),
+                                targets: [rfc8599Voip, teamlessRFC8599, unboundPixel, bareNull].joined(separator: ",")),
+                      expectedMessages: 4),
             SampleJob(title: "VoIP call via Huawei Push Kit", id: "call-5", key: "judy",
                       json: job("call-5", kind: "call", user: "judy", ttl: 30, extra: #""data":{"callId":"c-91","caller":"ivan"},"#,
                                 targets: huaweiPhone + "," + huaweiGone), expectedMessages: 2),
@@ -86,6 +101,12 @@ public enum Demo {
             SampleJob(title: "call cancelled", id: "cancel-1", key: "alice",
                       json: job("cancel-1", kind: "cancel", user: "alice", ttl: 30, extra: #""data":{"callId":"c-77"},"#, targets: voip),
                       expectedMessages: 1),
+            SampleJob(title: "call refused for now, then cancelled", id: "call-6", key: "ringing-kate",
+                      json: job("call-6", kind: "call", user: "ringing-kate", ttl: 30, extra: #""collapseKey":"call-k1","data":{"callId":"k1"},"#,
+                                targets: ringingPhone), expectedMessages: 1, needsRedis: true),
+            SampleJob(title: "the caller hangs up", id: "cancel-2", key: "ringing-kate",
+                      json: job("cancel-2", kind: "cancel", user: "ringing-kate", ttl: 30, extra: #""collapseKey":"call-k1","data":{"callId":"k1"},"#,
+                                targets: ringingPhone), expectedMessages: 1, needsRedis: true),
             SampleJob(title: "user unknown to the proxy", id: "msg-2", key: "unknown-carol",
                       json: job("msg-2", kind: "message", user: "unknown-carol", targets: #"{"bindingId":"carol-web","provider":"proxy","platform":"web"}"#),
                       expectedMessages: 1),
@@ -103,7 +124,7 @@ public enum Demo {
         ]
     }
 
-    public static func run(logger: Logger) async throws -> [Row] {
+    public static func run(logger: Logger) async throws -> Report {
         let cluster = try MockKafkaCluster(brokers: 1, logger: logger)
         let jobsTopic = "push.jobs", outcomesTopic = "push.outcomes", dlqTopic = "push.dlq"
         try cluster.createTopic(jobsTopic, partitions: 4)
@@ -113,6 +134,8 @@ public enum Demo {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
+        let redis = RedisServerProcess.isInstalled ? try RedisServerProcess() : nil
+        defer { redis?.stop() }
         let apns = try await APNsSandboxInstance.start(tls: tls)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
         let hms = try await HMSSandboxInstance.start(tls: tls)
@@ -139,12 +162,16 @@ public enum Demo {
             "PUSH_SHUTDOWN_GRACE_S": "5",
             "PUSH_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
             "PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-        ].merging(apns.workerEnvironment) { $1 }.merging(fcm.workerEnvironment) { $1 }.merging(hms.workerEnvironment) { $1 }
+            "PUSH_REDIS_URL": redis?.urlString,
+        ].compactMapValues { $0 }.merging(apns.workerEnvironment) { $1 }.merging(fcm.workerEnvironment) { $1 }.merging(hms.workerEnvironment) { $1 }
         let configuration = try WorkerConfiguration.load(from: environment).get()
         let worker = try Worker(configuration: configuration, logger: logger)
         let reader = try KafkaTopicReader(bootstrapServers: cluster.bootstrapServers, topics: [outcomesTopic, dlqTopic],
                                           logger: logger)
-        let samples = samples(now: currentTimeMilliseconds(), browser: try webPush.sandbox.subscribe())
+        let all = samples(now: currentTimeMilliseconds(), browser: try webPush.sandbox.subscribe())
+        let samples = all.filter { redis != nil || !$0.needsRedis }
+        let skipped = redis == nil
+            ? all.filter(\.needsRedis).map { "\($0.title): needs redis-server (scripts/install-deps.sh --demo)" } : []
         try await worker.producer.send(samples.map {
             KafkaRecord(topic: jobsTopic, key: Array($0.key.utf8), value: Array($0.json.utf8))
         })
@@ -164,7 +191,13 @@ public enum Demo {
         guard messages.count >= expected else {
             throw DemoError(message: "only \(messages.count) of \(expected) outcomes arrived within 60 s")
         }
-        return rows(for: messages, samples: samples)
+        let proxyRequests = proxy.requests.compactMap { request -> (jobId: String, endpoints: [String])? in
+            guard let document = try? JSONParser.parse(request.body), case .array(let endpoints)? = document["endpointData"] else { return nil }
+            let ids = endpoints.compactMap { if case .string(let id)? = $0["endpointId"] { id } else { nil } }
+            let jobId = samples.first { sample in ids.contains { sample.json.contains("\"bindingId\":\"\($0)\"") } }?.id ?? "-"
+            return (jobId, ids)
+        }
+        return Report(rows: rows(for: messages, samples: samples), proxyRequests: proxyRequests, skipped: skipped)
     }
 
     static func rows(for messages: [KafkaMessage], samples: [SampleJob]) -> [Row] {
@@ -198,6 +231,22 @@ public enum Demo {
             (order.firstIndex(of: row.title) ?? 99, row.status == "→ DLQ" ? 1 : 0, row.bindingId)
         }
         return rows.sorted { sortKey($0) < sortKey($1) }
+    }
+
+    /// The outcome table, then the push-proxy requests with more than one endpoint, then skipped samples.
+    public static func text(_ report: Report) -> String {
+        var lines = [table(report.rows)]
+        let shared = report.proxyRequests.filter { $0.endpoints.count > 1 }
+        if !shared.isEmpty {
+            lines.append("")
+            lines.append("push proxy: \(report.proxyRequests.count) requests for \(report.proxyRequests.map(\.endpoints.count).reduce(0, +)) endpoints; one request per job and user:")
+            lines += shared.map { "  \($0.jobId): endpointData [\($0.endpoints.joined(separator: ", "))]" }
+        }
+        if !report.skipped.isEmpty {
+            lines.append("")
+            lines += report.skipped.map { "skipped: \($0)" }
+        }
+        return lines.joined(separator: "\n")
     }
 
     public static func table(_ rows: [Row]) -> String {

@@ -10,6 +10,7 @@ import PushCore
 /// | `gone-`    | 404 (proxy not operational)     |
 /// | `flaky-`   | 500                             |
 /// | `busy-`    | 503 with `Retry-After: 1`       |
+/// | `ringing-` | calls (`isStatus` false) 503 with `Retry-After: 1`; status pushes (cancels) 200 |
 /// | `slow-`    | 200 after 2 s                   |
 /// | `hang-`    | 200 after 60 s (a stalled endpoint) |
 /// | otherwise  | 200                             |
@@ -30,6 +31,9 @@ public enum ProxySandbox {
         if userId.hasPrefix("gone-") { return SandboxResponse(status: 404) }
         if userId.hasPrefix("flaky-") { return SandboxResponse(status: 500) }
         if userId.hasPrefix("busy-") { return SandboxResponse(status: 503, headers: [("retry-after", "1")]) }
+        if userId.hasPrefix("ringing-"), (try? JSONParser.parse(request.body))?["isStatus"] != .bool(true) {
+            return SandboxResponse(status: 503, headers: [("retry-after", "1")])
+        }
         if userId.hasPrefix("slow-") { return SandboxResponse(status: 200, delay: .seconds(2)) }
         if userId.hasPrefix("hang-") { return SandboxResponse(status: 200, delay: .seconds(60)) }
         return SandboxResponse(status: 200)

@@ -112,8 +112,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         LogSetup.bootstrap(format: .text, level: verbose ? .info : .error)
-        let rows = try await Demo.run(logger: Logger(label: "push-worker-demo"))
-        print(Demo.table(rows))
+        print(Demo.text(try await Demo.run(logger: Logger(label: "push-worker-demo"))))
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushSandbox
 import Testing
 import TestSupport
 @testable import PushRedis

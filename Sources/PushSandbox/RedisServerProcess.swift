@@ -1,0 +1,95 @@
+import Foundation
+
+/// A real `redis-server` process on a free loopback port, without persistence, for tests and the demo.
+/// It can be stopped and started again on the same port to simulate an outage.
+public final class RedisServerProcess: @unchecked Sendable {
+    public let port: Int
+    private let password: String?
+    private var process: Process?
+    private let lock = NSLock()
+
+    public init(password: String? = nil) throws {
+        port = try Self.freePort()
+        self.password = password
+        try start()
+    }
+
+    deinit { stop() }
+
+    /// `redis://[:password@]127.0.0.1:<port>/0`.
+    public var urlString: String { "redis://\(password.map { ":\($0)@" } ?? "")127.0.0.1:\(port)/0" }
+
+    /// Whether a `redis-server` executable is installed.
+    public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
+
+    public func start() throws {
+        try lock.withLock {
+            guard process == nil else { return }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Self.executable)
+            var arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--daemonize", "no", "--loglevel", "warning"]
+            if let password { arguments += ["--requirepass", password] }
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            self.process = process
+        }
+        try waitUntilAccepting()
+    }
+
+    /// Kills the server (SIGKILL: an outage, not a clean shutdown).
+    public func stop() {
+        lock.withLock {
+            guard let process else { return }
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            self.process = nil
+        }
+    }
+
+    private func waitUntilAccepting() throws {
+        for _ in 0..<100 {
+            if Self.canConnect(port: port) { return }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        throw NSError(domain: "redis-server", code: 1, userInfo: [NSLocalizedDescriptionKey: "redis-server did not start on port \(port)"])
+    }
+
+    static var executable: String {
+        for candidate in ["/usr/bin/redis-server", "/usr/local/bin/redis-server"] where FileManager.default.isExecutableFile(atPath: candidate) {
+            return candidate
+        }
+        return "/usr/bin/redis-server"
+    }
+
+    static func canConnect(port: Int) -> Bool {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    static func freePort() throws -> Int {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(socket, pointer, length) == 0 && getsockname(socket, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw NSError(domain: "redis-server", code: 2) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
