@@ -1,3 +1,4 @@
+import PushCore
 import PushHTTP
 
 public struct FCMConfiguration: Sendable {
@@ -9,6 +10,8 @@ public struct FCMConfiguration: Sendable {
     /// App package names (Android package, bundle id) that name a project, as the Mizu seed's X-MPUSH
     /// `a:<package>:…` bindings and `fcm_app` settings do.
     public var packages: [String: String]
+    /// Which rendered templates lose their `notification` blocks (Mizu's `fcm_removenotification`).
+    public var removeNotification: NotificationRemoval = .dataOnlyKinds
     /// Base URL of the send API; overridable for tests.
     public var endpoint: String
     /// Trust for the send API and the token endpoint (a sandbox CA); nil = the system store.
@@ -29,5 +32,25 @@ public struct FCMConfiguration: Sendable {
     public func projectId(for app: String?) -> String? {
         guard let app else { return defaultProjectId }
         return packages[app] ?? app
+    }
+}
+
+/// Mizu's `fcm_removenotification`: a push with a `notification` block is shown by the system and does not reach
+/// the app's code, so a call could not ring. Applied to operator templates (built-in payloads are data-only for
+/// calls, cancels and wake-ups anyway): `message.notification` and `message.android.notification` are removed.
+public enum NotificationRemoval: String, Sendable, CaseIterable {
+    /// Calls, cancels and wake-ups (the seed's 1, its usual auto value): kept for messages and custom pushes.
+    case dataOnlyKinds = "calls"
+    /// Never (the seed's 0).
+    case never
+    /// Every push (the seed's 2).
+    case always
+
+    public func removes(_ kind: JobKind) -> Bool {
+        switch self {
+        case .dataOnlyKinds: FCMMessage.isDataOnly(kind)
+        case .never: false
+        case .always: true
+        }
     }
 }

@@ -17,10 +17,11 @@ public struct FCMPlugin: ProviderPlugin {
         static let credentialsFile = Setting("PUSH_FCM_CREDENTIALS_FILE", .file, "FCM HTTP v1 for one project: the service-account JSON file; serves targets whose `app` is its `project_id` or absent.")
         static let endpoint = Setting("PUSH_FCM_ENDPOINT", default: FCMConfiguration.defaultEndpoint, "Overrides the FCM send API base URL (the token endpoint is the file's `token_uri`).")
         static let caFile = Setting("PUSH_FCM_CA_FILE", .file, "PEM CA bundle trusted for the FCM API and token endpoint instead of the system store (sandboxes).")
+        static let removeNotification = Setting("PUSH_FCM_REMOVE_NOTIFICATION", default: NotificationRemoval.dataOnlyKinds.rawValue, "Which FCM template outputs lose their `notification` blocks (`message.notification`, `message.android.notification`), as Mizu's `fcm_removenotification`: `calls` (calls, cancels and wake-ups, so the app's own code rings and stops ringing), `never` or `always`.")
         static let packages = Setting("PUSH_FCM_PACKAGES", .list, "Comma-separated app package names (Android package, bundle id) that name that project too: a target's `app` (an X-MPUSH `a:`/`j:` package, as in the Mizu seed) may be one of them. Projects in `PUSH_APPS_FILE` list `packages`.")
     }
 
-    public var settings: [Setting] { [Settings.credentialsFile, Settings.packages, Settings.endpoint, Settings.caFile] }
+    public var settings: [Setting] { [Settings.credentialsFile, Settings.packages, Settings.removeNotification, Settings.endpoint, Settings.caFile] }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
@@ -69,7 +70,8 @@ public struct FCMPlugin: ProviderPlugin {
             reader.problem("FCM project \(project) is configured twice")
         }
         guard !accounts.isEmpty else {
-            reader.refuseDependents([Settings.endpoint, Settings.caFile, Settings.packages], because: "no FCM service account is configured")
+            reader.refuseDependents([Settings.endpoint, Settings.caFile, Settings.packages, Settings.removeNotification],
+                                    because: "no FCM service account is configured")
             return nil
         }
         let projects = Set(accounts.map(\.projectId))
@@ -84,6 +86,13 @@ public struct FCMPlugin: ProviderPlugin {
         var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject, packages: packageProjects,
                                              caFile: reader.readableFile(Settings.caFile))
         if let endpoint = reader.httpsURL(Settings.endpoint) { configuration.endpoint = endpoint }
+        if let name = reader.string(Settings.removeNotification) {
+            if let removal = NotificationRemoval(rawValue: name) {
+                configuration.removeNotification = removal
+            } else {
+                reader.problem("PUSH_FCM_REMOVE_NOTIFICATION must be one of \(NotificationRemoval.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name)\"")
+            }
+        }
         return configuration
     }
 

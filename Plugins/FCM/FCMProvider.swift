@@ -54,6 +54,10 @@ public struct FCMProvider: PushProvider {
                let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
                 return .failed(reason: Self.reservedKeyReason(key) + " (template \(rendered.source))", httpStatus: nil)
             }
+            var rendered = rendered
+            if configuration.removeNotification.removes(delivery.job.kind) {
+                rendered.document = rendered.document.removing(["message", "notification"]).removing(["message", "android", "notification"])
+            }
             body = rendered.bytes()
         case .failure(let failure)?: return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
         }

@@ -39,3 +39,12 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 }
+
+extension JSONValue {
+    /// The document without the member at `path` (object keys, outermost first); unchanged when there is none.
+    public func removing(_ path: [String]) -> JSONValue {
+        guard let first = path.first, case .object(let members) = self else { return self }
+        if path.count == 1 { return .object(members.filter { $0.key != first }) }
+        return .object(members.map { $0.key == first ? ($0.key, $0.value.removing(Array(path.dropFirst()))) : $0 })
+    }
+}

@@ -37,6 +37,41 @@ struct FCMTemplateAndCancelTests {
         tls.remove()
     }
 
+    /// Mizu's default fcmmessage.txt shape: a notification block at the top and in `android`.
+    struct NotifyingTemplate: PayloadTemplates {
+        func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+            let document = JSONValue.object([("message", .object([
+                ("token", .string(keywords.values["TOKEN"] ?? "")),
+                ("notification", .object([("title", .string("Call"))])),
+                ("android", .object([("priority", .string("high")), ("notification", .object([("sound", .string("ring"))]))])),
+                ("data", .object([("ntype", .string(keywords.values["TYPE"] ?? ""))])),
+            ]))])
+            return .success(RenderedPayload(document: document, source: "fcm/default/default.mustache"))
+        }
+    }
+
+    @Test("fcm_removenotification: a template's notification blocks are removed for calls, cancels and wake-ups by default, kept for messages; never and always switch it", arguments: [
+        (NotificationRemoval.dataOnlyKinds, JobKind.call, false), (.dataOnlyKinds, .cancel, false), (.dataOnlyKinds, .wake, false),
+        (.dataOnlyKinds, .message, true), (.never, .call, true), (.always, .message, false),
+    ])
+    func notificationRemoval(_ removal: NotificationRemoval, _ kind: JobKind, _ kept: Bool) async throws {
+        let tls = try SandboxTLS.make()
+        let instance = try await FCMSandboxInstance.start(tls: tls)
+        let account = try ServiceAccount(contentsOfFile: instance.credentialsFile)
+        var configuration = FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL, caFile: tls.caFile)
+        configuration.removeNotification = removal
+        let provider = try FCMProvider(configuration: configuration, transport: CurlHTTPTransport(), templates: NotifyingTemplate())
+        let result = await provider.deliver(FCMHarness.delivery(token: "tok-1", kind: kind))
+        guard case .delivered = result else { Issue.record("not delivered: \(result)"); return }
+        let sent = try JSONParser.parse(try #require(instance.server.requests.last).body)
+        #expect((sent["message"]?["notification"] != nil) == kept)
+        #expect((sent["message"]?["android"]?["notification"] != nil) == kept)
+        #expect(sent["message"]?["android"]?["priority"] == .string("high"), "only the notification blocks go")
+        await provider.shutdown()
+        await instance.server.stop()
+        tls.remove()
+    }
+
     @Test("a cancel is data-only at Android priority high with the call id, even for a normal-priority job")
     func cancelIsDataOnlyHighPriority() throws {
         let target = Target.fcm("b1", token: "tok", platform: "android")

@@ -79,4 +79,14 @@ struct FCMConfigurationTests {
             .write(toFile: apps, atomically: true, encoding: .utf8)
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["FCM package com.x is listed for projects project-a and project-b"])
     }
+
+    @Test("PUSH_FCM_REMOVE_NOTIFICATION chooses which template outputs lose their notification blocks: calls (default), never, always")
+    func notificationRemoval() throws {
+        let file = try Self.writeServiceAccount()
+        let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": file]
+        #expect(try WorkerConfiguration.load(from: base).get().fcm?.removeNotification == .dataOnlyKinds)
+        #expect(try WorkerConfiguration.load(from: base.merging(["PUSH_FCM_REMOVE_NOTIFICATION": "never"]) { $1 }).get().fcm?.removeNotification == .never)
+        #expect(problems(base.merging(["PUSH_FCM_REMOVE_NOTIFICATION": "2"]) { $1 })
+            == ["PUSH_FCM_REMOVE_NOTIFICATION must be one of calls, never, always, got \"2\""])
+    }
 }
