@@ -19,6 +19,8 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
     public let path: String
     /// The providers with templates, by name.
     private let shapes: [ProviderID: any TemplateShape]
+    /// `SOUND` for jobs without a notification sound, by kind (Mizu's `pushnotification_sound_call/chat/other`).
+    private let defaultSounds: [JobKind: String]
     private let state = Mutex(State())
 
     struct State: Sendable {
@@ -37,19 +39,21 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
     }
 
     /// Loads every template; nil and one line per problem when any is broken (start-up refuses them).
-    public static func load(path: String, shapes: [any TemplateShape]) -> Result<TemplateDirectory, ConfigurationProblems> {
+    public static func load(path: String, shapes: [any TemplateShape],
+                            defaultSounds: [JobKind: String] = [:]) -> Result<TemplateDirectory, ConfigurationProblems> {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
             return .failure(ConfigurationProblems(lines: ["\(path) is not a directory"]))
         }
-        let directory = TemplateDirectory(path: path, shapes: shapes)
+        let directory = TemplateDirectory(path: path, shapes: shapes, defaultSounds: defaultSounds)
         let first = directory.reload()
         guard first.problems.isEmpty else { return .failure(ConfigurationProblems(lines: first.problems)) }
         return .success(directory)
     }
 
-    private init(path: String, shapes: [any TemplateShape]) {
+    private init(path: String, shapes: [any TemplateShape], defaultSounds: [JobKind: String]) {
         self.path = path
+        self.defaultSounds = defaultSounds
         self.shapes = Dictionary(shapes.map { ($0.provider, $0) }) { first, _ in first }
     }
 
@@ -68,7 +72,10 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
             }
             return nil
         }
-        return template?.render(keywords)
+        guard let template else { return nil }
+        var keywords = keywords
+        if keywords.values["SOUND", default: ""].isEmpty, let sound = defaultSounds[key.kind] { keywords.set("SOUND", sound) }
+        return template.render(keywords)
     }
 
     static func relativePath(_ provider: ProviderID, _ app: String, _ kind: String) -> String {

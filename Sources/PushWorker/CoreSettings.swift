@@ -78,6 +78,12 @@ enum CoreSettings {
         "Payload templates per provider, app and kind: `<dir>/<provider>/<app>/<kind>.mustache` (Mustache, keywords as Mizu's message files, values JSON-escaped); checked at start-up. Unset: built-in payloads.")
     static let templatesReloadS = Setting("PUSH_TEMPLATES_RELOAD_S", .integer(0...3600), default: "5",
         "How often `PUSH_TEMPLATES_DIR` is re-read (ConfigMap updates); a broken new version keeps the last good one and logs one error; 0 disables.")
+    static let soundCall = Setting("PUSH_TEMPLATES_SOUND_CALL",
+        "`SOUND` in templates for calls whose job names no sound (Mizu's `pushnotification_sound_call`).")
+    static let soundMessage = Setting("PUSH_TEMPLATES_SOUND_MESSAGE",
+        "`SOUND` in templates for messages whose job names no sound (`pushnotification_sound_chat`).")
+    static let soundOther = Setting("PUSH_TEMPLATES_SOUND_OTHER",
+        "`SOUND` in templates for other kinds whose job names no sound (`pushnotification_sound_other`).")
     static let appsFile = Setting("PUSH_APPS_FILE",
         "JSON file naming several apps and their credential files; see \"Several apps\" in docs/configuration.md.")
     static let httpPort = Setting("PUSH_HTTP_PORT", .integer(0...65535), default: "9090",
@@ -105,7 +111,7 @@ enum CoreSettings {
         maxJobBytes, retryBaseMs, retryMaxMs, maxAttempts, redisUrl, redisConnections, dedupeWindowCallMs,
         dedupeWindowMessageMs, dedupeWindowCancelMs, dedupeWindowCustomMs, dedupeWindowWakeMs, idempotencyTtlS,
         retryLeaseMs, publishRetrying, circuitFailures, circuitCooldownMs, shutdownGraceS, providers,
-        httpMaxConnections, templatesDir, templatesReloadS, appsFile,
+        httpMaxConnections, templatesDir, templatesReloadS, soundCall, soundMessage, soundOther, appsFile,
     ]
     /// In the reference, after the plugins' settings.
     static let closing: [Setting] = [

@@ -117,7 +117,16 @@ public struct WorkerConfiguration: Sendable {
 
         var templates: TemplateDirectory?
         if let path = reader.string(CoreSettings.templatesDir) {
-            switch TemplateDirectory.load(path: path, shapes: linked.compactMap(\.templateShape)) {
+            var sounds: [JobKind: String] = [:]
+            for kind in JobKind.allCases {
+                let setting = switch kind {
+                case .call: CoreSettings.soundCall
+                case .message: CoreSettings.soundMessage
+                case .cancel, .custom, .wake: CoreSettings.soundOther
+                }
+                sounds[kind] = reader.string(setting)
+            }
+            switch TemplateDirectory.load(path: path, shapes: linked.compactMap(\.templateShape), defaultSounds: sounds) {
             case .success(let loaded): templates = loaded
             case .failure(let problems): for line in problems.lines { reader.problem("PUSH_TEMPLATES_DIR: \(line)") }
             }

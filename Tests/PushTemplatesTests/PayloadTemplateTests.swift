@@ -251,6 +251,21 @@ struct PayloadTemplateTests {
         #expect(templates.render(PayloadTemplateKey(provider: .fcm, app: "p", kind: .call), keywords: PayloadKeywords(delivery: fcm, app: "p")) == nil)
     }
 
+    @Test("SOUND defaults per kind (pushnotification_sound_call/chat/other) when the job names no sound; the job's own sound wins")
+    func defaultSounds() throws {
+        let root = try Self.directory(["apns/default/default.mustache": #"{"aps": {"sound": "{{SOUND}}"}}"#])
+        let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes,
+                                                   defaultSounds: [.call: "ring.caf", .message: "chat.caf", .cancel: "other.caf"]).get()
+        func sound(_ kind: JobKind, _ notification: PushCore.Notification? = nil) throws -> JSONValue? {
+            try render(templates, Self.delivery(provider: .apns, kind: kind, notification: notification), app: "com.example.voip")
+                .document["aps"]?["sound"]
+        }
+        #expect(try sound(.call) == .string("ring.caf"))
+        #expect(try sound(.message, PushCore.Notification(title: "Bob")) == .string("chat.caf"))
+        #expect(try sound(.cancel) == .string("other.caf"))
+        #expect(try sound(.message, PushCore.Notification(title: "Bob", sound: "own.caf")) == .string("own.caf"))
+    }
+
     @Test("a broken update keeps the last good template and is reported once; a fix and a removal apply")
     func hotReload() throws {
         let file = "apns/com.example.voip/call.mustache"
