@@ -18,7 +18,8 @@ struct PushWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-worker",
         abstract: "Delivers push-notification jobs from Kafka through APNs, FCM, Web Push and push-proxy plugins.",
-        subcommands: [Run.self, DemoCommand.self, BenchCommand.self, Send.self, CheckConfig.self, VAPIDKeys.self, KafkaMock.self, Sandbox.self])
+        subcommands: [Run.self, DemoCommand.self, BenchCommand.self, Send.self, CheckConfig.self, VAPIDKeys.self, ImportTemplates.self,
+                      KafkaMock.self, Sandbox.self])
 }
 
 struct Run: AsyncParsableCommand {
@@ -405,5 +406,22 @@ struct CheckConfig: AsyncParsableCommand {
             throw ExitCode(1)
         }
         print("configuration OK")
+    }
+}
+
+struct ImportTemplates: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import-templates",
+        abstract: "Turn Mizu's fcmmessage.txt and pushkitmessage.txt into a PUSH_TEMPLATES_DIR and print what changed.",
+        discussion: "Bare keywords become {{KEYWORD}}, the text after --EOF-- is cut, a relative apns-expiration becomes "
+            + "APNSEXPIRATION. The result is checked as run checks PUSH_TEMPLATES_DIR; exits 1 when it does not load.")
+
+    @Argument(help: "The folder holding fcmmessage.txt and/or pushkitmessage.txt.") var source: String
+    @Option(help: "The templates directory to write (apns/default/default.mustache, fcm/default/default.mustache).") var output: String
+
+    func run() throws {
+        let report = TemplateImport.run(from: source, to: output)
+        print(report.lines.joined(separator: "\n"))
+        if !report.succeeded { throw ExitCode(1) }
     }
 }

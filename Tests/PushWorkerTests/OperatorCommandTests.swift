@@ -119,3 +119,27 @@ struct OperatorCommandTests {
         #expect(problems.contains { $0.hasPrefix("PUSH_TEMPLATES_DIR: fcm/default/call.mustache: rendered output is not valid JSON") })
     }
 }
+
+@Suite("push-worker import-templates")
+struct TemplateImportTests {
+    @Test("Mizu's message files become a templates directory that loads, each change listed; a file that renders no valid payload is a problem")
+    func importsMizuFiles() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mizu-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try #"{"aps": {"alert": {"title": "TITLE"}, "sound": "SOUND"}, "data": {"ntype": TYPE}}"#
+            .write(toFile: "\(directory)/pushkitmessage.txt", atomically: true, encoding: .utf8)
+        try (#"{"message": {"token": "TOKEN", "data": {"ncallid": "CALLID"}}}"# + "\n--EOF--\nold notes")
+            .write(toFile: "\(directory)/fcmmessage.txt", atomically: true, encoding: .utf8)
+        let output = "\(directory)/templates"
+        let report = TemplateImport.run(from: directory, to: output)
+        #expect(report.succeeded, "\(report.lines)")
+        #expect(report.lines.contains("fcmmessage.txt → fcm/default/default.mustache"))
+        #expect(report.lines.contains("  keywords marked: SOUND ×1, TITLE ×1, TYPE ×1"))
+        #expect(try String(contentsOfFile: "\(output)/fcm/default/default.mustache", encoding: .utf8)
+            == #"{"message": {"token": "{{TOKEN}}", "data": {"ncallid": "{{CALLID}}"}}}"# + "\n")
+        try #"{"message": {"data": {}}}"#.write(toFile: "\(directory)/fcmmessage.txt", atomically: true, encoding: .utf8)
+        let broken = TemplateImport.run(from: directory, to: "\(directory)/broken")
+        #expect(!broken.succeeded)
+        #expect(broken.lines.contains { $0.hasPrefix("problem: fcm/default/default.mustache") })
+    }
+}
