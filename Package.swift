@@ -8,7 +8,8 @@ let package = Package(
         .executable(name: "push-worker", targets: ["push-worker"]),
         // Test servers for other packages' tests, as APNSwift ships its own: the provider sandboxes and the
         // librdkafka mock cluster.
-        .library(name: "PushTestServers", targets: ["PushSandbox", "HMSSandbox", "PushKafkaMock"]),
+        .library(name: "PushTestServers", targets: ["PushSandbox", "APNsSandbox", "FCMSandbox", "WebPushSandbox", "ProxySandbox", "HMSSandbox",
+                                                    "PushKafkaMock"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -68,6 +69,11 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ], path: "Sources/PushSandbox"),
         // A plugin's sandbox lives in its folder, in a target of its own that the plugin does not depend on.
+        // Each provider's sandbox lives in its plugin's folder, on the shared server above.
+        .target(name: "APNsSandbox", dependencies: ["PushSandbox", "PushCore", "PushCrypto"], path: "Plugins/APNs/Sandbox"),
+        .target(name: "FCMSandbox", dependencies: ["PushSandbox", "PushCore", "PushCrypto"], path: "Plugins/FCM/Sandbox"),
+        .target(name: "WebPushSandbox", dependencies: ["PushSandbox", "PushCore", "PushCrypto"], path: "Plugins/WebPush/Sandbox"),
+        .target(name: "ProxySandbox", dependencies: ["PushSandbox", "PushCore"], path: "Plugins/Proxy/Sandbox"),
         .target(name: "HMSSandbox", dependencies: ["PushSandbox", "PushCore"], path: "Plugins/HMS/Sandbox"),
 
         // The plugin API: what a provider plugin implements (ProviderPlugin) and the settings it declares.
@@ -80,12 +86,12 @@ let package = Package(
                 path: "Sources/PushTemplates"),
 
         // Provider plugins: each depends on the plugin API (with the core, the shared transport and crypto) only.
-        .target(name: "ProxyPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP"], path: "Plugins/Proxy"),
-        .target(name: "WebPushPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/WebPush"),
-        .target(name: "FCMPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/FCM"),
+        .target(name: "ProxyPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP"], path: "Plugins/Proxy/Plugin"),
+        .target(name: "WebPushPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/WebPush/Plugin"),
+        .target(name: "FCMPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/FCM/Plugin"),
         .target(name: "APNsPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto",
                                                     .product(name: "Logging", package: "swift-log")],
-                path: "Plugins/APNs"),
+                path: "Plugins/APNs/Plugin"),
         .target(name: "HMSPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP"], path: "Plugins/HMS/Plugin"),
         // The plugins this build links: the worker loops over `LinkedPlugins.all`.
         .target(name: "PushPlugins", dependencies: ["PushPluginAPI", "ProxyPlugin", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "HMSPlugin"],
@@ -104,18 +110,18 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Sources/PushWorker"),
         // `push-worker demo`: the whole pipeline on the mock cluster and the sandboxes.
-        .target(name: "PushDevelopmentTools", dependencies: [
+        .target(name: "PushDevelopmentTools", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
             "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "HMSSandbox", "PushCrypto", "PushCore",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushDevelopmentTools"),
         // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
-        .target(name: "PushBench", dependencies: [
+        .target(name: "PushBench", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
             "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore",
             "APNsPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),
-        .executableTarget(name: "push-worker", dependencies: [
+        .executableTarget(name: "push-worker", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
             "PushWorker", "PushKafka", "PushCrypto", "PushCore", "WebPushPlugin",
             "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -124,7 +130,7 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Sources/push-worker"),
 
-        .target(name: "TestSupport", dependencies: [
+        .target(name: "TestSupport", dependencies: ["APNsSandbox", "ProxySandbox", 
             "PushCore", "PushPlugins", "PushPluginAPI", "ProxyPlugin", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
@@ -133,7 +139,7 @@ let package = Package(
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushKafkaMock", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
         .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto", "TestSupport"],
                     path: "Tests/PushHTTPTests"),
-        .testTarget(name: "ProxyPluginTests", dependencies: ["ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
+        .testTarget(name: "ProxyPluginTests", dependencies: ["ProxySandbox", "ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
                     path: "Tests/ProxyPluginTests"),
         .testTarget(name: "PushPipelineTests", dependencies: [
             "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "FCMPlugin", "PushRedis", "TestSupport",
@@ -141,9 +147,9 @@ let package = Package(
         ], path: "Tests/PushPipelineTests"),
         .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "PushSandbox", "TestSupport"],
                     path: "Tests/PushRedisTests"),
-        .testTarget(name: "APNsPluginTests", dependencies: ["APNsPlugin", "PushCore", "PushHTTP", "PushCrypto", "PushSandbox", "TestSupport"],
+        .testTarget(name: "APNsPluginTests", dependencies: ["APNsSandbox", "APNsPlugin", "PushCore", "PushHTTP", "PushCrypto", "PushSandbox", "TestSupport"],
                     path: "Tests/APNsPluginTests"),
-        .testTarget(name: "FCMPluginTests", dependencies: ["FCMPlugin", "PushCore", "PushHTTP", "PushSandbox", "PushPipeline", "PushKafka", "TestSupport"],
+        .testTarget(name: "FCMPluginTests", dependencies: ["FCMSandbox", "FCMPlugin", "PushCore", "PushHTTP", "PushSandbox", "PushPipeline", "PushKafka", "TestSupport"],
                     path: "Tests/FCMPluginTests"),
         .testTarget(name: "HMSPluginTests", dependencies: ["HMSPlugin", "HMSSandbox", "PushSandbox", "PushPluginAPI", "PushCore", "PushHTTP", "TestSupport"],
                     path: "Tests/HMSPluginTests"),
@@ -151,10 +157,10 @@ let package = Package(
                                                           .product(name: "Logging", package: "swift-log")],
                     path: "Tests/PushBenchTests"),
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto", "PushCore"], path: "Tests/PushCryptoTests"),
-        .testTarget(name: "WebPushPluginTests", dependencies: ["WebPushPlugin", "PushCore", "PushCrypto", "PushHTTP", "PushSandbox",
+        .testTarget(name: "WebPushPluginTests", dependencies: ["WebPushSandbox", "WebPushPlugin", "PushCore", "PushCrypto", "PushHTTP", "PushSandbox",
                                                              "PushPipeline", "TestSupport"],
                     path: "Tests/WebPushPluginTests"),
-        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin", "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates", "TestSupport"],
+        .testTarget(name: "PushWorkerTests", dependencies: ["FCMSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin", "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],
     swiftLanguageModes: [.v6]

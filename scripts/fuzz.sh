@@ -86,29 +86,39 @@ build() {  # target sources-and-libraries…: the fuzzer executable
     echo "fuzz: built $target in $((SECONDS - started)) s"
 }
 reader=fuzz/targets/FuzzInput.swift
-jobs=fuzz/targets/FuzzJob.swift
+# Each plugin's target format (with what it needs), for the fuzzers that decode jobs as the worker does.
+formats="fuzz/targets/FuzzFormats.swift Plugins/APNs/Plugin/APNsTarget.swift Plugins/APNs/Plugin/APNsPushType.swift
+    Plugins/APNs/Plugin/APNsConfiguration.swift Plugins/FCM/Plugin/FCMTarget.swift Plugins/WebPush/Plugin/WebPushTarget.swift
+    Plugins/Proxy/Plugin/ProxyTarget.swift Plugins/HMS/Plugin/HMSTarget.swift"
+jobs="fuzz/targets/FuzzJob.swift $formats"
+plugin() {  # provider: its plugin's sources but the ProviderPlugin declaration (which needs the plugin API)
+    ls Plugins/"$1"/Plugin/*.swift | grep -v "/$1Plugin.swift$"
+}
 for target in "${targets[@]}"; do
     case $target in
-        job-decoder) core; build job-decoder fuzz/targets/JobDecoderFuzz.swift "$out/libPushCore.a" ;;
-        responses) http; build responses fuzz/targets/ResponseFuzz.swift Plugins/APNs/APNsResponse.swift Plugins/FCM/FCMResponse.swift \
+        job-decoder) http; build job-decoder fuzz/targets/JobDecoderFuzz.swift $formats "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
+        responses) http; build responses fuzz/targets/ResponseFuzz.swift Plugins/APNs/Plugin/APNsResponse.swift Plugins/FCM/Plugin/FCMResponse.swift \
+            Plugins/HMS/Plugin/HMSResponse.swift \
             "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
         retry-decisions) http; build retry-decisions fuzz/targets/RetryFuzz.swift $reader "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
         webpush-proxy-responses) http; crypto
-            build webpush-proxy-responses fuzz/targets/WebPushProxyResponseFuzz.swift $reader Plugins/WebPush/*.swift Plugins/Proxy/*.swift \
+            build webpush-proxy-responses fuzz/targets/WebPushProxyResponseFuzz.swift $reader $(plugin WebPush) $(plugin Proxy) \
                 "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
         endpoint-policy) http; crypto
-            build endpoint-policy fuzz/targets/EndpointPolicyFuzz.swift $reader Plugins/WebPush/*.swift \
+            build endpoint-policy fuzz/targets/EndpointPolicyFuzz.swift $reader $(plugin WebPush) \
                 "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
         headers) http; crypto
-            build headers fuzz/targets/HeadersFuzz.swift $reader $jobs Plugins/APNs/APNsRequest.swift Plugins/APNs/APNsPushType.swift \
-                Plugins/APNs/APNsConfiguration.swift Plugins/FCM/FCMMessage.swift Plugins/WebPush/WebPushRequest.swift \
-                Plugins/WebPush/VAPIDTokens.swift Plugins/Proxy/ProxyRequestBody.swift \
+            build headers fuzz/targets/HeadersFuzz.swift $reader $jobs Plugins/APNs/Plugin/APNsRequest.swift \
+                Plugins/FCM/Plugin/FCMMessage.swift Plugins/WebPush/Plugin/WebPushRequest.swift \
+                Plugins/WebPush/Plugin/VAPIDTokens.swift Plugins/Proxy/Plugin/ProxyRequestBody.swift \
                 "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
         redis-url) redis; build redis-url fuzz/targets/RedisURLFuzz.swift "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushCore.a" -I Sources/CHiredis -lhiredis ;;
-        redis-records) redis
-            build redis-records fuzz/targets/RedisRecordsFuzz.swift $reader "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushCore.a" -I Sources/CHiredis -lhiredis ;;
-        templates) core; mustache
-            build templates fuzz/targets/TemplatesFuzz.swift $reader $jobs Sources/PushTemplates/*.swift "$out/libMustache.a" "$out/libPushCore.a" ;;
+        redis-records) redis; http
+            build redis-records fuzz/targets/RedisRecordsFuzz.swift $reader $formats "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushHTTP.a" \
+                "$out/libPushCore.a" -I Sources/CHiredis -lhiredis ;;
+        templates) http; mustache
+            build templates fuzz/targets/TemplatesFuzz.swift $reader $jobs Sources/PushTemplates/*.swift Plugins/APNs/Plugin/APNsTemplateShape.swift \
+                Plugins/FCM/Plugin/FCMTemplateShape.swift "$out/libMustache.a" "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
         *) echo "fuzz: unknown target $target (targets: ${all[*]})" >&2; exit 2 ;;
     esac
 done

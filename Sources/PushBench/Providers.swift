@@ -2,6 +2,10 @@ import Foundation
 import PushCore
 import PushCrypto
 import PushSandbox
+import APNsSandbox
+import FCMSandbox
+import WebPushSandbox
+import ProxySandbox
 
 /// Where the bench's pushes go, and the `PUSH_*` settings that point the worker there.
 struct Providers: Sendable {

@@ -8,6 +8,10 @@ import PushPipeline
 import PushCrypto
 import PushSandbox
 import PushWorker
+import APNsSandbox
+import FCMSandbox
+import WebPushSandbox
+import ProxySandbox
 
 /// `push-worker demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
 /// loopback, the provider sandboxes over HTTP/2 + TLS, a private `redis-server` when one is

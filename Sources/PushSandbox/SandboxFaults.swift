@@ -131,12 +131,3 @@ public final class AnswerRecord: Sendable {
         _ = bytes.withUnsafeMutableBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
     }
 }
-
-extension ProxySandbox {
-    /// The fault key of a push-proxy request: its first endpointId (the job's bindingId).
-    public static func endpointId(of request: SandboxRequest) -> String? {
-        guard let document = try? JSONParser.parse(request.body), case .array(let endpoints)? = document["endpointData"],
-              case .string(let id)? = endpoints.first?["endpointId"] else { return nil }
-        return id
-    }
-}

@@ -12,6 +12,10 @@ import PushCore
 import PushWorker
 import WebPushPlugin
 import Synchronization
+import APNsSandbox
+import FCMSandbox
+import WebPushSandbox
+import ProxySandbox
 
 @main
 struct PushWorkerCommand: AsyncParsableCommand {

@@ -4,6 +4,7 @@ import PushHTTP
 import PushSandbox
 import Testing
 import TestSupport
+import APNsSandbox
 @testable import APNsPlugin
 
 @Suite("APNs plugin over HTTP/2 + TLS against the APNs sandbox")

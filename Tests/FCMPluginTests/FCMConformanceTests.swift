@@ -6,6 +6,7 @@ import PushPipeline
 import PushSandbox
 import Testing
 import TestSupport
+import FCMSandbox
 @testable import FCMPlugin
 
 /// docs/providers/fcm.md, run: each answer row is classified and must give the row's outcome,

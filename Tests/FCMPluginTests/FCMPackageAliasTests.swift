@@ -4,6 +4,7 @@ import PushHTTP
 import PushSandbox
 import Testing
 import TestSupport
+import FCMSandbox
 @testable import FCMPlugin
 
 @Suite("FCM apps named by their package, as the Mizu seed's X-MPUSH bindings name them")

@@ -6,6 +6,7 @@ import PushPipeline
 import PushSandbox
 import Testing
 import TestSupport
+import FCMSandbox
 @testable import FCMPlugin
 
 /// An FCM sandbox and a provider configured with its service-account file.

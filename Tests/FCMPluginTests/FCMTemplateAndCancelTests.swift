@@ -4,6 +4,7 @@ import PushHTTP
 import PushSandbox
 import Testing
 import TestSupport
+import FCMSandbox
 @testable import FCMPlugin
 
 @Suite("FCM payload templates and cancels")

@@ -3,6 +3,7 @@ import PushHTTP
 import PushSandbox
 import Testing
 import TestSupport
+import ProxySandbox
 @testable import ProxyPlugin
 
 @Suite("Push-proxy plugin (BlackBerry Spark protocol 0.2)")

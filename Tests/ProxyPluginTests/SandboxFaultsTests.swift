@@ -4,6 +4,7 @@ import PushHTTP
 import PushSandbox
 import Testing
 import TestSupport
+import ProxySandbox
 @testable import ProxyPlugin
 
 @Suite("Push proxy sandbox fault injection")

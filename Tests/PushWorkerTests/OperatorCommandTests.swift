@@ -3,6 +3,8 @@ import PushCore
 import PushSandbox
 import Testing
 import TestSupport
+import FCMSandbox
+import ProxySandbox
 @testable import PushWorker
 
 @Suite("push-worker send and check-config against the sandboxes")

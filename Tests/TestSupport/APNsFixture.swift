@@ -1,5 +1,6 @@
 import Foundation
 import PushSandbox
+import APNsSandbox
 
 /// An APNs sandbox over HTTP/2 + TLS with its own CA and a freshly generated `.p8` key.
 public struct APNsSandboxFixture: Sendable {

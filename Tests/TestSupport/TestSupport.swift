@@ -5,6 +5,7 @@ import PushKafka
 import PushKafkaMock
 import PushPlugins
 import PushSandbox
+import ProxySandbox
 
 /// A logger that only speaks up about problems, so test output stays readable.
 public func testLogger(_ label: String = "test") -> Logger {

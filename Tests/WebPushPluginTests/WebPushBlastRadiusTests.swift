@@ -8,6 +8,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import PushPipeline
+import WebPushSandbox
 @testable import WebPushPlugin
 
 @Suite("One hostile Web Push subscription stops no other")

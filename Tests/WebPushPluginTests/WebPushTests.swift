@@ -5,6 +5,7 @@ import PushHTTP
 import PushSandbox
 import Testing
 import TestSupport
+import WebPushSandbox
 @testable import WebPushPlugin
 
 @Suite("Web Push: headers, VAPID and endpoint policy")

@@ -40,7 +40,7 @@ extension FuzzInput {
         if flags & 128 != 0 {
             writer.member(bool() ? "rfc8599" : "xmpush", string())
         } else {
-            writer.member("provider", ProviderID.allCases[Int(byte()) % ProviderID.allCases.count].rawValue)
+            writer.member("provider", fuzzProviders[Int(byte()) % fuzzProviders.count])
             let fields = byte()
             for (bit, name) in ["app", "token", "environment", "pushType", "endpoint", "tokenType", "platform"].enumerated()
             where fields & (1 << bit) != 0 {

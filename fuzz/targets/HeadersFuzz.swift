@@ -35,7 +35,7 @@ public func fuzzHeaders(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
        let authorization = try? vapid.authorization(for: "https://push.example.net") {
         webPushHeaders.append(("authorization", authorization))
     }
-    requests.append(HTTPRequest(url: delivery.target.endpoint ?? "https://push.example.net/x", headers: webPushHeaders))
+    requests.append(HTTPRequest(url: delivery.target.details(WebPushTarget.self)?.endpoint ?? "https://push.example.net/x", headers: webPushHeaders))
 
     for request in requests {
         for (name, value) in request.headers {

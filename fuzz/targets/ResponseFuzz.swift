@@ -1,7 +1,8 @@
 import PushCore
 import PushHTTP
 
-/// Any status, Retry-After and body: each provider's response classifier returns a
+/// Any status, Retry-After and body: each provider's response classifier (APNs, FCM, Huawei's result codes and
+/// partial-success lists) returns a
 /// classified result, never traps. The first two bytes pick the status, the next byte the
 /// length of a Retry-After value (its high bit: send the header at all — parsing an
 /// HTTP-date builds DateFormatters, ~50x slower than the rest, so only some inputs do), the
@@ -19,6 +20,9 @@ public func fuzzResponses(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     _ = APNsResponse.classify(response)
     _ = FCMResponse.classify(response)
     _ = FCMResponse.errorBody(body)
+    let huawei = HMSAnswer(response)
+    _ = HMSResponse.classify(huawei, token: "IQAAAACy0kYk")
+    _ = huawei.listsIllegal("IQAAAACy0kYk")
     if let delay = HTTPDelivery.retryAfter(response) { precondition(delay >= .zero) }
     return 0
 }

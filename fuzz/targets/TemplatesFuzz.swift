@@ -8,11 +8,12 @@ import PushCore
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTemplates(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     var input = FuzzInput(start, count)
-    let providers = PayloadShape.templatedProviders.sorted { $0.rawValue < $1.rawValue }
-    let provider = providers[Int(input.byte()) % providers.count]
+    let shapes: [any TemplateShape] = [APNsTemplateShape(), FCMTemplateShape()]
+    let shape = shapes[Int(input.byte()) % shapes.count]
+    let provider = shape.provider
     let kind = JobKind.allCases[Int(input.byte()) % JobKind.allCases.count]
     let text = input.string()
-    guard let template = try? PayloadTemplate(text: text, provider: provider, app: "com.example.app", kind: kind,
+    guard let template = try? PayloadTemplate(text: text, shape: shape, app: "com.example.app", kind: kind,
                                               source: "\(provider.rawValue)/com.example.app/\(kind.rawValue).mustache"),
           let delivery = input.delivery()
     else { return 0 }

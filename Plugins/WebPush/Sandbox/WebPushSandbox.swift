@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushSandbox
 import PushCrypto
 import Synchronization
 

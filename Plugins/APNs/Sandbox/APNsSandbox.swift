@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushSandbox
 import PushCrypto
 import Synchronization
 
@@ -176,5 +177,20 @@ public struct APNsSandboxInstance: Sendable {
                                                    initialConcurrentStreams: 1, connectionClosed: connectionClosed,
                                                    responder: wrap(sandbox.respond))
         return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile)
+    }
+}
+
+extension APNsSandboxInstance {
+    /// The `PUSH_APNS_*` settings that point a worker at this sandbox with its signing key
+    /// (trust for its certificate is the caller's `PUSH_APNS_CA_FILE`).
+    public var workerEnvironment: [String: String] {
+        [
+            "PUSH_APNS_KEY_FILE": keyFile,
+            "PUSH_APNS_KEY_ID": Self.keyId,
+            "PUSH_APNS_TEAM_ID": Self.teamId,
+            "PUSH_APNS_BUNDLE_ID": Self.bundleId,
+            "PUSH_APNS_HOST": "localhost",
+            "PUSH_APNS_PORT": String(server.port),
+        ]
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushSandbox
 import PushCrypto
 import Synchronization
 
@@ -200,3 +201,9 @@ public struct FCMSandboxInstance: Sendable {
     }
 }
 
+extension FCMSandboxInstance {
+    /// The `PUSH_FCM_*` settings that point a worker at this sandbox and its token endpoint.
+    public var workerEnvironment: [String: String] {
+        ["PUSH_FCM_CREDENTIALS_FILE": credentialsFile, "PUSH_FCM_ENDPOINT": server.baseURL]
+    }
+}

@@ -1,4 +1,5 @@
 import PushCore
+import PushSandbox
 
 /// Behaves like a customer push proxy (BlackBerry Spark protocol 0.2): validates the
 /// request entity as the spec defines it and answers 400 when it is wrong. Answers are
@@ -84,5 +85,14 @@ public enum ProxySandbox {
     private static func isString(_ value: JSONValue, in allowed: Set<String>) -> Bool {
         if case .string(let string) = value { return allowed.contains(string) }
         return false
+    }
+}
+
+extension ProxySandbox {
+    /// The fault key of a push-proxy request: its first endpointId (the job's bindingId).
+    public static func endpointId(of request: SandboxRequest) -> String? {
+        guard let document = try? JSONParser.parse(request.body), case .array(let endpoints)? = document["endpointData"],
+              case .string(let id)? = endpoints.first?["endpointId"] else { return nil }
+        return id
     }
 }
