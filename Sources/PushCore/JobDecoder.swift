@@ -144,8 +144,27 @@ public struct JobDecoder: Sendable {
         }
         let app = try fields.optionalString("app", maximumLength: limits.maximumIdentifierLength)
         let details = try format.decode(&fields)
+        try Self.toleratePriorTargetMembers(&fields)
         try fields.rejectUnread()
         return Target(bindingId: bindingId, provider: format.provider, app: app, details: details)
+    }
+
+    /// Contract v1 gave every native target one set of members; a provider's format reads its own. The others,
+    /// which a producer may send to every provider alike, are still accepted as before (checked for type and
+    /// length, then ignored), so a job v1 accepted is never refused now.
+    static let priorTargetMembers: [(name: String, maximumLength: Int)] = [
+        ("token", 4096), ("environment", 16), ("pushType", 32), ("endpoint", 2048), ("tokenType", 16), ("platform", 16),
+    ]
+
+    private static func toleratePriorTargetMembers(_ fields: inout Fields) throws(JobRejection) {
+        for (name, maximumLength) in priorTargetMembers where !fields.read.contains(name) {
+            _ = try fields.optionalString(name, maximumLength: maximumLength)
+        }
+        if !fields.read.contains("keys"), var keys = try fields.optionalObject("keys") {
+            _ = try keys.requiredString("p256dh", maximumLength: 256)
+            _ = try keys.requiredString("auth", maximumLength: 256)
+            try keys.rejectUnread()
+        }
     }
 
     /// A target given as an RFC 8599 or X-MPUSH binding string: split by the core, given its meaning

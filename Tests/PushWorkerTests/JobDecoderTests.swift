@@ -22,6 +22,18 @@ struct JobDecoderTests {
 
     static let proxyTarget = #"{"bindingId":"p1","provider":"proxy"}"#
 
+    @Test("a contract v1 target member another provider uses is still accepted and ignored; a member v1 never had is refused")
+    func priorTargetMembersTolerated() throws {
+        let webPush = #"{"bindingId":"w","provider":"webpush","endpoint":"https://push.example.net/s/1","keys":{"p256dh":"k","auth":"a"},"platform":"web","token":"t"}"#
+        let fcm = #"{"bindingId":"f","provider":"fcm","token":"t","environment":"production","tokenType":"fcm"}"#
+        let job = try decode(#"{"v":1,"id":"a","kind":"message","userId":"u","targets":[\#(webPush),\#(fcm)]}"#)
+        #expect(job.targets.map(\.provider) == ["webpush", "fcm"])
+        #expect(rejection(#"{"v":1,"id":"a","kind":"message","userId":"u","targets":[{"bindingId":"f","provider":"fcm","token":"t","colour":"red"}]}"#)?.message
+            == "targets[0].colour is not a field of the v1 contract")
+        #expect(rejection(#"{"v":1,"id":"a","kind":"message","userId":"u","targets":[{"bindingId":"f","provider":"fcm","token":"t","platform":7}]}"#)?.message
+            == "targets[0].platform must be a string, not number")
+    }
+
     @Test("the documented example decodes field for field")
     func documentedExample() throws {
         let bytes = try Array(Data(contentsOf: Self.examples.appendingPathComponent("valid/call-all-providers.json")))

@@ -43,7 +43,8 @@ public struct FCMTargetFormat: TargetFormat {
         guard let token = try fields.optionalString("token", maximumLength: 4096), !token.isEmpty else {
             throw fields.invalid("token is required for fcm")
         }
-        return FCMTarget(token: token, platform: try fields.optionalChoice("platform", of: Self.platforms),
+        // v1 accepted any platform name; only these three choose a block (others leave the platform unknown).
+        return FCMTarget(token: token, platform: try fields.optionalString("platform", maximumLength: 16),
                          pushType: try fields.optionalString("pushType", maximumLength: 32))
     }
 
