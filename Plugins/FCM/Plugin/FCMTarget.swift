@@ -35,7 +35,6 @@ extension Target {
 /// How jobs write FCM targets, natively and as SIP bindings.
 public struct FCMTargetFormat: TargetFormat {
     public let provider = ProviderID.fcm
-    public static let platforms = ["android", "ios", "web"]
 
     public init() {}
 
