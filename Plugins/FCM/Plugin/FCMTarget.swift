@@ -35,6 +35,12 @@ extension Target {
 /// How jobs write FCM targets, natively and as SIP bindings.
 public struct FCMTargetFormat: TargetFormat {
     public let provider = ProviderID.fcm
+
+    /// `overrides.fcm.message` is merged into the message; its recipient stays the target's token.
+    public func checkOverride(_ override: JSONValue) throws(JobRejection) {
+        try checkOverride(override, members: ["message"], protected: [["message", "token"], ["message", "topic"], ["message", "condition"]],
+                          because: "the message goes to the target's token")
+    }
     public static let platforms = ["android", "ios", "web"]
 
     public init() {}
