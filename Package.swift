@@ -121,7 +121,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),
-        .executableTarget(name: "push-worker", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
+        .executableTarget(name: "push-worker", dependencies: ["HMSSandbox", "PushPlugins", "APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
             "PushWorker", "PushKafka", "PushCrypto", "PushCore", "WebPushPlugin",
             "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

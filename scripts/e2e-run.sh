@@ -27,13 +27,17 @@ gone='{"v":1,"id":"e2e-2","createdAt":'$now',"kind":"message","userId":"unknown-
 apns='{"v":1,"id":"e2e-3","createdAt":'$now',"ttl":30,"kind":"call","userId":"carol","data":{"callId":"c2"},"targets":[{"bindingId":"e2e-b4","provider":"apns","token":"'$(printf 'ab%.0s' $(seq 32))'","environment":"production"},{"bindingId":"e2e-b5","provider":"apns","token":"0410'$(printf 'cd%.0s' $(seq 30))'"}]}'
 fcm='{"v":1,"id":"e2e-4","createdAt":'$now',"ttl":600,"kind":"message","userId":"dave","notification":{"title":"Hi","body":"there"},"targets":[{"bindingId":"e2e-b6","provider":"fcm","token":"fcm-dave-1","platform":"android"},{"bindingId":"e2e-b7","provider":"fcm","token":"unregistered-dave-2"}]}'
 web='{"v":1,"id":"e2e-5","createdAt":'$now',"ttl":600,"kind":"message","userId":"erin","notification":{"title":"Hi","body":"browser"},"targets":[{"bindingId":"e2e-b8","provider":"webpush",'${subscription#\{}']}'
-printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\ncarol|%s\ndave|%s\nerin|%s\n' "$job" "$gone" "$apns" "$fcm" "$web" | kcat -P -b "$brokers" -t push.jobs -K '|'
+hms='{"v":1,"id":"e2e-6","createdAt":'$now',"ttl":30,"kind":"call","userId":"frank","data":{"callId":"c3"},"targets":[{"bindingId":"e2e-b9","provider":"hms","token":"IQAAAACy0-frank-mate"},{"bindingId":"e2e-b10","provider":"hms","token":"invalid-IQAAAACy0-old"}]}'
+printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\ncarol|%s\ndave|%s\nerin|%s\nfrank|%s\n' "$job" "$gone" "$apns" "$fcm" "$web" "$hms" \
+    | kcat -P -b "$brokers" -t push.jobs -K '|'
 
 PUSH_APNS_KEY_FILE="$work/sandbox/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
 PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$work/sandbox/apns-port")" \
 PUSH_APNS_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_FCM_CREDENTIALS_FILE="$work/sandbox/service-account.json" PUSH_FCM_ENDPOINT="$(cat "$work/sandbox/fcm-url")" \
 PUSH_FCM_CA_FILE="$work/sandbox/ca.pem" \
+PUSH_HMS_APP_ID=104000001 PUSH_HMS_CLIENT_SECRET_FILE="$work/sandbox/hms-client-secret" PUSH_HMS_CA_FILE="$work/sandbox/ca.pem" \
+PUSH_HMS_ENDPOINT="$(cat "$work/sandbox/hms-url")" PUSH_HMS_TOKEN_URL="$(cat "$work/sandbox/hms-url")/oauth2/v3/token" \
 PUSH_WEBPUSH_VAPID_KEY_FILE="$work/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:ops@example.com \
 PUSH_WEBPUSH_CA_FILE="$work/sandbox/ca.pem" PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8,::1/128 \
 PUSH_WEBPUSH_ALLOWED_PORTS="$(grep -o 'localhost:[0-9]*' "$work/sandbox/webpush-subscription.json" | cut -d: -f2)" \
@@ -48,10 +52,10 @@ echo "e2e: waiting for outcomes and the dead letter (read by kcat)"
 for _ in $(seq 1 120); do
     kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%s\n' >"$work/outcomes" 2>/dev/null || true
     kcat -C -b "$brokers" -t push.dlq -o beginning -e -q -f '%k\t%h\t%s\n' >"$work/dlq" 2>/dev/null || true
-    [ "$(wc -l <"$work/outcomes")" -ge 8 ] && [ "$(wc -l <"$work/dlq")" -ge 1 ] && break
+    [ "$(wc -l <"$work/outcomes")" -ge 10 ] && [ "$(wc -l <"$work/dlq")" -ge 1 ] && break
     sleep 0.5
 done
-[ "$(wc -l <"$work/outcomes")" -eq 8 ] || fail "expected 8 outcomes, got: $(cat "$work/outcomes")"
+[ "$(wc -l <"$work/outcomes")" -eq 10 ] || fail "expected 10 outcomes, got: $(cat "$work/outcomes")"
 grep -q $'^e2e-b1\t.*"status":"delivered"' "$work/outcomes" || fail "e2e-b1 not delivered"
 grep -q $'^e2e-b2\t.*"status":"delivered"' "$work/outcomes" || fail "e2e-b2 not delivered"
 grep -q $'^e2e-b3\t.*"status":"rejected".*"action":"remove_binding"' "$work/outcomes" || fail "e2e-b3 not rejected with remove_binding"
@@ -59,6 +63,8 @@ grep -q $'^e2e-b4\t.*"provider":"apns".*"status":"delivered".*"providerMessageId
 grep -q $'^e2e-b6\t.*"provider":"fcm".*"status":"delivered".*"providerMessageId":"projects/example-project/messages/' "$work/outcomes" || fail "FCM push e2e-b6 not delivered with its message name"
 grep -q $'^e2e-b7\t.*"status":"rejected".*"action":"remove_binding"' "$work/outcomes" || fail "FCM UNREGISTERED e2e-b7 not rejected with remove_binding"
 grep -q $'^e2e-b8\t.*"provider":"webpush".*"status":"delivered".*"httpStatus":201' "$work/outcomes" || fail "Web Push e2e-b8 not delivered"
+grep -q $'^e2e-b9\t.*"provider":"hms".*"status":"delivered"' "$work/outcomes" || fail "HMS push e2e-b9 not delivered"
+grep -q $'^e2e-b10\t.*"provider":"hms".*"status":"rejected".*"action":"remove_binding"' "$work/outcomes" || fail "HMS invalid token e2e-b10 not rejected with remove_binding"
 grep -q $'^e2e-b5\t.*"status":"rejected".*"action":"remove_binding","invalidSince":1795000000000' "$work/outcomes" || fail "APNs 410 e2e-b5 not rejected with invalidSince"
 cut -f2 "$work/outcomes" | python3 scripts/check-schemas.py outcome - || fail "outcomes do not match docs/outcome.schema.json"
 [ "$(wc -l <"$work/dlq")" -eq 1 ] || fail "expected 1 dead letter, got: $(cat "$work/dlq")"
@@ -68,10 +74,10 @@ echo "e2e: the same job again (a redelivery): outcomes replayed from Redis, not 
 printf 'alice|%s\n' "$job" | kcat -P -b "$brokers" -t push.jobs -K '|'
 for _ in $(seq 1 60); do
     kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%s\n' >"$work/outcomes" 2>/dev/null || true
-    [ "$(wc -l <"$work/outcomes")" -ge 10 ] && break
+    [ "$(wc -l <"$work/outcomes")" -ge 12 ] && break
     sleep 0.5
 done
-[ "$(wc -l <"$work/outcomes")" -eq 10 ] || fail "expected 10 outcomes after the redelivery, got: $(cat "$work/outcomes")"
+[ "$(wc -l <"$work/outcomes")" -eq 12 ] || fail "expected 12 outcomes after the redelivery, got: $(cat "$work/outcomes")"
 [ "$(grep -c $'^e2e-b1\t' "$work/outcomes")" -eq 2 ] || fail "e2e-b1 should have two outcomes"
 [ "$(grep $'^e2e-b1\t' "$work/outcomes" | sort -u | wc -l)" -eq 1 ] || fail "the redelivered job was sent again (outcomes differ)"
 
@@ -100,8 +106,8 @@ PY
 endpoint_path=$(python3 -c 'import json,sys,urllib.parse; print(urllib.parse.urlsplit(json.load(open(sys.argv[1]))["endpoint"]).path)' \
     "$work/sandbox/webpush-subscription.json")
 for secret in secret-voip-token-5f1e9a secret-fcm-token-77c2d0 "$(printf 'ab%.0s' $(seq 32))" "0410$(printf 'cd%.0s' $(seq 30))" \
-    fcm-dave-1 unregistered-dave-2 "$endpoint_path"; do
+    fcm-dave-1 unregistered-dave-2 "$endpoint_path" IQAAAACy0-frank-mate invalid-IQAAAACy0-old "$(cat "$work/sandbox/hms-client-secret")"; do
     if grep -qF -- "$secret" "$work/run.log"; then fail "a secret appeared in the logs: ${secret:0:6}…"; fi
 done
 if grep -qE 'eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}' "$work/run.log"; then fail "a JWT appeared in the logs"; fi
-echo "e2e: PASS (proxy, APNs, FCM and Web Push outcomes with a proxy in the environment ignored, 1 dead letter, redelivery replayed from Redis, no secret in the logs, clean SIGTERM)"
+echo "e2e: PASS (proxy, APNs, FCM, Web Push and Huawei Push Kit outcomes with a proxy in the environment ignored, 1 dead letter, redelivery replayed from Redis, no secret in the logs, clean SIGTERM)"

@@ -12,6 +12,7 @@
 /// | `push:{b:<n>:<bindingId>}:cancel:<n>:<userId>:<key>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{retry}:due` | sorted set | retry entry ids, score = due time (ms) or lease end | — |
 /// | `push:{retry}:entry:<entry id>` | hash | job bytes, binding, attempts, last error | deleted when done |
+/// | `push:{retry}:damaged:<entry id>` | hash | a retry record that no longer read as one, kept for the operator | — |
 public enum RedisKeys {
     public static let prefix = "push"
 
@@ -30,6 +31,8 @@ public enum RedisKeys {
     public static let retryIndex = "\(prefix):{retry}:due"
 
     public static func retryEntry(_ id: String) -> String { "\(prefix):{retry}:entry:\(id)" }
+
+    public static func damagedRetryEntry(_ id: String) -> String { "\(prefix):{retry}:damaged:\(id)" }
 
     static func lengthPrefixed(_ id: String) -> String { "\(id.utf8.count):\(id)" }
 }

@@ -1,11 +1,14 @@
+import Logging
 import PushCore
 
 /// The retry queue: a sorted set of entry ids scored by due time, and one hash per entry.
 /// Claiming moves an entry's score to the end of its lease, atomically (Lua), so two
 /// schedulers never hold the same entry, and an entry whose holder died is due again
-/// when the lease ends.
+/// when the lease ends. A record that no longer reads as an entry is moved aside to
+/// `push:{retry}:damaged:<id>` (kept for the operator, not retried) and logged as an error.
 public final class RedisRetryQueue: RetryQueue {
     private let client: RedisClient
+    private let logger: Logger
 
     static let claimScript = RedisScript("""
         local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -13,7 +16,10 @@ public final class RedisRetryQueue: RetryQueue {
         return ids
         """)
 
-    public init(client: RedisClient) { self.client = client }
+    public init(client: RedisClient, logger: Logger = Logger(label: "push-worker.retry-queue")) {
+        self.client = client
+        self.logger = logger
+    }
 
     public func schedule(_ entry: RetryEntry, dueAt: Int64) async throws {
         var fields: [[UInt8]] = [Array("HSET".utf8), Array(RedisKeys.retryEntry(entry.id).utf8)]
@@ -39,12 +45,25 @@ public final class RedisRetryQueue: RetryQueue {
         guard !ids.isEmpty else { return [] }
         let replies = try await client.pipeline(ids.map { RedisCommand("HGETALL", RedisKeys.retryEntry($0)) })
         var entries: [RetryEntry] = []
-        var orphans: [String] = []
         for (id, reply) in zip(ids, replies) {
-            if let entry = Self.entry(id: id, from: reply) { entries.append(entry) } else { orphans.append(id) }
+            if let entry = Self.entry(id: id, from: reply) {
+                entries.append(entry)
+            } else {
+                try await moveAside(id, reply: reply)
+            }
         }
-        if !orphans.isEmpty { _ = try await client.pipeline(orphans.map { RedisCommand("ZREM", RedisKeys.retryIndex, $0) }) }
         return entries
+    }
+
+    /// Takes a damaged record out of the queue without losing it: the hash goes to the damaged key, the id leaves the index.
+    private func moveAside(_ id: String, reply: RedisValue) async throws {
+        let exists = if case .array(let fields) = reply { !fields.isEmpty } else { false }
+        var commands = [RedisCommand("ZREM", RedisKeys.retryIndex, id)]
+        if exists { commands.insert(RedisCommand("RENAME", RedisKeys.retryEntry(id), RedisKeys.damagedRetryEntry(id)), at: 0) }
+        try await transaction(commands)
+        logger.error("damaged retry record taken out of the queue: its delivery is not retried", metadata: [
+            "entry": "\(id)", "keptAt": "\(exists ? RedisKeys.damagedRetryEntry(id) : "nowhere: the index named no record")",
+        ])
     }
 
     public func complete(_ id: String) async throws {

@@ -35,7 +35,7 @@ public struct Worker: Sendable {
         if let url = configuration.redisURL {
             let client = RedisClient(url: url, connections: configuration.redisConnections)
             store = RedisDeliveryStore(client: client)
-            retryQueue = RedisRetryQueue(client: client)
+            retryQueue = RedisRetryQueue(client: client, logger: logger)
             logger.info("shared store: Redis", metadata: ["url": "\(url)"])
         } else {
             store = InMemoryDeliveryStore()

@@ -13,6 +13,8 @@ import PushWorker
 import WebPushPlugin
 import Synchronization
 import APNsSandbox
+import HMSSandbox
+import PushPlugins
 import FCMSandbox
 import WebPushSandbox
 import ProxySandbox
@@ -195,14 +197,15 @@ struct KafkaMock: AsyncParsableCommand {
 
 struct Sandbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run push-proxy, APNs, FCM and Web Push sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
+        abstract: "Run push-proxy, APNs, FCM, Web Push and Huawei Push Kit sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
         discussion: """
             Writes into --state-dir: ca.pem, client.pem and client-key.pem (mutual TLS), url (the push-proxy endpoint), \
             apns-port and AuthKey_\(APNsSandboxInstance.keyId).p8 (the APNs signing key; key id \(APNsSandboxInstance.keyId), \
             team \(APNsSandboxInstance.teamId), bundle id \(APNsSandboxInstance.bundleId)), fcm-url and \
             service-account.json (project \(FCMSandboxInstance.projectId); its token_uri points at the sandbox), \
             webpush-subscription.json (a subscription {endpoint, keys: {p256dh, auth}} the push-service sandbox holds the key of; \
-            <endpoint>/<anything> is another endpoint with the same keys), webpush-url (the push service's origin).
+            <endpoint>/<anything> is another endpoint with the same keys), webpush-url (the push service's origin), \
+            hms-url and hms-client-secret (Huawei app \(HMSSandboxInstance.appId); the token endpoint is <hms-url>\(HMSSandbox.tokenPath)).
             """)
 
     @Option(help: "Directory for the CA, client certificate and the endpoint URL.")
@@ -282,6 +285,7 @@ struct Sandbox: AsyncParsableCommand {
                                                    connectionClosed: connectionClosed, responder: responder)
         let apns = try await APNsSandboxInstance.start(tls: tls, connectionClosed: connectionClosed, wrap: wrapAPNs)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
+        let hms = try await HMSSandboxInstance.start(tls: tls)
         let webPush = try await WebPushSandboxInstance.start(tls: tls, host: hostile ? "127.0.0.1" : "localhost",
                                                              connectionClosed: connectionClosed, wrap: wrapWebPush)
         let subscription = try webPush.sandbox.subscribe(id: "sandbox-subscription")
@@ -292,8 +296,10 @@ struct Sandbox: AsyncParsableCommand {
         try subscription.endpoint.replacingOccurrences(of: "/push/sandbox-subscription", with: "")
             .write(toFile: stateDir + "/webpush-url", atomically: true, encoding: .utf8)
         try fcm.server.baseURL.write(toFile: stateDir + "/fcm-url", atomically: true, encoding: .utf8)
+        try hms.server.baseURL.write(toFile: stateDir + "/hms-url", atomically: true, encoding: .utf8)
         for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile),
-                               ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile), ("service-account.json", fcm.credentialsFile)] {
+                               ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile), ("service-account.json", fcm.credentialsFile),
+                               ("hms-client-secret", hms.clientSecretFile)] {
             try? FileManager.default.removeItem(atPath: stateDir + "/" + name)
             try FileManager.default.copyItem(atPath: source, toPath: stateDir + "/" + name)
         }
@@ -307,6 +313,7 @@ struct Sandbox: AsyncParsableCommand {
         await server.stop()
         await apns.server.stop()
         await fcm.server.stop()
+        await hms.server.stop()
         await webPush.server.stop()
         tls.remove()
     }
@@ -342,9 +349,9 @@ struct Send: AsyncParsableCommand {
             Exits 0 when the provider accepted the push, 1 otherwise, 2 for configuration or argument problems.
             """)
 
-    @Option(help: "apns, fcm, webpush or proxy (with native fields).") var provider: String?
-    @Option(help: "APNs bundle id, FCM project id or proxy app.") var app: String?
-    @Option(help: "Device token (APNs hex, FCM registration token, proxy token).") var token: String?
+    @Option(help: ArgumentHelp("One of \(LinkedPlugins.all.map(\.id.rawValue).joined(separator: ", ")) (with native fields).")) var provider: String?
+    @Option(help: "The target's app: APNs bundle id, FCM project id, HMS app id, proxy app.") var app: String?
+    @Option(help: "Device token (APNs hex, FCM registration token, HMS push token, proxy token).") var token: String?
     @Option(help: "APNs environment: production or sandbox.") var environment: String?
     @Option(help: "APNs push type (voip, alert, …) or proxy push type.") var pushType: String?
     @Option(help: "FCM/proxy platform: android, ios, web.") var platform: String?

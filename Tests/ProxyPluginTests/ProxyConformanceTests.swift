@@ -22,6 +22,7 @@ struct ProxyConformanceTests {
         "PROXY-A06": answer(503, retryAfter: "3"),
         "PROXY-A07": answer(503),
         "PROXY-A08": answer(502),
+        "PROXY-A09": answer(429, retryAfter: "2"),
     ]
 
     @Test("every answer row gives the outcome, action, retry and circuit the table says", arguments: ConformanceTable.answerRows("proxy", prefix: "PROXY"))

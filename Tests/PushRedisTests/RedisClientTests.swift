@@ -152,6 +152,19 @@ struct RedisRetryQueueTests {
         #expect(RedisRetryQueue.entry(id: "1:j/b1", from: sane)?.attempts == 3)
     }
 
+    @Test("a damaged record is taken out of the queue but kept aside, never silently dropped")
+    func damagedRecordKeptAside() async throws {
+        let server = try RedisServerProcess()
+        let client = server.client()
+        let queue = RedisRetryQueue(client: client, logger: testLogger())
+        try await queue.schedule(Self.entry("1:j/b1"), dueAt: 0)
+        _ = try await client.command(RedisCommand("HSET", RedisKeys.retryEntry("1:j/b1"), "attempts", "-3"))
+        #expect(try await queue.claimDue(now: 1, limit: 10, lease: .seconds(30)).isEmpty)
+        #expect(try await queue.count() == 0)
+        let kept = try await client.command(RedisCommand("HGET", RedisKeys.damagedRetryEntry("1:j/b1"), "job"))
+        #expect(kept.string == #"{"v":1}"#, "the job bytes are still there for the operator")
+    }
+
     static func entry(_ id: String, attempts: Int = 1) -> RetryEntry {
         RetryEntry(id: id, jobBytes: Array(#"{"v":1}"#.utf8), kafkaKey: Array("alice".utf8), fallbackCreatedAt: 5,
                    bindingId: "b1", attempts: attempts, lastReason: "proxy answered 500", lastHTTPStatus: 500)

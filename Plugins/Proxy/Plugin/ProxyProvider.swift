@@ -43,7 +43,8 @@ public struct ProxyProvider: PushProvider {
     public func shutdown() async { transport.shutdown() }
 
     /// The spec's status table: 200 done; 400/404 do not resend; 403 the user is unknown,
-    /// stop sending to its bindings; 500/503 retry (503 with Retry-After); anything else is temporary.
+    /// stop sending to its bindings; 500/503 retry (503 with Retry-After); anything else is temporary, after the
+    /// Retry-After it may carry (a 429's, RFC 6585 §4).
     static func classify(_ response: HTTPResponse) -> DeliveryResult {
         let status = response.status
         switch status {
@@ -58,7 +59,7 @@ public struct ProxyProvider: PushProvider {
         case 503:
             return .retryable(reason: "proxy unavailable", httpStatus: status, retryAfter: HTTPDelivery.retryAfter(response))
         default:
-            return .retryable(reason: "proxy answered \(status)", httpStatus: status)
+            return .retryable(reason: "proxy answered \(status)", httpStatus: status, retryAfter: HTTPDelivery.retryAfter(response))
         }
     }
 }
