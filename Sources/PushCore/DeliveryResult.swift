@@ -1,8 +1,8 @@
 /// What a provider plugin says about one delivery attempt. Plugins classify the
 /// provider's answer; the pipeline alone decides on retries, outcomes and commits.
 public enum DeliveryResult: Sendable, Equatable {
-    /// The provider accepted the push.
-    case delivered(providerMessageId: String?, httpStatus: Int?)
+    /// The provider accepted the push; `truncated` when the plugin shortened the alert to fit (`AlertFitting`).
+    case delivered(providerMessageId: String?, httpStatus: Int?, truncated: Bool = false)
     /// The provider says the token itself is dead (unregistered, expired, malformed): the binding should be removed.
     case rejected(reason: String, httpStatus: Int?, invalidSince: Int64? = nil)
     /// A transient failure (timeout, reset, 429, 5xx); `retryAfter` is the provider's own hint.
@@ -11,9 +11,15 @@ public enum DeliveryResult: Sendable, Equatable {
     /// `blame` which circuit such a credential failure opens.
     case failed(reason: String, httpStatus: Int?, action: Outcome.Action = .none, blame: CredentialBlame = .scope)
 
+    /// The same result, marked as sent with a shortened alert when `truncated` (only a delivery says so).
+    public func truncated(_ truncated: Bool) -> DeliveryResult {
+        guard truncated, case .delivered(let messageId, let status, _) = self else { return self }
+        return .delivered(providerMessageId: messageId, httpStatus: status, truncated: true)
+    }
+
     public var httpStatus: Int? {
         switch self {
-        case .delivered(_, let status), .rejected(_, let status, _), .retryable(_, let status, _),
+        case .delivered(_, let status, _), .rejected(_, let status, _), .retryable(_, let status, _),
              .failed(_, let status, _, _):
             status
         }

@@ -83,6 +83,45 @@ public struct Fields: Sendable {
         return number
     }
 
+    public mutating func optionalBool(_ name: String) throws(JobRejection) -> Bool? {
+        read.insert(name)
+        guard let value = value(name) else { return nil }
+        guard case .bool(let flag) = value else { throw invalid(name, "must be true or false, not \(value.typeName)") }
+        return flag
+    }
+
+    /// A number (integer or not) within `range`; NaN and infinities cannot occur in parsed JSON.
+    public mutating func optionalNumber(_ name: String, in range: ClosedRange<Double>) throws(JobRejection) -> Double? {
+        read.insert(name)
+        guard let value = value(name) else { return nil }
+        let number: Double
+        switch value {
+        case .integer(let integer): number = Double(integer)
+        case .double(let double): number = double
+        default: throw invalid(name, "must be a number, not \(value.typeName)")
+        }
+        guard range.contains(number) else { throw invalid(name, "must be between \(range.lowerBound) and \(range.upperBound)") }
+        return number
+    }
+
+    /// An array of at most `maximumCount` strings, each checked like `optionalString`.
+    public mutating func optionalStrings(_ name: String, maximumCount: Int, maximumLength: Int,
+                                         content: Content = .identifier) throws(JobRejection) -> [String]? {
+        read.insert(name)
+        guard let value = value(name) else { return nil }
+        guard case .array(let elements) = value else { throw invalid(name, "must be an array of strings, not \(value.typeName)") }
+        guard elements.count <= maximumCount else { throw invalid(name, "has \(elements.count) entries, the limit is \(maximumCount)") }
+        var strings: [String] = []
+        for (index, element) in elements.enumerated() {
+            var single = Fields(members: [("\(name)[\(index)]", element)], path: path)
+            guard let string = try single.optionalString("\(name)[\(index)]", maximumLength: maximumLength, content: content) else {
+                throw invalid("\(name)[\(index)]", "must be a string, not null")
+            }
+            strings.append(string)
+        }
+        return strings
+    }
+
     public mutating func optionalObject(_ name: String) throws(JobRejection) -> Fields? {
         read.insert(name)
         guard let value = value(name) else { return nil }

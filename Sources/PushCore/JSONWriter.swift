@@ -24,6 +24,17 @@ public struct JSONWriter {
     public mutating func value(_ string: String) { separate(); appendQuoted(string) }
     public mutating func value(_ integer: Int64) { separate(); bytes.append(contentsOf: String(integer).utf8) }
     public mutating func value(_ integer: Int) { value(Int64(integer)) }
+    /// A finite number as JSON writes it; NaN and infinities (which JSON cannot carry) as null.
+    public mutating func value(_ double: Double) {
+        guard double.isFinite else { return null() }
+        separate()
+        if double == double.rounded(), abs(double) < 1e15 {
+            bytes.append(contentsOf: String(Int64(double)).utf8)
+        } else {
+            bytes.append(contentsOf: "\(double)".utf8)
+        }
+    }
+    public mutating func value(_ strings: [String]) { beginArray(); strings.forEach { value($0) }; endArray() }
     public mutating func value(_ bool: Bool) { separate(); bytes.append(contentsOf: (bool ? "true" : "false").utf8) }
     public mutating func null() { separate(); bytes.append(contentsOf: "null".utf8) }
 
@@ -32,7 +43,7 @@ public struct JSONWriter {
         case .null: null()
         case .bool(let flag): value(flag)
         case .integer(let number): value(number)
-        case .double(let number): separate(); bytes.append(contentsOf: "\(number)".utf8)
+        case .double(let number): separate(); bytes.append(contentsOf: (number.isFinite ? "\(number)" : "null").utf8)
         case .string(let text): value(text)
         case .array(let elements):
             beginArray(); elements.forEach { value($0) }; endArray()

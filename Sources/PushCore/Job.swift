@@ -13,11 +13,15 @@ public struct Job: Sendable, Equatable {
     public var notification: Notification?
     public var data: [String: String]
     public var body: String?
+    /// Per-provider blocks merged last into what the provider's plugin built (`overrides`), by provider name.
+    public var overrides: [ProviderID: JSONValue]
+    public var liveActivity: LiveActivity?
     public var targets: [Target]
 
     public init(id: String, createdAt: Int64, ttl: Int64, kind: JobKind, priority: JobPriority, userId: String,
                 collapseKey: String? = nil, dedupeKey: String? = nil, notification: Notification? = nil,
-                data: [String: String] = [:], body: String? = nil, targets: [Target]) {
+                data: [String: String] = [:], body: String? = nil, overrides: [ProviderID: JSONValue] = [:],
+                liveActivity: LiveActivity? = nil, targets: [Target]) {
         self.id = id
         self.createdAt = createdAt
         self.ttl = ttl
@@ -29,17 +33,16 @@ public struct Job: Sendable, Equatable {
         self.notification = notification
         self.data = data
         self.body = body
+        self.overrides = overrides
+        self.liveActivity = liveActivity
         self.targets = targets
     }
 
     public var deadline: Deadline { Deadline(createdAt: createdAt, ttlSeconds: ttl) }
 
-    /// Whether the push shows the user anything: a notification title, body, sound or badge. Apple
-    /// devices get a push that shows nothing as a background push (`content-available: 1`, priority 5).
-    public var hasVisibleNotification: Bool {
-        guard let notification else { return false }
-        return notification.title != nil || notification.body != nil || notification.sound != nil || notification.badge != nil
-    }
+    /// Whether the push shows the user anything: a notification text, sound or badge. Apple devices get
+    /// a push that shows nothing as a background push (`content-available: 1`, priority 5).
+    public var hasVisibleNotification: Bool { notification?.isVisible ?? false }
 }
 
 /// What the push is for (the Mizu TYPE codes 0–4, in order); drives provider defaults.
@@ -49,20 +52,6 @@ public enum JobKind: String, Sendable, CaseIterable {
 
 public enum JobPriority: String, Sendable, CaseIterable {
     case high, normal
-}
-
-public struct Notification: Sendable, Equatable {
-    public var title: String?
-    public var body: String?
-    public var sound: String?
-    public var badge: Int64?
-
-    public init(title: String? = nil, body: String? = nil, sound: String? = nil, badge: Int64? = nil) {
-        self.title = title
-        self.body = body
-        self.sound = sound
-        self.badge = badge
-    }
 }
 
 /// A provider's name as the job contract writes it (`"provider": "…"`). Each plugin declares its own.
@@ -127,7 +116,8 @@ public struct NoTargetDetails: TargetDetails, Equatable {
 
 extension Job {
     /// The job as a small JSON document for payloads that carry it whole (push-proxy body,
-    /// Web Push message): `{"jobId", "kind", "notification"?: {title, body, sound, badge}, "data"?: {…}}`.
+    /// Web Push message): `{"jobId", "kind", "notification"?: {title, body, sound, badge, …}, "data"?: {…}}`;
+    /// the notification carries the fields the job gave, under their contract names.
     public func summaryJSON() -> [UInt8] {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
@@ -135,12 +125,7 @@ extension Job {
         writer.member("kind", kind.rawValue)
         if let notification {
             writer.key("notification")
-            writer.beginObject()
-            if let title = notification.title { writer.member("title", title) }
-            if let body = notification.body { writer.member("body", body) }
-            if let sound = notification.sound { writer.member("sound", sound) }
-            if let badge = notification.badge { writer.member("badge", badge) }
-            writer.endObject()
+            notification.writeSummary(into: &writer)
         }
         if !data.isEmpty {
             writer.key("data")

@@ -20,9 +20,8 @@ public struct JobDecoder: Sendable {
 
     private static let jobFields: Set<String> = [
         "v", "id", "createdAt", "ttl", "kind", "priority", "userId", "collapseKey", "dedupeKey",
-        "notification", "data", "body", "targets",
+        "notification", "data", "body", "overrides", "liveActivity", "targets",
     ]
-    private static let notificationFields: Set<String> = ["title", "body", "sound", "badge"]
 
     public let limits: JobLimits
     /// The providers whose targets jobs may name.
@@ -77,23 +76,37 @@ public struct JobDecoder: Sendable {
         var data: [String: String] = [:]
         if let object = try fields.optionalObject("data") { data = try decodeData(object) }
         let body = try fields.optionalString("body", maximumLength: limits.maximumBytes, content: .text)
+        var overrides: [ProviderID: JSONValue] = [:]
+        if let object = try fields.optionalObject("overrides") { overrides = try decodeOverrides(object) }
+        var liveActivity: LiveActivity?
+        if let object = try fields.optionalObject("liveActivity") { liveActivity = try LiveActivityDecoder.decode(object) }
         let targets = try decodeTargets(fields.required("targets"))
         try fields.rejectUnknown(allowed: Self.jobFields)
 
         return Job(id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
                    collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data,
-                   body: body, targets: targets)
+                   body: body, overrides: overrides, liveActivity: liveActivity, targets: targets)
     }
 
     private func decodeNotification(_ fields: Fields) throws(JobRejection) -> Notification {
         var fields = fields
-        let notification = Notification(
-            title: try fields.optionalString("title", maximumLength: limits.maximumBytes, content: .text),
-            body: try fields.optionalString("body", maximumLength: limits.maximumBytes, content: .text),
-            sound: try fields.optionalString("sound", maximumLength: 256),
-            badge: try fields.optionalInteger("badge", in: 0...Int64(Int32.max)))
-        try fields.rejectUnknown(allowed: Self.notificationFields)
+        let notification = try NotificationDecoder(textLimit: limits.maximumBytes).decode(&fields)
+        try fields.rejectUnread()
         return notification
+    }
+
+    /// `overrides`: one JSON object per provider, by provider name; the provider's format checks its own.
+    private func decodeOverrides(_ fields: Fields) throws(JobRejection) -> [ProviderID: JSONValue] {
+        var overrides: [ProviderID: JSONValue] = [:]
+        for (name, value) in fields.members {
+            guard let format = formats.byProvider[ProviderID(name)] else {
+                throw fields.invalid(name, "is not a provider: overrides are keyed by one of \(formats.providerNames.joined(separator: ", "))")
+            }
+            guard case .object = value else { throw fields.invalid(name, "must be an object, not \(value.typeName)") }
+            try format.checkOverride(value)
+            overrides[format.provider] = value
+        }
+        return overrides
     }
 
     private func decodeData(_ fields: Fields) throws(JobRejection) -> [String: String] {

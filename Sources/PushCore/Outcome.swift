@@ -25,12 +25,15 @@ public struct Outcome: Sendable, Equatable {
     /// Milliseconds since the epoch from which the provider considers the token invalid.
     public var invalidSince: Int64?
     public var attempts: Int
+    /// The alert was shortened to fit the provider's size limit. Written only when true, so that outcomes
+    /// without it keep their bytes.
+    public var truncated: Bool
     /// Milliseconds since the epoch when the outcome was decided.
     public var at: Int64
 
     public init(jobId: String, userId: String, bindingId: String, provider: ProviderID, app: String?,
                 status: Status, reason: String? = nil, httpStatus: Int? = nil, providerMessageId: String? = nil,
-                action: Action = .none, invalidSince: Int64? = nil, attempts: Int, at: Int64) {
+                action: Action = .none, invalidSince: Int64? = nil, attempts: Int, truncated: Bool = false, at: Int64) {
         self.jobId = jobId
         self.userId = userId
         self.bindingId = bindingId
@@ -43,6 +46,7 @@ public struct Outcome: Sendable, Equatable {
         self.action = action
         self.invalidSince = invalidSince
         self.attempts = attempts
+        self.truncated = truncated
         self.at = at
     }
 
@@ -64,6 +68,7 @@ public struct Outcome: Sendable, Equatable {
         writer.member("invalidSince", invalidSince)
         writer.member("attempts", Int64(attempts))
         writer.member("at", at)
+        if truncated { writer.member("truncated", true) }
         writer.endObject()
         return writer.bytes
     }
@@ -85,6 +90,6 @@ extension Outcome {
         self.init(jobId: jobId, userId: userId, bindingId: bindingId, provider: ProviderID(providerName), app: string("app"),
                   status: status, reason: string("reason"), httpStatus: integer("httpStatus").map { Int($0) },
                   providerMessageId: string("providerMessageId"), action: action, invalidSince: integer("invalidSince"),
-                  attempts: Int(attempts), at: at)
+                  attempts: Int(attempts), truncated: document["truncated"] == .bool(true), at: at)
     }
 }

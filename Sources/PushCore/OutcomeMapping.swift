@@ -5,9 +5,10 @@ extension Outcome {
                   app: target.app, status: .failed, attempts: attempts, at: now)
         httpStatus = result.httpStatus
         switch result {
-        case .delivered(let messageId, _):
+        case .delivered(let messageId, _, let shortened):
             status = .delivered
             providerMessageId = messageId
+            truncated = shortened
         case .rejected(let reason, _, let since):
             status = .rejected
             self.reason = reason

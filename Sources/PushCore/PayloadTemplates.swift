@@ -91,7 +91,7 @@ public struct PayloadKeywords: Sendable, Equatable {
             "APNSEXPIRATION": job.deadline.isNowOrNever ? "0" : String(job.deadline.expiresAt / 1000),
             "TTLNUM": String(delivery.remainingTTLSeconds),
             "PUSHTYPE": Self.defaultPushType(job),
-            "SOUND": job.notification?.sound ?? "",
+            "SOUND": job.notification?.sound?.name ?? "",
             "MSG": job.notification?.body ?? data["msg"] ?? "",
             "TITLE": job.notification?.title ?? (job.kind == .call && !fromUsername.isEmpty ? "Call from \(fromUsername)" : ""),
             "BODY": job.notification?.body ?? (job.kind == .call && !from.isEmpty ? "Incoming VoIP call from \(from)" : ""),

@@ -21,6 +21,13 @@ public struct Delivery: Sendable {
     /// Validity left to pass on to the provider (0 for now-or-never jobs).
     public var remainingTTLSeconds: Int64 { job.deadline.remainingSeconds(at: now) }
 
+    /// The same attempt with another notification (an alert shortened to fit, `AlertFitting`).
+    public func replacingNotification(_ notification: Notification?) -> Delivery {
+        var job = job
+        job.notification = notification
+        return Delivery(job: job, target: target, attempt: attempt, now: now, lane: lane)
+    }
+
     /// An identifier stable across attempts of this job to this binding.
     public var deliveryKey: String { "\(job.id)/\(target.bindingId)" }
 }

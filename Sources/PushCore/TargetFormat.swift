@@ -24,6 +24,10 @@ public protocol TargetFormat: Sendable {
     /// other members (Web Push keys, for example): members it leaves unread are refused. An unbound
     /// binding (`binding.token == nil`) has no token to check.
     func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails)
+
+    /// Checks the job's `overrides.<provider>` object: the members this provider merges, and none that may
+    /// change the device token, the authorization or the routing rules. Default: the provider takes none.
+    func checkOverride(_ override: JSONValue) throws(JobRejection)
 }
 
 extension TargetFormat {
@@ -31,6 +35,26 @@ extension TargetFormat {
     public var xmpushProviders: [(letter: String, meaning: String)] { [] }
 
     public func claims(_ binding: SIPBinding, _ fields: Fields) -> Bool { true }
+
+    public func checkOverride(_ override: JSONValue) throws(JobRejection) {
+        throw JobRejection(.invalidField, "overrides.\(provider) is not supported: \(provider) payloads take no overrides")
+    }
+
+    /// Accepts an override whose members are objects named in `members` (e.g. `payload`, `message`) and
+    /// nothing at `protected` (member paths, e.g. `["message", "token"]`).
+    public func checkOverride(_ override: JSONValue, members: [String], protected: [[String]] = [],
+                              because reason: String = "") throws(JobRejection) {
+        guard case .object(let entries) = override else { return }
+        for (name, value) in entries {
+            guard members.contains(name) else {
+                throw JobRejection(.invalidField, "overrides.\(provider).\(name) is not supported (\(provider) merges \(members.joined(separator: ", ")))")
+            }
+            guard case .object = value else {
+                throw JobRejection(.invalidField, "overrides.\(provider).\(name) must be an object, not \(value.typeName)")
+            }
+        }
+        try PayloadOverride.refuse(protected, in: override, provider: provider, because: reason)
+    }
 
     public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
         throw binding.invalid("is not a notation \(provider) targets can be written in")

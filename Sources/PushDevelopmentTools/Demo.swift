@@ -68,6 +68,8 @@ public enum Demo {
         let apnsGone = #"{"bindingId":"old-ipad","provider":"apns","token":"0410\#(String(repeating: "c1", count: 30))","environment":"sandbox"}"#
         let android = #"{"bindingId":"alice-pixel","provider":"proxy","token":"fcm-token-123","tokenType":"fcm","platform":"android"}"#
         let huaweiPhone = #"{"bindingId":"judy-mate","provider":"hms","app":"\#(HMSSandboxInstance.appId)","token":"IQAAAACy0kYkAAAjudy"}"#
+        let frankIPhone = #"{"bindingId":"frank-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f4", count: 32))","environment":"production"}"#
+        let frankActivity = #"{"bindingId":"frank-iphone-activity","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f5", count: 32))","environment":"production","pushType":"liveactivity"}"#
         let huaweiGone = #"{"bindingId":"judy-old-p30","provider":"hms","token":"invalid-IQAAAACy0old"}"#
         return [
             SampleJob(title: "incoming call", id: "call-1", key: "alice",
@@ -94,6 +96,15 @@ public enum Demo {
             SampleJob(title: "message to a browser (Web Push)", id: "msg-7", key: "grace",
                       json: job("msg-7", kind: "message", user: "grace", extra: #""collapseKey":"chat-9","notification":{"title":"Frank","body":"See you"},"#,
                                 targets: browserTarget), expectedMessages: 1),
+            SampleJob(title: "rich chat message", id: "msg-8", key: "frank",
+                      json: job("msg-8", kind: "message", user: "frank", extra: ##""collapseKey":"chat-8","notification":{"title":"Erin","subtitle":"Lunch crew","body":"Pizza at 12?","sound":"message.caf","badge":2,"threadId":"chat-7","category":"MESSAGE_REPLY","interruptionLevel":"active","image":"https://cdn.example.com/pizza.jpg","channelId":"messages","tag":"chat-7","color":"#1e88e5"},"data":{"chatId":"7"},"overrides":{"fcm":{"message":{"android":{"direct_boot_ok":true}}}},"##,
+                                targets: frankIPhone + "," + fcmAndroid), expectedMessages: 2),
+            SampleJob(title: "localized missed-call alert", id: "msg-9", key: "frank",
+                      json: job("msg-9", kind: "message", user: "frank", extra: #""notification":{"titleLocKey":"MISSED_CALL_TITLE","locKey":"MISSED_CALL_BODY","locArgs":["Erin"],"interruptionLevel":"time-sensitive"},"#,
+                                targets: frankIPhone), expectedMessages: 1),
+            SampleJob(title: "Live Activity update (ongoing call)", id: "act-1", key: "frank",
+                      json: job("act-1", kind: "custom", user: "frank", extra: #""notification":{"title":"Call with Erin","body":"00:42"},"liveActivity":{"event":"update","contentState":{"status":"connected","seconds":42},"staleDate":4102444800},"#,
+                                targets: frankActivity), expectedMessages: 1),
             SampleJob(title: "caller redials within 5 s", id: "call-1b", key: "alice",
                       json: job("call-1b", kind: "call", user: "alice", ttl: 30,
                                 extra: #""data":{"callId":"c-78","caller":"bob"},"#, targets: voip),

@@ -14,7 +14,8 @@ struct APNsRulesTests {
                          data: [String: String] = ["callId": "c-77"], bindingId: String = "b1", attempt: Int = 1) -> Delivery {
         let target = Target.apns(bindingId, app: "com.example.chat", token: token, pushType: pushType)
         let job = Job(id: "job-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
-                      collapseKey: collapseKey, notification: notification, data: data, targets: [target])
+                      collapseKey: collapseKey, notification: notification, data: data,
+                      liveActivity: pushType == "liveactivity" ? LiveActivity(event: .update, contentState: .object([])) : nil, targets: [target])
         return Delivery(job: job, target: target, attempt: attempt, now: 1_795_310_001_000)
     }
 

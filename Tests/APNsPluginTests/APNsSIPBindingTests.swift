@@ -30,7 +30,7 @@ struct APNsSIPBindingTests {
         let provider = try provider(fixture)
         let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
         let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: "message"))
-        guard case .delivered(_, 200) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
         let request = try #require(fixture.server.requests.first)
         #expect(request.path == "/3/device/\(Self.token)")
         #expect(request.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")
@@ -45,7 +45,7 @@ struct APNsSIPBindingTests {
         let provider = try provider(fixture)
         let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","xmpush":"s:i:\#(APNsSandboxFixture.bundleId):\#(Self.token)"}"#, kind: "message",
                                                               notification: #""notification":{"title":"Bob","body":"Hi"},"#))
-        guard case .delivered(_, 200) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
         let request = try #require(fixture.server.requests.first)
         #expect(request.header("apns-topic") == APNsSandboxFixture.bundleId)
         #expect(request.header("apns-push-type") == "alert")
@@ -67,7 +67,7 @@ struct APNsSIPBindingTests {
         let document = try JSONParser.parse(Array(#"{"headers":{"apns-topic":"wrong.topic"},"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#.utf8))
         let provider = try provider(fixture, templates: FixedTemplate(document: document))
         let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","token":"\#(Self.token)"}"#))
-        guard case .delivered(_, 200) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
         let request = try #require(fixture.server.requests.first)
         #expect(String(decoding: request.body, as: UTF8.self) == #"{"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#)
         #expect(request.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")

@@ -35,7 +35,7 @@ struct APNsSandboxTests {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let result = await provider.deliver(Self.delivery(token: Self.liveToken))
-        guard case .delivered(let messageId?, 200) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(let messageId?, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
         let request = try #require(fixture.server.requests.first)
         #expect(request.header("apns-id") == messageId)
         #expect(request.header("apns-topic") == "com.example.chat.voip")

@@ -23,7 +23,7 @@ struct FCMPackageAliasTests {
         let json = #"{"v":1,"id":"j1","kind":"message","userId":"u","notification":{"title":"T"},"targets":[{"bindingId":"b1","xmpush":"a:com.voip.phone:fcm-token-1"}]}"#
         let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())
         let result = await provider.deliver(Delivery(job: job, target: job.targets[0], attempt: 1, now: currentTimeMilliseconds()))
-        guard case .delivered(_, 200?) = result else { Issue.record("expected delivered, got \(result)"); return }
+        guard case .delivered(_, 200?, _) = result else { Issue.record("expected delivered, got \(result)"); return }
         #expect(instance.server.requests.last?.path == "/v1/projects/\(FCMSandboxInstance.projectId)/messages:send")
         #expect(provider.scope(of: job.targets[0]) == provider.scope(of: .fcm("b2", app: FCMSandboxInstance.projectId, token: "t")))
         #expect(configuration.projectId(for: "unknown.package") == "unknown.package", "anything else is taken as a project id")

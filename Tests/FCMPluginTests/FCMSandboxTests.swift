@@ -48,7 +48,7 @@ struct FCMSandboxTests {
             for index in 0..<1000 { group.addTask { await harness.provider.deliver(FCMHarness.delivery(token: "tok-\(index)", index: index)) } }
             return await group.reduce(into: [DeliveryResult]()) { $0.append($1) }
         }
-        #expect(results.filter { if case .delivered(let name?, 200) = $0 { name.hasPrefix("projects/example-project/messages/") } else { false } }.count == 1000)
+        #expect(results.filter { if case .delivered(let name?, 200, _) = $0 { name.hasPrefix("projects/example-project/messages/") } else { false } }.count == 1000)
         #expect(harness.instance.sandbox.tokenRequestCount == 1)
         await harness.stop()
     }

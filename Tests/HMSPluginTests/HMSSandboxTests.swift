@@ -57,7 +57,7 @@ struct HMSSandboxTests {
         let harness = try await HMSHarness.start()
         let delivery = HMSHarness.delivery(token: "tok-1")
         let result = await harness.provider.deliver(delivery)
-        guard case .delivered(let requestId?, 200?) = result else { Issue.record("got \(result)"); return }
+        guard case .delivered(let requestId?, 200?, _) = result else { Issue.record("got \(result)"); return }
         let request = try #require(harness.instance.sendRequests.first)
         #expect(request.method == "POST")
         #expect(request.path == "/v1/\(HMSSandboxInstance.appId)/messages:send")

@@ -87,7 +87,7 @@ struct WebPushBlastRadiusTests {
         let target = Target.webPush("w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
         let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .normal, userId: "u", targets: [target])
         let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
-        guard case .delivered(_, 201?) = result else { Issue.record("expected delivered, got \(result)"); return }
+        guard case .delivered(_, 201?, _) = result else { Issue.record("expected delivered, got \(result)"); return }
         await provider.shutdown()
         await service.stop()
     }

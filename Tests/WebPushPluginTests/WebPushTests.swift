@@ -109,7 +109,7 @@ struct WebPushSandboxTests {
         let subscription = try harness.instance.sandbox.subscribe()
         let delivery = harness.delivery(subscription)
         let result = await harness.provider.deliver(delivery)
-        guard case .delivered(let location?, 201) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(let location?, 201, _) = result else { Issue.record("not delivered: \(result)"); return }
         #expect(location.contains("/message/"))
         let message = try #require(harness.instance.sandbox.messages.first)
         #expect(message.plaintext == delivery.job.summaryJSON())

@@ -63,6 +63,8 @@ public struct APNsProvider: PushProvider {
         } catch .notForPushKitToken(let pushType) {
             return .failed(reason: "the binding is an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token: "
                 + "a \(delivery.job.kind.rawValue) push would go as \(pushType.rawValue); not sent", httpStatus: nil)
+        } catch .liveActivityMissing {
+            return .failed(reason: "the target's push type is liveactivity and the job has no liveActivity; not sent", httpStatus: nil)
         } catch {
             return .failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil)
         }
@@ -86,6 +88,7 @@ public struct APNsProvider: PushProvider {
         let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
                                   timeout: configuration.timeout, tls: tls)
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: APNsResponse.classify)
+            .truncated(built.truncated)
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
             if let bearer { tokenCache(for: authentication)?.rejected(bearer) }

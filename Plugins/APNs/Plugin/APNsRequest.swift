@@ -1,5 +1,6 @@
 import PushCore
 import PushCrypto
+import PushPluginAPI
 
 /// Builds the HTTP/2 request for one delivery: path, Apple's headers, payload.
 enum APNsRequest {
@@ -8,6 +9,8 @@ enum APNsRequest {
         var headers: [(name: String, value: String)]
         var payload: [UInt8]
         var pushType: APNsPushType
+        /// The alert was shortened to fit the payload limit.
+        var truncated: Bool
     }
 
     enum Refusal: Error, Equatable {
@@ -16,6 +19,8 @@ enum APNsRequest {
         case template(PayloadTemplateFailure)
         /// The app's X-MPUSH tokens are PushKit tokens and this push would not be VoIP.
         case notForPushKitToken(APNsPushType)
+        /// A `liveactivity` target of a job without `liveActivity`: there is nothing to start, update or end.
+        case liveActivityMissing
     }
 
     static func build(_ delivery: Delivery, app: APNsApp, templates: any PayloadTemplates = BuiltInPayloads()) throws(Refusal) -> Built {
@@ -29,14 +34,26 @@ enum APNsRequest {
         var keywords = PayloadKeywords(delivery: delivery, app: app.bundleId)
         keywords.set("PUSHTYPE", pushType.rawValue)
         keywords.set("APRIORITY", String(pushType.priority(for: job.priority)))
+        // The job's `overrides.apns.payload`, merged last; headers are never overridden.
+        let override = job.overrides[.apns]?["payload"]
+        let limit = pushType.payloadLimit
         let payload: [UInt8]
+        var truncated = false
         switch templates.render(PayloadTemplateKey(provider: .apns, app: app.bundleId, kind: job.kind), keywords: keywords) {
-        case nil: payload = self.payload(job, pushType: pushType)
+        case nil:
+            if pushType == .liveactivity, job.liveActivity == nil { throw .liveActivityMissing }
+            let build = { (notification: Notification?) in
+                PayloadOverride.apply(override, to: self.payload(job, notification: notification, pushType: pushType))
+            }
+            guard let fitted = AlertFitting.fit(job.notification, limit: limit, build: build) else {
+                throw .payloadTooLarge(size: build(job.notification).count, limit: limit)
+            }
+            (payload, truncated) = (fitted.payload, fitted.truncated)
         // Mizu's pushkitmessage.txt carries a `headers` block; headers follow the binding rules instead.
-        case .success(let rendered)?: payload = rendered.bytes(removing: ["headers"])
+        case .success(let rendered)?: payload = PayloadOverride.apply(override, to: rendered.bytes(removing: ["headers"]))
         case .failure(let failure)?: throw .template(failure)
         }
-        guard payload.count <= pushType.payloadLimit else { throw .payloadTooLarge(size: payload.count, limit: pushType.payloadLimit) }
+        guard payload.count <= limit else { throw .payloadTooLarge(size: payload.count, limit: limit) }
         var headers: [(name: String, value: String)] = [
             ("apns-topic", app.topicOverride ?? app.bundleId + pushType.topicSuffix),
             ("apns-push-type", pushType.rawValue),
@@ -46,7 +63,8 @@ enum APNsRequest {
             ("content-type", "application/json"),
         ]
         if let collapseKey = job.collapseKey { headers.append(("apns-collapse-id", collapseId(collapseKey))) }
-        return Built(path: "/3/device/\(delivery.target.details(APNsTarget.self)?.token ?? "")", headers: headers, payload: payload, pushType: pushType)
+        return Built(path: "/3/device/\(delivery.target.details(APNsTarget.self)?.token ?? "")", headers: headers, payload: payload,
+                     pushType: pushType, truncated: truncated)
     }
 
     /// Seconds since the epoch after which APNs stops trying; 0 = deliver now or never.
@@ -78,25 +96,18 @@ enum APNsRequest {
 
     /// `aps` plus the job's data at the top level. Background pushes carry `content-available`
     /// only (no alert, sound or badge, as Apple requires); alerts with data get `mutable-content`
-    /// so a notification service extension can enrich them.
-    static func payload(_ job: Job, pushType: APNsPushType) -> [UInt8] {
+    /// unless the job says otherwise, so a notification service extension can enrich them.
+    static func payload(_ job: Job, notification: Notification?, pushType: APNsPushType) -> [UInt8] {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("aps")
         writer.beginObject()
         if pushType == .background {
             writer.member("content-available", Int64(1))
-        } else if let notification = job.notification {
-            if notification.title != nil || notification.body != nil {
-                writer.key("alert")
-                writer.beginObject()
-                if let title = notification.title { writer.member("title", title) }
-                if let body = notification.body { writer.member("body", body) }
-                writer.endObject()
-            }
-            if let sound = notification.sound { writer.member("sound", sound) }
-            if let badge = notification.badge { writer.member("badge", badge) }
-            if pushType == .alert, !job.data.isEmpty { writer.member("mutable-content", Int64(1)) }
+        } else if pushType == .liveactivity, let activity = job.liveActivity {
+            APNsLiveActivity.write(activity, notification: notification, createdAt: job.createdAt, into: &writer)
+        } else if let notification {
+            AppleNotificationMembers.write(notification, into: &writer, mutableByDefault: pushType == .alert && !job.data.isEmpty)
         }
         writer.endObject()
         for (key, value) in job.data.sorted(by: { $0.key < $1.key }) where key != "aps" {

@@ -37,6 +37,11 @@ extension Target {
 /// How jobs write APNs targets, natively and as SIP bindings.
 public struct APNsTargetFormat: TargetFormat {
     public let provider = ProviderID.apns
+
+    /// `overrides.apns.payload` is merged into the payload; headers (topic, push type, priority) follow the rules.
+    public func checkOverride(_ override: JSONValue) throws(JobRejection) {
+        try checkOverride(override, members: ["payload"])
+    }
     public static let environments = ["production", "sandbox"]
 
     public init() {}

@@ -40,6 +40,9 @@ public final class APNsSandbox: Sendable {
     private let clock: @Sendable () -> Int64
     private let lastTokenIssuedAt = Mutex<[String: Int64]>([:])
     private let tokenBundleIds = Mutex<[String: String]>([:])
+    private let rejectedPayloads = Mutex<[String]>([])
+    /// Why each payload answered 400 BadPayload by `APNsPayloadRules` was refused, in order (for tests).
+    public var payloadProblems: [String] { rejectedPayloads.withLock { $0 } }
     private let trustedConnections = Mutex<Set<ObjectIdentifier>>([])
     private let answered = Atomic<Int>(0)
     /// Every this many requests, the answer is followed by GOAWAY and a closed connection.
@@ -117,6 +120,10 @@ public final class APNsSandbox: Sendable {
         guard let payload = try? JSONParser.parse(request.body), case .object = payload else { return error(400, "BadPayload") }
         if pushType == "background", case .object(let aps)? = payload["aps"],
            aps.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
+            return error(400, "BadPayload")
+        }
+        if let problem = APNsPayloadRules.problem(in: payload, pushType: pushType) {
+            rejectedPayloads.withLock { $0.append(problem) }
             return error(400, "BadPayload")
         }
 

@@ -1,4 +1,5 @@
 import PushCore
+import PushPluginAPI
 
 /// The `messages:send` body for one delivery.
 ///
@@ -10,6 +11,10 @@ import PushCore
 /// that shows nothing is a background push (`content-available: 1`, apns-priority 5, as Apple and
 /// Firebase's Message.data reference require). Web tokens get a `webpush` block with TTL and Urgency.
 enum FCMMessage {
+    /// Firebase ("About FCM messages"): "the maximum payload for both message types is 4096 bytes";
+    /// measured here on the whole message without the device token, which is more than FCM counts.
+    static let largestPayloadBytes = 4096
+
     static func isDataOnly(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel || kind == .wake }
 
     /// The platform of a target's token: its own `platform`, iOS for a VoIP binding; nil when unknown.
@@ -35,7 +40,14 @@ enum FCMMessage {
         showsNothingOnApple(job) ? ("background", "5") : ("alert", job.priority == .normal ? "5" : "10")
     }
 
+    /// The message with the job's notification, `overrides.fcm` merged last.
     static func body(_ delivery: Delivery) -> [UInt8] {
+        PayloadOverride.apply(delivery.job.overrides[.fcm], to: body(delivery, notification: delivery.job.notification))
+    }
+
+    /// The message with `notification` (the job's, or one shortened to fit), before overrides.
+    /// - Parameter includingToken: false gives the message whose size FCM's limit is about.
+    static func body(_ delivery: Delivery, notification jobNotification: Notification?, includingToken: Bool = true) -> [UInt8] {
         let job = delivery.job
         let target = delivery.target
         let ttl = delivery.remainingTTLSeconds
@@ -45,19 +57,21 @@ enum FCMMessage {
         writer.beginObject()
         writer.key("message")
         writer.beginObject()
-        writer.member("token", target.details(FCMTarget.self)?.token ?? "")
+        if includingToken { writer.member("token", target.details(FCMTarget.self)?.token ?? "") }
         if !job.data.isEmpty {
             writer.key("data")
             writer.beginObject()
             for (key, value) in job.data.sorted(by: { $0.key < $1.key }) { writer.member(key, value) }
             writer.endObject()
         }
-        let notification = dataOnly ? nil : job.notification.flatMap { $0.title != nil || $0.body != nil ? $0 : nil }
-        if let notification {
+        // Android shows a notification only for text; a sound or badge alone stays a data message there.
+        let notification = dataOnly ? nil : jobNotification.flatMap { $0.hasText || $0.image != nil ? $0 : nil }
+        if let notification, notification.title != nil || notification.body != nil || notification.image != nil {
             writer.key("notification")
             writer.beginObject()
             if let title = notification.title { writer.member("title", title) }
             if let body = notification.body { writer.member("body", body) }
+            if let image = notification.image { writer.member("image", image) }
             writer.endObject()
         }
         writer.key("android")
@@ -66,12 +80,9 @@ enum FCMMessage {
         writer.member("priority", job.priority == .high || job.kind == .cancel ? "high" : "normal")
         writer.member("ttl", "\(ttl)s")
         if let collapseKey = job.collapseKey { writer.member("collapse_key", collapseKey) }
-        if let notification, notification.sound != nil || notification.badge != nil {
+        if let notification, FCMAndroidNotification.hasMembers(notification) {
             writer.key("notification")
-            writer.beginObject()
-            if let sound = notification.sound { writer.member("sound", sound) }
-            if let badge = notification.badge { writer.member("notification_count", badge) }
-            writer.endObject()
+            FCMAndroidNotification.write(notification, into: &writer)
         }
         writer.endObject()
         switch platform(of: target) {
@@ -92,9 +103,11 @@ enum FCMMessage {
             writer.beginObject()
             if showsNothing {
                 writer.member("content-available", Int64(1))
-            } else {
-                if let sound = job.notification?.sound { writer.member("sound", sound) }
-                if let badge = job.notification?.badge { writer.member("badge", badge) }
+            } else if let notification = jobNotification {
+                // Title and body travel in `message.notification`; an alert with a subtitle or localized
+                // text is written whole, since FCM's notification has no place for those.
+                AppleNotificationMembers.write(notification, into: &writer,
+                                               includeAlert: AppleNotificationMembers.needsOwnAlert(notification))
             }
             writer.endObject()
             writer.endObject()

@@ -42,13 +42,28 @@ public struct FCMProvider: PushProvider {
         if let key = FCMMessage.reservedDataKey(in: delivery.job.data) {
             return .failed(reason: Self.reservedKeyReason(key), httpStatus: nil)
         }
-        let body: [UInt8]
+        if case .object(let data)? = delivery.job.overrides[.fcm]?["message"]?["data"],
+           let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
+            return .failed(reason: Self.reservedKeyReason(key) + " (overrides.fcm)", httpStatus: nil)
+        }
+        var body: [UInt8]
+        var truncated = false
         var keywords = PayloadKeywords(delivery: delivery, app: projectId)
         let (pushType, priority) = FCMMessage.apnsHeaders(delivery.job)
         keywords.set("PUSHTYPE", pushType)
         keywords.set("APRIORITY", priority)
         switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind), keywords: keywords) {
-        case nil: body = FCMMessage.body(delivery)
+        case nil:
+            let override = delivery.job.overrides[.fcm]
+            let measured = { (notification: Notification?) in
+                PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: notification, includingToken: false))
+            }
+            guard let fitted = AlertFitting.fit(delivery.job.notification, limit: FCMMessage.largestPayloadBytes, build: measured) else {
+                return .failed(reason: "the FCM message is \(measured(delivery.job.notification).count) bytes without its token even with "
+                               + "an empty body; FCM accepts \(FCMMessage.largestPayloadBytes); not sent", httpStatus: nil)
+            }
+            body = PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: fitted.notification))
+            truncated = fitted.truncated
         case .success(let rendered)?:
             if case .object(let data)? = rendered.document["message"]?["data"],
                let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
@@ -58,7 +73,7 @@ public struct FCMProvider: PushProvider {
             if configuration.removeNotification.removes(delivery.job.kind) {
                 rendered.document = rendered.document.removing(["message", "notification"]).removing(["message", "android", "notification"])
             }
-            body = rendered.bytes()
+            body = PayloadOverride.apply(delivery.job.overrides[.fcm], to: rendered.bytes())
         case .failure(let failure)?: return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
         }
         let token: String
@@ -74,6 +89,7 @@ public struct FCMProvider: PushProvider {
                                   body: body, timeout: configuration.timeout,
                                   tls: TLSOptions(caFile: configuration.caFile))
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: FCMResponse.classify)
+            .truncated(truncated)
         // 401 UNAUTHENTICATED: the access token was not accepted. Fetch a new one once; if a
         // fresh token is refused too, the credentials are at fault (and the circuit opens).
         // THIRD_PARTY_AUTH_ERROR is a 401 about the project's APNs or web credentials, blamed on the part.

@@ -36,6 +36,12 @@ extension Target {
 public struct FCMTargetFormat: TargetFormat {
     public let provider = ProviderID.fcm
 
+    /// `overrides.fcm.message` is merged into the message; its recipient stays the target's token.
+    public func checkOverride(_ override: JSONValue) throws(JobRejection) {
+        try checkOverride(override, members: ["message"], protected: [["message", "token"], ["message", "topic"], ["message", "condition"]],
+                          because: "the message goes to the target's token")
+    }
+
     public init() {}
 
     public func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails {

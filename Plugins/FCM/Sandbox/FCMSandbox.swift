@@ -119,6 +119,9 @@ public final class FCMSandbox: Sendable {
            case .object(let aps)? = apns["payload"]?["aps"], !aps.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
             return googleError(400, "INVALID_ARGUMENT", "Data-only messages to iOS allow apns-priority 5 only", fcmCode: "INVALID_ARGUMENT")
         }
+        if let problem = FCMMessageRules.problem(in: message) {
+            return googleError(400, "INVALID_ARGUMENT", problem, fcmCode: "INVALID_ARGUMENT")
+        }
         if let android = message["android"] {
             if let ttl = android["ttl"] {
                 guard case .string(let text) = ttl, text.hasSuffix("s"), Double(text.dropLast()).map({ $0 >= 0 }) == true else {

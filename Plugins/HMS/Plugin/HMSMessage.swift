@@ -39,8 +39,12 @@ enum HMSMessage {
         job.body ?? String(decoding: job.summaryJSON(), as: UTF8.self)
     }
 
-    /// The request body; `tokens` empty gives the body Huawei's 4096-byte limit is about.
+    /// The request body, `overrides.hms` merged last; `tokens` empty gives the body Huawei's 4096-byte limit is about.
     static func body(_ delivery: Delivery, tokens: [String]) -> [UInt8] {
+        PayloadOverride.apply(delivery.job.overrides[.hms], to: bodyBeforeOverride(delivery, tokens: tokens))
+    }
+
+    private static func bodyBeforeOverride(_ delivery: Delivery, tokens: [String]) -> [UInt8] {
         let job = delivery.job
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()

@@ -35,18 +35,19 @@ public struct HMSProvider: PushProvider {
         guard let deviceToken = delivery.target.details(HMSTarget.self)?.token else {
             return .failed(reason: "the HMS target has no token", httpStatus: nil)
         }
-        let size = HMSMessage.body(delivery, tokens: []).count
-        guard size <= HMSMessage.largestBodyBytes else {
-            return .failed(reason: "the HMS message is \(size) bytes; Huawei accepts at most \(HMSMessage.largestBodyBytes) (without the token); not sent",
-                           httpStatus: nil)
+        // Huawei's limit is about the body without its tokens; the summary's alert is shortened to fit it.
+        let measured = { (notification: Notification?) in HMSMessage.body(delivery.replacingNotification(notification), tokens: []) }
+        guard let fitted = AlertFitting.fit(delivery.job.notification, limit: HMSMessage.largestBodyBytes, build: measured) else {
+            return .failed(reason: "the HMS message is \(measured(delivery.job.notification).count) bytes; Huawei accepts at most "
+                           + "\(HMSMessage.largestBodyBytes) (without the token); not sent", httpStatus: nil)
         }
-        let body = HMSMessage.body(delivery, tokens: [deviceToken])
+        let body = HMSMessage.body(delivery.replacingNotification(fitted.notification), tokens: [deviceToken])
         let first = await send(body, appId: appId, deviceToken: deviceToken, source: source, for: delivery)
         // 80200001/80200003: the access token was refused (revoked, expired early). Fetch a new one once;
         // a fresh token refused again means the credentials are at fault.
-        guard case .accessTokenRefused(let accessToken, let refusal) = first else { return first.result }
+        guard case .accessTokenRefused(let accessToken, let refusal) = first else { return first.result.truncated(fitted.truncated) }
         guard await source.rejected(accessToken) else { return refusal }
-        return await send(body, appId: appId, deviceToken: deviceToken, source: source, for: delivery).result
+        return await send(body, appId: appId, deviceToken: deviceToken, source: source, for: delivery).result.truncated(fitted.truncated)
     }
 
     private enum Attempt {

@@ -45,10 +45,15 @@ public struct WebPushProvider: PushProvider {
         case .success(let allowed): target = allowed
         case .failure(let refusal): return .failed(reason: "endpoint refused, not sent: \(refusal.reason)", httpStatus: nil)
         }
-        let plaintext = delivery.job.summaryJSON()
-        guard plaintext.count + WebPushEncryption.overhead <= WebPushRequest.maximumBody else {
-            return .failed(reason: "payload of \(plaintext.count) bytes exceeds 4096 bytes once encrypted; not sent", httpStatus: nil)
+        let override = delivery.job.overrides[.webpush]?["payload"]
+        let message = { (notification: Notification?) in
+            PayloadOverride.apply(override, to: delivery.replacingNotification(notification).job.summaryJSON())
         }
+        guard let fitted = AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, build: message) else {
+            return .failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes once encrypted "
+                           + "even with an empty body; not sent", httpStatus: nil)
+        }
+        let plaintext = fitted.payload
         let body: [UInt8]
         let authorization: String
         do {
@@ -60,7 +65,7 @@ public struct WebPushProvider: PushProvider {
         let request = HTTPRequest(url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
                                   body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile),
                                   pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
-        return await HTTPDelivery.send(request, for: delivery, over: transport, classify: Self.classify)
+        return await HTTPDelivery.send(request, for: delivery, over: transport, classify: Self.classify).truncated(fitted.truncated)
     }
 
     public func shutdown() async { transport.shutdown() }

@@ -5,6 +5,8 @@ import PushCrypto
 enum WebPushRequest {
     /// The push service must accept 4096 bytes of (encrypted) payload.
     static let maximumBody = 4096
+    /// The largest message that still fits once encrypted (RFC 8291: 3993 bytes in one aes128gcm record).
+    static let largestPlaintext = maximumBody - WebPushEncryption.overhead
 
     /// `Urgency` (RFC 8030 §5.3): calls and their cancels must wake the device now;
     /// messages follow the job priority; wake-ups can wait for a good moment.

@@ -41,6 +41,11 @@ extension Target {
 public struct WebPushTargetFormat: TargetFormat {
     public let provider = ProviderID.webpush
 
+    /// `overrides.webpush.payload` is merged into the summary JSON the subscription receives.
+    public func checkOverride(_ override: JSONValue) throws(JobRejection) {
+        try checkOverride(override, members: ["payload"])
+    }
+
     public init() {}
 
     public func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails {

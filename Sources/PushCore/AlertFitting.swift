@@ -1,0 +1,56 @@
+/// Shortens a notification's text until a provider's payload fits its size limit: the body first, then
+/// the title, each cut on a UTF-8 character boundary and ended with "…". Only a payload that is still too
+/// large with neither body nor title does not fit.
+public enum AlertFitting {
+    public static let ellipsis = "…"
+
+    public struct Fitted: Sendable, Equatable {
+        public var payload: [UInt8]
+        /// The notification the payload was built from (shortened or not), for building it again with more.
+        public var notification: Notification?
+        /// Whether the text was shortened (the outcome's `truncated`).
+        public var truncated: Bool
+    }
+
+    /// - Parameters:
+    ///   - limit: the provider's largest payload, in bytes.
+    ///   - build: the payload for a notification (the job's, or a shortened copy).
+    /// - Returns: nil when even an empty body and title do not fit.
+    public static func fit(_ notification: Notification?, limit: Int,
+                           build: (Notification?) -> [UInt8]) -> Fitted? {
+        var payload = build(notification)
+        guard payload.count > limit else { return Fitted(payload: payload, notification: notification, truncated: false) }
+        guard var shortened = notification else { return nil }
+        while payload.count > limit {
+            let excess = payload.count - limit
+            if let body = shortened.body, !body.isEmpty {
+                shortened.body = truncate(body, removing: excess)
+            } else if let title = shortened.title, !title.isEmpty {
+                shortened.title = truncate(title, removing: excess)
+            } else {
+                return nil
+            }
+            payload = build(shortened)
+        }
+        return Fitted(payload: payload, notification: shortened, truncated: true)
+    }
+
+    /// `text` at least `excess` bytes shorter (room for the ellipsis included), or empty.
+    static func truncate(_ text: String, removing excess: Int) -> String {
+        let keep = text.utf8.count - (excess + ellipsis.utf8.count)
+        guard keep > 0 else { return "" }
+        return text.utf8Prefix(keep) + ellipsis
+    }
+}
+
+extension String {
+    /// The longest prefix of at most `maximumBytes` UTF-8 bytes that ends on a character (scalar) boundary.
+    public func utf8Prefix(_ maximumBytes: Int) -> String {
+        let bytes = Array(utf8)
+        guard bytes.count > maximumBytes else { return self }
+        var end = max(maximumBytes, 0)
+        // A continuation byte (10xxxxxx) is never a scalar's first byte.
+        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        return String(decoding: bytes[..<end], as: UTF8.self)
+    }
+}
