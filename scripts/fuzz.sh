@@ -62,13 +62,16 @@ dependency() {  # name mirror major: a SwiftPM dependency's checkout (from .buil
 core() { module PushCore -- Sources/PushCore/*.swift; }
 http() { core; module PushHTTP -- Sources/PushHTTP/HTTPTransport.swift Sources/PushHTTP/HTTPDelivery.swift Sources/PushHTTP/RetryAfter.swift; }
 crypto() { core; module PushCrypto -I Sources/COpenSSL -- Sources/PushCrypto/*.swift; }
-redis() {
-    core
+logging() {
     local log
     log=$(dependency swift-log /opt/swift-packages/apple/swift-log.git 1)
     module Logging -- $(find "$log/Sources/Logging" -name '*.swift' | sort)
+}
+redis() {
+    core; logging
     module PushRedis -I Sources/CHiredis -enable-testing -- Sources/PushRedis/*.swift
 }
+pluginapi() { http; crypto; logging; module PushPluginAPI -I Sources/COpenSSL -- Sources/PushPluginAPI/*.swift; }
 mustache() {
     local source
     source=$(dependency swift-mustache /opt/swift-packages/hummingbird-project/swift-mustache.git 2)
@@ -107,11 +110,12 @@ for target in "${targets[@]}"; do
         endpoint-policy) http; crypto
             build endpoint-policy fuzz/targets/EndpointPolicyFuzz.swift $reader $(plugin WebPush) \
                 "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
-        headers) http; crypto
+        headers) pluginapi
             build headers fuzz/targets/HeadersFuzz.swift $reader $jobs Plugins/APNs/Plugin/APNsRequest.swift \
-                Plugins/FCM/Plugin/FCMMessage.swift Plugins/WebPush/Plugin/WebPushRequest.swift \
-                Plugins/WebPush/Plugin/VAPIDTokens.swift Plugins/Proxy/Plugin/ProxyRequestBody.swift \
-                "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
+                Plugins/APNs/Plugin/APNsLiveActivity.swift Plugins/FCM/Plugin/FCMMessage.swift Plugins/FCM/Plugin/FCMAndroidNotification.swift \
+                Plugins/WebPush/Plugin/WebPushRequest.swift Plugins/WebPush/Plugin/VAPIDTokens.swift Plugins/Proxy/Plugin/ProxyRequestBody.swift \
+                "$out/libPushPluginAPI.a" "$out/libLogging.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" \
+                -I Sources/COpenSSL -lssl -lcrypto ;;
         redis-url) redis; build redis-url fuzz/targets/RedisURLFuzz.swift "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushCore.a" -I Sources/CHiredis -lhiredis ;;
         redis-records) redis; http
             build redis-records fuzz/targets/RedisRecordsFuzz.swift $reader $formats "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushHTTP.a" \
