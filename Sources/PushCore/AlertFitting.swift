@@ -10,6 +10,12 @@ public enum AlertFitting {
         public var notification: Notification?
         /// Whether the text was shortened (the outcome's `truncated`).
         public var truncated: Bool
+
+        public init(payload: [UInt8], notification: Notification?, truncated: Bool) {
+            self.payload = payload
+            self.notification = notification
+            self.truncated = truncated
+        }
     }
 
     /// - Parameters:

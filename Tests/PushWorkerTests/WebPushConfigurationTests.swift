@@ -57,3 +57,32 @@ struct WebPushConfigurationTests {
         #expect(stray.problems == ["PUSH_WEBPUSH_ALLOW_PRIVATE is set but PUSH_WEBPUSH_VAPID_KEY_FILE is not"])
     }
 }
+
+@Suite("Web Push keys per app in PUSH_APPS_FILE")
+struct WebPushAppKeysTests {
+    @Test("apps in PUSH_APPS_FILE webpush get keys of their own (subject defaulting to the worker's); a bad key is one line")
+    func appKeys() throws {
+        let directory = FileManager.default.temporaryDirectory.path
+        let defaultKey = "\(directory)/vapid-\(UUID().uuidString).pem"
+        let tenantKey = "\(directory)/vapid-\(UUID().uuidString).pem"
+        try PrivateKey.generateP256().pem().write(toFile: defaultKey, atomically: true, encoding: .utf8)
+        try PrivateKey.generateP256().pem().write(toFile: tenantKey, atomically: true, encoding: .utf8)
+        let apps = "\(directory)/apps-\(UUID().uuidString).json"
+        try #"{"webpush": [{"app": "tenant-a", "vapidKeyFile": "\#(tenantKey)"}, {"app": "tenant-b", "vapidKeyFile": "\#(tenantKey)", "subject": "https://b.example"}]}"#
+            .write(toFile: apps, atomically: true, encoding: .utf8)
+        let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_WEBPUSH_VAPID_KEY_FILE": defaultKey, "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:ops@example.com",
+                    "PUSH_APPS_FILE": apps]
+        let webPush = try #require(try WorkerConfiguration.load(from: base).get().webPush)
+        #expect(webPush.apps.keys.sorted() == ["tenant-a", "tenant-b"])
+        #expect(webPush.apps["tenant-a"]?.subject == "mailto:ops@example.com")
+        #expect(webPush.apps["tenant-b"]?.subject == "https://b.example")
+        try #"{"webpush": [{"app": "tenant-a", "vapidKeyFile": "/missing.pem"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        let problems = WorkerConfiguration.load(from: base).failureLines
+        #expect(problems.count == 1)
+        #expect(problems.first?.hasPrefix("PUSH_APPS_FILE webpush[0] (tenant-a): vapidKeyFile:") == true)
+    }
+}
+
+extension Result where Success == WorkerConfiguration, Failure == ConfigurationErrors {
+    var failureLines: [String] { if case .failure(let errors) = self { errors.problems } else { [] } }
+}

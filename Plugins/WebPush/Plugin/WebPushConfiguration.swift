@@ -1,10 +1,13 @@
 import PushCrypto
 
 public struct WebPushConfiguration: Sendable {
-    /// The application server's VAPID key (P-256).
+    /// The application server's VAPID key (P-256): targets without `app`, or whose app has no key of its own.
     public var vapidKey: PrivateKey
     /// `sub` of the VAPID token: a `mailto:` or `https:` contact.
     public var subject: String
+    /// VAPID identities by the targets' `app` (tenants, key rotation): a subscription is tied to the key its page
+    /// subscribed with, so each app's targets are signed with that app's key.
+    public var apps: [String: VAPIDIdentity] = [:]
     /// Trust for push services (a sandbox CA); nil = the system store.
     public var caFile: String?
     /// Allow endpoints on any loopback, private and link-local address (tests, private push services).
@@ -34,5 +37,16 @@ public struct WebPushConfiguration: Sendable {
         self.maximumInFlightPerOrigin = maximumInFlightPerOrigin
         self.timeout = timeout
         self.tokenLifetime = tokenLifetime
+    }
+}
+
+/// An application server's VAPID key and contact.
+public struct VAPIDIdentity: Sendable {
+    public var key: PrivateKey
+    public var subject: String
+
+    public init(key: PrivateKey, subject: String) {
+        self.key = key
+        self.subject = subject
     }
 }

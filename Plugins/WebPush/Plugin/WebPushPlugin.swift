@@ -7,6 +7,8 @@ import PushPluginAPI
 public struct WebPushPlugin: ProviderPlugin {
     public let id = ProviderID.webpush
     public var targetFormat: any TargetFormat { WebPushTargetFormat() }
+    public var templateShape: (any TemplateShape)? { WebPushTemplateShape() }
+    public var appsFileSection: String? { "webpush" }
     public var configuredBy: String { "PUSH_WEBPUSH_VAPID_KEY_FILE" }
 
     public init() {}
@@ -26,20 +28,22 @@ public struct WebPushPlugin: ProviderPlugin {
     public var settings: [Setting] { [Settings.vapidKeyFile] + Settings.dependents }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
-        guard let configuration = Self.configuration(&reader) else { return nil }
+        guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         let publicKey = (try? configuration.vapidKey.rawPublicKey()).map(Base64URL.encode) ?? "?"
         return ConfiguredPlugin(id: id, configuration: configuration, summary: [
             "webpush: VAPID public key \(publicKey), subject \(configuration.subject), ports \(configuration.allowedPorts.sorted().map(String.init).joined(separator: ","))"
                 + (configuration.allowPrivateNetworks ? ", private networks allowed" : ""),
         ]) { context in
-            try WebPushProvider(configuration: configuration, transport: context.makeTransport("webpush"))
+            try WebPushProvider(configuration: configuration, transport: context.makeTransport("webpush"), templates: context.templates)
         }
     }
 
-    /// The VAPID key and the endpoint policy.
-    public static func configuration(_ reader: inout SettingsReader) -> WebPushConfiguration? {
+    /// The VAPID key, each app's own (`PUSH_APPS_FILE` `{"webpush": [{"app", "vapidKeyFile", "subject"?}]}`) and the
+    /// endpoint policy.
+    public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue] = []) -> WebPushConfiguration? {
         guard let path = reader.string(Settings.vapidKeyFile) else {
             reader.refuseDependents(Settings.dependents, because: "PUSH_WEBPUSH_VAPID_KEY_FILE is not")
+            if !entries.isEmpty { reader.problem("PUSH_APPS_FILE webpush needs PUSH_WEBPUSH_VAPID_KEY_FILE too: the key of targets without an app of their own") }
             return nil
         }
         let key: PrivateKey
@@ -69,10 +73,31 @@ public struct WebPushPlugin: ProviderPlugin {
             }
             ports.insert(port)
         }
-        return WebPushConfiguration(vapidKey: key, subject: subject, caFile: reader.readableFile(Settings.caFile),
+        var apps: [String: VAPIDIdentity] = [:]
+        for (index, entry) in entries.enumerated() {
+            let place = "PUSH_APPS_FILE webpush[\(index)]"
+            guard let app = entry.nonEmptyString("app"), let file = entry.nonEmptyString("vapidKeyFile") else {
+                reader.problem("\(place): app and vapidKeyFile are required")
+                continue
+            }
+            let appSubject = entry.nonEmptyString("subject") ?? subject
+            guard appSubject.hasPrefix("mailto:") || appSubject.hasPrefix("https:") else {
+                reader.problem("\(place) (\(app)): subject must be a mailto: or https: contact")
+                continue
+            }
+            do {
+                let identity = VAPIDIdentity(key: try VAPIDKeyFile.load(file), subject: appSubject)
+                if apps.updateValue(identity, forKey: app) != nil { reader.problem("Web Push app \(app) is configured twice") }
+            } catch {
+                reader.problem("\(place) (\(app)): vapidKeyFile: \(error)")
+            }
+        }
+        var configuration = WebPushConfiguration(vapidKey: key, subject: subject, caFile: reader.readableFile(Settings.caFile),
                                     allowPrivateNetworks: reader.boolean(Settings.allowPrivate),
                                     allowedNetworks: networks, allowedHosts: reader.list(Settings.allowedHosts).map { $0.lowercased() },
                                     allowedPorts: ports.isEmpty ? [443] : ports,
                                     maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin))
+        configuration.apps = apps
+        return configuration
     }
 }

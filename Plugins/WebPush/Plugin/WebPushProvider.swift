@@ -11,17 +11,29 @@ public struct WebPushProvider: PushProvider {
     private let transport: any HTTPTransport
     private let policy: EndpointPolicy
     private let vapid: VAPIDTokens
+    /// Each app's own VAPID identity, by the targets' `app`.
+    private let appVapid: [String: VAPIDTokens]
+    private let templates: any PayloadTemplates
 
-    public init(configuration: WebPushConfiguration, transport: any HTTPTransport,
+    public init(configuration: WebPushConfiguration, transport: any HTTPTransport, templates: any PayloadTemplates = BuiltInPayloads(),
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
         self.configuration = configuration
         self.transport = transport
+        self.templates = templates
         policy = EndpointPolicy(EndpointPolicy.Rules(
             allowPrivateNetworks: configuration.allowPrivateNetworks, allowedNetworks: configuration.allowedNetworks,
             allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts))
         vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject,
                                 lifetime: configuration.tokenLifetime, clock: clock)
+        var appVapid: [String: VAPIDTokens] = [:]
+        for (app, identity) in configuration.apps {
+            appVapid[app] = try VAPIDTokens(key: identity.key, subject: identity.subject, lifetime: configuration.tokenLifetime, clock: clock)
+        }
+        self.appVapid = appVapid
     }
+
+    /// The VAPID identity a target's pushes are signed with: its app's, else the default one.
+    func vapidTokens(for target: Target) -> VAPIDTokens { target.app.flatMap { appVapid[$0] } ?? vapid }
 
     /// A push service answers for its own subscriptions: breakers and slots are per origin, and a
     /// 401/403 (one subscription's VAPID key mismatch) never stops the others. Origins are chosen
@@ -46,19 +58,34 @@ public struct WebPushProvider: PushProvider {
         case .failure(let refusal): return .failed(reason: "endpoint refused, not sent: \(refusal.reason)", httpStatus: nil)
         }
         let override = delivery.job.overrides[.webpush]?["payload"]
-        let message = { (notification: Notification?) in
-            PayloadOverride.apply(override, to: delivery.replacingNotification(notification).job.summaryJSON())
-        }
-        guard let fitted = AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, build: message) else {
-            return .failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes once encrypted "
-                           + "even with an empty body; not sent", httpStatus: nil)
+        let fitted: AlertFitting.Fitted
+        let templateKey = PayloadTemplateKey(provider: id, app: delivery.target.app ?? "default", kind: delivery.job.kind)
+        switch templates.render(templateKey, keywords: PayloadKeywords(delivery: delivery, app: delivery.target.app ?? "")) {
+        case .success(let rendered)?:
+            let payload = PayloadOverride.apply(override, to: rendered.bytes())
+            guard payload.count <= WebPushRequest.largestPlaintext else {
+                return .failed(reason: "payload template \(rendered.source) renders \(payload.count) bytes, more than the "
+                               + "\(WebPushRequest.largestPlaintext) a push message can carry; not sent", httpStatus: nil)
+            }
+            fitted = AlertFitting.Fitted(payload: payload, notification: delivery.job.notification, truncated: false)
+        case .failure(let failure)?:
+            return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
+        case nil:
+            let message = { (notification: Notification?) in
+                PayloadOverride.apply(override, to: delivery.replacingNotification(notification).job.summaryJSON())
+            }
+            guard let shortened = AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, build: message) else {
+                return .failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes once encrypted "
+                               + "even with an empty body; not sent", httpStatus: nil)
+            }
+            fitted = shortened
         }
         let plaintext = fitted.payload
         let body: [UInt8]
         let authorization: String
         do {
             body = try WebPushEncryption.encrypt(plaintext, uaPublic: uaPublic, authSecret: authSecret)
-            authorization = try vapid.authorization(for: target.origin)
+            authorization = try vapidTokens(for: delivery.target).authorization(for: target.origin)
         } catch {
             return .rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil)
         }

@@ -8,7 +8,8 @@ import Synchronization
 /// VAPID token (ES256 signature with the `k` key, `aud` = its origin, `exp` in the future
 /// and at most 24 h away, `sub` mailto:/https:), the `TTL` and `Content-Encoding` headers,
 /// decrypts the aes128gcm body and records the plaintext. Scripted by subscription id
-/// prefix: `gone` 410, `missing` 404, `busy` 429 with Retry-After 1, `big` 413.
+/// prefix: `gone` 410, `missing` 404, `busy` 429 with Retry-After 1, `big` 413. A subscription made with an
+/// `applicationServerKey` refuses a VAPID key other than that one with 403 (RFC 8292 §4.2).
 /// `/push/<id>/<anything>` is another endpoint of subscription `<id>` (same keys), so one
 /// subscription can stand for many targets.
 public final class WebPushSandbox: Sendable {
@@ -36,6 +37,8 @@ public final class WebPushSandbox: Sendable {
     private struct Holder {
         let key: PrivateKey
         let auth: [UInt8]
+        /// The application server's public key the page subscribed with (raw P-256 point), if any.
+        let applicationServerKey: [UInt8]?
     }
 
     private let origin: String
@@ -51,10 +54,11 @@ public final class WebPushSandbox: Sendable {
     }
 
     /// Creates a subscription (what a browser does for a page) and returns what the page sends upstream.
-    public func subscribe(id: String = UUID().uuidString.lowercased()) throws -> Subscription {
+    /// - Parameter applicationServerKey: the VAPID public key the page subscribed with; pushes signed with another are refused.
+    public func subscribe(id: String = UUID().uuidString.lowercased(), applicationServerKey: [UInt8]? = nil) throws -> Subscription {
         let key = try PrivateKey.generateP256()
         let auth = try RandomBytes.generate(16)
-        subscriptions.withLock { $0[id] = Holder(key: key, auth: auth) }
+        subscriptions.withLock { $0[id] = Holder(key: key, auth: auth, applicationServerKey: applicationServerKey) }
         return Subscription(endpoint: "\(origin)/push/\(id)", p256dh: Base64URL.encode(try key.rawPublicKey()), auth: Base64URL.encode(auth))
     }
 
@@ -96,6 +100,9 @@ public final class WebPushSandbox: Sendable {
         if id.hasPrefix("big") || request.body.count > 4096 { return answer(413, "payload too large") }
         let subscriptionId = String(id.prefix { $0 != "/" })
         guard let holder = subscriptions.withLock({ $0[subscriptionId] }) else { return answer(404, "subscription not found") }
+        if let expected = holder.applicationServerKey, expected != point {
+            return answer(403, "VAPID key is not the applicationServerKey this subscription was made with")
+        }
         guard let plaintext = try? WebPushEncryption.decrypt(request.body, uaKey: holder.key, authSecret: holder.auth) else {
             return answer(400, "body does not decrypt")
         }
