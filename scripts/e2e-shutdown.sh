@@ -67,7 +67,10 @@ echo "shutdown: hand-over complete in ${elapsed_ms} ms; 2500/2500 jobs delivered
 
 echo "shutdown: a second signal exits at once"
 start_worker c; third=$!
-for _ in $(seq 1 100); do grep -q "partitions assigned" "$work/worker-c.log" && break; sleep 0.1; done
+# Until its normal lane holds partitions of push.jobs (the urgent lane's assignment can come first): otherwise
+# the slow jobs below could all stay with worker b and this one would have nothing in flight to cut short.
+for _ in $(seq 1 200); do grep -qF '"partitions assigned","partitions":"[push.jobs[' "$work/worker-c.log" && break; sleep 0.1; done
+grep -qF '"partitions assigned","partitions":"[push.jobs[' "$work/worker-c.log" || fail "worker c never got partitions of push.jobs"
 produce 3000 50
 # slow- users keep their jobs in flight for 2 s each
 for index in $(seq 3100 3120); do
