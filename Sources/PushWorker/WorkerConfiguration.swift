@@ -114,6 +114,7 @@ public struct WorkerConfiguration: Sendable {
                 configured.append(ready)
             }
         }
+        let aProviderWasRefused = reader.problems.count > problemsBeforePlugins
 
         var templates: TemplateDirectory?
         if let path = reader.string(CoreSettings.templatesDir) {
@@ -148,7 +149,7 @@ public struct WorkerConfiguration: Sendable {
             }
         }
         // A provider whose configuration was refused has said why already.
-        if enabled.isEmpty, requireBrokers, reader.problems.count == problemsBeforePlugins {
+        if enabled.isEmpty, requireBrokers, !aProviderWasRefused {
             reader.problem("no provider is configured; set one of: " + linked.map(\.configuredBy).joined(separator: "; ") + " (see push-worker run --help)")
         }
 
