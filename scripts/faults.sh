@@ -263,7 +263,7 @@ scenario_hostile_endpoints() {
     # PUSH_MAX_ATTEMPTS=10: a target meets up to two faults of its own plus failures of streams that shared a
     # connection with a reset. PUSH_CIRCUIT_FAILURES: a reset fails every stream in flight at once (see
     # scenario_provider). PUSH_CIRCUIT_COOLDOWN_MS above every TTL: a circuit one hostile target opens for its
-    # app shows as expired outcomes, not as a delay. PUSH_RETRY_MAX_MS keeps retries well inside the 45 s TTL.
+    # app shows as expired outcomes, not as a delay. PUSH_RETRY_MAX_MS keeps retries well inside the 90 s TTL (a stall target may meet two 10 s timeouts plus failures of streams that shared a reset connection).
     start_worker a PUSH_MAX_ATTEMPTS=10 PUSH_RETRY_MAX_MS=2000 PUSH_CIRCUIT_FAILURES=100000 PUSH_CIRCUIT_COOLDOWN_MS=300000 \
         PUSH_APNS_KEY_FILE="$state/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
         PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$state/apns-port")" \
@@ -280,7 +280,7 @@ scenario_hostile_endpoints() {
     wait_ready a
     # Paced, so few requests are in flight when a hostile answer comes (an answer then affecting others shows).
     "$ledger_python" scripts/ledger.py produce-endpoints --brokers "$brokers" --manifest "$dir/manifest" --prefix he \
-        --count "$jobs" --sandbox-dir "$state" --scale "$scale" --ttl 45 --rate 250 ${FAULTS_HOSTILE_MARKERS:+--markers "$FAULTS_HOSTILE_MARKERS"} \
+        --count "$jobs" --sandbox-dir "$state" --scale "$scale" --ttl 90 --rate 250 ${FAULTS_HOSTILE_MARKERS:+--markers "$FAULTS_HOSTILE_MARKERS"} \
         || fail "producing jobs failed"
     # A reset may swallow answers already given on its connection: those targets are sent again (explained duplicates).
     check --rss-kb "$(peak_rss_kb "$worker")" --timeout 150 --max-duplicates "$((jobs * 3))" --max-unexplained-duplicates 0 --expect delivered \

@@ -23,7 +23,8 @@
         * duplicates: bindings the provider accepted more than once (from the sandbox's record
           file R), else bindings with differing final outcomes; at most D. Of those, the ones
           no broken connection explains (an accepted answer within 2 s before or 1 s after a reset
-          or GOAWAY on its connection may never have reached the worker) at most
+          or GOAWAY on its connection may never have reached the worker; one given only after a
+          stall past the worker's request timeout did not) at most
           --max-unexplained-duplicates. Byte-identical repeated outcomes are replays of the
           recorded outcome (no send), counted apart;
         * with --retry-after-ms, no target was retried sooner than that after a 503 or 429
@@ -375,13 +376,16 @@ def check(args):
                     retry_after_violations += 1
             status = label.split(":")[-1]
             if status.isdigit() and 200 <= int(status) < 300:
-                accepted[target].append((at, connection))
+                accepted[target].append((at, connection, label))
             elif status in ("503", "429") and not maybe_lost(at, connection):
                 last_fault[target] = at
         sent_twice = {t: a for t, a in accepted.items() if len(a) > 1 and t in binding_job}
         duplicates = len(sent_twice)
-        # A second send is explained when an earlier accepted answer may have been lost to a broken connection.
-        unexplained = sum(1 for a in sent_twice.values() if not any(maybe_lost(at, c) for at, c in a[:-1]))
+        # A second send is explained when an earlier accepted answer may have been lost to a broken connection, or
+        # came only after a stall longer than the worker's request timeout (the worker had given up on it: the
+        # provider accepted a push the worker could not know about).
+        unexplained = sum(1 for a in sent_twice.values()
+                          if not any(maybe_lost(at, c) or label.startswith("stall") for at, c, label in a[:-1]))
     final_count = sum(len(v) for v in finals.values())
     by_marker = defaultdict(Counter)
     wrong = defaultdict(Counter)          # marker -> statuses outside its expectation
