@@ -72,8 +72,6 @@ public struct ProviderRegistry: Sendable {
 
     public func provider(for id: ProviderID) -> (any PushProvider)? { providers[id] }
 
-    public var enabled: [ProviderID] { providers.keys.sorted() }
-
     public func shutdown() async {
         for provider in providers.values { await provider.shutdown() }
     }

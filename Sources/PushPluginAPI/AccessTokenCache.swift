@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushHTTP
 
 /// An OAuth 2.0 access token shared by every request of one credential (an FCM service account, an HMS
 /// app). One token serves until `refreshMargin` before it expires; concurrent callers share one fetch;
@@ -116,6 +117,35 @@ public actor AccessTokenCache {
 }
 
 extension AccessTokenCache {
+    /// Posts a grant to a token endpoint and reads its answer (RFC 6749 §5.1, §5.2): 200 with a non-empty
+    /// `access_token` and an integer `expires_in` is a grant; 5xx and 429 (and no answer) are temporary; any
+    /// other status refuses the credentials.
+    /// - Parameters:
+    ///   - endpoint: how failures name the endpoint (`HMS token endpoint`).
+    ///   - refused: what a refusal refused (`the grant`, `the client credentials`).
+    ///   - refusalDetail: what of a refusal's body is worth telling (the endpoint's error fields).
+    public static func requestGrant(_ request: HTTPRequest, over transport: any HTTPTransport, endpoint: String, refused: String,
+                                    refusalDetail: (JSONValue?, Int) -> String) async -> Result<Grant, Failure> {
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            return .failure(.unavailable("\(endpoint): \(error)"))
+        }
+        let document = try? JSONParser.parse(response.body)
+        guard response.status == 200 else {
+            if response.status >= 500 || response.status == 429 {
+                return .failure(.unavailable("\(endpoint) answered \(response.status)"))
+            }
+            return .failure(.refused("\(endpoint) refused \(refused): \(refusalDetail(document, response.status))"))
+        }
+        guard case .string(let token)? = document?["access_token"], !token.isEmpty,
+              case .integer(let expiresIn)? = document?["expires_in"] else {
+            return .failure(.unavailable("\(endpoint) answered without access_token/expires_in"))
+        }
+        return .success(Grant(token: token, lifetimeSeconds: expiresIn))
+    }
+
     /// An `application/x-www-form-urlencoded` body (RFC 6749 §4.4.2), every value percent-encoded:
     /// a secret may hold `&`, `=` or `+`.
     public static func formBody(_ fields: KeyValuePairs<String, String>) -> [UInt8] {

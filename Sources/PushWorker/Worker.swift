@@ -21,6 +21,9 @@ public struct Worker: Sendable {
         templatesReloadInterval = configuration.templatesReloadInterval
         self.logger = logger
         registry = try Self.makeRegistry(configuration, logger: logger)
+        for plugin in configuration.plugins {
+            for line in plugin.summary { logger.info("provider configured", metadata: ["provider": "\(plugin.id)", "detail": "\(line)"]) }
+        }
         var producerProperties = KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers)
         producerProperties.merge(configuration.rdkafkaProperties) { $1 }
         var consumerProperties = KafkaConsumer.defaultProperties(bootstrapServers: configuration.brokers,

@@ -11,8 +11,6 @@ public final class FCMAccessTokens: Sendable {
     public static let scope = "https://www.googleapis.com/auth/firebase.messaging"
     /// Refresh this long before `expires_in` runs out.
     public static let refreshMargin: Int64 = 5 * 60 * 1000
-    /// Google issues tokens for an hour; a lifetime outside 0…24 h is clamped, not trusted.
-    static let longestLifetimeSeconds: Int64 = 86_400
 
     public typealias Failure = AccessTokenCache.Failure
 
@@ -21,8 +19,7 @@ public final class FCMAccessTokens: Sendable {
     public init(account: ServiceAccount, transport: any HTTPTransport, tls: TLSOptions,
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
         let key = try PrivateKey(pem: account.privateKeyPEM)
-        cache = AccessTokenCache(refreshMargin: Self.refreshMargin, longestLifetimeSeconds: Self.longestLifetimeSeconds,
-                                 clock: clock) {
+        cache = AccessTokenCache(refreshMargin: Self.refreshMargin, clock: clock) {
             await Self.grant(account: account, key: key, transport: transport, tls: tls, now: clock())
         }
     }
@@ -63,22 +60,8 @@ public final class FCMAccessTokens: Sendable {
         let form = AccessTokenCache.formBody(["grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": assertion])
         let request = HTTPRequest(url: account.tokenURI, headers: [("content-type", "application/x-www-form-urlencoded")],
                                   body: form, timeout: .seconds(10), tls: tls)
-        let response: HTTPResponse
-        do {
-            response = try await transport.send(request)
-        } catch {
-            return .failure(.unavailable("token endpoint: \(error)"))
+        return await AccessTokenCache.requestGrant(request, over: transport, endpoint: "token endpoint", refused: "the grant") { document, status in
+            if case .string(let error)? = document?["error"] { error } else { "HTTP \(status)" }
         }
-        let document = try? JSONParser.parse(response.body)
-        guard response.status == 200 else {
-            let detail: String = if case .string(let error)? = document?["error"] { error } else { "HTTP \(response.status)" }
-            return .failure(response.status >= 500 || response.status == 429
-                ? .unavailable("token endpoint answered \(response.status)")
-                : .refused("token endpoint refused the grant: \(detail)"))
-        }
-        guard case .string(let token)? = document?["access_token"], case .integer(let expiresIn)? = document?["expires_in"] else {
-            return .failure(.unavailable("token endpoint answered without access_token/expires_in"))
-        }
-        return .success(AccessTokenCache.Grant(token: token, lifetimeSeconds: expiresIn))
     }
 }

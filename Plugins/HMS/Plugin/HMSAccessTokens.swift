@@ -8,8 +8,6 @@ import PushPluginAPI
 public final class HMSAccessTokens: Sendable {
     /// Refresh this long before `expires_in` (3600 s at Huawei) runs out.
     public static let refreshMargin: Int64 = 5 * 60 * 1000
-    /// Huawei's tokens last an hour; a lifetime outside 0…24 h is clamped, not trusted.
-    static let longestLifetimeSeconds: Int64 = 86_400
 
     public typealias Failure = AccessTokenCache.Failure
 
@@ -21,8 +19,7 @@ public final class HMSAccessTokens: Sendable {
                                   body: AccessTokenCache.formBody(["grant_type": "client_credentials", "client_id": app.clientId,
                                                                    "client_secret": app.clientSecret]),
                                   timeout: .seconds(10), tls: tls)
-        cache = AccessTokenCache(refreshMargin: Self.refreshMargin, longestLifetimeSeconds: Self.longestLifetimeSeconds,
-                                 clock: clock) {
+        cache = AccessTokenCache(refreshMargin: Self.refreshMargin, clock: clock) {
             await Self.grant(request, over: transport)
         }
     }
@@ -42,24 +39,8 @@ public final class HMSAccessTokens: Sendable {
     /// 200 `{access_token, expires_in, token_type}`; a refusal is HTTP 400 (or 401/403) with numeric `error` and
     /// `sub_error` (`1101`/`12304`: wrong secret); 5xx, 429 and 503 (rate limiting) are temporary.
     static func grant(_ request: HTTPRequest, over transport: any HTTPTransport) async -> Result<AccessTokenCache.Grant, Failure> {
-        let response: HTTPResponse
-        do {
-            response = try await transport.send(request)
-        } catch {
-            return .failure(.unavailable("HMS token endpoint: \(error)"))
-        }
-        let document = try? JSONParser.parse(response.body)
-        guard response.status == 200 else {
-            if response.status >= 500 || response.status == 429 {
-                return .failure(.unavailable("HMS token endpoint answered \(response.status)"))
-            }
-            return .failure(.refused("HMS token endpoint refused the client credentials: \(refusalDetail(document, status: response.status))"))
-        }
-        guard case .string(let token)? = document?["access_token"], !token.isEmpty,
-              case .integer(let expiresIn)? = document?["expires_in"] else {
-            return .failure(.unavailable("HMS token endpoint answered without access_token/expires_in"))
-        }
-        return .success(AccessTokenCache.Grant(token: token, lifetimeSeconds: expiresIn))
+        await AccessTokenCache.requestGrant(request, over: transport, endpoint: "HMS token endpoint", refused: "the client credentials",
+                                            refusalDetail: refusalDetail)
     }
 
     /// `error 1101, sub_error 12304 (invalid client_secret)`; the description is Huawei's text, cut short.
