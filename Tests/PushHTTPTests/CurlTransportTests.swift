@@ -136,7 +136,28 @@ struct RetryAfterTests {
         #expect(RetryAfter.parse("Wed, 21 Oct 2015 07:28:30 GMT", now: now) == .seconds(30))
     }
 
-    @Test("garbage and negatives are ignored", arguments: ["", "soon", "-3"])
+    @Test("the obsolete RFC 850 and asctime forms are read too (RFC 9110 §5.6.7)", arguments: [
+        "Wednesday, 21-Oct-15 07:28:30 GMT", "Wed Oct 21 07:28:30 2015",
+    ])
+    func obsoleteDates(_ value: String) {
+        let now = Date(timeIntervalSince1970: 1_445_412_480)  // Wed, 21 Oct 2015 07:28:00 GMT
+        #expect(RetryAfter.parse(value, now: now) == .seconds(30))
+    }
+
+    @Test("an asctime day below 10 is padded with a space")
+    func asctimeSingleDigitDay() {
+        let now = Date(timeIntervalSince1970: 784_111_747)  // Sun, 06 Nov 1994 08:49:07 GMT
+        #expect(RetryAfter.parse("Sun Nov  6 08:49:37 1994", now: now) == .seconds(30))
+    }
+
+    @Test("a date in the past means now")
+    func pastDate() { #expect(RetryAfter.parse("Sun, 06 Nov 1994 08:49:37 GMT") == .zero) }
+
+    @Test("a text that is not exactly an HTTP-date is ignored, whatever bytes it holds", arguments: [
+        "", "soon", "-3", "Wed, 30 Feb 2015 07:28:30 GMT", "Wed, 21 Oct 2015 24:00:00 GMT", "wed, 21 Oct 2015 07:28:30 GMT",
+        "Wed, 21 Oct 2015 07:28:30 UTC", "Wed, 21 Oct 2015 07:28:30 GMT x", "Fri, 3\u{5BB}\u{9A}\u{1C}\0 999 2\u{F}:59 GMT",
+        "Wed,\u{00A0}21 Oct 2015 07:28:30 GMT", "Wed, 2\u{0661} Oct 2015 07:28:30 GMT",
+    ])
     func invalid(_ value: String) { #expect(RetryAfter.parse(value) == nil) }
 
     @Test("an absurd delay, beyond Int64 or far in the future, counts as one day", arguments: [
