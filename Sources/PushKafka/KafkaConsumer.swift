@@ -106,6 +106,15 @@ public final class KafkaConsumer: Sendable {
                             headers: readHeaders(message))
     }
 
+    /// Up to `maximum` messages: waits up to `timeout` milliseconds for the first, then takes
+    /// only what librdkafka has already fetched. Serves rebalance callbacks.
+    public func poll(maximum: Int, timeoutMilliseconds: Int32) -> [KafkaMessage] {
+        guard maximum > 0, let first = poll(timeoutMilliseconds: timeoutMilliseconds) else { return [] }
+        var messages = [first]
+        while messages.count < maximum, let next = poll(timeoutMilliseconds: 0) { messages.append(next) }
+        return messages
+    }
+
     private func readHeaders(_ message: UnsafeMutablePointer<rd_kafka_message_t>) -> [KafkaHeader] {
         var headers: OpaquePointer?
         guard rd_kafka_message_headers(message, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR, let headers else { return [] }

@@ -5,74 +5,34 @@ import PushKafka
 import Synchronization
 
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
-/// `urgentTopic`) feeds jobs to tasks; each job's outcomes are published and acknowledged
-/// before its offset may be committed; offsets advance per partition over the contiguous
-/// run of finished jobs, each consumer committing its own partitions. Jobs with the same
-/// Kafka key (the user) run one after another within a lane.
+/// `urgentTopic`) consumes batches into a `PipelineStateMachine`, which decides when each job
+/// starts (capacity, the urgent reserve, per-key order) and which offsets to store; a started
+/// job runs as a task, and its outcomes are published and acknowledged before it counts as
+/// completed. Jobs with the same Kafka key (the user) run one after another within a lane.
 ///
 /// Capacity: `maximumInFlightJobs` bounds the jobs being worked on in both lanes together;
 /// `urgentReservedInFlightJobs` of it belong to the urgent lane, which may also take what the
 /// normal lane leaves free, while the normal lane never takes the reserved part. A job whose
 /// targets wait for their app's slot (`AppConcurrencyLimits`) is parked: it does not count
-/// there, only against the lane's read-ahead bound (`readAheadJobs`). A lane at its bound
-/// stops polling until a job finishes or parks.
+/// there, only against the lane's read-ahead bound (`readAheadJobs`). A lane at its read-ahead
+/// bound stops polling until a job finishes.
 public final class DeliveryPipeline: Sendable {
-    private struct LaneState {
-        var tracker = OffsetTracker()
-        /// Consumed and not finished (the read-ahead), parked jobs included.
-        var inFlight = 0
-        /// Consumed jobs waiting for an app slot.
-        var parked = 0
-        /// Paused while the shared store is unavailable.
-        var paused = false
-        /// The lane's consumer thread waits for its `capacityFreed` semaphore.
-        var waitingForCapacity = false
-        /// The consumer joined its group (an empty assignment counts: an idle spare replica is ready).
-        var joined = false
-        var lastPoll: ContinuousClock.Instant?
-        /// The last running job per Kafka key, so one user's jobs keep their order.
-        var tails: [[UInt8]: (sequence: UInt64, task: Task<Void, Never>)] = [:]
-        var tasks: [UInt64: Task<Void, Never>] = [:]
-
-        /// Jobs being worked on: holding in-flight capacity.
-        var working: Int { inFlight - parked }
-    }
-
-    private struct State {
-        var lanes: [Lane: LaneState]
-        var stopRequested = false
-        var sequence: UInt64 = 0
-
-        var inFlight: Int { lanes.values.reduce(0) { $0 + $1.inFlight } }
-
-        /// Whether `lane` may consume one more job now.
-        func admits(_ lane: Lane, _ configuration: PipelineConfiguration) -> Bool {
-            guard let own = lanes[lane], own.inFlight < configuration.readAheadJobs else { return false }
-            let total = configuration.maximumInFlightJobs
-            let urgent = lanes[.urgent]?.working ?? 0
-            let normal = lanes[.normal]?.working ?? 0
-            let reserved = lanes[.urgent] == nil ? 0 : configuration.effectiveUrgentReservedInFlightJobs
-            switch lane {
-            case .urgent: return urgent < reserved || urgent + normal < total
-            case .normal: return normal + max(urgent, reserved) < total
-            }
-        }
-
-        /// Lanes whose consumer waits for capacity, now woken.
-        mutating func wakeWaiting() -> [Lane] {
-            var woken: [Lane] = []
-            for lane in Lane.allCases where lanes[lane]?.waitingForCapacity == true {
-                lanes[lane]?.waitingForCapacity = false
-                woken.append(lane)
-            }
-            return woken
-        }
-    }
-
     private struct LaneSource: Sendable {
         let lane: Lane
         let topic: String
         let consumerProperties: [String: String]
+    }
+
+    /// What the consumer threads and the job tasks share, under one lock.
+    private struct Shared {
+        var machine: PipelineStateMachine
+        var consumers: [Lane: KafkaConsumer] = [:]
+        var tasks: [PipelineStateMachine.JobID: Task<Void, Never>] = [:]
+        /// Paused while the shared store is unavailable.
+        var paused: Set<Lane> = []
+        var lastPoll: [Lane: ContinuousClock.Instant] = [:]
+        var runningThreads = 0
+        var finishedRun: CheckedContinuation<Void, Never>?
     }
 
     private let configuration: PipelineConfiguration
@@ -82,15 +42,18 @@ public final class DeliveryPipeline: Sendable {
     private let retryScheduler: RetryScheduler?
     private let logger: Logger
     private let observer: (any PipelineObserver)?
-    private let state: Mutex<State>
-    private let consumerFinished = DispatchSemaphore(value: 0)
-    private let capacityFreed: [Lane: DispatchSemaphore]
+    private let shared: Mutex<Shared>
+    /// Signalled when one of the lane's jobs finishes: its consumer thread may have room again,
+    /// or a revocation or stop it waits for may be able to go ahead.
+    private let jobFinished: [Lane: DispatchSemaphore]
 
     /// The urgent lane's consumer group: the normal group's id with this suffix, so a rebalance
     /// of one lane (which waits for its revoked jobs) never stalls the other.
     public static let urgentGroupSuffix = ".urgent"
     /// The urgent consumer's `fetch.wait.max.ms` ceiling.
     public static let urgentFetchWaitMilliseconds = 10
+    /// Messages taken from librdkafka per poll.
+    static let batchSize = 256
 
     /// - Parameters:
     ///   - consumerProperties: complete librdkafka consumer properties of the normal lane (see
@@ -111,8 +74,8 @@ public final class DeliveryPipeline: Sendable {
             sources.append(LaneSource(lane: .urgent, topic: urgentTopic, consumerProperties: properties))
         }
         self.sources = sources
-        state = Mutex(State(lanes: Dictionary(uniqueKeysWithValues: sources.map { ($0.lane, LaneState()) })))
-        capacityFreed = Dictionary(uniqueKeysWithValues: sources.map { ($0.lane, DispatchSemaphore(value: 0)) })
+        shared = Mutex(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: sources.map(\.lane))))
+        jobFinished = Dictionary(uniqueKeysWithValues: sources.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
         let publisher = OutcomePublisher(producer: producer, outcomesTopic: configuration.outcomesTopic,
                                          deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
@@ -125,16 +88,14 @@ public final class DeliveryPipeline: Sendable {
     }
 
     /// Consumed and unfinished jobs of both lanes.
-    public var inFlightJobs: Int { state.withLock { $0.inFlight } }
+    public var inFlightJobs: Int { shared.withLock { $0.machine.consumed } }
 
-    /// Consumed and unfinished jobs of one lane (parked ones included).
-    public func inFlightJobs(in lane: Lane) -> Int { state.withLock { $0.lanes[lane]?.inFlight ?? 0 } }
+    /// Consumed and unfinished jobs of one lane (queued and parked ones included).
+    public func inFlightJobs(in lane: Lane) -> Int { shared.withLock { $0.machine.consumed(in: lane) } }
 
     /// Ready for traffic: every lane joined its group, the shared store answers, not stopping.
     public var readiness: (ready: Bool, reason: String) {
-        let (notJoined, stopping) = state.withLock { state in
-            (state.lanes.filter { !$0.value.joined }.keys.sorted { $0.rawValue < $1.rawValue }, state.stopRequested)
-        }
+        let (notJoined, stopping) = shared.withLock { ($0.machine.lanesNotJoined, $0.machine.stopRequested) }
         if stopping { return (false, "shutting down") }
         if let lane = notJoined.first {
             return (false, lane == .normal ? "not yet joined the consumer group" : "the \(lane.rawValue) lane has not yet joined its consumer group")
@@ -145,7 +106,7 @@ public final class DeliveryPipeline: Sendable {
 
     /// Alive: every lane's consumer thread polled within the last 30 s (or has not started yet).
     public var isAlive: Bool {
-        let polls = state.withLock { $0.lanes.values.compactMap(\.lastPoll) }
+        let polls = shared.withLock { Array($0.lastPoll.values) }
         return polls.allSatisfy { ContinuousClock.now - $0 < .seconds(30) }
     }
 
@@ -163,26 +124,32 @@ public final class DeliveryPipeline: Sendable {
                                              }) { [weak self] event in self?.handle(event, lane: lane) }
             consumers.append((source, consumer))
         }
-        for (source, consumer) in consumers {
-            let thread = Thread { [self] in
-                // The first outcomes would otherwise wait about a second for a metadata refresh.
-                let unknown = publisher.prepareTopics()
-                if !unknown.isEmpty {
-                    logger.warning("could not look up the outcome topics yet; the first outcomes may wait for a metadata refresh",
-                                   metadata: ["topics": "\(unknown)"])
-                }
-                consumeLoop(consumer, lane: source.lane)
-                consumerFinished.signal()
-            }
-            thread.name = "kafka-\(source.lane.rawValue)"
-            thread.start()
-        }
         let retries = retryScheduler.map { scheduler in Task { await scheduler.run() } }
-        let count = consumers.count
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [consumerFinished] in
-                for _ in 0..<count { consumerFinished.wait() }
-                continuation.resume()
+            shared.withLock { shared in
+                shared.finishedRun = continuation
+                shared.runningThreads = consumers.count
+                for (source, consumer) in consumers { shared.consumers[source.lane] = consumer }
+            }
+            for (source, consumer) in consumers {
+                let thread = Thread { [self] in
+                    // The first outcomes would otherwise wait about a second for a metadata refresh.
+                    let unknown = publisher.prepareTopics()
+                    if !unknown.isEmpty {
+                        logger.warning("could not look up the outcome topics yet; the first outcomes may wait for a metadata refresh",
+                                       metadata: ["topics": "\(unknown)"])
+                    }
+                    consumeLoop(consumer, lane: source.lane)
+                    let last = shared.withLock { shared -> CheckedContinuation<Void, Never>? in
+                        shared.runningThreads -= 1
+                        guard shared.runningThreads == 0 else { return nil }
+                        defer { shared.finishedRun = nil }
+                        return shared.finishedRun
+                    }
+                    last?.resume()
+                }
+                thread.name = "kafka-\(source.lane.rawValue)"
+                thread.start()
             }
         }
         retries?.cancel()
@@ -190,115 +157,115 @@ public final class DeliveryPipeline: Sendable {
     }
 
     /// Asks the pipeline to stop consuming and wind down; `run()` returns when it has.
+    /// Jobs consumed but not started are given up at once (uncommitted, redelivered).
     public func stop() {
-        state.withLock { $0.stopRequested = true }
+        let dropped = shared.withLock { $0.machine.stop() }
+        if dropped > 0 { logger.info("stopping: queued jobs left to redelivery", metadata: ["jobs": "\(dropped)"]) }
+        for semaphore in jobFinished.values { semaphore.signal() }
     }
 
     private func consumeLoop(_ consumer: KafkaConsumer, lane: Lane) {
-        let capacityFreed = capacityFreed[lane]!
+        let jobFinished = jobFinished[lane]!
         while true {
             let storeHealthy = processor.health.isHealthy
-            let (stopping, pause, resume, atCapacity) = state.withLock { state in
-                let paused = state.lanes[lane]!.paused
+            let (stopping, pause, resume, room) = shared.withLock { shared in
+                let paused = shared.paused.contains(lane)
                 let pause = !paused && !storeHealthy
                 let resume = paused && storeHealthy
-                if pause { state.lanes[lane]!.paused = true }
-                if resume { state.lanes[lane]!.paused = false }
-                let atCapacity = !state.admits(lane, configuration)
-                state.lanes[lane]!.waitingForCapacity = atCapacity
-                state.lanes[lane]!.lastPoll = .now
-                return (state.stopRequested, pause, resume, atCapacity)
+                if pause { shared.paused.insert(lane) }
+                if resume { shared.paused.remove(lane) }
+                shared.lastPoll[lane] = .now
+                return (shared.machine.stopRequested, pause, resume, shared.machine.room(in: lane))
             }
             if stopping { break }
             if pause { consumer.pauseAll(); logger.debug("consumer paused: shared store unavailable", metadata: ["lane": "\(lane.rawValue)"]) }
             if resume { consumer.resumeAll(); logger.debug("consumer resumed", metadata: ["lane": "\(lane.rawValue)"]) }
-            if atCapacity {
+            if room == 0 {
                 // Not polling leaves the next messages in librdkafka's prefetch queue (bounded by
                 // queued.max.messages.kbytes); pausing would purge it and cost a fetch round trip on resume.
-                _ = capacityFreed.wait(timeout: .now() + .milliseconds(100))
+                _ = jobFinished.wait(timeout: .now() + .milliseconds(100))
                 continue
             }
-            guard let message = consumer.poll(timeoutMilliseconds: 100) else { continue }
-            start(message, lane: lane, consumer: consumer)
+            let messages = consumer.poll(maximum: min(room, Self.batchSize), timeoutMilliseconds: 100)
+            guard !messages.isEmpty else { continue }
+            consumed(messages, lane: lane)
         }
         drain(lane)
         consumer.close()
         logger.info("consumer closed", metadata: ["lane": "\(lane.rawValue)"])
     }
 
-    private func start(_ message: KafkaMessage, lane: Lane, consumer: KafkaConsumer) {
+    private func consumed(_ messages: [KafkaMessage], lane: Lane) {
         let metrics = processor.metrics
-        if let timestamp = message.timestamp { metrics.laneLag(lane, milliseconds: max(currentTimeMilliseconds().subtracting(saturating: timestamp), 0)) }
-        let parking = JobParking { [weak self] parked in self?.parkingChanged(lane, parked: parked) }
-        state.withLock { state in
-            state.sequence += 1
-            let sequence = state.sequence
-            let generation = state.lanes[lane]!.tracker.begin(message.topicPartition, offset: message.offset)
-            state.lanes[lane]!.inFlight += 1
-            metrics.consumed.increment()
-            metrics.inFlight.record(state.inFlight)
-            metrics.laneInFlight(lane, jobs: state.lanes[lane]!.inFlight)
-            let previous = message.key.flatMap { state.lanes[lane]!.tails[$0]?.task }
-            let consumedAt = ContinuousClock.now
-            // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
-            let task = Task(priority: lane == .urgent ? .high : .medium) { [self] in
-                await previous?.value
-                var completed = false
-                if case .publish(let publications, _) = await processor.process(message, lane: lane, parking: parking) {
-                    completed = await publisher.publish(publications)
-                    if completed { observer?.acknowledged(publications, consumedAt: consumedAt, kafkaTimestamp: message.timestamp) }
+        let now = currentTimeMilliseconds()
+        for message in messages {
+            if let timestamp = message.timestamp { metrics.laneLag(lane, milliseconds: max(now.subtracting(saturating: timestamp), 0)) }
+        }
+        metrics.consumed.increment(by: messages.count)
+        perform { machine in
+            let actions = machine.consumed(messages, in: lane)
+            metrics.inFlight.record(machine.consumed)
+            metrics.laneInFlight(lane, jobs: machine.consumed(in: lane))
+            return actions
+        }
+    }
+
+    /// Runs a state-machine event under the lock, then carries out its actions.
+    private func perform(_ event: (inout PipelineStateMachine) -> [PipelineStateMachine.Action]) {
+        shared.withLock { shared in
+            for action in event(&shared.machine) {
+                switch action {
+                case .start(let id, let message):
+                    // A task starts running only after this lock is released, so its entry is in place before it can finish.
+                    shared.tasks[id] = start(id, message)
+                case .storeOffset(let lane, let topicPartition, let offset):
+                    shared.consumers[lane]?.storeOffset(offset, for: topicPartition)
                 }
-                finish(message, lane: lane, sequence: sequence, generation: generation, completed: completed, consumer: consumer)
             }
-            state.lanes[lane]!.tasks[sequence] = task
-            if let key = message.key { state.lanes[lane]!.tails[key] = (sequence, task) }
         }
     }
 
-    /// A job started or stopped waiting for an app slot: parked jobs free in-flight capacity.
-    private func parkingChanged(_ lane: Lane, parked: Bool) {
-        let woken = state.withLock { state -> [Lane] in
-            state.lanes[lane]!.parked += parked ? 1 : -1
-            return parked ? state.wakeWaiting() : []
+    private func start(_ id: PipelineStateMachine.JobID, _ message: KafkaMessage) -> Task<Void, Never> {
+        let parking = JobParking { [weak self] parked in self?.perform { $0.parkingChanged(id, parked: parked) } }
+        let consumedAt = ContinuousClock.now
+        // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
+        return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
+            var completed = false
+            if case .publish(let publications, _) = await processor.process(message, lane: id.lane, parking: parking) {
+                completed = await publisher.publish(publications)
+                if completed { observer?.acknowledged(publications, consumedAt: consumedAt, kafkaTimestamp: message.timestamp) }
+            }
+            finish(id, completed: completed)
         }
-        for lane in woken { capacityFreed[lane]?.signal() }
     }
 
-    private func finish(_ message: KafkaMessage, lane: Lane, sequence: UInt64, generation: UInt64, completed: Bool,
-                        consumer: KafkaConsumer) {
-        let woken = state.withLock { state -> [Lane] in
-            state.lanes[lane]!.inFlight -= 1
-            processor.metrics.inFlight.record(state.inFlight)
-            processor.metrics.laneInFlight(lane, jobs: state.lanes[lane]!.inFlight)
-            state.lanes[lane]!.tasks[sequence] = nil
-            if let key = message.key, state.lanes[lane]!.tails[key]?.sequence == sequence { state.lanes[lane]!.tails[key] = nil }
-            if completed,
-               let offset = state.lanes[lane]!.tracker.finish(message.topicPartition, offset: message.offset, generation: generation) {
-                consumer.storeOffset(offset, for: message.topicPartition)
-            }
-            return state.wakeWaiting()
+    private func finish(_ id: PipelineStateMachine.JobID, completed: Bool) {
+        let metrics = processor.metrics
+        perform { machine in
+            let actions = machine.finished(id, completed: completed)
+            metrics.inFlight.record(machine.consumed)
+            metrics.laneInFlight(id.lane, jobs: machine.consumed(in: id.lane))
+            return actions
         }
-        for lane in woken { capacityFreed[lane]?.signal() }
+        shared.withLock { _ = $0.tasks.removeValue(forKey: id) }
+        jobFinished[id.lane]?.signal()
     }
 
     /// Runs on the lane's consumer thread inside `poll`.
     private func handle(_ event: RebalanceEvent, lane: Lane) {
         switch event {
         case .assigned(let partitions):
-            state.withLock { state in
-                state.lanes[lane]!.tracker.assign(partitions)
-                state.lanes[lane]!.paused = false
-                state.lanes[lane]!.joined = true
+            shared.withLock { shared in
+                shared.machine.assigned(partitions, in: lane)
+                shared.paused.remove(lane)
             }
         case .revoking(let partitions):
+            var running = shared.withLock { $0.machine.revoking(partitions, in: lane) }
             let deadline = ContinuousClock.now + configuration.revocationGrace
-            while state.withLock({ $0.lanes[lane]!.tracker.inFlight(in: partitions) }) > 0, ContinuousClock.now < deadline {
-                Thread.sleep(forTimeInterval: 0.01)
+            while running > 0, waitForJob(in: lane, until: deadline) {
+                running = shared.withLock { $0.machine.running(in: lane, partitions: partitions) }
             }
-            let abandoned = state.withLock { state in
-                defer { state.lanes[lane]!.tracker.revoke(partitions) }
-                return state.lanes[lane]!.tracker.inFlight(in: partitions)
-            }
+            let abandoned = shared.withLock { $0.machine.revoked(partitions, in: lane) }
             if abandoned > 0 {
                 logger.warning("partitions revoked with jobs still in flight; they will be redelivered",
                                metadata: ["jobs": "\(abandoned)", "partitions": "\(partitions)", "lane": "\(lane.rawValue)"])
@@ -306,21 +273,27 @@ public final class DeliveryPipeline: Sendable {
         }
     }
 
-    /// At stop: wait for the lane's in-flight jobs up to the shutdown grace, then cancel the rest.
+    /// Waits until one of the lane's jobs finishes or `deadline` passes; false once it has passed.
+    private func waitForJob(in lane: Lane, until deadline: ContinuousClock.Instant) -> Bool {
+        let left = deadline - ContinuousClock.now
+        guard left > .zero else { return false }
+        let nanoseconds = left.components.seconds.multiplied(saturating: 1_000_000_000)
+            .adding(saturating: left.components.attoseconds / 1_000_000_000)
+        _ = jobFinished[lane]!.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
+        return true
+    }
+
+    /// At stop: wait for the lane's running jobs up to the shutdown grace, then cancel the rest.
     private func drain(_ lane: Lane) {
         let deadline = ContinuousClock.now + configuration.shutdownGrace
-        while state.withLock({ $0.lanes[lane]!.inFlight }) > 0, ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        let remaining = state.withLock { Array($0.lanes[lane]!.tasks.values) }
+        while shared.withLock({ $0.machine.running(in: lane) }) > 0, waitForJob(in: lane, until: deadline) {}
+        let remaining = shared.withLock { shared in shared.tasks.filter { $0.key.lane == lane }.map(\.value) }
         if !remaining.isEmpty {
             logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
                            metadata: ["jobs": "\(remaining.count)", "lane": "\(lane.rawValue)"])
             remaining.forEach { $0.cancel() }
             let cancelDeadline = ContinuousClock.now + .seconds(2)
-            while state.withLock({ $0.lanes[lane]!.inFlight }) > 0, ContinuousClock.now < cancelDeadline {
-                Thread.sleep(forTimeInterval: 0.01)
-            }
+            while shared.withLock({ $0.machine.running(in: lane) }) > 0, waitForJob(in: lane, until: cancelDeadline) {}
         }
     }
 }

@@ -1,0 +1,319 @@
+import PushCore
+import PushKafka
+
+/// Admission, per-key order and offsets of consumed jobs, as one value with no I/O and no
+/// locks: the pipeline feeds it events (a batch consumed, a job parked or finished,
+/// partitions assigned or revoked, a stop) and carries out the actions it returns.
+///
+/// A consumed job waits here as a value until it may start: its lane's turn under the
+/// in-flight limit (the urgent lane first, with its reserve) and no earlier job of the same
+/// Kafka key still queued or running in that lane. A lane consumes only what its free capacity
+/// could start (jobs parked on an app slot hold none), within its read-ahead bound (queued,
+/// running and parked jobs together). Offsets move per partition over the contiguous run of
+/// completed jobs.
+struct PipelineStateMachine {
+    struct Limits: Sendable, Equatable {
+        /// Jobs running (started, not parked) in both lanes together.
+        var maximumInFlight: Int
+        /// The part of `maximumInFlight` only the urgent lane may use.
+        var urgentReserved: Int
+        /// Consumed and unfinished jobs per lane.
+        var readAhead: Int
+
+        init(maximumInFlight: Int, urgentReserved: Int, readAhead: Int) {
+            self.maximumInFlight = max(1, maximumInFlight)
+            self.urgentReserved = max(0, min(urgentReserved, self.maximumInFlight / 2))
+            self.readAhead = max(readAhead, self.maximumInFlight)
+        }
+
+        init(_ configuration: PipelineConfiguration) {
+            self.init(maximumInFlight: configuration.maximumInFlightJobs,
+                      urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs)
+        }
+    }
+
+    /// One consumed job, from consumption until it finishes or is given up.
+    struct JobID: Hashable, Sendable, CustomStringConvertible {
+        let lane: Lane
+        let sequence: UInt64
+        var description: String { "\(lane.rawValue)#\(sequence)" }
+    }
+
+    enum Action: Sendable {
+        /// Work on the job now; report `finished` when its outcomes are acknowledged (or it was abandoned).
+        case start(JobID, KafkaMessage)
+        /// Store this offset (the next one to consume) of the lane's partition for the next commit.
+        case storeOffset(Lane, TopicPartition, Int64)
+    }
+
+    private struct Entry {
+        let id: JobID
+        let message: KafkaMessage
+        let generation: UInt64
+    }
+
+    private struct LaneState {
+        var tracker = OffsetTracker()
+        /// Jobs whose turn came (no earlier job of their key is unfinished), oldest first.
+        var ready = FIFO<Entry>()
+        /// Jobs behind an unfinished earlier job of the same key, per key, oldest first.
+        var behind: [[UInt8]: FIFO<Entry>] = [:]
+        /// Keys with a job ready or running: the next job of such a key waits behind it.
+        var busyKeys = Set<[UInt8]>()
+        var running: [UInt64: Entry] = [:]
+        var parked = Set<UInt64>()
+        var queued = 0
+        var joined = false
+
+        /// Consumed and unfinished: queued, running and parked.
+        var consumed: Int { queued + running.count }
+        /// Running and not parked: holding in-flight capacity.
+        var working: Int { running.count - parked.count }
+    }
+
+    let limits: Limits
+    private var lanes: [Lane: LaneState]
+    private var sequence: UInt64 = 0
+    private(set) var stopRequested = false
+
+    init(limits: Limits, lanes: [Lane]) {
+        self.limits = limits
+        self.lanes = Dictionary(uniqueKeysWithValues: lanes.map { ($0, LaneState()) })
+    }
+
+    // MARK: - Questions
+
+    /// How many more messages the lane may consume now: what its free capacity could start
+    /// beyond the jobs it already holds queued, within its read-ahead bound (0 while stopping).
+    /// A lane at capacity leaves the next messages in librdkafka's prefetch queue.
+    func room(in lane: Lane) -> Int {
+        guard !stopRequested, let state = lanes[lane] else { return 0 }
+        return max(0, min(limits.readAhead - state.consumed, freeCapacity(of: lane) - state.queued))
+    }
+
+    /// Jobs the lane could start now, given what both lanes run.
+    private func freeCapacity(of lane: Lane) -> Int {
+        let urgent = lanes[.urgent]?.working ?? 0
+        let normal = lanes[.normal]?.working ?? 0
+        let reserved = lanes[.urgent] == nil ? 0 : limits.urgentReserved
+        switch lane {
+        case .urgent: return max(reserved - urgent, limits.maximumInFlight - urgent - normal, 0)
+        case .normal: return max(limits.maximumInFlight - normal - max(urgent, reserved), 0)
+        }
+    }
+
+    /// Consumed and unfinished jobs of both lanes.
+    var consumed: Int { lanes.values.reduce(0) { $0 + $1.consumed } }
+
+    func consumed(in lane: Lane) -> Int { lanes[lane]?.consumed ?? 0 }
+
+    func queued(in lane: Lane) -> Int { lanes[lane]?.queued ?? 0 }
+
+    func running(in lane: Lane) -> Int { lanes[lane]?.running.count ?? 0 }
+
+    func running(in lane: Lane, partitions: [TopicPartition]) -> Int {
+        let revoked = Set(partitions)
+        return lanes[lane]?.running.values.count { revoked.contains($0.message.topicPartition) } ?? 0
+    }
+
+    /// Lanes that have not joined their consumer group yet (an empty assignment counts as joined).
+    var lanesNotJoined: [Lane] { [Lane.normal, .urgent].filter { lanes[$0]?.joined == false } }
+
+    // MARK: - Events
+
+    /// A lane consumed these messages, in order: each waits for its turn; those whose turn came start.
+    mutating func consumed(_ messages: [KafkaMessage], in lane: Lane) -> [Action] {
+        guard lanes[lane] != nil else { return [] }
+        for message in messages {
+            sequence += 1
+            let generation = lanes[lane]!.tracker.begin(message.topicPartition, offset: message.offset)
+            let entry = Entry(id: JobID(lane: lane, sequence: sequence), message: message, generation: generation)
+            lanes[lane]!.queued += 1
+            if let key = message.key {
+                if lanes[lane]!.busyKeys.contains(key) {
+                    lanes[lane]!.behind[key, default: FIFO()].append(entry)
+                    continue
+                }
+                lanes[lane]!.busyKeys.insert(key)
+            }
+            lanes[lane]!.ready.append(entry)
+        }
+        return startAdmitted()
+    }
+
+    /// A running job started or stopped waiting for an app slot: a parked job holds no in-flight capacity.
+    mutating func parkingChanged(_ id: JobID, parked: Bool) -> [Action] {
+        guard lanes[id.lane]?.running[id.sequence] != nil else { return [] }
+        if parked {
+            lanes[id.lane]!.parked.insert(id.sequence)
+        } else {
+            lanes[id.lane]!.parked.remove(id.sequence)
+        }
+        return startAdmitted()
+    }
+
+    /// A running job ended: `completed` when its outcomes were acknowledged (its offset may then
+    /// be committed), false when it was abandoned (it stays uncommitted and is redelivered).
+    mutating func finished(_ id: JobID, completed: Bool) -> [Action] {
+        guard let entry = lanes[id.lane]?.running.removeValue(forKey: id.sequence) else { return [] }
+        lanes[id.lane]!.parked.remove(id.sequence)
+        var actions: [Action] = []
+        if completed, let offset = lanes[id.lane]!.tracker.finish(entry.message.topicPartition, offset: entry.message.offset,
+                                                                   generation: entry.generation) {
+            actions.append(.storeOffset(id.lane, entry.message.topicPartition, offset))
+        }
+        if let key = entry.message.key { releaseKey(key, in: id.lane) }
+        return actions + startAdmitted()
+    }
+
+    mutating func assigned(_ partitions: [TopicPartition], in lane: Lane) {
+        guard lanes[lane] != nil else { return }
+        lanes[lane]!.tracker.assign(partitions)
+        lanes[lane]!.joined = true
+    }
+
+    /// Partitions are about to be taken away: their queued jobs are given up at once (never
+    /// started, they are simply redelivered to the next owner). Returns how many of their jobs
+    /// still run; the caller waits for `running(in:partitions:)` to reach 0 up to its grace.
+    mutating func revoking(_ partitions: [TopicPartition], in lane: Lane) -> Int {
+        guard lanes[lane] != nil else { return 0 }
+        let revoked = Set(partitions)
+        dropQueued(in: lane) { revoked.contains($0.message.topicPartition) }
+        return running(in: lane, partitions: partitions)
+    }
+
+    /// The revocation goes ahead: completions of the partitions' remaining jobs no longer count.
+    /// Returns how many were still running (abandoned to the next owner).
+    mutating func revoked(_ partitions: [TopicPartition], in lane: Lane) -> Int {
+        guard lanes[lane] != nil else { return 0 }
+        let abandoned = running(in: lane, partitions: partitions)
+        lanes[lane]!.tracker.revoke(partitions)
+        return abandoned
+    }
+
+    /// Nothing new starts; queued jobs are given up (uncommitted, redelivered). Running ones finish or are abandoned.
+    /// Returns how many jobs were given up.
+    mutating func stop() -> Int {
+        stopRequested = true
+        var dropped = 0
+        for lane in Array(lanes.keys) {
+            dropped += lanes[lane]!.queued
+            dropQueued(in: lane) { _ in true }
+        }
+        return dropped
+    }
+
+    // MARK: - Admission
+
+    /// Whether the lane may start one more job now.
+    private func admits(_ lane: Lane) -> Bool { !stopRequested && freeCapacity(of: lane) > 0 }
+
+    /// Starts ready jobs while capacity allows, the urgent lane's first.
+    private mutating func startAdmitted() -> [Action] {
+        var actions: [Action] = []
+        for lane in [Lane.urgent, .normal] where lanes[lane] != nil {
+            while admits(lane), let entry = lanes[lane]!.ready.popFirst() {
+                lanes[lane]!.queued -= 1
+                lanes[lane]!.running[entry.id.sequence] = entry
+                actions.append(.start(entry.id, entry.message))
+            }
+        }
+        return actions
+    }
+
+    /// The key's job ended: the next job of the key, if any, takes its turn.
+    private mutating func releaseKey(_ key: [UInt8], in lane: Lane) {
+        if let next = lanes[lane]!.behind[key]?.popFirst() {
+            if lanes[lane]!.behind[key]!.isEmpty { lanes[lane]!.behind[key] = nil }
+            lanes[lane]!.ready.append(next)
+        } else {
+            lanes[lane]!.busyKeys.remove(key)
+        }
+    }
+
+    /// Gives up queued jobs matching `drop`, keeping each key's remaining jobs in order behind whatever of the key still runs.
+    private mutating func dropQueued(in lane: Lane, where drop: (Entry) -> Bool) {
+        var state = lanes[lane]!
+        var kept: [Entry] = []
+        var dropped = 0
+        for entry in state.ready.drain() {
+            if drop(entry) { dropped += 1 } else { kept.append(entry) }
+        }
+        var behind: [[UInt8]: FIFO<Entry>] = [:]
+        for (key, var queue) in state.behind {
+            var remaining = FIFO<Entry>()
+            for entry in queue.drain() {
+                if drop(entry) { dropped += 1 } else { remaining.append(entry) }
+            }
+            if !remaining.isEmpty { behind[key] = remaining }
+        }
+        state.queued -= dropped
+        // Rebuild each key's turn: a running job keeps its key busy; otherwise its oldest kept job is ready.
+        var busy = Set(state.running.values.compactMap(\.message.key))
+        var ready = FIFO<Entry>()
+        for entry in kept {
+            if let key = entry.message.key {
+                if busy.contains(key) {
+                    behind[key, default: FIFO()].prepend(entry)
+                    continue
+                }
+                busy.insert(key)
+            }
+            ready.append(entry)
+        }
+        for (key, var queue) in behind where !busy.contains(key) {
+            if let first = queue.popFirst() {
+                busy.insert(key)
+                ready.append(first)
+                behind[key] = queue.isEmpty ? nil : queue
+            }
+        }
+        state.ready = ready
+        state.behind = behind
+        state.busyKeys = busy
+        lanes[lane] = state
+    }
+}
+
+/// A first-in, first-out queue on an array with a moving head.
+struct FIFO<Element> {
+    private var elements: [Element] = []
+    private var head = 0
+
+    init() {}
+
+    var isEmpty: Bool { head == elements.count }
+    var count: Int { elements.count - head }
+
+    mutating func append(_ element: Element) { elements.append(element) }
+
+    /// Puts `element` before every other one.
+    mutating func prepend(_ element: Element) {
+        if head > 0 {
+            head -= 1
+            elements[head] = element
+        } else {
+            elements.insert(element, at: 0)
+        }
+    }
+
+    mutating func popFirst() -> Element? {
+        guard head < elements.count else { return nil }
+        let element = elements[head]
+        head += 1
+        if head == elements.count {
+            elements.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024, head * 2 >= elements.count {
+            elements.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+
+    /// Removes and returns every element, oldest first.
+    mutating func drain() -> [Element] {
+        defer { elements = []; head = 0 }
+        return Array(elements[head...])
+    }
+}
