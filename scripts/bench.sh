@@ -10,10 +10,13 @@
 # It ends with the micro-benchmarks (`push-worker bench --micro`) beside `openssl speed ecdhp256`.
 # With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
 # (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
+# With --baseline BINARY, another build of push-worker (say, of an earlier commit) runs first
+# with the same options, and the table shows both side by side.
 #
-#   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8] [--no-build]
+#   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8]
+#                    [--baseline BINARY] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 extra=()
+jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 baseline="" extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -22,6 +25,7 @@ while [ $# -gt 0 ]; do
         --in-flight|--rate) extra+=("$1" "$2"); shift 2 ;;
         --no-build) build=0; shift ;;
         --libcurl8) libcurl8=1; shift ;;
+        --baseline) baseline=$(realpath "$2"); shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -37,9 +41,9 @@ h2load_run() {
 }
 echo "h2load -c $connections -m 100, $jobs POSTs of 300 B to nginx ..." >&2
 before=$(h2load_run before)
-# One push-worker run on a fresh Kafka mock cluster; $1 names the report, the rest is the environment.
+# One push-worker run on a fresh Kafka mock cluster; $1 names the report, $2 is the binary, the rest is the environment.
 bench_run() {
-    local label=$1; shift
+    local label=$1 binary=$2; shift 2
     rm -f "$work/bootstrap"
     "$bin" kafka-mock --topic push.jobs:32 --topic push.outcomes:8 --topic push.dlq:1 --bootstrap-file "$work/bootstrap" >/dev/null &
     local kafka=$!
@@ -47,13 +51,17 @@ bench_run() {
     wait_for_file "$work/bootstrap"
     echo "push-worker bench ($label) --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
     env "$@" PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
-        "$bin" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
+        "$binary" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
         --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/report-$label.json"
     kill "$kafka"
     redis-cli -p "$redis_port" flushall >/dev/null
 }
 reports=()
-bench_run default
+if [ -n "$baseline" ]; then
+    bench_run baseline "$baseline"
+    reports+=("$work/report-baseline.json")
+fi
+bench_run default "$bin"
 reports+=("$work/report-default.json")
 if [ "$libcurl8" = 1 ]; then
     curl8=.build-bench/libcurl8
@@ -65,7 +73,7 @@ if [ "$libcurl8" = 1 ]; then
         (cd "$curl8" && apt-get "${apt_options[@]}" download -qq libcurl4/bookworm-backports 2>/dev/null)
         dpkg -x "$curl8"/libcurl4_*.deb "$curl8"
     fi
-    bench_run libcurl8 LD_LIBRARY_PATH="$PWD/$curl8/usr/lib/x86_64-linux-gnu"
+    bench_run libcurl8 "$bin" LD_LIBRARY_PATH="$PWD/$curl8/usr/lib/x86_64-linux-gnu"
     reports+=("$work/report-libcurl8.json")
 fi
 after=$(h2load_run after)
@@ -89,9 +97,13 @@ before, after = float(sys.argv[1]), float(sys.argv[2])
 ceiling = max(before, after)
 print()
 print(f"h2load (same endpoint, same connections): {before:.0f} req/s before, {after:.0f} req/s after")
+print()
+print(f"{'run':<28} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11}")
 for path in sys.argv[3:]:
     report = json.load(open(path))
     rate = report["jobsPerSecond"]
+    label = path.rsplit("report-", 1)[-1].removesuffix(".json")
     curl = report["transport"].split()[0]
-    print(f"push-worker end to end ({curl}): {rate:.0f} jobs/s, ratio push-worker / h2load = {rate / ceiling:.3f}")
+    print(f"{label + ' (' + curl + ')':<28} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
+          f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f}")
 PY
