@@ -71,5 +71,9 @@ struct BenchJobs: Sendable {
         return (Array(user.utf8), Array(job.utf8))
     }
 
-    static func isCall(jobId: String) -> Bool { jobId.contains("-call-") }
+    static func isCall(jobId: String) -> Bool {
+        let bytes = Array(jobId.utf8), marker = Array("-call-".utf8)
+        guard bytes.count >= marker.count else { return false }
+        return (0...(bytes.count - marker.count)).contains { bytes[$0..<($0 + marker.count)].elementsEqual(marker) }
+    }
 }

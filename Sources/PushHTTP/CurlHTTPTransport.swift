@@ -250,8 +250,12 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     /// `scheme://authority` of a URL: transfers to the same one share connections.
     static func host(of url: String) -> Substring {
-        guard let schemeEnd = url.range(of: "://") else { return Substring(url) }
-        let path = url[schemeEnd.upperBound...].firstIndex(of: "/") ?? url.endIndex
+        let utf8 = url.utf8
+        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
+              utf8[colon...].starts(with: "://".utf8)
+        else { return Substring(url) }
+        let authority = utf8.index(colon, offsetBy: 3)
+        let path = utf8[authority...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
         return url[..<path]
     }
 

@@ -202,18 +202,19 @@ public final class DeliveryPipeline: Sendable {
             if let timestamp = message.timestamp { metrics.laneLag(lane, milliseconds: max(now.subtracting(saturating: timestamp), 0)) }
         }
         metrics.consumed.increment(by: messages.count)
-        perform { machine in
-            let actions = machine.consumed(messages, in: lane)
-            metrics.inFlight.record(machine.consumed)
-            metrics.laneInFlight(lane, jobs: machine.consumed(in: lane))
-            return actions
+        let (total, inLane) = perform { shared in
+            (shared.machine.consumed(messages, in: lane), (shared.machine.consumed, shared.machine.consumed(in: lane)))
         }
+        metrics.inFlight.record(total)
+        metrics.laneInFlight(lane, jobs: inLane)
     }
 
-    /// Runs a state-machine event under the lock, then carries out its actions.
-    private func perform(_ event: (inout PipelineStateMachine) -> [PipelineStateMachine.Action]) {
+    /// Runs a state-machine event under the lock and carries out its actions there (they are
+    /// quick: creating tasks and storing offsets); returns what the event returned besides.
+    private func perform<Result>(_ event: (inout Shared) -> ([PipelineStateMachine.Action], Result)) -> Result {
         shared.withLock { shared in
-            for action in event(&shared.machine) {
+            let (actions, result) = event(&shared)
+            for action in actions {
                 switch action {
                 case .start(let id, let message):
                     // A task starts running only after this lock is released, so its entry is in place before it can finish.
@@ -222,11 +223,12 @@ public final class DeliveryPipeline: Sendable {
                     shared.consumers[lane]?.storeOffset(offset, for: topicPartition)
                 }
             }
+            return result
         }
     }
 
     private func start(_ id: PipelineStateMachine.JobID, _ message: KafkaMessage) -> Task<Void, Never> {
-        let parking = JobParking { [weak self] parked in self?.perform { $0.parkingChanged(id, parked: parked) } }
+        let parking = JobParking { [weak self] parked in self?.perform { ($0.machine.parkingChanged(id, parked: parked), ()) } }
         let consumedAt = ContinuousClock.now
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
@@ -240,14 +242,12 @@ public final class DeliveryPipeline: Sendable {
     }
 
     private func finish(_ id: PipelineStateMachine.JobID, completed: Bool) {
-        let metrics = processor.metrics
-        perform { machine in
-            let actions = machine.finished(id, completed: completed)
-            metrics.inFlight.record(machine.consumed)
-            metrics.laneInFlight(id.lane, jobs: machine.consumed(in: id.lane))
-            return actions
+        let (total, inLane) = perform { shared in
+            shared.tasks[id] = nil
+            return (shared.machine.finished(id, completed: completed), (shared.machine.consumed, shared.machine.consumed(in: id.lane)))
         }
-        shared.withLock { _ = $0.tasks.removeValue(forKey: id) }
+        processor.metrics.inFlight.record(total)
+        processor.metrics.laneInFlight(id.lane, jobs: inLane)
         jobFinished[id.lane]?.signal()
     }
 

@@ -17,21 +17,54 @@ public final class PipelineMetrics: Sendable {
     let storeAvailable = Gauge(label: "push_store_available")
     let shedJobs = Counter(label: "push_jobs_shed_total")
 
-    public init() {}
+    private let laneLagGauges: [Lane: Gauge]
+    private let laneInFlightGauges: [Lane: Gauge]
+    /// Handlers made once per label set: the factory's lookup (label validation, hashing, a lock) costs more than recording.
+    private let deliveryCounters = Mutex<[DeliveryLabels: Counter]>([:])
+    private let requestTimers = Mutex<[ProviderID: Timer]>([:])
+
+    private struct DeliveryLabels: Hashable {
+        let provider: ProviderID
+        let app: String?
+        let status: Outcome.Status
+    }
+
+    public init() {
+        laneLagGauges = Dictionary(uniqueKeysWithValues: Lane.allCases.map {
+            ($0, Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", $0.rawValue)]))
+        })
+        laneInFlightGauges = Dictionary(uniqueKeysWithValues: Lane.allCases.map {
+            ($0, Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]))
+        })
+    }
 
     func invalid(_ code: JobRejection.Code) {
         Counter(label: "push_jobs_invalid_total", dimensions: [("code", code.rawValue)]).increment()
     }
 
     func finished(_ outcome: Outcome) {
-        Counter(label: "push_deliveries_total", dimensions: [
+        let labels = DeliveryLabels(provider: outcome.provider, app: outcome.app, status: outcome.status)
+        if let counter = deliveryCounters.withLock({ $0[labels] }) {
+            counter.increment()
+            return
+        }
+        let counter = Counter(label: "push_deliveries_total", dimensions: [
             ("provider", outcome.provider.rawValue), ("app", app(outcome.provider, outcome.app)), ("status", outcome.status.rawValue),
-        ]).increment()
+        ])
+        // Apps beyond the cap share the "other" series and are not kept here, so hostile input cannot grow this cache.
+        if app(outcome.provider, outcome.app) == (outcome.app ?? "-") { deliveryCounters.withLock { $0[labels] = counter } }
+        counter.increment()
     }
 
     func requestDuration(_ provider: ProviderID, nanoseconds: Int64) {
-        Timer(label: "push_provider_request_duration_seconds", dimensions: [("provider", provider.rawValue)],
-              preferredDisplayUnit: .seconds).recordNanoseconds(nanoseconds)
+        let timer = requestTimers.withLock { timers in
+            if let timer = timers[provider] { return timer }
+            let timer = Timer(label: "push_provider_request_duration_seconds", dimensions: [("provider", provider.rawValue)],
+                              preferredDisplayUnit: .seconds)
+            timers[provider] = timer
+            return timer
+        }
+        timer.recordNanoseconds(nanoseconds)
     }
 
     func retryScheduled(_ provider: ProviderID) {
@@ -55,11 +88,11 @@ public final class PipelineMetrics: Sendable {
 
     /// Now − Kafka timestamp of the job a lane consumed last.
     func laneLag(_ lane: Lane, milliseconds: Int64) {
-        Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", lane.rawValue)]).record(Double(milliseconds))
+        laneLagGauges[lane]?.record(Double(milliseconds))
     }
 
     func laneInFlight(_ lane: Lane, jobs: Int) {
-        Gauge(label: "push_lane_in_flight", dimensions: [("lane", lane.rawValue)]).record(jobs)
+        laneInFlightGauges[lane]?.record(jobs)
     }
 
     func shed() { shedJobs.increment() }
