@@ -32,15 +32,28 @@ public struct LaneQueue<Element> {
 extension LaneQueue: Sendable where Element: Sendable {}
 
 /// Oldest first; popping moves a head index and compacts the storage as it drains.
-struct FIFOQueue<Element> {
+public struct FIFOQueue<Element> {
     private var items: [Element] = []
     private var head = 0
 
-    var isEmpty: Bool { head == items.count }
+    public init() {}
 
-    mutating func append(_ element: Element) { items.append(element) }
+    public var isEmpty: Bool { head == items.count }
+    public var count: Int { items.count - head }
 
-    mutating func popFirst() -> Element? {
+    public mutating func append(_ element: Element) { items.append(element) }
+
+    /// Puts `element` before every other one.
+    public mutating func prepend(_ element: Element) {
+        if head > 0 {
+            head -= 1
+            items[head] = element
+        } else {
+            items.insert(element, at: 0)
+        }
+    }
+
+    public mutating func popFirst() -> Element? {
         guard head < items.count else { return nil }
         let first = items[head]
         head += 1
@@ -54,12 +67,12 @@ struct FIFOQueue<Element> {
         return first
     }
 
-    mutating func remove(where matches: (Element) -> Bool) -> Element? {
+    public mutating func remove(where matches: (Element) -> Bool) -> Element? {
         guard let index = items[head...].firstIndex(where: matches) else { return nil }
         return items.remove(at: index)
     }
 
-    mutating func removeAll() -> [Element] {
+    public mutating func removeAll() -> [Element] {
         defer { items.removeAll(); head = 0 }
         return Array(items[head...])
     }

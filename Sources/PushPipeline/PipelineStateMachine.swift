@@ -55,9 +55,9 @@ struct PipelineStateMachine {
     private struct LaneState {
         var tracker = OffsetTracker()
         /// Jobs whose turn came (no earlier job of their key is unfinished), oldest first.
-        var ready = FIFO<Entry>()
+        var ready = FIFOQueue<Entry>()
         /// Jobs behind an unfinished earlier job of the same key, per key, oldest first.
-        var behind: [[UInt8]: FIFO<Entry>] = [:]
+        var behind: [[UInt8]: FIFOQueue<Entry>] = [:]
         /// Keys with a job ready or running: the next job of such a key waits behind it.
         var busyKeys = Set<[UInt8]>()
         var running: [UInt64: Entry] = [:]
@@ -131,7 +131,7 @@ struct PipelineStateMachine {
             lanes[lane]!.queued += 1
             if let key = message.key {
                 if lanes[lane]!.busyKeys.contains(key) {
-                    lanes[lane]!.behind[key, default: FIFO()].append(entry)
+                    lanes[lane]!.behind[key, default: FIFOQueue()].append(entry)
                     continue
                 }
                 lanes[lane]!.busyKeys.insert(key)
@@ -236,13 +236,13 @@ struct PipelineStateMachine {
         var state = lanes[lane]!
         var kept: [Entry] = []
         var dropped = 0
-        for entry in state.ready.drain() {
+        for entry in state.ready.removeAll() {
             if drop(entry) { dropped += 1 } else { kept.append(entry) }
         }
-        var behind: [[UInt8]: FIFO<Entry>] = [:]
+        var behind: [[UInt8]: FIFOQueue<Entry>] = [:]
         for (key, var queue) in state.behind {
-            var remaining = FIFO<Entry>()
-            for entry in queue.drain() {
+            var remaining = FIFOQueue<Entry>()
+            for entry in queue.removeAll() {
                 if drop(entry) { dropped += 1 } else { remaining.append(entry) }
             }
             if !remaining.isEmpty { behind[key] = remaining }
@@ -250,11 +250,11 @@ struct PipelineStateMachine {
         state.queued -= dropped
         // Rebuild each key's turn: a running job keeps its key busy; otherwise its oldest kept job is ready.
         var busy = Set(state.running.values.compactMap(\.message.key))
-        var ready = FIFO<Entry>()
+        var ready = FIFOQueue<Entry>()
         for entry in kept {
             if let key = entry.message.key {
                 if busy.contains(key) {
-                    behind[key, default: FIFO()].prepend(entry)
+                    behind[key, default: FIFOQueue()].prepend(entry)
                     continue
                 }
                 busy.insert(key)
@@ -272,48 +272,5 @@ struct PipelineStateMachine {
         state.behind = behind
         state.busyKeys = busy
         lanes[lane] = state
-    }
-}
-
-/// A first-in, first-out queue on an array with a moving head.
-struct FIFO<Element> {
-    private var elements: [Element] = []
-    private var head = 0
-
-    init() {}
-
-    var isEmpty: Bool { head == elements.count }
-    var count: Int { elements.count - head }
-
-    mutating func append(_ element: Element) { elements.append(element) }
-
-    /// Puts `element` before every other one.
-    mutating func prepend(_ element: Element) {
-        if head > 0 {
-            head -= 1
-            elements[head] = element
-        } else {
-            elements.insert(element, at: 0)
-        }
-    }
-
-    mutating func popFirst() -> Element? {
-        guard head < elements.count else { return nil }
-        let element = elements[head]
-        head += 1
-        if head == elements.count {
-            elements.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 1024, head * 2 >= elements.count {
-            elements.removeFirst(head)
-            head = 0
-        }
-        return element
-    }
-
-    /// Removes and returns every element, oldest first.
-    mutating func drain() -> [Element] {
-        defer { elements = []; head = 0 }
-        return Array(elements[head...])
     }
 }
