@@ -31,6 +31,14 @@ public final class DeliveryPipeline: Sendable {
         /// Paused while the shared store is unavailable.
         var paused: Set<Lane> = []
         var lastPoll: [Lane: ContinuousClock.Instant] = [:]
+        /// Lanes whose consumer thread waits for capacity, a revocation or a drain: woken by the next finish or park.
+        var waiting: Set<Lane> = []
+
+        /// The waiting lanes, now woken. Capacity is shared, so a finish in one lane may free room in the other.
+        mutating func wakeWaiting() -> Set<Lane> {
+            defer { waiting.removeAll() }
+            return waiting
+        }
         var runningThreads = 0
         var finishedRun: CheckedContinuation<Void, Never>?
     }
@@ -43,9 +51,9 @@ public final class DeliveryPipeline: Sendable {
     private let logger: Logger
     private let observer: (any PipelineObserver)?
     private let shared: Mutex<Shared>
-    /// Signalled when one of the lane's jobs finishes: its consumer thread may have room again,
-    /// or a revocation or stop it waits for may be able to go ahead.
-    private let jobFinished: [Lane: DispatchSemaphore]
+    /// Signalled for a waiting lane when a job of either lane finishes or parks: its consumer
+    /// thread may have room again, or a revocation or stop it waits for may go ahead.
+    private let wake: [Lane: DispatchSemaphore]
 
     /// The urgent lane's consumer group: the normal group's id with this suffix, so a rebalance
     /// of one lane (which waits for its revoked jobs) never stalls the other.
@@ -75,7 +83,7 @@ public final class DeliveryPipeline: Sendable {
         }
         self.sources = sources
         shared = Mutex(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: sources.map(\.lane))))
-        jobFinished = Dictionary(uniqueKeysWithValues: sources.map { ($0.lane, DispatchSemaphore(value: 0)) })
+        wake = Dictionary(uniqueKeysWithValues: sources.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
         let publisher = OutcomePublisher(producer: producer, outcomesTopic: configuration.outcomesTopic,
                                          deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
@@ -161,11 +169,11 @@ public final class DeliveryPipeline: Sendable {
     public func stop() {
         let dropped = shared.withLock { $0.machine.stop() }
         if dropped > 0 { logger.info("stopping: queued jobs left to redelivery", metadata: ["jobs": "\(dropped)"]) }
-        for semaphore in jobFinished.values { semaphore.signal() }
+        for semaphore in wake.values { semaphore.signal() }
     }
 
     private func consumeLoop(_ consumer: KafkaConsumer, lane: Lane) {
-        let jobFinished = jobFinished[lane]!
+        let wake = wake[lane]!
         while true {
             let storeHealthy = processor.health.isHealthy
             let (stopping, pause, resume, room) = shared.withLock { shared in
@@ -175,7 +183,9 @@ public final class DeliveryPipeline: Sendable {
                 if pause { shared.paused.insert(lane) }
                 if resume { shared.paused.remove(lane) }
                 shared.lastPoll[lane] = .now
-                return (shared.machine.stopRequested, pause, resume, shared.machine.room(in: lane))
+                let room = shared.machine.room(in: lane)
+                if room == 0 { shared.waiting.insert(lane) }
+                return (shared.machine.stopRequested, pause, resume, room)
             }
             if stopping { break }
             if pause { consumer.pauseAll(); logger.debug("consumer paused: shared store unavailable", metadata: ["lane": "\(lane.rawValue)"]) }
@@ -183,7 +193,7 @@ public final class DeliveryPipeline: Sendable {
             if room == 0 {
                 // Not polling leaves the next messages in librdkafka's prefetch queue (bounded by
                 // queued.max.messages.kbytes); pausing would purge it and cost a fetch round trip on resume.
-                _ = jobFinished.wait(timeout: .now() + .milliseconds(100))
+                _ = wake.wait(timeout: .now() + .milliseconds(100))
                 continue
             }
             let messages = consumer.poll(maximum: min(room, Self.batchSize), timeoutMilliseconds: 100)
@@ -228,7 +238,11 @@ public final class DeliveryPipeline: Sendable {
     }
 
     private func start(_ id: PipelineStateMachine.JobID, _ message: KafkaMessage) -> Task<Void, Never> {
-        let parking = JobParking { [weak self] parked in self?.perform { ($0.machine.parkingChanged(id, parked: parked), ()) } }
+        let parking = JobParking { [weak self] parked in
+            guard let self else { return }
+            let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
+            for lane in woken { wake[lane]?.signal() }
+        }
         let consumedAt = ContinuousClock.now
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
@@ -242,13 +256,14 @@ public final class DeliveryPipeline: Sendable {
     }
 
     private func finish(_ id: PipelineStateMachine.JobID, completed: Bool) {
-        let (total, inLane) = perform { shared in
+        let (total, inLane, woken) = perform { shared in
             shared.tasks[id] = nil
-            return (shared.machine.finished(id, completed: completed), (shared.machine.consumed, shared.machine.consumed(in: id.lane)))
+            return (shared.machine.finished(id, completed: completed),
+                    (shared.machine.consumed, shared.machine.consumed(in: id.lane), shared.wakeWaiting()))
         }
+        for lane in woken { wake[lane]?.signal() }
         processor.metrics.inFlight.record(total)
         processor.metrics.laneInFlight(id.lane, jobs: inLane)
-        jobFinished[id.lane]?.signal()
     }
 
     /// Runs on the lane's consumer thread inside `poll`.
@@ -260,11 +275,9 @@ public final class DeliveryPipeline: Sendable {
                 shared.paused.remove(lane)
             }
         case .revoking(let partitions):
-            var running = shared.withLock { $0.machine.revoking(partitions, in: lane) }
+            _ = shared.withLock { $0.machine.revoking(partitions, in: lane) }
             let deadline = ContinuousClock.now + configuration.revocationGrace
-            while running > 0, waitForJob(in: lane, until: deadline) {
-                running = shared.withLock { $0.machine.running(in: lane, partitions: partitions) }
-            }
+            while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane, partitions: partitions) > 0 }) {}
             let abandoned = shared.withLock { $0.machine.revoked(partitions, in: lane) }
             if abandoned > 0 {
                 logger.warning("partitions revoked with jobs still in flight; they will be redelivered",
@@ -273,27 +286,36 @@ public final class DeliveryPipeline: Sendable {
         }
     }
 
-    /// Waits until one of the lane's jobs finishes or `deadline` passes; false once it has passed.
-    private func waitForJob(in lane: Lane, until deadline: ContinuousClock.Instant) -> Bool {
+    /// While `condition` holds and `deadline` has not passed, waits for the next finish or park;
+    /// false once the condition no longer holds or the deadline passed.
+    private func waitForJobs(in lane: Lane, until deadline: ContinuousClock.Instant,
+                             while condition: (PipelineStateMachine) -> Bool) -> Bool {
         let left = deadline - ContinuousClock.now
         guard left > .zero else { return false }
+        // Checked and registered under one lock, so a finish in between cannot be missed.
+        let holds = shared.withLock { shared in
+            let holds = condition(shared.machine)
+            if holds { shared.waiting.insert(lane) }
+            return holds
+        }
+        guard holds else { return false }
         let nanoseconds = left.components.seconds.multiplied(saturating: 1_000_000_000)
             .adding(saturating: left.components.attoseconds / 1_000_000_000)
-        _ = jobFinished[lane]!.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
+        _ = wake[lane]!.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
         return true
     }
 
     /// At stop: wait for the lane's running jobs up to the shutdown grace, then cancel the rest.
     private func drain(_ lane: Lane) {
         let deadline = ContinuousClock.now + configuration.shutdownGrace
-        while shared.withLock({ $0.machine.running(in: lane) }) > 0, waitForJob(in: lane, until: deadline) {}
+        while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane) > 0 }) {}
         let remaining = shared.withLock { shared in shared.tasks.filter { $0.key.lane == lane }.map(\.value) }
         if !remaining.isEmpty {
             logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
                            metadata: ["jobs": "\(remaining.count)", "lane": "\(lane.rawValue)"])
             remaining.forEach { $0.cancel() }
             let cancelDeadline = ContinuousClock.now + .seconds(2)
-            while shared.withLock({ $0.machine.running(in: lane) }) > 0, waitForJob(in: lane, until: cancelDeadline) {}
+            while waitForJobs(in: lane, until: cancelDeadline, while: { $0.running(in: lane) > 0 }) {}
         }
     }
 }
