@@ -122,9 +122,11 @@ struct PipelineStateMachine {
     // MARK: - Events
 
     /// A lane consumed these messages, in order: each waits for its turn; those whose turn came start.
+    /// A message of a partition the lane no longer owns (revoked while its batch was read) is
+    /// given up: its new owner gets it.
     mutating func consumed(_ messages: [KafkaMessage], in lane: Lane) -> [Action] {
         guard lanes[lane] != nil else { return [] }
-        for message in messages {
+        for message in messages where lanes[lane]!.tracker.owns(message.topicPartition) {
             sequence += 1
             let generation = lanes[lane]!.tracker.begin(message.topicPartition, offset: message.offset)
             let entry = Entry(id: JobID(lane: lane, sequence: sequence), message: message, generation: generation)

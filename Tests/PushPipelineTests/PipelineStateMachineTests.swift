@@ -172,6 +172,16 @@ struct PipelineStateMachineTests {
         #expect(Self.started(machine.finished(Self.ids(next)[0], completed: true)) == [3])
     }
 
+    @Test("a message of a partition revoked while its batch was being read is given up, never started")
+    func messageOfRevokedPartition() {
+        var machine = Self.machine(maximumInFlight: 10)
+        _ = machine.revoking([Self.other], in: .normal)
+        _ = machine.revoked([Self.other], in: .normal)
+        let actions = machine.consumed([Self.message(0, in: Self.other), Self.message(0)], in: .normal)
+        #expect(Self.started(actions) == [0])
+        #expect(machine.consumed(in: .normal) == 1)
+    }
+
     @Test("a stop gives up every queued job and starts nothing more; running jobs still finish and store their offsets")
     func stop() {
         var machine = Self.machine(maximumInFlight: 1)
