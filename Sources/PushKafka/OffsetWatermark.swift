@@ -54,10 +54,6 @@ public struct OffsetTracker: Sendable {
 
     public var inFlight: Int { partitions.values.reduce(0) { $0 + $1.inFlight } }
 
-    public func inFlight(in topicPartitions: [TopicPartition]) -> Int {
-        topicPartitions.reduce(0) { $0 + (partitions[$1]?.inFlight ?? 0) }
-    }
-
     public func owns(_ topicPartition: TopicPartition) -> Bool { partitions[topicPartition] != nil }
 
     public mutating func assign(_ topicPartitions: [TopicPartition]) {

@@ -26,16 +26,20 @@ public enum AppleNotificationMembers {
         notification.subtitle != nil || notification.locKey != nil || notification.titleLocKey != nil
     }
 
-    static func writeAlert(_ notification: Notification, into writer: inout JSONWriter) {
+    /// Writes `alert`: `title`, `subtitle` (unless `withSubtitle` is false: a Live Activity's alert has none),
+    /// `body` and the localization keys, then whatever `extra` adds to it.
+    public static func writeAlert(_ notification: Notification, withSubtitle: Bool = true, into writer: inout JSONWriter,
+                                  extra: (inout JSONWriter) -> Void = { _ in }) {
         writer.key("alert")
         writer.beginObject()
         if let title = notification.title { writer.member("title", title) }
-        if let subtitle = notification.subtitle { writer.member("subtitle", subtitle) }
+        if withSubtitle, let subtitle = notification.subtitle { writer.member("subtitle", subtitle) }
         if let body = notification.body { writer.member("body", body) }
         if let key = notification.titleLocKey { writer.member("title-loc-key", key) }
         if let arguments = notification.titleLocArgs { writer.key("title-loc-args"); writer.value(arguments) }
         if let key = notification.locKey { writer.member("loc-key", key) }
         if let arguments = notification.locArgs { writer.key("loc-args"); writer.value(arguments) }
+        extra(&writer)
         writer.endObject()
     }
 

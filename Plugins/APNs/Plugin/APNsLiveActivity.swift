@@ -1,4 +1,5 @@
 import PushCore
+import PushPluginAPI
 
 /// The `aps` members of a Live Activity push (Apple, "Starting and updating Live Activities with
 /// ActivityKit push notifications"): `timestamp`, `event`, `content-state`, optionally `stale-date`,
@@ -19,16 +20,9 @@ enum APNsLiveActivity {
         }
         guard let notification else { return }
         if notification.title != nil || notification.body != nil || notification.locKey != nil || notification.titleLocKey != nil {
-            writer.key("alert")
-            writer.beginObject()
-            if let title = notification.title { writer.member("title", title) }
-            if let body = notification.body { writer.member("body", body) }
-            if let key = notification.titleLocKey { writer.member("title-loc-key", key) }
-            if let arguments = notification.titleLocArgs { writer.key("title-loc-args"); writer.value(arguments) }
-            if let key = notification.locKey { writer.member("loc-key", key) }
-            if let arguments = notification.locArgs { writer.key("loc-args"); writer.value(arguments) }
-            if let sound = notification.sound { writer.member("sound", sound.name) }
-            writer.endObject()
+            AppleNotificationMembers.writeAlert(notification, withSubtitle: false, into: &writer) { writer in
+                if let sound = notification.sound { writer.member("sound", sound.name) }
+            }
         }
         if let score = notification.relevanceScore { writer.key("relevance-score"); writer.value(score) }
     }
