@@ -13,6 +13,11 @@ public struct LaneQueue<Element> {
         if lane == .urgent { urgent.append(element) } else { normal.append(element) }
     }
 
+    /// Puts `element` first in its lane (work handed back unprocessed keeps its place).
+    public mutating func prepend(_ element: Element, lane: Lane) {
+        if lane == .urgent { urgent.prepend(element) } else { normal.prepend(element) }
+    }
+
     /// The next element: an urgent one whenever one waits; a normal one only if `normalAllowed`.
     public mutating func popFirst(normalAllowed: Bool = true) -> Element? {
         if let element = urgent.popFirst() { return element }

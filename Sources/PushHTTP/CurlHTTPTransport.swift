@@ -4,34 +4,12 @@ import Foundation
 import PushCore
 import Synchronization
 
-public struct CurlTransportConfiguration: Sendable {
-    /// Connections per host; HTTP/2 multiplexes streams over each.
-    public var maximumConnectionsPerHost: Int
-    public var maximumStreamsPerConnection: Int
-    /// Response body kept per request unless the request sets its own limit; beyond it the
-    /// answer is cut short (providers answer with small JSON documents).
-    public var maximumResponseBytes: Int
-    public var connectTimeout: Duration
-    /// Streams per host that only urgent requests may use, so a host saturated by normal
-    /// requests still has room for a call; nil: a tenth of the host's streams (at least 1).
-    public var urgentReservedStreams: Int?
-
-    public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
-                maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil) {
-        self.urgentReservedStreams = urgentReservedStreams
-        self.maximumConnectionsPerHost = maximumConnectionsPerHost
-        self.maximumStreamsPerConnection = maximumStreamsPerConnection
-        self.maximumResponseBytes = maximumResponseBytes
-        self.connectTimeout = connectTimeout
-    }
-}
-
 /// HTTP/2 over TLS on libcurl's multi interface: one thread owns the multi handle and
 /// runs every transfer; callers enqueue requests and await their responses.
 public final class CurlHTTPTransport: HTTPTransport {
     private let loop: CurlMultiLoop
 
-    public init(configuration: CurlTransportConfiguration = CurlTransportConfiguration(), name: String = "http") {
+    public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http") {
         loop = CurlMultiLoop(configuration: configuration, name: name)
     }
 
@@ -76,10 +54,6 @@ final class TransferState {
     var responseBody: [UInt8] = []
     var bodyTooLarge = false
 
-    /// Header lines kept per response: a provider sends a handful; a hostile endpoint could send thousands.
-    static let maximumHeaderCount = 64
-    static let maximumHeaderBytes = 16 << 10
-
     /// One header line as curl hands it over (status lines reset the list: a 100 may precede the answer).
     func header(_ line: UnsafeRawBufferPointer) {
         if line.starts(with: "HTTP/".utf8) {
@@ -88,7 +62,7 @@ final class TransferState {
             return
         }
         responseHeaderBytes += line.count
-        guard responseHeaders.count < Self.maximumHeaderCount, responseHeaderBytes <= Self.maximumHeaderBytes else { return }
+        guard responseHeaders.count < HTTPResponse.maximumHeaderCount, responseHeaderBytes <= HTTPResponse.maximumHeaderBytes else { return }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
         var start = colon + 1, end = line.count
@@ -128,7 +102,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
 
     private let multi: UnsafeMutableRawPointer
-    private let configuration: CurlTransportConfiguration
+    private let configuration: HTTPTransportConfiguration
     private let inbox = Mutex(Inbox())
     private let finished = DispatchSemaphore(value: 0)
     private let stopOnce = Mutex(false)
@@ -142,7 +116,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Streams per host normal transfers may fill; the rest is kept for urgent ones.
     private let normalStreamsPerHost: Int
 
-    init(configuration: CurlTransportConfiguration, name: String) {
+    init(configuration: HTTPTransportConfiguration, name: String) {
         _ = curlGlobalInit
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         self.multi = multi

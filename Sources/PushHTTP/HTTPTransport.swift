@@ -27,6 +27,28 @@ public struct TLSOptions: Sendable, Hashable {
     }
 }
 
+public struct HTTPTransportConfiguration: Sendable {
+    /// Connections per host; HTTP/2 multiplexes streams over each.
+    public var maximumConnectionsPerHost: Int
+    public var maximumStreamsPerConnection: Int
+    /// Response body kept per request unless the request sets its own limit; beyond it the
+    /// answer is cut short (providers answer with small JSON documents).
+    public var maximumResponseBytes: Int
+    public var connectTimeout: Duration
+    /// Streams per host that only urgent requests may use, so a host saturated by normal
+    /// requests still has room for a call; nil: a tenth of the host's streams (at least 1).
+    public var urgentReservedStreams: Int?
+
+    public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
+                maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil) {
+        self.urgentReservedStreams = urgentReservedStreams
+        self.maximumConnectionsPerHost = maximumConnectionsPerHost
+        self.maximumStreamsPerConnection = maximumStreamsPerConnection
+        self.maximumResponseBytes = maximumResponseBytes
+        self.connectTimeout = connectTimeout
+    }
+}
+
 public struct HTTPRequest: Sendable {
     public var method: String
     public var url: String
@@ -38,7 +60,7 @@ public struct HTTPRequest: Sendable {
     /// so a name checked once cannot be re-pointed by DNS before the request (rebinding).
     public var pinnedResolution: String?
     /// Urgent requests (calls, cancels) jump the queue of requests waiting for a stream to their
-    /// host and may use streams held back from normal requests (`CurlTransportConfiguration.urgentReservedStreams`).
+    /// host and may use streams held back from normal requests (`HTTPTransportConfiguration.urgentReservedStreams`).
     public var lane: Lane
     /// Bytes of response body kept; the rest is not read (the stream is reset) and the response
     /// is marked `bodyTruncated`. Nil: the transport's limit. Answers from untrusted endpoints get a small one.
@@ -86,6 +108,10 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// The server sent more body than the request's limit; `body` holds the first part.
     public var bodyTruncated: Bool
+
+    /// Header fields kept per response: a provider sends a handful; a hostile endpoint could send thousands.
+    public static let maximumHeaderCount = 64
+    public static let maximumHeaderBytes = 16 << 10
 
     public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], bodyTruncated: Bool = false) {
         self.status = status

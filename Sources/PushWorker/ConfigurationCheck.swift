@@ -50,7 +50,7 @@ public enum ConfigurationCheck {
 
     /// One line per endpoint that did not answer within `timeout`, probed concurrently.
     public static func unreachable(_ endpoints: [Endpoint], timeout: Duration) async -> [String] {
-        let transport = CurlHTTPTransport(configuration: CurlTransportConfiguration(maximumConnectionsPerHost: 1), name: "check-config")
+        let transport = CurlHTTPTransport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1), name: "check-config")
         defer { transport.shutdown() }
         let group = MultiThreadedEventLoopGroup.singleton
         let failures = await withTaskGroup(of: (Int, String?).self) { tasks in

@@ -67,7 +67,7 @@ public struct Worker: Sendable {
     static func makeRegistry(_ configuration: WorkerConfiguration, logger: Logger,
                              wrap: @escaping @Sendable (any HTTPTransport) -> any HTTPTransport = { $0 }) throws -> ProviderRegistry {
         var registry = ProviderRegistry(formats: configuration.targetFormats)
-        let transportConfiguration = CurlTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+        let transportConfiguration = HTTPTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
         let context = ProviderContext(makeTransport: { name in
             wrap(CurlHTTPTransport(configuration: transportConfiguration, name: name))
         }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)

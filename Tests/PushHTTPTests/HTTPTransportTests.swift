@@ -6,18 +6,33 @@ import Testing
 import TestSupport
 @testable import PushHTTP
 
-@Suite("HTTP/2 over TLS on libcurl, against a real sandbox server")
-struct CurlTransportTests {
+/// The two HTTP/2 clients behind `HTTPTransport` meet one specification.
+enum TransportKind: String, CaseIterable, CustomStringConvertible {
+    case curl
+    case nio
+
+    func make(_ configuration: HTTPTransportConfiguration = HTTPTransportConfiguration()) -> any HTTPTransport {
+        switch self {
+        case .curl: CurlHTTPTransport(configuration: configuration)
+        case .nio: NIOHTTP2Transport(configuration: configuration)
+        }
+    }
+
+    var description: String { rawValue }
+}
+
+@Suite("HTTP/2 over TLS on libcurl and on swift-nio-http2, against a real sandbox server")
+struct HTTPTransportTests {
     static func echo(_ request: SandboxRequest) -> SandboxResponse {
         if request.path.hasPrefix("/slow") { return SandboxResponse(status: 200, delay: .seconds(2)) }
         return SandboxResponse(status: 201, headers: [("x-seen-method", request.method), ("retry-after", "3")],
                                body: request.body.reversed())
     }
 
-    @Test("a POST gets the status, lower-cased headers and body back over HTTP/2")
-    func postRoundTrip() async throws {
+    @Test("a POST gets the status, lower-cased headers and body back over HTTP/2", arguments: TransportKind.allCases)
+    func postRoundTrip(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
-        let transport = CurlHTTPTransport()
+        let transport = kind.make()
         defer { transport.shutdown() }
         let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x",
                                                             headers: [("content-type", "application/json"), ("x-custom", "1")],
@@ -31,10 +46,10 @@ struct CurlTransportTests {
         await sandbox.stop()
     }
 
-    @Test("hundreds of concurrent requests complete, multiplexed on a bounded number of connections")
-    func concurrentRequests() async throws {
+    @Test("hundreds of concurrent requests complete, multiplexed on a bounded number of connections", arguments: TransportKind.allCases)
+    func concurrentRequests(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
-        let transport = CurlHTTPTransport(configuration: CurlTransportConfiguration(maximumConnectionsPerHost: 1))
+        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
         defer { transport.shutdown() }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<500 {
@@ -50,10 +65,10 @@ struct CurlTransportTests {
         await sandbox.stop()
     }
 
-    @Test("a request slower than its timeout fails with timedOut")
-    func timeout() async throws {
+    @Test("a request slower than its timeout fails with timedOut", arguments: TransportKind.allCases)
+    func timeout(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
-        let transport = CurlHTTPTransport()
+        let transport = kind.make()
         defer { transport.shutdown() }
         await #expect(throws: HTTPTransportError.timedOut) {
             try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow", timeout: .milliseconds(300),
@@ -62,10 +77,10 @@ struct CurlTransportTests {
         await sandbox.stop()
     }
 
-    @Test("a server certificate from an untrusted CA is refused (verification is always on)")
-    func untrustedCertificate() async throws {
+    @Test("a server certificate from an untrusted CA is refused (verification is always on)", arguments: TransportKind.allCases)
+    func untrustedCertificate(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
-        let transport = CurlHTTPTransport()
+        let transport = kind.make()
         defer { transport.shutdown() }
         do {
             _ = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x"))
@@ -76,10 +91,10 @@ struct CurlTransportTests {
         await sandbox.stop()
     }
 
-    @Test("mutual TLS: without a client certificate the handshake fails, with one the request succeeds")
-    func mutualTLS() async throws {
+    @Test("mutual TLS: without a client certificate the handshake fails, with one the request succeeds", arguments: TransportKind.allCases)
+    func mutualTLS(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(requireClientCertificate: true, responder: Self.echo)
-        let transport = CurlHTTPTransport()
+        let transport = kind.make()
         defer { transport.shutdown() }
         let url = sandbox.server.baseURL + "/mtls"
         await #expect(throws: HTTPTransportError.self) {
@@ -92,19 +107,19 @@ struct CurlTransportTests {
         await sandbox.stop()
     }
 
-    @Test("a connection refused is a connectionFailed error")
-    func connectionRefused() async throws {
-        let transport = CurlHTTPTransport()
+    @Test("a connection refused is a connectionFailed error", arguments: TransportKind.allCases)
+    func connectionRefused(_ kind: TransportKind) async throws {
+        let transport = kind.make()
         defer { transport.shutdown() }
         await #expect(throws: HTTPTransportError.self) {
             try await transport.send(HTTPRequest(url: "https://127.0.0.1:1/x", timeout: .seconds(2)))
         }
     }
 
-    @Test("cancelling the caller's task cancels the transfer")
-    func cancellation() async throws {
+    @Test("cancelling the caller's task cancels the transfer", arguments: TransportKind.allCases)
+    func cancellation(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
-        let transport = CurlHTTPTransport()
+        let transport = kind.make()
         defer { transport.shutdown() }
         let task = Task {
             try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow", tls: TLSOptions(caFile: sandbox.tls.caFile)))
@@ -115,9 +130,9 @@ struct CurlTransportTests {
         await sandbox.stop()
     }
 
-    @Test("only https URLs are sent")
-    func httpsOnly() async throws {
-        let transport = CurlHTTPTransport()
+    @Test("only https URLs are sent", arguments: TransportKind.allCases)
+    func httpsOnly(_ kind: TransportKind) async throws {
+        let transport = kind.make()
         defer { transport.shutdown() }
         await #expect(throws: HTTPTransportError.self) {
             try await transport.send(HTTPRequest(url: "http://127.0.0.1:9/x"))
@@ -168,10 +183,10 @@ struct RetryAfterTests {
 
 @Suite("Hostile answers and requests at the transport")
 struct HostileTransportTests {
-    @Test("a header value with CR/LF never reaches the wire: the request is refused before it is sent")
-    func headerInjectionRefused() async throws {
-        let sandbox = try await ProxySandboxFixture.start(responder: CurlTransportTests.echo)
-        let transport = CurlHTTPTransport()
+    @Test("a header value with CR/LF never reaches the wire: the request is refused before it is sent", arguments: TransportKind.allCases)
+    func headerInjectionRefused(_ kind: TransportKind) async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: HTTPTransportTests.echo)
+        let transport = kind.make()
         defer { transport.shutdown() }
         for headers in [[("apns-collapse-id", "x\r\napns-push-type: voip")], [("apns-collapse-id", "x\0y")], [("bad name", "v")]] {
             await #expect(throws: HTTPTransportError.self) {
@@ -186,11 +201,11 @@ struct HostileTransportTests {
         await sandbox.stop()
     }
 
-    @Test("a huge body is cut at the request's limit and the answer still counts, in bounded memory")
-    func hugeBodyTruncated() async throws {
+    @Test("a huge body is cut at the request's limit and the answer still counts, in bounded memory", arguments: TransportKind.allCases)
+    func hugeBodyTruncated(_ kind: TransportKind) async throws {
         let huge = [UInt8](repeating: UInt8(ascii: "x"), count: 8 << 20)
         let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 201, headers: [("location", "/m/1")], body: huge) }
-        let transport = CurlHTTPTransport()
+        let transport = kind.make()
         defer { transport.shutdown() }
         let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile),
                                                             maximumResponseBytes: 4096))
@@ -199,19 +214,19 @@ struct HostileTransportTests {
         #expect(response.body.count == 4096)
         #expect(response.bodyTruncated)
         let unlimited = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
-        #expect(unlimited.body.count == CurlTransportConfiguration().maximumResponseBytes, "the transport's own limit applies")
+        #expect(unlimited.body.count == HTTPTransportConfiguration().maximumResponseBytes, "the transport's own limit applies")
         await sandbox.stop()
     }
 
-    @Test("hundreds of response headers are cut to a bounded list")
-    func manyHeadersBounded() async throws {
+    @Test("hundreds of response headers are cut to a bounded list", arguments: TransportKind.allCases)
+    func manyHeadersBounded(_ kind: TransportKind) async throws {
         let headers = (0..<300).map { ("x-h\($0)", String(repeating: "v", count: 20)) }
         let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200, headers: headers) }
-        let transport = CurlHTTPTransport()
+        let transport = kind.make()
         defer { transport.shutdown() }
         let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
         #expect(response.status == 200)
-        #expect(response.headers.count <= TransferState.maximumHeaderCount)
+        #expect(response.headers.count <= HTTPResponse.maximumHeaderCount)
         await sandbox.stop()
     }
 }

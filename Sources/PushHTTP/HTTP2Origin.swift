@@ -1,0 +1,161 @@
+import NIOCore
+import PushCore
+
+/// The requests to one host, port and TLS identity, and the HTTP/2 connections that carry them;
+/// lives on the transport's event loop.
+///
+/// A request waits here until a connection has a free stream, so its timeout runs from when it
+/// is sent, not while it queues. Urgent requests start before waiting normal ones, and normal ones
+/// leave `urgentReservedStreams` of the origin's streams free for urgent ones. A second connection
+/// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`.
+final class HTTP2Origin {
+    struct Key: Hashable {
+        var host: String
+        var port: Int
+        var tls: TLSOptions
+    }
+
+    /// How often a request the server refused unprocessed (REFUSED_STREAM, or beyond a GOAWAY's
+    /// last stream) is sent again before it fails.
+    static let maximumHandBacks = 3
+
+    let key: Key
+    private let configuration: HTTPTransportConfiguration
+    private let eventLoop: any EventLoop
+    private let fallback: FallbackTransport
+    private var waiting = LaneQueue<HTTP2Transfer>()
+    private var connections: [HTTP2ClientConnection] = []
+    private var openStreams = 0
+    private let normalStreams: Int
+    /// The server chose HTTP/1.1 in the TLS handshake: its requests go to the fallback client.
+    private var speaksOnlyHTTP1 = false
+    private var handBacks: [UInt64: Int] = [:]
+
+    init(key: Key, configuration: HTTPTransportConfiguration, eventLoop: any EventLoop, fallback: FallbackTransport) {
+        self.key = key
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+        self.fallback = fallback
+        let streams = configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection
+        let reserved = configuration.urgentReservedStreams ?? max(1, streams / 10)
+        normalStreams = max(1, streams - max(0, reserved))
+    }
+
+    func submit(_ transfer: HTTP2Transfer) {
+        if speaksOnlyHTTP1 { sendThroughFallback(transfer); return }
+        waiting.append(transfer, lane: transfer.request.lane)
+        dispatch()
+    }
+
+    /// Starts what may start now and opens a connection if more room is needed.
+    func dispatch() {
+        while !waiting.isEmpty, let connection = leastLoadedConnectionWithRoom() {
+            guard let transfer = waiting.popFirst(normalAllowed: openStreams < normalStreams) else { break }
+            openStreams += 1
+            connection.start(transfer)
+        }
+        if needsAnotherConnection { openConnection() }
+    }
+
+    private func leastLoadedConnectionWithRoom() -> HTTP2ClientConnection? {
+        var best: HTTP2ClientConnection?
+        for connection in connections where connection.acceptsStreams && connection.openStreams < connection.capacity {
+            if best == nil || connection.openStreams < best!.openStreams { best = connection }
+        }
+        return best
+    }
+
+    private var needsAnotherConnection: Bool {
+        var usable = 0, halfFull = 0
+        for connection in connections where connection.isUsable {
+            if connection.isConnecting { return false }
+            usable += 1
+            if connection.openStreams * 2 >= connection.capacity { halfFull += 1 }
+        }
+        guard usable < configuration.maximumConnectionsPerHost else { return false }
+        return !waiting.isEmpty || (usable > 0 && halfFull == usable)
+    }
+
+    private func openConnection() {
+        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, eventLoop: eventLoop)
+        connections.append(connection)
+        connection.connect(to: key)
+    }
+
+    // MARK: What a connection reports
+
+    /// A stream ended: answered, failed, or (`handingBack`) refused by the server before it was processed.
+    func streamEnded(handingBack transfer: HTTP2Transfer? = nil) {
+        openStreams -= 1
+        if let transfer {
+            let count = handBacks[transfer.id, default: 0] + 1
+            if count > Self.maximumHandBacks {
+                handBacks[transfer.id] = nil
+                transfer.complete(.failure(.connectionFailed("the server refused the request \(count) times without processing it")))
+            } else {
+                handBacks[transfer.id] = count
+                waiting.prepend(transfer, lane: transfer.request.lane)
+            }
+        }
+    }
+
+    func requestFinished(_ id: UInt64) {
+        if !handBacks.isEmpty { handBacks[id] = nil }
+    }
+
+    func connectionReady() { dispatch() }
+
+    /// The handshake chose HTTP/1.1: this origin's requests, waiting and future, go to the fallback client.
+    func connectionSpeaksOnlyHTTP1(_ connection: HTTP2ClientConnection) {
+        remove(connection)
+        speaksOnlyHTTP1 = true
+        for transfer in waiting.removeAll() { sendThroughFallback(transfer) }
+    }
+
+    /// A connection that never became ready: when no other one can carry them, the waiting requests fail with its error.
+    func connectionFailed(_ connection: HTTP2ClientConnection, _ error: HTTPTransportError) {
+        remove(connection)
+        if !connections.contains(where: \.isUsable) {
+            for transfer in waiting.removeAll() { transfer.complete(.failure(error)) }
+        }
+        dispatch()
+    }
+
+    func connectionClosed(_ connection: HTTP2ClientConnection) {
+        remove(connection)
+        dispatch()
+    }
+
+    private func remove(_ connection: HTTP2ClientConnection) {
+        connections.removeAll { $0 === connection }
+    }
+
+    private func sendThroughFallback(_ transfer: HTTP2Transfer) {
+        let fallback = self.fallback
+        Task {
+            do throws(HTTPTransportError) {
+                transfer.complete(.success(try await fallback.transport.send(transfer.request)))
+            } catch {
+                transfer.complete(.failure(error))
+            }
+        }
+    }
+
+    // MARK: From the transport
+
+    /// True if the request was this origin's (waiting or in flight) and is now cancelled.
+    func cancel(_ id: UInt64) -> Bool {
+        if let transfer = waiting.remove(where: { $0.id == id }) {
+            handBacks[id] = nil
+            transfer.complete(.failure(.cancelled))
+            return true
+        }
+        return connections.contains { $0.cancel(id) }
+    }
+
+    func shutdown() {
+        for transfer in waiting.removeAll() { transfer.complete(.failure(.shutDown)) }
+        for connection in connections { connection.shutdown() }
+        connections.removeAll()
+    }
+}

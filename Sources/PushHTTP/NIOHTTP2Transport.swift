@@ -1,0 +1,140 @@
+import NIOCore
+import NIOPosix
+import PushCore
+import Synchronization
+
+/// HTTP/2 over TLS on swift-nio-http2, written as frames straight onto `NIOHTTP2Handler` (no
+/// channel per stream): one event-loop thread owns every connection, and the writes of a burst
+/// of requests leave in one flush.
+///
+/// Requests this client does not take go to `fallback` (libcurl unless given): those with a
+/// pinned address (Web Push, where the address was checked before the request), and every
+/// request to a host whose TLS handshake did not choose `h2` (an HTTP/1.1-only endpoint).
+public final class NIOHTTP2Transport: HTTPTransport {
+    private let group: MultiThreadedEventLoopGroup
+    private let origins: NIOLoopBound<HTTP2Origins>
+    private let eventLoop: any EventLoop
+    private let fallback: FallbackTransport
+    private let state = Mutex(State())
+
+    private struct State {
+        var nextID: UInt64 = 0
+        var stopped = false
+    }
+
+    public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
+                fallback: (any HTTPTransport)? = nil) {
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let eventLoop = group.next()
+        self.eventLoop = eventLoop
+        let fallback = FallbackTransport(fallback, configuration: configuration, name: name)
+        self.fallback = fallback
+        // The loop was just made and runs nothing else yet: waiting for it here cannot deadlock.
+        origins = try! eventLoop.submit {
+            NIOLoopBound(HTTP2Origins(configuration: configuration, eventLoop: eventLoop, fallback: fallback), eventLoop: eventLoop)
+        }.wait()
+    }
+
+    public func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
+        if let problem = request.unsafeFieldDescription { throw .invalidRequest(problem) }
+        if request.pinnedResolution != nil { return try await fallback.transport.send(request) }
+        guard let target = HTTPSTarget(request.url) else { throw .invalidRequest("only https URLs with a host are sent: \(request.url)") }
+        guard let id = state.withLock({ state -> UInt64? in
+            guard !state.stopped else { return nil }
+            state.nextID += 1
+            return state.nextID
+        }) else { throw .shutDown }
+        let origins = self.origins
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let transfer = HTTP2Transfer(id: id, request: request, target: target, continuation: continuation)
+                eventLoop.execute { origins.value.submit(transfer) }
+            }
+        } onCancel: {
+            eventLoop.execute { origins.value.cancel(id) }
+        }
+        return try result.get()
+    }
+
+    /// Fails what is queued or in flight with `.shutDown`, closes the connections and stops the thread.
+    public func shutdown() {
+        let first = state.withLock { state -> Bool in defer { state.stopped = true }; return !state.stopped }
+        guard first else { return }
+        let origins = self.origins
+        try? eventLoop.submit { origins.value.shutdown() }.wait()
+        try? group.syncShutdownGracefully()
+        fallback.shutdown()
+    }
+
+    deinit { shutdown() }
+}
+
+/// One request on its way: what the origin queues and a connection's stream carries.
+struct HTTP2Transfer: Sendable {
+    let id: UInt64
+    let request: HTTPRequest
+    let target: HTTPSTarget
+    let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
+
+    func complete(_ result: Result<HTTPResponse, HTTPTransportError>) { continuation.resume(returning: result) }
+}
+
+/// libcurl for what the HTTP/2 client does not take, made on first use.
+final class FallbackTransport: Sendable {
+    private let made: Mutex<(any HTTPTransport)?>
+    private let make: @Sendable () -> any HTTPTransport
+
+    init(_ given: (any HTTPTransport)?, configuration: HTTPTransportConfiguration, name: String) {
+        made = Mutex(given)
+        make = { CurlHTTPTransport(configuration: configuration, name: name) }
+    }
+
+    var transport: any HTTPTransport {
+        made.withLock { made in
+            if let made { return made }
+            let transport = make()
+            made = transport
+            return transport
+        }
+    }
+
+    func shutdown() { made.withLock { $0 }?.shutdown() }
+}
+
+/// Every origin (host, port and TLS options) the transport talks to; lives on the event loop.
+final class HTTP2Origins {
+    private let configuration: HTTPTransportConfiguration
+    private let eventLoop: any EventLoop
+    private let fallback: FallbackTransport
+    private var origins: [HTTP2Origin.Key: HTTP2Origin] = [:]
+    private var stopped = false
+
+    init(configuration: HTTPTransportConfiguration, eventLoop: any EventLoop, fallback: FallbackTransport) {
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+        self.fallback = fallback
+    }
+
+    func submit(_ transfer: HTTP2Transfer) {
+        guard !stopped else { transfer.complete(.failure(.shutDown)); return }
+        let key = HTTP2Origin.Key(host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls)
+        let origin: HTTP2Origin
+        if let existing = origins[key] {
+            origin = existing
+        } else {
+            origin = HTTP2Origin(key: key, configuration: configuration, eventLoop: eventLoop, fallback: fallback)
+            origins[key] = origin
+        }
+        origin.submit(transfer)
+    }
+
+    func cancel(_ id: UInt64) {
+        for origin in origins.values where origin.cancel(id) { return }
+    }
+
+    func shutdown() {
+        stopped = true
+        for origin in origins.values { origin.shutdown() }
+        origins.removeAll()
+    }
+}
