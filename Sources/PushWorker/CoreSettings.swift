@@ -74,6 +74,8 @@ enum CoreSettings {
         "Comma-separated list restricting the enabled plugins (e.g. `apns,fcm`); default: every provider whose configuration is present.")
     static let httpMaxConnections = Setting("PUSH_HTTP_MAX_CONNECTIONS", .integer(1...64), default: "2",
         "HTTP/2 connections per provider host (each multiplexes up to 100 streams).")
+    static let httpClient = Setting("PUSH_HTTP_CLIENT", default: "nio",
+        "HTTP/2 client for provider requests: `nio` (swift-nio-http2; requests to a pinned Web Push address or to an HTTP/1.1-only host still use libcurl) or `curl` (libcurl for everything).")
     static let templatesDir = Setting("PUSH_TEMPLATES_DIR",
         "Payload templates per provider, app and kind: `<dir>/<provider>/<app>/<kind>.mustache` (Mustache, keywords as Mizu's message files, values JSON-escaped); checked at start-up. Unset: built-in payloads.")
     static let templatesReloadS = Setting("PUSH_TEMPLATES_RELOAD_S", .integer(0...3600), default: "5",
@@ -111,7 +113,7 @@ enum CoreSettings {
         maxJobBytes, retryBaseMs, retryMaxMs, maxAttempts, redisUrl, redisConnections, dedupeWindowCallMs,
         dedupeWindowMessageMs, dedupeWindowCancelMs, dedupeWindowCustomMs, dedupeWindowWakeMs, idempotencyTtlS,
         retryLeaseMs, publishRetrying, circuitFailures, circuitCooldownMs, shutdownGraceS, providers,
-        httpMaxConnections, templatesDir, templatesReloadS, soundCall, soundMessage, soundOther, appsFile,
+        httpMaxConnections, httpClient, templatesDir, templatesReloadS, soundCall, soundMessage, soundOther, appsFile,
     ]
     /// In the reference, after the plugins' settings.
     static let closing: [Setting] = [

@@ -24,6 +24,7 @@ public struct WorkerConfiguration: Sendable {
     /// Unsafe librdkafka settings among them that `PUSH_RDKAFKA_ALLOW_UNSAFE` let through.
     public var allowedUnsafeKafkaSettings: [String]
     public var maximumConnectionsPerHost: Int
+    public var httpClient: HTTPClientKind
     /// The `/metrics`, `/healthz`, `/readyz` endpoint.
     public var operations: OperationsEndpoint
     public var redisURL: RedisURL?
@@ -95,6 +96,11 @@ public struct WorkerConfiguration: Sendable {
         }
         let redisConnections = reader.integer(CoreSettings.redisConnections)
         let connections = reader.integer(CoreSettings.httpMaxConnections)
+        let clientName = reader.string(CoreSettings.httpClient) ?? CoreSettings.httpClient.defaultValue!
+        let httpClient = HTTPClientKind(rawValue: clientName) ?? .nio
+        if HTTPClientKind(rawValue: clientName) == nil {
+            reader.problem("PUSH_HTTP_CLIENT must be one of \(HTTPClientKind.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(clientName)\"")
+        }
         let bindAddress = reader.string(CoreSettings.httpBind) ?? ""
         if !OperationsEndpoint.isBindableAddress(bindAddress) {
             reader.problem("PUSH_HTTP_BIND must be an IPv4 or IPv6 address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::, got \"\(bindAddress)\"")
@@ -181,7 +187,7 @@ public struct WorkerConfiguration: Sendable {
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
             allowedUnsafeKafkaSettings: unsafeKafkaSettings,
-            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
+            maximumConnectionsPerHost: connections, httpClient: httpClient, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
     }
