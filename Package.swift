@@ -128,7 +128,7 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),
         .executableTarget(name: "push-worker", dependencies: ["HMSSandbox", "PushPlugins", "APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
-            "PushWorker", "PushKafka", "PushCrypto", "PushCore", "WebPushPlugin",
+            "PushWorker", "PushKafka", "PushCrypto", "PushCore", "PushHTTP", "WebPushPlugin",
             "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),

@@ -10,13 +10,17 @@
 # It ends with the micro-benchmarks (`push-worker bench --micro`) beside `openssl speed ecdhp256`.
 # With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
 # (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
+# With --compare-clients, push-worker runs a second time with PUSH_HTTP_CLIENT=curl (libcurl for every
+# request) beside the default swift-nio-http2 client.
+# With --transports, each HTTP/2 client runs alone first (`bench --scenario transport`: the same POST
+# as h2load, as many in flight), for the client comparison without Kafka or Redis.
 # With --baseline BINARY, another build of push-worker (say, of an earlier commit) runs first
 # with the same options, and the table shows both side by side.
 #
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8]
-#                    [--baseline BINARY] [--no-build]
+#                    [--compare-clients] [--transports] [--baseline BINARY] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 baseline="" extra=()
+jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 compare_clients=0 transports=0 baseline="" extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -25,11 +29,18 @@ while [ $# -gt 0 ]; do
         --in-flight|--rate) extra+=("$1" "$2"); shift 2 ;;
         --no-build) build=0; shift ;;
         --libcurl8) libcurl8=1; shift ;;
+        --compare-clients) compare_clients=1; shift ;;
+        --transports) transports=1; shift ;;
         --baseline) baseline=$(realpath "$2"); shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
 source "$(dirname "$0")/bench-lib.sh"
+# The Kafka mock keeps about 5 MiB per partition (older messages fall off): queued all
+# at once, more than ~300 000 jobs on 32 partitions would lose their oldest before the run starts.
+if [ "$jobs" -gt 300000 ] && [[ " ${extra[*]} " != *" --rate "* ]]; then
+    fail "more than 300000 jobs need --rate R (produced during the run): the Kafka mock keeps only ~5 MiB per partition"
+fi
 
 token=be$(printf '%062x' 42)
 h2load_run() {
@@ -56,14 +67,15 @@ bench_run() {
     kill "$kafka"
     redis-cli -p "$redis_port" flushall >/dev/null
 }
-reports=()
-if [ -n "$baseline" ]; then
-    bench_run baseline "$baseline"
-    reports+=("$work/report-baseline.json")
-fi
-bench_run default "$bin"
-reports+=("$work/report-default.json")
-if [ "$libcurl8" = 1 ]; then
+# The HTTP/2 client alone; $1 names the report, $2 is the client, the rest is the environment.
+transport_run() {
+    local label=$1 client=$2; shift 2
+    echo "push-worker bench --scenario transport --client $client ($label) --jobs $jobs --connections $connections ..." >&2
+    env "$@" "$bin" bench --scenario transport --client "$client" --jobs "$jobs" --connections "$connections" \
+        --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/transport-$label.json" >/dev/null
+}
+transport_reports=()
+libcurl8_dir() {
     curl8=.build-bench/libcurl8
     if [ ! -e "$curl8/usr/lib/x86_64-linux-gnu/libcurl.so.4" ]; then
         mkdir -p "$curl8/lists/partial"
@@ -73,16 +85,41 @@ if [ "$libcurl8" = 1 ]; then
         (cd "$curl8" && apt-get "${apt_options[@]}" download -qq libcurl4/bookworm-backports 2>/dev/null)
         dpkg -x "$curl8"/libcurl4_*.deb "$curl8"
     fi
-    bench_run libcurl8 "$bin" LD_LIBRARY_PATH="$PWD/$curl8/usr/lib/x86_64-linux-gnu"
+    echo "$PWD/$curl8/usr/lib/x86_64-linux-gnu"
+}
+if [ "$transports" = 1 ]; then
+    transport_run nio nio
+    transport_run curl curl
+    transport_reports+=("$work/transport-nio.json" "$work/transport-curl.json")
+    if [ "$libcurl8" = 1 ]; then
+        transport_run libcurl8 curl LD_LIBRARY_PATH="$(libcurl8_dir)"
+        transport_reports+=("$work/transport-libcurl8.json")
+    fi
+fi
+reports=()
+if [ -n "$baseline" ]; then
+    bench_run baseline "$baseline"
+    reports+=("$work/report-baseline.json")
+fi
+bench_run default "$bin"
+reports+=("$work/report-default.json")
+if [ "$compare_clients" = 1 ]; then
+    bench_run curl "$bin" PUSH_HTTP_CLIENT=curl
+    reports+=("$work/report-curl.json")
+fi
+if [ "$libcurl8" = 1 ]; then
+    bench_run libcurl8 "$bin" PUSH_HTTP_CLIENT=curl LD_LIBRARY_PATH="$(libcurl8_dir)"
     reports+=("$work/report-libcurl8.json")
 fi
 after=$(h2load_run after)
 echo "push-worker bench --micro; openssl speed ecdhp256 ..." >&2
 "$bin" bench --micro --json > "$work/micro.json"
 openssl speed -seconds 3 ecdhp256 2>/dev/null | awk '/nistp256/ {print $NF}' > "$work/ecdh.txt"
-python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${reports[@]}" <<'PY'
+python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${transport_reports[@]}" -- "${reports[@]}" <<'PY'
 import json, sys
 micro, ecdh = json.load(open(sys.argv[1])), float(sys.argv[2])
+separator = sys.argv.index("--")
+transport_paths, sys.argv = sys.argv[5:separator], sys.argv[:5] + sys.argv[separator + 1:]
 print()
 for result in micro:
     line = f"{result['name']:<55} {result['operationsPerSecond']:>12.0f}/s {result['microsecondsPerOperation']:>9.2f} µs"
@@ -98,12 +135,21 @@ ceiling = max(before, after)
 print()
 print(f"h2load (same endpoint, same connections): {before:.0f} req/s before, {after:.0f} req/s after")
 print()
-print(f"{'run':<28} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11}")
+if transport_paths:
+    print(f"{'HTTP/2 client alone':<44} {'req/s':>9} {'÷ h2load':>9} {'CPU µs/req':>11} {'peak RSS MB':>12}")
+    for path in transport_paths:
+        report = json.load(open(path))
+        label = path.rsplit("transport-", 1)[-1].removesuffix(".json")
+        rate = report["requestsPerSecond"]
+        print(f"{label + ' (' + report['client'] + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} "
+              f"{report['cpuMicrosecondsPerRequest']:>11.1f} {report['peakResidentMB']:>12.0f}")
+    print()
+print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11}")
 for path in sys.argv[3:]:
     report = json.load(open(path))
     rate = report["jobsPerSecond"]
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")
-    curl = report["transport"].split()[0]
-    print(f"{label + ' (' + curl + ')':<28} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
+    client = " ".join(report["transport"].split()[:1] if report["transport"].startswith("libcurl") else report["transport"].split()[:3])
+    print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
           f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f}")
 PY

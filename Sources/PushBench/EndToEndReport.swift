@@ -40,7 +40,10 @@ public struct EndToEndReport: Sendable, Codable {
         mix = options.mix.description
         self.endpoint = endpoint
         self.kafka = kafka
-        transport = CurlHTTPTransport.libraryVersion
+        transport = switch configuration.httpClient {
+        case .nio: "swift-nio-http2 (fallback \(CurlHTTPTransport.libraryVersion.split(separator: " ").first ?? ""))"
+        case .curl: CurlHTTPTransport.libraryVersion
+        }
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
         connectionsPerHost = configuration.maximumConnectionsPerHost

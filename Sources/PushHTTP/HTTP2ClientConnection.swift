@@ -47,8 +47,13 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     static let connectionWindow = 4 << 20
     static let streamWindow = 1 << 20
     static let maximumHeaderListSize = 64 << 10
-    private static let connectionSpecificHeaders: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                                                  "upgrade", "host", "te"]
+    /// Fields HTTP/2 forbids or carries otherwise (RFC 9113 §8.2.2; `host` becomes `:authority`).
+    private static func isConnectionSpecific(_ name: String) -> Bool {
+        switch name {
+        case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host", "te": true
+        default: false
+        }
+    }
 
     private weak var origin: HTTP2Origin?
     private let configuration: HTTPTransportConfiguration
@@ -212,8 +217,9 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         headers.add(name: ":path", value: transfer.target.path)
         var hasContentLength = false
         for header in request.headers {
-            let name = header.name.lowercased()
-            guard !Self.connectionSpecificHeaders.contains(name) else { continue }
+            // HTTP/2 field names are lower case (RFC 9113 §8.2.1); the plugins' already are, so most need no copy.
+            let name = header.name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? header.name.lowercased() : header.name
+            guard !Self.isConnectionSpecific(name) else { continue }
             if name == "content-length" { hasContentLength = true }
             headers.add(name: name, value: header.value)
         }

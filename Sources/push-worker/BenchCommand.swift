@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Prometheus
 import PushBench
+import PushHTTP
 import PushWorker
 
 struct BenchCommand: AsyncParsableCommand {
@@ -16,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
             (PUSH_MAX_IN_FLIGHT, PUSH_HTTP_MAX_CONNECTIONS, …). scripts/bench.sh runs it against nginx beside h2load.
             """)
 
-    @Option(help: "throughput (jobs through the pipeline) or backlog (calls on the urgent lane while a chat backlog drains).")
+    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains) or transport (the HTTP/2 client alone: --jobs requests to --endpoint).")
     var scenario = "throughput"
 
     @Option(help: "Jobs to deliver (throughput scenario).")
@@ -45,6 +46,9 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(help: "Produce the jobs at this rate (jobs/s) while the pipeline runs, instead of queueing them all first.")
     var rate: Int?
+
+    @Option(help: "HTTP/2 client of the transport scenario: nio or curl (default: PUSH_HTTP_CLIENT, else nio).")
+    var client: String?
 
     @Option(help: "Give up after this many seconds.")
     var timeout = 900
@@ -84,6 +88,21 @@ struct BenchCommand: AsyncParsableCommand {
         let progress: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data("bench: \(line)\n".utf8)) }
         switch scenario {
         case "throughput": break
+        case "transport":
+            var transportOptions = TransportBench.Options()
+            transportOptions.requests = jobs
+            transportOptions.connections = connections ?? 4
+            guard let endpoint else { throw ValidationError("--scenario transport needs --endpoint") }
+            transportOptions.endpoint = endpoint
+            transportOptions.caFile = caFile
+            let clientName = client ?? ProcessInfo.processInfo.environment["PUSH_HTTP_CLIENT"] ?? HTTPClientKind.nio.rawValue
+            guard let kind = HTTPClientKind(rawValue: clientName) else { throw ValidationError("--client must be nio or curl") }
+            transportOptions.client = kind
+            let report = try await TransportBench.run(transportOptions)
+            print(json ? try report.prettyJSON() : report.table())
+            if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }
+            if report.failures > 0 { throw ExitCode(1) }
+            return
         case "backlog":
             var backlogOptions = BacklogBench.Options()
             backlogOptions.base = options
