@@ -263,6 +263,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         if let key = request.tls.clientKeyFile { easy.set(CURLOPT_SSLKEY, key) }
         if let password = request.tls.clientKeyPassword { easy.set(CURLOPT_KEYPASSWD, password) }
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
+        easy.set(CURLOPT_MAXAGE_CONN, max(1, Int(configuration.maximumIdleTime.milliseconds / 1000)))
         easy.set(CURLOPT_HTTPHEADER, list: state.headerList)
         if let resolveList = state.resolveList { easy.set(CURLOPT_RESOLVE, list: resolveList) }
         switch request.method {

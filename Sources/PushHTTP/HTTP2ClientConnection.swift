@@ -67,6 +67,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private var flushScheduled = false
     private var lastError: (any Error)?
     private var handshakeTimeout: Scheduled<Void>?
+    private var idleSince = NIODeadline.now()
+    private var lastRead = NIODeadline.now()
+    private var pingOutstanding = false
+    static let pingTimeout = TimeAmount.seconds(5)
     private(set) var capacity: Int
 
     init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, eventLoop: any EventLoop) {
@@ -77,7 +81,17 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     }
 
     var openStreams: Int { streams.count }
-    var acceptsStreams: Bool { phase == .ready }
+
+    /// Ready for a new stream; a connection idle beyond `maximumIdleTime` is closed here instead of reused.
+    var acceptsStreams: Bool {
+        guard phase == .ready else { return false }
+        if streams.isEmpty, NIODeadline.now() - idleSince > TimeAmount(configuration.maximumIdleTime) {
+            phase = .draining
+            context?.close(promise: nil)
+            return false
+        }
+        return true
+    }
     var isConnecting: Bool { phase == .connecting }
     var isUsable: Bool { phase == .connecting || phase == .ready }
 
@@ -192,6 +206,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
                       promise: nil)
         context.flush()
         phase = .ready
+        idleSince = NIODeadline.now()
         origin?.connectionReady()
     }
 
@@ -208,6 +223,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         let request = transfer.request
         let stream = Stream(transfer: transfer, responseLimit: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
         streams[id] = stream
+        let sentAt = NIODeadline.now()
 
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 5)
@@ -233,6 +249,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
         stream.timeout = eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(request.timeout)) { [self] in
             end(id, resetting: true, with: .failure(.timedOut))
+            if lastRead < sentAt { checkAlive() }
         }
         scheduleFlush()
     }
@@ -260,8 +277,34 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             stream.transfer.complete(result ?? .success(stream.response))
             origin?.streamEnded()
         }
-        if phase == .draining && streams.isEmpty { context?.close(promise: nil) }
+        if streams.isEmpty {
+            idleSince = NIODeadline.now()
+            if phase == .draining { context?.close(promise: nil) }
+        }
         origin?.dispatch()
+    }
+
+    /// Not a byte from the server during a whole request timeout: a PING (RFC 9113 §6.7) asks whether
+    /// the connection still lives; without an answer in `pingTimeout` it is closed, so its other
+    /// requests fail now instead of each waiting out its own timeout on a peer or NAT that vanished.
+    private func checkAlive() {
+        guard !pingOutstanding, phase == .ready || phase == .draining, let context else { return }
+        pingOutstanding = true
+        let pingSentAt = NIODeadline.now()
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))),
+                      promise: nil)
+        scheduleFlush()
+        eventLoop.assumeIsolated().scheduleTask(in: Self.pingTimeout) { [self] in
+            pingOutstanding = false
+            guard lastRead < pingSentAt, phase == .ready || phase == .draining else { return }
+            let error = HTTPTransportError.connectionFailed("no answer to a PING within \(Self.pingTimeout)")
+            lastError = error
+            // TLS waits for the peer's close_notify before the socket closes: meanwhile nothing may use the connection.
+            phase = .draining
+            for id in Array(streams.keys) { end(id, resetting: false, with: .failure(error)) }
+            self.context?.close(promise: nil)
+            origin?.dispatch()
+        }
     }
 
     private func scheduleFlush() {
@@ -277,6 +320,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     // MARK: Frames from the server
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastRead = NIODeadline.now()
         let frame = unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):
@@ -383,6 +427,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         // A stream's own error also arrives as StreamClosedEvent; only the connection's errors close it.
         if error is NIOHTTP2Errors.StreamError { return }
         lastError = error
+        if phase == .ready { phase = .draining }
         context.close(promise: nil)
     }
 
@@ -418,6 +463,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         case let error as NIOSSLError: .tls("\(error)")
         case let error as BoringSSLError: .tls("\(error)")
         case let error as NIOSSLExtraError: .tls("\(error)")
+        case let error as HTTPTransportError: error
         case let error as ChannelError:
             if case .connectTimeout = error { .timedOut } else { .connectionFailed("\(error)") }
         case let error?: .connectionFailed("\(error)")

@@ -38,10 +38,15 @@ public struct HTTPTransportConfiguration: Sendable {
     /// Streams per host that only urgent requests may use, so a host saturated by normal
     /// requests still has room for a call; nil: a tenth of the host's streams (at least 1).
     public var urgentReservedStreams: Int?
+    /// A connection without a request for this long is closed instead of reused: NATs and load
+    /// balancers drop idle connections silently (libcurl's default, 118 s).
+    public var maximumIdleTime: Duration
 
     public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
-                maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil) {
+                maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil,
+                maximumIdleTime: Duration = .seconds(118)) {
         self.urgentReservedStreams = urgentReservedStreams
+        self.maximumIdleTime = maximumIdleTime
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
         self.maximumStreamsPerConnection = maximumStreamsPerConnection
         self.maximumResponseBytes = maximumResponseBytes

@@ -1,4 +1,8 @@
 import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
 import PushCore
 import PushSandbox
 import Synchronization
@@ -11,23 +15,27 @@ struct HTTP2ConnectionBehaviourTests {
     @Test("a server's graceful GOAWAY ends its connection without losing a request: new ones go to a new connection",
           arguments: TransportKind.allCases)
     func gracefulGoAway(_ kind: TransportKind) async throws {
+        // The last answer of each round announces the shutdown, so no request is in flight when the
+        // sandbox closes the connection a second later (a real server would finish open streams first).
+        let round = 30
         let answered = Atomic(0)
         let sandbox = try await ProxySandboxFixture.start { _ in
             var response = SandboxResponse(status: 200, body: Array("ok".utf8))
-            if answered.add(1, ordering: .relaxed).newValue % 40 == 0 { response.connectionAction = .gracefulGoAway }
+            if answered.add(1, ordering: .relaxed).newValue % round == 0 { response.connectionAction = .gracefulGoAway }
             return response
         }
         let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
         defer { transport.shutdown() }
         let tls = TLSOptions(caFile: sandbox.tls.caFile)
-        for round in 0..<3 {
+        for index in 0..<3 {
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-                for index in 0..<60 {
-                    group.addTask { try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/r\(round)-\(index)", tls: tls)).status }
+                for request in 0..<round {
+                    group.addTask { try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/r\(index)-\(request)", tls: tls)).status }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
-            #expect(statuses.count == 60 && statuses.allSatisfy { $0 == 200 })
+            #expect(statuses.count == round && statuses.allSatisfy { $0 == 200 })
+            try await Task.sleep(for: .milliseconds(100))
         }
         let connections = Set(sandbox.server.requests.compactMap(\.connection))
         #expect(connections.count >= 2, "after a GOAWAY, requests went over a new connection")
@@ -80,6 +88,27 @@ struct HTTP2ConnectionBehaviourTests {
         await sandbox.stop()
     }
 
+    @Test("a connection idle beyond the idle limit is not reused: the next request opens a new one", arguments: TransportKind.allCases)
+    func idleConnectionsAreReplaced(_ kind: TransportKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let closed = RequestCounter()
+        let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) }
+        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(2)))
+        defer { transport.shutdown() }
+        let request = HTTPRequest(url: server.baseURL + "/idle", tls: TLSOptions(caFile: tls.caFile))
+        async let first = transport.send(request)
+        async let second = transport.send(request)
+        #expect(try await [first.status, second.status] == [200, 200])
+        #expect(closed.count == 0, "a connection in use is reused")
+        try await Task.sleep(for: .milliseconds(3500))
+        #expect(try await transport.send(request).status == 200)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while closed.count == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(closed.count == 1, "the idle connection was closed and the request went over a new one")
+        await server.stop()
+    }
+
     @Test("after shutdown, a request fails with shutDown", arguments: TransportKind.allCases)
     func afterShutdown(_ kind: TransportKind) async throws {
         let transport = kind.make()
@@ -110,4 +139,158 @@ struct HTTPSTargetTests {
         "https://example.com:65536/", "https://example.com:80a/", "https://[::1/", "ftp://example.com", "example.com",
     ])
     func refused(_ url: String) { #expect(HTTPSTarget(url) == nil) }
+}
+
+@Suite("A host that speaks only HTTP/1.1")
+struct HTTP1OnlyHostTests {
+    @Test("the NIO client hands every request to a host whose TLS handshake chose HTTP/1.1 to libcurl, which answers it")
+    func fallsBackToLibcurl() async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let server = try await HTTP1Server.start(tls: tls)
+        let transport = NIOHTTP2Transport()
+        defer { transport.shutdown() }
+        for index in 0..<3 {
+            let response = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/h1/\(index)", body: Array("x".utf8),
+                                                                tls: TLSOptions(caFile: tls.caFile)))
+            #expect(response.status == 202)
+            #expect(response.header("x-protocol") == "HTTP/1.1")
+        }
+        #expect(server.counter.count == 3)
+        try await server.channel.close()
+        try await server.group.shutdownGracefully()
+    }
+}
+
+/// A TLS server offering only `http/1.1` in ALPN that answers 202 to everything.
+private struct HTTP1Server {
+    let group: MultiThreadedEventLoopGroup
+    let channel: any Channel
+    let counter: RequestCounter
+    var port: Int { channel.localAddress?.port ?? 0 }
+
+    private final class Responder: ChannelInboundHandler, Sendable {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let requests: @Sendable () -> Void
+
+        init(requests: @escaping @Sendable () -> Void) { self.requests = requests }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .end = unwrapInboundIn(data) else { return }
+            requests()
+            let headers = HTTPHeaders([("x-protocol", "HTTP/1.1"), ("content-length", "0")])
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .accepted, headers: headers))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+
+    static func start(tls: SandboxTLS) async throws -> HTTP1Server {
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.serverCertificate.privateKeyPEM.utf8), format: .pem)))
+        configuration.applicationProtocols = ["http/1.1"]
+        let sslContext = try NIOSSLContext(configuration: configuration)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let counter = RequestCounter()
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Responder { counter.add() })
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return HTTP1Server(group: group, channel: channel, counter: counter)
+    }
+}
+
+final class RequestCounter: Sendable {
+    private let value = Atomic(0)
+    func add() { value.add(1, ordering: .relaxed) }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+@Suite("A connection whose peer vanished")
+struct DeadConnectionTests {
+    @Test("when nothing arrives during a whole request timeout, a PING unanswered closes the connection; the next request opens a new one")
+    func unansweredPingClosesTheConnection() async throws {
+        let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200) }
+        let relay = try await BlackholeRelay.start(to: sandbox.server.port)
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        defer { transport.shutdown() }
+        let url = "https://localhost:\(relay.port)/x"
+        let tls = TLSOptions(caFile: sandbox.tls.caFile)
+        #expect(try await transport.send(HTTPRequest(url: url, tls: tls)).status == 200)
+        relay.blackhole.store(true, ordering: .relaxed)
+        await #expect(throws: HTTPTransportError.timedOut) {
+            try await transport.send(HTTPRequest(url: url, timeout: .milliseconds(500), tls: tls))
+        }
+        try await Task.sleep(for: .seconds(6))
+        relay.blackhole.store(false, ordering: .relaxed)
+        #expect(try await transport.send(HTTPRequest(url: url, tls: tls)).status == 200)
+        #expect(relay.accepted.load(ordering: .relaxed) == 2)
+        try await relay.stop()
+        await sandbox.stop()
+    }
+}
+
+/// A TCP relay that can silently drop every byte in both directions, like a peer or NAT that vanished without a FIN.
+private final class BlackholeRelay: Sendable {
+    let blackhole = Atomic(false)
+    let accepted = Atomic(0)
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let channel = Mutex<(any Channel)?>(nil)
+
+    var port: Int { channel.withLock { $0?.localAddress?.port ?? 0 } }
+
+    private final class Forwarder: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        let partner: any Channel
+        let relay: BlackholeRelay
+
+        init(partner: any Channel, relay: BlackholeRelay) {
+            self.partner = partner
+            self.relay = relay
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !relay.blackhole.load(ordering: .relaxed) else { return }
+            partner.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) { partner.close(promise: nil) }
+    }
+
+    static func start(to port: Int) async throws -> BlackholeRelay {
+        let relay = BlackholeRelay()
+        let server = try await ServerBootstrap(group: relay.group)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { inbound in
+                relay.accepted.add(1, ordering: .relaxed)
+                return ClientBootstrap(group: inbound.eventLoop)
+                    .channelInitializer { outbound in
+                        outbound.eventLoop.makeCompletedFuture {
+                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound, relay: relay))
+                        }
+                    }
+                    .connect(host: "127.0.0.1", port: port)
+                    .flatMap { outbound in
+                        inbound.eventLoop.makeCompletedFuture {
+                            try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound, relay: relay))
+                        }
+                    }
+                    .flatMap { inbound.setOption(.autoRead, value: true) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        relay.channel.withLock { $0 = server }
+        return relay
+    }
+
+    func stop() async throws {
+        try await channel.withLock { $0 }?.close()
+        try await group.shutdownGracefully()
+    }
 }
