@@ -1,80 +1,83 @@
-import Dispatch
-import Logging
 import Synchronization
 
-/// A small pool of hiredis connections, each driven by its own serial queue. Commands
-/// batched in one `pipeline` call cost one round trip, and so do the pipelines of
-/// concurrent callers that queue up while a connection is busy: they are written
-/// together and their replies handed back to each caller.
+/// Redis for the stores: one node, or a Redis Cluster, found out from the seed nodes of the URL
+/// on first use (`CLUSTER SLOTS`; a node without cluster support is a single node).
+///
+/// On a cluster each command goes to the master of its key's slot; a pipeline is split per
+/// master, the parts run at once, and the replies come back in the caller's order. A
+/// `MULTI`…`EXEC` block travels as one piece (its keys share a slot through their hash tag).
+/// Redirections mean the command did not run, so they are followed: `MOVED` updates the slot
+/// map and resends, `ASK` resends once after `ASKING`, `TRYAGAIN` and `CLUSTERDOWN` resend after
+/// a pause, at most `maximumRedirections` times. A node that cannot be reached makes the slot map
+/// reload before the next command (a replica may have replaced its master); its commands fail
+/// with `.unavailable`, as on one node, and are not resent (they may have run).
 public final class RedisClient: Sendable {
-    private typealias Waiter = CheckedContinuation<Result<[RedisValue], RedisError>, Never>
-
-    private struct Queued {
-        var requests: [(commands: [RedisCommand], waiter: Waiter)] = []
-        var draining = false
-    }
-
-    private final class Slot: Sendable {
-        let connection: RedisConnection
-        let queue: DispatchQueue
-        let queued = Mutex(Queued())
-
-        init(connection: RedisConnection, queue: DispatchQueue) {
-            self.connection = connection
-            self.queue = queue
-        }
-    }
-
     public let url: RedisURL
-    private let slots: [Slot]
-    private let next = Atomic<Int>(0)
+    private let connections: Int
+    private let connectTimeout: Duration
+    private let commandTimeout: Duration
     private let scripts = Mutex<[String: String]>([:])
+    private let state = Mutex(State())
+
+    static let maximumRedirections = 5
+    static let redirectionPause: Duration = .milliseconds(100)
+
+    private enum Topology {
+        case unknown
+        case single(RedisNodePool)
+        case cluster(RedisSlotMap)
+    }
+
+    private struct State {
+        var topology = Topology.unknown
+        var pools: [RedisNodeAddress: RedisNodePool] = [:]
+        /// The slot map must be read again before the next command (a node failed or redirected).
+        var stale = false
+    }
 
     public init(url: RedisURL, connections: Int = 4, connectTimeout: Duration = .seconds(2),
                 commandTimeout: Duration = .seconds(2)) {
         self.url = url
-        slots = (0..<max(connections, 1)).map { index in
-            Slot(connection: RedisConnection(url: url, connectTimeout: connectTimeout, commandTimeout: commandTimeout),
-                 queue: DispatchQueue(label: "redis-\(index)"))
+        self.connections = connections
+        self.connectTimeout = connectTimeout
+        self.commandTimeout = commandTimeout
+    }
+
+    /// Whether the URL turned out to name a Redis Cluster (nil until the first command).
+    public var isCluster: Bool? {
+        state.withLock { state in
+            switch state.topology {
+            case .unknown: nil
+            case .single: false
+            case .cluster: true
+            }
         }
     }
 
-    /// Runs the commands in one round trip; error replies come back as `.error` values.
+    /// The masters of the cluster as last read (empty on one node).
+    public var clusterMasters: Set<RedisNodeAddress> {
+        state.withLock { state in
+            if case .cluster(let map) = state.topology { map.masters } else { [] }
+        }
+    }
+
+    /// The master that serves `key` as the client's slot map has it (nil on one node or before the first command).
+    func master(ofKey key: String) -> RedisNodeAddress? {
+        state.withLock { state in
+            if case .cluster(let map) = state.topology { map.owner(of: RedisKeySlot.of(key)) } else { nil }
+        }
+    }
+
+    /// Runs the commands (one round trip per node); error replies come back as `.error` values.
     public func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
         guard !commands.isEmpty else { return [] }
-        let slot = slots[next.add(1, ordering: .relaxed).oldValue % slots.count]
-        let result: Result<[RedisValue], RedisError> = await withCheckedContinuation { waiter in
-            let startDrain = slot.queued.withLock { queued in
-                queued.requests.append((commands, waiter))
-                defer { queued.draining = true }
-                return !queued.draining
-            }
-            if startDrain { slot.queue.async { Self.drain(slot) } }
-        }
-        return try result.get()
-    }
-
-    /// Runs on the slot's queue: sends everything queued as one pipeline until nothing is left.
-    private static func drain(_ slot: Slot) {
-        while true {
-            let requests = slot.queued.withLock { queued in
-                defer { queued.requests.removeAll(keepingCapacity: true) }
-                if queued.requests.isEmpty { queued.draining = false }
-                return queued.requests
-            }
-            guard !requests.isEmpty else { return }
-            let commands = requests.count == 1 ? requests[0].commands : requests.flatMap(\.commands)
-            do {
-                let replies = try slot.connection.pipeline(commands)
-                var offset = 0
-                for request in requests {
-                    let count = request.commands.count
-                    request.waiter.resume(returning: .success(Array(replies[offset..<(offset + count)])))
-                    offset += count
-                }
-            } catch {
-                for request in requests { request.waiter.resume(returning: .failure(error)) }
-            }
+        switch try await topology() {
+        case .single(let pool):
+            return try await pool.pipeline(commands)
+        case .cluster(let map):
+            return try await clusterPipeline(commands, map: map)
+        case .unknown:
+            throw .unavailable("no Redis node answered")
         }
     }
 
@@ -85,26 +88,214 @@ public final class RedisClient: Sendable {
         return reply
     }
 
-    /// `EVALSHA` of a script loaded once per process, reloaded when the server lost it.
+    /// `EVALSHA` of a script loaded once per process; a node that does not know it (restarted, or
+    /// another cluster node) gets the script itself with `EVAL`, which also loads it there.
     public func evaluate(_ script: RedisScript, keys: [String], arguments: [[UInt8]]) async throws(RedisError) -> RedisValue {
+        let reply = try await evaluateAll(script, calls: [(keys, arguments)])[0]
+        if case .error(let message) = reply { throw .reply(message) }
+        return reply
+    }
+
+    /// Several calls of one script in one pipeline (on a cluster, one round trip per node); the
+    /// replies in order, error replies as values.
+    public func evaluateAll(_ script: RedisScript, calls: [(keys: [String], arguments: [[UInt8]])]) async throws(RedisError) -> [RedisValue] {
+        guard !calls.isEmpty else { return [] }
         var sha = scripts.withLock { $0[script.source] }
         if sha == nil {
             sha = try await command(RedisCommand("SCRIPT", "LOAD", script.source)).string
             scripts.withLock { $0[script.source] = sha }
         }
-        let call = [Array("EVALSHA".utf8), Array(sha!.utf8), Array(String(keys.count).utf8)] + keys.map { Array($0.utf8) } + arguments
-        let reply = try await pipeline([RedisCommand(call)])[0]
-        if case .error(let message) = reply {
-            guard message.hasPrefix("NOSCRIPT") else { throw .reply(message) }
-            scripts.withLock { $0[script.source] = nil }
-            return try await evaluate(script, keys: keys, arguments: arguments)
+        func tail(_ call: (keys: [String], arguments: [[UInt8]])) -> [[UInt8]] {
+            [Array(String(call.keys.count).utf8)] + call.keys.map { Array($0.utf8) } + call.arguments
         }
-        return reply
+        var replies = try await pipeline(calls.map { RedisCommand([Array("EVALSHA".utf8), Array(sha!.utf8)] + tail($0)) })
+        let unknown = replies.indices.filter { index in
+            if case .error(let message) = replies[index] { message.hasPrefix("NOSCRIPT") } else { false }
+        }
+        if !unknown.isEmpty {
+            let again = try await pipeline(unknown.map { RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + tail(calls[$0])) })
+            for (index, reply) in zip(unknown, again) { replies[index] = reply }
+        }
+        return replies
     }
 
-    /// Whether the server answers PING now.
+    /// Whether Redis answers PING now (on a cluster, every master).
     public func ping() async -> Bool {
-        (try? await command(RedisCommand("PING")))?.string == "PONG"
+        guard let topology = try? await topology() else { return false }
+        switch topology {
+        case .single(let pool):
+            return (try? await pool.pipeline([RedisCommand("PING")]))?.first?.string == "PONG"
+        case .cluster(let map):
+            for master in map.masters {
+                guard (try? await pool(for: master).pipeline([RedisCommand("PING")]))?.first?.string == "PONG" else { return false }
+            }
+            return true
+        case .unknown:
+            return false
+        }
+    }
+
+    // MARK: Topology
+
+    private func topology() async throws(RedisError) -> Topology {
+        let (known, stale) = state.withLock { ($0.topology, $0.stale) }
+        switch known {
+        case .single: return known
+        case .cluster where !stale: return known
+        case .cluster, .unknown: return try await discover(previous: known)
+        }
+    }
+
+    /// Asks the seed nodes, then the masters last known, for the slot map; the first answer wins.
+    private func discover(previous: Topology) async throws(RedisError) -> Topology {
+        var candidates = url.seeds
+        if case .cluster(let map) = previous { candidates = Array(map.masters) + candidates }
+        var lastError = RedisError.unavailable("no Redis node named")
+        var seen = Set<RedisNodeAddress>()
+        for address in candidates where seen.insert(address).inserted {
+            let pool = pool(for: address)
+            let reply: RedisValue
+            do {
+                reply = try await pool.pipeline([RedisCommand("CLUSTER", "SLOTS")])[0]
+            } catch {
+                lastError = error
+                continue
+            }
+            if case .error(let message) = reply {
+                // "ERR This instance has cluster support disabled", or a user not allowed CLUSTER: one node.
+                guard case .unknown = previous else { lastError = .reply(message); continue }
+                let topology = Topology.single(pool)
+                state.withLock { $0.topology = topology }
+                return topology
+            }
+            guard let map = RedisSlotMap(clusterSlots: reply, announcedBy: address) else {
+                lastError = .unavailable("\(address) answered CLUSTER SLOTS without a slot range")
+                continue
+            }
+            let topology = Topology.cluster(map)
+            state.withLock { state in
+                state.topology = topology
+                state.stale = false
+            }
+            return topology
+        }
+        throw lastError
+    }
+
+    private func pool(for address: RedisNodeAddress) -> RedisNodePool {
+        state.withLock { state in
+            if let pool = state.pools[address] { return pool }
+            let pool = RedisNodePool(url: url, address: address, connections: connections,
+                                     connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+            state.pools[address] = pool
+            return pool
+        }
+    }
+
+    private func markStale() { state.withLock { $0.stale = true } }
+
+    private func learn(_ slot: Int, movedTo address: RedisNodeAddress) {
+        state.withLock { state in
+            guard case .cluster(var map) = state.topology else { return }
+            map.assign(slot, to: address)
+            state.topology = .cluster(map)
+            state.stale = true
+        }
+    }
+
+    // MARK: Cluster pipelines
+
+    /// A command, or a `MULTI`…`EXEC` block, with where its replies go in the caller's list.
+    private struct Piece {
+        var commands: [RedisCommand]
+        var offset: Int
+        var slot: Int?
+        /// `ASKING` first, to the node an `ASK` named.
+        var asking: RedisNodeAddress?
+    }
+
+    private static func pieces(of commands: [RedisCommand]) -> [Piece] {
+        var pieces: [Piece] = []
+        var index = 0
+        while index < commands.count {
+            var end = index + 1
+            if commands[index].isNamed("MULTI") {
+                while end < commands.count, !commands[end - 1].isNamed("EXEC") { end += 1 }
+            }
+            let block = Array(commands[index..<end])
+            let slot = block.lazy.compactMap(\.firstKey).first.map { RedisKeySlot.of($0) }
+            pieces.append(Piece(commands: block, offset: index, slot: slot))
+            index = end
+        }
+        return pieces
+    }
+
+    private func clusterPipeline(_ commands: [RedisCommand], map: RedisSlotMap) async throws(RedisError) -> [RedisValue] {
+        var replies = [RedisValue](repeating: .null, count: commands.count)
+        var pending = Self.pieces(of: commands)
+        var map = map
+        for round in 0...Self.maximumRedirections {
+            let anyMaster = map.masters.sorted { $0.description < $1.description }.first
+            var byNode: [RedisNodeAddress: [Piece]] = [:]
+            for piece in pending {
+                guard let node = piece.asking ?? piece.slot.flatMap(map.owner(of:)) ?? anyMaster else {
+                    throw .unavailable("the Redis Cluster serves no slot")
+                }
+                byNode[node, default: []].append(piece)
+            }
+            let results = await withTaskGroup(of: (RedisNodeAddress, Result<[RedisValue], RedisError>).self) { group in
+                for (node, pieces) in byNode {
+                    let commands = pieces.flatMap { piece in piece.asking == nil ? piece.commands : [RedisCommand("ASKING")] + piece.commands }
+                    let pool = pool(for: node)
+                    group.addTask {
+                        do throws(RedisError) { return (node, .success(try await pool.pipeline(commands))) } catch { return (node, .failure(error)) }
+                    }
+                }
+                return await group.reduce(into: [RedisNodeAddress: Result<[RedisValue], RedisError>]()) { $0[$1.0] = $1.1 }
+            }
+            var again: [Piece] = []
+            var pause = false
+            for (node, pieces) in byNode {
+                let nodeReplies: [RedisValue]
+                switch results[node]! {
+                case .success(let values): nodeReplies = values
+                case .failure(let error):
+                    markStale()
+                    throw error
+                }
+                var cursor = 0
+                for var piece in pieces {
+                    if piece.asking != nil { cursor += 1 }
+                    let own = nodeReplies[cursor..<(cursor + piece.commands.count)]
+                    cursor += piece.commands.count
+                    let redirection = own.lazy.compactMap { RedisRedirection($0) }.first
+                    guard let redirection, round < Self.maximumRedirections else {
+                        for (index, reply) in own.enumerated() { replies[piece.offset + index] = reply }
+                        continue
+                    }
+                    piece.asking = nil
+                    switch redirection {
+                    case .moved(let slot, let address):
+                        learn(slot, movedTo: address)
+                        map.assign(slot, to: address)
+                    case .ask(_, let address):
+                        // A transaction cannot follow ASK (ASKING covers one command): it waits for the move to end.
+                        if piece.commands.count == 1 { piece.asking = address } else { pause = true }
+                    case .tryAgain, .clusterDown:
+                        pause = true
+                        markStale()
+                    }
+                    again.append(piece)
+                }
+            }
+            if again.isEmpty { return replies }
+            if pause {
+                try? await Task.sleep(for: Self.redirectionPause)
+                if case .cluster(let fresh) = try await topology() { map = fresh }
+            }
+            pending = again
+        }
+        return replies
     }
 }
 
@@ -112,4 +303,11 @@ public final class RedisClient: Sendable {
 public struct RedisScript: Sendable {
     public let source: String
     public init(_ source: String) { self.source = source }
+}
+
+extension RedisCommand {
+    func isNamed(_ name: String) -> Bool {
+        guard let first = arguments.first, first.count == name.utf8.count else { return false }
+        return zip(first, name.utf8).allSatisfy { ($0 | 0x20) == ($1 | 0x20) }
+    }
 }

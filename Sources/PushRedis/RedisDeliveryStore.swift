@@ -2,7 +2,8 @@ import PushCore
 
 /// Dedupe windows and idempotency records in Redis, shared by every replica.
 ///
-/// A job's checks take one round trip: per target `GET sent`, `EXISTS` of its retry entry, and when dedupe is on
+/// A job's checks take one round trip: per target `GET sent`, `EXISTS` of its retry entry (in its shard and in the
+/// queue of earlier versions), and when dedupe is on
 /// `SET dd <jobId> NX PX <window>` + `GET dd`. The claim names the job, so the same job
 /// redelivered by Kafka is not a duplicate of itself.
 public final class RedisDeliveryStore: DeliveryStore {
@@ -15,7 +16,9 @@ public final class RedisDeliveryStore: DeliveryStore {
         var commands: [RedisCommand] = []
         for target in job.targets {
             commands.append(RedisCommand("GET", RedisKeys.sent(bindingId: target.bindingId, jobId: job.id)))
-            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(RetryEntry.id(jobId: job.id, bindingId: target.bindingId))))
+            let entry = RetryEntry.id(jobId: job.id, bindingId: target.bindingId)
+            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: RedisRetryQueue.shard(of: entry))))
+            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: nil)))
             if dedupeWindow > 0 {
                 let key = RedisKeys.dedupe(bindingId: target.bindingId, identity: identity)
                 commands.append(RedisCommand("SET", key, job.id, "NX", "PX", String(dedupeWindow)))
@@ -26,16 +29,16 @@ public final class RedisDeliveryStore: DeliveryStore {
         if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
             throw RedisError.reply(message)
         }
-        let stride = dedupeWindow > 0 ? 4 : 2
+        let stride = dedupeWindow > 0 ? 5 : 3
         return job.targets.indices.map { index in
             let base = index * stride
             if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) {
                 return .alreadyFinished(outcome)
             }
-            if replies[base + 1] == .integer(1) { return .inRetryQueue }
+            if replies[base + 1] == .integer(1) || replies[base + 2] == .integer(1) { return .inRetryQueue }
             guard dedupeWindow > 0 else { return .fresh }
-            if replies[base + 2] == .status("OK") { return .fresh }
-            let holder = replies[base + 3].string
+            if replies[base + 3] == .status("OK") { return .fresh }
+            let holder = replies[base + 4].string
             return holder == nil || holder == job.id ? .fresh : .duplicate(ofJob: holder!)
         }
     }

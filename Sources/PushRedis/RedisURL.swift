@@ -1,7 +1,12 @@
-/// `redis://[[user]:password@]host[:port][/db]`.
+/// `redis://[[user]:password@]host[:port][,host[:port]…][/db]`: one node, or several seed nodes of
+/// a Redis Cluster (any one of them is enough to learn the cluster; the others are tried when it
+/// does not answer).
 public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
+    /// The first node.
     public var host: String
     public var port: Int
+    /// Every node the URL names, the first one first.
+    public var seeds: [RedisNodeAddress]
     public var database: Int
     public var username: String?
     public var password: String?
@@ -30,14 +35,28 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
                 database = number
             }
         }
-        port = 6379
-        if let colon = hostPort.lastIndex(of: ":"), !hostPort.hasSuffix("]") {
-            guard let number = Int(hostPort[hostPort.index(after: colon)...]), (1...65535).contains(number) else { return nil }
-            port = number
-            hostPort = hostPort[..<colon]
+        var seeds: [RedisNodeAddress] = []
+        for node in hostPort.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let address = Self.node(node) else { return nil }
+            seeds.append(address)
         }
-        host = hostPort.trimmingCharacters(in: ["[", "]"])
+        guard let first = seeds.first else { return nil }
+        self.seeds = seeds
+        host = first.host
+        port = first.port
+    }
+
+    private static func node(_ text: Substring) -> RedisNodeAddress? {
+        var hostPart = text
+        var port = 6379
+        if let colon = text.lastIndex(of: ":"), !text.hasSuffix("]") {
+            guard let number = Int(text[text.index(after: colon)...]), (1...65535).contains(number) else { return nil }
+            port = number
+            hostPart = text[..<colon]
+        }
+        let host = hostPart.trimmingCharacters(in: ["[", "]"])
         guard !host.isEmpty else { return nil }
+        return RedisNodeAddress(host: host, port: port)
     }
 
     /// Masks whatever sits between `://` and `@` in a string that did not parse, for error messages.
@@ -49,7 +68,7 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     /// The URL with the password masked, for logs.
     public var description: String {
         let credentials = password == nil ? "" : "\(username ?? ""):***@"
-        return "redis://\(credentials)\(host):\(port)/\(database)"
+        return "redis://\(credentials)\(seeds.map(\.description).joined(separator: ","))/\(database)"
     }
 }
 

@@ -15,6 +15,15 @@ public enum RedisValue: Sendable, Equatable {
         }
     }
 
+    /// The bytes of a bulk or status reply; empty for anything else.
+    var bytes: [UInt8] {
+        switch self {
+        case .bulk(let bytes): bytes
+        case .status(let text): Array(text.utf8)
+        default: []
+        }
+    }
+
     public var integer: Int64? {
         if case .integer(let value) = self { return value }
         return nil

@@ -5,12 +5,26 @@ import Foundation
 public final class RedisServerProcess: @unchecked Sendable {
     public let port: Int
     private let password: String?
+    /// Where a cluster node keeps its `nodes.conf`; nil: not a cluster node.
+    private let clusterDirectory: String?
     private var process: Process?
     private let lock = NSLock()
 
     public init(password: String? = nil) throws {
         port = try Self.freePort()
         self.password = password
+        clusterDirectory = nil
+        try start()
+    }
+
+    /// A node with cluster support on (`--cluster-enabled yes`), not yet part of a cluster; its
+    /// cluster bus port (the port + 10 000) is free too.
+    public init(clusterNodeIn directory: String) throws {
+        var port = try Self.freePort()
+        while port > 55_000 || !Self.isFree(port: port + 10_000) { port = try Self.freePort() }
+        self.port = port
+        password = nil
+        clusterDirectory = directory
         try start()
     }
 
@@ -30,6 +44,10 @@ public final class RedisServerProcess: @unchecked Sendable {
             var arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--daemonize", "no", "--loglevel", "warning"]
             if let password { arguments += ["--requirepass", password] }
+            if let clusterDirectory {
+                arguments += ["--cluster-enabled", "yes", "--cluster-config-file", "\(clusterDirectory)/nodes-\(port).conf",
+                              "--cluster-node-timeout", "2000", "--dir", clusterDirectory]
+            }
             process.arguments = arguments
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
@@ -75,6 +93,8 @@ public final class RedisServerProcess: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
     }
+
+    static func isFree(port: Int) -> Bool { !canConnect(port: port) }
 
     static func freePort() throws -> Int {
         let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

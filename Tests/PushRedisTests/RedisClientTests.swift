@@ -23,11 +23,19 @@ struct RedisClientTests {
         #expect(RedisURL("http://x") == nil)
         #expect(RedisURL("redis://host:99999") == nil)
         #expect(RedisURL("redis://host/x") == nil)
+        let seeds = try #require(RedisURL("redis://:pw@10.0.0.1:7000,10.0.0.2,[::1]:7002/0"))
+        #expect(seeds.seeds == [RedisNodeAddress(host: "10.0.0.1", port: 7000), RedisNodeAddress(host: "10.0.0.2", port: 6379),
+                                RedisNodeAddress(host: "::1", port: 7002)])
+        #expect(seeds.host == "10.0.0.1" && seeds.port == 7000)
+        #expect(seeds.description == "redis://:***@10.0.0.1:7000,10.0.0.2:6379,[::1]:7002/0")
+        #expect(RedisURL("redis://a:1,,b:2") == nil)
     }
 
-    @Test("a pipeline of commands is answered in order in one call; error replies come back as values")
-    func pipeline() async throws {
-        let server = try RedisServerProcess()
+    @Test("a pipeline of commands is answered in order in one call; error replies come back as values",
+          arguments: RedisDeployment.allCases)
+    func pipeline(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let client = server.client()
         let replies = try await client.pipeline((0..<1000).map { RedisCommand("SET", "k\($0)", "v\($0)", "NX", "PX", "10000") }
                                                 + [RedisCommand("GET", "k7"), RedisCommand("INCR", "k7"), RedisCommand("GET", "missing")])
@@ -81,9 +89,10 @@ struct RedisDeliveryStoreTests {
             targets: bindings.map { Target(bindingId: $0, provider: "proxy") })
     }
 
-    @Test("a second job with the same identity to the same binding inside the window is a duplicate")
-    func duplicateInsideWindow() async throws {
-        let server = try RedisServerProcess()
+    @Test("a second job with the same identity to the same binding inside the window is a duplicate", arguments: RedisDeployment.allCases)
+    func duplicateInsideWindow(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 60_000) == [.fresh])
         #expect(try await store.prepare(Self.job("j2"), dedupeWindow: 60_000) == [.duplicate(ofJob: "j1")])
@@ -91,17 +100,19 @@ struct RedisDeliveryStoreTests {
         #expect(try await store.prepare(Self.job("j4", dedupeKey: "other"), dedupeWindow: 60_000) == [.fresh], "other identities are independent")
     }
 
-    @Test("the same job redelivered is not a duplicate of itself")
-    func redeliveryIsNotDuplicate() async throws {
-        let server = try RedisServerProcess()
+    @Test("the same job redelivered is not a duplicate of itself", arguments: RedisDeployment.allCases)
+    func redeliveryIsNotDuplicate(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
     }
 
-    @Test("after the window both deliver; window 0 disables dedupe")
-    func afterWindow() async throws {
-        let server = try RedisServerProcess()
+    @Test("after the window both deliver; window 0 disables dedupe", arguments: RedisDeployment.allCases)
+    func afterWindow(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 300) == [.fresh])
         try await Task.sleep(for: .milliseconds(400))
@@ -110,9 +121,10 @@ struct RedisDeliveryStoreTests {
         #expect(try await store.prepare(Self.job("j4"), dedupeWindow: 0) == [.fresh])
     }
 
-    @Test("a recorded final outcome is returned for the same job and binding, whole")
-    func idempotencyRecord() async throws {
-        let server = try RedisServerProcess()
+    @Test("a recorded final outcome is returned for the same job and binding, whole", arguments: RedisDeployment.allCases)
+    func idempotencyRecord(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         let job = Self.job("j1", bindings: ["b1", "b2"])
         let outcome = Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
@@ -123,13 +135,14 @@ struct RedisDeliveryStoreTests {
         #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b2") == nil)
     }
 
-    @Test("ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y")
-    func keysAreUnambiguous() async throws {
+    @Test("ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y", arguments: RedisDeployment.allCases)
+    func keysAreUnambiguous(_ deployment: RedisDeployment) async throws {
         #expect(RedisKeys.sent(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.sent(bindingId: "a", jobId: "x}:sent:y"))
         #expect(RedisKeys.dedupe(bindingId: "a}:dd:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:dd:y"))
         #expect(RetryEntry.id(jobId: "a/b", bindingId: "c") != RetryEntry.id(jobId: "a", bindingId: "b/c"))
         #expect(RedisKeys.sent(bindingId: "b1", jobId: "j1") == "push:{b:2:b1}:sent:2:j1", "the hash tag still holds the binding")
-        let server = try RedisServerProcess()
+        let server = try deployment.start()
+        defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         let crafted = Job(id: "y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
                           targets: [Target(bindingId: "a}:sent:x", provider: "proxy")])
@@ -152,16 +165,17 @@ struct RedisRetryQueueTests {
         #expect(RedisRetryQueue.entry(id: "1:j/b1", from: sane)?.attempts == 3)
     }
 
-    @Test("a damaged record is taken out of the queue but kept aside, never silently dropped")
-    func damagedRecordKeptAside() async throws {
-        let server = try RedisServerProcess()
+    @Test("a damaged record is taken out of the queue but kept aside, never silently dropped", arguments: RedisDeployment.allCases)
+    func damagedRecordKeptAside(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let client = server.client()
         let queue = RedisRetryQueue(client: client, logger: testLogger())
         try await queue.schedule(Self.entry("1:j/b1"), dueAt: 0)
-        _ = try await client.command(RedisCommand("HSET", RedisKeys.retryEntry("1:j/b1"), "attempts", "-3"))
+        _ = try await client.command(RedisCommand("HSET", RedisKeys.retryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "attempts", "-3"))
         #expect(try await queue.claimDue(now: 1, limit: 10, lease: .seconds(30)).isEmpty)
         #expect(try await queue.count() == 0)
-        let kept = try await client.command(RedisCommand("HGET", RedisKeys.damagedRetryEntry("1:j/b1"), "job"))
+        let kept = try await client.command(RedisCommand("HGET", RedisKeys.damagedRetryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "job"))
         #expect(kept.string == #"{"v":1}"#, "the job bytes are still there for the operator")
     }
 
@@ -170,9 +184,10 @@ struct RedisRetryQueueTests {
                    bindingId: "b1", attempts: attempts, lastReason: "proxy answered 500", lastHTTPStatus: 500)
     }
 
-    @Test("an entry is claimed only when due, whole, and is gone once completed")
-    func scheduleClaimComplete() async throws {
-        let server = try RedisServerProcess()
+    @Test("an entry is claimed only when due, whole, and is gone once completed", arguments: RedisDeployment.allCases)
+    func scheduleClaimComplete(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
         try await queue.schedule(Self.entry("r1"), dueAt: 1000)
         #expect(try await queue.claimDue(now: 999, limit: 10, lease: .seconds(30)).isEmpty)
@@ -183,9 +198,10 @@ struct RedisRetryQueueTests {
         #expect(try await queue.claimDue(now: 1_000_000, limit: 10, lease: .seconds(30)).isEmpty)
     }
 
-    @Test("a claimed entry is invisible to other claimers until its lease ends, then due again")
-    func leases() async throws {
-        let server = try RedisServerProcess()
+    @Test("a claimed entry is invisible to other claimers until its lease ends, then due again", arguments: RedisDeployment.allCases)
+    func leases(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let first = RedisRetryQueue(client: server.client())
         let second = RedisRetryQueue(client: server.client())
         try await first.schedule(Self.entry("r1"), dueAt: 0)
@@ -194,9 +210,10 @@ struct RedisRetryQueueTests {
         #expect(try await second.claimDue(now: 510, limit: 10, lease: .milliseconds(500)).map(\.id) == ["r1"])
     }
 
-    @Test("many concurrent claimers never receive the same entry twice")
-    func concurrentClaims() async throws {
-        let server = try RedisServerProcess()
+    @Test("many concurrent claimers never receive the same entry twice", arguments: RedisDeployment.allCases)
+    func concurrentClaims(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client(connections: 8))
         for index in 0..<300 { try await queue.schedule(Self.entry("r\(index)"), dueAt: 0) }
         let batches = try await withThrowingTaskGroup(of: [String].self) { group in
@@ -217,9 +234,10 @@ struct RedisRetryQueueTests {
         #expect(Set(all).count == 300)
     }
 
-    @Test("rescheduling keeps one entry with the new attempt count")
-    func reschedule() async throws {
-        let server = try RedisServerProcess()
+    @Test("rescheduling keeps one entry with the new attempt count", arguments: RedisDeployment.allCases)
+    func reschedule(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
         try await queue.schedule(Self.entry("r1", attempts: 1), dueAt: 0)
         _ = try await queue.claimDue(now: 0, limit: 1, lease: .seconds(30))
@@ -229,11 +247,71 @@ struct RedisRetryQueueTests {
     }
 }
 
+@Suite("The retry queue's shards, and the single queue of earlier versions")
+struct RedisRetryShardTests {
+    @Test("entries spread over every shard, and claims take from all of them, each entry once", arguments: RedisDeployment.allCases)
+    func entriesSpreadOverShards(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
+        let queue = RedisRetryQueue(client: server.client())
+        for index in 0..<320 { try await queue.schedule(RedisRetryQueueTests.entry("\(index):job/b"), dueAt: 0) }
+        let perShard = try await queue.countPerShard()
+        #expect(perShard.prefix(RedisRetryQueue.shardCount).allSatisfy { $0 > 0 }, "every shard holds entries: \(perShard)")
+        #expect(perShard.last == 0, "nothing new goes to the queue of earlier versions")
+        let first = try await queue.claimDue(now: 1, limit: 50, lease: .seconds(60))
+        #expect(first.count == 50)
+        #expect(Set(first.map { RedisRetryQueue.shard(of: $0.id) }).count == RedisRetryQueue.shardCount, "one claim reaches every shard")
+        var all = first.map(\.id)
+        while true {
+            let claimed = try await queue.claimDue(now: 1, limit: 37, lease: .seconds(60))
+            if claimed.isEmpty { break }
+            all += claimed.map(\.id)
+        }
+        #expect(all.count == 320 && Set(all).count == 320)
+    }
+
+    @Test("an entry of the earlier single queue is claimed; scheduled again it moves to its shard; completed it is gone",
+          arguments: RedisDeployment.allCases)
+    func earlierQueueIsDrained(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
+        let client = server.client()
+        for id in ["old-1", "old-2"] {
+            _ = try await client.pipeline([
+                RedisCommand("HSET", RedisKeys.retryEntry(id, shard: nil), "job", #"{"v":1}"#, "binding", "b1", "attempts", "1",
+                             "fallbackCreatedAt", "5", "hasKey", "0", "key", "", "reason", "r", "httpStatus", ""),
+                RedisCommand("ZADD", RedisKeys.retryIndex(shard: nil), "0", id),
+            ])
+        }
+        let queue = RedisRetryQueue(client: client)
+        let claimed = try await queue.claimDue(now: 1, limit: 10, lease: .seconds(60))
+        #expect(Set(claimed.map(\.id)) == ["old-1", "old-2"])
+        var moved = try #require(claimed.first { $0.id == "old-1" })
+        moved.attempts = 2
+        try await queue.schedule(moved, dueAt: 10)
+        try await queue.complete("old-2")
+        #expect(try await queue.countPerShard().last == 0, "the earlier queue is empty")
+        #expect(try await client.command(RedisCommand("EXISTS", RedisKeys.retryEntry("old-1", shard: nil))) == .integer(0))
+        #expect(try await queue.claimDue(now: 10, limit: 10, lease: .seconds(60)).map(\.attempts) == [2], "old-1 lives on in its shard")
+    }
+
+    @Test("a redelivered job's target waiting in the earlier queue still counts as owned by the queue")
+    func earlierQueueOwnsTargets() async throws {
+        let server = try RedisServerProcess()
+        let client = server.client()
+        let id = RetryEntry.id(jobId: "j1", bindingId: "b1")
+        _ = try await client.pipeline([RedisCommand("HSET", RedisKeys.retryEntry(id, shard: nil), "job", "{}"),
+                                       RedisCommand("ZADD", RedisKeys.retryIndex(shard: nil), "0", id)])
+        #expect(try await RedisDeliveryStore(client: client).prepare(RedisDeliveryStoreTests.job("j1"), dedupeWindow: 0) == [.inRetryQueue])
+    }
+}
+
 @Suite("Redelivery of a job whose target waits in the retry queue")
 struct RetryOwnershipTests {
-    @Test("a target with a pending retry entry is reported as owned by the queue, not fresh")
-    func pendingRetryOwnsTarget() async throws {
-        let server = try RedisServerProcess()
+    @Test("a target with a pending retry entry is reported as owned by the queue, not fresh", arguments: RedisDeployment.allCases)
+    func pendingRetryOwnsTarget(_ deployment: RedisDeployment) async throws {
+        let server = try deployment.start()
+        defer { server.stop() }
         let client = server.client()
         let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2"])
         try await RedisRetryQueue(client: client).schedule(RetryEntry(

@@ -1,0 +1,80 @@
+import Dispatch
+import Synchronization
+
+/// A small pool of hiredis connections to one Redis node, each driven by its own serial queue.
+/// Commands batched in one `pipeline` call cost one round trip, and so do the pipelines of
+/// concurrent callers that queue up while a connection is busy: they are written together and
+/// their replies handed back to each caller.
+final class RedisNodePool: Sendable {
+    private typealias Waiter = CheckedContinuation<Result<[RedisValue], RedisError>, Never>
+
+    private struct Queued {
+        var requests: [(commands: [RedisCommand], waiter: Waiter)] = []
+        var draining = false
+    }
+
+    private final class Slot: Sendable {
+        let connection: RedisConnection
+        let queue: DispatchQueue
+        let queued = Mutex(Queued())
+
+        init(connection: RedisConnection, queue: DispatchQueue) {
+            self.connection = connection
+            self.queue = queue
+        }
+    }
+
+    let address: RedisNodeAddress
+    private let slots: [Slot]
+    private let next = Atomic<Int>(0)
+
+    init(url: RedisURL, address: RedisNodeAddress, connections: Int, connectTimeout: Duration, commandTimeout: Duration) {
+        self.address = address
+        var nodeURL = url
+        nodeURL.host = address.host
+        nodeURL.port = address.port
+        slots = (0..<max(connections, 1)).map { index in
+            Slot(connection: RedisConnection(url: nodeURL, connectTimeout: connectTimeout, commandTimeout: commandTimeout),
+                 queue: DispatchQueue(label: "redis-\(address)-\(index)"))
+        }
+    }
+
+    /// Runs the commands in one round trip; error replies come back as `.error` values.
+    func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
+        guard !commands.isEmpty else { return [] }
+        let slot = slots[next.add(1, ordering: .relaxed).oldValue % slots.count]
+        let result: Result<[RedisValue], RedisError> = await withCheckedContinuation { waiter in
+            let startDrain = slot.queued.withLock { queued in
+                queued.requests.append((commands, waiter))
+                defer { queued.draining = true }
+                return !queued.draining
+            }
+            if startDrain { slot.queue.async { Self.drain(slot) } }
+        }
+        return try result.get()
+    }
+
+    /// Runs on the slot's queue: sends everything queued as one pipeline until nothing is left.
+    private static func drain(_ slot: Slot) {
+        while true {
+            let requests = slot.queued.withLock { queued in
+                defer { queued.requests.removeAll(keepingCapacity: true) }
+                if queued.requests.isEmpty { queued.draining = false }
+                return queued.requests
+            }
+            guard !requests.isEmpty else { return }
+            let commands = requests.count == 1 ? requests[0].commands : requests.flatMap(\.commands)
+            do {
+                let replies = try slot.connection.pipeline(commands)
+                var offset = 0
+                for request in requests {
+                    let count = request.commands.count
+                    request.waiter.resume(returning: .success(Array(replies[offset..<(offset + count)])))
+                    offset += count
+                }
+            } catch {
+                for request in requests { request.waiter.resume(returning: .failure(error)) }
+            }
+        }
+    }
+}

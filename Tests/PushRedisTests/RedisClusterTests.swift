@@ -1,0 +1,125 @@
+import Foundation
+import PushCore
+import PushSandbox
+import Testing
+import TestSupport
+@testable import PushRedis
+
+@Suite("Key slots as Redis Cluster computes them")
+struct RedisKeySlotTests {
+    @Test("CRC16/XMODEM modulo 16384, the specification's examples")
+    func slots() {
+        #expect(RedisKeySlot.crc16(Array("123456789".utf8)[...]) == 0x31C3, "the specification's check value")
+        #expect(RedisKeySlot.of("foo") == 12182)
+        #expect(RedisKeySlot.of("bar") == 5061)
+    }
+
+    @Test("a hash tag decides the slot: the part between the first { and the next }, when not empty")
+    func hashTags() {
+        #expect(RedisKeySlot.of("{user1000}.following") == RedisKeySlot.of("{user1000}.followers"))
+        #expect(RedisKeySlot.of("{user1000}.following") == RedisKeySlot.of("user1000"))
+        #expect(RedisKeySlot.of("foo{}{bar}") == RedisKeySlot.of("foo{}{bar}"), "an empty tag means the whole key")
+        #expect(RedisKeySlot.of("foo{}{bar}") != RedisKeySlot.of("bar"))
+        #expect(RedisKeySlot.of("foo{{bar}}zap") == RedisKeySlot.of("{bar"))
+        #expect(RedisKeySlot.of(RedisKeys.sent(bindingId: "b1", jobId: "j1")) == RedisKeySlot.of(RedisKeys.dedupe(bindingId: "b1", identity: "x")),
+                "everything about one binding shares its slot")
+    }
+
+    @Test("redirections are read from error replies; anything else is not one")
+    func redirections() {
+        #expect(RedisRedirection(.error("MOVED 3999 127.0.0.1:6381")) == .moved(slot: 3999, to: RedisNodeAddress(host: "127.0.0.1", port: 6381)))
+        #expect(RedisRedirection(.error("ASK 3999 [::1]:6381")) == .ask(slot: 3999, to: RedisNodeAddress(host: "::1", port: 6381)))
+        #expect(RedisRedirection(.error("TRYAGAIN Multiple keys request during rehashing of slot")) == .tryAgain)
+        #expect(RedisRedirection(.error("CLUSTERDOWN The cluster is down")) == .clusterDown)
+        #expect(RedisRedirection(.error("MOVED 99999 127.0.0.1:6381")) == nil)
+        #expect(RedisRedirection(.error("MOVED 1 host")) == nil)
+        #expect(RedisRedirection(.error("ERR wrong number of arguments")) == nil)
+        #expect(RedisRedirection(.status("MOVED 1 127.0.0.1:1")) == nil)
+    }
+}
+
+@Suite("Redis Cluster: a real 3-master cluster of redis-server processes")
+struct RedisClusterTests {
+    @Test("one seed is enough: the client learns every master, and a binding's keys land on the master of its slot")
+    func discovery() async throws {
+        let cluster = try RedisClusterProcesses(masters: 3)
+        defer { cluster.stop() }
+        let client = RedisClient(url: RedisURL(cluster.singleSeedURLString)!, connections: 1)
+        let store = RedisDeliveryStore(client: client)
+        for index in 0..<60 {
+            let job = RedisDeliveryStoreTests.job("j\(index)", bindings: ["binding-\(index)"])
+            try await store.record(Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
+                                           attempts: 1, at: 1), retention: .seconds(60))
+        }
+        #expect(client.isCluster == true)
+        #expect(client.clusterMasters.count == 3)
+        let keysPerMaster = cluster.masterPorts.map { Int(RedisClusterProcesses.run(["-p", String($0), "dbsize"]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 }
+        #expect(keysPerMaster.count == 3 && keysPerMaster.allSatisfy { $0 > 0 }, "keys on every master: \(keysPerMaster)")
+        #expect(keysPerMaster.reduce(0, +) == 60)
+        let queue = RedisRetryQueue(client: client)
+        for index in 0..<40 { try await queue.schedule(RedisRetryQueueTests.entry("\(index):job/b"), dueAt: 0) }
+        let retryKeysPerMaster = cluster.masterPorts.map { port in
+            RedisClusterProcesses.run(["-p", String(port), "--scan", "--pattern", "push:{retry:*}:due"])
+                .split(separator: "\n").count
+        }
+        #expect(retryKeysPerMaster.allSatisfy { $0 > 0 }, "retry shards on every master: \(retryKeysPerMaster)")
+    }
+
+    @Test("a URL naming a node without cluster support is one node")
+    func singleNodeIsNotACluster() async throws {
+        let server = try RedisServerProcess()
+        let client = server.client()
+        #expect(try await client.command(RedisCommand("SET", "a", "1")) == .status("OK"))
+        #expect(client.isCluster == false)
+    }
+
+    @Test("after slots move to another master, commands follow the MOVED redirection and the client's map catches up")
+    func followsMovedSlots() async throws {
+        let cluster = try RedisClusterProcesses(masters: 3)
+        defer { cluster.stop() }
+        let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
+        let keys = (0..<300).map { "key-\($0)" }
+        _ = try await client.pipeline(keys.map { RedisCommand("SET", $0, "v-\($0)") })
+        let masters = cluster.masterPorts
+        let from = RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let to = RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = RedisClusterProcesses.run(["--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
+                                       "--cluster-slots", "600", "--cluster-yes"])
+        try cluster.waitUntilServing()
+        let replies = try await client.pipeline(keys.map { RedisCommand("GET", $0) })
+        #expect(replies.map(\.string) == keys.map { "v-\($0)" })
+        _ = try await client.command(RedisCommand("GET", keys[0]))
+        let fresh = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
+        _ = try await fresh.command(RedisCommand("GET", keys[0]))
+        #expect(keys.filter { client.master(ofKey: $0) != fresh.master(ofKey: $0) }.isEmpty,
+                "the client's map agrees with a newly read one")
+        #expect(keys.contains { fresh.master(ofKey: $0)?.port == masters[1] && RedisKeySlot.of($0) < 600 }, "some keys moved")
+    }
+
+    @Test("a master killed with a replica ready: after the failover the client finds the new master by itself")
+    func survivesFailover() async throws {
+        let cluster = try RedisClusterProcesses(masters: 3, replicasPerMaster: 1)
+        defer { cluster.stop() }
+        let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1, connectTimeout: .milliseconds(300),
+                                 commandTimeout: .milliseconds(500))
+        let keys = (0..<100).map { "k\($0)" }
+        _ = try await client.pipeline(keys.map { RedisCommand("SET", $0, "v") })
+        // Replication is asynchronous: give the replicas a moment to hold the keys before the master dies.
+        try await Task.sleep(for: .seconds(1))
+        let victim = cluster.masterPorts[0]
+        cluster.nodes.first { $0.port == victim }!.stop()
+        let deadline = ContinuousClock.now + .seconds(20)
+        var values: [String?] = []
+        while ContinuousClock.now < deadline {
+            if let replies = try? await client.pipeline(keys.map { RedisCommand("GET", $0) }), !replies.contains(where: {
+                if case .error = $0 { true } else { false }
+            }) {
+                values = replies.map(\.string)
+                break
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(values.count == 100 && values.allSatisfy { $0 == "v" }, "every key readable from the promoted replica")
+        #expect(!client.clusterMasters.contains(RedisNodeAddress(host: "127.0.0.1", port: victim)))
+    }
+}
