@@ -92,7 +92,7 @@ public struct WorkerConfiguration: Sendable {
         var redisURL: RedisURL?
         if let text = reader.string(CoreSettings.redisUrl) {
             redisURL = RedisURL(text)
-            if redisURL == nil { reader.problem("PUSH_REDIS_URL must look like redis://[:password@]host:port/db, got \"\(RedisURL.masked(text))\"") }
+            if redisURL == nil { reader.problem("PUSH_REDIS_URL must look like redis://[:password@]host:port/db or, for a Redis Cluster, redis://[:password@]host:port,host:port/0, got \"\(RedisURL.masked(text))\"") }
         }
         let redisConnections = reader.integer(CoreSettings.redisConnections)
         let connections = reader.integer(CoreSettings.httpMaxConnections)

@@ -41,9 +41,13 @@ func bindingOf(_ request: SandboxRequest) -> String {
 struct RedisPipelineTests {
     func harness(_ kafka: KafkaFixture, _ sandbox: ProxySandboxFixture, _ redis: RedisServerProcess, group: String = "push-worker",
                  configure: (inout PipelineConfiguration) -> Void = { _ in }) throws -> PipelineHarness {
-        let client = redis.client()
-        return try PipelineHarness(kafka: kafka, sandbox: sandbox, group: group, store: RedisDeliveryStore(client: client),
-                                   retryQueue: RedisRetryQueue(client: client), configure: configure)
+        try harness(kafka, sandbox, client: redis.client(), group: group, configure: configure)
+    }
+
+    func harness(_ kafka: KafkaFixture, _ sandbox: ProxySandboxFixture, client: RedisClient, group: String = "push-worker",
+                 configure: (inout PipelineConfiguration) -> Void = { _ in }) throws -> PipelineHarness {
+        try PipelineHarness(kafka: kafka, sandbox: sandbox, group: group, store: RedisDeliveryStore(client: client),
+                            retryQueue: RedisRetryQueue(client: client), configure: configure)
     }
 
     @Test("two pushes to one binding inside the window: one delivered, one deduplicated; per-kind windows; after the window both deliver")
@@ -165,24 +169,34 @@ struct RedisPipelineTests {
         #expect(outcome["reason"] == .string("TTL ends before a retry could be sent (last error: proxy unavailable)"))
     }
 
-    @Test("two workers share the queue: every retry is sent exactly once, even when a rebalance redelivers jobs")
-    func twoSchedulers() async throws {
+    @Test("two workers share the queue: every retry is sent exactly once, even when a rebalance redelivers jobs",
+          arguments: RedisDeployment.allCases)
+    func twoSchedulers(_ deployment: RedisDeployment) async throws {
         let kafka = try KafkaFixture(partitions: 2)
         let responder = FailFirst(status: 500)
         let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
-        let redis = try RedisServerProcess()
+        let redis = try deployment.start()
+        defer { redis.stop() }
         let slowRetries: (inout PipelineConfiguration) -> Void = {
             $0.retryPolicy = RetryPolicy(baseMilliseconds: 1500, maximumMilliseconds: 1500, maximumAttempts: 3)
         }
-        let first = try harness(kafka, sandbox, redis, configure: slowRetries)
-        let second = try harness(kafka, sandbox, redis, configure: slowRetries)
+        let first = try harness(kafka, sandbox, client: redis.client(), configure: slowRetries)
+        let second = try harness(kafka, sandbox, client: redis.client(), configure: slowRetries)
         try await produce(kafka, (0..<20).map { ("user-\($0)", jobJSON(id: "j\($0)", userId: "u\($0)", targets: [proxyTarget("b\($0)")])) })
         let reader = try kafka.reader()
         let runs = [first.start(), second.start()]
         // A rebalance may hand a partition over before its offsets are committed: the new owner
         // then sees jobs again and publishes their recorded outcomes again (never sends them again).
-        let messages = await reader.wait(timeout: .seconds(60)) { Set(outcomes($0).compactMap(\.keyString)).count >= 20 }
         let queue = RedisRetryQueue(client: redis.client())
+        try await waitUntil(timeout: .seconds(20)) { sandbox.server.requests.count >= 20 }
+        if let cluster = redis.cluster {
+            try await Task.sleep(for: .milliseconds(500))
+            let retriesPerMaster = cluster.masterPorts.map { port in
+                RedisClusterProcesses.run(["-p", String(port), "--scan", "--pattern", "push:{retry:*}:entry:*"]).split(separator: "\n").count
+            }
+            #expect(retriesPerMaster.allSatisfy { $0 > 0 }, "retry entries waiting on every master: \(retriesPerMaster)")
+        }
+        let messages = await reader.wait(timeout: .seconds(60)) { Set(outcomes($0).compactMap(\.keyString)).count >= 20 }
         try await waitUntil(timeout: .seconds(10)) { sandbox.server.requests.count >= 40 }
         try await Task.sleep(for: .seconds(1))
         try await first.stop(runs[0])
@@ -197,6 +211,11 @@ struct RedisPipelineTests {
         let distinct = Dictionary(grouping: outcomes(messages), by: { $0.keyString ?? "" }).mapValues { Set($0.map(\.valueString)).count }
         #expect(distinct.values.allSatisfy { $0 == 1 }, "a repeated outcome is the recorded one, byte for byte")
         #expect(try await queue.count() == 0)
+        if let cluster = redis.cluster {
+            let keysPerMaster = cluster.masterPorts.map { Int(RedisClusterProcesses.run(["-p", String($0), "dbsize"])
+                .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 }
+            #expect(keysPerMaster.allSatisfy { $0 > 0 }, "idempotency records on every master: \(keysPerMaster)")
+        }
     }
 
     @Test("a retry claimed by a worker that died is sent by another once the lease ends")
