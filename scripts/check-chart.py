@@ -90,6 +90,17 @@ def security_problems(deployment, policy, values):
     return problems
 
 
+def keda_problems(scaled_object, values):
+    """KEDA scales on the lag of both lanes: the jobs topic in the worker's group, the urgent topic in its urgent group."""
+    config = values["config"]
+    group = config.get("PUSH_KAFKA_GROUP_ID") or "push-worker"
+    expected = {(config.get("PUSH_JOBS_TOPIC") or "push.jobs", group),
+                (config.get("PUSH_URGENT_TOPIC") or "push.jobs.urgent", f"{group}.urgent")}
+    triggers = {(t["metadata"]["topic"], t["metadata"]["consumerGroup"])
+                for t in scaled_object.get("spec", {}).get("triggers", []) if t.get("type") == "kafka"}
+    return [] if triggers == expected else [f"KEDA ScaledObject scales on {sorted(triggers)}, expected {sorted(expected)}"]
+
+
 def main():
     problems = []
     failed, result = lint(chart)
@@ -107,6 +118,8 @@ def main():
         failed, result = lint(copy)
         if failed:
             problems.append(f"all options on: {result}")
+        keda = rendered(copy, ["hpa"])
+        problems += keda_problems(keda["hpa"], keda["values"])
 
         defaults = pathlib.Path(directory) / "defaults" / "push-worker"
         shutil.copytree(chart, defaults)
@@ -123,7 +136,7 @@ def main():
             problems.append("networkPolicy.enabled: false still renders a NetworkPolicy")
     for problem in problems:
         print(problem)
-    print("chart: lint clean, security rules hold" if not problems else "chart: FAILED")
+    print("chart: lint clean, security rules hold, KEDA scales on both lanes" if not problems else "chart: FAILED")
     sys.exit(1 if problems else 0)
 
 
