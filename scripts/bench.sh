@@ -14,13 +14,15 @@
 # request) beside the default swift-nio-http2 client.
 # With --transports, each HTTP/2 client runs alone first (`bench --scenario transport`: the same POST
 # as h2load, as many in flight), for the client comparison without Kafka or Redis.
+# With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
+# (the Redis figures are then summed over the masters, and listed per master).
 # With --baseline BINARY, another build of push-worker (say, of an earlier commit) runs first
 # with the same options, and the table shows both side by side.
 #
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8]
-#                    [--compare-clients] [--transports] [--baseline BINARY] [--no-build]
+#                    [--compare-clients] [--transports] [--redis-cluster] [--baseline BINARY] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 compare_clients=0 transports=0 baseline="" extra=()
+jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 compare_clients=0 transports=0 redis_cluster=0 baseline="" extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
         --libcurl8) libcurl8=1; shift ;;
         --compare-clients) compare_clients=1; shift ;;
         --transports) transports=1; shift ;;
+        --redis-cluster) redis_cluster=1; shift ;;
         --baseline) baseline=$(realpath "$2"); shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
@@ -52,6 +55,33 @@ h2load_run() {
 }
 echo "h2load -c $connections -m 100, $jobs POSTs of 300 B to nginx ..." >&2
 before=$(h2load_run before)
+redis_ports=("$redis_port")
+redis_url="redis://127.0.0.1:$redis_port/0"
+if [ "$redis_cluster" = 1 ]; then
+    redis_ports=()
+    for _ in 1 2 3; do
+        cluster_port=$(python3 -c '
+import random, socket
+while True:
+    port = random.randint(20000, 45000)
+    try:
+        for p in (port, port + 10000):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()
+        print(port); break
+    except OSError:
+        pass')
+        mkdir -p "$work/redis-cluster/$cluster_port"
+        redis-server --port "$cluster_port" --bind 127.0.0.1 --dir "$work/redis-cluster/$cluster_port" --cluster-enabled yes \
+            --cluster-config-file nodes.conf --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
+        redis_ports+=("$cluster_port")
+    done
+    for cluster_port in "${redis_ports[@]}"; do
+        for _ in $(seq 1 50); do redis-cli -p "$cluster_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    done
+    redis-cli --cluster create $(printf '127.0.0.1:%s ' "${redis_ports[@]}") --cluster-yes >/dev/null || fail "redis-cli --cluster create failed"
+    for _ in $(seq 1 100); do redis-cli -p "${redis_ports[0]}" cluster info | grep -q cluster_state:ok && break; sleep 0.1; done
+    redis_url="redis://$(printf '127.0.0.1:%s,' "${redis_ports[@]}" | sed 's/,$//')/0"
+fi
 # One push-worker run on a fresh Kafka mock cluster; $1 names the report, $2 is the binary, the rest is the environment.
 bench_run() {
     local label=$1 binary=$2; shift 2
@@ -61,11 +91,22 @@ bench_run() {
     pids+=($kafka)
     wait_for_file "$work/bootstrap"
     echo "push-worker bench ($label) --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
-    env "$@" PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
+    local cpu_before="" node
+    for node in "${redis_ports[@]}"; do
+        redis-cli -p "$node" config resetstat >/dev/null
+        cpu_before+=$(redis-cli -p "$node" info cpu | tr -d '\r' | sed -n 's/^used_cpu_\(sys\|user\):/before_&/p')$'\n'
+    done
+    env "$@" PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="$redis_url" \
         "$binary" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
         --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/report-$label.json"
+    # What Redis did for the run: commands, bytes and CPU (the scale plan's per-job figures).
+    for node in "${redis_ports[@]}"; do
+        echo "# node $node"
+        redis-cli -p "$node" info commandstats; redis-cli -p "$node" info stats; redis-cli -p "$node" info cpu
+    done | tr -d '\r' >"$work/redis-$label.txt"
+    echo "$cpu_before" >>"$work/redis-$label.txt"
     kill "$kafka"
-    redis-cli -p "$redis_port" flushall >/dev/null
+    for node in "${redis_ports[@]}"; do redis-cli -p "$node" flushall >/dev/null; done
 }
 # The HTTP/2 client alone; $1 names the report, $2 is the client, the rest is the environment.
 transport_run() {
@@ -152,4 +193,38 @@ for path in sys.argv[3:]:
     client = " ".join(report["transport"].split()[:1] if report["transport"].startswith("libcurl") else report["transport"].split()[:3])
     print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
           f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f}")
+print()
+print(f"{'Redis per job':<44} {'commands':>9} {'bytes in':>9} {'bytes out':>10} {'CPU µs':>8}  commands by name")
+for path in sys.argv[3:]:
+    report = json.load(open(path))
+    label = path.rsplit("report-", 1)[-1].removesuffix(".json")
+    stats = {}
+    calls = {}
+    per_node = []
+    try:
+        lines = open(path.replace("report-", "redis-").replace(".json", ".txt")).read().splitlines()
+    except OSError:
+        continue
+    for line in lines:
+        if line.startswith("# node "):
+            per_node.append(0)
+        elif line.startswith("cmdstat_"):
+            name, fields = line[len("cmdstat_"):].split(":", 1)
+            count = int(dict(f.split("=") for f in fields.split(","))["calls"])
+            calls[name] = calls.get(name, 0) + count
+            if per_node:
+                per_node[-1] += count
+        elif ":" in line and not line.startswith("#"):
+            key, value = line.split(":", 1)
+            try:
+                stats[key] = stats.get(key, 0) + float(value)
+            except ValueError:
+                pass
+    jobs = max(report["jobsFinished"], 1)
+    cpu = sum(stats.get(key, 0) - stats.get("before_" + key, 0) for key in ("used_cpu_sys", "used_cpu_user"))
+    by_name = ", ".join(f"{name} {count / jobs:.2f}" for name, count in sorted(calls.items(), key=lambda item: -item[1]) if count / jobs >= 0.01)
+    print(f"{label:<44} {sum(calls.values()) / jobs:>9.2f} {stats.get('total_net_input_bytes', 0) / jobs:>9.0f} "
+          f"{stats.get('total_net_output_bytes', 0) / jobs:>10.0f} {cpu * 1e6 / jobs:>8.1f}  {by_name}")
+    if len(per_node) > 1:
+        print(f"{'  commands per master':<44} " + " / ".join(f"{count / jobs:.2f}" for count in per_node))
 PY

@@ -235,7 +235,7 @@ public final class RedisClient: Sendable {
         var pending = Self.pieces(of: commands)
         var map = map
         for round in 0...Self.maximumRedirections {
-            let anyMaster = map.masters.sorted { $0.description < $1.description }.first
+            let anyMaster = map.masters.first
             var byNode: [RedisNodeAddress: [Piece]] = [:]
             for piece in pending {
                 guard let node = piece.asking ?? piece.slot.flatMap(map.owner(of:)) ?? anyMaster else {
@@ -243,21 +243,21 @@ public final class RedisClient: Sendable {
                 }
                 byNode[node, default: []].append(piece)
             }
-            let results = await withTaskGroup(of: (RedisNodeAddress, Result<[RedisValue], RedisError>).self) { group in
-                for (node, pieces) in byNode {
+            let assignments = Array(byNode)
+            var results = [Result<[RedisValue], RedisError>?](repeating: nil, count: assignments.count)
+            await withTaskGroup(of: (Int, Result<[RedisValue], RedisError>).self) { group in
+                for (index, (node, pieces)) in assignments.enumerated() {
                     let commands = pieces.flatMap { piece in piece.asking == nil ? piece.commands : [RedisCommand("ASKING")] + piece.commands }
                     let pool = pool(for: node)
-                    group.addTask {
-                        do throws(RedisError) { return (node, .success(try await pool.pipeline(commands))) } catch { return (node, .failure(error)) }
-                    }
+                    group.addTask { (index, await pool.result(of: commands)) }
                 }
-                return await group.reduce(into: [RedisNodeAddress: Result<[RedisValue], RedisError>]()) { $0[$1.0] = $1.1 }
+                for await (index, result) in group { results[index] = result }
             }
             var again: [Piece] = []
             var pause = false
-            for (node, pieces) in byNode {
+            for (index, (_, pieces)) in assignments.enumerated() {
                 let nodeReplies: [RedisValue]
-                switch results[node]! {
+                switch results[index]! {
                 case .success(let values): nodeReplies = values
                 case .failure(let error):
                     markStale()

@@ -20,11 +20,14 @@ public enum RedisKeySlot {
     static func crc16(_ bytes: ArraySlice<UInt8>) -> UInt16 {
         var crc: UInt16 = 0
         for byte in bytes {
-            crc ^= UInt16(byte) << 8
-            for _ in 0..<8 {
-                crc = crc & 0x8000 != 0 ? (crc << 1) ^ 0x1021 : crc << 1
-            }
+            crc = (crc << 8) ^ table[Int((crc >> 8) ^ UInt16(byte))]
         }
+        return crc
+    }
+
+    private static let table: [UInt16] = (0..<256).map { index in
+        var crc = UInt16(index) << 8
+        for _ in 0..<8 { crc = crc & 0x8000 != 0 ? (crc << 1) ^ 0x1021 : crc << 1 }
         return crc
     }
 }
@@ -55,6 +58,8 @@ public struct RedisNodeAddress: Hashable, Sendable, CustomStringConvertible {
 /// Which master serves each slot, from `CLUSTER SLOTS`.
 public struct RedisSlotMap: Sendable, Equatable {
     private var owners: [RedisNodeAddress?]
+    /// Every master that owns at least one slot, kept with the owners (a pipeline asks for it).
+    public private(set) var masters: Set<RedisNodeAddress> = []
 
     public init() { owners = Array(repeating: nil, count: RedisKeySlot.count) }
 
@@ -77,14 +82,17 @@ public struct RedisSlotMap: Sendable, Equatable {
             covered += Int(end - start + 1)
         }
         guard covered > 0 else { return nil }
+        masters = Set(owners.compactMap { $0 })
     }
 
     public func owner(of slot: Int) -> RedisNodeAddress? { owners[slot] }
 
-    public mutating func assign(_ slot: Int, to address: RedisNodeAddress) { owners[slot] = address }
-
-    /// Every master that owns at least one slot.
-    public var masters: Set<RedisNodeAddress> { Set(owners.compactMap { $0 }) }
+    public mutating func assign(_ slot: Int, to address: RedisNodeAddress) {
+        let previous = owners[slot]
+        owners[slot] = address
+        masters.insert(address)
+        if let previous, previous != address, !owners.contains(previous) { masters.remove(previous) }
+    }
 }
 
 /// What a cluster node's error reply asks of the client (the specification's redirections).

@@ -41,9 +41,14 @@ final class RedisNodePool: Sendable {
 
     /// Runs the commands in one round trip; error replies come back as `.error` values.
     func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
-        guard !commands.isEmpty else { return [] }
+        try await result(of: commands).get()
+    }
+
+    /// `pipeline` with its failure as a value, for task groups.
+    func result(of commands: [RedisCommand]) async -> Result<[RedisValue], RedisError> {
+        guard !commands.isEmpty else { return .success([]) }
         let slot = slots[next.add(1, ordering: .relaxed).oldValue % slots.count]
-        let result: Result<[RedisValue], RedisError> = await withCheckedContinuation { waiter in
+        return await withCheckedContinuation { waiter in
             let startDrain = slot.queued.withLock { queued in
                 queued.requests.append((commands, waiter))
                 defer { queued.draining = true }
@@ -51,7 +56,6 @@ final class RedisNodePool: Sendable {
             }
             if startDrain { slot.queue.async { Self.drain(slot) } }
         }
-        return try result.get()
     }
 
     /// Runs on the slot's queue: sends everything queued as one pipeline until nothing is left.
