@@ -96,6 +96,28 @@ struct RedisClusterTests {
         #expect(keys.contains { fresh.master(ofKey: $0)?.port == masters[1] && RedisKeySlot.of($0) < 600 }, "some keys moved")
     }
 
+    @Test("during a slot migration, a key not yet on the old master is reached through its ASK redirection, with ASKING")
+    func followsAskRedirections() async throws {
+        let cluster = try RedisClusterProcesses(masters: 3)
+        defer { cluster.stop() }
+        let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
+        _ = try await client.command(RedisCommand("SET", "warm-up", "1"))
+        let key = "ask-key"
+        let slot = RedisKeySlot.of(key)
+        let source = try #require(client.master(ofKey: key))
+        let target = try #require(client.clusterMasters.first { $0 != source })
+        func id(_ node: RedisNodeAddress) -> String {
+            RedisClusterProcesses.run(["-p", String(node.port), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        _ = RedisClusterProcesses.run(["-p", String(target.port), "cluster", "setslot", String(slot), "importing", id(source)])
+        _ = RedisClusterProcesses.run(["-p", String(source.port), "cluster", "setslot", String(slot), "migrating", id(target)])
+        #expect(try await client.command(RedisCommand("SET", key, "moved-in")) == .status("OK"))
+        #expect(try await client.command(RedisCommand("GET", key)).string == "moved-in")
+        #expect(RedisClusterProcesses.run(["-p", String(target.port), "cluster", "countkeysinslot", String(slot)])
+                    .trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the key was written on the importing master")
+        #expect(client.master(ofKey: key) == source, "ASK does not change the map: the slot still belongs to the old master")
+    }
+
     @Test("a master killed with a replica ready: after the failover the client finds the new master by itself")
     func survivesFailover() async throws {
         let cluster = try RedisClusterProcesses(masters: 3, replicasPerMaster: 1)
