@@ -60,26 +60,13 @@ redis_url="redis://127.0.0.1:$redis_port/0"
 if [ "$redis_cluster" = 1 ]; then
     redis_ports=()
     for _ in 1 2 3; do
-        cluster_port=$(python3 -c '
-import random, socket
-while True:
-    port = random.randint(20000, 45000)
-    try:
-        for p in (port, port + 10000):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()
-        print(port); break
-    except OSError:
-        pass')
+        cluster_port=$(free_cluster_port)
         mkdir -p "$work/redis-cluster/$cluster_port"
         redis-server --port "$cluster_port" --bind 127.0.0.1 --dir "$work/redis-cluster/$cluster_port" --cluster-enabled yes \
             --cluster-config-file nodes.conf --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
         redis_ports+=("$cluster_port")
     done
-    for cluster_port in "${redis_ports[@]}"; do
-        for _ in $(seq 1 50); do redis-cli -p "$cluster_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-    done
-    redis-cli --cluster create $(printf '127.0.0.1:%s ' "${redis_ports[@]}") --cluster-yes >/dev/null || fail "redis-cli --cluster create failed"
-    for _ in $(seq 1 100); do redis-cli -p "${redis_ports[0]}" cluster info | grep -q cluster_state:ok && break; sleep 0.1; done
+    create_redis_cluster 0 "${redis_ports[@]}"
     redis_url="redis://$(printf '127.0.0.1:%s,' "${redis_ports[@]}" | sed 's/,$//')/0"
 fi
 # One push-worker run on a fresh Kafka mock cluster; $1 names the report, $2 is the binary, the rest is the environment.

@@ -14,6 +14,40 @@ cleanup() {
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_for_file() { for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "$1 never appeared"; }
+# A free port whose Redis Cluster bus port (+10000) is free too.
+free_cluster_port() {
+    python3 -c '
+import random, socket
+while True:
+    port = random.randint(20000, 45000)
+    try:
+        for p in (port, port + 10000):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()
+        print(port); break
+    except OSError:
+        pass'
+}
+# Joins running cluster-enabled redis-servers into one cluster (replicas per master first, then the
+# ports) and waits until every node reports cluster_state:ok.
+create_redis_cluster() {
+    local replicas=$1
+    shift
+    for port in "$@"; do
+        for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    done
+    redis-cli --cluster create $(printf '127.0.0.1:%s ' "$@") --cluster-replicas "$replicas" --cluster-yes >"$work/cluster-create.log" 2>&1 \
+        || fail "redis-cli --cluster create failed: $(tail -n 3 "$work/cluster-create.log")"
+    wait_cluster_ok "$@"
+}
+wait_cluster_ok() {  # ports: every one reports cluster_state:ok
+    for _ in $(seq 1 200); do
+        local ok=1
+        for port in "$@"; do redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0; done
+        [ "$ok" = 1 ] && return 0
+        sleep 0.1
+    done
+    fail "the Redis Cluster did not reach cluster_state:ok"
+}
 
 # Starts `push-worker kafka-mock` (topic specs as arguments), `push-worker sandbox` and
 # redis-server; sets brokers and redis_port.

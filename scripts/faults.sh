@@ -82,19 +82,6 @@ start_redis() {  # [port]; append-only file fsynced on every write, so a restart
     for _ in $(seq 1 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
     fail "redis-server did not start"
 }
-# A free port whose cluster bus port (+10000) is free too.
-free_cluster_port() {
-    python3 -c '
-import random, socket
-while True:
-    port = random.randint(20000, 45000)
-    try:
-        for p in (port, port + 10000):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()
-        print(port); break
-    except OSError:
-        pass'
-}
 start_redis_cluster() {  # 3 masters with a replica each, append-only files fsynced on every write; sets redis_url
     cluster_ports=()
     for _ in 1 2 3 4 5 6; do
@@ -107,22 +94,8 @@ start_redis_cluster() {  # 3 masters with a replica each, append-only files fsyn
         eval "redis_cluster_pid_$port=$!"
         cluster_ports+=("$port")
     done
-    for port in "${cluster_ports[@]}"; do
-        for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-    done
-    redis-cli --cluster create $(printf '127.0.0.1:%s ' "${cluster_ports[@]}") --cluster-replicas 1 --cluster-yes \
-        >"$dir/cluster-create.log" 2>&1 || fail "redis-cli --cluster create failed: $(tail -n 3 "$dir/cluster-create.log")"
-    wait_cluster_ok "${cluster_ports[@]}"
+    create_redis_cluster 1 "${cluster_ports[@]}"
     redis_url="redis://127.0.0.1:${cluster_ports[0]},127.0.0.1:${cluster_ports[1]}/0"
-}
-wait_cluster_ok() {  # ports: every one reports cluster_state:ok
-    for _ in $(seq 1 200); do
-        local ok=1
-        for port in "$@"; do redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0; done
-        [ "$ok" = 1 ] && return 0
-        sleep 0.1
-    done
-    fail "the Redis Cluster did not reach cluster_state:ok"
 }
 cluster_masters() {  # the ports of the nodes that are masters now, one per line
     for port in "${cluster_ports[@]}"; do

@@ -470,9 +470,3 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 }
-
-extension HTTPSTarget {
-    static func isIPAddress(_ host: String) -> Bool {
-        host.utf8.contains(UInt8(ascii: ":")) || host.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") }
-    }
-}

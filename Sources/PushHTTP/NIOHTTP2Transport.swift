@@ -61,9 +61,15 @@ public final class NIOHTTP2Transport: HTTPTransport {
         let first = state.withLock { state -> Bool in defer { state.stopped = true }; return !state.stopped }
         guard first else { return }
         let origins = self.origins
+        fallback.shutdown()
+        if eventLoop.inEventLoop {
+            // Released on its own loop (cannot wait for the loop there): close everything, let the thread end later.
+            origins.value.shutdown()
+            group.shutdownGracefully { _ in }
+            return
+        }
         try? eventLoop.submit { origins.value.shutdown() }.wait()
         try? group.syncShutdownGracefully()
-        fallback.shutdown()
     }
 
     deinit { shutdown() }
