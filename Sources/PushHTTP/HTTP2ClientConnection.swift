@@ -11,7 +11,7 @@ import PushCore
 /// back. Lives on the transport's event loop.
 ///
 /// Without NIO's per-stream channels, flow control of what the server sends is ours: the
-/// connection window is raised at start and topped up as answers are read (RFC 9113 §6.9).
+/// connection window is raised at start and topped up as the handler reports it used (RFC 9113 §6.9).
 final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -33,7 +33,6 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         var headerBytes = 0
         var body: [UInt8] = []
         var truncated = false
-        var unacknowledgedBytes = 0
         var timeout: Scheduled<Void>?
 
         init(transfer: HTTP2Transfer, responseLimit: Int) {
@@ -63,7 +62,6 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private var channel: (any Channel)?
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
-    private var unacknowledgedConnectionBytes = 0
     private var flushScheduled = false
     private var lastError: (any Error)?
     private var handshakeTimeout: Scheduled<Void>?
@@ -171,6 +169,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             handshakeCompleted(context: context, negotiated: negotiated)
         } else if let closed = event as? StreamClosedEvent {
             streamClosed(closed.streamID, reason: closed.reason)
+        } else if let window = event as? NIOHTTP2WindowUpdatedEvent {
+            inboundWindowChanged(window)
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -359,16 +359,26 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         if endStream { end(id, resetting: false, with: nil) }
     }
 
-    private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID) {
-        let flowControlled = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-        unacknowledgedConnectionBytes += flowControlled
-        if unacknowledgedConnectionBytes >= Self.connectionWindow / 2 {
-            context?.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream,
-                                                      payload: .windowUpdate(windowSizeIncrement: unacknowledgedConnectionBytes))),
-                           promise: nil)
-            unacknowledgedConnectionBytes = 0
-            scheduleFlush()
+    /// Keeps the server able to send: once half of a window is used, it is topped up to its full size. The
+    /// handler reports the windows as they are, DATA of streams already reset included (those frames never
+    /// reach `channelRead`, but they use the connection's window all the same).
+    private func inboundWindowChanged(_ event: NIOHTTP2WindowUpdatedEvent) {
+        guard let remaining = event.inboundWindowSize, let context else { return }
+        let target: Int
+        if event.streamID == .rootStream {
+            target = Self.connectionWindow
+        } else if let stream = streams[event.streamID], !stream.truncated {
+            target = Self.streamWindow
+        } else {
+            return
         }
+        guard remaining <= target / 2 else { return }
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - remaining))),
+                      promise: nil)
+        scheduleFlush()
+    }
+
+    private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID) {
         guard let stream = streams[id], case .byteBuffer(let buffer) = data.data else { return }
         let room = stream.responseLimit - stream.body.count
         if buffer.readableBytes > room {
@@ -378,17 +388,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             return
         }
         buffer.withUnsafeReadableBytes { stream.body.append(contentsOf: $0) }
-        if data.endStream {
-            end(id, resetting: false, with: nil)
-            return
-        }
-        stream.unacknowledgedBytes += flowControlled
-        if stream.unacknowledgedBytes >= Self.streamWindow / 2 {
-            context?.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: stream.unacknowledgedBytes))),
-                           promise: nil)
-            stream.unacknowledgedBytes = 0
-            scheduleFlush()
-        }
+        if data.endStream { end(id, resetting: false, with: nil) }
     }
 
     private func resetByServer(_ id: HTTP2StreamID, code: HTTP2ErrorCode) {

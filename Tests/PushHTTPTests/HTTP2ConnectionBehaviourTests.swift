@@ -67,6 +67,27 @@ struct HTTP2ConnectionBehaviourTests {
         await sandbox.stop()
     }
 
+    @Test("answers cut at the limit do not use up the connection's flow-control window: later answers still arrive",
+          arguments: TransportKind.allCases)
+    func cutAnswersKeepTheConnectionWindow(_ kind: TransportKind) async throws {
+        let sandbox = try await ProxySandboxFixture.start { request in
+            var response = SandboxResponse(status: 200, body: Array("small".utf8))
+            if request.path.hasPrefix("/huge") { response.generatedBodyBytes = 8 << 20 }
+            return response
+        }
+        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        defer { transport.shutdown() }
+        let tls = TLSOptions(caFile: sandbox.tls.caFile)
+        for index in 0..<20 {
+            let cut = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/huge\(index)", timeout: .seconds(5), tls: tls,
+                                                           maximumResponseBytes: 1000))
+            #expect(cut.bodyTruncated && cut.body.count == 1000)
+        }
+        let after = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/small", timeout: .seconds(5), tls: tls))
+        #expect(after.body == Array("small".utf8))
+        await sandbox.stop()
+    }
+
     @Test("an urgent request starts before normal ones waiting for a stream, on the streams kept for urgent ones",
           arguments: TransportKind.allCases)
     func urgentRequestsPassTheQueue(_ kind: TransportKind) async throws {
