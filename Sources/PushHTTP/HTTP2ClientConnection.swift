@@ -101,7 +101,9 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             sslContext = try NIOSSLContext(configuration: Self.tlsConfiguration(key.tls))
         } catch {
             phase = .closed
-            origin?.connectionFailed(self, .tls("\(error)"))
+            // Reported on the next turn of the loop: the origin is in the middle of opening this connection.
+            let failure = HTTPTransportError.tls("\(error)")
+            eventLoop.assumeIsolated().execute { [self] in origin?.connectionFailed(self, failure) }
             return
         }
         let serverHostname = HTTPSTarget.isIPAddress(key.host) ? nil : key.host

@@ -30,6 +30,10 @@ final class HTTP2Origin {
     /// The server chose HTTP/1.1 in the TLS handshake: its requests go to the fallback client.
     private var speaksOnlyHTTP1 = false
     private var handBacks: [UInt64: Int] = [:]
+    /// After a connection failed, no further connection opens beside working ones before this (no storm of
+    /// attempts, say, while a rotated client certificate is broken).
+    private var extraConnectionsAllowedAt = NIODeadline.distantPast
+    static let connectionFailurePause = TimeAmount.seconds(1)
 
     init(key: Key, configuration: HTTPTransportConfiguration, eventLoop: any EventLoop, fallback: FallbackTransport) {
         self.key = key
@@ -73,6 +77,7 @@ final class HTTP2Origin {
             if connection.openStreams * 2 >= connection.capacity { halfFull += 1 }
         }
         guard usable < configuration.maximumConnectionsPerHost else { return false }
+        if usable > 0, NIODeadline.now() < extraConnectionsAllowedAt { return false }
         return !waiting.isEmpty || (usable > 0 && halfFull == usable)
     }
 
@@ -115,6 +120,7 @@ final class HTTP2Origin {
     /// A connection that never became ready: when no other one can carry them, the waiting requests fail with its error.
     func connectionFailed(_ connection: HTTP2ClientConnection, _ error: HTTPTransportError) {
         remove(connection)
+        extraConnectionsAllowedAt = NIODeadline.now() + Self.connectionFailurePause
         if !connections.contains(where: \.isUsable) {
             for transfer in waiting.removeAll() { transfer.complete(.failure(error)) }
         }

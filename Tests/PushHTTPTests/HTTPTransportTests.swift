@@ -107,6 +107,24 @@ struct HTTPTransportTests {
         await sandbox.stop()
     }
 
+    @Test("a client certificate file that cannot be read is a TLS error, request after request", arguments: TransportKind.allCases)
+    func unreadableClientCertificate(_ kind: TransportKind) async throws {
+        let sandbox = try await ProxySandboxFixture.start(requireClientCertificate: true, responder: Self.echo)
+        let transport = kind.make()
+        defer { transport.shutdown() }
+        for _ in 0..<3 {
+            do {
+                _ = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/mtls", tls: TLSOptions(
+                    caFile: sandbox.tls.caFile, clientCertificateFile: "/nonexistent/client.pem", clientKeyFile: "/nonexistent/client.key")))
+                Issue.record("a request went out without its client certificate")
+            } catch {
+                guard case .tls = error else { Issue.record("expected a TLS error, got \(error)"); return }
+            }
+        }
+        #expect(sandbox.server.requests.isEmpty)
+        await sandbox.stop()
+    }
+
     @Test("a connection refused is a connectionFailed error", arguments: TransportKind.allCases)
     func connectionRefused(_ kind: TransportKind) async throws {
         let transport = kind.make()
