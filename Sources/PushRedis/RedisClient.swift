@@ -162,8 +162,8 @@ public final class RedisClient: Sendable {
                 continue
             }
             if case .error(let message) = reply {
-                // "ERR This instance has cluster support disabled", or a user not allowed CLUSTER: one node.
-                guard case .unknown = previous else { lastError = .reply(message); continue }
+                // Any other error (LOADING, a failover in progress) says nothing about the topology: ask again later.
+                guard case .unknown = previous, Self.meansSingleNode(message) else { lastError = .reply(message); continue }
                 let topology = Topology.single(pool)
                 state.withLock { $0.topology = topology }
                 return topology
@@ -180,6 +180,12 @@ public final class RedisClient: Sendable {
             return topology
         }
         throw lastError
+    }
+
+    /// Whether an error answer to `CLUSTER SLOTS` means the node is not part of a cluster: cluster support
+    /// is disabled there, the command does not exist (a Redis-compatible server), or the user may not run it.
+    static func meansSingleNode(_ message: String) -> Bool {
+        message.contains("cluster support disabled") || message.hasPrefix("NOPERM") || message.hasPrefix("ERR unknown command")
     }
 
     private func pool(for address: RedisNodeAddress) -> RedisNodePool {

@@ -46,6 +46,36 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
+    @Test("a request above the last stream a GOAWAY names was not processed: the NIO client sends it again on a new connection (RFC 9113 §6.8)")
+    func unprocessedStreamsAreSentAgain() async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let closed = RequestCounter()
+        let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { request in
+            if request.path == "/first" {
+                // Answered after /second has opened stream 3; the GOAWAY then names stream 1 as the last processed.
+                var response = SandboxResponse(status: 200, body: Array("first".utf8), delay: .seconds(3))
+                response.connectionAction = .goAway
+                return response
+            }
+            // On the first connection /second is never answered (the connection closes first); on the next one at once.
+            return SandboxResponse(status: 200, body: Array("second".utf8), delay: closed.count == 0 ? .seconds(10) : nil)
+        }
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        defer { transport.shutdown() }
+        let options = TLSOptions(caFile: tls.caFile)
+        let first = Task { try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: options)) }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while server.requests.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        let second = try await transport.send(HTTPRequest(url: server.baseURL + "/second", timeout: .seconds(8), tls: options))
+        #expect(second.body == Array("second".utf8))
+        #expect(try await first.value.body == Array("first".utf8))
+        let seconds = server.requests.filter { $0.path == "/second" }
+        #expect(seconds.count == 2, "sent once on the closing connection, once more on a new one")
+        #expect(closed.count >= 1)
+        await server.stop()
+    }
+
     @Test("an answer larger than the initial flow-control windows arrives whole, again and again on one connection",
           arguments: TransportKind.allCases)
     func largeAnswersKeepTheWindowsOpen(_ kind: TransportKind) async throws {

@@ -25,6 +25,18 @@ struct RedisKeySlotTests {
                 "everything about one binding shares its slot")
     }
 
+    @Test("only an error that says so makes a node a single node: a loading or failing cluster node is asked again", arguments: [
+        ("ERR This instance has cluster support disabled", true),
+        ("NOPERM User worker has no permissions to run the 'cluster|slots' command", true),
+        ("ERR unknown command 'CLUSTER', with args beginning with: 'SLOTS' ", true),
+        ("LOADING Redis is loading the dataset in memory", false),
+        ("CLUSTERDOWN The cluster is down", false),
+        ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", false),
+    ])
+    func singleNodeAnswers(_ message: String, single: Bool) {
+        #expect(RedisClient.meansSingleNode(message) == single)
+    }
+
     @Test("redirections are read from error replies; anything else is not one")
     func redirections() {
         #expect(RedisRedirection(.error("MOVED 3999 127.0.0.1:6381")) == .moved(slot: 3999, to: RedisNodeAddress(host: "127.0.0.1", port: 6381)))
