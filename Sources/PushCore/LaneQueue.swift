@@ -32,6 +32,11 @@ public struct LaneQueue<Element> {
     public mutating func removeAll() -> [Element] {
         urgent.removeAll() + normal.removeAll()
     }
+
+    /// Takes out every element that matches, in one pass; returns them.
+    public mutating func removeAll(where matches: (Element) -> Bool) -> [Element] {
+        urgent.removeAll(where: matches) + normal.removeAll(where: matches)
+    }
 }
 
 extension LaneQueue: Sendable where Element: Sendable {}
@@ -80,6 +85,20 @@ public struct FIFOQueue<Element> {
     public mutating func removeAll() -> [Element] {
         defer { items.removeAll(); head = 0 }
         return Array(items[head...])
+    }
+
+    /// Takes out every element that matches, in one pass, keeping the others in order; returns them.
+    public mutating func removeAll(where matches: (Element) -> Bool) -> [Element] {
+        var removed: [Element] = []
+        var kept: [Element] = []
+        for element in items[head...] {
+            if matches(element) { removed.append(element) } else { kept.append(element) }
+        }
+        if !removed.isEmpty {
+            items = kept
+            head = 0
+        }
+        return removed
     }
 }
 

@@ -4,14 +4,19 @@ import Synchronization
 /// At most `limit` requests in flight per delivery scope (an app; for Web Push a push
 /// service's origin, with the plugin's own cap), like Sygnal's `inflight_request_limit`, so
 /// one app or push service that hangs holds a bounded share of the worker. A request over
-/// the limit waits for a slot of its own scope (urgent ones first,
-/// then oldest first); its job counts as parked, not as in flight, so jobs of other apps
-/// consumed after it keep flowing (`JobParking`). Each time a request has to wait,
-/// `push_app_concurrency_limited_total{provider,app}` counts it.
+/// the limit waits for a slot of its own scope (urgent ones first, then oldest first); its
+/// job counts as parked, not as in flight, so jobs of other apps consumed after it keep
+/// flowing. Each time a request has to wait, `push_app_concurrency_limited_total{provider,app}`
+/// counts it.
+///
+/// Two ways to wait share each scope's one queue: `reserve`, for a consumed job before its task
+/// exists (the waiting job is then a value in the queue, not a suspended task), and `acquire`,
+/// for a task already running (a job with several targets, a retry).
 public final class AppConcurrencyLimits: Sendable {
     private struct Waiter {
         let id: UInt64
-        let continuation: CheckedContinuation<Bool, Never>
+        /// Called outside the lock: true with the slot handed over, false when an `acquire` was cancelled.
+        let resume: @Sendable (Bool) -> Void
     }
 
     private struct Slots {
@@ -26,6 +31,14 @@ public final class AppConcurrencyLimits: Sendable {
         var nextID: UInt64 = 0
     }
 
+    /// The answer to `reserve`.
+    enum Reservation {
+        /// The slot is held now.
+        case granted(AppSlot)
+        /// The slot is not free: `whenGranted` will be called with it, unless the ticket is withdrawn first.
+        case waiting(ticket: UInt64)
+    }
+
     public let limit: Int
     private let metrics: PipelineMetrics
     private let state = Mutex(State())
@@ -35,10 +48,48 @@ public final class AppConcurrencyLimits: Sendable {
         self.metrics = metrics
     }
 
+    private func limit(of key: DeliveryScope) -> Int { key.inFlightLimit.map { max(1, $0) } ?? limit }
+
+    /// Takes a slot of `key` if one is free; otherwise queues `whenGranted`, which is called
+    /// (outside any lock of this type, on the thread that frees the slot) with the slot once
+    /// it is this waiter's turn. Never suspends: the caller keeps the waiting job as a value.
+    func reserve(_ key: DeliveryScope, lane: Lane, whenGranted: @escaping @Sendable (AppSlot) -> Void) -> Reservation {
+        let limit = limit(of: key)
+        let ticket: UInt64? = state.withLock { state in
+            if state.slots[key, default: Slots()].running < limit {
+                state.slots[key, default: Slots()].running += 1
+                return nil
+            }
+            state.nextID += 1
+            let id = state.nextID
+            state.slots[key, default: Slots()].waiters.append(Waiter(id: id) { [self] granted in
+                if granted { whenGranted(AppSlot(scope: key, limits: self)) }
+            }, lane: lane)
+            return id
+        }
+        guard let ticket else { return .granted(AppSlot(scope: key, limits: self)) }
+        metrics.appConcurrencyLimited(key)
+        return .waiting(ticket: ticket)
+    }
+
+    /// Takes these reservations out of their queues; returns the tickets that were still waiting
+    /// (their `whenGranted` will never be called). A ticket not returned was granted already.
+    func withdraw(_ tickets: Set<UInt64>) -> Set<UInt64> {
+        guard !tickets.isEmpty else { return [] }
+        return state.withLock { state in
+            var withdrawn = Set<UInt64>()
+            for key in Array(state.slots.keys) {
+                for waiter in state.slots[key]!.waiters.removeAll(where: { tickets.contains($0.id) }) { withdrawn.insert(waiter.id) }
+                if state.slots[key]!.isIdle { state.slots[key] = nil }
+            }
+            return withdrawn
+        }
+    }
+
     /// Waits for a slot of `key`; false when the task was cancelled while waiting.
     /// Every `true` must be balanced by one `release`.
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?) async -> Bool {
-        let limit = key.inFlightLimit.map { max(1, $0) } ?? limit
+        let limit = limit(of: key)
         let id: UInt64? = state.withLock { state in
             if state.slots[key, default: Slots()].running < limit {
                 state.slots[key, default: Slots()].running += 1
@@ -61,7 +112,7 @@ public final class AppConcurrencyLimits: Sendable {
                         state.slots[key, default: Slots()].running += 1
                         return true
                     }
-                    state.slots[key, default: Slots()].waiters.append(Waiter(id: id, continuation: continuation), lane: lane)
+                    state.slots[key, default: Slots()].waiters.append(Waiter(id: id) { continuation.resume(returning: $0) }, lane: lane)
                     return nil
                 }
                 if let granted { continuation.resume(returning: granted) }
@@ -71,7 +122,7 @@ public final class AppConcurrencyLimits: Sendable {
                 guard state.slots[key] != nil else { return nil }
                 return state.slots[key]!.waiters.remove { $0.id == id }
             }
-            waiter?.continuation.resume(returning: false)
+            waiter?.resume(false)
         }
     }
 
@@ -85,12 +136,36 @@ public final class AppConcurrencyLimits: Sendable {
             if state.slots[key]!.isIdle { state.slots[key] = nil }
             return next
         }
-        next?.continuation.resume(returning: true)
+        next?.resume(true)
     }
 
     /// Requests running in that scope, for tests.
     func running(_ scope: DeliveryScope) -> Int {
         state.withLock { $0.slots[scope]?.running ?? 0 }
+    }
+}
+
+/// A slot of one scope, reserved for a job before its task started: its first send takes it
+/// (`take`), or the job gives it back unused (`giveBack`), exactly once either way.
+final class AppSlot: Sendable {
+    let scope: DeliveryScope
+    private let limits: AppConcurrencyLimits
+    private let held = Atomic<Bool>(true)
+
+    fileprivate init(scope: DeliveryScope, limits: AppConcurrencyLimits) {
+        self.scope = scope
+        self.limits = limits
+    }
+
+    /// For a send to `scope`: true when this slot is taken for it (the sender then releases it
+    /// with `AppConcurrencyLimits.release` as usual); false when it was used, given back, or is another scope's.
+    func take(for scope: DeliveryScope) -> Bool {
+        scope == self.scope && held.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
+    /// Frees the slot unless a send took it. Never call it under a lock a waiter's `whenGranted` takes.
+    func giveBack() {
+        if held.exchange(false, ordering: .acquiringAndReleasing) { limits.release(scope) }
     }
 }
 

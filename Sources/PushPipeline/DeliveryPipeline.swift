@@ -16,6 +16,11 @@ import Synchronization
 /// targets wait for their app's slot (`AppConcurrencyLimits`) is parked: it does not count
 /// there, only against the lane's read-ahead bound (`readAheadJobs`). A lane at its read-ahead
 /// bound stops polling until a job finishes.
+///
+/// A job with one target reserves its app slot before its task exists: while the slot is
+/// taken, the job waits as a value in the slot's queue (a few hundred bytes) and its task
+/// starts when the slot is handed to it, so thousands of jobs of a slow app cost no suspended
+/// tasks. A stop or a revocation withdraws such waiting jobs at once (they never sent anything).
 public final class DeliveryPipeline: Sendable {
     private struct LaneSource: Sendable {
         let lane: Lane
@@ -39,8 +44,17 @@ public final class DeliveryPipeline: Sendable {
             defer { waiting.removeAll() }
             return waiting
         }
+        /// Started jobs waiting for their app's slot before their task exists, by ticket of `AppConcurrencyLimits.reserve`.
+        var waitingForSlot: [PipelineStateMachine.JobID: SlotWait] = [:]
+        /// Lanes whose waiting jobs are abandoned (a stop gave up waiting for them): a slot granted now is given back.
+        var abandoning: Set<Lane> = []
         var runningThreads = 0
         var finishedRun: CheckedContinuation<Void, Never>?
+    }
+
+    private struct SlotWait {
+        let ticket: UInt64
+        let topicPartition: TopicPartition
     }
 
     private let configuration: PipelineConfiguration
@@ -100,6 +114,12 @@ public final class DeliveryPipeline: Sendable {
 
     /// Consumed and unfinished jobs of one lane (queued and parked ones included).
     public func inFlightJobs(in lane: Lane) -> Int { shared.withLock { $0.machine.consumed(in: lane) } }
+
+    /// Jobs waiting for their app's slot before their task started.
+    var jobsWaitingForAppSlot: Int { shared.withLock { $0.waitingForSlot.count } }
+
+    /// Job tasks that exist now.
+    var jobTasks: Int { shared.withLock { $0.tasks.count } }
 
     /// Ready for traffic: every lane joined its group, the shared store answers, not stopping.
     public var readiness: (ready: Bool, reason: String) {
@@ -165,9 +185,14 @@ public final class DeliveryPipeline: Sendable {
     }
 
     /// Asks the pipeline to stop consuming and wind down; `run()` returns when it has.
-    /// Jobs consumed but not started are given up at once (uncommitted, redelivered).
+    /// Jobs consumed but not started, or waiting for their app's slot, are given up at once
+    /// (uncommitted, redelivered).
     public func stop() {
-        let dropped = shared.withLock { $0.machine.stop() }
+        let queued = shared.withLock { shared in
+            shared.abandoning.formUnion(sources.map(\.lane))
+            return shared.machine.stop()
+        }
+        let dropped = queued + withdrawWaiting { _, _ in true }
         if dropped > 0 { logger.info("stopping: queued jobs left to redelivery", metadata: ["jobs": "\(dropped)"]) }
         for semaphore in wake.values { semaphore.signal() }
     }
@@ -219,35 +244,103 @@ public final class DeliveryPipeline: Sendable {
         metrics.laneInFlight(lane, jobs: inLane)
     }
 
-    /// Runs a state-machine event under the lock and carries out its actions there (they are
-    /// quick: creating tasks and storing offsets); returns what the event returned besides.
+    /// Runs a state-machine event under the lock and stores the offsets it returns there (in
+    /// order per partition); then starts the jobs it returns. Returns what the event returned besides.
     private func perform<Result>(_ event: (inout Shared) -> ([PipelineStateMachine.Action], Result)) -> Result {
-        shared.withLock { shared in
+        let (starts, result) = shared.withLock { shared in
             let (actions, result) = event(&shared)
-            for action in actions {
-                switch action {
-                case .start(let id, let message):
+            return (Self.storeOffsets(actions, in: &shared), result)
+        }
+        begin(starts)
+        return result
+    }
+
+    /// Stores the offsets among `actions`; returns the jobs to start.
+    private static func storeOffsets(_ actions: [PipelineStateMachine.Action], in shared: inout Shared) -> [(PipelineStateMachine.JobID, KafkaMessage)] {
+        var starts: [(PipelineStateMachine.JobID, KafkaMessage)] = []
+        for action in actions {
+            switch action {
+            case .start(let id, let message): starts.append((id, message))
+            case .storeOffset(let lane, let topicPartition, let offset): shared.consumers[lane]?.storeOffset(offset, for: topicPartition)
+            }
+        }
+        return starts
+    }
+
+    /// Starts jobs the state machine let go: each is decoded (outside the lock), then either its
+    /// task starts or, when its one target's app slot is taken, it waits for the slot as a value
+    /// and is parked (which may let further jobs start).
+    private func begin(_ starts: [(PipelineStateMachine.JobID, KafkaMessage)]) {
+        var pending = starts[...]
+        while let (id, message) = pending.popFirst() {
+            let admitted = processor.admit(message, lane: id.lane)
+            let (more, woken) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
+                guard let scope = admitted.scope else {
                     // A task starts running only after this lock is released, so its entry is in place before it can finish.
-                    shared.tasks[id] = start(id, message)
-                case .storeOffset(let lane, let topicPartition, let offset):
-                    shared.consumers[lane]?.storeOffset(offset, for: topicPartition)
+                    shared.tasks[id] = start(id, admitted, slot: nil)
+                    return ([], [])
+                }
+                let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] slot in
+                    self?.slotGranted(slot, to: id, admitted)
+                }
+                switch reservation {
+                case .granted(let slot):
+                    shared.tasks[id] = start(id, admitted, slot: slot)
+                    return ([], [])
+                case .waiting(let ticket):
+                    // Under this lock, so the grant (which takes it) comes after the park.
+                    shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
+                    let actions = shared.machine.parkingChanged(id, parked: true)
+                    return (Self.storeOffsets(actions, in: &shared), shared.wakeWaiting())
                 }
             }
-            return result
+            for lane in woken { wake[lane]?.signal() }
+            pending.append(contentsOf: more)
         }
     }
 
-    private func start(_ id: PipelineStateMachine.JobID, _ message: KafkaMessage) -> Task<Void, Never> {
+    /// A waiting job's app slot was handed to it: its task starts (unless its lane is being abandoned).
+    private func slotGranted(_ slot: AppSlot, to id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob) {
+        let started = shared.withLock { shared -> [(PipelineStateMachine.JobID, KafkaMessage)]? in
+            shared.waitingForSlot[id] = nil
+            guard !shared.abandoning.contains(id.lane) else { return nil }
+            let actions = shared.machine.parkingChanged(id, parked: false)
+            shared.tasks[id] = start(id, admitted, slot: slot)
+            return Self.storeOffsets(actions, in: &shared)
+        }
+        guard let more = started else {
+            slot.giveBack()
+            finish(id, completed: false)
+            return
+        }
+        begin(more)
+    }
+
+    /// Gives up the jobs still waiting for an app slot among `jobs` (they never sent anything,
+    /// so they stay uncommitted and are redelivered); returns how many.
+    @discardableResult
+    private func withdrawWaiting(where matches: (PipelineStateMachine.JobID, SlotWait) -> Bool) -> Int {
+        let waiting = shared.withLock { shared in shared.waitingForSlot.filter { matches($0.key, $0.value) } }
+        guard !waiting.isEmpty else { return 0 }
+        let withdrawn = processor.appLimits.withdraw(Set(waiting.values.map(\.ticket)))
+        let ids = waiting.filter { withdrawn.contains($0.value.ticket) }.map(\.key)
+        shared.withLock { shared in for id in ids { shared.waitingForSlot[id] = nil } }
+        for id in ids { finish(id, completed: false) }
+        return ids.count
+    }
+
+    private func start(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) -> Task<Void, Never> {
         let parking = JobParking { [weak self] parked in
             guard let self else { return }
             let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
             for lane in woken { wake[lane]?.signal() }
         }
         let consumedAt = ContinuousClock.now
+        let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
             var completed = false
-            if case .publish(let publications, _) = await processor.process(message, lane: id.lane, parking: parking) {
+            if case .publish(let publications, _) = await processor.process(admitted, slot: slot, parking: parking) {
                 completed = await publisher.publish(publications)
                 if completed { observer?.acknowledged(publications, consumedAt: consumedAt, kafkaTimestamp: message.timestamp) }
             }
@@ -276,6 +369,8 @@ public final class DeliveryPipeline: Sendable {
             }
         case .revoking(let partitions):
             _ = shared.withLock { $0.machine.revoking(partitions, in: lane) }
+            let revoked = Set(partitions)
+            withdrawWaiting { id, wait in id.lane == lane && revoked.contains(wait.topicPartition) }
             let deadline = ContinuousClock.now + configuration.revocationGrace
             while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane, partitions: partitions) > 0 }) {}
             let abandoned = shared.withLock { $0.machine.revoked(partitions, in: lane) }
@@ -309,10 +404,12 @@ public final class DeliveryPipeline: Sendable {
     private func drain(_ lane: Lane) {
         let deadline = ContinuousClock.now + configuration.shutdownGrace
         while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane) > 0 }) {}
+        shared.withLock { _ = $0.abandoning.insert(lane) }
+        let withdrawn = withdrawWaiting { id, _ in id.lane == lane }
         let remaining = shared.withLock { shared in shared.tasks.filter { $0.key.lane == lane }.map(\.value) }
-        if !remaining.isEmpty {
+        if !remaining.isEmpty || withdrawn > 0 {
             logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
-                           metadata: ["jobs": "\(remaining.count)", "lane": "\(lane.rawValue)"])
+                           metadata: ["jobs": "\(remaining.count + withdrawn)", "lane": "\(lane.rawValue)"])
             remaining.forEach { $0.cancel() }
             let cancelDeadline = ContinuousClock.now + .seconds(2)
             while waitForJobs(in: lane, until: cancelDeadline, while: { $0.running(in: lane) > 0 }) {}

@@ -32,7 +32,9 @@ extension JobProcessor {
                                     retryAfter: .milliseconds(max(retryAt.subtracting(saturating: now), 0)))
             case .allowed:
                 let lane = Lane.delivery(consumedOn: source.lane, kind: job.kind)
-                guard await appLimits.acquire(scope, lane: lane, parking: source.parking) else { return .abandoned }
+                if source.slot?.take(for: scope) != true {
+                    guard await appLimits.acquire(scope, lane: lane, parking: source.parking) else { return .abandoned }
+                }
                 // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
                 let sendAt = clock()
                 if deadline.isExpired(at: sendAt, attempt: attempt) {
@@ -48,6 +50,8 @@ extension JobProcessor {
                 metrics.requestDuration(target.provider, nanoseconds: elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
                 breakers.record(result, in: scope, at: clock())
             }
+            // A slot reserved for the first send and not taken (the circuit held it back) is not kept through a wait.
+            source.slot?.giveBack()
             guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
                 return await finish(Outcome(job: job, target: target, result: result, attempts: attempt, at: clock()))
             }

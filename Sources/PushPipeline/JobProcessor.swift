@@ -53,25 +53,60 @@ public struct JobProcessor: Sendable {
         var lane: Lane? = nil
         /// Tells the pipeline while the job waits for an app slot.
         var parking: JobParking? = nil
+        /// The app slot reserved for the first send before the job's task started.
+        var slot: AppSlot? = nil
+    }
+
+    /// A consumed message, decoded before its task starts, and the scope whose slot its first
+    /// send needs: set for a job with one target of an enabled provider (what the pipeline
+    /// reserves before it starts the job's task); nil for a job that is invalid, expired, has
+    /// several targets (each waits for its own slot inside the task) or sends nothing.
+    struct AdmittedJob: Sendable {
+        let message: KafkaMessage
+        let lane: Lane
+        let fallbackCreatedAt: Int64
+        let decoded: Result<Job, JobRejection>
+        let scope: DeliveryScope?
+        /// The lane whose turn the job takes at its app slot (a call consumed on the normal lane goes urgent).
+        let deliveryLane: Lane
+    }
+
+    func admit(_ message: KafkaMessage, lane: Lane) -> AdmittedJob {
+        let fallbackCreatedAt = message.timestamp ?? clock()
+        let decoded = Result { () throws(JobRejection) -> Job in try decoder.decode(message.value, fallbackCreatedAt: fallbackCreatedAt) }
+        var scope: DeliveryScope?
+        var deliveryLane = lane
+        if case .success(let job) = decoded, job.targets.count == 1, !job.targets[0].isUnbound, !job.deadline.isExpired(at: clock()),
+           let provider = registry.provider(for: job.targets[0].provider) {
+            scope = provider.scope(of: job.targets[0])
+            deliveryLane = Lane.delivery(consumedOn: lane, kind: job.kind)
+        }
+        return AdmittedJob(message: message, lane: lane, fallbackCreatedAt: fallbackCreatedAt, decoded: decoded, scope: scope,
+                           deliveryLane: deliveryLane)
     }
 
     /// Processes a job consumed on `lane`.
     public func process(_ message: KafkaMessage, lane: Lane = .normal) async -> ProcessedJob {
-        await process(message, lane: lane, parking: nil)
+        await process(admit(message, lane: lane), slot: nil, parking: nil)
     }
 
-    func process(_ message: KafkaMessage, lane: Lane, parking: JobParking?) async -> ProcessedJob {
-        let source = Source(value: message.value, key: message.key, fallbackCreatedAt: message.timestamp ?? clock(),
+    /// Processes an admitted job; `slot`, when given, is the slot of `admitted.scope` held for its first send.
+    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) async -> ProcessedJob {
+        defer { slot?.giveBack() }
+        let message = admitted.message
+        let source = Source(value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
                             description: "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)",
-                            lane: lane, parking: parking)
+                            lane: admitted.lane, parking: parking, slot: slot)
         let job: Job
-        do {
-            job = try decoder.decode(message.value, fallbackCreatedAt: source.fallbackCreatedAt)
-        } catch {
+        switch admitted.decoded {
+        case .success(let decoded):
+            job = decoded
+        case .failure(let error):
             metrics.invalid(error.code)
             logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(error)"])
             return .publish([.deadLetter(error, value: message.value, key: message.key, source: source.description)], handedOff: false)
         }
+        let lane = admitted.lane
         let consumedAt = clock()
         let lag = message.timestamp.map { max(consumedAt.subtracting(saturating: $0), 0) } ?? 0
         let shed = configuration.shedPolicy.sheds(kind: job.kind, deadline: job.deadline, lane: lane, lagMilliseconds: lag, now: consumedAt)
@@ -109,6 +144,7 @@ public struct JobProcessor: Sendable {
 
     /// One target of a consumed job, given what the store knew about it.
     private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool, source: Source) async -> TargetResult {
+        if case .fresh = prior, !shed, !target.isUnbound {} else { source.slot?.giveBack() }
         if target.isUnbound, !prior.isAlreadyFinished {
             return await finish(Outcome(unboundJob: job, target: target, at: clock()))
         }

@@ -82,6 +82,10 @@ struct PriorityLaneTests {
         let received = await reader.wait(timeout: .seconds(25)) { outcomes($0).count >= 240 }
         let stalledRequests = sandbox.server.requests.filter { String(decoding: $0.body, as: UTF8.self).contains("hang-u") }.count
         let running5 = harness.processor.appLimits.running(DeliveryScope(provider: .proxy, key: "stalled"))
+        // The healthy jobs' tasks end just after their outcomes are acknowledged.
+        let settled = ContinuousClock.now + .seconds(5)
+        while harness.pipeline.jobTasks > 5, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
+        let (tasks, waiting) = (harness.pipeline.jobTasks, harness.pipeline.jobsWaitingForAppSlot)
         try await harness.stop(running)
         reader.stop()
         await sandbox.stop()
@@ -92,6 +96,8 @@ struct PriorityLaneTests {
         #expect(healthy.allSatisfy { $0.json?["status"] == .string("delivered") })
         #expect(stalledRequests <= 5, "requests to the stalled app at once: \(stalledRequests)")
         #expect(running5 == 5)
+        #expect(tasks == 5, "only the jobs sending to the stalled app have a task")
+        #expect(waiting == 55, "the other stalled jobs wait for a slot as values")
         #expect((TestMetrics.value(of: #"push_app_concurrency_limited_total{provider="proxy",app="stalled"}"#) ?? 0) >= 1)
     }
 
@@ -168,6 +174,46 @@ struct PriorityLaneTests {
         await urgent.value
         #expect(order.entries == ["urgent", "normal"])
         #expect(limits.running(DeliveryScope(provider: .proxy, key: "a")) == 0)
+    }
+}
+
+extension PriorityLaneTests {
+    @Test("a job reserves its app slot without a task: it waits in the same queue as running requests, urgent first, until granted once or withdrawn")
+    func reservationsWaitAsValues() async throws {
+        let limits = AppConcurrencyLimits(limit: 1, metrics: PipelineMetrics())
+        let scope = DeliveryScope(provider: .proxy, key: "a")
+        let granted = Mutex<[String: AppSlot]>([:])
+        func reserve(_ name: String, _ lane: Lane) -> AppConcurrencyLimits.Reservation {
+            limits.reserve(scope, lane: lane) { slot in granted.withLock { $0[name] = slot } }
+        }
+        #expect(await limits.acquire(scope, lane: .normal, parking: nil))
+        guard case .waiting(let normal) = reserve("normal", .normal), case .waiting(let urgent) = reserve("urgent", .urgent),
+              case .waiting(let withdrawn) = reserve("withdrawn", .normal) else {
+            Issue.record("a reservation took a slot held by a running request")
+            return
+        }
+        #expect(limits.withdraw([withdrawn]) == [withdrawn])
+        limits.release(scope)
+        let urgentSlot = try #require(granted.withLock { $0["urgent"] }, "the urgent reservation goes first")
+        #expect(granted.withLock { $0["normal"] } == nil)
+        #expect(urgentSlot.take(for: scope))
+        #expect(!urgentSlot.take(for: scope), "a reserved slot serves one send")
+        urgentSlot.giveBack()
+        #expect(limits.running(scope) == 1, "giving back a slot already taken frees nothing")
+        limits.release(scope)
+        let normalSlot = try #require(granted.withLock { $0["normal"] })
+        #expect(limits.withdraw([normal, urgent]).isEmpty, "granted reservations cannot be withdrawn")
+        #expect(!normalSlot.take(for: DeliveryScope(provider: .proxy, key: "b")), "a slot is taken only for its own scope")
+        normalSlot.giveBack()
+        normalSlot.giveBack()
+        #expect(limits.running(scope) == 0)
+        #expect(granted.withLock { $0["withdrawn"] } == nil)
+        guard case .granted(let free) = reserve("free", .normal) else {
+            Issue.record("a free slot was not granted at once")
+            return
+        }
+        free.giveBack()
+        #expect(limits.running(scope) == 0)
     }
 }
 
