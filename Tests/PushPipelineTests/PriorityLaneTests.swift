@@ -58,7 +58,7 @@ struct PriorityLaneTests {
         #expect(position < backlog / 2, "the call came out after \(position) of \(backlog) message outcomes (\(elapsed) after it was produced)")
     }
 
-    @Test("a stalled app (its endpoint hangs) does not stop other apps' deliveries from the same partition")
+    @Test("a stalled app (its endpoint hangs) does not stop other apps' deliveries from the same partition; its waiting jobs hold no task and a stop gives them up unsent")
     func stalledAppDoesNotBlockOthers() async throws {
         _ = TestMetrics.registry
         let kafka = try KafkaFixture(partitions: 1)
@@ -86,7 +86,10 @@ struct PriorityLaneTests {
         let settled = ContinuousClock.now + .seconds(5)
         while harness.pipeline.jobTasks > 5, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
         let (tasks, waiting) = (harness.pipeline.jobTasks, harness.pipeline.jobsWaitingForAppSlot)
+        harness.pipeline.stop()
+        let waitingAfterStop = harness.pipeline.jobsWaitingForAppSlot
         try await harness.stop(running)
+        let stalledRequestsAfterStop = sandbox.server.requests.filter { String(decoding: $0.body, as: UTF8.self).contains("hang-u") }.count
         reader.stop()
         await sandbox.stop()
 
@@ -98,6 +101,8 @@ struct PriorityLaneTests {
         #expect(running5 == 5)
         #expect(tasks == 5, "only the jobs sending to the stalled app have a task")
         #expect(waiting == 55, "the other stalled jobs wait for a slot as values")
+        #expect(waitingAfterStop == 0, "a stop gives up the jobs waiting for a slot at once")
+        #expect(stalledRequestsAfterStop == stalledRequests, "slots freed by the stop's cancellations start none of the given-up jobs")
         #expect((TestMetrics.value(of: #"push_app_concurrency_limited_total{provider="proxy",app="stalled"}"#) ?? 0) >= 1)
     }
 
