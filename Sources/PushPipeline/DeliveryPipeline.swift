@@ -274,11 +274,13 @@ public final class DeliveryPipeline: Sendable {
         var pending = starts[...]
         while let (id, message) = pending.popFirst() {
             let admitted = processor.admit(message, lane: id.lane)
-            let (more, woken) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
+            let (more, woken, abandoned) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>, Bool) in
+                // Let go just before a stop: it would only wait for its slot until the drain gives it up.
+                if admitted.scope != nil, shared.abandoning.contains(id.lane) { return ([], [], true) }
                 guard let scope = admitted.scope else {
                     // A task starts running only after this lock is released, so its entry is in place before it can finish.
                     shared.tasks[id] = start(id, admitted, slot: nil)
-                    return ([], [])
+                    return ([], [], false)
                 }
                 let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] slot in
                     self?.slotGranted(slot, to: id, admitted)
@@ -286,14 +288,15 @@ public final class DeliveryPipeline: Sendable {
                 switch reservation {
                 case .granted(let slot):
                     shared.tasks[id] = start(id, admitted, slot: slot)
-                    return ([], [])
+                    return ([], [], false)
                 case .waiting(let ticket):
                     // Under this lock, so the grant (which takes it) comes after the park.
                     shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
                     let actions = shared.machine.parkingChanged(id, parked: true)
-                    return (Self.storeOffsets(actions, in: &shared), shared.wakeWaiting())
+                    return (Self.storeOffsets(actions, in: &shared), shared.wakeWaiting(), false)
                 }
             }
+            if abandoned { finish(id, completed: false) }
             for lane in woken { wake[lane]?.signal() }
             pending.append(contentsOf: more)
         }
@@ -316,7 +319,7 @@ public final class DeliveryPipeline: Sendable {
         begin(more)
     }
 
-    /// Gives up the jobs still waiting for an app slot among `jobs` (they never sent anything,
+    /// Gives up the jobs still waiting for an app slot that match (they never sent anything,
     /// so they stay uncommitted and are redelivered); returns how many.
     @discardableResult
     private func withdrawWaiting(where matches: (PipelineStateMachine.JobID, SlotWait) -> Bool) -> Int {
