@@ -29,6 +29,13 @@ public final class AppConcurrencyLimits: Sendable {
     private struct State {
         var slots: [DeliveryScope: Slots] = [:]
         var nextID: UInt64 = 0
+
+        /// Takes a slot of `key` if fewer than `limit` run.
+        mutating func takeFreeSlot(of key: DeliveryScope, limit: Int) -> Bool {
+            guard slots[key, default: Slots()].running < limit else { return false }
+            slots[key, default: Slots()].running += 1
+            return true
+        }
     }
 
     /// The answer to `reserve`.
@@ -56,10 +63,7 @@ public final class AppConcurrencyLimits: Sendable {
     func reserve(_ key: DeliveryScope, lane: Lane, whenGranted: @escaping @Sendable (AppSlot) -> Void) -> Reservation {
         let limit = limit(of: key)
         let ticket: UInt64? = state.withLock { state in
-            if state.slots[key, default: Slots()].running < limit {
-                state.slots[key, default: Slots()].running += 1
-                return nil
-            }
+            if state.takeFreeSlot(of: key, limit: limit) { return nil }
             state.nextID += 1
             let id = state.nextID
             state.slots[key, default: Slots()].waiters.append(Waiter(id: id) { [self] granted in
@@ -91,10 +95,7 @@ public final class AppConcurrencyLimits: Sendable {
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?) async -> Bool {
         let limit = limit(of: key)
         let id: UInt64? = state.withLock { state in
-            if state.slots[key, default: Slots()].running < limit {
-                state.slots[key, default: Slots()].running += 1
-                return nil
-            }
+            if state.takeFreeSlot(of: key, limit: limit) { return nil }
             state.nextID += 1
             return state.nextID
         }
@@ -108,10 +109,7 @@ public final class AppConcurrencyLimits: Sendable {
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
                     if Task.isCancelled { return false }
                     // A slot may have been released between the first check and now.
-                    if state.slots[key, default: Slots()].running < limit {
-                        state.slots[key, default: Slots()].running += 1
-                        return true
-                    }
+                    if state.takeFreeSlot(of: key, limit: limit) { return true }
                     state.slots[key, default: Slots()].waiters.append(Waiter(id: id) { continuation.resume(returning: $0) }, lane: lane)
                     return nil
                 }

@@ -46,7 +46,7 @@ public final class DeliveryPipeline: Sendable {
         }
         /// Started jobs waiting for their app's slot before their task exists, by ticket of `AppConcurrencyLimits.reserve`.
         var waitingForSlot: [PipelineStateMachine.JobID: SlotWait] = [:]
-        /// Lanes whose waiting jobs are abandoned (a stop gave up waiting for them): a slot granted now is given back.
+        /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
         var abandoning: Set<Lane> = []
         var runningThreads = 0
         var finishedRun: CheckedContinuation<Void, Never>?
@@ -407,12 +407,11 @@ public final class DeliveryPipeline: Sendable {
     private func drain(_ lane: Lane) {
         let deadline = ContinuousClock.now + configuration.shutdownGrace
         while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane) > 0 }) {}
-        shared.withLock { _ = $0.abandoning.insert(lane) }
-        let withdrawn = withdrawWaiting { id, _ in id.lane == lane }
+        // Jobs waiting for an app slot were given up by `stop()`, which the drain always follows.
         let remaining = shared.withLock { shared in shared.tasks.filter { $0.key.lane == lane }.map(\.value) }
-        if !remaining.isEmpty || withdrawn > 0 {
+        if !remaining.isEmpty {
             logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
-                           metadata: ["jobs": "\(remaining.count + withdrawn)", "lane": "\(lane.rawValue)"])
+                           metadata: ["jobs": "\(remaining.count)", "lane": "\(lane.rawValue)"])
             remaining.forEach { $0.cancel() }
             let cancelDeadline = ContinuousClock.now + .seconds(2)
             while waitForJobs(in: lane, until: cancelDeadline, while: { $0.running(in: lane) > 0 }) {}
