@@ -137,7 +137,7 @@ let package = Package(
         ], path: "Sources/push-worker"),
 
         .target(name: "TestSupport", dependencies: ["APNsSandbox", "ProxySandbox", 
-            "PushCore", "PushPlugins", "PushPluginAPI", "ProxyPlugin", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
+            "PushCore", "PushPipeline", "PushPlugins", "PushPluginAPI", "ProxyPlugin", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),

@@ -25,13 +25,12 @@ public final class DeliveryPipeline: Sendable {
     private struct LaneSource: Sendable {
         let lane: Lane
         let topic: String
-        let consumerProperties: [String: String]
     }
 
     /// What the consumer threads and the job tasks share, under one lock.
     private struct Shared {
         var machine: PipelineStateMachine
-        var consumers: [Lane: KafkaConsumer] = [:]
+        var consumers: [Lane: any MessageSource] = [:]
         var tasks: [PipelineStateMachine.JobID: Task<Void, Never>] = [:]
         /// Paused while the shared store is unavailable.
         var paused: Set<Lane> = []
@@ -69,37 +68,38 @@ public final class DeliveryPipeline: Sendable {
     /// thread may have room again, or a revocation or stop it waits for may go ahead.
     private let wake: [Lane: DispatchSemaphore]
 
-    /// The urgent lane's consumer group: the normal group's id with this suffix, so a rebalance
-    /// of one lane (which waits for its revoked jobs) never stalls the other.
-    public static let urgentGroupSuffix = ".urgent"
-    /// The urgent consumer's `fetch.wait.max.ms` ceiling.
-    public static let urgentFetchWaitMilliseconds = 10
-    /// Messages taken from librdkafka per poll.
+    /// Messages taken from the source per poll.
     static let batchSize = 256
 
+    private let messageSources: any MessageSourceFactory
+
+    /// The worker's pipeline: Kafka consumers for the lanes, `producer` for outcomes and dead letters.
+    /// - Parameter consumerProperties: complete librdkafka consumer properties of the normal lane (see
+    ///   `KafkaConsumer.defaultProperties`); the urgent lane uses them in a group of its own (`KafkaMessageSources`).
+    public convenience init(configuration: PipelineConfiguration, consumerProperties: [String: String], producer: KafkaProducer,
+                            processor: JobProcessor, logger: Logger, observer: (any PipelineObserver)? = nil) {
+        self.init(configuration: configuration,
+                  sources: KafkaMessageSources(consumerProperties: consumerProperties, metrics: processor.metrics, logger: logger),
+                  sink: producer, processor: processor, logger: logger, observer: observer)
+    }
+
     /// - Parameters:
-    ///   - consumerProperties: complete librdkafka consumer properties of the normal lane (see
-    ///     `KafkaConsumer.defaultProperties`); the urgent lane uses them with `group.id` + `urgentGroupSuffix`.
-    ///   - producer: publishes outcomes and dead letters.
-    public init(configuration: PipelineConfiguration, consumerProperties: [String: String], producer: KafkaProducer,
+    ///   - sources: makes each lane's source (`jobsTopic`, and `urgentTopic` when it is another topic).
+    ///   - sink: publishes outcomes and dead letters.
+    public init(configuration: PipelineConfiguration, sources: any MessageSourceFactory, sink: any MessageSink,
                 processor: JobProcessor, logger: Logger, observer: (any PipelineObserver)? = nil) {
         self.configuration = configuration
         self.observer = observer
-        var sources = [LaneSource(lane: .normal, topic: configuration.jobsTopic, consumerProperties: consumerProperties)]
+        messageSources = sources
+        var lanes = [LaneSource(lane: .normal, topic: configuration.jobsTopic)]
         if let urgentTopic = configuration.urgentTopic, urgentTopic != configuration.jobsTopic {
-            var properties = consumerProperties
-            properties["group.id"] = (properties["group.id"] ?? "push-worker") + Self.urgentGroupSuffix
-            // A broker answers a fetch as soon as data arrives, but one that holds an empty fetch for its
-            // whole wait (librdkafka's mock cluster) would add up to this much to every call.
-            properties["fetch.wait.max.ms"] = properties["fetch.wait.max.ms"].flatMap(Int.init).map { String(min($0, Self.urgentFetchWaitMilliseconds)) }
-                ?? String(Self.urgentFetchWaitMilliseconds)
-            sources.append(LaneSource(lane: .urgent, topic: urgentTopic, consumerProperties: properties))
+            lanes.append(LaneSource(lane: .urgent, topic: urgentTopic))
         }
-        self.sources = sources
-        shared = Mutex(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: sources.map(\.lane))))
-        wake = Dictionary(uniqueKeysWithValues: sources.map { ($0.lane, DispatchSemaphore(value: 0)) })
+        self.sources = lanes
+        shared = Mutex(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: lanes.map(\.lane))))
+        wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
-        let publisher = OutcomePublisher(producer: producer, outcomesTopic: configuration.outcomesTopic,
+        let publisher = OutcomePublisher(producer: sink, outcomesTopic: configuration.outcomesTopic,
                                          deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
         self.publisher = publisher
         retryScheduler = processor.retryQueue.map {
@@ -140,16 +140,10 @@ public final class DeliveryPipeline: Sendable {
 
     /// Consumes until `stop()`; returns after in-flight work finished or was abandoned and the consumers left their groups.
     public func run() async throws {
-        let metrics = processor.metrics
-        var consumers: [(LaneSource, KafkaConsumer)] = []
+        var consumers: [(LaneSource, any MessageSource)] = []
         for source in sources {
             let lane = source.lane
-            let consumer = try KafkaConsumer(properties: source.consumerProperties, topics: [source.topic], logger: logger,
-                                             statistics: { json in
-                                                 for (topic, partition, lag) in ConsumerLag.parse(json) {
-                                                     metrics.consumerLag(topic: topic, partition: partition, messages: lag)
-                                                 }
-                                             }) { [weak self] event in self?.handle(event, lane: lane) }
+            let consumer = try messageSources.makeSource(lane: lane, topic: source.topic) { [weak self] event in self?.handle(event, lane: lane) }
             consumers.append((source, consumer))
         }
         let retries = retryScheduler.map { scheduler in Task { await scheduler.run() } }
@@ -197,7 +191,7 @@ public final class DeliveryPipeline: Sendable {
         for semaphore in wake.values { semaphore.signal() }
     }
 
-    private func consumeLoop(_ consumer: KafkaConsumer, lane: Lane) {
+    private func consumeLoop(_ consumer: any MessageSource, lane: Lane) {
         let wake = wake[lane]!
         while true {
             let storeHealthy = processor.health.isHealthy

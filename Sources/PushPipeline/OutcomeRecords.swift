@@ -17,13 +17,13 @@ public struct OutcomePublisher: Sendable {
     public static let maximumDeadLetterBytes = 262_144
     public static let maximumDeadLetterKeyBytes = 4096
 
-    let producer: KafkaProducer
+    let producer: any MessageSink
     let outcomesTopic: String
     let deadLetterTopic: String
     let metrics: PipelineMetrics
     let logger: Logger
 
-    public init(producer: KafkaProducer, outcomesTopic: String, deadLetterTopic: String, metrics: PipelineMetrics, logger: Logger) {
+    public init(producer: any MessageSink, outcomesTopic: String, deadLetterTopic: String, metrics: PipelineMetrics, logger: Logger) {
         self.producer = producer
         self.outcomesTopic = outcomesTopic
         self.deadLetterTopic = deadLetterTopic
@@ -34,7 +34,7 @@ public struct OutcomePublisher: Sendable {
     /// Learns the outcome and dead-letter topics' partitions before the first job (blocks up to
     /// a few seconds); returns the topics that could not be looked up.
     func prepareTopics() -> [String] {
-        producer.prepare(topics: [outcomesTopic, deadLetterTopic])
+        producer.prepare(topics: [outcomesTopic, deadLetterTopic], timeout: .seconds(5))
     }
 
     func records(for publications: [Publication]) -> [KafkaRecord] {

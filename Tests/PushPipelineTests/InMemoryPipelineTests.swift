@@ -1,0 +1,214 @@
+import PushCore
+import PushKafka
+import Synchronization
+import Testing
+import TestSupport
+@testable import PushPipeline
+
+/// A provider that records, per user, the order of its deliveries and how many ran at once, and
+/// holds the deliveries of held users until they are released.
+private final class RecordingProvider: PushProvider {
+    private struct State {
+        var order: [String: [String]] = [:]
+        var running: [String: Int] = [:]
+        var mostAtOnce: [String: Int] = [:]
+        var runningOverall = 0
+        var mostAtOnceOverall = 0
+        var held: Set<String> = []
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let id = ProviderID.proxy
+    let targetFormat: any TargetFormat
+    private let state = Mutex(State())
+    private let pause: Duration
+
+    init(pause: Duration = .zero) {
+        targetFormat = ScriptedProvider(answer: { _ in .delivered(providerMessageId: nil, httpStatus: 200) }).targetFormat
+        self.pause = pause
+    }
+
+    func scope(of target: Target) -> DeliveryScope { DeliveryScope.app(of: target) }
+
+    func hold(user: String) { state.withLock { _ = $0.held.insert(user) } }
+
+    func releaseAll() {
+        let waiting = state.withLock { state in
+            state.held = []
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    var order: [String: [String]] { state.withLock { $0.order } }
+    var mostAtOnce: [String: Int] { state.withLock { $0.mostAtOnce } }
+    var mostAtOnceOverall: Int { state.withLock { $0.mostAtOnceOverall } }
+    var deliveries: Int { state.withLock { $0.order.values.reduce(0) { $0 + $1.count } } }
+
+    func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        let user = delivery.job.userId
+        state.withLock { state in
+            state.order[user, default: []].append(delivery.job.id)
+            state.running[user, default: 0] += 1
+            state.mostAtOnce[user] = max(state.mostAtOnce[user] ?? 0, state.running[user]!)
+            state.runningOverall += 1
+            state.mostAtOnceOverall = max(state.mostAtOnceOverall, state.runningOverall)
+        }
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let waits = state.withLock { state in
+                if state.held.contains(user) { state.waiting.append(waiter) }
+                return state.held.contains(user)
+            }
+            if !waits { waiter.resume() }
+        }
+        if pause > .zero { try? await Task.sleep(for: pause) }
+        state.withLock { state in
+            state.running[user]! -= 1
+            state.runningOverall -= 1
+        }
+        return .delivered(providerMessageId: nil, httpStatus: 200)
+    }
+}
+
+/// A pipeline reading jobs from an in-memory log and publishing into it: the spine's rules without a broker.
+private struct InMemoryHarness {
+    let kafka: InMemoryKafka
+    let pipeline: DeliveryPipeline
+    let registry: ProviderRegistry
+
+    init(kafka: InMemoryKafka, provider: any PushProvider, store: any DeliveryStore, group: String = "push-worker",
+         configure: (inout PipelineConfiguration) -> Void = { _ in }) {
+        self.kafka = kafka
+        var configuration = PipelineConfiguration(shutdownGrace: .seconds(2))
+        configure(&configuration)
+        registry = ProviderRegistry([provider])
+        let processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: testLogger())
+        pipeline = DeliveryPipeline(configuration: configuration, sources: kafka.sources(group: group), sink: kafka.sink,
+                                    processor: processor, logger: testLogger())
+    }
+
+    func start() -> Task<Void, any Error> { Task { try await pipeline.run() } }
+
+    func stop(_ running: Task<Void, any Error>) async throws {
+        pipeline.stop()
+        try await running.value
+    }
+}
+
+private func appendJobs(_ kafka: InMemoryKafka, users: Int, jobsPerUser: Int, prefix: String = "job") {
+    for index in 0..<jobsPerUser {
+        for user in 0..<users {
+            let id = "\(prefix)-\(user)-\(index)"
+            kafka.append(KafkaRecord(topic: "push.jobs", key: Array("user-\(user)".utf8),
+                                     value: jobJSON(id: id, userId: "user-\(user)", targets: [proxyTarget("b-\(user)-\(index)")])))
+        }
+    }
+}
+
+/// The next offset of every partition of `topic`: what a group has committed once it has finished everything.
+private func endOffsets(_ kafka: InMemoryKafka, _ topic: String) -> [TopicPartition: Int64] {
+    kafka.messages(in: topic).reduce(into: [:]) { ends, message in
+        ends[message.topicPartition] = max(ends[message.topicPartition] ?? 0, message.offset + 1)
+    }
+}
+
+private func outcomeJobIds(_ kafka: InMemoryKafka) -> [String] {
+    kafka.messages(in: "push.outcomes").compactMap { message in
+        if case .string(let id)? = message.json?["jobId"] { id } else { nil }
+    }
+}
+
+@Suite("The pipeline against an in-memory source and sink: offsets, order and redelivery without a broker", .serialized)
+struct InMemoryPipelineTests {
+    @Test("no offset is stored before the sink acknowledges the job's outcome; a stop then leaves every job to the next worker, which does not send again")
+    func offsetsWaitForAcknowledgement() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 3, "push.jobs.urgent": 1, "push.outcomes": 2])
+        let provider = RecordingProvider()
+        let store = InMemoryDeliveryStore()
+        appendJobs(kafka, users: 6, jobsPerUser: 1)
+        kafka.holdAcknowledgements()
+
+        let first = InMemoryHarness(kafka: kafka, provider: provider, store: store) { $0.shutdownGrace = .milliseconds(200) }
+        let firstRun = first.start()
+        try await waitUntil(timeout: .seconds(20)) { kafka.heldSends == 6 }
+        #expect(provider.deliveries == 6)
+        #expect(kafka.stored(group: "push-worker").isEmpty, "an offset moved before its outcome was acknowledged")
+        try await first.stop(firstRun)
+        #expect(kafka.committed(group: "push-worker").isEmpty, "a stop committed jobs whose outcomes were never acknowledged")
+        kafka.releaseAcknowledgements()
+
+        let second = InMemoryHarness(kafka: kafka, provider: provider, store: store)
+        let secondRun = second.start()
+        try await waitUntil(timeout: .seconds(20)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        try await second.stop(secondRun)
+
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+        #expect(provider.deliveries == 6, "the redelivered jobs were sent again instead of republishing their recorded outcomes")
+        #expect(Set(outcomeJobIds(kafka)) == Set((0..<6).map { "job-\($0)-0" }))
+        #expect(outcomeJobIds(kafka).count == 12, "each job's outcome once per worker: held by the first, republished by the second")
+    }
+
+    @Test("one key's jobs run one at a time in log order while other keys run beside them")
+    func perKeyOrder() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 4])
+        let provider = RecordingProvider(pause: .milliseconds(2))
+        appendJobs(kafka, users: 20, jobsPerUser: 5)
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore())
+        let running = harness.start()
+        try await waitUntil(timeout: .seconds(30)) { outcomeJobIds(kafka).count == 100 }
+        try await harness.stop(running)
+
+        for user in 0..<20 {
+            #expect(provider.order["user-\(user)"] == (0..<5).map { "job-\(user)-\($0)" })
+            #expect(provider.mostAtOnce["user-\(user)"] == 1)
+        }
+        #expect(provider.mostAtOnceOverall > 1, "different keys must not wait for each other")
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+    }
+
+    @Test("a rebalance hands back what was not committed: jobs held past the grace are consumed again and nothing is lost")
+    func rebalanceRedelivers() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 2])
+        let provider = RecordingProvider()
+        provider.hold(user: "user-0")
+        appendJobs(kafka, users: 4, jobsPerUser: 3)
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore()) {
+            $0.revocationGrace = .milliseconds(300)
+        }
+        let running = harness.start()
+        try await waitUntil(timeout: .seconds(20)) { Set(outcomeJobIds(kafka)).count == 9 }
+        let committedBefore = kafka.committed(group: "push-worker")
+        kafka.rebalance(group: "push-worker")
+        try await waitUntil(timeout: .seconds(20)) { kafka.committed(group: "push-worker") != committedBefore }
+        let held = kafka.committed(group: "push-worker")
+        let partitionOfHeldUser = TopicPartition(topic: "push.jobs", partition: Int32(InMemoryKafka.partition(of: Array("user-0".utf8), among: 2)))
+        #expect(held[partitionOfHeldUser, default: 0] < endOffsets(kafka, "push.jobs")[partitionOfHeldUser]!,
+                "the held user's partition was committed past its unfinished job")
+        provider.releaseAll()
+        try await waitUntil(timeout: .seconds(20)) {
+            Set(outcomeJobIds(kafka)).count == 12 && kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs")
+        }
+        try await harness.stop(running)
+
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+        #expect(provider.order["user-0"]?.prefix(1) == ["job-0-0"])
+        #expect(Set(outcomeJobIds(kafka)) == Set((0..<4).flatMap { user in (0..<3).map { "job-\(user)-\($0)" } }))
+    }
+
+    @Test("a sink that refuses is tried again until it acknowledges; the offsets wait for it")
+    func refusedSendsAreRetried() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 1])
+        let provider = RecordingProvider()
+        kafka.refuseSends(3)
+        appendJobs(kafka, users: 1, jobsPerUser: 2)
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore())
+        let running = harness.start()
+        try await waitUntil(timeout: .seconds(20)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        try await harness.stop(running)
+
+        #expect(outcomeJobIds(kafka) == ["job-0-0", "job-0-1"])
+        #expect(kafka.sends == 5, "3 refused sends of the first job, then one per job")
+        #expect(provider.deliveries == 2, "a refused publication must not send the notification again")
+    }
+}

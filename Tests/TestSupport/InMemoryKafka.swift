@@ -1,0 +1,302 @@
+import Dispatch
+import PushCore
+import PushKafka
+import PushPipeline
+import Synchronization
+
+/// A Kafka-like log in memory, for pipeline tests that need no broker. It keeps Kafka's rules that
+/// the pipeline relies on: a topic has partitions; a record's key picks its partition, so one key's
+/// records stay in order; a consumer group's members share a topic's partitions and start from the
+/// group's committed offsets; stored offsets are committed when partitions are revoked or a member
+/// closes; whatever was not committed is handed out again. The pipeline reads it through
+/// `sources(group:)` and publishes into it through `sink`, which can refuse or hold acknowledgements.
+public final class InMemoryKafka: Sendable {
+    private struct State {
+        var topics: [String: [[KafkaMessage]]] = [:]
+        var committed: [String: [TopicPartition: Int64]] = [:]
+        var members: [String: [InMemoryConsumer]] = [:]
+        var refusedSends = 0
+        var holding = false
+        var held: [CheckedContinuation<Void, Never>] = []
+        var sends = 0
+    }
+
+    private let state = Mutex(State())
+    private let defaultPartitions: Int
+
+    /// - Parameter topics: partitions per topic; other topics are made on first use with `defaultPartitions`.
+    public init(topics: [String: Int] = [:], defaultPartitions: Int = 4) {
+        self.defaultPartitions = max(defaultPartitions, 1)
+        state.withLock { state in
+            for (topic, count) in topics { state.topics[topic] = Array(repeating: [], count: max(count, 1)) }
+        }
+    }
+
+    // MARK: The log
+
+    /// Appends a record to the partition its key picks (partition 0 without a key); returns where it went.
+    @discardableResult
+    public func append(_ record: KafkaRecord, timestamp: Int64? = currentTimeMilliseconds()) -> (TopicPartition, Int64) {
+        let (position, consumers) = state.withLock { state -> ((TopicPartition, Int64), [InMemoryConsumer]) in
+            var partitions = state.topics[record.topic] ?? Array(repeating: [], count: defaultPartitions)
+            let partition = record.key.map { Self.partition(of: $0, among: partitions.count) } ?? 0
+            let topicPartition = TopicPartition(topic: record.topic, partition: Int32(partition))
+            let offset = Int64(partitions[partition].count)
+            partitions[partition].append(KafkaMessage(topicPartition: topicPartition, offset: offset, key: record.key, value: record.value,
+                                                      timestamp: timestamp, headers: record.headers))
+            state.topics[record.topic] = partitions
+            return ((topicPartition, offset), state.members.values.flatMap { $0 }.filter { $0.topic == record.topic })
+        }
+        for consumer in consumers { consumer.arrived() }
+        return position
+    }
+
+    /// Every record of `topic`, partition by partition.
+    public func messages(in topic: String) -> [KafkaMessage] {
+        state.withLock { $0.topics[topic]?.flatMap { $0 } ?? [] }
+    }
+
+    /// The offsets `group` committed (the next one to consume, per partition).
+    public func committed(group: String) -> [TopicPartition: Int64] {
+        state.withLock { $0.committed[group] ?? [:] }
+    }
+
+    /// The offsets the live members of `group` stored and have not yet committed.
+    public func stored(group: String) -> [TopicPartition: Int64] {
+        let members = state.withLock { $0.members[group] ?? [] }
+        return members.reduce(into: [:]) { stored, member in stored.merge(member.storedOffsets) { $1 } }
+    }
+
+    /// What `group` would commit now: its committed offsets, moved on by what its live members stored since.
+    public func position(group: String) -> [TopicPartition: Int64] {
+        committed(group: group).merging(stored(group: group)) { max($0, $1) }
+    }
+
+    /// FNV-1a: stable across runs, unlike `Hasher`.
+    public static func partition(of key: [UInt8], among count: Int) -> Int {
+        var hash: UInt32 = 2_166_136_261
+        for byte in key { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return Int(hash % UInt32(count))
+    }
+
+    func partitions(of topic: String) -> [TopicPartition] {
+        state.withLock { state in
+            let count = state.topics[topic]?.count ?? defaultPartitions
+            if state.topics[topic] == nil { state.topics[topic] = Array(repeating: [], count: count) }
+            return (0..<count).map { TopicPartition(topic: topic, partition: Int32($0)) }
+        }
+    }
+
+    func read(_ topicPartition: TopicPartition, from offset: Int64, maximum: Int) -> [KafkaMessage] {
+        state.withLock { state in
+            guard let log = state.topics[topicPartition.topic]?[Int(topicPartition.partition)], offset < log.count, maximum > 0 else { return [] }
+            return Array(log[Int(offset)..<min(log.count, Int(offset) + maximum)])
+        }
+    }
+
+    func commit(_ offsets: [TopicPartition: Int64], group: String) {
+        state.withLock { state in state.committed[group, default: [:]].merge(offsets) { max($0, $1) } }
+    }
+
+    func join(_ consumer: InMemoryConsumer) {
+        state.withLock { $0.members[consumer.group, default: []].append(consumer) }
+    }
+
+    func leave(_ consumer: InMemoryConsumer) {
+        state.withLock { $0.members[consumer.group]?.removeAll { $0 === consumer } }
+    }
+
+    // MARK: The group
+
+    /// Makes the pipeline's lanes members of `group` (the urgent lane joins `group` + ".urgent").
+    public func sources(group: String) -> some MessageSourceFactory { InMemorySources(kafka: self, group: group) }
+
+    /// Makes every member of `group` go through a rebalance at its next poll: its partitions are revoked
+    /// (stored offsets committed), then assigned again from the committed offsets.
+    public func rebalance(group: String) {
+        for member in state.withLock({ $0.members[group] ?? [] }) { member.requestRebalance() }
+    }
+
+    // MARK: The sink
+
+    /// Publishes into the log: appended at once, acknowledged unless refused or held.
+    public var sink: some MessageSink { InMemorySink(kafka: self) }
+
+    /// Sends answered so far (acknowledged or refused).
+    public var sends: Int { state.withLock { $0.sends } }
+
+    /// The next `count` sends fail (nothing is appended), as a broker that is down would.
+    public func refuseSends(_ count: Int) { state.withLock { $0.refusedSends = count } }
+
+    /// Sends wait for their acknowledgement until `releaseAcknowledgements` (their records are already in the log).
+    public func holdAcknowledgements() { state.withLock { $0.holding = true } }
+
+    public func releaseAcknowledgements() {
+        let held = state.withLock { state in
+            state.holding = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for waiter in held { waiter.resume() }
+    }
+
+    /// Sends waiting for their acknowledgement.
+    public var heldSends: Int { state.withLock { $0.held.count } }
+
+    func send(_ records: [KafkaRecord]) async throws(KafkaError) {
+        let refused = state.withLock { state in
+            state.sends += 1
+            guard state.refusedSends > 0 else { return false }
+            state.refusedSends -= 1
+            return true
+        }
+        if refused { throw KafkaError(code: -195, message: "Local: Broker transport failure (refused by the in-memory log)") }
+        for record in records { append(record) }
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let waits = state.withLock { state in
+                if state.holding { state.held.append(waiter) }
+                return state.holding
+            }
+            if !waits { waiter.resume() }
+        }
+    }
+}
+
+private struct InMemorySources: MessageSourceFactory {
+    let kafka: InMemoryKafka
+    let group: String
+
+    func makeSource(lane: Lane, topic: String, rebalance: @escaping @Sendable (RebalanceEvent) -> Void) throws -> any MessageSource {
+        let consumer = InMemoryConsumer(kafka: kafka, group: lane == .urgent ? group + KafkaMessageSources.urgentGroupSuffix : group,
+                                        topic: topic, rebalance: rebalance)
+        kafka.join(consumer)
+        return consumer
+    }
+}
+
+private struct InMemorySink: MessageSink {
+    let kafka: InMemoryKafka
+
+    func send(_ records: [KafkaRecord]) async throws(KafkaError) { try await kafka.send(records) }
+
+    func prepare(topics: [String], timeout: Duration) -> [String] { [] }
+}
+
+/// One member of a group, taking every partition of its topic (the tests run one member per group at a time).
+final class InMemoryConsumer: MessageSource {
+    private struct State {
+        var assigned: [TopicPartition: Int64]?
+        var stored: [TopicPartition: Int64] = [:]
+        var paused = false
+        var rebalanceRequested = false
+        var closed = false
+        /// Where the next poll starts, so every partition gets its turn.
+        var nextPartition = 0
+    }
+
+    let group: String
+    let topic: String
+    private let kafka: InMemoryKafka
+    private let rebalance: @Sendable (RebalanceEvent) -> Void
+    private let state = Mutex(State())
+    private let arrivals = DispatchSemaphore(value: 0)
+
+    init(kafka: InMemoryKafka, group: String, topic: String, rebalance: @escaping @Sendable (RebalanceEvent) -> Void) {
+        self.kafka = kafka
+        self.group = group
+        self.topic = topic
+        self.rebalance = rebalance
+    }
+
+    var storedOffsets: [TopicPartition: Int64] { state.withLock { $0.stored } }
+
+    func arrived() { arrivals.signal() }
+
+    func requestRebalance() {
+        state.withLock { $0.rebalanceRequested = true }
+        arrivals.signal()
+    }
+
+    func poll(maximum: Int, timeoutMilliseconds: Int32) -> [KafkaMessage] {
+        serveGroup()
+        let messages = take(maximum)
+        guard messages.isEmpty, timeoutMilliseconds > 0 else { return messages }
+        _ = arrivals.wait(timeout: .now() + .milliseconds(Int(timeoutMilliseconds)))
+        serveGroup()
+        return take(maximum)
+    }
+
+    /// Assigns the topic's partitions on the first poll, and revokes and assigns them again when a rebalance was asked for.
+    private func serveGroup() {
+        let (assign, revoke) = state.withLock { state -> (Bool, [TopicPartition]?) in
+            guard !state.closed else { return (false, nil) }
+            if state.assigned == nil { return (true, nil) }
+            guard state.rebalanceRequested else { return (false, nil) }
+            state.rebalanceRequested = false
+            return (true, state.assigned.map { Array($0.keys) })
+        }
+        if let revoke {
+            rebalance(.revoking(revoke.sorted { $0.partition < $1.partition }))
+            commitStored()
+        }
+        guard assign else { return }
+        let partitions = kafka.partitions(of: topic)
+        let committed = kafka.committed(group: group)
+        state.withLock { state in
+            state.assigned = Dictionary(uniqueKeysWithValues: partitions.map { ($0, committed[$0] ?? 0) })
+        }
+        rebalance(.assigned(partitions))
+    }
+
+    private func take(_ maximum: Int) -> [KafkaMessage] {
+        let (positions, start) = state.withLock { state -> ([(TopicPartition, Int64)], Int) in
+            guard !state.paused, !state.closed, let assigned = state.assigned else { return ([], 0) }
+            return (assigned.sorted { $0.key.partition < $1.key.partition }.map { ($0.key, $0.value) }, state.nextPartition)
+        }
+        guard !positions.isEmpty else { return [] }
+        var messages: [KafkaMessage] = []
+        for step in 0..<positions.count where messages.count < maximum {
+            let (topicPartition, offset) = positions[(start + step) % positions.count]
+            messages += kafka.read(topicPartition, from: offset, maximum: maximum - messages.count)
+        }
+        state.withLock { state in
+            state.nextPartition = (start + 1) % positions.count
+            for message in messages where state.assigned?[message.topicPartition] != nil {
+                state.assigned?[message.topicPartition] = message.offset + 1
+            }
+        }
+        return messages
+    }
+
+    func storeOffset(_ offset: Int64, for topicPartition: TopicPartition) {
+        state.withLock { state in
+            guard state.assigned?[topicPartition] != nil else { return }
+            state.stored[topicPartition] = offset
+        }
+    }
+
+    func pauseAll() { state.withLock { $0.paused = true } }
+
+    func resumeAll() { state.withLock { $0.paused = false } }
+
+    private func commitStored() {
+        let stored = state.withLock { state in
+            defer { state.stored = [:] }
+            return state.stored
+        }
+        kafka.commit(stored, group: group)
+    }
+
+    func close() {
+        let open = state.withLock { state in
+            defer {
+                state.closed = true
+                state.assigned = nil
+            }
+            return !state.closed
+        }
+        guard open else { return }
+        commitStored()
+        kafka.leave(self)
+    }
+}
