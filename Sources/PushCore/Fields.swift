@@ -6,7 +6,9 @@ public struct Fields: Sendable {
     public let members: [(key: String, value: JSONValue)]
     /// The prefix of every member's name in messages, e.g. `targets[2].`.
     public let path: String
-    public private(set) var read: Set<String> = []
+    /// Which members were read: bit i for member i (a job's objects have a few members), then a set of indices beyond 64.
+    private var readMask: UInt64 = 0
+    private var readBeyondMask: Set<Int> = []
 
     public init(members: [(key: String, value: JSONValue)], path: String) {
         self.members = members
@@ -15,7 +17,27 @@ public struct Fields: Sendable {
 
     /// The member's value (nil for an absent or `null` member), without marking it read.
     public func value(_ name: String) -> JSONValue? {
-        guard let value = members.first(where: { $0.key == name })?.value else { return nil }
+        guard let index = members.firstIndex(where: { $0.key == name }) else { return nil }
+        return Self.present(members[index].value)
+    }
+
+    /// Whether member `name` is present and was read.
+    public func wasRead(_ name: String) -> Bool {
+        members.firstIndex(where: { $0.key == name }).map(isRead) ?? false
+    }
+
+    private func isRead(_ index: Int) -> Bool {
+        index < 64 ? readMask & (1 << UInt64(index)) != 0 : readBeyondMask.contains(index)
+    }
+
+    /// The member's value (nil for an absent or `null` member), marked read.
+    private mutating func take(_ name: String) -> JSONValue? {
+        guard let index = members.firstIndex(where: { $0.key == name }) else { return nil }
+        if index < 64 { readMask |= 1 << UInt64(index) } else { readBeyondMask.insert(index) }
+        return Self.present(members[index].value)
+    }
+
+    private static func present(_ value: JSONValue) -> JSONValue? {
         if case .null = value { return nil }
         return value
     }
@@ -33,8 +55,7 @@ public struct Fields: Sendable {
     }
 
     public mutating func required(_ name: String) throws(JobRejection) -> JSONValue {
-        read.insert(name)
-        guard let value = value(name) else { throw JobRejection(.invalidField, "\(path)\(name) is required") }
+        guard let value = take(name) else { throw JobRejection(.invalidField, "\(path)\(name) is required") }
         return value
     }
 
@@ -54,8 +75,7 @@ public struct Fields: Sendable {
     }
 
     public mutating func optionalString(_ name: String, maximumLength: Int, content: Content = .identifier) throws(JobRejection) -> String? {
-        read.insert(name)
-        guard let value = value(name) else { return nil }
+        guard let value = take(name) else { return nil }
         guard case .string(let string) = value else {
             throw JobRejection(.invalidField, "\(path)\(name) must be a string, not \(value.typeName)")
         }
@@ -72,8 +92,7 @@ public struct Fields: Sendable {
     }
 
     public mutating func optionalInteger(_ name: String, in range: ClosedRange<Int64>) throws(JobRejection) -> Int64? {
-        read.insert(name)
-        guard let value = value(name) else { return nil }
+        guard let value = take(name) else { return nil }
         guard case .integer(let number) = value else {
             throw JobRejection(.invalidField, "\(path)\(name) must be an integer, not \(value.typeName)")
         }
@@ -84,16 +103,14 @@ public struct Fields: Sendable {
     }
 
     public mutating func optionalBool(_ name: String) throws(JobRejection) -> Bool? {
-        read.insert(name)
-        guard let value = value(name) else { return nil }
+        guard let value = take(name) else { return nil }
         guard case .bool(let flag) = value else { throw invalid(name, "must be true or false, not \(value.typeName)") }
         return flag
     }
 
     /// A number (integer or not) within `range`; NaN and infinities cannot occur in parsed JSON.
     public mutating func optionalNumber(_ name: String, in range: ClosedRange<Double>) throws(JobRejection) -> Double? {
-        read.insert(name)
-        guard let value = value(name) else { return nil }
+        guard let value = take(name) else { return nil }
         let number: Double
         switch value {
         case .integer(let integer): number = Double(integer)
@@ -107,8 +124,7 @@ public struct Fields: Sendable {
     /// An array of at most `maximumCount` strings, each checked like `optionalString`.
     public mutating func optionalStrings(_ name: String, maximumCount: Int, maximumLength: Int,
                                          content: Content = .identifier) throws(JobRejection) -> [String]? {
-        read.insert(name)
-        guard let value = value(name) else { return nil }
+        guard let value = take(name) else { return nil }
         guard case .array(let elements) = value else { throw invalid(name, "must be an array of strings, not \(value.typeName)") }
         guard elements.count <= maximumCount else { throw invalid(name, "has \(elements.count) entries, the limit is \(maximumCount)") }
         var strings: [String] = []
@@ -123,8 +139,7 @@ public struct Fields: Sendable {
     }
 
     public mutating func optionalObject(_ name: String) throws(JobRejection) -> Fields? {
-        read.insert(name)
-        guard let value = value(name) else { return nil }
+        guard let value = take(name) else { return nil }
         guard case .object(let members) = value else {
             throw JobRejection(.invalidField, "\(path)\(name) must be an object, not \(value.typeName)")
         }
@@ -146,7 +161,7 @@ public struct Fields: Sendable {
 
     /// Refuses the first member nobody read, with `rule` (default: not a field of the contract).
     public func rejectUnread(_ rule: String = "is not a field of the v1 contract") throws(JobRejection) {
-        if let unknown = members.first(where: { !read.contains($0.key) }) {
+        if let unknown = members.indices.first(where: { !isRead($0) }).map({ members[$0] }) {
             throw JobRejection(.invalidField, "\(path)\(unknown.key) \(rule)")
         }
     }

@@ -8,6 +8,7 @@ public struct JSONParser {
     }
 
     public static let defaultMaximumDepth = 32
+    static let membersScannedForDuplicates = 16
 
     private let bytes: [UInt8]
     private var index = 0
@@ -66,14 +67,20 @@ public struct JSONParser {
         guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth)") }
         index += 1
         var members: [(key: String, value: JSONValue)] = []
-        var seen = Set<String>()
+        // Small objects (a job's are) are checked for duplicates by scanning: cheaper than hashing every name.
+        var seen: Set<String>?
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
             let key = try parseString()
-            guard seen.insert(key).inserted else { throw failure("duplicate member \"\(key)\"") }
+            if seen == nil, members.count < Self.membersScannedForDuplicates {
+                guard !members.contains(where: { $0.key == key }) else { throw failure("duplicate member \"\(key)\"") }
+            } else {
+                if seen == nil { seen = Set(members.map(\.key)) }
+                guard seen!.insert(key).inserted else { throw failure("duplicate member \"\(key)\"") }
+            }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1

@@ -170,10 +170,10 @@ public struct JobDecoder: Sendable {
     ]
 
     private static func toleratePriorTargetMembers(_ fields: inout Fields) throws(JobRejection) {
-        for (name, maximumLength) in priorTargetMembers where !fields.read.contains(name) {
+        for (name, maximumLength) in priorTargetMembers where !fields.wasRead(name) {
             _ = try fields.optionalString(name, maximumLength: maximumLength)
         }
-        if !fields.read.contains("keys"), var keys = try fields.optionalObject("keys") {
+        if !fields.wasRead("keys"), var keys = try fields.optionalObject("keys") {
             _ = try keys.requiredString("p256dh", maximumLength: 256)
             _ = try keys.requiredString("auth", maximumLength: 256)
             try keys.rejectUnread()

@@ -4,13 +4,14 @@
 public protocol PayloadTemplates: Sendable {
     /// nil: no template covers this key, build the built-in payload. Otherwise the
     /// rendered document (already checked to be JSON of the provider's shape) or why not.
-    func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>?
+    /// `keywords` is worked out only when a template covers the key.
+    func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>?
 }
 
 /// No templates: every plugin builds its built-in payload.
 public struct BuiltInPayloads: PayloadTemplates {
     public init() {}
-    public func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? { nil }
+    public func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? { nil }
 }
 
 /// Which template renders a payload.

@@ -22,6 +22,12 @@ public final class PipelineMetrics: Sendable {
     /// Handlers made once per label set: the factory's lookup (label validation, hashing, a lock) costs more than recording.
     private let deliveryCounters = Mutex<[DeliveryLabels: Counter]>([:])
     private let requestTimers = Mutex<[ProviderID: Timer]>([:])
+    private let appLimitedCounters = Mutex<[AppLabels: Counter]>([:])
+
+    private struct AppLabels: Hashable {
+        let provider: ProviderID
+        let app: String
+    }
 
     private struct DeliveryLabels: Hashable {
         let provider: ProviderID
@@ -82,8 +88,16 @@ public final class PipelineMetrics: Sendable {
     }
 
     func appConcurrencyLimited(_ scope: DeliveryScope) {
-        Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", scope.provider.rawValue), ("app", app(scope.provider, scope.metricLabel))])
-            .increment()
+        let labels = AppLabels(provider: scope.provider, app: scope.metricLabel)
+        if let counter = appLimitedCounters.withLock({ $0[labels] }) {
+            counter.increment()
+            return
+        }
+        let app = app(scope.provider, scope.metricLabel)
+        let counter = Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", scope.provider.rawValue), ("app", app)])
+        // As for deliveries: only apps within the cap are kept.
+        if app == scope.metricLabel { appLimitedCounters.withLock { $0[labels] = counter } }
+        counter.increment()
     }
 
     /// Now − Kafka timestamp of the job a lane consumed last.

@@ -64,7 +64,7 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
     /// The keys that have a template file, for logs and `check-config`.
     public var sources: [String] { state.withLock { $0.loaded.keys.sorted() } }
 
-    public func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+    public func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
         let candidates = [(key.app, key.kind.rawValue), (key.app, "default"), ("default", key.kind.rawValue), ("default", "default")]
         let template: PayloadTemplate? = state.withLock { state in
             for (app, kind) in candidates {
@@ -73,7 +73,7 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
             return nil
         }
         guard let template else { return nil }
-        var keywords = keywords
+        var keywords = keywords()
         if keywords.values["SOUND", default: ""].isEmpty, let sound = defaultSounds[key.kind] { keywords.set("SOUND", sound) }
         return template.render(keywords)
     }

@@ -56,7 +56,7 @@ struct APNsSIPBindingTests {
     /// Renders a fixed document for every key, as a template directory would.
     struct FixedTemplate: PayloadTemplates {
         let document: JSONValue
-        func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
             .success(RenderedPayload(document: document, source: "apns/default/default.mustache"))
         }
     }

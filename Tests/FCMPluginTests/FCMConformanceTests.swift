@@ -112,9 +112,9 @@ struct FCMConformanceTests {
 
     /// Renders a body whose `message.data` has the key `from`.
     struct ReservedKeyTemplate: PayloadTemplates {
-        func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
             .success(RenderedPayload(document: .object([("message", .object([
-                ("token", .string(keywords.values["TOKEN"] ?? "")), ("data", .object([("from", .string("bob"))])),
+                ("token", .string(keywords().values["TOKEN"] ?? "")), ("data", .object([("from", .string("bob"))])),
             ]))]), source: "fcm/default/default.mustache"))
         }
     }

@@ -11,10 +11,10 @@ import FCMSandbox
 struct FCMTemplateAndCancelTests {
     /// Renders `{"message": {"token": <TOKEN>, "data": {"ntype": <TYPE>}}}` for every key, as a template would.
     struct MizuLikeTemplate: PayloadTemplates {
-        func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
             let document = JSONValue.object([("message", .object([
-                ("token", .string(keywords.values["TOKEN"] ?? "")),
-                ("data", .object([("ntype", .string(keywords.values["TYPE"] ?? ""))])),
+                ("token", .string(keywords().values["TOKEN"] ?? "")),
+                ("data", .object([("ntype", .string(keywords().values["TYPE"] ?? ""))])),
             ]))])
             return .success(RenderedPayload(document: document, source: "fcm/default/default.mustache"))
         }
@@ -40,12 +40,12 @@ struct FCMTemplateAndCancelTests {
 
     /// Mizu's default fcmmessage.txt shape: a notification block at the top and in `android`.
     struct NotifyingTemplate: PayloadTemplates {
-        func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
             let document = JSONValue.object([("message", .object([
-                ("token", .string(keywords.values["TOKEN"] ?? "")),
+                ("token", .string(keywords().values["TOKEN"] ?? "")),
                 ("notification", .object([("title", .string("Call"))])),
                 ("android", .object([("priority", .string("high")), ("notification", .object([("sound", .string("ring"))]))])),
-                ("data", .object([("ntype", .string(keywords.values["TYPE"] ?? ""))])),
+                ("data", .object([("ntype", .string(keywords().values["TYPE"] ?? ""))])),
             ]))])
             return .success(RenderedPayload(document: document, source: "fcm/default/default.mustache"))
         }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import PushCore
 
@@ -13,9 +14,27 @@ struct JSONParserTests {
         #expect(value["big"] == .integer(9_007_199_254_740_993))
     }
 
-    @Test("duplicate member names are refused", arguments: [#"{"id":"a","id":"b"}"#])
+    /// Objects of up to 16 members are checked by scanning, larger ones with a set: both ways, wherever the repeat falls.
+    static let duplicates: [String] = [#"{"id":"a","id":"b"}"#] + [1, 15, 16, 17, 40].flatMap { count -> [String] in
+        let members = (0..<count).map { #""m\#($0)":\#($0)"# }
+        return [
+            "{" + (members + [#""m0":"again""#]).joined(separator: ",") + "}",
+            "{" + (members + [#""m\#(count - 1)":"again""#]).joined(separator: ",") + "}",
+        ]
+    }
+
+    @Test("duplicate member names are refused", arguments: duplicates)
     func duplicateKeys(_ text: String) {
         #expect(throws: JSONParser.Failure.self) { try parse(text) }
+    }
+
+    @Test("objects with many distinct members keep them all, in document order")
+    func manyMembers() throws {
+        for count in [15, 16, 17, 70] {
+            let text = "{" + (0..<count).map { #""m\#($0)":\#($0)"# }.joined(separator: ",") + "}"
+            guard case .object(let members) = try parse(text) else { Issue.record("not an object"); continue }
+            #expect(members.map(\.key) == (0..<count).map { "m\($0)" })
+        }
     }
 
     @Test("malformed documents are refused", arguments: [
@@ -57,5 +76,54 @@ struct JSONParserTests {
         #expect(value["none"] == .null)
         #expect(value["n"] == .integer(-7))
         #expect(value["list"] == .array([.bool(true), .integer(1)]))
+    }
+
+    @Test("every control character, quote and backslash is escaped wherever it falls; other text is copied as it is",
+          arguments: ["", "plain", "\"", "\\", "a\u{1F}", "\u{0}b", "a\"b\\c\nd", "é😀\t", String(repeating: "x", count: 300) + "\u{7}"])
+    func writerEscapes(_ text: String) throws {
+        var writer = JSONWriter()
+        writer.value(text)
+        #expect(try JSONParser.parse(writer.bytes) == .string(text))
+        #expect(!writer.bytes.dropFirst().dropLast().contains { $0 < 0x20 })
+        let escaped = text.unicodeScalars.map { scalar -> String in
+            switch scalar {
+            case "\"": "\\\""
+            case "\\": "\\\\"
+            case "\n": "\\n"
+            case "\r": "\\r"
+            case "\t": "\\t"
+            case _ where scalar.value < 0x20: "\\u00" + String(format: "%02x", scalar.value)
+            default: String(scalar)
+            }
+        }.joined()
+        #expect(writer.string == "\"" + escaped + "\"")
+    }
+}
+
+@Suite("Fields: typed reads that remember what was read")
+struct FieldsTests {
+    static func fields(_ count: Int) -> Fields {
+        Fields(members: (0..<count).map { ("m\($0)", JSONValue.integer(Int64($0))) }, path: "x.")
+    }
+
+    @Test("the first member nobody read is refused by name, before and beyond the 64th member", arguments: [0, 5, 63, 64, 65, 69])
+    func unreadMemberIsRefused(_ skipped: Int) throws {
+        var fields = Self.fields(70)
+        for index in 0..<70 where index != skipped { _ = try fields.optionalInteger("m\(index)", in: 0...100) }
+        #expect(!fields.wasRead("m\(skipped)"))
+        #expect(fields.wasRead("m\((skipped + 1) % 70)"))
+        #expect(throws: JobRejection(.invalidField, "x.m\(skipped) is not a field of the v1 contract")) { try fields.rejectUnread() }
+        _ = try fields.optionalInteger("m\(skipped)", in: 0...100)
+        try fields.rejectUnread()
+    }
+
+    @Test("reading an absent member marks nothing; a null member counts as read and absent")
+    func absentAndNull() throws {
+        var fields = Fields(members: [("a", .null), ("b", .integer(1))], path: "")
+        #expect(try fields.optionalInteger("zzz", in: 0...1) == nil)
+        #expect(!fields.wasRead("zzz"))
+        #expect(try fields.optionalInteger("a", in: 0...1) == nil)
+        #expect(fields.wasRead("a"))
+        #expect(throws: JobRejection(.invalidField, "b is not a field of the v1 contract")) { try fields.rejectUnread() }
     }
 }

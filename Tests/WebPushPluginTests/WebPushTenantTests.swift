@@ -44,9 +44,9 @@ struct WebPushTenantTests {
 
     /// Renders `{"t": <TITLE>, "k": <KIND>}` for `webpush/default/message`, nothing for other kinds.
     struct MessageTemplate: PayloadTemplates {
-        func render(_ key: PayloadTemplateKey, keywords: PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
             guard key.provider == .webpush, key.kind == .message else { return nil }
-            return .success(RenderedPayload(document: .object([("t", .string(keywords.values["TITLE"] ?? "")), ("k", .string(keywords.values["KIND"] ?? ""))]),
+            return .success(RenderedPayload(document: .object([("t", .string(keywords().values["TITLE"] ?? "")), ("k", .string(keywords().values["KIND"] ?? ""))]),
                                             source: "webpush/default/message.mustache"))
         }
     }

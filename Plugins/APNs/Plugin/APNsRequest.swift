@@ -31,15 +31,18 @@ enum APNsRequest {
         if app.xmpushTokensArePushKit, delivery.target.details(APNsTarget.self)?.notation == .xmpush, pushType != .voip {
             throw .notForPushKitToken(pushType)
         }
-        var keywords = PayloadKeywords(delivery: delivery, app: app.bundleId)
-        keywords.set("PUSHTYPE", pushType.rawValue)
-        keywords.set("APRIORITY", String(pushType.priority(for: job.priority)))
+        func keywords() -> PayloadKeywords {
+            var keywords = PayloadKeywords(delivery: delivery, app: app.bundleId)
+            keywords.set("PUSHTYPE", pushType.rawValue)
+            keywords.set("APRIORITY", String(pushType.priority(for: job.priority)))
+            return keywords
+        }
         // The job's `overrides.apns.payload`, merged last; headers are never overridden.
         let override = job.overrides[.apns]?["payload"]
         let limit = pushType.payloadLimit
         let payload: [UInt8]
         var truncated = false
-        switch templates.render(PayloadTemplateKey(provider: .apns, app: app.bundleId, kind: job.kind), keywords: keywords) {
+        switch templates.render(PayloadTemplateKey(provider: .apns, app: app.bundleId, kind: job.kind), keywords: keywords()) {
         case nil:
             if pushType == .liveactivity, job.liveActivity == nil { throw .liveActivityMissing }
             let build = { (notification: Notification?) in

@@ -48,11 +48,14 @@ public struct FCMProvider: PushProvider {
         }
         var body: [UInt8]
         var truncated = false
-        var keywords = PayloadKeywords(delivery: delivery, app: projectId)
-        let (pushType, priority) = FCMMessage.apnsHeaders(delivery.job)
-        keywords.set("PUSHTYPE", pushType)
-        keywords.set("APRIORITY", priority)
-        switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind), keywords: keywords) {
+        func keywords() -> PayloadKeywords {
+            var keywords = PayloadKeywords(delivery: delivery, app: projectId)
+            let (pushType, priority) = FCMMessage.apnsHeaders(delivery.job)
+            keywords.set("PUSHTYPE", pushType)
+            keywords.set("APRIORITY", priority)
+            return keywords
+        }
+        switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind), keywords: keywords()) {
         case nil:
             let override = delivery.job.overrides[.fcm]
             let measured = { (notification: Notification?) in
