@@ -122,8 +122,8 @@ let package = Package(
         ], path: "Sources/PushDevelopmentTools"),
         // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
         .target(name: "PushBench", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
-            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore",
-            "APNsPlugin",
+            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushInMemoryKafka", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore",
+            "APNsPlugin", "ProxyPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),
@@ -136,8 +136,9 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Sources/push-worker"),
 
+        .target(name: "PushInMemoryKafka", dependencies: ["PushCore", "PushKafka", "PushPipeline"], path: "Sources/PushInMemoryKafka"),
         .target(name: "TestSupport", dependencies: ["APNsSandbox", "ProxySandbox", 
-            "PushCore", "PushPipeline", "PushPlugins", "PushPluginAPI", "ProxyPlugin", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
+            "PushCore", "PushPlugins", "PushPluginAPI", "ProxyPlugin", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis", "PushCrypto", .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
@@ -152,7 +153,7 @@ let package = Package(
         .testTarget(name: "ProxyPluginTests", dependencies: ["ProxySandbox", "ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
                     path: "Tests/ProxyPluginTests"),
         .testTarget(name: "PushPipelineTests", dependencies: [
-            "PushPipeline", "PushCore", "PushKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "FCMPlugin", "PushRedis", "TestSupport",
+            "PushPipeline", "PushCore", "PushKafka", "PushInMemoryKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "FCMPlugin", "PushRedis", "TestSupport",
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/PushPipelineTests"),
         .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "PushSandbox", "TestSupport"],

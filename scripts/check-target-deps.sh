@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Keeps the development tools out of the production path: the PushWorker library target must not
-# depend, directly or through other targets of this package, on PushSandbox (or a plugin's sandbox), PushKafkaMock,
+# depend, directly or through other targets of this package, on PushSandbox (or a plugin's sandbox), PushKafkaMock, PushInMemoryKafka,
 # PushDevelopmentTools or PushBench, and no source file of those production targets may import them.
 # Usage: scripts/check-target-deps.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-development="PushSandbox APNsSandbox FCMSandbox WebPushSandbox ProxySandbox HMSSandbox PushKafkaMock PushDevelopmentTools PushBench"
+development="PushSandbox APNsSandbox FCMSandbox WebPushSandbox ProxySandbox HMSSandbox PushKafkaMock PushInMemoryKafka PushDevelopmentTools PushBench"
 # The source folders of PushWorker and of every package target it reaches; fails if one is a development tool.
 folders=$(swift package dump-package | DEVELOPMENT="$development" python3 -c '
 import json, os, sys

@@ -13,18 +13,25 @@ public final class InMemoryDeliveryStore: DeliveryStore {
         var outcomes: [String: Entry<Outcome>] = [:]
         var cancellations: [String: Entry<CallCancellation>] = [:]
         var operations = 0
+        var nextSweep = 1024
 
-        /// Drops expired entries now and then, so memory follows the live windows only.
+        /// Drops expired entries now and then, so memory follows the live windows only. A sweep visits
+        /// every entry, so the next waits for as many operations as there are entries left: each
+        /// operation pays for one entry visited at most, however many are held.
         mutating func sweep(now: Int64) {
             operations += 1
-            guard operations % 1024 == 0 else { return }
+            guard operations >= nextSweep else { return }
             claims = claims.filter { $0.value.expiresAt > now }
             outcomes = outcomes.filter { $0.value.expiresAt > now }
             cancellations = cancellations.filter { $0.value.expiresAt > now }
+            nextSweep = operations + max(1024, claims.count + outcomes.count + cancellations.count)
         }
     }
 
     private let state = Mutex(State())
+
+    /// Dedupe claims, outcomes and cancellations held now, expired or not.
+    var heldEntries: Int { state.withLock { $0.claims.count + $0.outcomes.count + $0.cancellations.count } }
     private let clock: @Sendable () -> Int64
 
     public init(clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) { self.clock = clock }

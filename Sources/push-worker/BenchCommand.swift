@@ -17,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
             (PUSH_MAX_IN_FLIGHT, PUSH_HTTP_MAX_CONNECTIONS, …). scripts/bench.sh runs it against nginx beside h2load.
             """)
 
-    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains) or transport (the HTTP/2 client alone: --jobs requests to --endpoint).")
+    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains), transport (the HTTP/2 client alone: --jobs requests to --endpoint) or spine (the pipeline alone: --jobs from an in-memory log, in-memory stores, a provider that answers at once).")
     var scenario = "throughput"
 
     @Option(help: "Jobs to deliver (throughput scenario).")
@@ -103,6 +103,16 @@ struct BenchCommand: AsyncParsableCommand {
             if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }
             if report.failures > 0 { throw ExitCode(1) }
             return
+        case "spine":
+            var spineOptions = SpineBench.Options()
+            spineOptions.jobs = jobs
+            if let inFlight { spineOptions.maximumInFlight = inFlight }
+            spineOptions.timeout = .seconds(timeout)
+            let report = try await SpineBench.run(spineOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
+            print(json ? try report.prettyJSON() : report.table())
+            if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }
+            if !report.complete { throw ExitCode(1) }
+            return
         case "backlog":
             var backlogOptions = BacklogBench.Options()
             backlogOptions.base = options
@@ -114,7 +124,7 @@ struct BenchCommand: AsyncParsableCommand {
             if !report.complete { throw ExitCode(1) }
             return
         default:
-            throw ValidationError("--scenario must be throughput or backlog")
+            throw ValidationError("--scenario must be throughput, backlog, transport or spine")
         }
         let report = try await EndToEndBench.run(options, logger: Logger(label: "push-worker-bench"), progress: progress)
         print(json ? try report.json() : report.table())

@@ -1,4 +1,5 @@
 import Testing
+import Synchronization
 @testable import PushCore
 
 @Suite("TTL arithmetic")
@@ -165,5 +166,38 @@ struct CircuitBreakerTests {
         #expect(breaker.permit(at: 1000) == .allowed)
         breaker.record(.failed(reason: "x", httpStatus: 401, action: .checkCredentials), at: 1000)
         #expect(breaker.permit(at: 1500) == .rejected(cause: .credentials, retryAt: 2000))
+    }
+}
+
+@Suite("In-memory store")
+struct InMemoryDeliveryStoreTests {
+    final class Now: Sendable {
+        let milliseconds = Mutex<Int64>(1_000_000)
+    }
+
+    static func job(_ index: Int) -> Job {
+        Job(id: "j\(index)", createdAt: 0, ttl: 30, kind: .message, priority: .normal, userId: "u\(index)",
+            dedupeKey: "d\(index)", targets: [Target(bindingId: "b\(index)", provider: "apns")])
+    }
+
+    @Test("expired claims and outcomes are dropped as operations go on, and entries still live are kept")
+    func expiredEntriesAreSwept() async throws {
+        let now = Now()
+        let store = InMemoryDeliveryStore(clock: { now.milliseconds.withLock { $0 } })
+        for index in 0..<3000 {
+            _ = try await store.prepare(Self.job(index), dedupeWindow: 1000)
+            try await store.record(Outcome(job: Self.job(index), target: Self.job(index).targets[0], status: .delivered, reason: nil, attempts: 1, at: 0),
+                                   retention: .seconds(1))
+        }
+        #expect(store.heldEntries == 6000)
+        now.milliseconds.withLock { $0 += 2000 }
+        for index in 3000..<9000 { _ = try await store.prepare(Self.job(index), dedupeWindow: 60_000) }
+        #expect(store.heldEntries <= 6000, "the expired 6000 were never dropped")
+        #expect(store.heldEntries >= 1, "live claims must stay")
+        let again = try await store.prepare(Self.job(8999), dedupeWindow: 60_000)
+        #expect(again == [.fresh], "the same job is not a duplicate of itself")
+        let other = Job(id: "other", createdAt: 0, ttl: 30, kind: .message, priority: .normal, userId: "u8999",
+                        dedupeKey: "d8999", targets: [Target(bindingId: "b8999", provider: "apns")])
+        #expect(try await store.prepare(other, dedupeWindow: 60_000) == [.duplicate(ofJob: "j8999")], "a live claim was swept")
     }
 }

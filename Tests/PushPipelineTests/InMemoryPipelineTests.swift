@@ -2,6 +2,7 @@ import PushCore
 import PushKafka
 import Synchronization
 import Testing
+import PushInMemoryKafka
 import TestSupport
 @testable import PushPipeline
 

@@ -38,13 +38,13 @@ public final class InMemoryKafka: Sendable {
     @discardableResult
     public func append(_ record: KafkaRecord, timestamp: Int64? = currentTimeMilliseconds()) -> (TopicPartition, Int64) {
         let (position, consumers) = state.withLock { state -> ((TopicPartition, Int64), [InMemoryConsumer]) in
-            var partitions = state.topics[record.topic] ?? Array(repeating: [], count: defaultPartitions)
-            let partition = record.key.map { Self.partition(of: $0, among: partitions.count) } ?? 0
+            if state.topics[record.topic] == nil { state.topics[record.topic] = Array(repeating: [], count: defaultPartitions) }
+            let partition = record.key.map { Self.partition(of: $0, among: state.topics[record.topic]!.count) } ?? 0
             let topicPartition = TopicPartition(topic: record.topic, partition: Int32(partition))
-            let offset = Int64(partitions[partition].count)
-            partitions[partition].append(KafkaMessage(topicPartition: topicPartition, offset: offset, key: record.key, value: record.value,
-                                                      timestamp: timestamp, headers: record.headers))
-            state.topics[record.topic] = partitions
+            let offset = Int64(state.topics[record.topic]![partition].count)
+            // In place: a copy of the partition would make every append cost the whole log.
+            state.topics[record.topic]![partition].append(KafkaMessage(topicPartition: topicPartition, offset: offset, key: record.key,
+                                                                        value: record.value, timestamp: timestamp, headers: record.headers))
             return ((topicPartition, offset), state.members.values.flatMap { $0 }.filter { $0.topic == record.topic })
         }
         for consumer in consumers { consumer.arrived() }

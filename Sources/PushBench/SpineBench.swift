@@ -1,0 +1,95 @@
+import Foundation
+import Logging
+import ProxyPlugin
+import PushCore
+import PushInMemoryKafka
+import PushKafka
+import PushPipeline
+
+/// `push-worker bench --scenario spine`: the pipeline alone. Jobs come from an in-memory log and
+/// outcomes go back into it (`InMemoryKafka`), the stores are in memory, and the provider answers
+/// at once without a network: what is left is what the spine costs per job (decode, admission,
+/// per-key order, app slots, the processor, outcome encoding, offsets), without Kafka, Redis or HTTP/2.
+public enum SpineBench {
+    public struct Options: Sendable {
+        public var jobs = 200_000
+        public var maximumInFlight = 2000
+        /// Distinct Kafka keys (users): jobs of one key run one after another.
+        public var users = 10_000
+        public var timeout: Duration = .seconds(600)
+        public init() {}
+    }
+
+    public struct Report: Sendable, Codable {
+        public let jobs: Int
+        public let finished: Int
+        public let maximumInFlight: Int
+        public let seconds: Double
+        public let jobsPerSecond: Double
+        public let cpuMicrosecondsPerJob: Double
+        public let peakResidentMB: Double
+
+        public var complete: Bool { finished == jobs }
+
+        public func table() -> String {
+            """
+            scenario                 spine (in-memory log and stores, a provider that answers at once)
+            jobs                     \(finished) of \(jobs) finished, \(maximumInFlight) in flight
+            throughput               \(Int(jobsPerSecond)) jobs/s over \(String(format: "%.2f", seconds)) s
+            CPU per job              \(String(format: "%.1f", cpuMicrosecondsPerJob)) µs (whole process)
+            peak RSS                 \(String(format: "%.1f", peakResidentMB)) MB
+            """
+        }
+    }
+
+    /// Answers every delivery as delivered, at once.
+    private struct InstantProvider: PushProvider {
+        let id = ProviderID.proxy
+        let targetFormat: any TargetFormat = ProxyTargetFormat()
+
+        func deliver(_ delivery: Delivery) async -> DeliveryResult { .delivered(providerMessageId: nil, httpStatus: 200) }
+    }
+
+    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> Report {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 32, "push.jobs.urgent": 8, "push.outcomes": 8, "push.dlq": 1])
+        let users = max(options.users, 1)
+        let createdAt = currentTimeMilliseconds()
+        for index in 0..<options.jobs {
+            let user = "user-\(index % users)"
+            let job = #"{"v":1,"id":"spine-\#(index)","createdAt":\#(createdAt),"ttl":3600,"kind":"message","userId":"\#(user)","#
+                + #""notification":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window."},"#
+                + #""data":{"chatId":"chat-42","messageId":"m-\#(index)"},"#
+                + #""targets":[{"bindingId":"b-\#(index)","provider":"proxy","token":"tok-\#(index % users)","tokenType":"fcm","platform":"android"}]}"#
+            kafka.append(KafkaRecord(topic: "push.jobs", key: Array(user.utf8), value: Array(job.utf8)))
+        }
+        var configuration = PipelineConfiguration()
+        configuration.maximumInFlightJobs = options.maximumInFlight
+        let registry = ProviderRegistry([InstantProvider()])
+        let processor = JobProcessor(registry: registry, configuration: configuration, store: InMemoryDeliveryStore(), retryQueue: nil,
+                                     logger: logger)
+        let pipeline = DeliveryPipeline(configuration: configuration, sources: kafka.sources(group: "spine"), sink: kafka.sink,
+                                        processor: processor, logger: logger)
+
+        ProcessResources.resetPeak()
+        let cpuBefore = ProcessResources.cpuSeconds()
+        let started = ContinuousClock.now
+        let running = Task { try await pipeline.run() }
+        let deadline = started + options.timeout
+        var lastReport = started
+        while kafka.sends < options.jobs, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+            if ContinuousClock.now - lastReport >= .seconds(5) {
+                lastReport = .now
+                progress("\(kafka.sends)/\(options.jobs) jobs finished, RSS \(ProcessResources.residentBytes() / 1_048_576) MiB")
+            }
+        }
+        let seconds = (ContinuousClock.now - started).seconds
+        let cpu = ProcessResources.cpuSeconds() - cpuBefore
+        let finished = kafka.sends
+        pipeline.stop()
+        try await running.value
+        return Report(jobs: options.jobs, finished: finished, maximumInFlight: options.maximumInFlight, seconds: seconds,
+                      jobsPerSecond: Double(finished) / seconds, cpuMicrosecondsPerJob: cpu * 1e6 / Double(max(finished, 1)),
+                      peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
+    }
+}
