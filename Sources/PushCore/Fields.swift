@@ -8,7 +8,7 @@ public struct Fields: Sendable {
     public let path: String
     /// Which members were read: bit i for member i (a job's objects have a few members), then a set of indices beyond 64.
     private var readMask: UInt64 = 0
-    private var readBeyondMask: Set<Int> = []
+    private var readBeyond64: Set<Int> = []
 
     public init(members: [(key: String, value: JSONValue)], path: String) {
         self.members = members
@@ -27,13 +27,13 @@ public struct Fields: Sendable {
     }
 
     private func isRead(_ index: Int) -> Bool {
-        index < 64 ? readMask & (1 << UInt64(index)) != 0 : readBeyondMask.contains(index)
+        index < 64 ? readMask & (1 << UInt64(index)) != 0 : readBeyond64.contains(index)
     }
 
     /// The member's value (nil for an absent or `null` member), marked read.
     private mutating func take(_ name: String) -> JSONValue? {
         guard let index = members.firstIndex(where: { $0.key == name }) else { return nil }
-        if index < 64 { readMask |= 1 << UInt64(index) } else { readBeyondMask.insert(index) }
+        if index < 64 { readMask |= 1 << UInt64(index) } else { readBeyond64.insert(index) }
         return Self.present(members[index].value)
     }
 

@@ -22,7 +22,7 @@ import Synchronization
 /// starts when the slot is handed to it, so thousands of jobs of a slow app cost no suspended
 /// tasks. A stop or a revocation withdraws such waiting jobs at once (they never sent anything).
 public final class DeliveryPipeline: Sendable {
-    private struct LaneSource: Sendable {
+    private struct LaneTopic: Sendable {
         let lane: Lane
         let topic: String
     }
@@ -57,7 +57,7 @@ public final class DeliveryPipeline: Sendable {
     }
 
     private let configuration: PipelineConfiguration
-    private let sources: [LaneSource]
+    private let laneTopics: [LaneTopic]
     private let processor: JobProcessor
     private let publisher: OutcomePublisher
     private let retryScheduler: RetryScheduler?
@@ -91,11 +91,11 @@ public final class DeliveryPipeline: Sendable {
         self.configuration = configuration
         self.observer = observer
         messageSources = sources
-        var lanes = [LaneSource(lane: .normal, topic: configuration.jobsTopic)]
+        var lanes = [LaneTopic(lane: .normal, topic: configuration.jobsTopic)]
         if let urgentTopic = configuration.urgentTopic, urgentTopic != configuration.jobsTopic {
-            lanes.append(LaneSource(lane: .urgent, topic: urgentTopic))
+            lanes.append(LaneTopic(lane: .urgent, topic: urgentTopic))
         }
-        self.sources = lanes
+        laneTopics = lanes
         shared = Mutex(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: lanes.map(\.lane))))
         wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
@@ -140,8 +140,8 @@ public final class DeliveryPipeline: Sendable {
 
     /// Consumes until `stop()`; returns after in-flight work finished or was abandoned and the consumers left their groups.
     public func run() async throws {
-        var consumers: [(LaneSource, any MessageSource)] = []
-        for source in sources {
+        var consumers: [(LaneTopic, any MessageSource)] = []
+        for source in laneTopics {
             let lane = source.lane
             let consumer = try messageSources.makeSource(lane: lane, topic: source.topic) { [weak self] event in self?.handle(event, lane: lane) }
             consumers.append((source, consumer))
@@ -183,7 +183,7 @@ public final class DeliveryPipeline: Sendable {
     /// (uncommitted, redelivered).
     public func stop() {
         let queued = shared.withLock { shared in
-            shared.abandoning.formUnion(sources.map(\.lane))
+            shared.abandoning.formUnion(laneTopics.map(\.lane))
             return shared.machine.stop()
         }
         let dropped = queued + withdrawWaiting { _, _ in true }
