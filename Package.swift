@@ -122,7 +122,7 @@ let package = Package(
         ], path: "Sources/PushDevelopmentTools"),
         // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
         .target(name: "PushBench", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
-            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushInMemoryKafka", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore",
+            "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushInMemoryKafka", "PushRedis", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore",
             "APNsPlugin", "ProxyPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),

@@ -5,23 +5,28 @@ import PushCore
 import PushInMemoryKafka
 import PushKafka
 import PushPipeline
+import PushRedis
 
 /// `push-worker bench --scenario spine`: the pipeline alone. Jobs come from an in-memory log and
 /// outcomes go back into it (`InMemoryKafka`), the stores are in memory, and the provider answers
 /// at once without a network: what is left is what the spine costs per job (decode, admission,
 /// per-key order, app slots, the processor, outcome encoding, offsets), without Kafka, Redis or HTTP/2.
+/// With `redis`, dedupe and idempotency go to that Redis as in the worker: the spine plus the Redis client.
 public enum SpineBench {
     public struct Options: Sendable {
         public var jobs = 200_000
         public var maximumInFlight = 2000
         /// Distinct Kafka keys (users): jobs of one key run one after another.
         public var users = 10_000
+        /// The dedupe and idempotency store, a `redis://` URL; nil: in memory.
+        public var redis: String?
         public var timeout: Duration = .seconds(600)
         public init() {}
     }
 
     public struct Report: Sendable, Codable {
         public let jobs: Int
+        public let store: String
         public let finished: Int
         public let maximumInFlight: Int
         public let seconds: Double
@@ -33,13 +38,18 @@ public enum SpineBench {
 
         public func table() -> String {
             """
-            scenario                 spine (in-memory log and stores, a provider that answers at once)
+            scenario                 spine (in-memory log, a provider that answers at once; store: \(store))
             jobs                     \(finished) of \(jobs) finished, \(maximumInFlight) in flight
             throughput               \(Int(jobsPerSecond)) jobs/s over \(String(format: "%.2f", seconds)) s
             CPU per job              \(String(format: "%.1f", cpuMicrosecondsPerJob)) µs (whole process)
             peak RSS                 \(String(format: "%.1f", peakResidentMB)) MB
             """
         }
+    }
+
+    struct SpineBenchError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
     }
 
     /// Answers every delivery as delivered, at once.
@@ -65,8 +75,12 @@ public enum SpineBench {
         var configuration = PipelineConfiguration()
         configuration.maximumInFlightJobs = options.maximumInFlight
         let registry = ProviderRegistry([InstantProvider()])
-        let processor = JobProcessor(registry: registry, configuration: configuration, store: InMemoryDeliveryStore(), retryQueue: nil,
-                                     logger: logger)
+        let redis = try options.redis.map { text in
+            guard let url = RedisURL(text) else { throw SpineBenchError(message: "PUSH_REDIS_URL is not a redis:// URL") }
+            return url
+        }
+        let store: any DeliveryStore = redis.map { RedisDeliveryStore(client: RedisClient(url: $0)) } ?? InMemoryDeliveryStore()
+        let processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: logger)
         let pipeline = DeliveryPipeline(configuration: configuration, sources: kafka.sources(group: "spine"), sink: kafka.sink,
                                         processor: processor, logger: logger)
 
@@ -88,7 +102,7 @@ public enum SpineBench {
         let finished = kafka.sends
         pipeline.stop()
         try await running.value
-        return Report(jobs: options.jobs, finished: finished, maximumInFlight: options.maximumInFlight, seconds: seconds,
+        return Report(jobs: options.jobs, store: redis.map { "Redis at \($0.host):\($0.port)" } ?? "in memory", finished: finished, maximumInFlight: options.maximumInFlight, seconds: seconds,
                       jobsPerSecond: Double(finished) / seconds, cpuMicrosecondsPerJob: cpu * 1e6 / Double(max(finished, 1)),
                       peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
     }

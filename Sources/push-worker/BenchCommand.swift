@@ -108,6 +108,7 @@ struct BenchCommand: AsyncParsableCommand {
             spineOptions.jobs = jobs
             if let inFlight { spineOptions.maximumInFlight = inFlight }
             spineOptions.timeout = .seconds(timeout)
+            spineOptions.redis = options.environment["PUSH_REDIS_URL"]
             let report = try await SpineBench.run(spineOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
             print(json ? try report.prettyJSON() : report.table())
             if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }

@@ -73,6 +73,7 @@ private final class RecordingProvider: PushProvider {
 }
 
 /// A pipeline reading jobs from an in-memory log and publishing into it: the spine's rules without a broker.
+/// The waits are long because the suites run side by side on CI's two cores; each ends as soon as its condition holds.
 private struct InMemoryHarness {
     let kafka: InMemoryKafka
     let pipeline: DeliveryPipeline
@@ -132,7 +133,7 @@ struct InMemoryPipelineTests {
 
         let first = InMemoryHarness(kafka: kafka, provider: provider, store: store) { $0.shutdownGrace = .milliseconds(200) }
         let firstRun = first.start()
-        try await waitUntil(timeout: .seconds(20)) { kafka.heldSends == 6 }
+        try await waitUntil(timeout: .seconds(60)) { kafka.heldSends == 6 }
         #expect(provider.deliveries == 6)
         #expect(kafka.stored(group: "push-worker").isEmpty, "an offset moved before its outcome was acknowledged")
         try await first.stop(firstRun)
@@ -141,7 +142,7 @@ struct InMemoryPipelineTests {
 
         let second = InMemoryHarness(kafka: kafka, provider: provider, store: store)
         let secondRun = second.start()
-        try await waitUntil(timeout: .seconds(20)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
         try await second.stop(secondRun)
 
         #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
@@ -157,7 +158,7 @@ struct InMemoryPipelineTests {
         appendJobs(kafka, users: 20, jobsPerUser: 5)
         let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore())
         let running = harness.start()
-        try await waitUntil(timeout: .seconds(30)) { outcomeJobIds(kafka).count == 100 }
+        try await waitUntil(timeout: .seconds(60)) { outcomeJobIds(kafka).count == 100 }
         try await harness.stop(running)
 
         for user in 0..<20 {
@@ -178,16 +179,16 @@ struct InMemoryPipelineTests {
             $0.revocationGrace = .milliseconds(300)
         }
         let running = harness.start()
-        try await waitUntil(timeout: .seconds(20)) { Set(outcomeJobIds(kafka)).count == 9 }
+        try await waitUntil(timeout: .seconds(60)) { Set(outcomeJobIds(kafka)).count == 9 }
         let committedBefore = kafka.committed(group: "push-worker")
         kafka.rebalance(group: "push-worker")
-        try await waitUntil(timeout: .seconds(20)) { kafka.committed(group: "push-worker") != committedBefore }
+        try await waitUntil(timeout: .seconds(60)) { kafka.committed(group: "push-worker") != committedBefore }
         let held = kafka.committed(group: "push-worker")
         let partitionOfHeldUser = TopicPartition(topic: "push.jobs", partition: Int32(InMemoryKafka.partition(of: Array("user-0".utf8), among: 2)))
         #expect(held[partitionOfHeldUser, default: 0] < endOffsets(kafka, "push.jobs")[partitionOfHeldUser]!,
                 "the held user's partition was committed past its unfinished job")
         provider.releaseAll()
-        try await waitUntil(timeout: .seconds(20)) {
+        try await waitUntil(timeout: .seconds(60)) {
             Set(outcomeJobIds(kafka)).count == 12 && kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs")
         }
         try await harness.stop(running)
@@ -205,7 +206,7 @@ struct InMemoryPipelineTests {
         appendJobs(kafka, users: 1, jobsPerUser: 2)
         let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore())
         let running = harness.start()
-        try await waitUntil(timeout: .seconds(20)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
         try await harness.stop(running)
 
         #expect(outcomeJobIds(kafka) == ["job-0-0", "job-0-1"])
