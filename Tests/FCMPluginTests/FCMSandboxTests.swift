@@ -15,12 +15,13 @@ struct FCMHarness {
     let instance: FCMSandboxInstance
     let provider: FCMProvider
 
-    static func start(clock: FakeClock = FakeClock()) async throws -> FCMHarness {
+    /// - Parameter timeout: per request; tests of many sends at once raise it, as the suites share CI's two cores.
+    static func start(clock: FakeClock = FakeClock(), timeout: Duration = .seconds(10)) async throws -> FCMHarness {
         let tls = try SandboxTLS.make()
         let instance = try await FCMSandboxInstance.start(tls: tls, clock: { clock.milliseconds })
         let account = try ServiceAccount(contentsOfFile: instance.credentialsFile)
         let provider = try FCMProvider(configuration: FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL,
-                                                                       caFile: tls.caFile),
+                                                                       caFile: tls.caFile, timeout: timeout),
                                        transport: CurlHTTPTransport(), clock: { clock.milliseconds })
         return FCMHarness(tls: tls, instance: instance, provider: provider)
     }
@@ -43,7 +44,7 @@ struct FCMHarness {
 struct FCMSandboxTests {
     @Test("one access token serves 1000 sends, fetched once even when they start together")
     func oneTokenForManySends() async throws {
-        let harness = try await FCMHarness.start()
+        let harness = try await FCMHarness.start(timeout: .seconds(60))
         let results = await withTaskGroup(of: DeliveryResult.self) { group in
             for index in 0..<1000 { group.addTask { await harness.provider.deliver(FCMHarness.delivery(token: "tok-\(index)", index: index)) } }
             return await group.reduce(into: [DeliveryResult]()) { $0.append($1) }

@@ -13,13 +13,14 @@ struct HMSHarness {
     let instance: HMSSandboxInstance
     let provider: HMSProvider
 
+    /// - Parameter timeout: per push request; tests of many sends at once raise it, as the suites share CI's two cores.
     static func start(clock: FakeClock = FakeClock(), secret: String = HMSSandboxInstance.clientSecret,
-                      extraApps: [HMSConfiguration.App] = []) async throws -> HMSHarness {
+                      extraApps: [HMSConfiguration.App] = [], timeout: Duration = .seconds(10)) async throws -> HMSHarness {
         let tls = try SandboxTLS.make()
         let instance = try await HMSSandboxInstance.start(tls: tls, clock: { clock.milliseconds })
         let app = HMSConfiguration.App(appId: HMSSandboxInstance.appId, clientSecret: secret, clientSecretFile: instance.clientSecretFile)
         let configuration = HMSConfiguration(apps: [app] + extraApps, defaultAppId: HMSSandboxInstance.appId, tokenURL: instance.tokenURL,
-                                             endpoint: instance.server.baseURL, caFile: tls.caFile)
+                                             endpoint: instance.server.baseURL, caFile: tls.caFile, timeout: timeout)
         let provider = HMSProvider(configuration: configuration, transport: CurlHTTPTransport(), clock: { clock.milliseconds })
         return HMSHarness(tls: tls, instance: instance, provider: provider)
     }
@@ -79,7 +80,7 @@ struct HMSSandboxTests {
 
     @Test("one access token serves every send of the app, fetched once even when the sends start together")
     func oneTokenForManySends() async throws {
-        let harness = try await HMSHarness.start()
+        let harness = try await HMSHarness.start(timeout: .seconds(60))
         let results = await withTaskGroup(of: DeliveryResult.self) { group in
             for index in 0..<200 { group.addTask { await harness.provider.deliver(HMSHarness.delivery(token: "tok-\(index)", index: index)) } }
             return await group.reduce(into: [DeliveryResult]()) { $0.append($1) }

@@ -23,6 +23,10 @@ enum TransportKind: String, CaseIterable, CustomStringConvertible {
 
 @Suite("HTTP/2 over TLS on libcurl and on swift-nio-http2, against a real sandbox server")
 struct HTTPTransportTests {
+    /// For tests that send hundreds of requests at once: what they check is that all complete, and the suites
+    /// share CI's two cores, so a request may wait well beyond the usual 10 s.
+    static let concurrentTimeout = Duration.seconds(60)
+
     static func echo(_ request: SandboxRequest) -> SandboxResponse {
         if request.path.hasPrefix("/slow") { return SandboxResponse(status: 200, delay: .seconds(2)) }
         return SandboxResponse(status: 201, headers: [("x-seen-method", request.method), ("retry-after", "3")],
@@ -55,7 +59,7 @@ struct HTTPTransportTests {
             for index in 0..<500 {
                 group.addTask {
                     try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/n\(index)", body: [UInt8(index % 256)],
-                                                         tls: TLSOptions(caFile: sandbox.tls.caFile))).status
+                                                         timeout: Self.concurrentTimeout, tls: TLSOptions(caFile: sandbox.tls.caFile))).status
                 }
             }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
