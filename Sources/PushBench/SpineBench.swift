@@ -47,11 +47,6 @@ public enum SpineBench {
         }
     }
 
-    struct SpineBenchError: Error, CustomStringConvertible {
-        let message: String
-        var description: String { message }
-    }
-
     /// Answers every delivery as delivered, at once.
     private struct InstantProvider: PushProvider {
         let id = ProviderID.proxy
@@ -76,7 +71,7 @@ public enum SpineBench {
         configuration.maximumInFlightJobs = options.maximumInFlight
         let registry = ProviderRegistry([InstantProvider()])
         let redis = try options.redis.map { text in
-            guard let url = RedisURL(text) else { throw SpineBenchError(message: "PUSH_REDIS_URL is not a redis:// URL") }
+            guard let url = RedisURL(text) else { throw BenchError("PUSH_REDIS_URL is not a redis:// URL") }
             return url
         }
         let store: any DeliveryStore = redis.map { RedisDeliveryStore(client: RedisClient(url: $0)) } ?? InMemoryDeliveryStore()

@@ -1,3 +1,4 @@
+import ProxyPlugin
 import PushCore
 import PushKafka
 import Synchronization
@@ -20,12 +21,11 @@ private final class RecordingProvider: PushProvider {
     }
 
     let id = ProviderID.proxy
-    let targetFormat: any TargetFormat
+    let targetFormat: any TargetFormat = ProxyTargetFormat()
     private let state = Mutex(State())
     private let pause: Duration
 
     init(pause: Duration = .zero) {
-        targetFormat = ScriptedProvider(answer: { _ in .delivered(providerMessageId: nil, httpStatus: 200) }).targetFormat
         self.pause = pause
     }
 
