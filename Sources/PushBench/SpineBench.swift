@@ -20,6 +20,8 @@ public enum SpineBench {
         public var users = 10_000
         /// The dedupe and idempotency store, a `redis://` URL; nil: in memory.
         public var redis: String?
+        /// Connections per Redis node (`PUSH_REDIS_CONNECTIONS`).
+        public var redisConnections = 1
         public var timeout: Duration = .seconds(600)
         public init() {}
     }
@@ -59,9 +61,10 @@ public enum SpineBench {
         let kafka = InMemoryKafka(topics: ["push.jobs": 32, "push.jobs.urgent": 8, "push.outcomes": 8, "push.dlq": 1])
         let users = max(options.users, 1)
         let createdAt = currentTimeMilliseconds()
+        // Job ids are unique per run: a Redis kept between runs holds no outcome recorded for them.
         for index in 0..<options.jobs {
             let user = "user-\(index % users)"
-            let job = #"{"v":1,"id":"spine-\#(index)","createdAt":\#(createdAt),"ttl":3600,"kind":"message","userId":"\#(user)","#
+            let job = #"{"v":1,"id":"spine-\#(createdAt)-\#(index)","createdAt":\#(createdAt),"ttl":3600,"kind":"message","userId":"\#(user)","#
                 + #""notification":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window."},"#
                 + #""data":{"chatId":"chat-42","messageId":"m-\#(index)"},"#
                 + #""targets":[{"bindingId":"b-\#(index)","provider":"proxy","token":"tok-\#(index % users)","tokenType":"fcm","platform":"android"}]}"#
@@ -74,7 +77,7 @@ public enum SpineBench {
             guard let url = RedisURL(text) else { throw BenchError("PUSH_REDIS_URL is not a redis:// URL") }
             return url
         }
-        let store: any DeliveryStore = redis.map { RedisDeliveryStore(client: RedisClient(url: $0)) } ?? InMemoryDeliveryStore()
+        let store: any DeliveryStore = redis.map { RedisDeliveryStore(client: RedisClient(url: $0, connections: options.redisConnections)) } ?? InMemoryDeliveryStore()
         let processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: logger)
         let pipeline = DeliveryPipeline(configuration: configuration, sources: kafka.sources(group: "spine"), sink: kafka.sink,
                                         processor: processor, logger: logger)

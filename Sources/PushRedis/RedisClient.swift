@@ -35,7 +35,7 @@ public final class RedisClient: Sendable {
         var stale = false
     }
 
-    public init(url: RedisURL, connections: Int = 4, connectTimeout: Duration = .seconds(2),
+    public init(url: RedisURL, connections: Int = 1, connectTimeout: Duration = .seconds(2),
                 commandTimeout: Duration = .seconds(2)) {
         self.url = url
         self.connections = connections

@@ -19,10 +19,11 @@ final class RedisConnection: @unchecked Sendable {
     /// Sends all commands, then reads all replies (one round trip). Reconnects first if needed.
     func pipeline(_ commands: [RedisCommand]) throws(RedisError) -> [RedisValue] {
         let context = try connected()
-        for command in commands {
-            let status = Self.append(command, to: context)
-            guard status == REDIS_OK else { throw fail(context, "append") }
+        let request = RedisProtocol.request(commands)
+        let status = request.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { redisAppendFormattedCommand(context, $0.baseAddress, $0.count) }
         }
+        guard status == REDIS_OK else { throw fail(context, "append") }
         var replies: [RedisValue] = []
         replies.reserveCapacity(commands.count)
         for _ in commands {
@@ -32,26 +33,6 @@ final class RedisConnection: @unchecked Sendable {
             freeReplyObject(reply)
         }
         return replies
-    }
-
-    private static func append(_ command: RedisCommand, to context: UnsafeMutablePointer<redisContext>) -> Int32 {
-        let count = command.arguments.count
-        let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: count)
-        let lengths = UnsafeMutablePointer<Int>.allocate(capacity: count)
-        var buffers: [UnsafeMutableRawPointer] = []
-        defer {
-            buffers.forEach { $0.deallocate() }
-            pointers.deallocate()
-            lengths.deallocate()
-        }
-        for (index, argument) in command.arguments.enumerated() {
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(argument.count, 1), alignment: 1)
-            argument.withUnsafeBytes { if let base = $0.baseAddress { buffer.copyMemory(from: base, byteCount: argument.count) } }
-            buffers.append(buffer)
-            pointers[index] = UnsafePointer(buffer.assumingMemoryBound(to: CChar.self))
-            lengths[index] = argument.count
-        }
-        return redisAppendCommandArgv(context, Int32(count), pointers, lengths)
     }
 
     private static func value(of reply: UnsafeMutablePointer<redisReply>) -> RedisValue {

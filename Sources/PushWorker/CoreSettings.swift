@@ -41,8 +41,8 @@ enum CoreSettings {
         "Attempts per target, the first included; then the outcome is `failed`.")
     static let redisUrl = Setting("PUSH_REDIS_URL",
         "`redis://[[user]:password@]host:port/db` for dedupe windows, idempotency records and the retry queue, shared by all replicas. A Redis Cluster is found out by itself: name one or more of its nodes, comma-separated (`redis://:pw@10.0.0.1:7000,10.0.0.2:7000/0`; database 0). Unset: in-memory stores and in-task retries (single replica only; logged as a warning).")
-    static let redisConnections = Setting("PUSH_REDIS_CONNECTIONS", .integer(1...64), default: "4",
-        "Connections in the Redis pool (per master on a Redis Cluster).")
+    static let redisConnections = Setting("PUSH_REDIS_CONNECTIONS", .integer(1...64), default: "1",
+        "Connections to each Redis node (each master on a Redis Cluster). The commands of all jobs waiting for a connection share its next round trip, so one connection costs the least CPU per job; more lower the wait behind a slow command.")
     static let dedupeWindowCallMs = Setting("PUSH_DEDUPE_WINDOW_CALL_MS", .integer(0...86_400_000),
         default: String(DedupeWindows.default.window(for: .call)),
         "Dedupe window for `call` jobs: a second push with the same identity (dedupeKey, else collapseKey, else kind) to the same binding inside it is `deduplicated`; 0 disables.")

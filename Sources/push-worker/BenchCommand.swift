@@ -109,6 +109,9 @@ struct BenchCommand: AsyncParsableCommand {
             if let inFlight { spineOptions.maximumInFlight = inFlight }
             spineOptions.timeout = .seconds(timeout)
             spineOptions.redis = options.environment["PUSH_REDIS_URL"]
+            if let connections = options.environment["PUSH_REDIS_CONNECTIONS"].flatMap({ Int($0) }) {
+                spineOptions.redisConnections = min(max(connections, 1), 64)
+            }
             let report = try await SpineBench.run(spineOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
             print(json ? try report.prettyJSON() : report.table())
             if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }
