@@ -182,7 +182,8 @@ for path in sys.argv[3:]:
     print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
           f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f}")
 print()
-print(f"{'Redis per job':<44} {'commands':>9} {'bytes in':>9} {'bytes out':>10} {'CPU µs':>8} {'memory B':>9}  commands by name")
+# reads: the socket reads Redis served, about one per round trip (the commands of many jobs share one).
+print(f"{'Redis per job':<44} {'commands':>9} {'reads':>7} {'bytes in':>9} {'bytes out':>10} {'CPU µs':>8} {'memory B':>9}  commands by name")
 for path in sys.argv[3:]:
     report = json.load(open(path))
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")
@@ -211,7 +212,7 @@ for path in sys.argv[3:]:
     jobs = max(report["jobsFinished"], 1)
     cpu = sum(stats.get(key, 0) - stats.get("before_" + key, 0) for key in ("used_cpu_sys", "used_cpu_user"))
     by_name = ", ".join(f"{name} {count / jobs:.2f}" for name, count in sorted(calls.items(), key=lambda item: -item[1]) if count / jobs >= 0.01)
-    print(f"{label:<44} {sum(calls.values()) / jobs:>9.2f} {stats.get('total_net_input_bytes', 0) / jobs:>9.0f} "
+    print(f"{label:<44} {sum(calls.values()) / jobs:>9.2f} {stats.get('total_reads_processed', 0) / jobs:>7.3f} {stats.get('total_net_input_bytes', 0) / jobs:>9.0f} "
           f"{stats.get('total_net_output_bytes', 0) / jobs:>10.0f} {cpu * 1e6 / jobs:>8.1f} {stats.get('used_memory', 0) / jobs:>9.0f}  {by_name}")
     print(f"{'  keys left after the run':<44} {stats.get('keys', 0):.0f} (used_memory {stats.get('used_memory', 0) / 1e6:.1f} MB)")
     if len(per_node) > 1:

@@ -162,7 +162,8 @@ scenario_kill() {
     kill -9 "$pid_a"
     echo "faults[kill]: SIGKILL worker a after $(answered) provider answers"
     # What the provider accepted in the moment of the kill may be sent again (window 1): at most the
-    # killed worker's in-flight limit, and only answers given around the kill.
+    # killed worker's in-flight limit, and only answers given around the kill or on the killed worker's
+    # connections before the sandbox saw them close (it may read requests written before the kill later).
     check --timeout 150 --max-duplicates 500 --broken-at "$killed_at" --expect delivered --rss-kb "$rss" --rss-pids "$pid_b"
     stop_worker b
     end

@@ -101,12 +101,6 @@ public final class HostileAnswers: Sendable {
         }
     }
 
-    /// For `SandboxServer.start(connectionClosed:)`: records `<ms> - closed <connection>`, since a connection
-    /// either side closes may have swallowed answers already given on it.
-    public var connectionClosed: @Sendable (ObjectIdentifier) -> Void {
-        { [record] in record?.write(key: "-", label: "closed", connection: $0) }
-    }
-
     private func answer(_ behaviour: Behaviour, target: String, normal: SandboxResponse) -> (SandboxResponse, String) {
         switch behaviour {
         case .retryAfterHuge429, .retryAfterHuge503:

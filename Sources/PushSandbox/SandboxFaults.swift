@@ -124,6 +124,12 @@ public final class AnswerRecord: Sendable {
 
     deinit { close(descriptor) }
 
+    /// For `SandboxServer.start(connectionClosed:)`: records `<ms> - closed <connection>`, since a connection
+    /// either side closes may have swallowed answers already given on it (a killed worker never read them).
+    public var connectionClosed: @Sendable (ObjectIdentifier) -> Void {
+        { [self] in write(key: "-", label: "closed", connection: $0) }
+    }
+
     /// - Parameter label: the status, or what happened instead (`reset`, `stall`, `stall:<status>`, `goaway:<status>`).
     public func write(key: String, label: String, connection: ObjectIdentifier?) {
         let number = connection.map { UInt(bitPattern: $0.hashValue) } ?? 0

@@ -270,7 +270,7 @@ struct Sandbox: AsyncParsableCommand {
             ? ProxySandbox.respond : injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId)
         var wrapAPNs: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
         var wrapWebPush = wrapAPNs
-        var connectionClosed: (@Sendable (ObjectIdentifier) -> Void)?
+        let connectionClosed = record?.connectionClosed
         if hostile {
             var settings = HostileAnswers.Settings()
             settings.stallMilliseconds = hostileStallMs
@@ -279,7 +279,6 @@ struct Sandbox: AsyncParsableCommand {
             responder = answers.wrap(responder, key: ProxySandbox.endpointId, marker: HostileAnswers.behaviour(markedIn:))
             wrapAPNs = { answers.wrap($0, key: APNsSandbox.deviceToken, marker: HostileAnswers.behaviour(apnsToken:)) }
             wrapWebPush = { answers.wrap($0, key: { $0.path }, marker: HostileAnswers.behaviour(markedIn:)) }
-            connectionClosed = answers.connectionClosed
         }
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
                                                    connectionClosed: connectionClosed, responder: responder)
