@@ -16,6 +16,8 @@ public enum SpineBench {
     public struct Options: Sendable {
         public var jobs = 200_000
         public var maximumInFlight = 2000
+        /// Consumed and unfinished jobs per lane (`PUSH_MAX_READ_AHEAD`); nil: twice `maximumInFlight`.
+        public var maximumReadAhead: Int?
         /// Distinct Kafka keys (users): jobs of one key run one after another.
         public var users = 10_000
         /// The dedupe and idempotency store, a `redis://` URL; nil: in memory.
@@ -72,6 +74,7 @@ public enum SpineBench {
         }
         var configuration = PipelineConfiguration()
         configuration.maximumInFlightJobs = options.maximumInFlight
+        configuration.maximumReadAheadJobs = options.maximumReadAhead
         let registry = ProviderRegistry([InstantProvider()])
         let redis = try options.redis.map { text in
             guard let url = RedisURL(text) else { throw BenchError("PUSH_REDIS_URL is not a redis:// URL") }

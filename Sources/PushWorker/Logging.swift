@@ -25,8 +25,7 @@ public struct JSONLogHandler: LogHandler {
         let explicit = event.metadata
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
-        writer.member("ts", ISO8601DateFormatter.string(from: Date(), timeZone: .gmt,
-                                                         formatOptions: [.withInternetDateTime, .withFractionalSeconds]))
+        writer.member("ts", LogTimestamp.iso8601(millisecondsSinceEpoch: currentTimeMilliseconds()))
         writer.member("level", level.rawValue)
         writer.member("label", label)
         writer.member("msg", message.description)
@@ -43,6 +42,65 @@ public struct JSONLogHandler: LogHandler {
                 written += result
             }
         }
+    }
+}
+
+/// The `ts` of a JSON log line: UTC with milliseconds, `2026-11-24T02:39:36.820Z`. Written digit by
+/// digit: Foundation's `ISO8601DateFormatter.string(from:timeZone:formatOptions:)` builds a formatter on
+/// every call, which made logging one line per delivery cost more CPU than the delivery itself.
+public enum LogTimestamp {
+    public static func iso8601(millisecondsSinceEpoch milliseconds: Int64) -> String {
+        let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        func digits(_ value: Int64, _ count: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = value
+            if rest >= divisor * 10 {  // a year past 9999 keeps all its digits
+                bytes.append(contentsOf: String(rest).utf8)
+                return
+            }
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(max(year, 0), 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(millisecondOfDay / 3_600_000, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(millisecondOfDay / 60_000 % 60, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(millisecondOfDay / 1000 % 60, 2)
+        bytes.append(UInt8(ascii: "."))
+        digits(millisecondOfDay % 1000, 3)
+        bytes.append(UInt8(ascii: "Z"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        let remainder = value % divisor
+        return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)
+    }
+
+    /// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    private static func civilDate(daysSinceEpoch days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
 

@@ -109,6 +109,9 @@ struct BenchCommand: AsyncParsableCommand {
             if let inFlight { spineOptions.maximumInFlight = inFlight }
             spineOptions.timeout = .seconds(timeout)
             spineOptions.redis = options.environment["PUSH_REDIS_URL"]
+            if let readAhead = options.environment["PUSH_MAX_READ_AHEAD"].flatMap({ Int($0) }) {
+                spineOptions.maximumReadAhead = min(max(readAhead, 1), 1_000_000)
+            }
             if let connections = options.environment["PUSH_REDIS_CONNECTIONS"].flatMap({ Int($0) }) {
                 spineOptions.redisConnections = min(max(connections, 1), 64)
             }
