@@ -188,14 +188,20 @@ struct RedisPipelineTests {
         // A rebalance may hand a partition over before its offsets are committed: the new owner
         // then sees jobs again and publishes their recorded outcomes again (never sends them again).
         let queue = RedisRetryQueue(client: redis.client())
-        try await waitUntil(timeout: .seconds(20)) { sandbox.server.requests.count >= 20 }
         if let cluster = redis.cluster {
-            try await Task.sleep(for: .milliseconds(500))
-            let retriesPerMaster = cluster.masterPorts.map { port in
-                RedisClusterProcesses.run(["-p", String(port), "--scan", "--pattern", "push:{retry:*}:entry:*"]).split(separator: "\n").count
+            // Each entry waits 1.5 s, then is claimed and removed: look until every master has held one.
+            var held = [Bool](repeating: false, count: cluster.masterPorts.count)
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !held.allSatisfy({ $0 }), ContinuousClock.now < deadline {
+                for (index, port) in cluster.masterPorts.enumerated() where !held[index] {
+                    held[index] = !RedisClusterProcesses.run(["-p", String(port), "--scan", "--pattern", "push:{retry:*}:entry:*"])
+                        .split(separator: "\n").isEmpty
+                }
+                try await Task.sleep(for: .milliseconds(50))
             }
-            #expect(retriesPerMaster.allSatisfy { $0 > 0 }, "retry entries waiting on every master: \(retriesPerMaster)")
+            #expect(held.allSatisfy { $0 }, "retry entries waited on every master: \(zip(cluster.masterPorts, held).map { "\($0): \($1)" })")
         }
+        try await waitUntil(timeout: .seconds(20)) { sandbox.server.requests.count >= 20 }
         let messages = await reader.wait(timeout: .seconds(60)) { Set(outcomes($0).compactMap(\.keyString)).count >= 20 }
         try await waitUntil(timeout: .seconds(10)) { sandbox.server.requests.count >= 40 }
         try await Task.sleep(for: .seconds(1))
