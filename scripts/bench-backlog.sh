@@ -22,9 +22,8 @@ source "$(dirname "$0")/bench-lib.sh"
     --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
 wait_for_file "$work/bootstrap"
 echo "push-worker bench --scenario backlog --backlog $backlog --connections $connections ${extra[*]} ..." >&2
-# The worker logs as it does by default in production (a JSON line per delivery), into $work.
-PUSH_LOG_LEVEL="${PUSH_LOG_LEVEL:-info}" PUSH_LOG_FORMAT="${PUSH_LOG_FORMAT:-json}" \
+env "${bench_log_environment[@]}" \
 PUSH_KAFKA_BROKERS=$(cat "$work/bootstrap") PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
     "$bin" bench --scenario backlog --backlog "$backlog" --connections "$connections" "${extra[@]}" \
     --endpoint "https://localhost:$port" --ca-file "$ca" \
-    2> >(awk -v file="$work/log.jsonl" '/^\{/ { print > file; next } { print > "/dev/stderr"; fflush("/dev/stderr") }')
+    2> >(split_worker_log "$work/log.jsonl")

@@ -5,6 +5,11 @@ export PATH="$PATH:/opt/swift/usr/bin"
 scripts/install-deps.sh --bench
 [ "$build" = 1 ] && swift build -c release --product push-worker >&2
 fail() { echo "bench: $*" >&2; exit 1; }
+# The worker in a benchmark logs as it does by default in production: a JSON line per delivery.
+# split_worker_log FILE reads its stderr: the JSON lines go to FILE (a container runtime would
+# collect them), the rest (the bench's progress) to stderr.
+bench_log_environment=(PUSH_LOG_LEVEL="${PUSH_LOG_LEVEL:-info}" PUSH_LOG_FORMAT="${PUSH_LOG_FORMAT:-json}")
+split_worker_log() { awk -v file="$1" '/^\{/ { print > file; next } { print > "/dev/stderr"; fflush("/dev/stderr") }'; }
 source scripts/e2e-lib.sh .build/release/push-worker
 
 # nginx answering like every provider (bench/nginx.conf: HTTP/2 over TLS on loopback, a

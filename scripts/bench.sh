@@ -83,13 +83,11 @@ bench_run() {
         redis-cli -p "$node" config resetstat >/dev/null
         cpu_before+=$(redis-cli -p "$node" info cpu | tr -d '\r' | sed -n 's/^used_cpu_\(sys\|user\):/before_&/p')$'\n'
     done
-    # The worker logs as it does by default in production: a JSON line per delivery, kept in $work
-    # (a container runtime would collect them); the bench's own progress lines still show.
-    env PUSH_LOG_LEVEL="${PUSH_LOG_LEVEL:-info}" PUSH_LOG_FORMAT="${PUSH_LOG_FORMAT:-json}" "$@" \
+    env "${bench_log_environment[@]}" "$@" \
         PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="$redis_url" \
         "$binary" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
         --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/report-$label.json" \
-        2> >(awk -v file="$work/log-$label.jsonl" '/^\{/ { print > file; next } { print > "/dev/stderr"; fflush("/dev/stderr") }')
+        2> >(split_worker_log "$work/log-$label.jsonl")
     # What Redis did for the run: commands, bytes and CPU (the scale plan's per-job figures).
     for node in "${redis_ports[@]}"; do
         echo "# node $node"
