@@ -58,17 +58,13 @@ public enum LogTimestamp {
             var divisor: Int64 = 1
             for _ in 1..<count { divisor *= 10 }
             var rest = value
-            if rest >= divisor * 10 {  // a year past 9999 keeps all its digits
-                bytes.append(contentsOf: String(rest).utf8)
-                return
-            }
             while divisor > 0 {
                 bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
                 rest %= divisor
                 divisor /= 10
             }
         }
-        digits(max(year, 0), 4)
+        digits(min(max(year, 0), 9999), 4)  // the clock never leaves years 1970…9999
         bytes.append(UInt8(ascii: "-"))
         digits(month, 2)
         bytes.append(UInt8(ascii: "-"))
