@@ -88,21 +88,30 @@ public struct HTTPRequest: Sendable {
 
 extension HTTPRequest {
     /// Why this request must not be sent, if it must not: a CR, LF, NUL or other control
-    /// character in the URL, a header name or a header value would let a value end its header
-    /// and start another (header injection). Job fields are refused at decode already; this is
-    /// the second line of defence for anything that reaches a request.
+    /// character in the URL or a header value would let a value end its header and start
+    /// another (header injection), and a header name must be a token (RFC 9110 §5.1). Job
+    /// fields are refused at decode already; this is the second line of defence for anything
+    /// that reaches a request, and the only check of outgoing fields on the HTTP/2 client.
     public var unsafeFieldDescription: String? {
         func isControl(_ byte: UInt8, allowTab: Bool) -> Bool { (byte < 0x20 && !(allowTab && byte == 0x09)) || byte == 0x7F }
         if url.utf8.contains(where: { isControl($0, allowTab: false) || $0 == 0x20 }) { return "the URL contains a control character or space" }
         for header in headers {
-            if header.name.isEmpty || header.name.utf8.contains(where: { isControl($0, allowTab: false) || $0 == 0x20 || $0 == UInt8(ascii: ":") }) {
-                return "a header name is empty or contains a control character, space or colon"
+            if header.name.isEmpty || !header.name.utf8.allSatisfy(Self.isTokenCharacter) {
+                return "a header name is empty or not a token (RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~)"
             }
             if header.value.utf8.contains(where: { isControl($0, allowTab: true) }) {
                 return "the value of header \(header.name) contains a control character"
             }
         }
         return nil
+    }
+
+    /// RFC 9110 §5.6.2 `tchar`.
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
     }
 }
 

@@ -210,7 +210,7 @@ struct HostileTransportTests {
         let sandbox = try await ProxySandboxFixture.start(responder: HTTPTransportTests.echo)
         let transport = kind.make()
         defer { transport.shutdown() }
-        for headers in [[("apns-collapse-id", "x\r\napns-push-type: voip")], [("apns-collapse-id", "x\0y")], [("bad name", "v")]] {
+        for headers in [[("apns-collapse-id", "x\r\napns-push-type: voip")], [("apns-collapse-id", "x\0y")], [("bad name", "v")], [("bad\"name", "v")], [("", "v")]] {
             await #expect(throws: HTTPTransportError.self) {
                 try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", headers: headers,
                                                      tls: TLSOptions(caFile: sandbox.tls.caFile)))
