@@ -17,8 +17,8 @@ public final class PipelineMetrics: Sendable {
     let storeAvailable = Gauge(label: "push_store_available")
     let shedJobs = Counter(label: "push_jobs_shed_total")
 
-    private let laneLagGauges: [Lane: Gauge]
-    private let laneInFlightGauges: [Lane: Gauge]
+    private let laneLagGauges: PerLane<Gauge>
+    private let laneInFlightGauges: PerLane<Gauge>
     /// Handlers made once per label set: the factory's lookup (label validation, hashing, a lock) costs more than recording.
     private let deliveryCounters = Mutex<[DeliveryLabels: Counter]>([:])
     private let requestTimers = Mutex<[ProviderID: Timer]>([:])
@@ -36,12 +36,8 @@ public final class PipelineMetrics: Sendable {
     }
 
     public init() {
-        laneLagGauges = Dictionary(uniqueKeysWithValues: Lane.allCases.map {
-            ($0, Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", $0.rawValue)]))
-        })
-        laneInFlightGauges = Dictionary(uniqueKeysWithValues: Lane.allCases.map {
-            ($0, Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]))
-        })
+        laneLagGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", $0.rawValue)]) }
+        laneInFlightGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]) }
     }
 
     func invalid(_ code: JobRejection.Code) {

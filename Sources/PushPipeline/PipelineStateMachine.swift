@@ -72,13 +72,13 @@ struct PipelineStateMachine {
     }
 
     let limits: Limits
-    private var lanes: [Lane: LaneState]
+    private var lanes: PerLane<LaneState>
     private var sequence: UInt64 = 0
     private(set) var stopRequested = false
 
     init(limits: Limits, lanes: [Lane]) {
         self.limits = limits
-        self.lanes = Dictionary(uniqueKeysWithValues: lanes.map { ($0, LaneState()) })
+        self.lanes = PerLane(lanes) { _ in LaneState() }
     }
 
     // MARK: - Questions
@@ -103,7 +103,7 @@ struct PipelineStateMachine {
     }
 
     /// Consumed and unfinished jobs of both lanes.
-    var consumed: Int { lanes.values.reduce(0) { $0 + $1.consumed } }
+    var consumed: Int { (lanes[.normal]?.consumed ?? 0) + (lanes[.urgent]?.consumed ?? 0) }
 
     func consumed(in lane: Lane) -> Int { lanes[lane]?.consumed ?? 0 }
 
@@ -198,7 +198,7 @@ struct PipelineStateMachine {
     mutating func stop() -> Int {
         stopRequested = true
         var dropped = 0
-        for lane in Array(lanes.keys) {
+        for lane in Lane.allCases where lanes[lane] != nil {
             dropped += lanes[lane]!.queued
             dropQueued(in: lane) { _ in true }
         }

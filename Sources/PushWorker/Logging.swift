@@ -20,20 +20,7 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let level = event.level
-        let message = event.message
-        let explicit = event.metadata
-        var writer = JSONWriter(capacity: 256)
-        writer.beginObject()
-        writer.member("ts", LogTimestamp.iso8601(millisecondsSinceEpoch: currentTimeMilliseconds()))
-        writer.member("level", level.rawValue)
-        writer.member("label", label)
-        writer.member("msg", message.description)
-        let merged = metadata.merging(explicit ?? [:]) { $1 }
-        for (key, value) in merged.sorted(by: { $0.key < $1.key }) { writer.member(key, "\(value)") }
-        writer.endObject()
-        var bytes = writer.bytes
-        bytes.append(0x0A)
+        let bytes = line(for: event, at: currentTimeMilliseconds())
         bytes.withUnsafeBytes { buffer in
             var written = 0
             while written < buffer.count {
@@ -42,6 +29,26 @@ public struct JSONLogHandler: LogHandler {
                 written += result
             }
         }
+    }
+
+    /// The event as one JSON object and a newline: `ts`, `level`, `label`, `msg`, then the metadata
+    /// (the event's over the handler's) in key order.
+    func line(for event: LogEvent, at milliseconds: Int64) -> [UInt8] {
+        let explicit = event.metadata
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.member("ts", LogTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
+        writer.member("level", event.level.rawValue)
+        writer.member("label", label)
+        writer.member("msg", event.message.description)
+        let merged = metadata.isEmpty ? explicit ?? [:] : metadata.merging(explicit ?? [:]) { $1 }
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
+            if case .string(let text) = value { writer.member(key, text) } else { writer.member(key, "\(value)") }
+        }
+        writer.endObject()
+        var bytes = writer.bytes
+        bytes.append(0x0A)
+        return bytes
     }
 }
 

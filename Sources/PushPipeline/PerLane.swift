@@ -1,0 +1,29 @@
+import PushCore
+
+/// A value for each lane the pipeline runs (the urgent one may be absent), read and changed in
+/// place: a dictionary keyed by lane would hash the lane's name and copy the value on every read.
+struct PerLane<Value> {
+    private var normal: Value?
+    private var urgent: Value?
+
+    init(_ lanes: [Lane], _ make: (Lane) -> Value) {
+        for lane in lanes { self[lane] = make(lane) }
+    }
+
+    subscript(lane: Lane) -> Value? {
+        _read {
+            switch lane {
+            case .normal: yield normal
+            case .urgent: yield urgent
+            }
+        }
+        _modify {
+            switch lane {
+            case .normal: yield &normal
+            case .urgent: yield &urgent
+            }
+        }
+    }
+}
+
+extension PerLane: Sendable where Value: Sendable {}
