@@ -5,7 +5,9 @@ import PushCore
 /// lives on the transport's event loop.
 ///
 /// A request waits here until a connection has a free stream, so its timeout runs from when it
-/// is sent, not while it queues. Urgent requests start before waiting normal ones, and normal ones
+/// is sent, not while it queues; one still waiting after a whole timeout of its own (the server
+/// announced SETTINGS_MAX_CONCURRENT_STREAMS 0 and never raised it, or every stream hangs) fails
+/// as timed out without having been sent. Urgent requests start before waiting normal ones, and normal ones
 /// leave `urgentReservedStreams` of the origin's streams free for urgent ones. A second connection
 /// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`.
 final class HTTP2Origin {
@@ -34,6 +36,9 @@ final class HTTP2Origin {
     /// attempts, say, while a rotated client certificate is broken).
     private var extraConnectionsAllowedAt = NIODeadline.distantPast
     static let connectionFailurePause = TimeAmount.seconds(1)
+    /// How often the waiting requests are checked for one that waited a whole timeout.
+    static let waitCheckInterval = TimeAmount.milliseconds(500)
+    private var waitCheck: Scheduled<Void>?
 
     init(key: Key, configuration: HTTPTransportConfiguration, eventLoop: any EventLoop, fallback: FallbackTransport) {
         self.key = key
@@ -49,6 +54,22 @@ final class HTTP2Origin {
         if speaksOnlyHTTP1 { sendThroughFallback(transfer); return }
         waiting.append(transfer, lane: transfer.request.lane)
         dispatch()
+        checkWaitingLater()
+    }
+
+    /// While requests wait, checks now and then for those that waited a whole timeout.
+    private func checkWaitingLater() {
+        guard waitCheck == nil, !waiting.isEmpty else { return }
+        waitCheck = eventLoop.assumeIsolated().scheduleTask(in: Self.waitCheckInterval) { [self] in
+            waitCheck = nil
+            let now = NIODeadline.now()
+            let expired = waiting.removeAll { now - $0.submittedAt >= TimeAmount($0.request.timeout) }
+            for transfer in expired {
+                handBacks[transfer.id] = nil
+                transfer.complete(.failure(.timedOut))
+            }
+            checkWaitingLater()
+        }
     }
 
     /// Starts what may start now and opens a connection if more room is needed.
@@ -100,6 +121,7 @@ final class HTTP2Origin {
             } else {
                 handBacks[transfer.id] = count
                 waiting.prepend(transfer, lane: transfer.request.lane)
+                checkWaitingLater()
             }
         }
     }
@@ -160,6 +182,8 @@ final class HTTP2Origin {
     }
 
     func shutdown() {
+        waitCheck?.cancel()
+        waitCheck = nil
         for transfer in waiting.removeAll() { transfer.complete(.failure(.shutDown)) }
         for connection in connections { connection.shutdown() }
         connections.removeAll()

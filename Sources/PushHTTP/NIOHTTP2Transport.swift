@@ -47,7 +47,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
         let origins = self.origins
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let transfer = HTTP2Transfer(id: id, request: request, target: target, continuation: continuation)
+                let transfer = HTTP2Transfer(id: id, request: request, target: target, submittedAt: .now(), continuation: continuation)
                 eventLoop.execute { origins.value.submit(transfer) }
             }
         } onCancel: {
@@ -80,6 +80,7 @@ struct HTTP2Transfer: Sendable {
     let id: UInt64
     let request: HTTPRequest
     let target: HTTPSTarget
+    let submittedAt: NIODeadline
     let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
 
     func complete(_ result: Result<HTTPResponse, HTTPTransportError>) { continuation.resume(returning: result) }

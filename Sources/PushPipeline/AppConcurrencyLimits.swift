@@ -24,6 +24,20 @@ public final class AppConcurrencyLimits: Sendable {
         var waiters = LaneQueue<Waiter>()
 
         var isIdle: Bool { running == 0 && waiters.isEmpty }
+
+        /// Takes a slot if fewer than `limit` run.
+        mutating func takeIfFree(below limit: Int) -> Bool {
+            guard running < limit else { return false }
+            running += 1
+            return true
+        }
+
+        /// Frees a slot: the next waiter takes it over, or one fewer runs.
+        mutating func handOver() -> Waiter? {
+            let next = waiters.popFirst()
+            if next == nil { running -= 1 }
+            return next
+        }
     }
 
     private struct State {
@@ -32,9 +46,7 @@ public final class AppConcurrencyLimits: Sendable {
 
         /// Takes a slot of `key` if fewer than `limit` run.
         mutating func takeFreeSlot(of key: DeliveryScope, limit: Int) -> Bool {
-            guard slots[key, default: Slots()].running < limit else { return false }
-            slots[key, default: Slots()].running += 1
-            return true
+            slots[key, default: Slots()].takeIfFree(below: limit)
         }
     }
 
@@ -127,11 +139,10 @@ public final class AppConcurrencyLimits: Sendable {
     /// Frees a slot: hands it to the next waiter of that scope, if any.
     func release(_ key: DeliveryScope) {
         let next = state.withLock { state -> Waiter? in
-            // Mutated in place: a copy of the queues out of the dictionary would copy every waiter.
-            guard state.slots[key] != nil else { return nil }
-            let next = state.slots[key]!.waiters.popFirst()
-            if next == nil { state.slots[key]!.running -= 1 }
-            if state.slots[key]!.isIdle { state.slots[key] = nil }
+            // Mutated in place, one lookup: a copy of the queues out of the dictionary would copy every waiter.
+            guard let index = state.slots.index(forKey: key) else { return nil }
+            let next = state.slots.values[index].handOver()
+            if state.slots.values[index].isIdle { state.slots.remove(at: index) }
             return next
         }
         next?.resume(true)

@@ -10,6 +10,14 @@ struct PerLane<Value> {
         for lane in lanes { self[lane] = make(lane) }
     }
 
+    /// Whether the lane has a value, without copying it.
+    func contains(_ lane: Lane) -> Bool {
+        switch lane {
+        case .normal: if case .none = normal { false } else { true }
+        case .urgent: if case .none = urgent { false } else { true }
+        }
+    }
+
     subscript(lane: Lane) -> Value? {
         _read {
             switch lane {

@@ -95,7 +95,7 @@ struct PipelineStateMachine {
     private func freeCapacity(of lane: Lane) -> Int {
         let urgent = lanes[.urgent]?.working ?? 0
         let normal = lanes[.normal]?.working ?? 0
-        let reserved = lanes[.urgent] == nil ? 0 : limits.urgentReserved
+        let reserved = !lanes.contains(.urgent) ? 0 : limits.urgentReserved
         switch lane {
         case .urgent: return max(reserved - urgent, limits.maximumInFlight - urgent - normal, 0)
         case .normal: return max(limits.maximumInFlight - normal - max(urgent, reserved), 0)
@@ -125,7 +125,7 @@ struct PipelineStateMachine {
     /// A message of a partition the lane no longer owns (revoked while its batch was read) is
     /// given up: its new owner gets it.
     mutating func consumed(_ messages: [KafkaMessage], in lane: Lane) -> [Action] {
-        guard lanes[lane] != nil else { return [] }
+        guard lanes.contains(lane) else { return [] }
         for message in messages where lanes[lane]!.tracker.owns(message.topicPartition) {
             sequence += 1
             let generation = lanes[lane]!.tracker.begin(message.topicPartition, offset: message.offset)
@@ -169,7 +169,7 @@ struct PipelineStateMachine {
     }
 
     mutating func assigned(_ partitions: [TopicPartition], in lane: Lane) {
-        guard lanes[lane] != nil else { return }
+        guard lanes.contains(lane) else { return }
         lanes[lane]!.tracker.assign(partitions)
         lanes[lane]!.joined = true
     }
@@ -178,7 +178,7 @@ struct PipelineStateMachine {
     /// started, they are simply redelivered to the next owner). Returns how many of their jobs
     /// still run; the caller waits for `running(in:partitions:)` to reach 0 up to its grace.
     mutating func revoking(_ partitions: [TopicPartition], in lane: Lane) -> Int {
-        guard lanes[lane] != nil else { return 0 }
+        guard lanes.contains(lane) else { return 0 }
         let revoked = Set(partitions)
         dropQueued(in: lane) { revoked.contains($0.message.topicPartition) }
         return running(in: lane, partitions: partitions)
@@ -187,7 +187,7 @@ struct PipelineStateMachine {
     /// The revocation goes ahead: completions of the partitions' remaining jobs no longer count.
     /// Returns how many were still running (abandoned to the next owner).
     mutating func revoked(_ partitions: [TopicPartition], in lane: Lane) -> Int {
-        guard lanes[lane] != nil else { return 0 }
+        guard lanes.contains(lane) else { return 0 }
         let abandoned = running(in: lane, partitions: partitions)
         lanes[lane]!.tracker.revoke(partitions)
         return abandoned
@@ -198,7 +198,7 @@ struct PipelineStateMachine {
     mutating func stop() -> Int {
         stopRequested = true
         var dropped = 0
-        for lane in Lane.allCases where lanes[lane] != nil {
+        for lane in Lane.allCases where lanes.contains(lane) {
             dropped += lanes[lane]!.queued
             dropQueued(in: lane) { _ in true }
         }
@@ -213,7 +213,7 @@ struct PipelineStateMachine {
     /// Starts ready jobs while capacity allows, the urgent lane's first.
     private mutating func startAdmitted() -> [Action] {
         var actions: [Action] = []
-        for lane in [Lane.urgent, .normal] where lanes[lane] != nil {
+        for lane in [Lane.urgent, .normal] where lanes.contains(lane) {
             while admits(lane), let entry = lanes[lane]!.ready.popFirst() {
                 lanes[lane]!.queued -= 1
                 lanes[lane]!.running[entry.id.sequence] = entry

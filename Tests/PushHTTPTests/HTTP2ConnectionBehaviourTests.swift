@@ -167,6 +167,28 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
+    @Test("a server that allows no concurrent streams and never raises the limit: the request fails as timed out after its timeout, unsent",
+          arguments: TransportKind.allCases)
+    func noStreamEverAllowed(_ kind: TransportKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 0) { _ in SandboxResponse(status: 200) }
+        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        defer { transport.shutdown() }
+        let options = TLSOptions(caFile: tls.caFile)
+        // A client may send before the server's SETTINGS arrive (RFC 9113 §6.5.3): the first request on a new connection can get through.
+        _ = try? await transport.send(HTTPRequest(url: server.baseURL + "/first", timeout: .seconds(1), tls: options))
+        try await Task.sleep(for: .milliseconds(200))
+        let started = ContinuousClock.now
+        await #expect(throws: HTTPTransportError.timedOut) {
+            try await transport.send(HTTPRequest(url: server.baseURL + "/never", timeout: .seconds(1), tls: options))
+        }
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .seconds(1) && waited < .seconds(4), "failed after \(waited)")
+        #expect(!server.requests.contains { $0.path == "/never" })
+        await server.stop()
+    }
+
     @Test("after shutdown, a request fails with shutDown", arguments: TransportKind.allCases)
     func afterShutdown(_ kind: TransportKind) async throws {
         let transport = kind.make()
