@@ -80,18 +80,8 @@ public enum HTTPDate {
         return Int64(hour * 3600 + minute * 60 + second)
     }
 
-    /// Days from the civil date (proleptic Gregorian), for years 0…9999 only, so nothing overflows.
     private static func epochSeconds(year: Int, month: Int, day: Int, time: Int64) -> Int64? {
-        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-        let monthLengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        guard (0...9999).contains(year), (1...12).contains(month), day >= 1, day <= monthLengths[month - 1] else { return nil }
-        let shiftedYear = month <= 2 ? year - 1 : year
-        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = Int64(era * 146_097 + dayOfEra - 719_468)
-        return days * 86_400 + time
+        CivilDate.daysSinceEpoch(year: year, month: month, day: day).map { $0 * 86_400 + time }
     }
 
     private struct Reader {

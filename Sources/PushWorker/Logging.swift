@@ -58,7 +58,7 @@ public struct JSONLogHandler: LogHandler {
 public enum LogTimestamp {
     public static func iso8601(millisecondsSinceEpoch milliseconds: Int64) -> String {
         let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
-        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        let (year, month, day) = CivilDate.date(daysSinceEpoch: days)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
         func digits(_ value: Int64, _ count: Int) {
@@ -71,7 +71,7 @@ public enum LogTimestamp {
                 divisor /= 10
             }
         }
-        digits(min(max(year, 0), 9999), 4)  // the clock never leaves years 1970…9999
+        digits(year, 4)
         bytes.append(UInt8(ascii: "-"))
         digits(month, 2)
         bytes.append(UInt8(ascii: "-"))
@@ -91,19 +91,6 @@ public enum LogTimestamp {
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         let remainder = value % divisor
         return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)
-    }
-
-    /// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's `civil_from_days`).
-    private static func civilDate(daysSinceEpoch days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
 

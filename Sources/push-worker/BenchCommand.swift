@@ -108,13 +108,17 @@ struct BenchCommand: AsyncParsableCommand {
             spineOptions.jobs = jobs
             if let inFlight { spineOptions.maximumInFlight = inFlight }
             spineOptions.timeout = .seconds(timeout)
+            // The worker's own reading of PUSH_MAX_READ_AHEAD, PUSH_REDIS_CONNECTIONS and PUSH_REDIS_URL: the same ranges and checks.
+            var environment = options.environment
+            environment["PUSH_MAX_IN_FLIGHT"] = String(spineOptions.maximumInFlight)
+            let configuration: WorkerConfiguration
+            switch WorkerConfiguration.load(from: environment, requireBrokers: false) {
+            case .success(let loaded): configuration = loaded
+            case .failure(let errors): throw ValidationError(errors.description)
+            }
             spineOptions.redis = options.environment["PUSH_REDIS_URL"]
-            if let readAhead = options.environment["PUSH_MAX_READ_AHEAD"].flatMap({ Int($0) }) {
-                spineOptions.maximumReadAhead = min(max(readAhead, 1), 1_000_000)
-            }
-            if let connections = options.environment["PUSH_REDIS_CONNECTIONS"].flatMap({ Int($0) }) {
-                spineOptions.redisConnections = min(max(connections, 1), 64)
-            }
+            spineOptions.maximumReadAhead = configuration.pipeline.maximumReadAheadJobs
+            spineOptions.redisConnections = configuration.redisConnections
             let report = try await SpineBench.run(spineOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
             print(json ? try report.prettyJSON() : report.table())
             if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }
