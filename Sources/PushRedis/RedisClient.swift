@@ -33,6 +33,8 @@ public final class RedisClient: Sendable {
         var pools: [RedisNodeAddress: RedisNodePool] = [:]
         /// The slot map must be read again before the next command (a node failed or redirected).
         var stale = false
+        /// The slot map being read now: every caller that needs it waits for this one reading.
+        var discovery: Task<Result<Topology, RedisError>, Never>?
     }
 
     public init(url: RedisURL, connections: Int = 1, connectTimeout: Duration = .seconds(2),
@@ -142,8 +144,23 @@ public final class RedisClient: Sendable {
         switch known {
         case .single: return known
         case .cluster where !stale: return known
-        case .cluster, .unknown: return try await discover(previous: known)
+        case .cluster, .unknown: break
         }
+        // One reading at a time: a failover marks the map stale under thousands of jobs at once, and each asking
+        // CLUSTER SLOTS for itself would make the cluster build its map thousands of times.
+        let discovery = state.withLock { state -> Task<Result<Topology, RedisError>, Never> in
+            if let running = state.discovery { return running }
+            // The task takes this lock before it ends, so it is stored here before it can clear it.
+            let task = Task { [self] () -> Result<Topology, RedisError> in
+                let result: Result<Topology, RedisError>
+                do throws(RedisError) { result = .success(try await discover(previous: known)) } catch { result = .failure(error) }
+                self.state.withLock { $0.discovery = nil }
+                return result
+            }
+            state.discovery = task
+            return task
+        }
+        return try await discovery.value.get()
     }
 
     /// Asks the seed nodes, then the masters last known, for the slot map; the first answer wins.
@@ -198,7 +215,7 @@ public final class RedisClient: Sendable {
         }
     }
 
-    private func markStale() { state.withLock { $0.stale = true } }
+    func markStale() { state.withLock { $0.stale = true } }
 
     private func learn(_ slot: Int, movedTo address: RedisNodeAddress) {
         state.withLock { state in

@@ -77,6 +77,28 @@ struct RedisClusterTests {
         #expect(retryKeysPerMaster.allSatisfy { $0 > 0 }, "retry shards on every master: \(retryKeysPerMaster)")
     }
 
+    @Test("a stale slot map is read once, however many commands need it at that moment")
+    func slotMapReadOnce() async throws {
+        let cluster = try RedisClusterProcesses(masters: 3)
+        defer { cluster.stop() }
+        let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
+        _ = try await client.command(RedisCommand("SET", "warm", "1"))
+        #expect(client.isCluster == true)
+        for port in cluster.masterPorts { _ = RedisClusterProcesses.run(["-p", String(port), "config", "resetstat"]) }
+        client.markStale()
+        let replies = try await withThrowingTaskGroup(of: RedisValue.self) { group in
+            for index in 0..<200 { group.addTask { try await client.command(RedisCommand("SET", "key-\(index)", "v")) } }
+            return try await group.reduce(into: [RedisValue]()) { $0.append($1) }
+        }
+        #expect(replies.count == 200 && replies.allSatisfy { $0 == .status("OK") })
+        let slotReadings = cluster.masterPorts.map { port in
+            RedisClusterProcesses.run(["-p", String(port), "info", "commandstats"]).split(whereSeparator: \.isNewline)
+                .first { $0.hasPrefix("cmdstat_cluster|slots:") }
+                .flatMap { $0.split(separator: "=")[1].split(separator: ",").first.flatMap { Int($0) } } ?? 0
+        }
+        #expect(slotReadings.reduce(0, +) == 1, "CLUSTER SLOTS calls per master: \(slotReadings)")
+    }
+
     @Test("a URL naming a node without cluster support is one node")
     func singleNodeIsNotACluster() async throws {
         let server = try RedisServerProcess()
