@@ -32,6 +32,8 @@ final class HTTP2Origin {
     /// The server chose HTTP/1.1 in the TLS handshake: its requests go to the fallback client.
     private var speaksOnlyHTTP1 = false
     private var handBacks: [UInt64: Int] = [:]
+    /// Requests the fallback client carries now, to cancel with the task that sent them.
+    private var fallbackSends: [UInt64: Task<Void, Never>] = [:]
     /// After a connection failed, no further connection opens beside working ones before this (no storm of
     /// attempts, say, while a rotated client certificate is broken).
     private var extraConnectionsAllowedAt = NIODeadline.distantPast
@@ -160,12 +162,15 @@ final class HTTP2Origin {
 
     private func sendThroughFallback(_ transfer: HTTP2Transfer) {
         let fallback = self.fallback
-        Task {
+        let origin = NIOLoopBound(self, eventLoop: eventLoop)
+        let eventLoop = self.eventLoop
+        fallbackSends[transfer.id] = Task {
             do throws(HTTPTransportError) {
                 transfer.complete(.success(try await fallback.transport.send(transfer.request)))
             } catch {
                 transfer.complete(.failure(error))
             }
+            eventLoop.execute { origin.value.fallbackSends[transfer.id] = nil }
         }
     }
 
@@ -178,12 +183,18 @@ final class HTTP2Origin {
             transfer.complete(.failure(.cancelled))
             return true
         }
+        if let send = fallbackSends.removeValue(forKey: id) {
+            send.cancel()
+            return true
+        }
         return connections.contains { $0.cancel(id) }
     }
 
     func shutdown() {
         waitCheck?.cancel()
         waitCheck = nil
+        for send in fallbackSends.values { send.cancel() }
+        fallbackSends.removeAll()
         for transfer in waiting.removeAll() { transfer.complete(.failure(.shutDown)) }
         for connection in connections { connection.shutdown() }
         connections.removeAll()

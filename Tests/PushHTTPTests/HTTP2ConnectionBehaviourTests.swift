@@ -240,6 +240,28 @@ struct HTTP1OnlyHostTests {
         try await server.channel.close()
         try await server.group.shutdownGracefully()
     }
+
+    @Test("a request handed to libcurl is cancelled with the task that sent it, not left running until its timeout")
+    func fallbackRequestIsCancelled() async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let server = try await HTTP1Server.start(tls: tls)
+        let transport = NIOHTTP2Transport()
+        defer { transport.shutdown() }
+        let options = TLSOptions(caFile: tls.caFile)
+        #expect(try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/first", tls: options)).status == 202)
+        let sending = Task {
+            try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/hang", timeout: .seconds(30), tls: options))
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while server.counter.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        let cancelledAt = ContinuousClock.now
+        sending.cancel()
+        await #expect(throws: HTTPTransportError.cancelled) { try await sending.value }
+        #expect(ContinuousClock.now - cancelledAt < .seconds(5))
+        try await server.channel.close()
+        try await server.group.shutdownGracefully()
+    }
 }
 
 /// A TLS server offering only `http/1.1` in ALPN that answers 202 to everything.
@@ -249,16 +271,23 @@ private struct HTTP1Server {
     let counter: RequestCounter
     var port: Int { channel.localAddress?.port ?? 0 }
 
-    private final class Responder: ChannelInboundHandler, Sendable {
+    /// Answers 202 at once, except a request under `/hang`, which it never answers.
+    private final class Responder: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
         let requests: @Sendable () -> Void
+        private var hangs = false
 
         init(requests: @escaping @Sendable () -> Void) { self.requests = requests }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            guard case .end = unwrapInboundIn(data) else { return }
+            switch unwrapInboundIn(data) {
+            case .head(let head): hangs = head.uri.hasPrefix("/hang"); return
+            case .body: return
+            case .end: break
+            }
             requests()
+            guard !hangs else { return }
             let headers = HTTPHeaders([("x-protocol", "HTTP/1.1"), ("content-length", "0")])
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .accepted, headers: headers))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
