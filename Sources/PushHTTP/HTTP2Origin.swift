@@ -1,5 +1,6 @@
 import NIOCore
 import PushCore
+import Synchronization
 
 /// The requests to one host, port and TLS identity, and the HTTP/2 connections that carry them;
 /// lives on the transport's event loop.
@@ -33,7 +34,7 @@ final class HTTP2Origin {
     private var speaksOnlyHTTP1 = false
     private var handBacks: [UInt64: Int] = [:]
     /// Requests the fallback client carries now, to cancel with the task that sent them.
-    private var fallbackSends: [UInt64: Task<Void, Never>] = [:]
+    private let fallbackSends = FallbackSends()
     /// After a connection failed, no further connection opens beside working ones before this (no storm of
     /// attempts, say, while a rotated client certificate is broken).
     private var extraConnectionsAllowedAt = NIODeadline.distantPast
@@ -162,15 +163,12 @@ final class HTTP2Origin {
 
     private func sendThroughFallback(_ transfer: HTTP2Transfer) {
         let fallback = self.fallback
-        let origin = NIOLoopBound(self, eventLoop: eventLoop)
-        let eventLoop = self.eventLoop
-        fallbackSends[transfer.id] = Task {
+        fallbackSends.start(transfer.id) {
             do throws(HTTPTransportError) {
                 transfer.complete(.success(try await fallback.transport.send(transfer.request)))
             } catch {
                 transfer.complete(.failure(error))
             }
-            eventLoop.execute { origin.value.fallbackSends[transfer.id] = nil }
         }
     }
 
@@ -183,20 +181,42 @@ final class HTTP2Origin {
             transfer.complete(.failure(.cancelled))
             return true
         }
-        if let send = fallbackSends.removeValue(forKey: id) {
-            send.cancel()
-            return true
-        }
+        if fallbackSends.cancel(id) { return true }
         return connections.contains { $0.cancel(id) }
     }
 
     func shutdown() {
         waitCheck?.cancel()
         waitCheck = nil
-        for send in fallbackSends.values { send.cancel() }
-        fallbackSends.removeAll()
+        fallbackSends.cancelAll()
         for transfer in waiting.removeAll() { transfer.complete(.failure(.shutDown)) }
         for connection in connections { connection.shutdown() }
         connections.removeAll()
+    }
+}
+
+/// The requests an origin handed to the fallback client, each running in a task of its own until it ends or is cancelled.
+private final class FallbackSends: Sendable {
+    private let running = Mutex<[UInt64: Task<Void, Never>]>([:])
+
+    func start(_ id: UInt64, _ send: @escaping @Sendable () async -> Void) {
+        running.withLock { running in
+            // The task takes this lock before it ends, so its entry is in place before it is removed.
+            running[id] = Task { [self] in
+                await send()
+                _ = self.running.withLock { $0.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// True if the request was running here and is now cancelled.
+    func cancel(_ id: UInt64) -> Bool {
+        guard let task = running.withLock({ $0.removeValue(forKey: id) }) else { return false }
+        task.cancel()
+        return true
+    }
+
+    func cancelAll() {
+        for task in running.withLock({ running in defer { running.removeAll() }; return Array(running.values) }) { task.cancel() }
     }
 }

@@ -95,7 +95,7 @@ struct PipelineStateMachine {
     private func freeCapacity(of lane: Lane) -> Int {
         let urgent = lanes[.urgent]?.working ?? 0
         let normal = lanes[.normal]?.working ?? 0
-        let reserved = !lanes.contains(.urgent) ? 0 : limits.urgentReserved
+        let reserved = lanes.contains(.urgent) ? limits.urgentReserved : 0
         switch lane {
         case .urgent: return max(reserved - urgent, limits.maximumInFlight - urgent - normal, 0)
         case .normal: return max(limits.maximumInFlight - normal - max(urgent, reserved), 0)
