@@ -6,9 +6,10 @@ import Synchronization
 /// lives on the transport's event loop.
 ///
 /// A request waits here until a connection has a free stream, so its timeout runs from when it
-/// is sent, not while it queues; one still waiting after a whole timeout of its own (the server
-/// announced SETTINGS_MAX_CONCURRENT_STREAMS 0 and never raised it, or every stream hangs) fails
-/// as timed out without having been sent. Urgent requests start before waiting normal ones, and normal ones
+/// is sent, not while it queues: a busy or slow host makes requests wait, and that is backpressure.
+/// Only when no stream of the origin started or ended for a whole timeout of a waiting request
+/// (the server announced SETTINGS_MAX_CONCURRENT_STREAMS 0 and never raised it) does that request
+/// fail as timed out, unsent. Urgent requests start before waiting normal ones, and normal ones
 /// leave `urgentReservedStreams` of the origin's streams free for urgent ones. A second connection
 /// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`.
 final class HTTP2Origin {
@@ -39,9 +40,11 @@ final class HTTP2Origin {
     /// attempts, say, while a rotated client certificate is broken).
     private var extraConnectionsAllowedAt = NIODeadline.distantPast
     static let connectionFailurePause = TimeAmount.seconds(1)
-    /// How often the waiting requests are checked for one that waited a whole timeout.
+    /// How often the waiting requests are checked for one that waited a whole timeout without progress.
     static let waitCheckInterval = TimeAmount.milliseconds(500)
     private var waitCheck: Scheduled<Void>?
+    /// When a stream of this origin last started or ended.
+    private var lastProgress = NIODeadline.now()
 
     init(key: Key, configuration: HTTPTransportConfiguration, eventLoop: any EventLoop, fallback: FallbackTransport) {
         self.key = key
@@ -60,13 +63,16 @@ final class HTTP2Origin {
         checkWaitingLater()
     }
 
-    /// While requests wait, checks now and then for those that waited a whole timeout.
+    /// While requests wait, checks now and then for those that waited a whole timeout of their own while no stream moved.
     private func checkWaitingLater() {
         guard waitCheck == nil, !waiting.isEmpty else { return }
         waitCheck = eventLoop.assumeIsolated().scheduleTask(in: Self.waitCheckInterval) { [self] in
             waitCheck = nil
             let now = NIODeadline.now()
-            let expired = waiting.removeAll { now - $0.submittedAt >= TimeAmount($0.request.timeout) }
+            let expired = waiting.removeAll { transfer in
+                let timeout = TimeAmount(transfer.request.timeout)
+                return now - transfer.submittedAt >= timeout && now - lastProgress >= timeout
+            }
             for transfer in expired {
                 handBacks[transfer.id] = nil
                 transfer.complete(.failure(.timedOut))
@@ -80,6 +86,7 @@ final class HTTP2Origin {
         while !waiting.isEmpty, let connection = leastLoadedConnectionWithRoom() {
             guard let transfer = waiting.popFirst(normalAllowed: openStreams < normalStreams) else { break }
             openStreams += 1
+            lastProgress = NIODeadline.now()
             connection.start(transfer)
         }
         if needsAnotherConnection { openConnection() }
@@ -116,6 +123,7 @@ final class HTTP2Origin {
     /// A stream ended: answered, failed, or (`handingBack`) refused by the server before it was processed.
     func streamEnded(handingBack transfer: HTTP2Transfer? = nil) {
         openStreams -= 1
+        lastProgress = NIODeadline.now()
         if let transfer {
             let count = handBacks[transfer.id, default: 0] + 1
             if count > Self.maximumHandBacks {

@@ -189,6 +189,28 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
+    // libcurl runs a request's timeout from when it takes the request, its wait for a stream included.
+    @Test("a slow server that allows one stream at a time: the NIO client's requests wait longer than their timeout for it, and all are answered")
+    func slowProgressIsNotATimeout() async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 1) { _ in
+            SandboxResponse(status: 200, delay: .milliseconds(400))
+        }
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        defer { transport.shutdown() }
+        let options = TLSOptions(caFile: tls.caFile)
+        #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: options)).status == 200)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<6 {
+                group.addTask { try await transport.send(HTTPRequest(url: server.baseURL + "/r\(index)", timeout: .seconds(1), tls: options)).status }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 6), "the last waited about 2.4 s for a stream, its own timeout 1 s")
+        await server.stop()
+    }
+
     @Test("after shutdown, a request fails with shutDown", arguments: TransportKind.allCases)
     func afterShutdown(_ kind: TransportKind) async throws {
         let transport = kind.make()
