@@ -16,13 +16,16 @@ struct FCMHarness {
     let provider: FCMProvider
 
     /// - Parameter timeout: per request; tests of many sends at once raise it, as the suites share CI's two cores.
+    ///   It bounds the connection set-up too: libcurl's connect timeout (5 s by default) covers the TLS handshake of each
+    ///   extra connection that many sends open, and on loaded CI cores that took longer (the sends ended `request timed out`).
     static func start(clock: FakeClock = FakeClock(), timeout: Duration = .seconds(10)) async throws -> FCMHarness {
         let tls = try SandboxTLS.make()
         let instance = try await FCMSandboxInstance.start(tls: tls, clock: { clock.milliseconds })
         let account = try ServiceAccount(contentsOfFile: instance.credentialsFile)
         let provider = try FCMProvider(configuration: FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL,
                                                                        caFile: tls.caFile, timeout: timeout),
-                                       transport: CurlHTTPTransport(), clock: { clock.milliseconds })
+                                       transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+                                       clock: { clock.milliseconds })
         return FCMHarness(tls: tls, instance: instance, provider: provider)
     }
 

@@ -14,6 +14,8 @@ struct HMSHarness {
     let provider: HMSProvider
 
     /// - Parameter timeout: per push request; tests of many sends at once raise it, as the suites share CI's two cores.
+    ///   It bounds the connection set-up too: libcurl's connect timeout (5 s by default) covers the TLS handshake of each
+    ///   extra connection that many sends open, and on loaded CI cores that took longer (the sends ended `request timed out`).
     static func start(clock: FakeClock = FakeClock(), secret: String = HMSSandboxInstance.clientSecret,
                       extraApps: [HMSConfiguration.App] = [], timeout: Duration = .seconds(10)) async throws -> HMSHarness {
         let tls = try SandboxTLS.make()
@@ -21,7 +23,8 @@ struct HMSHarness {
         let app = HMSConfiguration.App(appId: HMSSandboxInstance.appId, clientSecret: secret, clientSecretFile: instance.clientSecretFile)
         let configuration = HMSConfiguration(apps: [app] + extraApps, defaultAppId: HMSSandboxInstance.appId, tokenURL: instance.tokenURL,
                                              endpoint: instance.server.baseURL, caFile: tls.caFile, timeout: timeout)
-        let provider = HMSProvider(configuration: configuration, transport: CurlHTTPTransport(), clock: { clock.milliseconds })
+        let provider = HMSProvider(configuration: configuration, transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+                                       clock: { clock.milliseconds })
         return HMSHarness(tls: tls, instance: instance, provider: provider)
     }
 
