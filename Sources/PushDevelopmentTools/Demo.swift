@@ -149,7 +149,7 @@ public enum Demo {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let proxy = try await SandboxServer.start(tls: tls, responder: ProxySandbox.respond)
-        let redis = RedisServerProcess.isInstalled ? try RedisServerProcess() : nil
+        let redis = RedisServerProcess.isInstalled ? try await RedisServerProcess.launch() : nil
         defer { redis?.stop() }
         let apns = try await APNsSandboxInstance.start(tls: tls)
         let fcm = try await FCMSandboxInstance.start(tls: tls)

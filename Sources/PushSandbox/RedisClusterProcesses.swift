@@ -2,25 +2,30 @@ import Foundation
 
 /// A local Redis Cluster for tests and scenarios: `masters` masters (and `replicasPerMaster`
 /// replicas each) as real `redis-server` processes, joined with `redis-cli --cluster create`.
+///
+/// Every wait here is asynchronous. Swift's tasks share one thread per core: a test that blocked
+/// one of them while `redis-cli` joins a cluster would hold up every other test's tasks.
 public final class RedisClusterProcesses: @unchecked Sendable {
     public let nodes: [RedisServerProcess]
     private let directory: URL
 
-    public init(masters: Int = 3, replicasPerMaster: Int = 0) throws {
+    private init(nodes: [RedisServerProcess], directory: URL) {
+        self.nodes = nodes
+        self.directory = directory
+    }
+
+    /// A cluster started and serving.
+    public static func launch(masters: Int = 3, replicasPerMaster: Int = 0) async throws -> RedisClusterProcesses {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("redis-cluster-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        self.directory = directory
-        nodes = try (0..<(masters * (1 + replicasPerMaster))).map { _ in try RedisServerProcess(clusterNodeIn: directory.path) }
-        let create = Process()
-        create.executableURL = URL(fileURLWithPath: Self.cli)
-        create.arguments = ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" }
-            + ["--cluster-replicas", String(replicasPerMaster), "--cluster-yes"]
-        create.standardOutput = FileHandle.nullDevice
-        create.standardError = FileHandle.nullDevice
-        try create.run()
-        create.waitUntilExit()
-        guard create.terminationStatus == 0 else { throw Self.failure("redis-cli --cluster create failed") }
-        try waitUntilServing()
+        var nodes: [RedisServerProcess] = []
+        for _ in 0..<(masters * (1 + replicasPerMaster)) { nodes.append(try await RedisServerProcess.launchClusterNode(in: directory.path)) }
+        let cluster = RedisClusterProcesses(nodes: nodes, directory: directory)
+        let created = try await RedisCLI.run(["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" }
+                                             + ["--cluster-replicas", String(replicasPerMaster), "--cluster-yes"])
+        guard created.status == 0 else { throw failure("redis-cli --cluster create failed: \(created.output.suffix(500))") }
+        try await cluster.waitUntilServing()
+        return cluster
     }
 
     deinit { stop() }
@@ -36,46 +41,85 @@ public final class RedisClusterProcesses: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// `CLUSTER INFO` of a node, via redis-cli.
-    public func clusterInfo(port: Int) -> String { Self.run(["-p", String(port), "cluster", "info"]) }
-
     /// The ports of the nodes that are masters now.
-    public var masterPorts: [Int] {
-        nodes.map(\.port).filter { Self.run(["-p", String($0), "role"]).hasPrefix("master") }
+    public func masterPorts() async -> [Int] {
+        var masters: [Int] = []
+        for node in nodes where await Self.run(["-p", String(node.port), "role"]).hasPrefix("master") { masters.append(node.port) }
+        return masters
     }
 
-    /// Waits until every node reports the cluster state ok (all slots covered, nodes agree).
-    public func waitUntilServing(timeout: TimeInterval = 20) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if nodes.allSatisfy({ clusterInfo(port: $0.port).contains("cluster_state:ok") }) { return }
-            Thread.sleep(forTimeInterval: 0.1)
+    /// What redis-cli printed for this command on each master, in the order of `masterPorts()`.
+    public func onEachMaster(_ command: [String]) async -> [String] {
+        var outputs: [String] = []
+        for port in await masterPorts() { outputs.append(await Self.run(["-p", String(port)] + command)) }
+        return outputs
+    }
+
+    /// `DBSIZE` of each master, in the order of `masterPorts()`.
+    public func keysPerMaster() async -> [Int] {
+        await onEachMaster(["dbsize"]).map { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 }
+    }
+
+    /// Waits until every node reports the cluster state ok (all slots covered, nodes agree) and every
+    /// replica has its master's data: a replica that never synchronised refuses to take over.
+    public func waitUntilServing(timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            var serving = true
+            for node in nodes where serving {
+                serving = await Self.run(["-p", String(node.port), "cluster", "info"]).contains("cluster_state:ok")
+                let role = await Self.run(["-p", String(node.port), "role"])
+                if role.hasPrefix("slave") { serving = serving && role.contains("\nconnected") }
+            }
+            if serving { return }
+            try await Task.sleep(for: .milliseconds(100))
         }
-        throw Self.failure("the Redis Cluster did not reach cluster_state:ok within \(Int(timeout)) s")
+        throw Self.failure("the Redis Cluster did not reach cluster_state:ok within \(timeout)")
     }
 
-    static var cli: String {
+    /// Runs redis-cli with these arguments and returns what it printed ("" when it could not run).
+    public static func run(_ arguments: [String]) async -> String {
+        (try? await RedisCLI.run(arguments).output) ?? ""
+    }
+
+    private static func failure(_ text: String) -> NSError {
+        NSError(domain: "redis-cluster", code: 1, userInfo: [NSLocalizedDescriptionKey: text])
+    }
+}
+
+/// `redis-cli`, run to its end without blocking a task's thread.
+enum RedisCLI {
+    static var path: String {
         for candidate in ["/usr/bin/redis-cli", "/usr/local/bin/redis-cli"] where FileManager.default.isExecutableFile(atPath: candidate) {
             return candidate
         }
         return "/usr/bin/redis-cli"
     }
 
-    /// Runs redis-cli with these arguments and returns what it printed.
-    public static func run(_ arguments: [String]) -> String {
+    /// The exit status and everything the command printed on standard output. The output goes to a
+    /// file, not a pipe: nothing has to read while the command runs.
+    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+        let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("redis-cli-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: outputFile.path, contents: nil) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: outputFile.path])
+        }
+        defer { try? FileManager.default.removeItem(at: outputFile) }
+        let output = try FileHandle(forWritingTo: outputFile)
+        defer { try? output.close() }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: cli)
+        process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return "" }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    private static func failure(_ text: String) -> NSError {
-        NSError(domain: "redis-cluster", code: 1, userInfo: [NSLocalizedDescriptionKey: text])
+        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        return (status, String(decoding: (try? Data(contentsOf: outputFile)) ?? Data(), as: UTF8.self))
     }
 }

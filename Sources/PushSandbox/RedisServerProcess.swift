@@ -10,22 +10,37 @@ public final class RedisServerProcess: @unchecked Sendable {
     private var process: Process?
     private let lock = NSLock()
 
-    public init(password: String? = nil) throws {
-        port = try Self.freePort()
+    private init(port: Int, password: String?, clusterDirectory: String?) {
+        self.port = port
         self.password = password
-        clusterDirectory = nil
-        try start()
+        self.clusterDirectory = clusterDirectory
+    }
+
+    /// A server started and accepting connections.
+    public static func launch(password: String? = nil) async throws -> RedisServerProcess {
+        let server = RedisServerProcess(port: try freePort(), password: password, clusterDirectory: nil)
+        try await server.start()
+        return server
     }
 
     /// A node with cluster support on (`--cluster-enabled yes`), not yet part of a cluster; its
     /// cluster bus port (the port + 10 000) is free too.
-    public init(clusterNodeIn directory: String) throws {
-        var port = try Self.freePort()
-        while port > 55_000 || !Self.isFree(port: port + 10_000) { port = try Self.freePort() }
-        self.port = port
-        password = nil
-        clusterDirectory = directory
-        try start()
+    static func launchClusterNode(in directory: String) async throws -> RedisServerProcess {
+        var port = try freePort()
+        while port > 55_000 || !isFree(port: port + 10_000) { port = try freePort() }
+        let node = RedisServerProcess(port: port, password: nil, clusterDirectory: directory)
+        try await node.start()
+        return node
+    }
+
+    /// Starts the server (again, after `stop`) on its port and waits until it accepts connections.
+    public func start() async throws {
+        try spawn()
+        for _ in 0..<200 {
+            if Self.canConnect(port: port) { return }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw NSError(domain: "redis-server", code: 1, userInfo: [NSLocalizedDescriptionKey: "redis-server did not start on port \(port)"])
     }
 
     deinit { stop() }
@@ -36,7 +51,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Whether a `redis-server` executable is installed.
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
 
-    public func start() throws {
+    private func spawn() throws {
         try lock.withLock {
             guard process == nil else { return }
             let process = Process()
@@ -54,7 +69,6 @@ public final class RedisServerProcess: @unchecked Sendable {
             try process.run()
             self.process = process
         }
-        try waitUntilAccepting()
     }
 
     /// Kills the server (SIGKILL: an outage, not a clean shutdown).
@@ -65,14 +79,6 @@ public final class RedisServerProcess: @unchecked Sendable {
             process.waitUntilExit()
             self.process = nil
         }
-    }
-
-    private func waitUntilAccepting() throws {
-        for _ in 0..<100 {
-            if Self.canConnect(port: port) { return }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        throw NSError(domain: "redis-server", code: 1, userInfo: [NSLocalizedDescriptionKey: "redis-server did not start on port \(port)"])
     }
 
     static var executable: String {

@@ -29,7 +29,7 @@ struct CancelStopsCallTests {
     func cancelStopsRetryingCall() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start(responder: Self.refuseCalls)
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         let client = redis.client()
         let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, store: RedisDeliveryStore(client: client),
                                           retryQueue: RedisRetryQueue(client: client)) {

@@ -54,7 +54,7 @@ struct RedisPipelineTests {
     func dedupeWindows() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         // call-2 is checked only once call-1 is done (one key, one order): the window leaves room for a slow machine.
         let harness = try harness(kafka, sandbox, redis) { $0.dedupeWindows = DedupeWindows(milliseconds: [.call: 4000, .message: 0]) }
         try await produce(kafka, [
@@ -86,7 +86,7 @@ struct RedisPipelineTests {
     func idempotentRedelivery() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         let harness = try harness(kafka, sandbox, redis)
         let job = jobJSON(id: "once", targets: [proxyTarget("b1"), proxyTarget("b2")])
         try await produce(kafka, [("alice", job)])
@@ -110,7 +110,7 @@ struct RedisPipelineTests {
         let kafka = try KafkaFixture(partitions: 1)
         let responder = FailFirst(status: 503, retryAfter: "7")
         let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         let harness = try harness(kafka, sandbox, redis)
         try await produce(kafka, [("alice", jobJSON(id: "ra", targets: [proxyTarget("b1")]))])
         let reader = try kafka.reader()
@@ -132,7 +132,7 @@ struct RedisPipelineTests {
         let kafka = try KafkaFixture(partitions: 1)
         let responder = FailFirst(status: 503)
         let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         let harness = try harness(kafka, sandbox, redis) { $0.publishRetryingOutcomes = true }
         try await produce(kafka, [("alice", jobJSON(id: "r", targets: [proxyTarget("b1")]))])
         let reader = try kafka.reader()
@@ -151,7 +151,7 @@ struct RedisPipelineTests {
         let kafka = try KafkaFixture(partitions: 1)
         let responder = FailFirst(status: 503, retryAfter: "30")
         let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         let harness = try harness(kafka, sandbox, redis)
         try await produce(kafka, [("alice", jobJSON(id: "short", ttl: 10, targets: [proxyTarget("b1")]))])
         let reader = try kafka.reader()
@@ -175,7 +175,7 @@ struct RedisPipelineTests {
         let kafka = try KafkaFixture(partitions: 2)
         let responder = FailFirst(status: 500)
         let sandbox = try await ProxySandboxFixture.start(responder: responder.respond)
-        let redis = try deployment.start()
+        let redis = try await deployment.start()
         defer { redis.stop() }
         let slowRetries: (inout PipelineConfiguration) -> Void = {
             $0.retryPolicy = RetryPolicy(baseMilliseconds: 1500, maximumMilliseconds: 1500, maximumAttempts: 3)
@@ -190,16 +190,17 @@ struct RedisPipelineTests {
         let queue = RedisRetryQueue(client: redis.client())
         if let cluster = redis.cluster {
             // Each entry waits 1.5 s, then is claimed and removed: look until every master has held one.
-            var held = [Bool](repeating: false, count: cluster.masterPorts.count)
+            let masters = await cluster.masterPorts()
+            var held = [Bool](repeating: false, count: masters.count)
             let deadline = ContinuousClock.now + .seconds(30)
             while !held.allSatisfy({ $0 }), ContinuousClock.now < deadline {
-                for (index, port) in cluster.masterPorts.enumerated() where !held[index] {
-                    held[index] = !RedisClusterProcesses.run(["-p", String(port), "--scan", "--pattern", "push:{retry:*}:entry:*"])
+                for (index, port) in masters.enumerated() where !held[index] {
+                    held[index] = !(await RedisClusterProcesses.run(["-p", String(port), "--scan", "--pattern", "push:{retry:*}:entry:*"]))
                         .split(separator: "\n").isEmpty
                 }
                 try await Task.sleep(for: .milliseconds(50))
             }
-            #expect(held.allSatisfy { $0 }, "retry entries waited on every master: \(zip(cluster.masterPorts, held).map { "\($0): \($1)" })")
+            #expect(held.allSatisfy { $0 }, "retry entries waited on every master: \(zip(masters, held).map { "\($0): \($1)" })")
         }
         try await waitUntil(timeout: .seconds(20)) { sandbox.server.requests.count >= 20 }
         let messages = await reader.wait(timeout: .seconds(60)) { Set(outcomes($0).compactMap(\.keyString)).count >= 20 }
@@ -218,8 +219,7 @@ struct RedisPipelineTests {
         #expect(distinct.values.allSatisfy { $0 == 1 }, "a repeated outcome is the recorded one, byte for byte")
         #expect(try await queue.count() == 0)
         if let cluster = redis.cluster {
-            let keysPerMaster = cluster.masterPorts.map { Int(RedisClusterProcesses.run(["-p", String($0), "dbsize"])
-                .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 }
+            let keysPerMaster = await cluster.keysPerMaster()
             #expect(keysPerMaster.allSatisfy { $0 > 0 }, "idempotency records on every master: \(keysPerMaster)")
         }
     }
@@ -228,7 +228,7 @@ struct RedisPipelineTests {
     func leaseTakeover() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         let queue = RedisRetryQueue(client: redis.client())
         let job = jobJSON(id: "orphan", targets: [proxyTarget("b1")])
         try await queue.schedule(RetryEntry(id: "orphan/b1", jobBytes: job, kafkaKey: Array("alice".utf8), fallbackCreatedAt: 0,
@@ -256,7 +256,7 @@ struct RedisPipelineTests {
     func redisOutage() async throws {
         let kafka = try KafkaFixture(partitions: 2)
         let sandbox = try await ProxySandboxFixture.start()
-        let redis = try RedisServerProcess()
+        let redis = try await RedisServerProcess.launch()
         let harness = try harness(kafka, sandbox, redis)
         let reader = try kafka.reader()
         let running = harness.start()
@@ -269,7 +269,7 @@ struct RedisPipelineTests {
         let duringOutage = outcomes(reader.received).count
         try await Task.sleep(for: .seconds(2))
         #expect(outcomes(reader.received).count == duringOutage, "nothing finishes while the store is down")
-        try redis.start()
+        try await redis.start()
 
         let messages = await reader.wait(timeout: .seconds(40)) { outcomes($0).count >= 60 }
         try await Task.sleep(for: .seconds(1))

@@ -34,7 +34,7 @@ struct RedisClientTests {
     @Test("a pipeline of commands is answered in order in one call; error replies come back as values",
           arguments: RedisDeployment.allCases)
     func pipeline(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let client = server.client()
         let replies = try await client.pipeline((0..<1000).map { RedisCommand("SET", "k\($0)", "v\($0)", "NX", "PX", "10000") }
@@ -58,7 +58,7 @@ struct RedisClientTests {
 
     @Test("values are binary-safe: bytes that look like the protocol come back unchanged", arguments: RedisDeployment.allCases)
     func binaryValues(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let client = server.client()
         let value: [UInt8] = Array("\r\n*1\r\n$3\r\nDEL\r\n".utf8) + [0, 255] + Array(repeating: 36, count: 70_000)
@@ -71,7 +71,7 @@ struct RedisClientTests {
 
     @Test("AUTH from the URL's password; a wrong password is a clear error")
     func authentication() async throws {
-        let server = try RedisServerProcess(password: "hunter2")
+        let server = try await RedisServerProcess.launch(password: "hunter2")
         #expect(try await server.client().command(RedisCommand("PING")) == .status("PONG"))
         let wrong = RedisClient(url: RedisURL("redis://:wrong@127.0.0.1:\(server.port)")!, connections: 1)
         await #expect(throws: RedisError.self) { try await wrong.command(RedisCommand("PING")) }
@@ -79,7 +79,7 @@ struct RedisClientTests {
 
     @Test("a stopped server is 'unavailable'; the client reconnects by itself when it is back")
     func reconnects() async throws {
-        let server = try RedisServerProcess()
+        let server = try await RedisServerProcess.launch()
         let client = server.client(connections: 1)
         #expect(await client.ping())
         server.stop()
@@ -89,13 +89,13 @@ struct RedisClientTests {
         } catch {
             guard case .unavailable = error else { Issue.record("expected unavailable, got \(error)"); return }
         }
-        try server.start()
+        try await server.start()
         #expect(await client.ping())
     }
 
     @Test("scripts run by SHA and are reloaded after the server forgot them")
     func scripts() async throws {
-        let server = try RedisServerProcess()
+        let server = try await RedisServerProcess.launch()
         let client = server.client(connections: 1)
         let script = RedisScript("return tonumber(ARGV[1]) + 1")
         #expect(try await client.evaluate(script, keys: [], arguments: [Array("41".utf8)]) == .integer(42))
@@ -113,7 +113,7 @@ struct RedisDeliveryStoreTests {
 
     @Test("a second job with the same identity to the same binding inside the window is a duplicate", arguments: RedisDeployment.allCases)
     func duplicateInsideWindow(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 60_000) == [.fresh])
@@ -124,7 +124,7 @@ struct RedisDeliveryStoreTests {
 
     @Test("the same job redelivered is not a duplicate of itself", arguments: RedisDeployment.allCases)
     func redeliveryIsNotDuplicate(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
@@ -133,7 +133,7 @@ struct RedisDeliveryStoreTests {
 
     @Test("after the window both deliver; window 0 disables dedupe", arguments: RedisDeployment.allCases)
     func afterWindow(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 300) == [.fresh])
@@ -145,7 +145,7 @@ struct RedisDeliveryStoreTests {
 
     @Test("a recorded final outcome is returned for the same job and binding, whole", arguments: RedisDeployment.allCases)
     func idempotencyRecord(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         let job = Self.job("j1", bindings: ["b1", "b2"])
@@ -163,7 +163,7 @@ struct RedisDeliveryStoreTests {
         #expect(RedisKeys.dedupe(bindingId: "a}:dd:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:dd:y"))
         #expect(RetryEntry.id(jobId: "a/b", bindingId: "c") != RetryEntry.id(jobId: "a", bindingId: "b/c"))
         #expect(RedisKeys.sent(bindingId: "b1", jobId: "j1") == "push:{b:2:b1}:sent:2:j1", "the hash tag still holds the binding")
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         let crafted = Job(id: "y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
@@ -189,7 +189,7 @@ struct RedisRetryQueueTests {
 
     @Test("a damaged record is taken out of the queue but kept aside, never silently dropped", arguments: RedisDeployment.allCases)
     func damagedRecordKeptAside(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let client = server.client()
         let queue = RedisRetryQueue(client: client, logger: testLogger())
@@ -208,7 +208,7 @@ struct RedisRetryQueueTests {
 
     @Test("an entry is claimed only when due, whole, and is gone once completed", arguments: RedisDeployment.allCases)
     func scheduleClaimComplete(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
         try await queue.schedule(Self.entry("r1"), dueAt: 1000)
@@ -222,7 +222,7 @@ struct RedisRetryQueueTests {
 
     @Test("a claimed entry is invisible to other claimers until its lease ends, then due again", arguments: RedisDeployment.allCases)
     func leases(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let first = RedisRetryQueue(client: server.client())
         let second = RedisRetryQueue(client: server.client())
@@ -234,7 +234,7 @@ struct RedisRetryQueueTests {
 
     @Test("many concurrent claimers never receive the same entry twice", arguments: RedisDeployment.allCases)
     func concurrentClaims(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client(connections: 8))
         for index in 0..<300 { try await queue.schedule(Self.entry("r\(index)"), dueAt: 0) }
@@ -258,7 +258,7 @@ struct RedisRetryQueueTests {
 
     @Test("rescheduling keeps one entry with the new attempt count", arguments: RedisDeployment.allCases)
     func reschedule(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
         try await queue.schedule(Self.entry("r1", attempts: 1), dueAt: 0)
@@ -273,7 +273,7 @@ struct RedisRetryQueueTests {
 struct RedisRetryShardTests {
     @Test("entries spread over every shard, and claims take from all of them, each entry once", arguments: RedisDeployment.allCases)
     func entriesSpreadOverShards(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
         for index in 0..<320 { try await queue.schedule(RedisRetryQueueTests.entry("\(index):job/b"), dueAt: 0) }
@@ -295,7 +295,7 @@ struct RedisRetryShardTests {
     @Test("an entry of the earlier single queue is claimed; scheduled again it moves to its shard; completed it is gone",
           arguments: RedisDeployment.allCases)
     func earlierQueueIsDrained(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let client = server.client()
         for id in ["old-1", "old-2"] {
@@ -319,7 +319,7 @@ struct RedisRetryShardTests {
 
     @Test("a redelivered job's target waiting in the earlier queue still counts as owned by the queue")
     func earlierQueueOwnsTargets() async throws {
-        let server = try RedisServerProcess()
+        let server = try await RedisServerProcess.launch()
         let client = server.client()
         let id = RetryEntry.id(jobId: "j1", bindingId: "b1")
         _ = try await client.pipeline([RedisCommand("HSET", RedisKeys.retryEntry(id, shard: nil), "job", "{}"),
@@ -332,7 +332,7 @@ struct RedisRetryShardTests {
 struct RetryOwnershipTests {
     @Test("a target with a pending retry entry is reported as owned by the queue, not fresh", arguments: RedisDeployment.allCases)
     func pendingRetryOwnsTarget(_ deployment: RedisDeployment) async throws {
-        let server = try deployment.start()
+        let server = try await deployment.start()
         defer { server.stop() }
         let client = server.client()
         let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2"])

@@ -54,7 +54,7 @@ struct RedisKeySlotTests {
 struct RedisClusterTests {
     @Test("one seed is enough: the client learns every master, and a binding's keys land on the master of its slot")
     func discovery() async throws {
-        let cluster = try RedisClusterProcesses(masters: 3)
+        let cluster = try await RedisClusterProcesses.launch(masters: 3)
         defer { cluster.stop() }
         let client = RedisClient(url: RedisURL(cluster.singleSeedURLString)!, connections: 1)
         let store = RedisDeliveryStore(client: client)
@@ -65,34 +65,33 @@ struct RedisClusterTests {
         }
         #expect(client.isCluster == true)
         #expect(client.clusterMasters.count == 3)
-        let keysPerMaster = cluster.masterPorts.map { Int(RedisClusterProcesses.run(["-p", String($0), "dbsize"]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 }
+        let keysPerMaster = await cluster.keysPerMaster()
         #expect(keysPerMaster.count == 3 && keysPerMaster.allSatisfy { $0 > 0 }, "keys on every master: \(keysPerMaster)")
         #expect(keysPerMaster.reduce(0, +) == 60)
         let queue = RedisRetryQueue(client: client)
         for index in 0..<40 { try await queue.schedule(RedisRetryQueueTests.entry("\(index):job/b"), dueAt: 0) }
-        let retryKeysPerMaster = cluster.masterPorts.map { port in
-            RedisClusterProcesses.run(["-p", String(port), "--scan", "--pattern", "push:{retry:*}:due"])
-                .split(separator: "\n").count
+        let retryKeysPerMaster = await cluster.onEachMaster(["--scan", "--pattern", "push:{retry:*}:due"]).map {
+            $0.split(separator: "\n").count
         }
         #expect(retryKeysPerMaster.allSatisfy { $0 > 0 }, "retry shards on every master: \(retryKeysPerMaster)")
     }
 
     @Test("a stale slot map is read once, however many commands need it at that moment")
     func slotMapReadOnce() async throws {
-        let cluster = try RedisClusterProcesses(masters: 3)
+        let cluster = try await RedisClusterProcesses.launch(masters: 3)
         defer { cluster.stop() }
         let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
         _ = try await client.command(RedisCommand("SET", "warm", "1"))
         #expect(client.isCluster == true)
-        for port in cluster.masterPorts { _ = RedisClusterProcesses.run(["-p", String(port), "config", "resetstat"]) }
+        _ = await cluster.onEachMaster(["config", "resetstat"])
         client.markStale()
         let replies = try await withThrowingTaskGroup(of: RedisValue.self) { group in
             for index in 0..<200 { group.addTask { try await client.command(RedisCommand("SET", "key-\(index)", "v")) } }
             return try await group.reduce(into: [RedisValue]()) { $0.append($1) }
         }
         #expect(replies.count == 200 && replies.allSatisfy { $0 == .status("OK") })
-        let slotReadings = cluster.masterPorts.map { port in
-            RedisClusterProcesses.run(["-p", String(port), "info", "commandstats"]).split(whereSeparator: \.isNewline)
+        let slotReadings = await cluster.onEachMaster(["info", "commandstats"]).map { stats in
+            stats.split(whereSeparator: \.isNewline)
                 .first { $0.hasPrefix("cmdstat_cluster|slots:") }
                 .flatMap { $0.split(separator: "=")[1].split(separator: ",").first.flatMap { Int($0) } } ?? 0
         }
@@ -101,7 +100,7 @@ struct RedisClusterTests {
 
     @Test("a URL naming a node without cluster support is one node")
     func singleNodeIsNotACluster() async throws {
-        let server = try RedisServerProcess()
+        let server = try await RedisServerProcess.launch()
         let client = server.client()
         #expect(try await client.command(RedisCommand("SET", "a", "1")) == .status("OK"))
         #expect(client.isCluster == false)
@@ -109,17 +108,17 @@ struct RedisClusterTests {
 
     @Test("after slots move to another master, commands follow the MOVED redirection and the client's map catches up")
     func followsMovedSlots() async throws {
-        let cluster = try RedisClusterProcesses(masters: 3)
+        let cluster = try await RedisClusterProcesses.launch(masters: 3)
         defer { cluster.stop() }
         let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
         let keys = (0..<300).map { "key-\($0)" }
         _ = try await client.pipeline(keys.map { RedisCommand("SET", $0, "v-\($0)") })
-        let masters = cluster.masterPorts
-        let from = RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        let to = RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        _ = RedisClusterProcesses.run(["--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
+        let masters = await cluster.masterPorts()
+        let from = await RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let to = await RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = await RedisClusterProcesses.run(["--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
                                        "--cluster-slots", "600", "--cluster-yes"])
-        try cluster.waitUntilServing()
+        try await cluster.waitUntilServing()
         let replies = try await client.pipeline(keys.map { RedisCommand("GET", $0) })
         #expect(replies.map(\.string) == keys.map { "v-\($0)" })
         _ = try await client.command(RedisCommand("GET", keys[0]))
@@ -132,7 +131,7 @@ struct RedisClusterTests {
 
     @Test("during a slot migration, a key not yet on the old master is reached through its ASK redirection, with ASKING")
     func followsAskRedirections() async throws {
-        let cluster = try RedisClusterProcesses(masters: 3)
+        let cluster = try await RedisClusterProcesses.launch(masters: 3)
         defer { cluster.stop() }
         let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
         _ = try await client.command(RedisCommand("SET", "warm-up", "1"))
@@ -140,21 +139,21 @@ struct RedisClusterTests {
         let slot = RedisKeySlot.of(key)
         let source = try #require(client.master(ofKey: key))
         let target = try #require(client.clusterMasters.first { $0 != source })
-        func id(_ node: RedisNodeAddress) -> String {
-            RedisClusterProcesses.run(["-p", String(node.port), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        func id(_ node: RedisNodeAddress) async -> String {
+            await RedisClusterProcesses.run(["-p", String(node.port), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        _ = RedisClusterProcesses.run(["-p", String(target.port), "cluster", "setslot", String(slot), "importing", id(source)])
-        _ = RedisClusterProcesses.run(["-p", String(source.port), "cluster", "setslot", String(slot), "migrating", id(target)])
+        _ = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "setslot", String(slot), "importing", await id(source)])
+        _ = await RedisClusterProcesses.run(["-p", String(source.port), "cluster", "setslot", String(slot), "migrating", await id(target)])
         #expect(try await client.command(RedisCommand("SET", key, "moved-in")) == .status("OK"))
         #expect(try await client.command(RedisCommand("GET", key)).string == "moved-in")
-        #expect(RedisClusterProcesses.run(["-p", String(target.port), "cluster", "countkeysinslot", String(slot)])
-                    .trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the key was written on the importing master")
+        let keysInSlot = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "countkeysinslot", String(slot)])
+        #expect(keysInSlot.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the key was written on the importing master")
         #expect(client.master(ofKey: key) == source, "ASK does not change the map: the slot still belongs to the old master")
     }
 
     @Test("a master killed with a replica ready: after the failover the client finds the new master by itself")
     func survivesFailover() async throws {
-        let cluster = try RedisClusterProcesses(masters: 3, replicasPerMaster: 1)
+        let cluster = try await RedisClusterProcesses.launch(masters: 3, replicasPerMaster: 1)
         defer { cluster.stop() }
         let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1, connectTimeout: .milliseconds(300),
                                  commandTimeout: .milliseconds(500))
@@ -162,7 +161,7 @@ struct RedisClusterTests {
         _ = try await client.pipeline(keys.map { RedisCommand("SET", $0, "v") })
         // Replication is asynchronous: give the replicas a moment to hold the keys before the master dies.
         try await Task.sleep(for: .seconds(1))
-        let victim = cluster.masterPorts[0]
+        let victim = await cluster.masterPorts()[0]
         cluster.nodes.first { $0.port == victim }!.stop()
         let deadline = ContinuousClock.now + .seconds(20)
         var values: [String?] = []

@@ -16,10 +16,10 @@ public enum RedisDeployment: String, CaseIterable, Sendable, CustomStringConvert
 
     public var description: String { self == .single ? "one redis-server" : "a 3-master Redis Cluster" }
 
-    public func start() throws -> RunningRedis {
+    public func start() async throws -> RunningRedis {
         switch self {
-        case .single: RunningRedis(single: try RedisServerProcess())
-        case .cluster: RunningRedis(cluster: try RedisClusterProcesses(masters: 3))
+        case .single: RunningRedis(single: try await RedisServerProcess.launch())
+        case .cluster: RunningRedis(cluster: try await RedisClusterProcesses.launch(masters: 3))
         }
     }
 }
