@@ -13,8 +13,8 @@ final class DeliveryBatch: Sendable {
 
     private let state: Mutex<State>
 
-    init(count: Int, continuation: CheckedContinuation<Result<Void, KafkaError>, Never>) {
-        state = Mutex(State(remaining: count, continuation: continuation))
+    init(count: Int) {
+        state = Mutex(State(remaining: count))
     }
 
     func reported(_ error: KafkaError?) {
@@ -27,6 +27,20 @@ final class DeliveryBatch: Sendable {
         }
         if let (continuation, error) = finished {
             continuation.resume(returning: error.map { .failure($0) } ?? .success(()))
+        }
+    }
+
+    /// Waits for the last report; returns at once if every record was reported already.
+    func outcome() async -> Result<Void, KafkaError> {
+        await withCheckedContinuation { continuation in
+            let finished = state.withLock { state -> Result<Void, KafkaError>? in
+                guard state.remaining == 0 else {
+                    state.continuation = continuation
+                    return nil
+                }
+                return state.firstError.map { .failure($0) } ?? .success(())
+            }
+            if let finished { continuation.resume(returning: finished) }
         }
     }
 }
@@ -75,60 +89,65 @@ public final class KafkaProducer: Sendable {
         thread.start()
     }
 
-    /// Produces `records` and waits for every delivery report.
+    /// Produces `records` and waits for every delivery report. While librdkafka's local queue is
+    /// full, a record waits for room without holding a thread.
     public func send(_ records: [KafkaRecord]) async throws(KafkaError) {
         guard !records.isEmpty else { return }
-        let result = await withCheckedContinuation { continuation in
-            let batch = DeliveryBatch(count: records.count, continuation: continuation)
-            for record in records {
-                let opaque = Unmanaged.passRetained(batch).toOpaque()
-                if let error = enqueue(record, opaque: opaque) {
-                    Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
-                    batch.reported(error)
-                }
+        let batch = DeliveryBatch(count: records.count)
+        for record in records {
+            let opaque = Unmanaged.passRetained(batch).toOpaque()
+            var refusal = enqueue(record, opaque: opaque)
+            while refusal == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) {
+                await Self.pause(milliseconds: 5)
+                refusal = enqueue(record, opaque: opaque)
+            }
+            if let refusal {
+                Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
+                batch.reported(KafkaError(refusal))
             }
         }
-        try result.get()
+        try await batch.outcome().get()
     }
 
-    private func enqueue(_ record: KafkaRecord, opaque: UnsafeMutableRawPointer) -> KafkaError? {
-        while true {
-            let error = record.topic.withCString { topic in
-                record.value.withUnsafeBytes { value in
-                    withKeyAndHeaders(record) { keyAndHeaders in
-                        var values: [rd_kafka_vu_t] = []
-                        values.reserveCapacity(5 + keyAndHeaders.count)
-                        var vu = rd_kafka_vu_t()
-                        vu.vtype = RD_KAFKA_VTYPE_TOPIC
-                        vu.u.cstr = topic
-                        values.append(vu)
-                        vu = rd_kafka_vu_t()
-                        vu.vtype = RD_KAFKA_VTYPE_VALUE
-                        vu.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
-                        vu.u.mem.size = value.count
-                        values.append(vu)
-                        vu = rd_kafka_vu_t()
-                        vu.vtype = RD_KAFKA_VTYPE_MSGFLAGS
-                        vu.u.i = RD_KAFKA_MSG_F_COPY
-                        values.append(vu)
-                        vu = rd_kafka_vu_t()
-                        vu.vtype = RD_KAFKA_VTYPE_OPAQUE
-                        vu.u.ptr = opaque
-                        values.append(vu)
-                        values.append(contentsOf: keyAndHeaders)
-                        return values.withUnsafeBufferPointer { rd_kafka_produceva(handle, $0.baseAddress, $0.count) }
-                    }
+    /// Sleeps without ending early when the task is cancelled: a cancelled task's records are still produced.
+    private static func pause(milliseconds: Int) async {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { continuation.resume() }
+        }
+    }
+
+    /// Hands one record to librdkafka; nil when it took it, else why not.
+    private func enqueue(_ record: KafkaRecord, opaque: UnsafeMutableRawPointer) -> rd_kafka_resp_err_t? {
+        let error = record.topic.withCString { topic in
+            record.value.withUnsafeBytes { value in
+                withKeyAndHeaders(record) { keyAndHeaders in
+                    var values: [rd_kafka_vu_t] = []
+                    values.reserveCapacity(5 + keyAndHeaders.count)
+                    var vu = rd_kafka_vu_t()
+                    vu.vtype = RD_KAFKA_VTYPE_TOPIC
+                    vu.u.cstr = topic
+                    values.append(vu)
+                    vu = rd_kafka_vu_t()
+                    vu.vtype = RD_KAFKA_VTYPE_VALUE
+                    vu.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+                    vu.u.mem.size = value.count
+                    values.append(vu)
+                    vu = rd_kafka_vu_t()
+                    vu.vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                    vu.u.i = RD_KAFKA_MSG_F_COPY
+                    values.append(vu)
+                    vu = rd_kafka_vu_t()
+                    vu.vtype = RD_KAFKA_VTYPE_OPAQUE
+                    vu.u.ptr = opaque
+                    values.append(vu)
+                    values.append(contentsOf: keyAndHeaders)
+                    return values.withUnsafeBufferPointer { rd_kafka_produceva(handle, $0.baseAddress, $0.count) }
                 }
             }
-            guard let error else { return nil }
-            let code = rd_kafka_error_code(error)
-            rd_kafka_error_destroy(error)
-            if code == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) {
-                Thread.sleep(forTimeInterval: 0.005)
-                continue
-            }
-            return KafkaError(code)
         }
+        guard let error else { return nil }
+        defer { rd_kafka_error_destroy(error) }
+        return rd_kafka_error_code(error)
     }
 
     /// Looks up `topics`' partitions and leaders now. Without it the first record to a topic

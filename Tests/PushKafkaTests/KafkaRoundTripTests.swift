@@ -26,6 +26,30 @@ struct KafkaRoundTripTests {
         #expect(sample.timestamp != nil)
     }
 
+    @Test("a send that finds librdkafka's local queue full waits for room without holding a thread; every record is delivered")
+    func fullQueueWaitsWithoutAThread() async throws {
+        let kafka = try KafkaFixture()
+        var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
+        properties["queue.buffering.max.messages"] = "1"
+        let producer = try KafkaProducer(properties: properties, logger: testLogger())
+        kafka.cluster.setBroker(1, up: false)
+        let senders = ProcessInfo.processInfo.activeProcessorCount * 4
+        let sends = (0..<senders).map { index in
+            Task { try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("r\(index)".utf8))]) }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let probeStarted = ContinuousClock.now
+        await Task.detached { }.value
+        #expect(ContinuousClock.now - probeStarted < .seconds(1), "senders waiting for room held the threads every task runs on")
+        kafka.cluster.setBroker(1, up: true)
+        for send in sends { try await send.value }
+        let reader = try kafka.reader(topics: [kafka.outcomesTopic])
+        let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= senders }
+        reader.stop()
+        producer.close()
+        #expect(Set(messages.map(\.valueString)) == Set((0..<senders).map { "r\($0)" }))
+    }
+
     @Test("send fails when the broker never acknowledges within message.timeout.ms")
     func unacknowledgedSendFails() async throws {
         let kafka = try KafkaFixture()
