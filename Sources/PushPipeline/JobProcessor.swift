@@ -213,9 +213,9 @@ public struct JobProcessor: Sendable {
         }
         metrics.finished(outcome)
         logger.info("delivery finished", metadata: [
-            "jobId": "\(outcome.jobId)", "bindingId": "\(outcome.bindingId)", "provider": "\(outcome.provider.rawValue)",
-            "app": "\(outcome.app ?? "-")", "status": "\(outcome.status.rawValue)", "attempts": "\(outcome.attempts)",
-            "httpStatus": "\(outcome.httpStatus.map(String.init) ?? "-")", "reason": "\(outcome.reason ?? "-")",
+            "jobId": .string(outcome.jobId), "bindingId": .string(outcome.bindingId), "provider": .string(outcome.provider.rawValue),
+            "app": .string(outcome.app ?? "-"), "status": .string(outcome.status.rawValue), "attempts": .string(String(outcome.attempts)),
+            "httpStatus": .string(outcome.httpStatus.map(String.init) ?? "-"), "reason": .string(outcome.reason ?? "-"),
         ])
         return .final([.outcome(outcome)] + (deadLetter.map { [$0] } ?? []))
     }

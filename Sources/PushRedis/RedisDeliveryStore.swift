@@ -20,27 +20,37 @@ public final class RedisDeliveryStore: DeliveryStore {
             commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: RedisRetryQueue.shard(of: entry))))
             commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: nil)))
             if dedupeWindow > 0 {
-                let key = RedisKeys.dedupe(bindingId: target.bindingId, identity: identity)
-                commands.append(RedisCommand("SET", key, job.id, "NX", "PX", String(dedupeWindow)))
-                commands.append(RedisCommand("GET", key))
+                commands.append(RedisCommand("SET", RedisKeys.dedupe(bindingId: target.bindingId, identity: identity), job.id,
+                                             "NX", "PX", String(dedupeWindow)))
             }
         }
-        let replies = try await client.pipeline(commands)
+        let replies = try Self.checked(await client.pipeline(commands))
+        let stride = dedupeWindow > 0 ? 4 : 3
+        var states: [PriorState] = job.targets.indices.map { index in
+            let base = index * stride
+            if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) { return .alreadyFinished(outcome) }
+            if replies[base + 1] == .integer(1) || replies[base + 2] == .integer(1) { return .inRetryQueue }
+            return .fresh
+        }
+        // The window's holder is read only when it is not this job: a second round trip for duplicates
+        // and redeliveries, none for the usual first send.
+        let held = job.targets.indices.filter { dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + 3] != .status("OK") }
+        guard !held.isEmpty else { return states }
+        let holders = try Self.checked(await client.pipeline(held.map {
+            RedisCommand("GET", RedisKeys.dedupe(bindingId: job.targets[$0].bindingId, identity: identity))
+        }))
+        for (index, holder) in zip(held, holders) {
+            // An ended window (nil) or this job's own earlier claim (a redelivery) leaves the target fresh.
+            if let holder = holder.string, holder != job.id { states[index] = .duplicate(ofJob: holder) }
+        }
+        return states
+    }
+
+    private static func checked(_ replies: [RedisValue]) throws -> [RedisValue] {
         if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
             throw RedisError.reply(message)
         }
-        let stride = dedupeWindow > 0 ? 5 : 3
-        return job.targets.indices.map { index in
-            let base = index * stride
-            if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) {
-                return .alreadyFinished(outcome)
-            }
-            if replies[base + 1] == .integer(1) || replies[base + 2] == .integer(1) { return .inRetryQueue }
-            guard dedupeWindow > 0 else { return .fresh }
-            if replies[base + 3] == .status("OK") { return .fresh }
-            let holder = replies[base + 4].string
-            return holder == nil || holder == job.id ? .fresh : .duplicate(ofJob: holder!)
-        }
+        return replies
     }
 
     public func record(_ outcome: Outcome, retention: Duration) async throws {
@@ -63,10 +73,7 @@ public final class RedisDeliveryStore: DeliveryStore {
             RedisCommand("SET", RedisKeys.cancellation(bindingId: target.bindingId, userId: cancel.userId, key: key), value,
                          "PX", String(max(retention.milliseconds, 1)))
         }
-        let replies = try await client.pipeline(commands)
-        if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
-            throw RedisError.reply(message)
-        }
+        _ = try Self.checked(await client.pipeline(commands))
     }
 
     public func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation? {

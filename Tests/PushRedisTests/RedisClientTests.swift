@@ -122,6 +122,22 @@ struct RedisDeliveryStoreTests {
         #expect(try await store.prepare(Self.job("j4", dedupeKey: "other"), dedupeWindow: 60_000) == [.fresh], "other identities are independent")
     }
 
+    @Test("each target of one job gets its own answer: recorded, duplicate of another job, or fresh", arguments: RedisDeployment.allCases)
+    func perTargetAnswers(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let store = RedisDeliveryStore(client: server.client())
+        #expect(try await store.prepare(Self.job("earlier", bindings: ["b2", "b4"]), dedupeWindow: 60_000) == [.fresh, .fresh])
+        let job = Self.job("j1", bindings: ["b1", "b2", "b3", "b4"])
+        let recorded = Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200), attempts: 1, at: 1)
+        try await store.record(recorded, retention: .seconds(60))
+        #expect(try await store.prepare(job, dedupeWindow: 60_000)
+                    == [.alreadyFinished(recorded), .duplicate(ofJob: "earlier"), .fresh, .duplicate(ofJob: "earlier")])
+        #expect(try await store.prepare(job, dedupeWindow: 60_000)
+                    == [.alreadyFinished(recorded), .duplicate(ofJob: "earlier"), .fresh, .duplicate(ofJob: "earlier")],
+                "asked again (a redelivery), the answers stay")
+    }
+
     @Test("the same job redelivered is not a duplicate of itself", arguments: RedisDeployment.allCases)
     func redeliveryIsNotDuplicate(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
