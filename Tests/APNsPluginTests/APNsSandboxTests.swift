@@ -20,6 +20,8 @@ struct APNsSandboxTests {
 
     static let liveToken = String(repeating: "ab", count: 32)
 
+    /// libcurl's connection set-up gets the sends' timeout: many sends at once open extra connections, and on
+    /// loaded CI cores a handshake took longer than the default 5 s (the sends ended `request timed out`).
     func provider(_ fixture: APNsSandboxFixture, sandboxURL: String? = nil,
                   authentication: APNsApp.Authentication? = nil, timeout: Duration = .seconds(10)) throws -> APNsProvider {
         let app = APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: authentication
@@ -27,7 +29,8 @@ struct APNsSandboxTests {
         return try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
                                                                  sandboxURL: sandboxURL ?? fixture.server.baseURL,
                                                                  caFile: fixture.tls.caFile, timeout: timeout),
-                                transport: CurlHTTPTransport(), logger: testLogger())
+                                transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+                                logger: testLogger())
     }
 
     @Test("a VoIP call is accepted by the sandbox's checks and delivered with its apns-id")
