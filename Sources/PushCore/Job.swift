@@ -1,41 +1,109 @@
 /// A notification job as consumed from the jobs topic (contract v1, see docs/job.schema.json).
+///
+/// Its fields live in one shared, immutable box: a job is handed through many
+/// async calls and tasks, and each copy of the fields themselves (over 500 bytes, a retain per
+/// string and array) would be stored in every suspended frame that holds the job. A change to
+/// a field makes a new box.
 public struct Job: Sendable, Equatable {
-    public var id: String
+    private struct Fields: Sendable, Equatable {
+        var id: String
+        var createdAt: Int64
+        var ttl: Int64
+        var kind: JobKind
+        var priority: JobPriority
+        var userId: String
+        var collapseKey: String?
+        var dedupeKey: String?
+        var notification: Notification?
+        var data: [String: String]
+        var body: String?
+        var overrides: [ProviderID: JSONValue]
+        var liveActivity: LiveActivity?
+        var targets: [Target]
+    }
+
+    private final class Box: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    private mutating func update(_ change: (inout Fields) -> Void) {
+        var fields = box.fields
+        change(&fields)
+        box = Box(fields)
+    }
+
+    public static func == (lhs: Job, rhs: Job) -> Bool { lhs.box === rhs.box || lhs.box.fields == rhs.box.fields }
+
+    public var id: String {
+        get { box.fields.id }
+        set { update { $0.id = newValue } }
+    }
     /// Milliseconds since the Unix epoch.
-    public var createdAt: Int64
+    public var createdAt: Int64 {
+        get { box.fields.createdAt }
+        set { update { $0.createdAt = newValue } }
+    }
     /// Seconds the job stays valid after `createdAt`; 0 means "now or never".
-    public var ttl: Int64
-    public var kind: JobKind
-    public var priority: JobPriority
-    public var userId: String
-    public var collapseKey: String?
-    public var dedupeKey: String?
-    public var notification: Notification?
-    public var data: [String: String]
-    public var body: String?
+    public var ttl: Int64 {
+        get { box.fields.ttl }
+        set { update { $0.ttl = newValue } }
+    }
+    public var kind: JobKind {
+        get { box.fields.kind }
+        set { update { $0.kind = newValue } }
+    }
+    public var priority: JobPriority {
+        get { box.fields.priority }
+        set { update { $0.priority = newValue } }
+    }
+    public var userId: String {
+        get { box.fields.userId }
+        set { update { $0.userId = newValue } }
+    }
+    public var collapseKey: String? {
+        get { box.fields.collapseKey }
+        set { update { $0.collapseKey = newValue } }
+    }
+    public var dedupeKey: String? {
+        get { box.fields.dedupeKey }
+        set { update { $0.dedupeKey = newValue } }
+    }
+    public var notification: Notification? {
+        get { box.fields.notification }
+        set { update { $0.notification = newValue } }
+    }
+    public var data: [String: String] {
+        get { box.fields.data }
+        set { update { $0.data = newValue } }
+    }
+    public var body: String? {
+        get { box.fields.body }
+        set { update { $0.body = newValue } }
+    }
     /// Per-provider blocks merged last into what the provider's plugin built (`overrides`), by provider name.
-    public var overrides: [ProviderID: JSONValue]
-    public var liveActivity: LiveActivity?
-    public var targets: [Target]
+    public var overrides: [ProviderID: JSONValue] {
+        get { box.fields.overrides }
+        set { update { $0.overrides = newValue } }
+    }
+    public var liveActivity: LiveActivity? {
+        get { box.fields.liveActivity }
+        set { update { $0.liveActivity = newValue } }
+    }
+    public var targets: [Target] {
+        get { box.fields.targets }
+        set { update { $0.targets = newValue } }
+    }
 
     public init(id: String, createdAt: Int64, ttl: Int64, kind: JobKind, priority: JobPriority, userId: String,
                 collapseKey: String? = nil, dedupeKey: String? = nil, notification: Notification? = nil,
                 data: [String: String] = [:], body: String? = nil, overrides: [ProviderID: JSONValue] = [:],
                 liveActivity: LiveActivity? = nil, targets: [Target]) {
-        self.id = id
-        self.createdAt = createdAt
-        self.ttl = ttl
-        self.kind = kind
-        self.priority = priority
-        self.userId = userId
-        self.collapseKey = collapseKey
-        self.dedupeKey = dedupeKey
-        self.notification = notification
-        self.data = data
-        self.body = body
-        self.overrides = overrides
-        self.liveActivity = liveActivity
-        self.targets = targets
+        box = Box(Fields(id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
+                         collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data, body: body,
+                         overrides: overrides, liveActivity: liveActivity, targets: targets))
     }
 
     public var deadline: Deadline { Deadline(createdAt: createdAt, ttlSeconds: ttl) }

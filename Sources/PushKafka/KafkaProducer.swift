@@ -109,10 +109,14 @@ public final class KafkaProducer: Sendable {
         try await batch.outcome().get()
     }
 
+    /// A queue of its own, so that the end of a pause never waits for a thread of the global queue,
+    /// which blocking work elsewhere may hold.
+    private static let pauses = DispatchQueue(label: "kafka-producer-pauses")
+
     /// Sleeps without ending early when the task is cancelled: a cancelled task's records are still produced.
     private static func pause(milliseconds: Int) async {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { continuation.resume() }
+            pauses.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { continuation.resume() }
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A real `redis-server` process on a free loopback port, without persistence, for tests and the demo.
 /// It can be stopped and started again on the same port to simulate an outage.
@@ -18,7 +19,7 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// A server started and accepting connections.
     public static func launch(password: String? = nil) async throws -> RedisServerProcess {
-        let server = RedisServerProcess(port: try freePort(), password: password, clusterDirectory: nil)
+        let server = RedisServerProcess(port: try allocatePort(clusterBus: false), password: password, clusterDirectory: nil)
         try await server.start()
         return server
     }
@@ -26,9 +27,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// A node with cluster support on (`--cluster-enabled yes`), not yet part of a cluster; its
     /// cluster bus port (the port + 10 000) is free too.
     static func launchClusterNode(in directory: String) async throws -> RedisServerProcess {
-        var port = try freePort()
-        while port > 55_000 || !isFree(port: port + 10_000) { port = try freePort() }
-        let node = RedisServerProcess(port: port, password: nil, clusterDirectory: directory)
+        let node = RedisServerProcess(port: try allocatePort(clusterBus: true), password: nil, clusterDirectory: directory)
         try await node.start()
         return node
     }
@@ -100,22 +99,33 @@ public final class RedisServerProcess: @unchecked Sendable {
         }
     }
 
-    static func isFree(port: Int) -> Bool { !canConnect(port: port) }
+    /// The next port of this process's own range, free now. Ports are handed out once each per run:
+    /// servers that tests start side by side never race for a port the kernel handed to both (a
+    /// cluster node once joined a plain server that had taken its port first). The range lies below
+    /// the kernel's ephemeral ports; a cluster node's bus port (the port + 10 000) must be free too.
+    static func allocatePort(clusterBus: Bool) throws -> Int {
+        for _ in 0..<portRange.count {
+            let port = nextPort.withLock { next -> Int in
+                defer { next = next + 1 < portRange.upperBound ? next + 1 : portRange.lowerBound }
+                return next
+            }
+            if canBind(port: port), !clusterBus || canBind(port: port + 10_000) { return port }
+        }
+        throw NSError(domain: "redis-server", code: 2, userInfo: [NSLocalizedDescriptionKey: "no free port in \(portRange)"])
+    }
 
-    static func freePort() throws -> Int {
+    private static let portRange = 20_000..<30_000
+    private static let nextPort = Mutex(Int.random(in: portRange))
+
+    static func canBind(port: Int) -> Bool {
         let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(socket, pointer, length) == 0 && getsockname(socket, pointer, &length) == 0
-            }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
-        guard bound else { throw NSError(domain: "redis-server", code: 2) }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
