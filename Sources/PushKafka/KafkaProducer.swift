@@ -9,6 +9,8 @@ final class DeliveryBatch: Sendable {
         var remaining: Int
         var firstError: KafkaError?
         var continuation: CheckedContinuation<Result<Void, KafkaError>, Never>?
+
+        var result: Result<Void, KafkaError> { firstError.map { .failure($0) } ?? .success(()) }
     }
 
     private let state: Mutex<State>
@@ -18,16 +20,14 @@ final class DeliveryBatch: Sendable {
     }
 
     func reported(_ error: KafkaError?) {
-        let finished = state.withLock { state -> (CheckedContinuation<Result<Void, KafkaError>, Never>, KafkaError?)? in
+        let finished = state.withLock { state -> (CheckedContinuation<Result<Void, KafkaError>, Never>, Result<Void, KafkaError>)? in
             if state.firstError == nil, let error { state.firstError = error }
             state.remaining -= 1
             guard state.remaining == 0, let continuation = state.continuation else { return nil }
             state.continuation = nil
-            return (continuation, state.firstError)
+            return (continuation, state.result)
         }
-        if let (continuation, error) = finished {
-            continuation.resume(returning: error.map { .failure($0) } ?? .success(()))
-        }
+        if let (continuation, result) = finished { continuation.resume(returning: result) }
     }
 
     /// Waits for the last report; returns at once if every record was reported already.
@@ -38,7 +38,7 @@ final class DeliveryBatch: Sendable {
                     state.continuation = continuation
                     return nil
                 }
-                return state.firstError.map { .failure($0) } ?? .success(())
+                return state.result
             }
             if let finished { continuation.resume(returning: finished) }
         }

@@ -87,17 +87,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         return "/usr/bin/redis-server"
     }
 
-    static func canConnect(port: Int) -> Bool {
-        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
+    static func canConnect(port: Int) -> Bool { onLoopback(port: port) { connect($0, $1, $2) } }
 
     /// The next port of this process's own range, free now. Ports are handed out once each per run:
     /// servers that tests start side by side never race for a port the kernel handed to both (a
@@ -117,7 +107,10 @@ public final class RedisServerProcess: @unchecked Sendable {
     private static let portRange = 20_000..<30_000
     private static let nextPort = Mutex(Int.random(in: portRange))
 
-    static func canBind(port: Int) -> Bool {
+    static func canBind(port: Int) -> Bool { onLoopback(port: port) { bind($0, $1, $2) } }
+
+    /// Whether `call` (connect or bind) succeeds for a fresh TCP socket and 127.0.0.1:`port`; the socket is closed after.
+    private static func onLoopback(port: Int, _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Bool {
         let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         var address = sockaddr_in()
@@ -125,7 +118,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
     }
 }
