@@ -29,6 +29,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
+        .target(name: "CSpawnShim", path: "Sources/CSpawnShim"),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis",
@@ -66,7 +67,7 @@ let package = Package(
                                                        .product(name: "Logging", package: "swift-log")],
                 path: "Sources/PushKafkaMock"),
         .target(name: "PushSandbox", dependencies: [
-            "PushCore", "PushCrypto",
+            "PushCore", "PushCrypto", "CSpawnShim",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

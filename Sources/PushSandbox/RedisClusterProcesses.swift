@@ -77,7 +77,6 @@ public final class RedisClusterProcesses: @unchecked Sendable {
                 }
             }
             if serving { return }
-            // Each check starts redis-cli processes: see `RedisCLI` on why there should be few.
             try await Task.sleep(for: .milliseconds(200))
         }
         throw Self.failure("the Redis Cluster did not reach cluster_state:ok within \(timeout)")
@@ -94,10 +93,6 @@ public final class RedisClusterProcesses: @unchecked Sendable {
 }
 
 /// `redis-cli`, run to its end without blocking a task's thread.
-///
-/// Foundation's `Process.run()` on Linux reads past a buffer while it lists the open descriptors
-/// and, now and then, crashes the process (swift-corelibs-foundation pull request 5472, fixed after
-/// the toolchain used here). The more processes a test run starts, the likelier: keep polls slow.
 enum RedisCLI {
     static var path: String {
         for candidate in ["/usr/bin/redis-cli", "/usr/local/bin/redis-cli"] where FileManager.default.isExecutableFile(atPath: candidate) {
@@ -110,26 +105,9 @@ enum RedisCLI {
     /// file, not a pipe: nothing has to read while the command runs.
     static func run(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("redis-cli-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: outputFile.path, contents: nil) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: outputFile.path])
-        }
         defer { try? FileManager.default.removeItem(at: outputFile) }
-        let output = try FileHandle(forWritingTo: outputFile)
-        defer { try? output.close() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
+        let process = try ChildProcess(executable: path, arguments: arguments, standardOutput: .file(outputFile.path))
+        let status = await process.exitStatus()
         return (status, String(decoding: (try? Data(contentsOf: outputFile)) ?? Data(), as: UTF8.self))
     }
 }

@@ -8,7 +8,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     private let password: String?
     /// Where a cluster node keeps its `nodes.conf`; nil: not a cluster node.
     private let clusterDirectory: String?
-    private var process: Process?
+    private var process: ChildProcess?
     private let lock = NSLock()
 
     private init(port: Int, password: String?, clusterDirectory: String?) {
@@ -53,8 +53,6 @@ public final class RedisServerProcess: @unchecked Sendable {
     private func spawn() throws {
         try lock.withLock {
             guard process == nil else { return }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Self.executable)
             var arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--daemonize", "no", "--loglevel", "warning"]
             if let password { arguments += ["--requirepass", password] }
@@ -62,21 +60,15 @@ public final class RedisServerProcess: @unchecked Sendable {
                 arguments += ["--cluster-enabled", "yes", "--cluster-config-file", "\(clusterDirectory)/nodes-\(port).conf",
                               "--cluster-node-timeout", "2000", "--dir", clusterDirectory]
             }
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            self.process = process
+            process = try ChildProcess(executable: Self.executable, arguments: arguments)
         }
     }
 
     /// Kills the server (SIGKILL: an outage, not a clean shutdown).
     public func stop() {
         lock.withLock {
-            guard let process else { return }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            self.process = nil
+            process?.kill()
+            process = nil
         }
     }
 

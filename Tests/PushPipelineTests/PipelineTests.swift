@@ -92,7 +92,7 @@ struct PipelineTests {
             return endpoints.count
         }
         #expect(endpointsPerRequest.sorted() == [1, 2, 3], "one proxy request per job, with all of its user's endpoints")
-        try expectSchemaValid(published.map(\.valueString))
+        try await expectSchemaValid(published.map(\.valueString))
     }
 
     @Test("a malformed job lands in the DLQ with its bytes, key and reason, and the next job still flows")
@@ -270,18 +270,7 @@ func waitUntil(timeout: Duration, _ condition: () -> Bool) async throws {
 }
 
 /// Validates outcome documents against docs/outcome.schema.json with an independent validator.
-func expectSchemaValid(_ documents: [String]) throws {
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/check-schemas.py").standardized
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", script.path, "outcome", "-"]
-    let input = Pipe(), output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    try process.run()
-    input.fileHandleForWriting.write(Data(documents.joined(separator: "\n").utf8))
-    try input.fileHandleForWriting.close()
-    process.waitUntilExit()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    #expect(process.terminationStatus == 0, "\(text)")
+func expectSchemaValid(_ documents: [String]) async throws {
+    let check = try await runSchemaCheck(["outcome", "-"], input: documents.joined(separator: "\n"))
+    #expect(check.status == 0, "\(check.output)")
 }

@@ -70,16 +70,9 @@ struct JobDecoderTests {
     }
 
     @Test("the JSON Schema accepts the valid examples and refuses the invalid ones")
-    func schemaAgreesWithExamples() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.examples.appendingPathComponent("../../../scripts/check-schemas.py").standardized.path]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(text)")
+    func schemaAgreesWithExamples() async throws {
+        let check = try await runSchemaCheck([])
+        #expect(check.status == 0, "\(check.output)")
     }
 
     @Test("createdAt defaults to the Kafka timestamp; ttl and priority default by kind")

@@ -97,3 +97,18 @@ extension JobDecoder {
         self.init(limits: limits, formats: TargetFormats(LinkedPlugins.all.map(\.targetFormat)))
     }
 }
+
+/// Runs `scripts/check-schemas.py` (the independent JSON Schema validator) with these arguments and
+/// `input` on its standard input; its exit status and what it printed, output and errors together.
+public func runSchemaCheck(_ arguments: [String], input: String = "") async throws -> (status: Int32, output: String) {
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/check-schemas.py").standardized
+    let files = FileManager.default.temporaryDirectory.appendingPathComponent("check-schemas-\(UUID().uuidString)")
+    let inputFile = files.appendingPathExtension("in"), outputFile = files.appendingPathExtension("out")
+    defer { for file in [inputFile, outputFile] { try? FileManager.default.removeItem(at: file) } }
+    try Data(input.utf8).write(to: inputFile)
+    let process = try ChildProcess(executable: "/usr/bin/env", arguments: ["python3", script.path] + arguments,
+                                   standardInput: .file(inputFile.path), standardOutput: .file(outputFile.path),
+                                   standardError: .standardOutput)
+    let status = await process.exitStatus()
+    return (status, String(decoding: (try? Data(contentsOf: outputFile)) ?? Data(), as: UTF8.self))
+}
