@@ -24,7 +24,7 @@ demo: build
 ## fuzzing run), the Helm chart lint, the image's runtime-package check and the check that PushWorker uses no dev tools.
 test: test-deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
-	swift test --skip-build $(SWIFT_BUILD_FLAGS)
+	scripts/swift-test.sh $(SWIFT_BUILD_FLAGS)
 	scripts/e2e-run.sh .build/debug/push-worker
 	scripts/e2e-shutdown.sh .build/debug/push-worker
 	scripts/faults.sh .build/debug/push-worker
