@@ -121,8 +121,9 @@ struct HTTP2ConnectionBehaviourTests {
     @Test("an urgent request starts before normal ones waiting for a stream, on the streams kept for urgent ones",
           arguments: TransportKind.allCases)
     func urgentRequestsPassTheQueue(_ kind: TransportKind) async throws {
+        // The slow answers must outlast the wait for three of them below, on a machine as loaded as CI's.
         let sandbox = try await ProxySandboxFixture.start { request in
-            request.path.hasPrefix("/slow") ? SandboxResponse(status: 200, delay: .seconds(5)) : SandboxResponse(status: 204)
+            request.path.hasPrefix("/slow") ? SandboxResponse(status: 200, delay: .seconds(12)) : SandboxResponse(status: 204)
         }
         let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumStreamsPerConnection: 4,
                                                              urgentReservedStreams: 1))
