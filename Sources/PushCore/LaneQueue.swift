@@ -41,9 +41,11 @@ public struct LaneQueue<Element> {
 
 extension LaneQueue: Sendable where Element: Sendable {}
 
-/// Oldest first; popping moves a head index and compacts the storage as it drains.
+/// Oldest first; popping moves a head index and compacts the storage as it drains. A popped
+/// element's slot is emptied at once: the queue holds no reference to what it gave out (a job
+/// waiting for its app's slot holds its message and decoded job until then).
 public struct FIFOQueue<Element> {
-    private var items: [Element] = []
+    private var items: [Element?] = []
     private var head = 0
 
     public init() {}
@@ -65,7 +67,7 @@ public struct FIFOQueue<Element> {
 
     public mutating func popFirst() -> Element? {
         guard head < items.count else { return nil }
-        let first = items[head]
+        let first = items[head].take()
         head += 1
         if head == items.count {
             items.removeAll(keepingCapacity: true)
@@ -78,20 +80,20 @@ public struct FIFOQueue<Element> {
     }
 
     public mutating func remove(where matches: (Element) -> Bool) -> Element? {
-        guard let index = items[head...].firstIndex(where: matches) else { return nil }
+        guard let index = items[head...].firstIndex(where: { matches($0!) }) else { return nil }
         return items.remove(at: index)
     }
 
     public mutating func removeAll() -> [Element] {
         defer { items.removeAll(); head = 0 }
-        return Array(items[head...])
+        return items[head...].map { $0! }
     }
 
     /// Takes out every element that matches, in one pass, keeping the others in order; returns them.
     public mutating func removeAll(where matches: (Element) -> Bool) -> [Element] {
         var removed: [Element] = []
-        var kept: [Element] = []
-        for element in items[head...] {
+        var kept: [Element?] = []
+        for case let element? in items[head...] {
             if matches(element) { removed.append(element) } else { kept.append(element) }
         }
         if !removed.isEmpty {

@@ -54,4 +54,21 @@ struct LaneQueueTests {
         }
         #expect(expected == next)
     }
+
+    @Test("an element is released as soon as it is popped, even while thousands wait behind it")
+    func poppedElementsAreReleased() {
+        final class Waiter {}
+        var queue = FIFOQueue<Waiter>()
+        weak var first: Waiter?
+        do {
+            let waiter = Waiter()
+            first = waiter
+            queue.append(waiter)
+        }
+        for _ in 0..<5_000 { queue.append(Waiter()) }
+        #expect(first != nil)
+        _ = queue.popFirst()
+        #expect(first == nil, "the queue still held a popped element")
+        #expect(queue.count == 5_000)
+    }
 }
