@@ -29,8 +29,10 @@ public final class KafkaConsumer: Sendable {
             "auto.commit.interval.ms": "1000",
             "auto.offset.reset": "earliest",
             "enable.partition.eof": "false",
-            // Prefetch at most 16 MiB (librdkafka's default is 64 MiB) so a replica's memory stays small.
-            "queued.max.messages.kbytes": "16384",
+            // Prefetch at most 4 MiB per lane (librdkafka's default is 64 MiB) so a replica's memory stays
+            // small: at 10 000 jobs/s of 500 bytes that is most of a second of work, and a lane at its
+            // read-ahead bound holds its jobs in the pipeline besides (docs/performance.md).
+            "queued.max.messages.kbytes": "4096",
         ]
     }
 
