@@ -5,12 +5,12 @@ import Synchronization
 /// A child process started with `posix_spawn` that inherits no descriptor but standard input, output
 /// and error; its exit is collected with `waitpid`.
 ///
-/// Foundation's `Process` is not used for the sandboxes' children. It learns of a child's exit when a
-/// socket given to that child closes, and it closes the parent's other descriptors in a child by listing
-/// them first and spawning after: a child that another thread starts in between inherits the socket
-/// (and anything else opened meanwhile). A `redis-server` that inherited a `redis-cli`'s socket hid the
-/// `redis-cli`'s exit until the server itself ended, and the thread waiting for it waited for good.
-/// Here every descriptor from 3 up is closed inside the child, at the spawn itself.
+/// Foundation's `Process` is not used for the sandboxes' children. On this toolchain its `run()` can
+/// read past a buffer and crash the whole test process (swift-corelibs-foundation pull request 5472).
+/// And it closes the parent's other descriptors in a child by listing them first and spawning after:
+/// a child that another thread starts in between inherits whatever was opened meanwhile (a test's
+/// sockets, another child's exit-notification socket). Here every descriptor from 3 up is closed
+/// inside the child, at the spawn itself.
 public final class ChildProcess: Sendable {
     /// Where a standard stream of the child goes.
     public enum Stream: Sendable {
@@ -72,8 +72,17 @@ public final class ChildProcess: Sendable {
         var pause = 1
         while true {
             if let status = collect(blocking: false) { return status }
-            try? await Task.sleep(for: .milliseconds(pause))
+            await Self.sleep(milliseconds: pause)
             pause = min(pause * 2, 50)
+        }
+    }
+
+    private static let timer = DispatchQueue(label: "child-process-exit-polls")
+
+    /// Sleeps without ending early when the task is cancelled (a cancelled sleep would make the poll spin).
+    private static func sleep(milliseconds: Int) async {
+        await withCheckedContinuation { continuation in
+            timer.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { continuation.resume() }
         }
     }
 
