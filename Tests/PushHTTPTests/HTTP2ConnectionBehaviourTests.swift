@@ -121,7 +121,8 @@ struct HTTP2ConnectionBehaviourTests {
     @Test("an urgent request starts before normal ones waiting for a stream, on the streams kept for urgent ones",
           arguments: TransportKind.allCases)
     func urgentRequestsPassTheQueue(_ kind: TransportKind) async throws {
-        // The slow answers must outlast the wait for three of them below, on a machine as loaded as CI's.
+        // The slow answers must outlast the wait for three of them below, on a machine as loaded as CI's
+        // (and the slow requests' timeout must outlast the answers).
         let sandbox = try await ProxySandboxFixture.start { request in
             request.path.hasPrefix("/slow") ? SandboxResponse(status: 200, delay: .seconds(12)) : SandboxResponse(status: 204)
         }
@@ -133,7 +134,7 @@ struct HTTP2ConnectionBehaviourTests {
         let slow = (0..<4).map { index in
             Task {
                 defer { slowDone.add() }
-                return try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow\(index)", tls: tls))
+                return try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow\(index)", timeout: .seconds(30), tls: tls))
             }
         }
         let deadline = ContinuousClock.now + .seconds(10)
