@@ -17,12 +17,14 @@
 # With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
 # (the Redis figures are then summed over the masters, and listed per master).
 # With --baseline BINARY, another build of push-worker (say, of an earlier commit) runs first
-# with the same options, and the table shows both side by side.
+# with the same options, and the table shows both side by side. With --rounds N (N > 1) the two
+# run N times each, the first of each round alternating (baseline first in odd rounds): the table
+# lists every run, then the median of each build and, per round, default CPU ÷ baseline CPU.
 #
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8]
-#                    [--compare-clients] [--transports] [--redis-cluster] [--baseline BINARY] [--no-build]
+#                    [--compare-clients] [--transports] [--redis-cluster] [--baseline BINARY [--rounds N]] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 compare_clients=0 transports=0 redis_cluster=0 baseline="" extra=()
+jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 compare_clients=0 transports=0 redis_cluster=0 baseline="" rounds=1 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -35,10 +37,13 @@ while [ $# -gt 0 ]; do
         --transports) transports=1; shift ;;
         --redis-cluster) redis_cluster=1; shift ;;
         --baseline) baseline=$(realpath "$2"); shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
 source "$(dirname "$0")/bench-lib.sh"
+[[ "$rounds" =~ ^[1-9][0-9]?$ ]] || fail "--rounds takes a number from 1 to 99"
+[ "$rounds" = 1 ] || [ -n "$baseline" ] || fail "--rounds compares two builds: it needs --baseline"
 # The Kafka mock keeps about 5 MiB per partition (older messages fall off): queued all
 # at once, more than ~300 000 jobs on 32 partitions would lose their oldest before the run starts.
 if [ "$jobs" -gt 300000 ] && [[ " ${extra[*]} " != *" --rate "* ]]; then
@@ -128,12 +133,23 @@ if [ "$transports" = 1 ]; then
     fi
 fi
 reports=()
-if [ -n "$baseline" ]; then
-    bench_run baseline "$baseline"
-    reports+=("$work/report-baseline.json")
+if [ "$rounds" -gt 1 ]; then
+    # The second run of a pair tends to be a few per cent slower on a busy machine: alternate the order.
+    for round in $(seq 1 "$rounds"); do
+        if [ $((round % 2)) = 1 ]; then order=(baseline default); else order=(default baseline); fi
+        for label in "${order[@]}"; do
+            if [ "$label" = baseline ]; then bench_run "baseline-$round" "$baseline"; else bench_run "default-$round" "$bin"; fi
+            reports+=("$work/report-$label-$round.json")
+        done
+    done
+else
+    if [ -n "$baseline" ]; then
+        bench_run baseline "$baseline"
+        reports+=("$work/report-baseline.json")
+    fi
+    bench_run default "$bin"
+    reports+=("$work/report-default.json")
 fi
-bench_run default "$bin"
-reports+=("$work/report-default.json")
 if [ "$compare_clients" = 1 ]; then
     bench_run curl "$bin" PUSH_HTTP_CLIENT=curl
     reports+=("$work/report-curl.json")
@@ -183,6 +199,25 @@ for path in sys.argv[3:]:
     client = " ".join(report["transport"].split()[:1] if report["transport"].startswith("libcurl") else report["transport"].split()[:3])
     print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
           f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f}")
+rounds = {}
+for path in sys.argv[3:]:
+    label = path.rsplit("report-", 1)[-1].removesuffix(".json")
+    build, _, round_number = label.rpartition("-")
+    if build in ("baseline", "default") and round_number.isdigit():
+        rounds.setdefault(build, {})[int(round_number)] = json.load(open(path))
+if len(rounds) == 2:
+    import statistics
+    print()
+    for build in ("baseline", "default"):
+        runs = list(rounds[build].values())
+        median = lambda key: statistics.median(run[key] for run in runs)
+        print(f"{'median of ' + str(len(runs)) + ' (' + build + ')':<44} {median('jobsPerSecond'):>9.0f} {median('jobsPerSecond') / ceiling:>9.3f} "
+              f"{median('cpuSecondsPer1000Jobs') * 1000:>11.0f} {median('peakResidentMB'):>12.0f} "
+              f"{statistics.median(run['endToEndLatencyMs']['p99'] for run in runs):>11.1f}")
+    ratios = [rounds["default"][n]["cpuSecondsPer1000Jobs"] / rounds["baseline"][n]["cpuSecondsPer1000Jobs"]
+              for n in sorted(rounds["default"]) if n in rounds["baseline"]]
+    print(f"{'CPU per job, default ÷ baseline, per round':<44} " + " ".join(f"{ratio:.3f}" for ratio in ratios)
+          + f"  (median {statistics.median(ratios):.3f})")
 print()
 # reads: the socket reads Redis served, about one per round trip (the commands of many jobs share one).
 print(f"{'Redis per job':<44} {'commands':>9} {'reads':>7} {'bytes in':>9} {'bytes out':>10} {'CPU µs':>8} {'memory B':>9}  commands by name")

@@ -54,12 +54,13 @@ struct HTTP2ConnectionBehaviourTests {
         let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { request in
             if request.path == "/first" {
                 // Answered after /second has opened stream 3; the GOAWAY then names stream 1 as the last processed.
-                var response = SandboxResponse(status: 200, body: Array("first".utf8), delay: .seconds(3))
+                // 6 s leave room for /second to be sent while tests running beside this one hold the CPU.
+                var response = SandboxResponse(status: 200, body: Array("first".utf8), delay: .seconds(6))
                 response.connectionAction = .goAway
                 return response
             }
             // On the first connection /second is never answered (the connection closes first); on the next one at once.
-            return SandboxResponse(status: 200, body: Array("second".utf8), delay: closed.count == 0 ? .seconds(10) : nil)
+            return SandboxResponse(status: 200, body: Array("second".utf8), delay: closed.count == 0 ? .seconds(15) : nil)
         }
         let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
         defer { transport.shutdown() }
@@ -67,7 +68,7 @@ struct HTTP2ConnectionBehaviourTests {
         let first = Task { try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: options)) }
         let deadline = ContinuousClock.now + .seconds(5)
         while server.requests.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        let second = try await transport.send(HTTPRequest(url: server.baseURL + "/second", timeout: .seconds(8), tls: options))
+        let second = try await transport.send(HTTPRequest(url: server.baseURL + "/second", timeout: .seconds(20), tls: options))
         #expect(second.body == Array("second".utf8))
         #expect(try await first.value.body == Array("first".utf8))
         let seconds = server.requests.filter { $0.path == "/second" }
