@@ -146,6 +146,7 @@ let package = Package(
         .testTarget(name: "PushTemplatesTests", dependencies: ["PushTemplates", "PushCore", "APNsPlugin", "FCMPlugin"], path: "Tests/PushTemplatesTests"),
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushKafkaMock", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
         .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto", "TestSupport",
+                                                         .product(name: "NIOHPACK", package: "swift-nio-http2"),
                                                          .product(name: "NIOCore", package: "swift-nio"),
                                                          .product(name: "NIOPosix", package: "swift-nio"),
                                                          .product(name: "NIOHTTP1", package: "swift-nio"),

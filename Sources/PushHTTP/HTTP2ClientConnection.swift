@@ -68,6 +68,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private var idleSince = NIODeadline.now()
     private var lastRead = NIODeadline.now()
     private var pingOutstanding = false
+    private var fieldIndexing = FieldIndexing()
     static let pingTimeout = TimeAmount.seconds(5)
     private(set) var capacity: Int
 
@@ -244,10 +245,13 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             let name = header.name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? header.name.lowercased() : header.name
             guard !Self.isConnectionSpecific(name) else { continue }
             if name == "content-length" { hasContentLength = true }
-            headers.add(name: name, value: header.value)
+            headers.add(name: name, value: header.value, indexing: fieldIndexing.indexing(name: name, value: header.value))
         }
         let hasBody = request.method != "GET" && request.method != "HEAD"
-        if hasBody && !hasContentLength { headers.add(name: "content-length", value: String(request.body.count)) }
+        if hasBody && !hasContentLength {
+            let length = String(request.body.count)
+            headers.add(name: "content-length", value: length, indexing: fieldIndexing.indexing(name: "content-length", value: length))
+        }
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
         if hasBody {
             let body = context.channel.allocator.buffer(bytes: request.body)

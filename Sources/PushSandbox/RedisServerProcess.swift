@@ -35,7 +35,9 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Starts the server (again, after `stop`) on its port and waits until it accepts connections.
     public func start() async throws {
         try spawn()
-        for _ in 0..<200 {
+        // Generous: a test suite running side by side can keep a fresh process from the CPU for seconds.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
             if Self.canConnect(port: port) { return }
             try await Task.sleep(for: .milliseconds(25))
         }

@@ -56,7 +56,7 @@ struct RedisPipelineTests {
         let sandbox = try await ProxySandboxFixture.start()
         let redis = try await RedisServerProcess.launch()
         // call-2 is checked only once call-1 is done (one key, one order): the window leaves room for a slow machine.
-        let harness = try harness(kafka, sandbox, redis) { $0.dedupeWindows = DedupeWindows(milliseconds: [.call: 4000, .message: 0]) }
+        let harness = try harness(kafka, sandbox, redis) { $0.dedupeWindows = DedupeWindows(milliseconds: [.call: 8000, .message: 0]) }
         try await produce(kafka, [
             ("alice", jobJSON(id: "call-1", kind: "call", targets: [proxyTarget("b1")])),
             ("alice", jobJSON(id: "call-2", kind: "call", targets: [proxyTarget("b1")])),
@@ -66,7 +66,7 @@ struct RedisPipelineTests {
         let reader = try kafka.reader()
         let running = harness.start()
         _ = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 4 }
-        try await Task.sleep(for: .milliseconds(4100))
+        try await Task.sleep(for: .milliseconds(8100))
         try await produce(kafka, [("alice", jobJSON(id: "call-3", kind: "call", targets: [proxyTarget("b1")]))])
         let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 5 }
         try await harness.stop(running)
