@@ -17,9 +17,10 @@
 # With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
 # (the Redis figures are then summed over the masters, and listed per master).
 # With --baseline BINARY, another build of push-worker (say, of an earlier commit) runs first
-# with the same options, and the table shows both side by side. With --rounds N (N > 1) the two
-# run N times each, the first of each round alternating (baseline first in odd rounds): the table
-# lists every run, then the median of each build and, per round, default CPU ÷ baseline CPU.
+# with the same options, and the table shows both side by side. With --rounds N (N even) the two
+# run N times each after an unreported warm-up run, in the order baseline, default, default,
+# baseline, …, so that a machine that slows down (or speeds up) over the series favours neither:
+# the table lists every run, then the median of each build and, per round, default CPU ÷ baseline CPU.
 #
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8]
 #                    [--compare-clients] [--transports] [--redis-cluster] [--baseline BINARY [--rounds N]] [--no-build]
@@ -42,7 +43,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 source "$(dirname "$0")/bench-lib.sh"
-[[ "$rounds" =~ ^[1-9][0-9]?$ ]] || fail "--rounds takes a number from 1 to 99"
+[[ "$rounds" =~ ^[1-9][0-9]?$ ]] && { [ "$rounds" = 1 ] || [ $((rounds % 2)) = 0 ]; } \
+    || fail "--rounds takes an even number from 2 to 98 (each build goes first in half of the rounds)"
 [ "$rounds" = 1 ] || [ -n "$baseline" ] || fail "--rounds compares two builds: it needs --baseline"
 # The Kafka mock keeps about 5 MiB per partition (older messages fall off): queued all
 # at once, more than ~300 000 jobs on 32 partitions would lose their oldest before the run starts.
@@ -134,7 +136,9 @@ if [ "$transports" = 1 ]; then
 fi
 reports=()
 if [ "$rounds" -gt 1 ]; then
-    # The second run of a pair tends to be a few per cent slower on a busy machine: alternate the order.
+    # The first run on a fresh set of servers tends to be the fastest, and a busy machine drifts over a
+    # series: a warm-up run goes unreported, and each build goes first in half of the rounds.
+    bench_run warm-up "$bin" >/dev/null
     for round in $(seq 1 "$rounds"); do
         if [ $((round % 2)) = 1 ]; then order=(baseline default); else order=(default baseline); fi
         for label in "${order[@]}"; do
