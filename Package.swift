@@ -136,7 +136,7 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Sources/push-worker",
-        // jemalloc serves every allocation of the process (glibc's malloc cost 10-20 % more CPU per job; docs/performance.md).
+        // jemalloc serves every allocation of the process: with glibc's malloc a job took about 16 % more CPU (docs/performance.md).
         linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]),
 
         .target(name: "PushInMemoryKafka", dependencies: ["PushCore", "PushKafka", "PushPipeline"], path: "Sources/PushInMemoryKafka"),
