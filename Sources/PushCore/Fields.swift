@@ -17,13 +17,22 @@ public struct Fields: Sendable {
 
     /// The member's value (nil for an absent or `null` member), without marking it read.
     public func value(_ name: String) -> JSONValue? {
-        guard let index = members.firstIndex(where: { $0.key == name }) else { return nil }
+        guard let index = index(of: name) else { return nil }
         return Self.present(members[index].value)
     }
 
     /// Whether member `name` is present and was read.
     public func wasRead(_ name: String) -> Bool {
-        members.firstIndex(where: { $0.key == name }).map(isRead) ?? false
+        index(of: name).map(isRead) ?? false
+    }
+
+    /// Names of other byte lengths are told apart by their lengths alone: `String ==` of two different
+    /// strings checks canonical equivalence, which was the costlier part of reading a job's members.
+    /// (So a name spelt with a character canonically equal to an ASCII letter, the Kelvin sign for
+    /// `K`, names no member; RFC 8259 §8.3 compares names code unit by code unit.)
+    private func index(of name: String) -> Int? {
+        let length = name.utf8.count
+        return members.firstIndex { $0.key.utf8.count == length && $0.key == name }
     }
 
     private func isRead(_ index: Int) -> Bool {
@@ -32,7 +41,7 @@ public struct Fields: Sendable {
 
     /// The member's value (nil for an absent or `null` member), marked read.
     private mutating func take(_ name: String) -> JSONValue? {
-        guard let index = members.firstIndex(where: { $0.key == name }) else { return nil }
+        guard let index = index(of: name) else { return nil }
         if index < 64 { readMask |= 1 << UInt64(index) } else { readBeyond64.insert(index) }
         return Self.present(members[index].value)
     }
@@ -82,13 +91,27 @@ public struct Fields: Sendable {
         guard string.utf8.count <= maximumLength else {
             throw JobRejection(.invalidField, "\(path)\(name) is longer than \(maximumLength) bytes")
         }
-        guard !string.utf8.contains(0) else {
+        let (hasNUL, hasControl) = Self.controlCharacters(in: string)
+        guard !hasNUL else {
             throw JobRejection(.invalidField, "\(path)\(name) contains a NUL character")
         }
-        if content == .identifier, string.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+        if content == .identifier, hasControl {
             throw JobRejection(.invalidField, "\(path)\(name) contains a control character (CR, LF, tab, …): it can reach an HTTP header")
         }
         return string
+    }
+
+    /// One pass over the string's bytes: a NUL, and any control character (NUL, C0 or DEL).
+    private static func controlCharacters(in string: String) -> (nul: Bool, control: Bool) {
+        func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (nul: Bool, control: Bool) {
+            var nul = false, control = false
+            for byte in bytes where byte < 0x20 || byte == 0x7F {
+                control = true
+                if byte == 0 { nul = true }
+            }
+            return (nul, control)
+        }
+        return string.utf8.withContiguousStorageIfAvailable(scan) ?? Array(string.utf8).withUnsafeBufferPointer(scan)
     }
 
     public mutating func optionalInteger(_ name: String, in range: ClosedRange<Int64>) throws(JobRejection) -> Int64? {

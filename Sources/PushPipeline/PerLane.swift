@@ -18,6 +18,16 @@ struct PerLane<Value> {
         }
     }
 
+    /// What `body` reads from the lane's value (nil without one). Unlike `self[lane]?.…`, which the
+    /// optimiser may copy the whole value for (a retain and release of each of its collections), the
+    /// value is lent to `body`.
+    func read<Result>(_ lane: Lane, _ body: (borrowing Value) -> Result) -> Result? {
+        switch lane {
+        case .normal: if let normal { body(normal) } else { nil }
+        case .urgent: if let urgent { body(urgent) } else { nil }
+        }
+    }
+
     subscript(lane: Lane) -> Value? {
         _read {
             switch lane {

@@ -87,14 +87,14 @@ struct PipelineStateMachine {
     /// beyond the jobs it already holds queued, within its read-ahead bound (0 while stopping).
     /// A lane at capacity leaves the next messages in librdkafka's prefetch queue.
     func room(in lane: Lane) -> Int {
-        guard !stopRequested, let state = lanes[lane] else { return 0 }
-        return max(0, min(limits.readAhead - state.consumed, freeCapacity(of: lane) - state.queued))
+        guard !stopRequested, let (consumed, queued) = lanes.read(lane, { ($0.consumed, $0.queued) }) else { return 0 }
+        return max(0, min(limits.readAhead - consumed, freeCapacity(of: lane) - queued))
     }
 
     /// Jobs the lane could start now, given what both lanes run.
     private func freeCapacity(of lane: Lane) -> Int {
-        let urgent = lanes[.urgent]?.working ?? 0
-        let normal = lanes[.normal]?.working ?? 0
+        let urgent = lanes.read(.urgent) { $0.working } ?? 0
+        let normal = lanes.read(.normal) { $0.working } ?? 0
         let reserved = lanes.contains(.urgent) ? limits.urgentReserved : 0
         switch lane {
         case .urgent: return max(reserved - urgent, limits.maximumInFlight - urgent - normal, 0)
@@ -103,21 +103,21 @@ struct PipelineStateMachine {
     }
 
     /// Consumed and unfinished jobs of both lanes.
-    var consumed: Int { (lanes[.normal]?.consumed ?? 0) + (lanes[.urgent]?.consumed ?? 0) }
+    var consumed: Int { consumed(in: .normal) + consumed(in: .urgent) }
 
-    func consumed(in lane: Lane) -> Int { lanes[lane]?.consumed ?? 0 }
+    func consumed(in lane: Lane) -> Int { lanes.read(lane) { $0.consumed } ?? 0 }
 
-    func queued(in lane: Lane) -> Int { lanes[lane]?.queued ?? 0 }
+    func queued(in lane: Lane) -> Int { lanes.read(lane) { $0.queued } ?? 0 }
 
-    func running(in lane: Lane) -> Int { lanes[lane]?.running.count ?? 0 }
+    func running(in lane: Lane) -> Int { lanes.read(lane) { $0.running.count } ?? 0 }
 
     func running(in lane: Lane, partitions: [TopicPartition]) -> Int {
         let revoked = Set(partitions)
-        return lanes[lane]?.running.values.count { revoked.contains($0.message.topicPartition) } ?? 0
+        return lanes.read(lane) { $0.running.values.count { revoked.contains($0.message.topicPartition) } } ?? 0
     }
 
     /// Lanes that have not joined their consumer group yet (an empty assignment counts as joined).
-    var lanesNotJoined: [Lane] { [Lane.normal, .urgent].filter { lanes[$0]?.joined == false } }
+    var lanesNotJoined: [Lane] { [Lane.normal, .urgent].filter { lane in lanes.read(lane) { $0.joined } == false } }
 
     // MARK: - Events
 
@@ -145,7 +145,7 @@ struct PipelineStateMachine {
 
     /// A running job started or stopped waiting for an app slot: a parked job holds no in-flight capacity.
     mutating func parkingChanged(_ id: JobID, parked: Bool) -> [Action] {
-        guard lanes[id.lane]?.running[id.sequence] != nil else { return [] }
+        guard lanes.read(id.lane, { $0.running[id.sequence] != nil }) == true else { return [] }
         if parked {
             lanes[id.lane]!.parked.insert(id.sequence)
         } else {

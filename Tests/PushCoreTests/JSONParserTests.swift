@@ -45,10 +45,36 @@ struct JSONParserTests {
         #expect(throws: JSONParser.Failure.self) { try parse(text) }
     }
 
-    @Test("invalid UTF-8 inside a string is refused")
-    func invalidUTF8() {
-        let bytes: [UInt8] = Array("{\"a\":\"".utf8) + [0xC3, 0x28] + Array("\"}".utf8)
-        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(bytes) }
+    @Test("invalid UTF-8 inside a string is refused, with or without escapes beside it", arguments: [
+        [0xC3, 0x28], [0x80], [0xFF], [0xC0, 0xAF], [0xE0, 0x80, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
+        [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0x61, 0xE2, 0x28, 0xA1],
+    ] as [[UInt8]])
+    func invalidUTF8(_ sequence: [UInt8]) {
+        for escapeBeside in [false, true] {
+            let content = sequence + (escapeBeside ? Array("\\n".utf8) : [])
+            let bytes: [UInt8] = Array("{\"a\":\"".utf8) + content + Array("\"}".utf8)
+            #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(bytes) }
+        }
+    }
+
+    @Test("a string is accepted exactly when its bytes are valid UTF-8, and read back byte for byte")
+    func utf8AcceptedExactlyWhenValid() throws {
+        var generator = SystemRandomNumberGenerator()
+        let pieces: [[UInt8]] = [[0x61], [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0x80], [0xC3], [0xE2, 0x82],
+                                 [0xED, 0xA0, 0x80], [0xF8], [0xC1, 0x81], [0xF4, 0x90, 0x80, 0x80], [0xEF, 0xBF, 0xBD]]
+        for _ in 0..<2_000 {
+            var content: [UInt8] = []
+            for _ in 0..<Int.random(in: 0...6, using: &generator) { content += pieces.randomElement(using: &generator)! }
+            let document = [0x22] + content + [0x22]
+            let valid = String(validating: content, as: UTF8.self) != nil
+            if valid {
+                let value = try JSONParser.parse(document)
+                #expect(value == .string(String(decoding: content, as: UTF8.self)))
+                if case .string(let text) = value { #expect(Array(text.utf8) == content) }
+            } else {
+                #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(document) }
+            }
+        }
     }
 
     @Test("nesting deeper than the limit is refused, not a stack overflow")
