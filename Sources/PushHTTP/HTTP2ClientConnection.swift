@@ -54,6 +54,14 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
+    /// HTTP/2 field names are lower case (RFC 9113 §8.2.1): the plugins' names and the server's
+    /// (which `NIOHTTP2Handler` checks) already are, so most need no copy.
+    private static func lowercased(_ name: String) -> String {
+        let hasUpperCase = name.utf8.withContiguousStorageIfAvailable { $0.contains { $0 >= 0x41 && $0 <= 0x5A } }
+            ?? name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A }
+        return hasUpperCase ? name.lowercased() : name
+    }
+
     private weak var origin: HTTP2Origin?
     private let configuration: HTTPTransportConfiguration
     private let eventLoop: any EventLoop
@@ -241,8 +249,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         headers.add(name: ":path", value: transfer.target.path, indexing: .nonIndexable)
         var hasContentLength = false
         for header in request.headers {
-            // HTTP/2 field names are lower case (RFC 9113 §8.2.1); the plugins' already are, so most need no copy.
-            let name = header.name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? header.name.lowercased() : header.name
+            let name = Self.lowercased(header.name)
             guard !Self.isConnectionSpecific(name) else { continue }
             if name == "content-length" { hasContentLength = true }
             headers.add(name: name, value: header.value, indexing: fieldIndexing.indexing(name: name, value: header.value))
@@ -364,7 +371,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             for (name, value, _) in headers where !name.hasPrefix(":") {
                 stream.headerBytes += name.utf8.count + value.utf8.count + 4
                 guard stream.headers.count < HTTPResponse.maximumHeaderCount, stream.headerBytes <= HTTPResponse.maximumHeaderBytes else { break }
-                stream.headers.append((name.lowercased(), value))
+                stream.headers.append((Self.lowercased(name), value))
             }
         }
         if endStream { end(id, resetting: false, with: nil) }

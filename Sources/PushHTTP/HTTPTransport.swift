@@ -93,24 +93,31 @@ extension HTTPRequest {
     /// fields are refused at decode already; this is the second line of defence for anything
     /// that reaches a request, and the only check of outgoing fields on the HTTP/2 client.
     public var unsafeFieldDescription: String? {
-        func isControl(_ byte: UInt8, allowTab: Bool) -> Bool { (byte < 0x20 && !(allowTab && byte == 0x09)) || byte == 0x7F }
-        if url.utf8.contains(where: { isControl($0, allowTab: false) || $0 == 0x20 }) { return "the URL contains a control character or space" }
+        if Self.any(in: url, { $0 < 0x21 || $0 == 0x7F }) { return "the URL contains a control character or space" }
         for header in headers {
-            if header.name.isEmpty || !header.name.utf8.allSatisfy(Self.isTokenCharacter) {
+            if header.name.isEmpty || Self.any(in: header.name, { !Self.isTokenCharacter($0) }) {
                 return "a header name is empty or not a token (RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~)"
             }
-            if header.value.utf8.contains(where: { isControl($0, allowTab: true) }) {
+            if Self.any(in: header.value, { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
                 return "the value of header \(header.name) contains a control character"
             }
         }
         return nil
     }
 
+    /// Whether any byte of `text` matches, read from its contiguous UTF-8 (every request passes here).
+    private static func any(in text: String, _ matches: (UInt8) -> Bool) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { $0.contains(where: matches) } ?? text.utf8.contains(where: matches)
+    }
+
     /// RFC 9110 §5.6.2 `tchar`.
     static func isTokenCharacter(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): true
+        default: false
         }
     }
 }
