@@ -45,6 +45,10 @@ public enum BacklogBench {
         }
         // The calls come from their own thread, on schedule even while the backlog saturates the cooperative pool
         // (an upstream service is another process); each is produced at once, so its Kafka timestamp is its send time.
+        // An upstream service's producer knows the urgent topic long before a call: without this lookup the
+        // first call, and every call produced in the second its metadata takes, waited for librdkafka's refresh.
+        let unknown = producer.prepare(topics: [urgentTopic])
+        if !unknown.isEmpty { progress("could not look up \(urgentTopic) yet: the first calls may wait for a metadata refresh") }
         let calls = CallSource(jobs: jobs, producer: producer, topic: urgentTopic, interval: options.callInterval)
         calls.start()
         var lastProgress = ContinuousClock.now
