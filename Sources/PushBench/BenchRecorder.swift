@@ -13,8 +13,12 @@ final class BenchRecorder: PipelineObserver {
         var finished = 0
         var firstConsumed: ContinuousClock.Instant?
         var lastAcknowledged: ContinuousClock.Instant?
-        /// Consumed → outcomes acknowledged, in microseconds (retried targets not included).
+        /// Consumed (the job's task started) → outcomes acknowledged, in microseconds (retried targets not included).
         var pipelineLatency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+        /// Of it: task started → targets done (store checks, provider answers, outcomes recorded), in microseconds.
+        var processingLatency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+        /// Of it: targets done → outcomes acknowledged by Kafka, in microseconds.
+        var publishingLatency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
         /// Kafka timestamp (producer's clock) → outcomes acknowledged, in milliseconds.
         var endToEndLatency = Histogram<UInt64>(highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: .three)
         var statuses: [String: Int] = [:]
@@ -36,7 +40,7 @@ final class BenchRecorder: PipelineObserver {
 
     func reset() { state.withLock { $0 = Snapshot() } }
 
-    func acknowledged(_ publications: [Publication], consumedAt: ContinuousClock.Instant?, kafkaTimestamp: Int64?) {
+    func acknowledged(_ publications: [Publication], timeline: JobTimeline?, kafkaTimestamp: Int64?) {
         let ours = publications.filter { publication in
             switch publication {
             case .outcome(let outcome): jobs.isOurs(jobId: outcome.jobId)
@@ -65,9 +69,11 @@ final class BenchRecorder: PipelineObserver {
             let onlyCalls = ours.allSatisfy { if case .outcome(let outcome) = $0 { BenchJobs.isCall(jobId: outcome.jobId) } else { false } }
             guard !onlyCalls else { return }
             state.lastAcknowledged = now
-            if let consumedAt {
-                if state.firstConsumed.map({ consumedAt < $0 }) ?? true { state.firstConsumed = consumedAt }
-                _ = state.pipelineLatency.record(UInt64(max((now - consumedAt).microseconds, 0)))
+            if let timeline {
+                if state.firstConsumed.map({ timeline.started < $0 }) ?? true { state.firstConsumed = timeline.started }
+                _ = state.pipelineLatency.record(UInt64(max((now - timeline.started).microseconds, 0)))
+                _ = state.processingLatency.record(UInt64(max((timeline.processed - timeline.started).microseconds, 0)))
+                _ = state.publishingLatency.record(UInt64(max((now - timeline.processed).microseconds, 0)))
             }
             if let kafkaTimestamp { _ = state.endToEndLatency.record(UInt64(max(wallClock - kafkaTimestamp, 0))) }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Histogram
 import PushHTTP
 import PushWorker
 
@@ -9,6 +10,21 @@ public struct EndToEndReport: Sendable, Codable {
         public let p90: Double
         public let p99: Double
         public let max: Double
+
+        /// Milliseconds from a histogram of microseconds.
+        init(microseconds histogram: Histogram<UInt64>) {
+            p50 = Double(histogram.valueAtPercentile(50)) / 1000
+            p90 = Double(histogram.valueAtPercentile(90)) / 1000
+            p99 = Double(histogram.valueAtPercentile(99)) / 1000
+            max = Double(histogram.max) / 1000
+        }
+
+        init(p50: Double, p90: Double, p99: Double, max: Double) {
+            self.p50 = p50
+            self.p90 = p90
+            self.p99 = p99
+            self.max = max
+        }
     }
 
     public let jobsRequested: Int
@@ -25,8 +41,12 @@ public struct EndToEndReport: Sendable, Codable {
     public let seconds: Double
     /// First job consumed → last job's outcomes acknowledged by Kafka.
     public let jobsPerSecond: Double
-    /// Job consumed → its outcomes acknowledged, in milliseconds.
+    /// Job consumed (its task started) → its outcomes acknowledged, in milliseconds.
     public let pipelineLatencyMs: Latency
+    /// Of it: task started → targets done (the store's checks, the provider's answers, the outcomes recorded).
+    public let processingLatencyMs: Latency
+    /// Of it: targets done → outcomes acknowledged by Kafka.
+    public let publishingLatencyMs: Latency
     /// Kafka timestamp (produce time) → outcomes acknowledged, in milliseconds (includes queueing in Kafka).
     public let endToEndLatencyMs: Latency
     public let cpuSecondsPer1000Jobs: Double
@@ -54,10 +74,9 @@ public struct EndToEndReport: Sendable, Codable {
             seconds = 0
         }
         jobsPerSecond = seconds > 0 ? Double(snapshot.finished) / seconds : 0
-        pipelineLatencyMs = Latency(p50: Double(snapshot.pipelineLatency.valueAtPercentile(50)) / 1000,
-                                    p90: Double(snapshot.pipelineLatency.valueAtPercentile(90)) / 1000,
-                                    p99: Double(snapshot.pipelineLatency.valueAtPercentile(99)) / 1000,
-                                    max: Double(snapshot.pipelineLatency.max) / 1000)
+        pipelineLatencyMs = Latency(microseconds: snapshot.pipelineLatency)
+        processingLatencyMs = Latency(microseconds: snapshot.processingLatency)
+        publishingLatencyMs = Latency(microseconds: snapshot.publishingLatency)
         endToEndLatencyMs = Latency(p50: Double(snapshot.endToEndLatency.valueAtPercentile(50)),
                                     p90: Double(snapshot.endToEndLatency.valueAtPercentile(90)),
                                     p99: Double(snapshot.endToEndLatency.valueAtPercentile(99)),
@@ -87,6 +106,8 @@ public struct EndToEndReport: Sendable, Codable {
             ("offered load", offeredRate.map { "\($0) jobs/s (produced during the run)" } ?? "all queued before the start"),
             ("throughput", "\(format(jobsPerSecond, 0)) jobs/s over \(format(seconds, 2)) s"),
             ("latency consumed→acked", latency(pipelineLatencyMs)),
+            ("  of it: processing", latency(processingLatencyMs)),
+            ("  of it: publishing", latency(publishingLatencyMs)),
             ("latency produced→acked", latency(endToEndLatencyMs)),
             ("CPU per 1000 jobs", "\(format(cpuSecondsPer1000Jobs, 3)) s (whole process)"),
             ("peak RSS", "\(format(peakResidentMB)) MB"),

@@ -332,14 +332,18 @@ public final class DeliveryPipeline: Sendable {
             let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
             for lane in woken { wake[lane]?.signal() }
         }
-        let consumedAt = ContinuousClock.now
+        let startedAt = ContinuousClock.now
         let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
             var completed = false
             if case .publish(let publications, _) = await processor.process(admitted, slot: slot, parking: parking) {
+                let processedAt = ContinuousClock.now
                 completed = await publisher.publish(publications)
-                if completed { observer?.acknowledged(publications, consumedAt: consumedAt, kafkaTimestamp: message.timestamp) }
+                if completed {
+                    observer?.acknowledged(publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
+                                           kafkaTimestamp: message.timestamp)
+                }
             }
             finish(id, completed: completed)
         }

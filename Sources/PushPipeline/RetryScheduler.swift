@@ -66,7 +66,7 @@ final class RetryScheduler: Sendable {
     private func handle(_ entry: RetryEntry) async {
         guard case .publish(let publications, let handedOff) = await processor.processRetry(entry) else { return }
         guard await publisher.publish(publications) else { return }
-        observer?.acknowledged(publications, consumedAt: nil, kafkaTimestamp: entry.fallbackCreatedAt)
+        observer?.acknowledged(publications, timeline: nil, kafkaTimestamp: entry.fallbackCreatedAt)
         if !handedOff {
             _ = await processor.withStore { try await self.queue.complete(entry.id) }
         }

@@ -50,14 +50,29 @@ struct BenchTests {
         func outcome(_ job: String, _ status: Outcome.Status) -> Publication {
             .outcome(Outcome(jobId: job, userId: "u", bindingId: "b", provider: .apns, app: nil, status: status, attempts: 1, at: 0))
         }
-        recorder.acknowledged([outcome("rtest-1", .delivered)], consumedAt: .now, kafkaTimestamp: currentTimeMilliseconds())
-        recorder.acknowledged([outcome("rtest-2", .retrying)], consumedAt: .now, kafkaTimestamp: nil)
-        recorder.acknowledged([outcome("rtest-2", .failed)], consumedAt: nil, kafkaTimestamp: nil)
-        recorder.acknowledged([outcome("other-3", .delivered)], consumedAt: .now, kafkaTimestamp: nil)
+        let timeline = JobTimeline(started: .now, processed: .now)
+        recorder.acknowledged([outcome("rtest-1", .delivered)], timeline: timeline, kafkaTimestamp: currentTimeMilliseconds())
+        recorder.acknowledged([outcome("rtest-2", .retrying)], timeline: timeline, kafkaTimestamp: nil)
+        recorder.acknowledged([outcome("rtest-2", .failed)], timeline: nil, kafkaTimestamp: nil)
+        recorder.acknowledged([outcome("other-3", .delivered)], timeline: timeline, kafkaTimestamp: nil)
         let snapshot = recorder.snapshot
         #expect(snapshot.finished == 2)
         #expect(snapshot.statuses == ["delivered": 1, "retrying": 1, "failed": 1])
         #expect(snapshot.pipelineLatency.totalCount == 2, "retried outcomes have no consume time")
+    }
+
+    @Test("a job's latency is split at the moment its targets were done: processing before, publishing after")
+    func recorderSplitsLatency() {
+        let jobs = BenchJobs(runId: "rsplit", mix: JobMix.default, apnsApp: "a", fcmProject: "p", webPush: nil, users: 10)
+        let recorder = BenchRecorder(jobs: jobs)
+        let started = ContinuousClock.now - .milliseconds(10)
+        let outcome = Outcome(jobId: "rsplit-1", userId: "u", bindingId: "b", provider: .apns, app: nil, status: .delivered, attempts: 1, at: 0)
+        recorder.acknowledged([.outcome(outcome)], timeline: JobTimeline(started: started, processed: started + .milliseconds(3)),
+                              kafkaTimestamp: nil)
+        let snapshot = recorder.snapshot
+        #expect((2_990...3_010).contains(snapshot.processingLatency.valueAtPercentile(50)))
+        #expect(snapshot.publishingLatency.valueAtPercentile(50) >= 6_990)
+        #expect(snapshot.pipelineLatency.valueAtPercentile(50) >= 9_990)
     }
 
     @Test("a run through Kafka, the pipeline and every provider sandbox finishes all jobs, delivered")
