@@ -31,10 +31,14 @@ struct KafkaRoundTripTests {
         let kafka = try KafkaFixture()
         var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
         properties["queue.buffering.max.messages"] = "1"
-        // Senders that held their threads would free them only when the queued record expires, after this.
+        // Longer than the late answer below: the queued record is delivered, not expired.
         properties["message.timeout.ms"] = "40000"
         let producer = try KafkaProducer(properties: properties, logger: testLogger())
-        kafka.cluster.setBroker(1, up: false)
+        try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("warm".utf8))])
+        // The broker answers the next produce only after 25 s, so the one record the queue holds stays in it that long.
+        // (Taking the mock broker down and up makes librdkafka bind its port again, which aborts the process if
+        // anything took the port in between.)
+        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 25_000)
         let senders = ProcessInfo.processInfo.activeProcessorCount * 4
         let sends = (0..<senders).map { index in
             Task { try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("r\(index)".utf8))]) }
@@ -42,15 +46,16 @@ struct KafkaRoundTripTests {
         try await Task.sleep(for: .milliseconds(300))
         let probeStarted = ContinuousClock.now
         await Task.detached { }.value
-        // Well under the record's expiry; generous, as the other suites keep CI's two cores busy.
+        // Senders that held their threads would free them only with the answer, after 25 s. Generous, as the other
+        // suites keep CI's two cores busy.
         #expect(ContinuousClock.now - probeStarted < .seconds(20), "senders waiting for room held the threads every task runs on")
-        kafka.cluster.setBroker(1, up: true)
+        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 0)
         for send in sends { try await send.value }
         let reader = try kafka.reader(topics: [kafka.outcomesTopic])
-        let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= senders }
+        let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= senders + 1 }
         reader.stop()
         producer.close()
-        #expect(Set(messages.map(\.valueString)) == Set((0..<senders).map { "r\($0)" }))
+        #expect(Set(messages.map(\.valueString)) == Set((0..<senders).map { "r\($0)" } + ["warm"]))
     }
 
     @Test("send fails when the broker never acknowledges within message.timeout.ms")
@@ -59,11 +64,16 @@ struct KafkaRoundTripTests {
         var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
         properties["message.timeout.ms"] = "1500"
         let producer = try KafkaProducer(properties: properties, logger: testLogger())
-        kafka.cluster.setBroker(1, up: false)
+        try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("warm".utf8))])
+        // The broker stays up but answers too late. (Taking the mock broker down and up makes librdkafka
+        // bind its port again, which aborts the process if anything took the port in between.)
+        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 10_000)
+        let started = ContinuousClock.now
         await #expect(throws: KafkaError.self) {
             try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("x".utf8))])
         }
-        kafka.cluster.setBroker(1, up: true)
+        #expect(ContinuousClock.now - started < .seconds(9), "the send ended by its message timeout, not by the late answer")
+        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 0)
         producer.close(timeout: .seconds(1))
     }
 }
