@@ -77,6 +77,9 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// Whether the child has ended (collecting its exit status if it has).
+    public var hasExited: Bool { collect(blocking: false) != nil }
+
     private static let timer = DispatchQueue(label: "child-process-exit-polls")
 
     /// Sleeps without ending early when the task is cancelled (a cancelled sleep would make the poll spin).

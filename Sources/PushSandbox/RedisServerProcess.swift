@@ -19,18 +19,31 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// A server started and accepting connections.
     public static func launch(password: String? = nil) async throws -> RedisServerProcess {
-        let server = RedisServerProcess(port: try allocatePort(clusterBus: false), password: password, clusterDirectory: nil)
-        try await server.start()
-        return server
+        try await launch { RedisServerProcess(port: try allocatePort(clusterBus: false), password: password, clusterDirectory: nil) }
     }
 
     /// A node with cluster support on (`--cluster-enabled yes`), not yet part of a cluster; its
     /// cluster bus port (the port + 10 000) is free too.
     static func launchClusterNode(in directory: String) async throws -> RedisServerProcess {
-        let node = RedisServerProcess(port: try allocatePort(clusterBus: true), password: nil, clusterDirectory: directory)
-        try await node.start()
-        return node
+        try await launch { RedisServerProcess(port: try allocatePort(clusterBus: true), password: nil, clusterDirectory: directory) }
     }
+
+    /// Starts a server on a new port; one that exits at once (its port was taken after it was found
+    /// free) is tried again on the next port, up to three times.
+    private static func launch(_ make: () throws -> RedisServerProcess) async throws -> RedisServerProcess {
+        var attempt = 1
+        while true {
+            let server = try make()
+            do {
+                try await server.start()
+                return server
+            } catch let error as NSError where error.domain == "redis-server" && error.code == Self.exitedAtStart && attempt < 3 {
+                attempt += 1
+            }
+        }
+    }
+
+    private static let exitedAtStart = 3
 
     /// Starts the server (again, after `stop`) on its port and waits until it accepts connections.
     public func start() async throws {
@@ -38,6 +51,11 @@ public final class RedisServerProcess: @unchecked Sendable {
         // Generous: a test suite running side by side can keep a fresh process from the CPU for seconds.
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
+            if lock.withLock({ process?.hasExited ?? false }) {
+                stop()
+                throw NSError(domain: "redis-server", code: Self.exitedAtStart,
+                              userInfo: [NSLocalizedDescriptionKey: "redis-server exited at start on port \(port) (port taken?)"])
+            }
             if Self.canConnect(port: port) { return }
             try await Task.sleep(for: .milliseconds(25))
         }
@@ -85,8 +103,10 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// The next port of this process's own range, free now. Ports are handed out once each per run:
     /// servers that tests start side by side never race for a port the kernel handed to both (a
-    /// cluster node once joined a plain server that had taken its port first). The range lies below
-    /// the kernel's ephemeral ports; a cluster node's bus port (the port + 10 000) must be free too.
+    /// cluster node once joined a plain server that had taken its port first). The range and its
+    /// cluster bus ports (the port + 10 000, which must be free too) lie below the kernel's
+    /// ephemeral ports (32 768 and up on Linux by default), which any outgoing connection or
+    /// mock broker may take at any moment.
     static func allocatePort(clusterBus: Bool) throws -> Int {
         for _ in 0..<portRange.count {
             let port = nextPort.withLock { next -> Int in
@@ -98,7 +118,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         throw NSError(domain: "redis-server", code: 2, userInfo: [NSLocalizedDescriptionKey: "no free port in \(portRange)"])
     }
 
-    private static let portRange = 20_000..<30_000
+    private static let portRange = 20_000..<22_768
     private static let nextPort = Mutex(Int.random(in: portRange))
 
     static func canBind(port: Int) -> Bool { onLoopback(port: port) { bind($0, $1, $2) } }
