@@ -4,7 +4,7 @@
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev libjemalloc-dev pkg-config \
+      librdkafka-dev libhiredis-dev libcurl4-openssl-dev libnghttp2-dev libssl-dev libjemalloc-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies are built at exactly the versions and commits pinned in Package.resolved;
@@ -28,7 +28,7 @@ RUN swift build -c release --force-resolved-versions --product push-worker \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      librdkafka1 libcurl4 libhiredis0.14 libssl3 libjemalloc2 ca-certificates \
+      librdkafka1 libcurl4 libnghttp2-14 libhiredis0.14 libssl3 libjemalloc2 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin push
 COPY --from=build /swift-runtime/ /usr/lib/swift/linux/

@@ -10,8 +10,8 @@
 # It ends with the micro-benchmarks (`push-worker bench --micro`) beside `openssl speed ecdhp256`.
 # With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
 # (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
-# With --compare-clients, push-worker runs a second time with PUSH_HTTP_CLIENT=curl (libcurl for every
-# request) beside the default swift-nio-http2 client.
+# With --compare-clients, push-worker runs again with PUSH_HTTP_CLIENT=nghttp2 (nghttp2's framing on the
+# same swift-nio connections) and PUSH_HTTP_CLIENT=curl (libcurl for every request).
 # With --transports, each HTTP/2 client runs alone first (`bench --scenario transport`: the same POST
 # as h2load, as many in flight), for the client comparison without Kafka or Redis.
 # With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
@@ -127,8 +127,9 @@ libcurl8_dir() {
 }
 if [ "$transports" = 1 ]; then
     transport_run nio nio
+    transport_run nghttp2 nghttp2
     transport_run curl curl
-    transport_reports+=("$work/transport-nio.json" "$work/transport-curl.json")
+    transport_reports+=("$work/transport-nio.json" "$work/transport-nghttp2.json" "$work/transport-curl.json")
     if [ "$libcurl8" = 1 ]; then
         transport_run libcurl8 curl LD_LIBRARY_PATH="$(libcurl8_dir)"
         transport_reports+=("$work/transport-libcurl8.json")
@@ -155,8 +156,9 @@ else
     reports+=("$work/report-default.json")
 fi
 if [ "$compare_clients" = 1 ]; then
+    bench_run nghttp2 "$bin" PUSH_HTTP_CLIENT=nghttp2
     bench_run curl "$bin" PUSH_HTTP_CLIENT=curl
-    reports+=("$work/report-curl.json")
+    reports+=("$work/report-nghttp2.json" "$work/report-curl.json")
 fi
 if [ "$libcurl8" = 1 ]; then
     bench_run libcurl8 "$bin" PUSH_HTTP_CLIENT=curl LD_LIBRARY_PATH="$(libcurl8_dir)"
@@ -200,7 +202,7 @@ for path in sys.argv[3:]:
     report = json.load(open(path))
     rate = report["jobsPerSecond"]
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")
-    client = " ".join(report["transport"].split()[:1] if report["transport"].startswith("libcurl") else report["transport"].split()[:3])
+    client = report["transport"].split()[0] if report["transport"].startswith("libcurl") else report["transport"].split(" (fallback")[0]
     print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
           f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f}")
 rounds = {}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves the Dockerfile's runtime stage is complete: every shared library the binary loads
 # is either Swift runtime (copied from the builder) or comes from a Debian package that the
-# runtime image installs (librdkafka1 libcurl4 libhiredis0.14 libssl3 libjemalloc2 ca-certificates) or
+# runtime image installs (librdkafka1 libcurl4 libnghttp2-14 libhiredis0.14 libssl3 libjemalloc2 ca-certificates) or
 # already has (bookworm-slim ships apt and its dependencies), directly or as a dependency.
 # Usage: scripts/check-runtime-deps.sh [path/to/push-worker]
 set -euo pipefail

@@ -5,7 +5,7 @@
 # With --demo, redis-server (the demo's retry queue, where a cancel stops a retrying call).
 # With --bench, what scripts/bench.sh uses: nginx with the echo module, h2load, redis-server.
 set -euo pipefail
-packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libssl-dev libjemalloc-dev pkg-config)
+packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libnghttp2-dev libssl-dev libjemalloc-dev pkg-config)
 if [ "${1:-}" = --demo ]; then packages+=(redis-server); fi
 if [ "${1:-}" = --test ]; then packages+=(redis-server kcat curl python3 python3-confluent-kafka strace); fi
 if [ "${1:-}" = --bench ]; then packages+=(redis-server curl python3 openssl nginx-light libnginx-mod-http-echo nghttp2-client); fi

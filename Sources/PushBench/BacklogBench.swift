@@ -164,9 +164,7 @@ public struct BacklogReport: Sendable, Codable {
         callIntervalMs = Int(options.callInterval.components.seconds * 1000 + options.callInterval.components.attoseconds / 1_000_000_000_000_000)
         self.callsProduced = callsProduced
         callsFinished = final.calls
-        let histogram = final.callLatency
-        callLatencyMs = EndToEndReport.Latency(p50: Double(histogram.valueAtPercentile(50)), p90: Double(histogram.valueAtPercentile(90)),
-                                               p99: Double(histogram.valueAtPercentile(99)), max: Double(histogram.max))
+        callLatencyMs = EndToEndReport.Latency(final.callLatency, unitsPerMillisecond: 1)
         callOutcomes = final.callStatuses
         if let first = backlogDone.firstConsumed, let last = backlogDone.lastAcknowledged {
             drainSeconds = (last - first).seconds

@@ -11,20 +11,15 @@ public struct EndToEndReport: Sendable, Codable {
         public let p99: Double
         public let max: Double
 
-        /// Milliseconds from a histogram of microseconds.
-        init(microseconds histogram: Histogram<UInt64>) {
-            p50 = Double(histogram.valueAtPercentile(50)) / 1000
-            p90 = Double(histogram.valueAtPercentile(90)) / 1000
-            p99 = Double(histogram.valueAtPercentile(99)) / 1000
-            max = Double(histogram.max) / 1000
+        /// Milliseconds from a histogram whose unit is a thousandth (`unitsPerMillisecond` 1000: microseconds) or a millisecond.
+        init(_ histogram: Histogram<UInt64>, unitsPerMillisecond: Double) {
+            p50 = Double(histogram.valueAtPercentile(50)) / unitsPerMillisecond
+            p90 = Double(histogram.valueAtPercentile(90)) / unitsPerMillisecond
+            p99 = Double(histogram.valueAtPercentile(99)) / unitsPerMillisecond
+            max = Double(histogram.max) / unitsPerMillisecond
         }
 
-        init(p50: Double, p90: Double, p99: Double, max: Double) {
-            self.p50 = p50
-            self.p90 = p90
-            self.p99 = p99
-            self.max = max
-        }
+        init(microseconds histogram: Histogram<UInt64>) { self.init(histogram, unitsPerMillisecond: 1000) }
     }
 
     public let jobsRequested: Int
@@ -61,7 +56,7 @@ public struct EndToEndReport: Sendable, Codable {
         self.endpoint = endpoint
         self.kafka = kafka
         transport = switch configuration.httpClient {
-        case .nio: "swift-nio-http2 (fallback \(CurlHTTPTransport.libraryVersion.split(separator: " ").first ?? ""))"
+        case .nio, .nghttp2: "\(configuration.httpClient.library) (fallback \(HTTPClientKind.curl.library))"
         case .curl: CurlHTTPTransport.libraryVersion
         }
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
@@ -77,10 +72,7 @@ public struct EndToEndReport: Sendable, Codable {
         pipelineLatencyMs = Latency(microseconds: snapshot.pipelineLatency)
         processingLatencyMs = Latency(microseconds: snapshot.processingLatency)
         publishingLatencyMs = Latency(microseconds: snapshot.publishingLatency)
-        endToEndLatencyMs = Latency(p50: Double(snapshot.endToEndLatency.valueAtPercentile(50)),
-                                    p90: Double(snapshot.endToEndLatency.valueAtPercentile(90)),
-                                    p99: Double(snapshot.endToEndLatency.valueAtPercentile(99)),
-                                    max: Double(snapshot.endToEndLatency.max))
+        endToEndLatencyMs = Latency(snapshot.endToEndLatency, unitsPerMillisecond: 1)
         cpuSecondsPer1000Jobs = snapshot.finished > 0 ? cpuSeconds / Double(snapshot.finished) * 1000 : 0
         peakResidentMB = Double(peakResidentBytes) / 1_048_576
         outcomes = snapshot.statuses

@@ -71,11 +71,7 @@ public enum TransportBench {
         }
         let seconds = (ContinuousClock.now - started).seconds
         let cpu = ProcessResources.cpuSeconds() - cpuBefore
-        let label = switch options.client {
-        case .nio: "swift-nio-http2"
-        case .curl: String(CurlHTTPTransport.libraryVersion.split(separator: " ").first ?? "libcurl")
-        }
-        return Report(client: label, requests: options.requests, failures: failures, connections: options.connections, seconds: seconds,
+        return Report(client: options.client.library, requests: options.requests, failures: failures, connections: options.connections, seconds: seconds,
                       requestsPerSecond: Double(options.requests) / seconds, cpuMicrosecondsPerRequest: cpu * 1e6 / Double(options.requests),
                       peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
     }

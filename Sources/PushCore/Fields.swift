@@ -91,27 +91,14 @@ public struct Fields: Sendable {
         guard string.utf8.count <= maximumLength else {
             throw JobRejection(.invalidField, "\(path)\(name) is longer than \(maximumLength) bytes")
         }
-        let (hasNUL, hasControl) = Self.controlCharacters(in: string)
-        guard !hasNUL else {
+        let hasControl = string.containsUTF8Byte { $0 < 0x20 || $0 == 0x7F }
+        guard !hasControl || !string.containsUTF8Byte(where: { $0 == 0 }) else {
             throw JobRejection(.invalidField, "\(path)\(name) contains a NUL character")
         }
         if content == .identifier, hasControl {
             throw JobRejection(.invalidField, "\(path)\(name) contains a control character (CR, LF, tab, …): it can reach an HTTP header")
         }
         return string
-    }
-
-    /// One pass over the string's bytes: a NUL, and any control character (NUL, C0 or DEL).
-    private static func controlCharacters(in string: String) -> (nul: Bool, control: Bool) {
-        func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (nul: Bool, control: Bool) {
-            var nul = false, control = false
-            for byte in bytes where byte < 0x20 || byte == 0x7F {
-                control = true
-                if byte == 0 { nul = true }
-            }
-            return (nul, control)
-        }
-        return string.utf8.withContiguousStorageIfAvailable(scan) ?? Array(string.utf8).withUnsafeBufferPointer(scan)
     }
 
     public mutating func optionalInteger(_ name: String, in range: ClosedRange<Int64>) throws(JobRejection) -> Int64? {

@@ -1,20 +1,14 @@
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
 import PushCore
 
-/// One HTTP/2 connection over TLS: the channel handler above `NIOHTTP2Handler` that writes each
-/// request as frames on a stream of its own and puts the answer together from the frames that come
-/// back. Lives on the transport's event loop.
-///
-/// Without NIO's per-stream channels, flow control of what the server sends is ours: the
-/// connection window is raised at start and topped up as the handler reports it used (RFC 9113 §6.9).
-final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+/// One HTTP/2 connection over TLS, on the transport's event loop: it opens the connection, puts the
+/// framing (`HTTP2FramingKind`) under itself once the handshake chose h2, starts each request on a
+/// stream of its own and puts the answer together from what the framing reports.
+final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandler, HTTP2FramingDelegate {
+    typealias InboundIn = ByteBuffer
 
     private enum Phase {
         case connecting
@@ -26,9 +20,20 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     /// One request's stream and its answer so far.
     private final class Stream {
+        enum HeaderBlock {
+            /// The next field block should carry the answer's status.
+            case awaitingStatus
+            /// A 1xx block (100 Continue, 103 Early Hints): the answer follows in another.
+            case informational
+            case answer
+            /// Trailers, or anything after the answer's fields: not kept.
+            case after
+        }
+
         let transfer: HTTP2Transfer
         let responseLimit: Int
         var status: Int?
+        var block = HeaderBlock.awaitingStatus
         var headers: [(name: String, value: String)] = []
         var headerBytes = 0
         var body: [UInt8] = []
@@ -43,9 +48,6 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         var response: HTTPResponse { HTTPResponse(status: status ?? 0, headers: headers, body: body, bodyTruncated: truncated) }
     }
 
-    static let connectionWindow = 4 << 20
-    static let streamWindow = 1 << 20
-    static let maximumHeaderListSize = 64 << 10
     /// Fields HTTP/2 forbids or carries otherwise (RFC 9113 §8.2.2; `host` becomes `:authority`).
     private static func isConnectionSpecific(_ name: String) -> Bool {
         switch name {
@@ -55,11 +57,9 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// HTTP/2 field names are lower case (RFC 9113 §8.2.1): the plugins' names and the server's
-    /// (which `NIOHTTP2Handler` checks) already are, so most need no copy.
+    /// (which the framing checks) already are, so most need no copy.
     private static func lowercased(_ name: String) -> String {
-        let hasUpperCase = name.utf8.withContiguousStorageIfAvailable { $0.contains { $0 >= 0x41 && $0 <= 0x5A } }
-            ?? name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A }
-        return hasUpperCase ? name.lowercased() : name
+        name.containsUTF8Byte { $0 >= 0x41 && $0 <= 0x5A } ? name.lowercased() : name
     }
 
     private weak var origin: HTTP2Origin?
@@ -68,20 +68,21 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private var phase = Phase.connecting
     private var context: ChannelHandlerContext?
     private var channel: (any Channel)?
-    private var streams: [HTTP2StreamID: Stream] = [:]
-    private var nextStreamID: Int32 = 1
+    private let framingKind: HTTP2FramingKind
+    private var framing: (any HTTP2Framing)?
+    private var streams: [Int32: Stream] = [:]
     private var flushScheduled = false
     private var lastError: (any Error)?
     private var handshakeTimeout: Scheduled<Void>?
     private var idleSince = NIODeadline.now()
     private var lastRead = NIODeadline.now()
     private var pingOutstanding = false
-    private var fieldIndexing = FieldIndexing()
     static let pingTimeout = TimeAmount.seconds(5)
     private(set) var capacity: Int
 
-    init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, eventLoop: any EventLoop) {
+    init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop) {
         self.origin = origin
+        framingKind = framing
         self.configuration = configuration
         self.eventLoop = eventLoop
         capacity = configuration.maximumStreamsPerConnection
@@ -178,10 +179,6 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent {
             handshakeCompleted(context: context, negotiated: negotiated)
-        } else if let closed = event as? StreamClosedEvent {
-            streamClosed(closed.streamID, reason: closed.reason)
-        } else if let window = event as? NIOHTTP2WindowUpdatedEvent {
-            inboundWindowChanged(window)
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -196,29 +193,14 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             context.close(promise: nil)
             return
         }
-        var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
-        connectionConfiguration.initialSettings = [
-            HTTP2Setting(parameter: .enablePush, value: 0),
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-            HTTP2Setting(parameter: .initialWindowSize, value: Self.streamWindow),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: Self.maximumHeaderListSize),
-        ]
-        // `start` writes only fields `HTTPRequest` validated, and `received` reads only `:status` (checked there) and copies
-        // the rest as opaque text; NIO's own check of every field in both directions cost about 5 % of a request's CPU.
-        connectionConfiguration.headerBlockValidation = .disabled
         do {
             // Added only now, inside the handshake event, so the server's preface reaches it (NOTES: else ReceivedBadSettings).
-            try context.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration),
-                                                           position: .before(self))
+            framing = try framingKind.install(in: context.pipeline.syncOperations, below: self)
         } catch {
             lastError = error
             context.close(promise: nil)
             return
         }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream,
-                                                 payload: .windowUpdate(windowSizeIncrement: Self.connectionWindow - 65_535))),
-                      promise: nil)
-        context.flush()
         phase = .ready
         idleSince = NIODeadline.now()
         origin?.connectionReady()
@@ -227,44 +209,33 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     // MARK: Requests
 
     func start(_ transfer: HTTP2Transfer) {
-        guard let context, phase == .ready else {
+        guard let framing, phase == .ready else {
             origin?.streamEnded(handingBack: transfer)
             return
         }
-        let id = HTTP2StreamID(nextStreamID)
-        nextStreamID += 2
-        if nextStreamID > Int32.max - 2 { phase = .draining }
         let request = transfer.request
-        let stream = Stream(transfer: transfer, responseLimit: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
-        streams[id] = stream
-        let sentAt = NIODeadline.now()
-
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(request.headers.count + 5)
-        headers.add(name: ":method", value: request.method)
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: transfer.target.authority)
-        // A device token or a subscription makes most paths unique: indexed, each would push a reusable field
-        // (the provider token, the topic) out of the HPACK table and cost the next request its full text.
-        headers.add(name: ":path", value: transfer.target.path, indexing: .nonIndexable)
+        var fields: [(name: String, value: String)] = []
+        fields.reserveCapacity(request.headers.count + 1)
         var hasContentLength = false
         for header in request.headers {
             let name = Self.lowercased(header.name)
             guard !Self.isConnectionSpecific(name) else { continue }
             if name == "content-length" { hasContentLength = true }
-            headers.add(name: name, value: header.value, indexing: fieldIndexing.indexing(name: name, value: header.value))
+            fields.append((name, header.value))
         }
         let hasBody = request.method != "GET" && request.method != "HEAD"
-        if hasBody && !hasContentLength {
-            let length = String(request.body.count)
-            headers.add(name: "content-length", value: length, indexing: fieldIndexing.indexing(name: "content-length", value: length))
+        if hasBody && !hasContentLength { fields.append(("content-length", String(request.body.count))) }
+        let head = HTTP2RequestHead(method: request.method, authority: transfer.target.authority, path: transfer.target.path, fields: fields)
+        guard let id = framing.startStream(head, body: hasBody ? request.body : nil) else {
+            phase = .draining
+            origin?.streamEnded(handingBack: transfer)
+            return
         }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
-        if hasBody {
-            let body = context.channel.allocator.buffer(bytes: request.body)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
-                          promise: nil)
-        }
+        // Stream ids are odd and end at 2^31 - 1 (RFC 9113 §5.1.1): a connection that used them up takes no more.
+        if id >= Int32.max - 2 { phase = .draining }
+        let stream = Stream(transfer: transfer, responseLimit: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
+        streams[id] = stream
+        let sentAt = NIODeadline.now()
         stream.timeout = eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(request.timeout)) { [self] in
             end(id, resetting: true, with: .failure(.timedOut))
             if lastRead < sentAt { checkAlive() }
@@ -280,12 +251,12 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// Ends a stream once: answers its caller, frees its place, and resets it at the server if it is still open there.
-    private func end(_ id: HTTP2StreamID, resetting: Bool, with result: Result<HTTPResponse, HTTPTransportError>?,
+    private func end(_ id: Int32, resetting: Bool, with result: Result<HTTPResponse, HTTPTransportError>?,
                      handingBack: Bool = false) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         stream.timeout?.cancel()
-        if resetting, let context {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        if resetting, let framing {
+            framing.resetStream(id)
             scheduleFlush()
         }
         if handingBack {
@@ -306,11 +277,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     /// the connection still lives; without an answer in `pingTimeout` it is closed, so its other
     /// requests fail now instead of each waiting out its own timeout on a peer or NAT that vanished.
     private func checkAlive() {
-        guard !pingOutstanding, phase == .ready || phase == .draining, let context else { return }
+        guard !pingOutstanding, phase == .ready || phase == .draining, let framing else { return }
         pingOutstanding = true
         let pingSentAt = NIODeadline.now()
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))),
-                      promise: nil)
+        framing.sendPing()
         scheduleFlush()
         eventLoop.assumeIsolated().scheduleTask(in: Self.pingTimeout) { [self] in
             pingOutstanding = false
@@ -331,108 +301,107 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         // After the requests already submitted in this tick, so a burst leaves in one write.
         eventLoop.assumeIsolated().execute { [self] in
             flushScheduled = false
-            context?.flush()
+            framing?.flush()
         }
     }
 
-    // MARK: Frames from the server
+    // MARK: What the framing reports
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        lastRead = NIODeadline.now()
-        let frame = unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let headers):
-            received(headers.headers, endStream: headers.endStream, on: frame.streamID)
-        case .data(let data):
-            received(data, on: frame.streamID)
-        case .rstStream(let code):
-            resetByServer(frame.streamID, code: code)
-        case .goAway(let lastStreamID, _, _):
-            goAway(lastStreamID: lastStreamID)
-        case .settings(.settings(let settings)):
-            for setting in settings where setting.parameter == .maxConcurrentStreams {
-                capacity = min(configuration.maximumStreamsPerConnection, max(0, setting.value))
-            }
-            origin?.dispatch()
-        default:
-            break
-        }
+        // Application data reaches the framing below; nothing arrives here.
     }
 
-    private func received(_ headers: HPACKHeaders, endStream: Bool, on id: HTTP2StreamID) {
+    func framingReceivedBytes() { lastRead = NIODeadline.now() }
+
+    func received(field name: String, value: String, on id: Int32) {
         guard let stream = streams[id] else { return }
-        if stream.status == nil {
-            guard let status = headers.first(name: ":status").flatMap({ Int($0) }), (100...999).contains(status) else {
+        switch stream.block {
+        case .awaitingStatus:
+            guard name == ":status" else { return }
+            guard let status = Int(value), (100...999).contains(status) else {
                 end(id, resetting: true, with: .failure(.protocolError("an answer without a valid :status")))
                 return
             }
-            if status < 200 { return }  // informational (100 Continue, 103 Early Hints): the answer follows
-            stream.status = status
-            for (name, value, _) in headers where !name.hasPrefix(":") {
-                stream.headerBytes += name.utf8.count + value.utf8.count + 4
-                guard stream.headers.count < HTTPResponse.maximumHeaderCount, stream.headerBytes <= HTTPResponse.maximumHeaderBytes else { break }
-                stream.headers.append((Self.lowercased(name), value))
+            if status < 200 {
+                stream.block = .informational
+            } else {
+                stream.status = status
+                stream.block = .answer
             }
+        case .answer:
+            guard !name.hasPrefix(":") else { return }
+            stream.headerBytes += name.utf8.count + value.utf8.count + 4
+            guard stream.headers.count < HTTPResponse.maximumHeaderCount, stream.headerBytes <= HTTPResponse.maximumHeaderBytes else {
+                stream.block = .after
+                return
+            }
+            stream.headers.append((Self.lowercased(name), value))
+        case .informational, .after:
+            return
+        }
+    }
+
+    func receivedEndOfHeaders(on id: Int32, endStream: Bool) {
+        guard let stream = streams[id] else { return }
+        switch stream.block {
+        case .awaitingStatus:
+            end(id, resetting: true, with: .failure(.protocolError("an answer without a valid :status")))
+            return
+        case .informational:
+            stream.block = .awaitingStatus
+        case .answer, .after:
+            stream.block = .after
         }
         if endStream { end(id, resetting: false, with: nil) }
     }
 
-    /// Keeps the server able to send: once half of a window is used, it is topped up to its full size. The
-    /// handler reports the windows as they are, DATA of streams already reset included (those frames never
-    /// reach `channelRead`, but they use the connection's window all the same).
-    private func inboundWindowChanged(_ event: NIOHTTP2WindowUpdatedEvent) {
-        guard let remaining = event.inboundWindowSize, let context else { return }
-        let target: Int
-        if event.streamID == .rootStream {
-            target = Self.connectionWindow
-        } else if let stream = streams[event.streamID], !stream.truncated {
-            target = Self.streamWindow
-        } else {
-            return
-        }
-        guard remaining <= target / 2 else { return }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - remaining))),
-                      promise: nil)
-        scheduleFlush()
-    }
-
-    private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID) {
-        guard let stream = streams[id], case .byteBuffer(let buffer) = data.data else { return }
-        let room = stream.responseLimit - stream.body.count
-        if buffer.readableBytes > room {
-            buffer.withUnsafeReadableBytes { stream.body.append(contentsOf: $0.prefix(room)) }
-            stream.truncated = true
-            end(id, resetting: !data.endStream, with: nil)
-            return
-        }
-        buffer.withUnsafeReadableBytes { stream.body.append(contentsOf: $0) }
-        if data.endStream { end(id, resetting: false, with: nil) }
-    }
-
-    private func resetByServer(_ id: HTTP2StreamID, code: HTTP2ErrorCode) {
+    func received(body bytes: UnsafeRawBufferPointer, endStream: Bool, on id: Int32) {
         guard let stream = streams[id] else { return }
-        if code == .refusedStream {
+        let room = stream.responseLimit - stream.body.count
+        if bytes.count > room {
+            stream.body.append(contentsOf: bytes.prefix(room))
+            stream.truncated = true
+            end(id, resetting: !endStream, with: nil)
+            return
+        }
+        stream.body.append(contentsOf: bytes)
+        if endStream { end(id, resetting: false, with: nil) }
+    }
+
+    func receivedEndOfStream(on id: Int32) { end(id, resetting: false, with: nil) }
+
+    func receivedReset(on id: Int32, code: UInt32) {
+        guard let stream = streams[id] else { return }
+        if code == HTTP2ClientSettings.refusedStream {
             end(id, resetting: false, with: nil, handingBack: true)
-        } else if code == .noError, stream.status != nil {
+        } else if code == HTTP2ClientSettings.noError, stream.status != nil {
             // A complete answer followed by RST_STREAM(NO_ERROR) (nginx, when it did not read the whole body) is still an answer.
             end(id, resetting: false, with: nil)
         } else {
-            end(id, resetting: false, with: .failure(.protocolError("the server reset the stream (\(code))")))
+            end(id, resetting: false, with: .failure(.protocolError("the server reset the stream (\(HTTP2FramingKind.describe(errorCode: code)))")))
         }
     }
 
-    private func streamClosed(_ id: HTTP2StreamID, reason: HTTP2ErrorCode?) {
+    func streamClosed(_ id: Int32, code: UInt32) {
         guard let stream = streams[id] else { return }
-        if stream.status != nil, reason == nil || reason == .noError {
+        if code == HTTP2ClientSettings.refusedStream {
+            // Not processed by the server (RFC 9113 §8.7): sent again.
+            end(id, resetting: false, with: nil, handingBack: true)
+        } else if stream.status != nil, code == HTTP2ClientSettings.noError {
             end(id, resetting: false, with: nil)
         } else {
-            let why = reason.map { "\($0)" } ?? "without an answer"
+            let why = code == HTTP2ClientSettings.noError ? "without an answer" : HTTP2FramingKind.describe(errorCode: code)
             end(id, resetting: false, with: .failure(.protocolError("the stream closed (\(why))")))
         }
     }
 
+    func receivedMaximumConcurrentStreams(_ value: Int) {
+        capacity = min(configuration.maximumStreamsPerConnection, max(0, value))
+        origin?.dispatch()
+    }
+
     /// Streams above the server's last processed one were never seen by it: they go back to the origin to be sent again.
-    private func goAway(lastStreamID: HTTP2StreamID) {
+    func receivedGoAway(lastStreamID: Int32) {
         if phase == .ready { phase = .draining }
         for id in streams.keys where id > lastStreamID {
             end(id, resetting: false, with: nil, handingBack: true)
@@ -442,8 +411,6 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A stream's own error also arrives as StreamClosedEvent; only the connection's errors close it.
-        if error is NIOHTTP2Errors.StreamError { return }
         lastError = error
         if phase == .ready { phase = .draining }
         context.close(promise: nil)
@@ -459,6 +426,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
         if wasConnecting { origin?.connectionFailed(self, error) } else { origin?.connectionClosed(self) }
         self.context = nil
+        framing = nil
         context.fireChannelInactive()
     }
 

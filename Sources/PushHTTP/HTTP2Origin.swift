@@ -25,6 +25,7 @@ final class HTTP2Origin {
 
     let key: Key
     private let configuration: HTTPTransportConfiguration
+    private let framing: HTTP2FramingKind
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
     private var waiting = LaneQueue<HTTP2Transfer>()
@@ -46,9 +47,10 @@ final class HTTP2Origin {
     /// When a stream of this origin last started or ended.
     private var lastProgress = NIODeadline.now()
 
-    init(key: Key, configuration: HTTPTransportConfiguration, eventLoop: any EventLoop, fallback: FallbackTransport) {
+    init(key: Key, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport) {
         self.key = key
         self.configuration = configuration
+        self.framing = framing
         self.eventLoop = eventLoop
         self.fallback = fallback
         let streams = configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection
@@ -113,7 +115,7 @@ final class HTTP2Origin {
     }
 
     private func openConnection() {
-        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, eventLoop: eventLoop)
+        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, framing: framing, eventLoop: eventLoop)
         connections.append(connection)
         connection.connect(to: key)
     }

@@ -1,13 +1,25 @@
 /// The HTTP/2 clients behind `HTTPTransport` (`PUSH_HTTP_CLIENT`).
 public enum HTTPClientKind: String, Sendable, CaseIterable {
-    /// swift-nio-http2; libcurl for requests to a pinned address and to HTTP/1.1-only hosts.
+    /// swift-nio and swift-nio-http2; libcurl for requests to a pinned address and to HTTP/1.1-only hosts.
     case nio
+    /// swift-nio with nghttp2's HTTP/2 framing; libcurl for the same requests as `nio`.
+    case nghttp2
     /// libcurl's multi interface for every request.
     case curl
+
+    /// The library that frames HTTP/2, with its version where it has one: for reports.
+    public var library: String {
+        switch self {
+        case .nio: "swift-nio-http2"
+        case .nghttp2: "nghttp2 " + NGHTTP2Framing.libraryVersion
+        case .curl: String(CurlHTTPTransport.libraryVersion.split(separator: " ").first ?? "libcurl")
+        }
+    }
 
     public func makeTransport(configuration: HTTPTransportConfiguration, name: String) -> any HTTPTransport {
         switch self {
         case .nio: NIOHTTP2Transport(configuration: configuration, name: name)
+        case .nghttp2: NIOHTTP2Transport(configuration: configuration, name: name, framing: .nghttp2)
         case .curl: CurlHTTPTransport(configuration: configuration, name: name)
         }
     }

@@ -93,21 +93,16 @@ extension HTTPRequest {
     /// fields are refused at decode already; this is the second line of defence for anything
     /// that reaches a request, and the only check of outgoing fields on the HTTP/2 client.
     public var unsafeFieldDescription: String? {
-        if Self.any(in: url, { $0 < 0x21 || $0 == 0x7F }) { return "the URL contains a control character or space" }
+        if url.containsUTF8Byte(where: { $0 < 0x21 || $0 == 0x7F }) { return "the URL contains a control character or space" }
         for header in headers {
-            if header.name.isEmpty || Self.any(in: header.name, { !Self.isTokenCharacter($0) }) {
+            if header.name.isEmpty || header.name.containsUTF8Byte(where: { !Self.isTokenCharacter($0) }) {
                 return "a header name is empty or not a token (RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~)"
             }
-            if Self.any(in: header.value, { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+            if header.value.containsUTF8Byte(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
                 return "the value of header \(header.name) contains a control character"
             }
         }
         return nil
-    }
-
-    /// Whether any byte of `text` matches, read from its contiguous UTF-8 (every request passes here).
-    private static func any(in text: String, _ matches: (UInt8) -> Bool) -> Bool {
-        text.utf8.withContiguousStorageIfAvailable { $0.contains(where: matches) } ?? text.utf8.contains(where: matches)
     }
 
     /// RFC 9110 §5.6.2 `tchar`.

@@ -3,9 +3,9 @@ import NIOPosix
 import PushCore
 import Synchronization
 
-/// HTTP/2 over TLS on swift-nio-http2, written as frames straight onto `NIOHTTP2Handler` (no
-/// channel per stream): one event-loop thread owns every connection, and the writes of a burst
-/// of requests leave in one flush.
+/// HTTP/2 over TLS on swift-nio: one event-loop thread owns every connection, and the writes of a
+/// burst of requests leave in one flush. The HTTP/2 framing is swift-nio-http2's or nghttp2's
+/// (`HTTP2FramingKind`), under the same connections, queues and timeouts.
 ///
 /// Requests this client does not take go to `fallback` (libcurl unless given): those with a
 /// pinned address (Web Push, where the address was checked before the request), and every
@@ -23,7 +23,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
     }
 
     public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
-                fallback: (any HTTPTransport)? = nil) {
+                framing: HTTP2FramingKind = .nio, fallback: (any HTTPTransport)? = nil) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()
         self.eventLoop = eventLoop
@@ -31,7 +31,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
         self.fallback = fallback
         // The loop was just made and runs nothing else yet: waiting for it here cannot deadlock.
         origins = try! eventLoop.submit {
-            NIOLoopBound(HTTP2Origins(configuration: configuration, eventLoop: eventLoop, fallback: fallback), eventLoop: eventLoop)
+            NIOLoopBound(HTTP2Origins(configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback), eventLoop: eventLoop)
         }.wait()
     }
 
@@ -111,13 +111,15 @@ final class FallbackTransport: Sendable {
 /// Every origin (host, port and TLS options) the transport talks to; lives on the event loop.
 final class HTTP2Origins {
     private let configuration: HTTPTransportConfiguration
+    private let framing: HTTP2FramingKind
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
     private var origins: [HTTP2Origin.Key: HTTP2Origin] = [:]
     private var stopped = false
 
-    init(configuration: HTTPTransportConfiguration, eventLoop: any EventLoop, fallback: FallbackTransport) {
+    init(configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport) {
         self.configuration = configuration
+        self.framing = framing
         self.eventLoop = eventLoop
         self.fallback = fallback
     }
@@ -129,7 +131,7 @@ final class HTTP2Origins {
         if let existing = origins[key] {
             origin = existing
         } else {
-            origin = HTTP2Origin(key: key, configuration: configuration, eventLoop: eventLoop, fallback: fallback)
+            origin = HTTP2Origin(key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback)
             origins[key] = origin
         }
         origin.submit(transfer)

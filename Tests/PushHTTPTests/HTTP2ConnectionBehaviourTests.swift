@@ -46,8 +46,9 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    @Test("a request above the last stream a GOAWAY names was not processed: the NIO client sends it again on a new connection (RFC 9113 §6.8)")
-    func unprocessedStreamsAreSentAgain() async throws {
+    @Test("a request above the last stream a GOAWAY names was not processed: the swift-nio client sends it again on a new connection (RFC 9113 §6.8)",
+          arguments: HTTP2FramingKind.allCases)
+    func unprocessedStreamsAreSentAgain(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let closed = RequestCounter()
@@ -62,7 +63,7 @@ struct HTTP2ConnectionBehaviourTests {
             // On the first connection /second is never answered (the connection closes first); on the next one at once.
             return SandboxResponse(status: 200, body: Array("second".utf8), delay: closed.count == 0 ? .seconds(15) : nil)
         }
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1), framing: framing)
         defer { transport.shutdown() }
         let options = TLSOptions(caFile: tls.caFile)
         let first = Task { try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: options)) }
@@ -193,14 +194,15 @@ struct HTTP2ConnectionBehaviourTests {
     }
 
     // libcurl runs a request's timeout from when it takes the request, its wait for a stream included.
-    @Test("a slow server that allows one stream at a time: the NIO client's requests wait longer than their timeout for it, and all are answered")
-    func slowProgressIsNotATimeout() async throws {
+    @Test("a slow server that allows one stream at a time: the swift-nio client's requests wait longer than their timeout for it, and all are answered",
+          arguments: HTTP2FramingKind.allCases)
+    func slowProgressIsNotATimeout(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 1) { _ in
             SandboxResponse(status: 200, delay: .milliseconds(400))
         }
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1), framing: framing)
         defer { transport.shutdown() }
         let options = TLSOptions(caFile: tls.caFile)
         #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: options)).status == 200)
@@ -248,12 +250,13 @@ struct HTTPSTargetTests {
 
 @Suite("A host that speaks only HTTP/1.1")
 struct HTTP1OnlyHostTests {
-    @Test("the NIO client hands every request to a host whose TLS handshake chose HTTP/1.1 to libcurl, which answers it")
-    func fallsBackToLibcurl() async throws {
+    @Test("the swift-nio client hands every request to a host whose TLS handshake chose HTTP/1.1 to libcurl, which answers it",
+          arguments: HTTP2FramingKind.allCases)
+    func fallsBackToLibcurl(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let server = try await HTTP1Server.start(tls: tls)
-        let transport = NIOHTTP2Transport()
+        let transport = NIOHTTP2Transport(framing: framing)
         defer { transport.shutdown() }
         for index in 0..<3 {
             let response = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/h1/\(index)", body: Array("x".utf8),
@@ -349,11 +352,12 @@ final class RequestCounter: Sendable {
 
 @Suite("A connection whose peer vanished")
 struct DeadConnectionTests {
-    @Test("when nothing arrives during a whole request timeout, a PING unanswered closes the connection; the next request opens a new one")
-    func unansweredPingClosesTheConnection() async throws {
+    @Test("when nothing arrives during a whole request timeout, a PING unanswered closes the connection; the next request opens a new one",
+          arguments: HTTP2FramingKind.allCases)
+    func unansweredPingClosesTheConnection(_ framing: HTTP2FramingKind) async throws {
         let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200) }
         let relay = try await BlackholeRelay.start(to: sandbox.server.port)
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1), framing: framing)
         defer { transport.shutdown() }
         let url = "https://localhost:\(relay.port)/x"
         let tls = TLSOptions(caFile: sandbox.tls.caFile)

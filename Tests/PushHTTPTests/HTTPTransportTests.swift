@@ -6,15 +6,17 @@ import Testing
 import TestSupport
 @testable import PushHTTP
 
-/// The two HTTP/2 clients behind `HTTPTransport` meet one specification.
+/// The HTTP/2 clients behind `HTTPTransport` meet one specification.
 enum TransportKind: String, CaseIterable, CustomStringConvertible {
     case curl
     case nio
+    case nghttp2
 
     func make(_ configuration: HTTPTransportConfiguration = HTTPTransportConfiguration()) -> any HTTPTransport {
         switch self {
         case .curl: CurlHTTPTransport(configuration: configuration)
         case .nio: NIOHTTP2Transport(configuration: configuration)
+        case .nghttp2: NIOHTTP2Transport(configuration: configuration, framing: .nghttp2)
         }
     }
 

@@ -1,0 +1,80 @@
+import NIOCore
+import NIOHPACK
+
+/// The HTTP/2 framing under one client connection: it turns requests into frames and the server's
+/// frames into the events below. The connection above it keeps the streams, timeouts and answers, the
+/// same whichever framing carries them.
+protocol HTTP2Framing: AnyObject {
+    /// Writes a request's HEADERS and, with a body, its DATA; the stream's id, or nil if none can be opened.
+    func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> Int32?
+    /// RST_STREAM(CANCEL) for a stream the connection gave up.
+    func resetStream(_ id: Int32)
+    func sendPing()
+    /// Sends what was written since the last flush.
+    func flush()
+}
+
+/// What a framing reports to the connection, in the order the frames arrived.
+protocol HTTP2FramingDelegate: AnyObject {
+    /// Bytes arrived: the connection is alive.
+    func framingReceivedBytes()
+    func received(field name: String, value: String, on stream: Int32)
+    func receivedEndOfHeaders(on stream: Int32, endStream: Bool)
+    func received(body: UnsafeRawBufferPointer, endStream: Bool, on stream: Int32)
+    func receivedEndOfStream(on stream: Int32)
+    func receivedReset(on stream: Int32, code: UInt32)
+    func receivedGoAway(lastStreamID: Int32)
+    func receivedMaximumConcurrentStreams(_ value: Int)
+    /// The stream closed at the framing layer (`code` 0: NO_ERROR); an answer it completed was reported before.
+    func streamClosed(_ stream: Int32, code: UInt32)
+}
+
+/// A request's pseudo-header values and its fields, lower-cased and without connection-specific ones.
+struct HTTP2RequestHead {
+    var method: String
+    var authority: String
+    var path: String
+    var fields: [(name: String, value: String)]
+}
+
+/// The HTTP/2 settings this client announces and the windows it keeps open (RFC 9113 §6.5.2, §6.9).
+enum HTTP2ClientSettings {
+    static let connectionWindow = 4 << 20
+    static let streamWindow = 1 << 20
+    static let maximumHeaderListSize = 64 << 10
+    /// RFC 9113 §7 error codes the connection acts on.
+    static let noError: UInt32 = 0x0
+    static let refusedStream: UInt32 = 0x7
+}
+
+/// Which library frames HTTP/2 on the transport's connections; TLS and the event loop are swift-nio's either way.
+public enum HTTP2FramingKind: String, Sendable, CaseIterable {
+    /// swift-nio-http2's `NIOHTTP2Handler`.
+    case nio
+    /// nghttp2, the library under h2load and libcurl's HTTP/2.
+    case nghttp2
+
+    /// Puts the framing between TLS and `connection` once the handshake chose h2, and sends the client preface.
+    func install(in pipeline: ChannelPipeline.SynchronousOperations, below connection: some ChannelHandler & HTTP2FramingDelegate)
+        throws -> any HTTP2Framing {
+        switch self {
+        case .nio:
+            let framing = NIOHTTP2Framing(delegate: connection)
+            try pipeline.addHandlers([NIOHTTP2Framing.makeHandler(), framing], position: .before(connection))
+            framing.openConnectionWindow()
+            return framing
+        case .nghttp2:
+            let framing = try NGHTTP2Framing(delegate: connection)
+            try pipeline.addHandler(framing, position: .before(connection))
+            return framing
+        }
+    }
+
+    /// A name of an RFC 9113 §7 error code for messages.
+    static func describe(errorCode code: UInt32) -> String {
+        let names = ["NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
+                     "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+                     "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"]
+        return code < names.count ? names[Int(code)] : "error code 0x\(String(code, radix: 16))"
+    }
+}
