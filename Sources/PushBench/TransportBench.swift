@@ -12,7 +12,7 @@ public enum TransportBench {
         public var connections = 4
         public var endpoint = ""
         public var caFile: String?
-        public var client = HTTPClientKind.nio
+        public var client = HTTPClientKind.standard
         public init() {}
     }
 

@@ -1,11 +1,15 @@
 /// The HTTP/2 clients behind `HTTPTransport` (`PUSH_HTTP_CLIENT`).
 public enum HTTPClientKind: String, Sendable, CaseIterable {
-    /// swift-nio and swift-nio-http2; libcurl for requests to a pinned address and to HTTP/1.1-only hosts.
-    case nio
-    /// swift-nio with nghttp2's HTTP/2 framing; libcurl for the same requests as `nio`.
+    /// swift-nio with nghttp2's HTTP/2 framing; libcurl for requests to a pinned address and to HTTP/1.1-only hosts.
     case nghttp2
+    /// swift-nio and swift-nio-http2; libcurl for the same requests as `nghttp2`.
+    case nio
     /// libcurl's multi interface for every request.
     case curl
+
+    /// The client `PUSH_HTTP_CLIENT` chooses when unset: half the CPU per request of `nio` and twice its requests
+    /// per second on one event loop (docs/performance.md).
+    public static let standard = HTTPClientKind.nghttp2
 
     /// The library that frames HTTP/2, with its version where it has one: for reports.
     public var library: String {

@@ -1,6 +1,7 @@
 import PushCore
 import PushPipeline
 import PushPluginAPI
+import PushHTTP
 
 /// The worker's own `PUSH_*` variables, each declared once (name, type, default, range, help); the plugins
 /// declare theirs. `ConfigurationReference` renders them all, `WorkerConfiguration` reads them.
@@ -74,8 +75,8 @@ enum CoreSettings {
         "Comma-separated list restricting the enabled plugins (e.g. `apns,fcm`); default: every provider whose configuration is present.")
     static let httpMaxConnections = Setting("PUSH_HTTP_MAX_CONNECTIONS", .integer(1...64), default: "2",
         "HTTP/2 connections per provider host (each multiplexes up to 100 streams).")
-    static let httpClient = Setting("PUSH_HTTP_CLIENT", default: "nio",
-        "HTTP/2 client for provider requests: `nio` (swift-nio-http2; requests to a pinned Web Push address or to an HTTP/1.1-only host still use libcurl) or `curl` (libcurl for everything).")
+    static let httpClient = Setting("PUSH_HTTP_CLIENT", default: HTTPClientKind.standard.rawValue,
+        "HTTP/2 client for provider requests: `nghttp2` (swift-nio connections and TLS, nghttp2's HTTP/2 framing), `nio` (the same connections with swift-nio-http2's framing) — with either, requests to a pinned Web Push address or to an HTTP/1.1-only host use libcurl — or `curl` (libcurl for everything).")
     static let templatesDir = Setting("PUSH_TEMPLATES_DIR",
         "Payload templates per provider, app and kind: `<dir>/<provider>/<app>/<kind>.mustache` (Mustache, keywords as Mizu's message files, values JSON-escaped); checked at start-up. Unset: built-in payloads.")
     static let templatesReloadS = Setting("PUSH_TEMPLATES_RELOAD_S", .integer(0...3600), default: "5",

@@ -97,7 +97,7 @@ public struct WorkerConfiguration: Sendable {
         let redisConnections = reader.integer(CoreSettings.redisConnections)
         let connections = reader.integer(CoreSettings.httpMaxConnections)
         let clientName = reader.string(CoreSettings.httpClient) ?? CoreSettings.httpClient.defaultValue!
-        let httpClient = HTTPClientKind(rawValue: clientName) ?? .nio
+        let httpClient = HTTPClientKind(rawValue: clientName) ?? .standard
         if HTTPClientKind(rawValue: clientName) == nil {
             reader.problem("PUSH_HTTP_CLIENT must be one of \(HTTPClientKind.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(clientName)\"")
         }
