@@ -10,8 +10,8 @@
 # It ends with the micro-benchmarks (`push-worker bench --micro`) beside `openssl speed ecdhp256`.
 # With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
 # (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
-# With --compare-clients, push-worker runs again with PUSH_HTTP_CLIENT=nghttp2 (nghttp2's framing on the
-# same swift-nio connections) and PUSH_HTTP_CLIENT=curl (libcurl for every request).
+# With --compare-clients, push-worker runs again with PUSH_HTTP_CLIENT=nio (swift-nio-http2's framing on the
+# same connections as the default nghttp2 client) and PUSH_HTTP_CLIENT=curl (libcurl for every request).
 # With --transports, each HTTP/2 client runs alone first (`bench --scenario transport`: the same POST
 # as h2load, as many in flight), for the client comparison without Kafka or Redis.
 # With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
@@ -126,10 +126,10 @@ libcurl8_dir() {
     echo "$PWD/$curl8/usr/lib/x86_64-linux-gnu"
 }
 if [ "$transports" = 1 ]; then
-    transport_run nio nio
     transport_run nghttp2 nghttp2
+    transport_run nio nio
     transport_run curl curl
-    transport_reports+=("$work/transport-nio.json" "$work/transport-nghttp2.json" "$work/transport-curl.json")
+    transport_reports+=("$work/transport-nghttp2.json" "$work/transport-nio.json" "$work/transport-curl.json")
     if [ "$libcurl8" = 1 ]; then
         transport_run libcurl8 curl LD_LIBRARY_PATH="$(libcurl8_dir)"
         transport_reports+=("$work/transport-libcurl8.json")
@@ -156,9 +156,9 @@ else
     reports+=("$work/report-default.json")
 fi
 if [ "$compare_clients" = 1 ]; then
-    bench_run nghttp2 "$bin" PUSH_HTTP_CLIENT=nghttp2
+    bench_run nio "$bin" PUSH_HTTP_CLIENT=nio
     bench_run curl "$bin" PUSH_HTTP_CLIENT=curl
-    reports+=("$work/report-nghttp2.json" "$work/report-curl.json")
+    reports+=("$work/report-nio.json" "$work/report-curl.json")
 fi
 if [ "$libcurl8" = 1 ]; then
     bench_run libcurl8 "$bin" PUSH_HTTP_CLIENT=curl LD_LIBRARY_PATH="$(libcurl8_dir)"

@@ -33,15 +33,15 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
     // MARK: Requests
 
     func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> Int32? {
-        // :path is sent without indexing: a device token or a subscription makes most paths unique (nghttp2 never indexes it).
-        var fields: [(name: String, value: String, indexed: Bool)] = [
-            (":method", head.method, true), (":scheme", "https", true), (":authority", head.authority, true), (":path", head.path, false),
-        ]
-        fields.reserveCapacity(head.fields.count + 4)
+        session.add(field: ":method", value: head.method, indexed: true)
+        session.add(field: ":scheme", value: "https", indexed: true)
+        session.add(field: ":authority", value: head.authority, indexed: true)
+        // A device token or a subscription makes most paths unique (nghttp2 never indexes :path either).
+        session.add(field: ":path", value: head.path, indexed: false)
         for field in head.fields {
-            fields.append((field.name, field.value, fieldIndexing.indexing(name: field.name, value: field.value) == .indexable))
+            session.add(field: field.name, value: field.value, indexed: fieldIndexing.indexing(name: field.name, value: field.value) == .indexable)
         }
-        let id = session.submitRequest(fields, hasBody: body != nil)
+        let id = session.submitRequest(hasBody: body != nil)
         guard id > 0 else { return nil }
         if let body { bodies[id] = (body, 0) }
         return id
@@ -145,6 +145,10 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
 /// `owner`: the framing holds the session and makes every call into it, so it outlives each callback.
 private final class NGHTTP2Session {
     private let session: OpaquePointer
+    /// The fields of the request being put together: their bytes, one after the other, and each one's lengths.
+    private var fieldBytes: [UInt8] = []
+    private var fields: [(nameLength: Int, valueLength: Int, indexed: Bool)] = []
+    private var entries: [nghttp2_nv] = []
 
     init(owner: UnsafeMutableRawPointer) throws {
         var callbacks: OpaquePointer?
@@ -193,26 +197,30 @@ private final class NGHTTP2Session {
 
     deinit { nghttp2_session_del(session) }
 
-    /// Queues a request's HEADERS (the session copies the fields); a positive stream id, or a negative nghttp2 error.
-    func submitRequest(_ fields: [(name: String, value: String, indexed: Bool)], hasBody: Bool) -> Int32 {
-        // Every name and value in one buffer, so the field entries can point into it for the length of the call.
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-        for field in fields {
-            bytes.append(contentsOf: field.name.utf8)
-            bytes.append(contentsOf: field.value.utf8)
+    /// A field of the next request (`submitRequest`).
+    func add(field name: String, value: String, indexed: Bool) {
+        let start = fieldBytes.count
+        fieldBytes.append(contentsOf: name.utf8)
+        let nameLength = fieldBytes.count - start
+        fieldBytes.append(contentsOf: value.utf8)
+        fields.append((nameLength, fieldBytes.count - start - nameLength, indexed))
+    }
+
+    /// Queues a request's HEADERS from the fields added since the last one (the session copies them); a positive
+    /// stream id, or a negative nghttp2 error.
+    func submitRequest(hasBody: Bool) -> Int32 {
+        defer {
+            fieldBytes.removeAll(keepingCapacity: true)
+            fields.removeAll(keepingCapacity: true)
+            entries.removeAll(keepingCapacity: true)
         }
-        return bytes.withUnsafeMutableBufferPointer { storage in
-            var offset = 0
-            var entries: [nghttp2_nv] = []
-            entries.reserveCapacity(fields.count)
+        // The entries point into `fieldBytes` for the length of the call.
+        return fieldBytes.withUnsafeMutableBufferPointer { storage in
+            var name = storage.baseAddress!
             for field in fields {
-                let nameLength = field.name.utf8.count, valueLength = field.value.utf8.count
-                let name = storage.baseAddress! + offset
-                let value = name + nameLength
-                offset += nameLength + valueLength
-                entries.append(nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength,
+                entries.append(nghttp2_nv(name: name, value: name + field.nameLength, namelen: field.nameLength, valuelen: field.valueLength,
                                           flags: UInt8(field.indexed ? NGHTTP2_NV_FLAG_NONE.rawValue : NGHTTP2_NV_FLAG_NO_INDEX.rawValue)))
+                name += field.nameLength + field.valueLength
             }
             guard hasBody else { return nghttp2_submit_request(session, nil, entries, entries.count, nil, nil) }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) { _, stream, buffer, length, flags, _, userData in
