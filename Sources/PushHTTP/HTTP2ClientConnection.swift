@@ -226,9 +226,18 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         let hasBody = request.method != "GET" && request.method != "HEAD"
         if hasBody && !hasContentLength { fields.append(("content-length", String(request.body.count))) }
         let head = HTTP2RequestHead(method: request.method, authority: transfer.target.authority, path: transfer.target.path, fields: fields)
-        guard let id = framing.startStream(head, body: hasBody ? request.body : nil) else {
+        let id: Int32
+        switch framing.startStream(head, body: hasBody ? request.body : nil) {
+        case .started(let started):
+            id = started
+        case .noStreamLeft:
             phase = .draining
             origin?.streamEnded(handingBack: transfer)
+            return
+        case .failed(let error):
+            origin?.requestFinished(transfer.id)
+            transfer.complete(.failure(error))
+            origin?.streamEnded()
             return
         }
         // Stream ids are odd and end at 2^31 - 1 (RFC 9113 §5.1.1): a connection that used them up takes no more.

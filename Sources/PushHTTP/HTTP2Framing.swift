@@ -5,8 +5,8 @@ import NIOHPACK
 /// frames into the events below. The connection above it keeps the streams, timeouts and answers, the
 /// same whichever framing carries them.
 protocol HTTP2Framing: AnyObject {
-    /// Writes a request's HEADERS and, with a body, its DATA; the stream's id, or nil if none can be opened.
-    func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> Int32?
+    /// Writes a request's HEADERS and, with a body, its DATA.
+    func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> HTTP2StreamStart
     /// RST_STREAM(CANCEL) for a stream the connection gave up.
     func resetStream(_ id: Int32)
     func sendPing()
@@ -27,6 +27,13 @@ protocol HTTP2FramingDelegate: AnyObject {
     func receivedMaximumConcurrentStreams(_ value: Int)
     /// The stream closed at the framing layer (`code` 0: NO_ERROR); an answer it completed was reported before.
     func streamClosed(_ stream: Int32, code: UInt32)
+}
+
+enum HTTP2StreamStart {
+    case started(Int32)
+    /// The connection has no stream id left (RFC 9113 §5.1.1): the request goes to another one.
+    case noStreamLeft
+    case failed(HTTPTransportError)
 }
 
 /// A request's pseudo-header values and its fields, lower-cased and without connection-specific ones.

@@ -32,7 +32,7 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
 
     // MARK: Requests
 
-    func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> Int32? {
+    func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> HTTP2StreamStart {
         session.add(field: ":method", value: head.method, indexed: true)
         session.add(field: ":scheme", value: "https", indexed: true)
         session.add(field: ":authority", value: head.authority, indexed: true)
@@ -42,9 +42,10 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
             session.add(field: field.name, value: field.value, indexed: fieldIndexing.indexing(name: field.name, value: field.value) == .indexable)
         }
         let id = session.submitRequest(hasBody: body != nil)
-        guard id > 0 else { return nil }
+        if id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { return .noStreamLeft }
+        guard id > 0 else { return .failed(.protocolError("the request was not queued: \(NGHTTP2Session.describe(id))")) }
         if let body { bodies[id] = (body, 0) }
-        return id
+        return .started(id)
     }
 
     func resetStream(_ id: Int32) {
@@ -262,5 +263,5 @@ private final class NGHTTP2Session {
         nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
     }
 
-    private static func describe(_ code: Int32) -> String { "nghttp2: " + String(cString: nghttp2_strerror(code)) }
+    static func describe(_ code: Int32) -> String { "nghttp2: " + String(cString: nghttp2_strerror(code)) }
 }

@@ -46,8 +46,9 @@ final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTT
 
     // MARK: Requests
 
-    func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> Int32? {
-        guard let context, nextStreamID < Int32.max - 1 else { return nil }
+    func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> HTTP2StreamStart {
+        guard let context else { return .failed(.connectionFailed("the connection closed")) }
+        guard nextStreamID < Int32.max - 1 else { return .noStreamLeft }
         let id = nextStreamID
         nextStreamID += 2
         var headers = HPACKHeaders()
@@ -70,7 +71,7 @@ final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTT
                           promise: nil)
         }
         readingStreams.insert(id)
-        return id
+        return .started(id)
     }
 
     func resetStream(_ id: Int32) {
