@@ -10,7 +10,7 @@ import Testing
 import TestSupport
 @testable import PushHTTP
 
-@Suite("How both HTTP/2 clients use their connections: shutdown notices, flow control, the urgent reserve")
+@Suite("How the HTTP/2 clients use their connections: shutdown notices, flow control, the urgent reserve")
 struct HTTP2ConnectionBehaviourTests {
     @Test("a server's graceful GOAWAY ends its connection without losing a request: new ones go to a new connection",
           arguments: TransportKind.allCases)

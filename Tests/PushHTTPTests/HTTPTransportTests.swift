@@ -23,7 +23,7 @@ enum TransportKind: String, CaseIterable, CustomStringConvertible {
     var description: String { rawValue }
 }
 
-@Suite("HTTP/2 over TLS on libcurl and on swift-nio-http2, against a real sandbox server")
+@Suite("HTTP/2 over TLS on libcurl, on nghttp2 and on swift-nio-http2, against a real sandbox server")
 struct HTTPTransportTests {
     /// For tests that send hundreds of requests at once: what they check is that all complete, and the suites
     /// share CI's two cores, so a request may wait well beyond the usual 10 s.
