@@ -31,7 +31,8 @@ protocol HTTP2FramingDelegate: AnyObject {
 
 enum HTTP2StreamStart {
     case started(Int32)
-    /// The connection has no stream id left (RFC 9113 §5.1.1): the request goes to another one.
+    /// The connection cannot open another stream (no stream id left, RFC 9113 §5.1.1, or it closed): the request
+    /// goes to another one, unsent.
     case noStreamLeft
     case failed(HTTPTransportError)
 }

@@ -33,6 +33,7 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
     // MARK: Requests
 
     func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> HTTP2StreamStart {
+        guard context != nil else { return .noStreamLeft }
         session.add(field: ":method", value: head.method, indexed: true)
         session.add(field: ":scheme", value: "https", indexed: true)
         session.add(field: ":authority", value: head.authority, indexed: true)

@@ -47,8 +47,7 @@ final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTT
     // MARK: Requests
 
     func startStream(_ head: HTTP2RequestHead, body: [UInt8]?) -> HTTP2StreamStart {
-        guard let context else { return .failed(.connectionFailed("the connection closed")) }
-        guard nextStreamID < Int32.max - 1 else { return .noStreamLeft }
+        guard let context, nextStreamID < Int32.max - 1 else { return .noStreamLeft }
         let id = nextStreamID
         nextStreamID += 2
         var headers = HPACKHeaders()
