@@ -82,10 +82,7 @@ public final class SandboxServer: Sendable {
                              initialConcurrentStreams: Int = 100,
                              connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
                              responder: @escaping Responder) async throws -> SandboxServer {
-        var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.serverCertificate.privateKeyPEM.utf8), format: .pem)))
-        configuration.applicationProtocols = ["h2"]
+        var configuration = try tls.serverConfiguration(applicationProtocols: ["h2"])
         // Idle clients do not answer close_notify; do not hold a stop for them.
         configuration.shutdownTimeout = .milliseconds(100)
         if requireClientCertificate {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOSSL
 import PushCrypto
 
 /// Certificates for a sandbox, written to a private directory so clients can be
@@ -34,4 +35,15 @@ public struct SandboxTLS: Sendable {
 
     /// Removes the certificate directory.
     public func remove() { try? FileManager.default.removeItem(at: directory) }
+}
+
+extension SandboxTLS {
+    /// A server's TLS configuration with the sandbox's certificate, offering `applicationProtocols` in ALPN.
+    public func serverConfiguration(applicationProtocols: [String]) throws -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(serverCertificate.certificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(serverCertificate.privateKeyPEM.utf8), format: .pem)))
+        configuration.applicationProtocols = applicationProtocols
+        return configuration
+    }
 }

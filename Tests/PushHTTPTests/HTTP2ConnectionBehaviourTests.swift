@@ -323,11 +323,7 @@ private struct HTTP1Server {
     }
 
     static func start(tls: SandboxTLS) async throws -> HTTP1Server {
-        var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.serverCertificate.privateKeyPEM.utf8), format: .pem)))
-        configuration.applicationProtocols = ["http/1.1"]
-        let sslContext = try NIOSSLContext(configuration: configuration)
+        let sslContext = try NIOSSLContext(configuration: tls.serverConfiguration(applicationProtocols: ["http/1.1"]))
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let counter = RequestCounter()
         let channel = try await ServerBootstrap(group: group)

@@ -4,6 +4,7 @@ import NIOSSL
 import PushSandbox
 import Synchronization
 import Testing
+import TestSupport
 @testable import PushHTTP
 
 /// A server that chooses h2 in the TLS handshake and then sends whatever it likes: the framing must turn
@@ -37,7 +38,7 @@ struct HostileHTTP2ServerTests {
         let connection = Atomic(0)
         let server = try await RawTLSServer.start(tls: tls) { _ in
             // A different sequence on each connection, the same from run to run.
-            var generator = SeededGenerator(seed: UInt64(connection.add(1, ordering: .relaxed).newValue))
+            var generator = SplitMix(seed: UInt64(connection.add(1, ordering: .relaxed).newValue))
             return Self.serverPreface + (0..<512).map { _ in UInt8.random(in: 0...255, using: &generator) }
         }
         let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1), framing: framing)
@@ -53,19 +54,6 @@ struct HostileHTTP2ServerTests {
         }
         #expect(connection.load(ordering: .relaxed) >= 2, "a connection that went wrong was replaced")
         try await server.stop()
-    }
-}
-
-/// splitmix64: a repeatable byte source for the hostile answers.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
@@ -92,11 +80,7 @@ private struct RawTLSServer {
     }
 
     static func start(tls: SandboxTLS, answer: @escaping @Sendable ([UInt8]) -> [UInt8]) async throws -> RawTLSServer {
-        var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.serverCertificate.certificatePEM.utf8), format: .pem))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.serverCertificate.privateKeyPEM.utf8), format: .pem)))
-        configuration.applicationProtocols = ["h2"]
-        let sslContext = try NIOSSLContext(configuration: configuration)
+        let sslContext = try NIOSSLContext(configuration: tls.serverConfiguration(applicationProtocols: ["h2"]))
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
