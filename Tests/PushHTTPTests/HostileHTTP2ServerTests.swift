@@ -55,9 +55,95 @@ struct HostileHTTP2ServerTests {
         #expect(connection.load(ordering: .relaxed) >= 2, "a connection that went wrong was replaced")
         try await server.stop()
     }
+
+    @Test("a stream the server refuses (RST_STREAM REFUSED_STREAM) was not processed: the request is sent again and answered (RFC 9113 §8.7)",
+          arguments: HTTP2FramingKind.allCases)
+    func refusedStreamIsSentAgain(_ framing: HTTP2FramingKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let requests = RequestCounter()
+        let server = try await RawTLSServer.start(tls: tls) { StreamRefuser(refusals: 1, requests: requests) }
+        let transport = NIOHTTP2Transport(framing: framing)
+        defer { transport.shutdown() }
+        let response = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/x", body: Array("{}".utf8),
+                                                            tls: TLSOptions(caFile: tls.caFile)))
+        #expect(response.status == 200)
+        #expect(requests.count == 2)
+        try await server.stop()
+    }
+
+    @Test("a request refused on every try is sent 1 + maximumHandBacks times, then fails as refused", arguments: HTTP2FramingKind.allCases)
+    func alwaysRefusedFails(_ framing: HTTP2FramingKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let requests = RequestCounter()
+        let server = try await RawTLSServer.start(tls: tls) { StreamRefuser(refusals: .max, requests: requests) }
+        let transport = NIOHTTP2Transport(framing: framing)
+        defer { transport.shutdown() }
+        do throws(HTTPTransportError) {
+            _ = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/x", body: Array("{}".utf8),
+                                                     tls: TLSOptions(caFile: tls.caFile)))
+            Issue.record("a request refused every time was answered")
+        } catch {
+            #expect(error.description.contains("refused the request 4 times"), "\(error)")
+        }
+        #expect(requests.count == 1 + HTTP2Origin.maximumHandBacks)
+        try await server.stop()
+    }
 }
 
-/// TLS with ALPN h2, and then the bytes `answer` gives for the first bytes the client sent, written once.
+/// An HTTP/2 server written frame by frame: it refuses the first `refusals` request streams the server sees (all its connections) with
+/// RST_STREAM(REFUSED_STREAM) and answers later ones `:status 200` (HPACK static entry 8), counting every request.
+private final class StreamRefuser: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    static let clientPrefaceLength = 24
+    let refusals: Int
+    let requests: RequestCounter
+    private var received: [UInt8] = []
+    private var prefaceRead = false
+
+    init(refusals: Int, requests: RequestCounter) {
+        self.refusals = refusals
+        self.requests = requests
+    }
+
+    static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) -> [UInt8] {
+        let length = UInt32(payload.count)
+        return [UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), type, flags,
+                UInt8(stream >> 24 & 0x7F), UInt8(stream >> 16 & 0xFF), UInt8(stream >> 8 & 0xFF), UInt8(stream & 0xFF)] + payload
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        received += Array(buffer: unwrapInboundIn(data))
+        var answer: [UInt8] = []
+        if !prefaceRead {
+            guard received.count >= Self.clientPrefaceLength else { return }
+            received.removeFirst(Self.clientPrefaceLength)
+            prefaceRead = true
+            answer += HostileHTTP2ServerTests.serverPreface
+        }
+        while received.count >= 9 {
+            let length = Int(received[0]) << 16 | Int(received[1]) << 8 | Int(received[2])
+            guard received.count >= 9 + length else { break }
+            let type = received[3], flags = received[4]
+            let stream = UInt32(received[5] & 0x7F) << 24 | UInt32(received[6]) << 16 | UInt32(received[7]) << 8 | UInt32(received[8])
+            received.removeFirst(9 + length)
+            if type == 0x4, flags & 0x1 == 0 { answer += Self.frame(type: 0x4, flags: 0x1, stream: 0, payload: []) }  // SETTINGS ACK
+            guard type == 0x1 else { continue }  // HEADERS opens a request
+            requests.add()
+            if requests.count <= refusals {
+                answer += Self.frame(type: 0x3, flags: 0, stream: stream, payload: [0, 0, 0, 0x7])  // RST_STREAM REFUSED_STREAM
+            } else {
+                answer += Self.frame(type: 0x1, flags: 0x5, stream: stream, payload: [0x88])  // END_STREAM | END_HEADERS
+            }
+        }
+        if !answer.isEmpty { context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: answer)), promise: nil) }
+    }
+}
+
+/// TLS with ALPN h2, then a handler of the test's: by default, the bytes `answer` gives for the first bytes
+/// the client sent, written once.
 private struct RawTLSServer {
     let group: MultiThreadedEventLoopGroup
     let channel: any Channel
@@ -80,6 +166,10 @@ private struct RawTLSServer {
     }
 
     static func start(tls: SandboxTLS, answer: @escaping @Sendable ([UInt8]) -> [UInt8]) async throws -> RawTLSServer {
+        try await start(tls: tls) { Answerer(answer: answer) }
+    }
+
+    static func start(tls: SandboxTLS, handler: @escaping @Sendable () -> any ChannelHandler) async throws -> RawTLSServer {
         let sslContext = try NIOSSLContext(configuration: tls.serverConfiguration(applicationProtocols: ["h2"]))
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let channel = try await ServerBootstrap(group: group)
@@ -87,7 +177,7 @@ private struct RawTLSServer {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try channel.pipeline.syncOperations.addHandler(Answerer(answer: answer))
+                    try channel.pipeline.syncOperations.addHandler(handler())
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
