@@ -52,6 +52,11 @@ public final class MockKafkaCluster: @unchecked Sendable {
         }
     }
 
+    /// Forgets the queued errors of Kafka protocol API `apiKey`: its next requests succeed.
+    public func clearRequestErrors(apiKey: Int16) {
+        rd_kafka_mock_clear_request_errors(cluster, apiKey)
+    }
+
     /// Delays every answer of broker `id` (-1 = every broker) by `milliseconds`.
     public func setRoundTripTime(broker id: Int32, milliseconds: Int) {
         _ = rd_kafka_mock_broker_set_rtt(cluster, id, Int32(milliseconds))

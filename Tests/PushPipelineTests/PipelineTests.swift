@@ -164,13 +164,18 @@ struct PipelineTests {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
         try await produce(kafka, [("alice", jobJSON(id: "unacked", targets: [proxyTarget("a1")]))])
-        kafka.cluster.failNextProduceRequests(80)  // ~8 s of retriable produce errors: no outcome is acknowledged
+        kafka.cluster.failNextProduceRequests(100_000)  // retriable errors until cleared: no outcome is acknowledged
 
-        let first = try PipelineHarness(kafka: kafka, sandbox: sandbox) { $0.shutdownGrace = .zero }
+        let first = try PipelineHarness(kafka: kafka, sandbox: sandbox) { $0.shutdownGrace = .zero; $0.revocationGrace = .zero }
         let firstRun = first.start()
         try await waitUntil(timeout: .seconds(20)) { sandbox.server.requests.count >= 1 }
         try await Task.sleep(for: .milliseconds(500))
-        try await first.stop(firstRun)
+        first.pipeline.stop()
+        try await firstRun.value
+        // The stopped worker's producer may still publish its outcome now; the offset stays uncommitted.
+        kafka.cluster.clearRequestErrors(apiKey: 0)
+        first.producer.close()
+        await first.registry.shutdown()
 
         let reader = try kafka.reader()
         let second = try PipelineHarness(kafka: kafka, sandbox: sandbox)
