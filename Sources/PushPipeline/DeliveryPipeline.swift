@@ -31,7 +31,9 @@ public final class DeliveryPipeline: Sendable {
     private struct Shared {
         var machine: PipelineStateMachine
         var consumers: [Lane: any MessageSource] = [:]
-        var tasks: [PipelineStateMachine.JobID: Task<Void, Never>] = [:]
+        /// Offsets the state machine let go, stored by their lane's consumer thread before it polls
+        /// again: the only thread that stores the lane's offsets, so they reach the source in order.
+        var pendingOffsets: [Lane: [TopicPartition: Int64]] = [:]
         /// Paused while the shared store is unavailable.
         var paused: Set<Lane> = []
         var lastPoll: [Lane: ContinuousClock.Instant] = [:]
@@ -56,6 +58,31 @@ public final class DeliveryPipeline: Sendable {
         let topicPartition: TopicPartition
     }
 
+    /// The job tasks that exist, so a drain can cancel them. A task is created outside the shared
+    /// lock and registered just after; one that ended before it was registered is not kept.
+    private struct JobTasks {
+        var running: [PipelineStateMachine.JobID: Task<Void, Never>] = [:]
+        var endedBeforeRegistered: Set<PipelineStateMachine.JobID> = []
+        var cancelledLanes: Set<Lane> = []
+
+        /// false: the task's lane was cancelled already, so the task is to be cancelled too.
+        mutating func register(_ id: PipelineStateMachine.JobID, _ task: Task<Void, Never>) -> Bool {
+            if endedBeforeRegistered.remove(id) != nil { return true }
+            if cancelledLanes.contains(id.lane) { return false }
+            running[id] = task
+            return true
+        }
+
+        mutating func ended(_ id: PipelineStateMachine.JobID) {
+            if running.removeValue(forKey: id) == nil, !cancelledLanes.contains(id.lane) { endedBeforeRegistered.insert(id) }
+        }
+
+        mutating func cancel(lane: Lane) -> [Task<Void, Never>] {
+            cancelledLanes.insert(lane)
+            return running.filter { $0.key.lane == lane }.map(\.value)
+        }
+    }
+
     private let configuration: PipelineConfiguration
     private let laneTopics: [LaneTopic]
     private let processor: JobProcessor
@@ -64,6 +91,7 @@ public final class DeliveryPipeline: Sendable {
     private let logger: Logger
     private let observer: (any PipelineObserver)?
     private let shared: Mutex<Shared>
+    private let tasks = Mutex(JobTasks())
     /// Signalled for a waiting lane when a job of either lane finishes or parks: its consumer
     /// thread may have room again, or a revocation or stop it waits for may go ahead.
     private let wake: [Lane: DispatchSemaphore]
@@ -119,7 +147,7 @@ public final class DeliveryPipeline: Sendable {
     var jobsWaitingForAppSlot: Int { shared.withLock { $0.waitingForSlot.count } }
 
     /// Job tasks that exist now.
-    var jobTasks: Int { shared.withLock { $0.tasks.count } }
+    var jobTasks: Int { tasks.withLock { $0.running.count } }
 
     /// Ready for traffic: every lane joined its group, the shared store answers, not stopping.
     public var readiness: (ready: Bool, reason: String) {
@@ -195,7 +223,7 @@ public final class DeliveryPipeline: Sendable {
         let wake = wake[lane]!
         while true {
             let storeHealthy = processor.health.isHealthy
-            let (stopping, pause, resume, room) = shared.withLock { shared in
+            let (stopping, pause, resume, room, offsets) = shared.withLock { shared in
                 let paused = shared.paused.contains(lane)
                 let pause = !paused && !storeHealthy
                 let resume = paused && storeHealthy
@@ -204,8 +232,9 @@ public final class DeliveryPipeline: Sendable {
                 shared.lastPoll[lane] = .now
                 let room = shared.machine.room(in: lane)
                 if room == 0 { shared.waiting.insert(lane) }
-                return (shared.machine.stopRequested, pause, resume, room)
+                return (shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane))
             }
+            store(offsets, in: consumer)
             if stopping { break }
             if pause { consumer.pauseAll(); logger.debug("consumer paused: shared store unavailable", metadata: ["lane": "\(lane.rawValue)"]) }
             if resume { consumer.resumeAll(); logger.debug("consumer resumed", metadata: ["lane": "\(lane.rawValue)"]) }
@@ -220,6 +249,7 @@ public final class DeliveryPipeline: Sendable {
             consumed(messages, lane: lane)
         }
         drain(lane)
+        store(shared.withLock { $0.pendingOffsets.removeValue(forKey: lane) }, in: consumer)
         consumer.close()
         logger.info("consumer closed", metadata: ["lane": "\(lane.rawValue)"])
     }
@@ -238,27 +268,33 @@ public final class DeliveryPipeline: Sendable {
         metrics.laneInFlight(lane, jobs: inLane)
     }
 
-    /// Runs a state-machine event under the lock and stores the offsets it returns there (in
-    /// order per partition); then starts the jobs it returns. Returns what the event returned besides.
+    /// Runs a state-machine event under the lock and queues the offsets it returns for their
+    /// consumer thread; then starts the jobs it returns. Returns what the event returned besides.
     private func perform<Result>(_ event: (inout Shared) -> ([PipelineStateMachine.Action], Result)) -> Result {
         let (starts, result) = shared.withLock { shared in
             let (actions, result) = event(&shared)
-            return (Self.storeOffsets(actions, in: &shared), result)
+            return (Self.queueOffsets(actions, in: &shared), result)
         }
         begin(starts)
         return result
     }
 
-    /// Stores the offsets among `actions`; returns the jobs to start.
-    private static func storeOffsets(_ actions: [PipelineStateMachine.Action], in shared: inout Shared) -> [(PipelineStateMachine.JobID, KafkaMessage)] {
+    /// Queues the offsets among `actions` for their lane's consumer thread (a later offset of a
+    /// partition replaces an earlier one); returns the jobs to start.
+    private static func queueOffsets(_ actions: [PipelineStateMachine.Action], in shared: inout Shared) -> [(PipelineStateMachine.JobID, KafkaMessage)] {
         var starts: [(PipelineStateMachine.JobID, KafkaMessage)] = []
         for action in actions {
             switch action {
             case .start(let id, let message): starts.append((id, message))
-            case .storeOffset(let lane, let topicPartition, let offset): shared.consumers[lane]?.storeOffset(offset, for: topicPartition)
+            case .storeOffset(let lane, let topicPartition, let offset): shared.pendingOffsets[lane, default: [:]][topicPartition] = offset
             }
         }
         return starts
+    }
+
+    /// On the lane's consumer thread only.
+    private func store(_ offsets: [TopicPartition: Int64]?, in consumer: any MessageSource) {
+        for (topicPartition, offset) in offsets ?? [:] { consumer.storeOffset(offset, for: topicPartition) }
     }
 
     /// Starts jobs the state machine let go: each is decoded (outside the lock), then either its
@@ -268,29 +304,29 @@ public final class DeliveryPipeline: Sendable {
         var pending = starts[...]
         while let (id, message) = pending.popFirst() {
             let admitted = processor.admit(message, lane: id.lane)
-            let (more, woken, abandoned) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>, Bool) in
+            enum Next { case run(AppSlot?), waitForSlot, abandon }
+            let (next, more, woken) = shared.withLock { shared -> (Next, [(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
                 // Let go just before a stop: it would only wait for its slot until the drain gives it up.
-                if admitted.scope != nil, shared.abandoning.contains(id.lane) { return ([], [], true) }
-                guard let scope = admitted.scope else {
-                    // A task starts running only after this lock is released, so its entry is in place before it can finish.
-                    shared.tasks[id] = start(id, admitted, slot: nil)
-                    return ([], [], false)
-                }
+                if admitted.scope != nil, shared.abandoning.contains(id.lane) { return (.abandon, [], []) }
+                guard let scope = admitted.scope else { return (.run(nil), [], []) }
                 let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] slot in
                     self?.slotGranted(slot, to: id, admitted)
                 }
                 switch reservation {
                 case .granted(let slot):
-                    shared.tasks[id] = start(id, admitted, slot: slot)
-                    return ([], [], false)
+                    return (.run(slot), [], [])
                 case .waiting(let ticket):
                     // Under this lock, so the grant (which takes it) comes after the park.
                     shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
                     let actions = shared.machine.parkingChanged(id, parked: true)
-                    return (Self.storeOffsets(actions, in: &shared), shared.wakeWaiting(), false)
+                    return (.waitForSlot, Self.queueOffsets(actions, in: &shared), shared.wakeWaiting())
                 }
             }
-            if abandoned { finish(id, completed: false) }
+            switch next {
+            case .run(let slot): run(id, admitted, slot: slot)
+            case .abandon: finish(id, completed: false)
+            case .waitForSlot: break
+            }
             for lane in woken { wake[lane]?.signal() }
             pending.append(contentsOf: more)
         }
@@ -302,14 +338,14 @@ public final class DeliveryPipeline: Sendable {
             shared.waitingForSlot[id] = nil
             guard !shared.abandoning.contains(id.lane) else { return nil }
             let actions = shared.machine.parkingChanged(id, parked: false)
-            shared.tasks[id] = start(id, admitted, slot: slot)
-            return Self.storeOffsets(actions, in: &shared)
+            return Self.queueOffsets(actions, in: &shared)
         }
         guard let more = started else {
             slot.giveBack()
             finish(id, completed: false)
             return
         }
+        run(id, admitted, slot: slot)
         begin(more)
     }
 
@@ -324,6 +360,12 @@ public final class DeliveryPipeline: Sendable {
         shared.withLock { shared in for id in ids { shared.waitingForSlot[id] = nil } }
         for id in ids { finish(id, completed: false) }
         return ids.count
+    }
+
+    /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
+    private func run(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) {
+        let task = start(id, admitted, slot: slot)
+        if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
     }
 
     private func start(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) -> Task<Void, Never> {
@@ -345,15 +387,15 @@ public final class DeliveryPipeline: Sendable {
                                            kafkaTimestamp: message.timestamp)
                 }
             }
+            tasks.withLock { $0.ended(id) }
             finish(id, completed: completed)
         }
     }
 
     private func finish(_ id: PipelineStateMachine.JobID, completed: Bool) {
         let (total, inLane, woken) = perform { shared in
-            shared.tasks[id] = nil
-            return (shared.machine.finished(id, completed: completed),
-                    (shared.machine.consumed, shared.machine.consumed(in: id.lane), shared.wakeWaiting()))
+            (shared.machine.finished(id, completed: completed),
+             (shared.machine.consumed, shared.machine.consumed(in: id.lane), shared.wakeWaiting()))
         }
         for lane in woken { wake[lane]?.signal() }
         processor.metrics.inFlight.record(total)
@@ -374,7 +416,11 @@ public final class DeliveryPipeline: Sendable {
             withdrawWaiting { id, wait in id.lane == lane && revoked.contains(wait.topicPartition) }
             let deadline = ContinuousClock.now + configuration.revocationGrace
             while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane, partitions: partitions) > 0 }) {}
-            let abandoned = shared.withLock { $0.machine.revoked(partitions, in: lane) }
+            let (abandoned, consumer, offsets) = shared.withLock { shared in
+                (shared.machine.revoked(partitions, in: lane), shared.consumers[lane], shared.pendingOffsets.removeValue(forKey: lane))
+            }
+            // The last offsets of the revoked partitions, stored before they are committed and taken away.
+            if let consumer { store(offsets, in: consumer) }
             if abandoned > 0 {
                 logger.warning("partitions revoked with jobs still in flight; they will be redelivered",
                                metadata: ["jobs": "\(abandoned)", "partitions": "\(partitions)", "lane": "\(lane.rawValue)"])
@@ -406,7 +452,7 @@ public final class DeliveryPipeline: Sendable {
         let deadline = ContinuousClock.now + configuration.shutdownGrace
         while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane) > 0 }) {}
         // Jobs waiting for an app slot were given up by `stop()`, which the drain always follows.
-        let remaining = shared.withLock { shared in shared.tasks.filter { $0.key.lane == lane }.map(\.value) }
+        let remaining = tasks.withLock { $0.cancel(lane: lane) }
         if !remaining.isEmpty {
             logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
                            metadata: ["jobs": "\(remaining.count)", "lane": "\(lane.rawValue)"])

@@ -1,3 +1,4 @@
+import Foundation
 import ProxyPlugin
 import PushCore
 import PushKafka
@@ -115,6 +116,59 @@ private func endOffsets(_ kafka: InMemoryKafka, _ topic: String) -> [TopicPartit
     }
 }
 
+/// Wraps each lane's source and notes, for every stored offset, whether the thread storing it is
+/// the one that polls that source.
+private final class ThreadCheckingSources: MessageSourceFactory {
+    struct StoredOffset: Sendable {
+        let topicPartition: TopicPartition
+        let offset: Int64
+        let onPollingThread: Bool
+    }
+
+    private final class Log: Sendable {
+        let entries = Mutex<[StoredOffset]>([])
+    }
+
+    private final class Source: MessageSource {
+        let inner: any MessageSource
+        let log: Log
+        private let pollingThread = Mutex<ObjectIdentifier?>(nil)
+
+        init(inner: any MessageSource, log: Log) {
+            self.inner = inner
+            self.log = log
+        }
+
+        private var onPollingThread: Bool { pollingThread.withLock { $0 == ObjectIdentifier(Thread.current) } }
+
+        func poll(maximum: Int, timeoutMilliseconds: Int32) -> [KafkaMessage] {
+            pollingThread.withLock { $0 = ObjectIdentifier(Thread.current) }
+            return inner.poll(maximum: maximum, timeoutMilliseconds: timeoutMilliseconds)
+        }
+
+        func storeOffset(_ offset: Int64, for topicPartition: TopicPartition) {
+            let entry = StoredOffset(topicPartition: topicPartition, offset: offset, onPollingThread: onPollingThread)
+            log.entries.withLock { $0.append(entry) }
+            inner.storeOffset(offset, for: topicPartition)
+        }
+
+        func pauseAll() { inner.pauseAll() }
+        func resumeAll() { inner.resumeAll() }
+        func close() { inner.close() }
+    }
+
+    private let inner: any MessageSourceFactory
+    private let log = Log()
+
+    init(_ inner: any MessageSourceFactory) { self.inner = inner }
+
+    var stored: [StoredOffset] { log.entries.withLock { $0 } }
+
+    func makeSource(lane: Lane, topic: String, rebalance: @escaping @Sendable (RebalanceEvent) -> Void) throws -> any MessageSource {
+        Source(inner: try inner.makeSource(lane: lane, topic: topic, rebalance: rebalance), log: log)
+    }
+}
+
 private func outcomeJobIds(_ kafka: InMemoryKafka) -> [String] {
     kafka.messages(in: "push.outcomes").compactMap { message in
         if case .string(let id)? = message.json?["jobId"] { id } else { nil }
@@ -212,5 +266,33 @@ struct InMemoryPipelineTests {
         #expect(outcomeJobIds(kafka) == ["job-0-0", "job-0-1"])
         #expect(kafka.sends == 5, "3 refused sends of the first job, then one per job")
         #expect(provider.deliveries == 2, "a refused publication must not send the notification again")
+    }
+
+    @Test("offsets are stored by the thread that polls their lane, never by a job's task, and never move backwards")
+    func offsetsStoredByThePollingThread() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 3, "push.jobs.urgent": 1, "push.outcomes": 2])
+        let provider = RecordingProvider(pause: .milliseconds(1))
+        appendJobs(kafka, users: 40, jobsPerUser: 5)
+        let sources = ThreadCheckingSources(kafka.sources(group: "push-worker"))
+        let configuration = PipelineConfiguration(shutdownGrace: .seconds(2))
+        let registry = ProviderRegistry([provider])
+        let processor = JobProcessor(registry: registry, configuration: configuration, store: InMemoryDeliveryStore(), retryQueue: nil,
+                                     logger: testLogger())
+        let pipeline = DeliveryPipeline(configuration: configuration, sources: sources, sink: kafka.sink, processor: processor,
+                                        logger: testLogger())
+        let running = Task { try await pipeline.run() }
+        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        pipeline.stop()
+        try await running.value
+
+        let stored = sources.stored
+        #expect(!stored.isEmpty)
+        let offThread = stored.filter { !$0.onPollingThread }.count
+        #expect(offThread == 0, "\(offThread) of \(stored.count) offsets stored off the polling thread")
+        for (partition, offsets) in Dictionary(grouping: stored, by: \.topicPartition) {
+            let values = offsets.map(\.offset)
+            #expect(values == values.sorted() && Set(values).count == values.count, "\(partition): \(values)")
+        }
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
     }
 }
