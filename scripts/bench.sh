@@ -197,14 +197,16 @@ if transport_paths:
         print(f"{label + ' (' + report['client'] + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} "
               f"{report['cpuMicrosecondsPerRequest']:>11.1f} {report['peakResidentMB']:>12.0f}")
     print()
-print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11}")
+# cores: busy while the jobs flowed, the worker's and the whole machine's (Redis, nginx and Kafka run here too).
+print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11} {'cores worker/machine':>21}")
 for path in sys.argv[3:]:
     report = json.load(open(path))
     rate = report["jobsPerSecond"]
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")
     client = report["transport"].split()[0] if report["transport"].startswith("libcurl") else report["transport"].split(" (fallback")[0]
     print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
-          f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f}")
+          f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f} "
+          f"{report.get('processCores', 0):>9.2f} / {report.get('machineBusyCores', 0):.2f} of {report.get('machineCores', 0):.0f}")
 rounds = {}
 for path in sys.argv[3:]:
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")

@@ -110,20 +110,32 @@ public enum EndToEndBench {
 
         let cpuAtStart = ProcessResources.cpuSeconds()
         let running = Task { try await worker.run() }
-        let feeding: Task<Void, any Error>? = options.rate.map { rate in
-            Task {
+        // The jobs come from a producer of their own, as from the upstream service: sharing the worker's
+        // would put them in the outcomes' produce requests.
+        let feeder = try options.rate.map { _ in
+            try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
+        }
+        var feeding: Task<Void, any Error>?
+        if let rate = options.rate, let feeder {
+            feeding = Task {
                 // Offer the load once the consumer has joined, so the group join does not count as queueing.
-                worker.producer.prepare(topics: [jobsTopic])
+                feeder.prepare(topics: [jobsTopic])
                 while !worker.pipeline.readiness.ready { try await Task.sleep(for: .milliseconds(20)) }
-                try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: worker.producer, rate: rate)
+                try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: feeder, rate: rate)
             }
         }
         let started = ContinuousClock.now
         var lastProgress = started
         var finished = recorder.snapshot
+        // CPU while jobs flow (first consumed → last acknowledged, to 20 ms): the group join and the drain left out.
+        var flowing: (first: ProcessResources.CPUSample, last: ProcessResources.CPUSample)?
         while finished.finished < options.jobs, ContinuousClock.now - started < options.timeout {
             try await Task.sleep(for: .milliseconds(20))
             finished = recorder.snapshot
+            if finished.firstConsumed != nil {
+                let sample = ProcessResources.CPUSample.now()
+                flowing = (flowing?.first ?? sample, sample)
+            }
             if ContinuousClock.now - lastProgress >= .seconds(5) {
                 lastProgress = .now
                 progress("\(finished.finished)/\(options.jobs) jobs finished, \(worker.pipeline.inFlightJobs) in flight, RSS \(ProcessResources.residentBytes() >> 20) MiB")
@@ -132,13 +144,14 @@ public enum EndToEndBench {
         let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
         let peakResident = ProcessResources.peakResidentBytes()
         feeding?.cancel()
+        feeder?.close(timeout: .zero)
         worker.pipeline.stop()
         try await running.value
         await providers.stop()
         withExtendedLifetime(cluster) {}
 
         return EndToEndReport(options: options, configuration: configuration, snapshot: finished, cpuSeconds: cpuSeconds,
-                              peakResidentBytes: peakResident, kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
+                              cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0), peakResidentBytes: peakResident, kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
                               endpoint: options.endpoint ?? "built-in sandboxes (in this process)")
     }
 

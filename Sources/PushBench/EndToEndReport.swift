@@ -45,11 +45,16 @@ public struct EndToEndReport: Sendable, Codable {
     /// Kafka timestamp (produce time) → outcomes acknowledged, in milliseconds (includes queueing in Kafka).
     public let endToEndLatencyMs: Latency
     public let cpuSecondsPer1000Jobs: Double
+    /// Cores in use on average while jobs flowed (first consumed → last acknowledged): by this process, by the whole
+    /// machine (this process, Redis, the provider endpoint and Kafka when they run here), and how many the machine has.
+    public let processCores: Double
+    public let machineBusyCores: Double
+    public let machineCores: Double
     public let peakResidentMB: Double
     public let outcomes: [String: Int]
 
     init(options: EndToEndBench.Options, configuration: WorkerConfiguration, snapshot: BenchRecorder.Snapshot, cpuSeconds: Double,
-         peakResidentBytes: Int, kafka: String, endpoint: String) {
+         cores: (process: Double, machineBusy: Double, machine: Double), peakResidentBytes: Int, kafka: String, endpoint: String) {
         jobsRequested = options.jobs
         jobsFinished = snapshot.finished
         mix = options.mix.description
@@ -74,6 +79,7 @@ public struct EndToEndReport: Sendable, Codable {
         publishingLatencyMs = Latency(microseconds: snapshot.publishingLatency)
         endToEndLatencyMs = Latency(snapshot.endToEndLatency, unitsPerMillisecond: 1)
         cpuSecondsPer1000Jobs = snapshot.finished > 0 ? cpuSeconds / Double(snapshot.finished) * 1000 : 0
+        (processCores, machineBusyCores, machineCores) = cores
         peakResidentMB = Double(peakResidentBytes) / 1_048_576
         outcomes = snapshot.statuses
     }
@@ -102,6 +108,7 @@ public struct EndToEndReport: Sendable, Codable {
             ("  of it: publishing", latency(publishingLatencyMs)),
             ("latency produced→acked", latency(endToEndLatencyMs)),
             ("CPU per 1000 jobs", "\(format(cpuSecondsPer1000Jobs, 3)) s (whole process)"),
+            ("cores busy while flowing", "this process \(format(processCores, 2)), machine \(format(machineBusyCores, 2)) of \(format(machineCores, 1))"),
             ("peak RSS", "\(format(peakResidentMB)) MB"),
             ("outcomes", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
         ]

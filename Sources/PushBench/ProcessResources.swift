@@ -10,6 +10,36 @@ enum ProcessResources {
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
+    /// The CPU time of this process and of the whole machine at one instant.
+    struct CPUSample {
+        let at: ContinuousClock.Instant
+        let processSeconds: Double
+        /// All cores together, from the first line of /proc/stat: busy = user + nice + system + irq + softirq + steal.
+        let machineBusySeconds: Double
+        let machineIdleSeconds: Double
+
+        static func now() -> CPUSample {
+            let ticks = Double(max(sysconf(Int32(_SC_CLK_TCK)), 1))
+            var busy = 0.0, idle = 0.0
+            if let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8), let line = stat.split(separator: "\n").first {
+                let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+                for (index, value) in fields.prefix(8).enumerated() {
+                    if index == 3 || index == 4 { idle += value } else { busy += value }
+                }
+            }
+            return CPUSample(at: .now, processSeconds: cpuSeconds(), machineBusySeconds: busy / ticks, machineIdleSeconds: idle / ticks)
+        }
+
+        /// Cores in use on average from `earlier` to this sample: by this process, by the machine, and how many it has.
+        func cores(since earlier: CPUSample) -> (process: Double, machineBusy: Double, machine: Double) {
+            let wall = (at - earlier.at).seconds
+            guard wall > 0 else { return (0, 0, 0) }
+            let busy = machineBusySeconds - earlier.machineBusySeconds
+            let idle = machineIdleSeconds - earlier.machineIdleSeconds
+            return ((processSeconds - earlier.processSeconds) / wall, busy / wall, (busy + idle) / wall)
+        }
+    }
+
     /// Peak resident set size (VmHWM) in bytes.
     static func peakResidentBytes() -> Int { statusField("VmHWM:") }
 
