@@ -111,7 +111,7 @@ public enum EndToEndBench {
         let cpuAtStart = ProcessResources.cpuSeconds()
         let running = Task { try await worker.run() }
         // The jobs come from a producer of their own, as from the upstream service: sharing the worker's
-        // would put them in the outcomes' produce requests.
+        // (its connection and broker thread) shortened the outcomes' wait for their acknowledgements.
         let feeder = try options.rate.map { _ in
             try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
         }
@@ -151,7 +151,8 @@ public enum EndToEndBench {
         withExtendedLifetime(cluster) {}
 
         return EndToEndReport(options: options, configuration: configuration, snapshot: finished, cpuSeconds: cpuSeconds,
-                              cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0), peakResidentBytes: peakResident, kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
+                              cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0), peakResidentBytes: peakResident,
+                              kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
                               endpoint: options.endpoint ?? "built-in sandboxes (in this process)")
     }
 
