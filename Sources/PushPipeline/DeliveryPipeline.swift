@@ -304,17 +304,17 @@ public final class DeliveryPipeline: Sendable {
         var pending = starts[...]
         while let (id, message) = pending.popFirst() {
             let admitted = processor.admit(message, lane: id.lane)
-            enum Next { case run(AppSlot?), waitForSlot, abandon }
+            enum Next { case launch(AppSlot?), waitForSlot, abandon }
             let (next, more, woken) = shared.withLock { shared -> (Next, [(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
                 // Let go just before a stop: it would only wait for its slot until the drain gives it up.
                 if admitted.scope != nil, shared.abandoning.contains(id.lane) { return (.abandon, [], []) }
-                guard let scope = admitted.scope else { return (.run(nil), [], []) }
+                guard let scope = admitted.scope else { return (.launch(nil), [], []) }
                 let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] slot in
                     self?.slotGranted(slot, to: id, admitted)
                 }
                 switch reservation {
                 case .granted(let slot):
-                    return (.run(slot), [], [])
+                    return (.launch(slot), [], [])
                 case .waiting(let ticket):
                     // Under this lock, so the grant (which takes it) comes after the park.
                     shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
@@ -323,7 +323,7 @@ public final class DeliveryPipeline: Sendable {
                 }
             }
             switch next {
-            case .run(let slot): run(id, admitted, slot: slot)
+            case .launch(let slot): launch(id, admitted, slot: slot)
             case .abandon: finish(id, completed: false)
             case .waitForSlot: break
             }
@@ -345,7 +345,7 @@ public final class DeliveryPipeline: Sendable {
             finish(id, completed: false)
             return
         }
-        run(id, admitted, slot: slot)
+        launch(id, admitted, slot: slot)
         begin(more)
     }
 
@@ -363,7 +363,7 @@ public final class DeliveryPipeline: Sendable {
     }
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
-    private func run(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) {
+    private func launch(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) {
         let task = start(id, admitted, slot: slot)
         if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
     }
