@@ -99,7 +99,7 @@ final class CallSource: Sendable {
     var produced: Int { state.withLock { $0.produced } }
 
     func start() {
-        let thread = Thread { [self] in
+        NamedThread.start("bench-calls") { [self] in
             var due = ContinuousClock.now
             while true {
                 let number = state.withLock { state -> Int? in
@@ -117,8 +117,6 @@ final class CallSource: Sendable {
             }
             finished.signal()
         }
-        thread.name = "bench-calls"
-        thread.start()
     }
 
     /// Stops producing; returns how many calls were produced.

@@ -127,9 +127,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maximumStreamsPerConnection)
-        let thread = Thread { [self] in run() }
-        thread.name = "curl-\(name)"
-        thread.start()
+        NamedThread.start("curl-\(name)") { [self] in run() }
     }
 
     deinit { curl_multi_cleanup(multi) }

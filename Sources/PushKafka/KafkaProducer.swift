@@ -1,6 +1,7 @@
 import CRdKafka
 import Foundation
 import Logging
+import PushCore
 import Synchronization
 
 /// Waits for the delivery reports of one batch of records.
@@ -81,12 +82,10 @@ public final class KafkaProducer: Sendable {
             batch.reported(error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error))
         }
         rdkafka = RDKafkaHandle(try RDKafkaConfig.newHandle(RD_KAFKA_PRODUCER, conf: conf), context: context)
-        let thread = Thread { [rdkafka, poller] in
+        NamedThread.start("kafka-produce") { [rdkafka, poller] in
             while !poller.stopping.load(ordering: .relaxed) { rd_kafka_poll(rdkafka.pointer, 100) }
             poller.finished.signal()
         }
-        thread.name = "kafka-producer-poll"
-        thread.start()
     }
 
     /// Produces `records` and waits for every delivery report. While librdkafka's local queue is

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PushCore
 import Synchronization
 
 /// Reads topics from the beginning in a throwaway group, on its own thread: an
@@ -16,15 +17,13 @@ public final class KafkaTopicReader: Sendable {
         properties["enable.auto.commit"] = "false"
         properties.merge(extraProperties) { $1 }
         let consumer = try KafkaConsumer(properties: properties, topics: topics, logger: logger) { _ in }
-        let thread = Thread { [self] in
+        NamedThread.start("kafka-reader") { [self] in
             while !stopping.load(ordering: .relaxed) {
                 if let message = consumer.poll(timeoutMilliseconds: 100) { messages.withLock { $0.append(message) } }
             }
             consumer.close()
             finished.signal()
         }
-        thread.name = "kafka-reader"
-        thread.start()
     }
 
     public var received: [KafkaMessage] { messages.withLock { $0 } }

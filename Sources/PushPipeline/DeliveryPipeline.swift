@@ -182,7 +182,7 @@ public final class DeliveryPipeline: Sendable {
                 for (source, consumer) in consumers { shared.consumers[source.lane] = consumer }
             }
             for (source, consumer) in consumers {
-                let thread = Thread { [self] in
+                NamedThread.start("kafka-\(source.lane.rawValue)") { [self] in
                     // The first outcomes would otherwise wait about a second for a metadata refresh.
                     let unknown = publisher.prepareTopics()
                     if !unknown.isEmpty {
@@ -198,8 +198,6 @@ public final class DeliveryPipeline: Sendable {
                     }
                     last?.resume()
                 }
-                thread.name = "kafka-\(source.lane.rawValue)"
-                thread.start()
             }
         }
         retries?.cancel()

@@ -167,7 +167,7 @@ struct KafkaMock: AsyncParsableCommand {
         guard mkfifo(path, 0o600) == 0 else { throw ValidationError("cannot create the control FIFO \(path)") }
         let descriptor = open(path, O_RDWR)
         guard descriptor >= 0 else { throw ValidationError("cannot open the control FIFO \(path)") }
-        let thread = Thread {
+        NamedThread.start("kafka-mock-ctl") {
             var pending: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -190,8 +190,6 @@ struct KafkaMock: AsyncParsableCommand {
                 }
             }
         }
-        thread.name = "kafka-mock-control"
-        thread.start()
     }
 }
 
