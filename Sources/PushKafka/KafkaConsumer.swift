@@ -30,8 +30,8 @@ public final class KafkaConsumer: Sendable {
             "auto.offset.reset": "earliest",
             "enable.partition.eof": "false",
             // Prefetch at most 16 MiB per lane (librdkafka's default is 64 MiB). Once the prefetch queue is
-            // full, librdkafka before 2.1 waits a whole second before it fetches again (confluentinc/librdkafka
-            // issue 2879; 2.1 made that wait `fetch.queue.backoff.ms`), so the queue must hold more than a second
+            // full, librdkafka before 2.2 waits a whole second before it fetches again (confluentinc/librdkafka
+            // issue 2879; 2.2 made that wait `fetch.queue.backoff.ms`), so the queue must hold more than a second
             // of work or the worker idles: 4 MiB, about 8 700 jobs of 480 bytes, held the worker at ~10 000 jobs/s
             // (docs/performance.md).
             "queued.max.messages.kbytes": "16384",
