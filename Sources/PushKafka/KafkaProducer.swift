@@ -69,12 +69,18 @@ public final class KafkaProducer: Sendable {
         ]
     }
 
-    /// - Parameter properties: complete librdkafka properties (see `defaultProperties`).
-    public init(properties: [String: String], logger: Logger) throws(KafkaError) {
+    /// - Parameters:
+    ///   - properties: complete librdkafka properties (see `defaultProperties`).
+    ///   - statistics: called with librdkafka's statistics JSON every `statistics.interval.ms` (5 s unless set).
+    public init(properties: [String: String], logger: Logger,
+                statistics: (@Sendable ([UInt8]) -> Void)? = nil) throws(KafkaError) {
         self.logger = logger
-        context = RDKafkaContext(logger: logger)
+        context = RDKafkaContext(logger: logger, statistics: statistics)
+        var properties = properties
+        if statistics != nil, properties["statistics.interval.ms"] == nil { properties["statistics.interval.ms"] = "5000" }
         let conf = try RDKafkaConfig.make(properties)
         RDKafkaConfig.attach(context, to: conf)
+        if statistics != nil { RDKafkaConfig.attachStatistics(to: conf) }
         rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
             guard let message, let opaque = message.pointee._private else { return }
             let batch = Unmanaged<DeliveryBatch>.fromOpaque(opaque).takeRetainedValue()

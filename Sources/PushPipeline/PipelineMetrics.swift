@@ -107,6 +107,18 @@ public final class PipelineMetrics: Sendable {
 
     func shed() { shedJobs.increment() }
 
+    /// Records the outcome producer's latency to a broker (see `ProducerLatency`).
+    public func producerLatency(fromStatistics statistics: [UInt8]) {
+        for latency in ProducerLatency.parse(statistics) {
+            Gauge(label: "push_kafka_produce_rtt_milliseconds", dimensions: [("broker", latency.broker), ("quantile", "0.5")])
+                .record(latency.roundTripP50)
+            Gauge(label: "push_kafka_produce_rtt_milliseconds", dimensions: [("broker", latency.broker), ("quantile", "0.99")])
+                .record(latency.roundTripP99)
+            Gauge(label: "push_kafka_produce_queue_milliseconds", dimensions: [("broker", latency.broker), ("quantile", "0.99")])
+                .record(latency.queueP99)
+        }
+    }
+
     private func app(_ provider: ProviderID, _ name: String?) -> String {
         let name = name ?? "-"
         return apps.withLock { apps in
@@ -115,6 +127,41 @@ public final class PipelineMetrics: Sendable {
             apps[provider, default: []].insert(name)
             return name
         }
+    }
+}
+
+/// The outcome producer's latency to one broker over the last statistics interval, from
+/// librdkafka's statistics JSON, in milliseconds: `rtt` is request written → answer read (the
+/// broker's answer time plus the network), `int_latency` is produce call → request written
+/// (`linger.ms` and the producer's own queue).
+struct ProducerLatency: Equatable {
+    /// The broker's node id.
+    let broker: String
+    let roundTripP50: Double
+    let roundTripP99: Double
+    let queueP99: Double
+
+    /// One entry per broker that answered a request in the interval (bootstrap entries, with node id -1, left out).
+    static func parse(_ statistics: [UInt8]) -> [ProducerLatency] {
+        guard let document = try? JSONParser.parse(statistics, maximumDepth: 16), case .object(let brokers)? = document["brokers"] else {
+            return []
+        }
+        var latencies: [ProducerLatency] = []
+        for (_, broker) in brokers {
+            guard case .integer(let node)? = broker["nodeid"], node >= 0,
+                  case .integer(let requests)? = broker["rtt"]?["cnt"], requests > 0,
+                  let p50 = microseconds(broker["rtt"]?["p50"]), let p99 = microseconds(broker["rtt"]?["p99"])
+            else { continue }
+            let queue = microseconds(broker["int_latency"]?["p99"]) ?? 0
+            latencies.append(ProducerLatency(broker: String(node), roundTripP50: p50 / 1000, roundTripP99: p99 / 1000,
+                                             queueP99: queue / 1000))
+        }
+        return latencies.sorted { $0.broker < $1.broker }
+    }
+
+    private static func microseconds(_ value: JSONValue?) -> Double? {
+        guard case .integer(let count)? = value, count >= 0 else { return nil }
+        return Double(count)
     }
 }
 

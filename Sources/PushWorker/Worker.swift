@@ -32,7 +32,9 @@ public struct Worker: Sendable {
         // Producer-only properties would make the consumer refuse to start, and vice versa.
         consumerProperties = consumerProperties.filter { !Self.producerOnly.contains($0.key) }
         producerProperties = producerProperties.filter { !Self.consumerOnly.contains($0.key) }
-        producer = try KafkaProducer(properties: producerProperties, logger: logger)
+        let metrics = PipelineMetrics()
+        producer = try KafkaProducer(properties: producerProperties, logger: logger,
+                                     statistics: { metrics.producerLatency(fromStatistics: $0) })
         let store: any DeliveryStore
         let retryQueue: (any RetryQueue)?
         if let url = configuration.redisURL {
@@ -46,7 +48,7 @@ public struct Worker: Sendable {
             logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
         }
         let processor = JobProcessor(registry: registry, configuration: configuration.pipeline, store: store,
-                                     retryQueue: retryQueue, metrics: PipelineMetrics(), logger: logger)
+                                     retryQueue: retryQueue, metrics: metrics, logger: logger)
         pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,
                                     producer: producer, processor: processor, logger: logger, observer: observer)
     }

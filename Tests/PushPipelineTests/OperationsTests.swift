@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushKafka
+import Synchronization
 import Testing
 import TestSupport
 @testable import PushPipeline
@@ -48,6 +49,35 @@ struct PipelineOperationsTests {
         #expect(lags.first?.topic == "push.jobs")
         #expect(lags.first?.partition == 0)
         #expect(lags.first?.lag == 42)
+    }
+
+    @Test("the outcome producer's round trip and queue time per broker come from librdkafka's statistics; bootstrap entries and brokers without requests are left out")
+    func producerLatencyFromStatistics() {
+        let statistics = #"{"name":"p","brokers":{"localhost:9092/bootstrap":{"nodeid":-1,"rtt":{"cnt":3,"p50":100,"p99":200},"int_latency":{"cnt":0,"p99":0}},"localhost:9092/1":{"name":"localhost:9092/1","nodeid":1,"rtt":{"min":1580,"cnt":40,"p50":2319,"p99":3391},"int_latency":{"cnt":90,"p50":28031,"p99":48639}},"localhost:9093/2":{"nodeid":2,"rtt":{"cnt":0,"p50":0,"p99":0},"int_latency":{"cnt":0,"p99":0}}}}"#
+        #expect(ProducerLatency.parse(Array(statistics.utf8))
+            == [ProducerLatency(broker: "1", roundTripP50: 2.319, roundTripP99: 3.391, queueP99: 48.639)])
+        #expect(ProducerLatency.parse(Array("{broken".utf8)).isEmpty)
+        #expect(ProducerLatency.parse(Array(#"{"brokers":{"b":{"nodeid":1,"rtt":{"cnt":1,"p50":-5,"p99":9}}}}"#.utf8)).isEmpty)
+    }
+
+    @Test("a broker that answers slowly shows in the producer's round trip (librdkafka's mock broker with 60 ms added)")
+    func slowBrokerShowsInProduceRoundTrip() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        kafka.cluster.setRoundTripTime(broker: -1, milliseconds: 60)
+        let seen = Mutex<[ProducerLatency]>([])
+        var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
+        properties["statistics.interval.ms"] = "100"
+        let producer = try KafkaProducer(properties: properties, logger: testLogger(), statistics: { json in
+            let latencies = ProducerLatency.parse(json)
+            if !latencies.isEmpty { seen.withLock { $0 = latencies } }
+        })
+        defer { producer.close() }
+        let slow = { seen.withLock { $0.contains { $0.broker == "1" && $0.roundTripP50 >= 50 } } }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, !slow() {
+            try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("outcome".utf8))])
+        }
+        #expect(slow())
     }
 
     @Test("an app label from jobs is capped per provider, so hostile input cannot create unbounded series")
