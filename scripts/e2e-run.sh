@@ -42,7 +42,7 @@ PUSH_WEBPUSH_VAPID_KEY_FILE="$work/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:
 PUSH_WEBPUSH_CA_FILE="$work/sandbox/ca.pem" PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8,::1/128 \
 PUSH_WEBPUSH_ALLOWED_PORTS="$(grep -o 'localhost:[0-9]*' "$work/sandbox/webpush-subscription.json" | cut -d: -f2)" \
 PUSH_HTTP_PORT="$http_port" PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
-PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_SHUTDOWN_GRACE_S=5 \
+PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_RDKAFKA_STATISTICS_INTERVAL_MS=500 PUSH_SHUTDOWN_GRACE_S=5 \
     https_proxy=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 ALL_PROXY=http://127.0.0.1:9 all_proxy=http://127.0.0.1:9 \
     "$bin" run >"$work/run.log" 2>&1 &
 worker=$!
@@ -87,6 +87,8 @@ echo "e2e: operations endpoint: readiness, liveness and delivery counters"
 curl -s "http://127.0.0.1:$http_port/metrics" >"$work/metrics"
 grep -q '^push_deliveries_total{provider="apns",app="-",status="delivered"} 1$' "$work/metrics" || fail "metrics lack the APNs delivery: $(grep push_deliveries "$work/metrics")"
 grep -q '^push_jobs_invalid_total{code="invalid_json"} 1$' "$work/metrics" || fail "metrics lack the invalid job"
+grep -q '^push_kafka_produce_rtt_milliseconds{broker="[0-9]*",quantile="0.99"} [0-9.e+-]*$' "$work/metrics" \
+    || fail "metrics lack the outcome producer's round trip: $(grep push_kafka_produce "$work/metrics")"
 
 echo "e2e: SIGTERM stops the worker cleanly"
 kill -TERM "$worker"
