@@ -1,4 +1,5 @@
 import CRdKafka
+import Foundation
 import Logging
 import PushKafka
 
@@ -22,6 +23,45 @@ public final class MockKafkaCluster: @unchecked Sendable {
         }
         self.cluster = cluster
         bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(cluster))
+        disableNagleOnListeners()
+    }
+
+    /// The TCP ports the brokers listen on.
+    public var brokerPorts: Set<UInt16> {
+        Set(bootstrapServers.split(separator: ",").compactMap { $0.split(separator: ":").last.flatMap { UInt16($0) } })
+    }
+
+    /// The mock broker leaves Nagle's algorithm on for the connections it accepts (librdkafka sets
+    /// TCP_NODELAY only on connections it opens, in `rd_kafka_transport_post_connect_setup`), so a
+    /// small answer waits for the client's acknowledgement of the one before: at 2 000 outcomes/s
+    /// that put a 13 ms p90 on every produce answer. A Kafka broker turns Nagle off on the
+    /// connections it accepts. On Linux an accepted socket inherits TCP_NODELAY from its listening
+    /// socket, so it is set on the brokers' listening sockets, found among this process's descriptors.
+    private func disableNagleOnListeners() {
+        let ports = brokerPorts
+        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
+        for descriptor in descriptors.compactMap({ Int32($0) }) {
+            guard Self.isListening(descriptor), let port = Self.localPort(of: descriptor), ports.contains(port) else { continue }
+            var one: Int32 = 1
+            _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
+    static func isListening(_ descriptor: Int32) -> Bool {
+        var listening: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(descriptor, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) == 0 && listening == 1
+    }
+
+    /// The local port of an IPv4 socket; nil for anything else.
+    static func localPort(of descriptor: Int32) -> UInt16? {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard named == 0, address.sin_family == sa_family_t(AF_INET) else { return nil }
+        return UInt16(bigEndian: address.sin_port)
     }
 
     public func createTopic(_ name: String, partitions: Int) throws(KafkaError) {
@@ -40,6 +80,8 @@ public final class MockKafkaCluster: @unchecked Sendable {
     /// Takes broker `id` down (disconnects its clients, refuses new connections) or back up; -1 = every broker.
     public func setBroker(_ id: Int32, up: Bool) {
         _ = up ? rd_kafka_mock_broker_set_up(cluster, id) : rd_kafka_mock_broker_set_down(cluster, id)
+        // Up again means a new listening socket.
+        if up { disableNagleOnListeners() }
     }
 
     /// Makes the next `count` requests of Kafka protocol API `apiKey` (0 Produce, 1 Fetch,

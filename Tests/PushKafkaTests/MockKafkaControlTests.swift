@@ -1,7 +1,8 @@
+import Foundation
 import Testing
 import TestSupport
 import PushKafka
-import PushKafkaMock
+@testable import PushKafkaMock
 
 @Suite("kafka-mock control commands")
 struct MockKafkaControlTests {
@@ -42,5 +43,35 @@ struct MockKafkaControlTests {
         try MockKafkaControl.parse("rtt all 10").apply(to: cluster)
         try MockKafkaControl.parse("broker-up all").apply(to: cluster)
         try await producer.send([KafkaRecord(topic: "control.test", key: nil, value: Array("after".utf8))])
+    }
+}
+
+@Suite("kafka-mock connections")
+struct MockKafkaConnectionTests {
+    /// Whether Nagle's algorithm is off, for each connection the cluster's brokers accepted in this process.
+    private static func nagleOffOnBrokerSide(of cluster: MockKafkaCluster) -> [Bool] {
+        let ports = cluster.brokerPorts
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap { Int32($0) } ?? []
+        return descriptors.compactMap { descriptor in
+            guard !MockKafkaCluster.isListening(descriptor), let port = MockKafkaCluster.localPort(of: descriptor), ports.contains(port)
+            else { return nil }
+            var noDelay: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            guard getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, &length) == 0 else { return nil }
+            return noDelay != 0
+        }
+    }
+
+    @Test("the mock broker answers with Nagle's algorithm off, as a Kafka broker does, so a small answer never waits for an ACK")
+    func acceptedConnectionsSendAtOnce() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic("nagle.test", partitions: 1)
+        let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
+                                         logger: testLogger())
+        defer { producer.close() }
+        try await producer.send([KafkaRecord(topic: "nagle.test", key: nil, value: Array("outcome".utf8))])
+        let connections = Self.nagleOffOnBrokerSide(of: cluster)
+        #expect(!connections.isEmpty)
+        #expect(connections.allSatisfy { $0 })
     }
 }
