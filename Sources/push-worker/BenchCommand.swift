@@ -41,7 +41,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 connections per provider host (sets PUSH_HTTP_MAX_CONNECTIONS).")
     var connections: Int?
 
-    @Option(help: "Jobs consumed but unfinished at most (sets PUSH_MAX_IN_FLIGHT).")
+    @Option(help: "Jobs being worked on at most (sets PUSH_MAX_IN_FLIGHT; PUSH_MAX_READ_AHEAD, twice that by default, bounds the jobs consumed and unfinished).")
     var inFlight: Int?
 
     @Option(help: "Produce the jobs at this rate (jobs/s) while the pipeline runs, instead of queueing them all first.")
