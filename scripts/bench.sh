@@ -198,7 +198,8 @@ if transport_paths:
               f"{report['cpuMicrosecondsPerRequest']:>11.1f} {report['peakResidentMB']:>12.0f}")
     print()
 # cores: busy while the jobs flowed, the worker's and the whole machine's (Redis, nginx and Kafka run here too).
-print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11} {'cores worker/machine':>21}")
+# empty: with every job queued first, the share of the time jobs flowed with none in the pipeline (the consumer ran dry).
+print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11} {'cores worker/machine':>21} {'empty':>8}")
 for path in sys.argv[3:]:
     report = json.load(open(path))
     rate = report["jobsPerSecond"]
@@ -206,7 +207,8 @@ for path in sys.argv[3:]:
     client = report["transport"].split()[0] if report["transport"].startswith("libcurl") else report["transport"].split(" (fallback")[0]
     print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
           f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f} "
-          f"{report.get('processCores', 0):>9.2f} / {report.get('machineBusyCores', 0):.2f} of {report.get('machineCores', 0):.0f}")
+          f"{report.get('processCores', 0):>9.2f} / {report.get('machineBusyCores', 0):.2f} of {report.get('machineCores', 0):.0f}"
+          f"{'' if report.get('emptyPipelineShare') is None else ' ' + format(report['emptyPipelineShare'] * 100, '>5.0f') + ' %'}")
 rounds = {}
 for path in sys.argv[3:]:
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")

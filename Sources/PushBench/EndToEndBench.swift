@@ -131,12 +131,18 @@ public enum EndToEndBench {
         var finished = recorder.snapshot
         // CPU while jobs flow (first consumed → last acknowledged, to 20 ms): the group join and the drain left out.
         var flowing: (first: ProcessResources.CPUSample, last: ProcessResources.CPUSample)?
+        // With every job queued first, a sample with no job in the pipeline means the consumer ran dry.
+        var pipelineSamples = (taken: 0, empty: 0)
         while finished.finished < options.jobs, ContinuousClock.now - started < options.timeout {
             try await Task.sleep(for: .milliseconds(20))
             finished = recorder.snapshot
             if finished.firstConsumed != nil {
                 let sample = ProcessResources.CPUSample.now()
                 flowing = (flowing?.first ?? sample, sample)
+                if options.rate == nil, finished.finished < options.jobs {
+                    pipelineSamples.taken += 1
+                    if worker.pipeline.inFlightJobs == 0 { pipelineSamples.empty += 1 }
+                }
             }
             if ContinuousClock.now - lastProgress >= .seconds(5) {
                 lastProgress = .now
@@ -153,7 +159,9 @@ public enum EndToEndBench {
         withExtendedLifetime(cluster) {}
 
         return EndToEndReport(options: options, configuration: configuration, snapshot: finished, cpuSeconds: cpuSeconds,
-                              cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0), peakResidentBytes: peakResident,
+                              cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0),
+                              emptyPipelineShare: pipelineSamples.taken > 0 ? Double(pipelineSamples.empty) / Double(pipelineSamples.taken) : nil,
+                              peakResidentBytes: peakResident,
                               kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
                               endpoint: options.endpoint ?? "built-in sandboxes (in this process)")
     }

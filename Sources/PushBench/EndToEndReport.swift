@@ -50,11 +50,15 @@ public struct EndToEndReport: Sendable, Codable {
     public let processCores: Double
     public let machineBusyCores: Double
     public let machineCores: Double
+    /// With every job queued before the start: the share of 20 ms samples, while jobs flowed, that found no
+    /// job in the pipeline (the consumer had run dry). nil for a paced run, where an idle pipeline is normal.
+    public let emptyPipelineShare: Double?
     public let peakResidentMB: Double
     public let outcomes: [String: Int]
 
     init(options: EndToEndBench.Options, configuration: WorkerConfiguration, snapshot: BenchRecorder.Snapshot, cpuSeconds: Double,
-         cores: (process: Double, machineBusy: Double, machine: Double), peakResidentBytes: Int, kafka: String, endpoint: String) {
+         cores: (process: Double, machineBusy: Double, machine: Double), emptyPipelineShare: Double?, peakResidentBytes: Int,
+         kafka: String, endpoint: String) {
         jobsRequested = options.jobs
         jobsFinished = snapshot.finished
         mix = options.mix.description
@@ -80,6 +84,7 @@ public struct EndToEndReport: Sendable, Codable {
         endToEndLatencyMs = Latency(snapshot.endToEndLatency, unitsPerMillisecond: 1)
         cpuSecondsPer1000Jobs = snapshot.finished > 0 ? cpuSeconds / Double(snapshot.finished) * 1000 : 0
         (processCores, machineBusyCores, machineCores) = cores
+        self.emptyPipelineShare = emptyPipelineShare
         peakResidentMB = Double(peakResidentBytes) / 1_048_576
         outcomes = snapshot.statuses
     }
@@ -109,6 +114,8 @@ public struct EndToEndReport: Sendable, Codable {
             ("latency produced→acked", latency(endToEndLatencyMs)),
             ("CPU per 1000 jobs", "\(format(cpuSecondsPer1000Jobs, 3)) s (whole process)"),
             ("cores busy while flowing", "this process \(format(processCores, 2)), machine \(format(machineBusyCores, 2)) of \(format(machineCores, 1))"),
+            ("pipeline empty", emptyPipelineShare.map { "\(format($0 * 100)) % of the time jobs flowed (the consumer ran dry)" }
+                ?? "not measured (paced load)"),
             ("peak RSS", "\(format(peakResidentMB)) MB"),
             ("outcomes", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
         ]
