@@ -49,7 +49,14 @@ enum ProcessResources {
     /// Returns freed heap to the kernel and restarts the VmHWM peak at the current RSS
     /// (`/proc/self/clear_refs`), so set-up (pre-filling Kafka) does not count as the run's peak.
     static func resetPeak() {
-        if let symbol = dlsym(nil, "malloc_trim") {
+        // The release binary links jemalloc, whose freed pages stay resident until they decay
+        // (10 s); glibc's malloc_trim would not touch them. "arena.4096.purge" is
+        // MALLCTL_ARENAS_ALL: every arena returns its unused dirty pages now.
+        if let symbol = dlsym(nil, "mallctl") {
+            typealias Mallctl = @convention(c) (UnsafePointer<CChar>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?,
+                                                UnsafeMutableRawPointer?, Int) -> Int32
+            _ = unsafeBitCast(symbol, to: Mallctl.self)("arena.4096.purge", nil, nil, nil, 0)
+        } else if let symbol = dlsym(nil, "malloc_trim") {
             typealias MallocTrim = @convention(c) (Int) -> Int32
             _ = unsafeBitCast(symbol, to: MallocTrim.self)(0)
         }

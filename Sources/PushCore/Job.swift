@@ -18,7 +18,8 @@ public struct Job: Sendable, Equatable {
         var data: [String: String]
         var body: String?
         var overrides: [ProviderID: JSONValue]
-        var liveActivity: LiveActivity?
+        /// Out of line: rare, and about 120 bytes inline.
+        var liveActivity: Indirect<LiveActivity>?
         var targets: [Target]
     }
 
@@ -89,8 +90,8 @@ public struct Job: Sendable, Equatable {
         set { update { $0.overrides = newValue } }
     }
     public var liveActivity: LiveActivity? {
-        get { box.fields.liveActivity }
-        set { update { $0.liveActivity = newValue } }
+        get { box.fields.liveActivity?.value }
+        set { update { $0.liveActivity = newValue.map(Indirect.init) } }
     }
     public var targets: [Target] {
         get { box.fields.targets }
@@ -103,7 +104,7 @@ public struct Job: Sendable, Equatable {
                 liveActivity: LiveActivity? = nil, targets: [Target]) {
         box = Box(Fields(id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
                          collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data, body: body,
-                         overrides: overrides, liveActivity: liveActivity, targets: targets))
+                         overrides: overrides, liveActivity: liveActivity.map(Indirect.init), targets: targets))
     }
 
     public var deadline: Deadline { Deadline(createdAt: createdAt, ttlSeconds: ttl) }
