@@ -104,6 +104,7 @@ public final class AppConcurrencyLimits: Sendable {
 
     /// Waits for a slot of `key`; false when the task was cancelled while waiting.
     /// Every `true` must be balanced by one `release`.
+    @inline(never)
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?) async -> Bool {
         let limit = limit(of: key)
         let id: UInt64? = state.withLock { state in

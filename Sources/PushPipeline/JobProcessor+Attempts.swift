@@ -1,109 +1,196 @@
 import PushCore
 
+/// The attempts of one target, split into a short loop and one function per step. An async
+/// function keeps everything it holds across an `await` in a frame allocated for the whole call,
+/// one slot per call site and temporary, and a job in flight keeps the frames of its whole chain
+/// of calls: a step that builds outcomes, log metadata or retry entries does so in its own frame,
+/// gone before the next step, instead of in the loop's.
 extension JobProcessor {
+    /// How a pass through the attempt loop ends.
+    indirect enum AttemptEnd: Sendable {
+        /// Record and publish this outcome (and dead letter), then the target is done.
+        case finish(Outcome, deadLetter: Publication? = nil)
+        case done(TargetResult)
+        /// Send again, as this attempt.
+        case again(attempt: Int)
+    }
+
+    /// What `send` did.
+    indirect enum SendResult: Sendable {
+        case ended(AttemptEnd)
+        /// The provider's answer, or the circuit's when it held the send back.
+        case answered(DeliveryResult, heldBack: Bool)
+    }
+
     /// Attempts one target from attempt `first` until it is final, handed to the retry
     /// queue, or abandoned by a stop.
+    @inline(never)
     func attempt(_ job: Job, _ target: Target, startingAt first: Int, source: Source, entryId: String?) async -> TargetResult {
-        let deadline = job.deadline
         var attempt = first
         while true {
             let now = clock()
-            if deadline.isExpired(at: now, attempt: attempt) {
-                return await finish(Outcome(job: job, target: target, status: .expired,
-                                            reason: "TTL of \(job.ttl) s passed before sending", attempts: attempt - 1, at: now))
-            }
-            if let stopped = await cancelledCall(job, target, attempts: attempt - 1, at: now) { return stopped }
-            guard let provider = registry.provider(for: target.provider) else {
-                return await finish(Outcome(job: job, target: target, status: .failed,
-                                            reason: "provider \(target.provider.rawValue) is not enabled on this worker",
-                                            attempts: attempt - 1, at: now))
-            }
-            let scope = provider.scope(of: target)
-            let result: DeliveryResult
-            var heldBack = false
-            let (permit, openScope) = breakers.permit(scope, at: now)
-            switch permit {
-            case .rejected(.credentials, _):
-                result = .failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(openScope.key); not sent",
-                                 httpStatus: nil, action: .checkCredentials)
-            case .rejected(.failureStorm, let retryAt):
-                heldBack = true
-                result = .retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
-                                    retryAfter: .milliseconds(max(retryAt.subtracting(saturating: now), 0)))
-            case .allowed:
-                let lane = Lane.delivery(consumedOn: source.lane, kind: job.kind)
-                if source.slot?.take(for: scope) != true {
-                    guard await appLimits.acquire(scope, lane: lane, parking: source.parking) else { return .abandoned }
+            let end: AttemptEnd
+            if let early = await checkBeforeSending(job, target, attempt: attempt, at: now) {
+                end = early
+            } else {
+                switch await send(job, target, attempt: attempt, source: source, at: now) {
+                case .ended(let ended):
+                    end = ended
+                case .answered(let result, let heldBack):
+                    if case .retryable = result {
+                        end = await afterRetryable(result, heldBack: heldBack, job, target, attempt: attempt, source: source, entryId: entryId)
+                    } else {
+                        end = Self.final(result, job, target, attempt: attempt, at: clock())
+                    }
                 }
-                // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
-                let sendAt = clock()
-                if deadline.isExpired(at: sendAt, attempt: attempt) {
-                    appLimits.release(scope)
-                    return await finish(Outcome(job: job, target: target, status: .expired,
-                                                reason: "TTL of \(job.ttl) s passed while waiting for a slot of this app",
-                                                attempts: attempt - 1, at: sendAt))
-                }
-                let started = ContinuousClock.now
-                result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
-                appLimits.release(scope)
-                let elapsed = (ContinuousClock.now - started).components
-                metrics.requestDuration(target.provider, nanoseconds: elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
-                breakers.record(result, in: scope, at: clock())
             }
-            // A slot reserved for the first send and not taken (the circuit held it back) is not kept through a wait.
-            source.slot?.giveBack()
-            guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
-                return await finish(Outcome(job: job, target: target, result: result, attempts: attempt, at: clock()))
-            }
-
-            let failedAt = clock()
-            if let stopped = await cancelledCall(job, target, attempts: attempt, at: failedAt) { return stopped }
-            // Attempts count sends: one the open circuit held back is tried again under the same number.
-            let completed = heldBack ? attempt - 1 : attempt
-            let decision = heldBack
-                ? configuration.retryPolicy.decideHeldBack(now: failedAt, deadline: deadline, circuitRetryAfter: retryAfter ?? .zero)
-                : configuration.retryPolicy.decide(afterAttempt: attempt, now: failedAt, deadline: deadline, retryAfter: retryAfter)
-            switch decision {
-            case .retry(let dueAt):
-                logger.info("delivery will be retried", metadata: metadata(job, target, [
-                    "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt.subtracting(saturating: failedAt))",
-                ]))
-                if let retryQueue {
-                    let entry = RetryEntry(id: entryId ?? RetryEntry.id(jobId: job.id, bindingId: target.bindingId), jobBytes: source.value,
-                                           kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
-                                           bindingId: target.bindingId, attempts: completed, lastReason: reason,
-                                           lastHTTPStatus: httpStatus)
-                    guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .abandoned }
-                    metrics.retryScheduled(target.provider)
-                    guard configuration.publishRetryingOutcomes else { return .handedOff([]) }
-                    return .handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: completed, at: failedAt))])
-                }
-                do { try await sleep(.milliseconds(dueAt.subtracting(saturating: failedAt))) } catch { return .abandoned }
-                attempt = completed + 1
-            case .expired:
-                return await finish(Outcome(job: job, target: target, status: .expired,
-                                            reason: "TTL ends before a retry could be sent (last error: \(reason))",
-                                            attempts: completed, at: failedAt, httpStatus: httpStatus))
-            case .exhausted:
-                let outcome = Outcome(job: job, target: target, status: .failed,
-                                      reason: "\(attempt) attempts exhausted (last error: \(reason))",
-                                      attempts: attempt, at: failedAt, httpStatus: httpStatus)
-                let rejection = JobRejection(.attemptsExhausted, "binding \(target.bindingId): \(outcome.reason!)")
-                return await finish(outcome, deadLetter: .deadLetter(rejection, value: source.value, key: source.key,
-                                                                     source: source.description))
+            switch end {
+            case .finish(let outcome, let deadLetter): return await finish(outcome, deadLetter: deadLetter)
+            case .done(let result): return result
+            case .again(let next): attempt = next
             }
         }
     }
 
+    /// Before a send: the TTL, and a consumed cancel of the call. nil: go on.
+    @inline(never)
+    private func checkBeforeSending(_ job: Job, _ target: Target, attempt: Int, at now: Int64) async -> AttemptEnd? {
+        if job.deadline.isExpired(at: now, attempt: attempt) {
+            return Self.expiredBeforeSending(job, target, attempt: attempt, at: now)
+        }
+        return await cancelledCall(job, target, attempts: attempt - 1, at: now)
+    }
+
+    @inline(never)
+    private static func expiredBeforeSending(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> AttemptEnd {
+        .finish(Outcome(job: job, target: target, status: .expired, reason: "TTL of \(job.ttl) s passed before sending",
+                        attempts: attempt - 1, at: now))
+    }
+
+    /// One send, unless the provider is not enabled or the circuit holds it back: waits for the app's
+    /// slot, checks the TTL again, delivers.
+    @inline(never)
+    private func send(_ job: Job, _ target: Target, attempt: Int, source: Source, at now: Int64) async -> SendResult {
+        guard let provider = registry.provider(for: target.provider) else { return Self.notEnabled(job, target, attempt: attempt, at: now) }
+        let scope = provider.scope(of: target)
+        if let held = heldByCircuit(scope, target, at: now) {
+            // A slot reserved for the first send and not taken is not kept through a wait.
+            source.slot?.giveBack()
+            return .answered(held.result, heldBack: held.heldBack)
+        }
+        let lane = Lane.delivery(consumedOn: source.lane, kind: job.kind)
+        if source.slot?.take(for: scope) != true {
+            guard await appLimits.acquire(scope, lane: lane, parking: source.parking) else { return .ended(.done(.abandoned)) }
+        }
+        // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
+        let sendAt = clock()
+        if job.deadline.isExpired(at: sendAt, attempt: attempt) {
+            appLimits.release(scope)
+            return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: sendAt)
+        }
+        let started = ContinuousClock.now
+        let result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
+        appLimits.release(scope)
+        recordSend(result, of: target, in: scope, startedAt: started)
+        source.slot?.giveBack()
+        return .answered(result, heldBack: false)
+    }
+
+    @inline(never)
+    private static func notEnabled(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> SendResult {
+        .ended(.finish(Outcome(job: job, target: target, status: .failed,
+                               reason: "provider \(target.provider.rawValue) is not enabled on this worker", attempts: attempt - 1, at: now)))
+    }
+
+    @inline(never)
+    private static func expiredWaitingForSlot(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> SendResult {
+        .ended(.finish(Outcome(job: job, target: target, status: .expired,
+                               reason: "TTL of \(job.ttl) s passed while waiting for a slot of this app", attempts: attempt - 1, at: now)))
+    }
+
+    /// The result to record instead of a send while the scope's circuit is open; nil when it may go out.
+    @inline(never)
+    private func heldByCircuit(_ scope: DeliveryScope, _ target: Target, at now: Int64) -> (result: DeliveryResult, heldBack: Bool)? {
+        let (permit, openScope) = breakers.permit(scope, at: now)
+        switch permit {
+        case .allowed:
+            return nil
+        case .rejected(.credentials, _):
+            return (.failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(openScope.key); not sent",
+                            httpStatus: nil, action: .checkCredentials), false)
+        case .rejected(.failureStorm, let retryAt):
+            return (.retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
+                               retryAfter: .milliseconds(max(retryAt.subtracting(saturating: now), 0))), true)
+        }
+    }
+
+    @inline(never)
+    private func recordSend(_ result: DeliveryResult, of target: Target, in scope: DeliveryScope, startedAt started: ContinuousClock.Instant) {
+        let elapsed = (ContinuousClock.now - started).components
+        metrics.requestDuration(target.provider, nanoseconds: elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
+        breakers.record(result, in: scope, at: clock())
+    }
+
+    @inline(never)
+    private static func final(_ result: DeliveryResult, _ job: Job, _ target: Target, attempt: Int, at now: Int64) -> AttemptEnd {
+        .finish(Outcome(job: job, target: target, result: result, attempts: attempt, at: now))
+    }
+
+    /// After a retryable answer: a retry (from the retry queue, or after a wait in this task), or the
+    /// end of the TTL or of the attempts. (Called only then: its frame is the largest of the steps.)
+    @inline(never)
+    private func afterRetryable(_ result: DeliveryResult, heldBack: Bool, _ job: Job, _ target: Target, attempt: Int, source: Source,
+                                entryId: String?) async -> AttemptEnd {
+        guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
+            return Self.final(result, job, target, attempt: attempt, at: clock())
+        }
+        let failedAt = clock()
+        if let stopped = await cancelledCall(job, target, attempts: attempt, at: failedAt) { return stopped }
+        // Attempts count sends: one the open circuit held back is tried again under the same number.
+        let completed = heldBack ? attempt - 1 : attempt
+        let decision = heldBack
+            ? configuration.retryPolicy.decideHeldBack(now: failedAt, deadline: job.deadline, circuitRetryAfter: retryAfter ?? .zero)
+            : configuration.retryPolicy.decide(afterAttempt: attempt, now: failedAt, deadline: job.deadline, retryAfter: retryAfter)
+        switch decision {
+        case .retry(let dueAt):
+            logger.info("delivery will be retried", metadata: metadata(job, target, [
+                "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt.subtracting(saturating: failedAt))",
+            ]))
+            if let retryQueue {
+                let entry = RetryEntry(id: entryId ?? RetryEntry.id(jobId: job.id, bindingId: target.bindingId), jobBytes: source.value,
+                                       kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
+                                       bindingId: target.bindingId, attempts: completed, lastReason: reason,
+                                       lastHTTPStatus: httpStatus)
+                guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .done(.abandoned) }
+                metrics.retryScheduled(target.provider)
+                guard configuration.publishRetryingOutcomes else { return .done(.handedOff([])) }
+                return .done(.handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: completed, at: failedAt))]))
+            }
+            do { try await sleep(.milliseconds(dueAt.subtracting(saturating: failedAt))) } catch { return .done(.abandoned) }
+            return .again(attempt: completed + 1)
+        case .expired:
+            return .finish(Outcome(job: job, target: target, status: .expired,
+                                   reason: "TTL ends before a retry could be sent (last error: \(reason))",
+                                   attempts: completed, at: failedAt, httpStatus: httpStatus))
+        case .exhausted:
+            let outcome = Outcome(job: job, target: target, status: .failed,
+                                  reason: "\(attempt) attempts exhausted (last error: \(reason))",
+                                  attempts: attempt, at: failedAt, httpStatus: httpStatus)
+            let rejection = JobRejection(.attemptsExhausted, "binding \(target.bindingId): \(outcome.reason!)")
+            return .finish(outcome, deadLetter: .deadLetter(rejection, value: source.value, key: source.key, source: source.description))
+        }
+    }
+
     /// A call whose cancel was consumed ends here: no further attempt, not even one already due.
-    /// nil: not a call with a cancel key, or not cancelled; `.abandoned` when a stop interrupts the store.
-    private func cancelledCall(_ job: Job, _ target: Target, attempts: Int, at now: Int64) async -> TargetResult? {
+    /// nil: not a call with a cancel key, or not cancelled; `.done(.abandoned)` when a stop interrupts the store.
+    @inline(never)
+    private func cancelledCall(_ job: Job, _ target: Target, attempts: Int, at now: Int64) async -> AttemptEnd? {
         guard job.kind == .call, CallCancellation.key(of: job) != nil else { return nil }
         guard let found = await withStore({ try await store.cancellation(of: job, bindingId: target.bindingId) }) else {
-            return .abandoned
+            return .done(.abandoned)
         }
         guard let cancellation = found, cancellation.stops(job) else { return nil }
-        return await finish(Outcome(job: job, target: target, status: .expired, reason: "cancelled by job \(cancellation.cancelJobId)",
-                                    attempts: attempts, at: now))
+        return .finish(Outcome(job: job, target: target, status: .expired, reason: "cancelled by job \(cancellation.cancelJobId)",
+                               attempts: attempts, at: now))
     }
 }

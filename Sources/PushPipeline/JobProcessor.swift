@@ -45,16 +45,29 @@ public struct JobProcessor: Sendable {
 
     /// Where the job came from: a Kafka message or a claimed retry.
     struct Source: Sendable {
+        enum Origin: Sendable {
+            case message(TopicPartition, offset: Int64)
+            case retryEntry(id: String)
+        }
+
         let value: [UInt8]
         let key: [UInt8]?
         let fallbackCreatedAt: Int64
-        let description: String
+        let origin: Origin
         /// The lane that consumed it; nil for a claimed retry.
         var lane: Lane? = nil
         /// Tells the pipeline while the job waits for an app slot.
         var parking: JobParking? = nil
         /// The app slot reserved for the first send before the job's task started.
         var slot: AppSlot? = nil
+
+        /// For logs and dead letters: `topic/partition@offset`, or `retry-queue/<entry id>`.
+        var description: String {
+            switch origin {
+            case .message(let topicPartition, let offset): "\(topicPartition.topic)/\(topicPartition.partition)@\(offset)"
+            case .retryEntry(let id): "retry-queue/\(id)"
+            }
+        }
     }
 
     /// A consumed message, decoded before its task starts, and the scope whose slot its first
@@ -91,24 +104,42 @@ public struct JobProcessor: Sendable {
     }
 
     /// Processes an admitted job; `slot`, when given, is the slot of `admitted.scope` held for its first send.
+    /// (Like `attempt`, it leaves the work between its `await`s to functions of their own, to keep its async frame small.)
     func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) async -> ProcessedJob {
         defer { slot?.giveBack() }
         let message = admitted.message
         let source = Source(value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
-                            description: "\(message.topicPartition.topic)/\(message.topicPartition.partition)@\(message.offset)",
-                            lane: admitted.lane, parking: parking, slot: slot)
+                            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot)
         let job: Job
         switch admitted.decoded {
-        case .success(let decoded):
-            job = decoded
-        case .failure(let error):
-            metrics.invalid(error.code)
-            logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(error)"])
-            return .publish([.deadLetter(error, value: message.value, key: message.key, source: source.description)], handedOff: false)
+        case .success(let decoded): job = decoded
+        case .failure(let rejection): return deadLettered(rejection, source: source)
         }
-        let lane = admitted.lane
+        let (window, shed) = dedupeWindow(job, lane: admitted.lane, kafkaTimestamp: message.timestamp)
+        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
+        if job.kind == .cancel, CallCancellation.key(of: job) != nil {
+            guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
+                return .abandoned
+            }
+        }
+        // One target (the common case) runs on the job's own task: a child task per target
+        // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
+        if job.targets.count == 1 {
+            return Self.combine([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
+        }
+        return await handleEach(job, prior: prior, window: window, shed: shed, source: source)
+    }
+
+    private func deadLettered(_ rejection: JobRejection, source: Source) -> ProcessedJob {
+        metrics.invalid(rejection.code)
+        logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(rejection)"])
+        return .publish([.deadLetter(rejection, value: source.value, key: source.key, source: source.description)], handedOff: false)
+    }
+
+    /// The job's dedupe window, and whether its lane's overload sheds it (it is then finished unsent, with no window).
+    private func dedupeWindow(_ job: Job, lane: Lane, kafkaTimestamp: Int64?) -> (window: Int64, shed: Bool) {
         let consumedAt = clock()
-        let lag = message.timestamp.map { max(consumedAt.subtracting(saturating: $0), 0) } ?? 0
+        let lag = kafkaTimestamp.map { max(consumedAt.subtracting(saturating: $0), 0) } ?? 0
         let shed = configuration.shedPolicy.sheds(kind: job.kind, deadline: job.deadline, lane: lane, lagMilliseconds: lag, now: consumedAt)
         if shed {
             metrics.shed()
@@ -117,18 +148,12 @@ public struct JobProcessor: Sendable {
             ])
         }
         let window = job.deadline.isExpired(at: clock()) || shed ? 0 : configuration.dedupeWindows.window(for: job.kind)
-        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
-        if job.kind == .cancel, CallCancellation.key(of: job) != nil {
-            guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
-                return .abandoned
-            }
-        }
+        return (window, shed)
+    }
 
-        // One target (the common case) runs on the job's own task: a child task per target
-        // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
-        if job.targets.count == 1 {
-            return Self.combine([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
-        }
+    /// A job with several targets: each on a child task of its own.
+    @inline(never)
+    private func handleEach(_ job: Job, prior: [PriorState], window: Int64, shed: Bool, source: Source) async -> ProcessedJob {
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
                 group.addTask {
@@ -143,35 +168,44 @@ public struct JobProcessor: Sendable {
     }
 
     /// One target of a consumed job, given what the store knew about it.
+    @inline(never)
     private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool, source: Source) async -> TargetResult {
         if case .fresh = prior, !shed, !target.isUnbound {} else { source.slot?.giveBack() }
+        switch firstStep(job, target: target, prior: prior, window: window, shed: shed) {
+        case .finish(let outcome, let deadLetter): return await finish(outcome, deadLetter: deadLetter)
+        case .done(let result): return result
+        case .again(let attempt): return await self.attempt(job, target, startingAt: attempt, source: source, entryId: nil)
+        }
+    }
+
+    /// What a consumed job's target needs first: an outcome without a send, nothing, or its first attempt.
+    private func firstStep(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool) -> AttemptEnd {
         if target.isUnbound, !prior.isAlreadyFinished {
-            return await finish(Outcome(unboundJob: job, target: target, at: clock()))
+            return .finish(Outcome(unboundJob: job, target: target, at: clock()))
         }
         switch prior {
         case .alreadyFinished(let outcome):
             logger.info("redelivered job: final outcome already recorded, not sent again",
                         metadata: metadata(job, target, ["status": "\(outcome.status.rawValue)"]))
-            return .final([.outcome(outcome)])
+            return .done(.final([.outcome(outcome)]))
         case .inRetryQueue:
             logger.info("redelivered job: this target waits in the retry queue, which owns it", metadata: metadata(job, target))
-            return .handedOff([])
+            return .done(.handedOff([]))
         case .duplicate(let earlierJob):
-            let outcome = Outcome(job: job, target: target, status: .deduplicated,
-                                  reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
-                                  attempts: 0, at: clock())
-            return await finish(outcome)
+            return .finish(Outcome(job: job, target: target, status: .deduplicated,
+                                   reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
+                                   attempts: 0, at: clock()))
         case .fresh where shed:
-            return await finish(Outcome(shedJob: job, target: target, at: clock()))
+            return .finish(Outcome(shedJob: job, target: target, at: clock()))
         case .fresh:
-            return await attempt(job, target, startingAt: 1, source: source, entryId: nil)
+            return .again(attempt: 1)
         }
     }
 
     /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number.
     public func processRetry(_ entry: RetryEntry) async -> ProcessedJob {
         let source = Source(value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
-                            description: "retry-queue/\(entry.id)")
+                            origin: .retryEntry(id: entry.id))
         guard let job = try? decoder.decode(entry.jobBytes, fallbackCreatedAt: entry.fallbackCreatedAt),
               let target = job.targets.first(where: { $0.bindingId == entry.bindingId })
         else {
@@ -207,10 +241,15 @@ public struct JobProcessor: Sendable {
     }
 
     /// Records a final outcome (idempotency), logs it and returns it for publishing.
+    @inline(never)
     func finish(_ outcome: Outcome, deadLetter: Publication? = nil) async -> TargetResult {
         guard await withStore({ try await store.record(outcome, retention: configuration.idempotencyRetention) }) != nil else {
             return .abandoned
         }
+        return recorded(outcome, deadLetter: deadLetter)
+    }
+
+    private func recorded(_ outcome: Outcome, deadLetter: Publication?) -> TargetResult {
         metrics.finished(outcome)
         logger.info("delivery finished", metadata: [
             "jobId": .string(outcome.jobId), "bindingId": .string(outcome.bindingId), "provider": .string(outcome.provider.rawValue),
@@ -222,24 +261,35 @@ public struct JobProcessor: Sendable {
 
     /// Runs a store operation until it succeeds, pausing intake while the store is down;
     /// nil when a stop cancels the wait.
+    @inline(never)
     func withStore<T: Sendable>(_ operation: @Sendable () async throws -> T) async -> T? {
         var backoff = Duration.milliseconds(100)
         while true {
             do {
                 let value = try await operation()
-                if health.set(true) {
-                    metrics.storeAvailable.record(1)
-                    logger.notice("shared store reachable again: resuming")
-                }
+                storeAnswered()
                 return value
             } catch {
-                if health.set(false) {
-                    metrics.storeAvailable.record(0)
-                    logger.error("shared store unavailable: pausing intake", metadata: ["error": "\(error)"])
-                }
+                storeFailed(error)
                 do { try await Task.sleep(for: backoff) } catch { return nil }
                 backoff = min(backoff * 2, .seconds(2))
             }
+        }
+    }
+
+    @inline(never)
+    private func storeAnswered() {
+        if health.set(true) {
+            metrics.storeAvailable.record(1)
+            logger.notice("shared store reachable again: resuming")
+        }
+    }
+
+    @inline(never)
+    private func storeFailed(_ error: any Error) {
+        if health.set(false) {
+            metrics.storeAvailable.record(0)
+            logger.error("shared store unavailable: pausing intake", metadata: ["error": "\(error)"])
         }
     }
 

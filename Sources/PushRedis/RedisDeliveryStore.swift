@@ -12,30 +12,12 @@ public final class RedisDeliveryStore: DeliveryStore {
     public init(client: RedisClient) { self.client = client }
 
     public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
-        let identity = DedupeWindows.identity(of: job)
-        var commands: [RedisCommand] = []
-        for target in job.targets {
-            commands.append(RedisCommand("GET", RedisKeys.sent(bindingId: target.bindingId, jobId: job.id)))
-            let entry = RetryEntry.id(jobId: job.id, bindingId: target.bindingId)
-            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: RedisRetryQueue.shard(of: entry))))
-            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: nil)))
-            if dedupeWindow > 0 {
-                commands.append(RedisCommand("SET", RedisKeys.dedupe(bindingId: target.bindingId, identity: identity), job.id,
-                                             "NX", "PX", String(dedupeWindow)))
-            }
-        }
-        let replies = try Self.checked(await client.pipeline(commands))
-        let stride = dedupeWindow > 0 ? 4 : 3
-        var states: [PriorState] = job.targets.indices.map { index in
-            let base = index * stride
-            if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) { return .alreadyFinished(outcome) }
-            if replies[base + 1] == .integer(1) || replies[base + 2] == .integer(1) { return .inRetryQueue }
-            return .fresh
-        }
+        let replies = try Self.checked(await client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow)))
+        var (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, replies: replies)
         // The window's holder is read only when it is not this job: a second round trip for duplicates
         // and redeliveries, none for the usual first send.
-        let held = job.targets.indices.filter { dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + 3] != .status("OK") }
         guard !held.isEmpty else { return states }
+        let identity = DedupeWindows.identity(of: job)
         let holders = try Self.checked(await client.pipeline(held.map {
             RedisCommand("GET", RedisKeys.dedupe(bindingId: job.targets[$0].bindingId, identity: identity))
         }))
@@ -46,6 +28,40 @@ public final class RedisDeliveryStore: DeliveryStore {
         return states
     }
 
+    // The steps between `prepare`'s round trips are functions of their own, out of line, so what they
+    // build does not live in the async frame every job in flight keeps.
+    @inline(never)
+    private static func preparing(_ job: Job, dedupeWindow: Int64) -> [RedisCommand] {
+        let identity = DedupeWindows.identity(of: job)
+        var commands: [RedisCommand] = []
+        commands.reserveCapacity(job.targets.count * 4)
+        for target in job.targets {
+            commands.append(RedisCommand("GET", RedisKeys.sent(bindingId: target.bindingId, jobId: job.id)))
+            let entry = RetryEntry.id(jobId: job.id, bindingId: target.bindingId)
+            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: RedisRetryQueue.shard(of: entry))))
+            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: nil)))
+            if dedupeWindow > 0 {
+                commands.append(RedisCommand("SET", RedisKeys.dedupe(bindingId: target.bindingId, identity: identity), job.id,
+                                             "NX", "PX", String(dedupeWindow)))
+            }
+        }
+        return commands
+    }
+
+    /// What the replies to `preparing` say of each target, and the targets whose dedupe window another job may hold.
+    @inline(never)
+    private static func priorStates(of job: Job, dedupeWindow: Int64, replies: [RedisValue]) -> (states: [PriorState], held: [Int]) {
+        let stride = dedupeWindow > 0 ? 4 : 3
+        let states: [PriorState] = job.targets.indices.map { index in
+            let base = index * stride
+            if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) { return .alreadyFinished(outcome) }
+            if replies[base + 1] == .integer(1) || replies[base + 2] == .integer(1) { return .inRetryQueue }
+            return .fresh
+        }
+        let held = job.targets.indices.filter { dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + 3] != .status("OK") }
+        return (states, held)
+    }
+
     private static func checked(_ replies: [RedisValue]) throws -> [RedisValue] {
         if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
             throw RedisError.reply(message)
@@ -54,10 +70,15 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     public func record(_ outcome: Outcome, retention: Duration) async throws {
-        _ = try await client.command(RedisCommand([
+        _ = try await client.command(Self.recording(outcome, retention: retention))
+    }
+
+    @inline(never)
+    private static func recording(_ outcome: Outcome, retention: Duration) -> RedisCommand {
+        RedisCommand([
             Array("SET".utf8), Array(RedisKeys.sent(bindingId: outcome.bindingId, jobId: outcome.jobId).utf8),
             outcome.encoded(), Array("PX".utf8), Array(String(max(retention.milliseconds, 1)).utf8),
-        ]))
+        ])
     }
 
     public func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {

@@ -50,23 +50,51 @@ public struct APNsProvider: PushProvider {
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        // Built and read out of line: a job in flight keeps this function's async frame, which then
+        // holds the request and little else.
+        let sending: Sending
+        switch prepare(delivery) {
+        case .ready(let ready): sending = ready
+        case .refused(let result): return result
+        }
+        let answer = await HTTPDelivery.send(sending.request, for: delivery, over: transport, classify: APNsResponse.classify)
+        return read(answer, of: sending)
+    }
+
+    /// A request ready to go, and what reading its answer needs.
+    private struct Sending {
+        let request: HTTPRequest
+        let authentication: APNsApp.Authentication
+        let bearer: String?
+        let bundleId: String
+        let pushType: APNsPushType
+        let truncated: Bool
+    }
+
+    private enum Preparation {
+        case ready(Sending)
+        case refused(DeliveryResult)
+    }
+
+    @inline(never)
+    private func prepare(_ delivery: Delivery) -> Preparation {
         guard let bundleId = delivery.target.app ?? configuration.defaultBundleId, let app = apps[bundleId] else {
-            return .failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil)
+            return .refused(.failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil))
         }
         let built: APNsRequest.Built
         do {
             built = try APNsRequest.build(delivery, app: app, templates: templates)
         } catch .payloadTooLarge(let size, let limit) {
-            return .failed(reason: "PayloadTooLarge: \(size) bytes, the limit is \(limit); not sent", httpStatus: nil)
+            return .refused(.failed(reason: "PayloadTooLarge: \(size) bytes, the limit is \(limit); not sent", httpStatus: nil))
         } catch .template(let failure) {
-            return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
+            return .refused(.failed(reason: "payload template \(failure); not sent", httpStatus: nil))
         } catch .notForPushKitToken(let pushType) {
-            return .failed(reason: "the binding is an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token: "
-                + "a \(delivery.job.kind.rawValue) push would go as \(pushType.rawValue); not sent", httpStatus: nil)
+            return .refused(.failed(reason: "the binding is an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token: "
+                + "a \(delivery.job.kind.rawValue) push would go as \(pushType.rawValue); not sent", httpStatus: nil))
         } catch .liveActivityMissing {
-            return .failed(reason: "the target's push type is liveactivity and the job has no liveActivity; not sent", httpStatus: nil)
+            return .refused(.failed(reason: "the target's push type is liveactivity and the job has no liveActivity; not sent", httpStatus: nil))
         } catch {
-            return .failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil)
+            return .refused(.failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil))
         }
         var headers = built.headers
         var tls = TLSOptions(caFile: configuration.caFile)
@@ -77,7 +105,7 @@ public struct APNsProvider: PushProvider {
             do {
                 bearer = try tokenCache(for: authentication)?.token()
             } catch {
-                return .failed(reason: "cannot sign the provider token: \(error)", httpStatus: nil, action: .checkCredentials)
+                return .refused(.failed(reason: "cannot sign the provider token: \(error)", httpStatus: nil, action: .checkCredentials))
             }
             headers.append(("authorization", "bearer \(bearer ?? "")"))
         case .certificate(let certificate):
@@ -87,14 +115,19 @@ public struct APNsProvider: PushProvider {
         let base = app.environment(of: delivery.target) == .sandbox ? configuration.sandboxURL : configuration.productionURL
         let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
                                   timeout: configuration.timeout, tls: tls)
-        let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: APNsResponse.classify)
-            .truncated(built.truncated)
+        return .ready(Sending(request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
+                              pushType: built.pushType, truncated: built.truncated))
+    }
+
+    @inline(never)
+    private func read(_ answer: DeliveryResult, of sending: Sending) -> DeliveryResult {
+        let result = answer.truncated(sending.truncated)
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
-            if let bearer { tokenCache(for: authentication)?.rejected(bearer) }
+            if let bearer = sending.bearer { tokenCache(for: sending.authentication)?.rejected(bearer) }
         case .failed(let reason, 400?, .none, _):
             logger.error("APNs refused a request push-worker built: a bug to report", metadata: [
-                "reason": "\(reason)", "bundleId": "\(bundleId)", "pushType": "\(built.pushType.rawValue)",
+                "reason": "\(reason)", "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",
             ])
         default:
             break
