@@ -30,6 +30,8 @@ public struct EndToEndReport: Sendable, Codable {
     public let redis: String
     public let transport: String
     public let maxInFlight: Int
+    /// `PUSH_APP_MAX_IN_FLIGHT`: the bench's jobs go to one app per provider, so this bounds the jobs truly in flight too.
+    public let maxInFlightPerApp: Int
     public let connectionsPerHost: Int
     /// Offered load in jobs/s, or nil when all jobs were queued before the start.
     public let offeredRate: Int?
@@ -70,6 +72,7 @@ public struct EndToEndReport: Sendable, Codable {
         }
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
+        maxInFlightPerApp = configuration.pipeline.maximumInFlightPerApp
         connectionsPerHost = configuration.maximumConnectionsPerHost
         offeredRate = options.rate
         if let first = snapshot.firstConsumed, let last = snapshot.lastAcknowledged {
@@ -105,7 +108,7 @@ public struct EndToEndReport: Sendable, Codable {
             ("kafka", kafka),
             ("redis", redis),
             ("transport", transport),
-            ("in flight / connections", "\(maxInFlight) jobs / \(connectionsPerHost) per host"),
+            ("in flight / connections", "\(maxInFlight) jobs (\(maxInFlightPerApp) per app) / \(connectionsPerHost) per host"),
             ("offered load", offeredRate.map { "\($0) jobs/s (produced during the run)" } ?? "all queued before the start"),
             ("throughput", "\(format(jobsPerSecond, 0)) jobs/s over \(format(seconds, 2)) s"),
             ("latency consumed→acked", latency(pipelineLatencyMs)),

@@ -41,7 +41,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 connections per provider host (sets PUSH_HTTP_MAX_CONNECTIONS).")
     var connections: Int?
 
-    @Option(help: "Jobs being worked on at most (sets PUSH_MAX_IN_FLIGHT; PUSH_MAX_READ_AHEAD, twice that by default, bounds the jobs consumed and unfinished).")
+    @Option(help: "Jobs being worked on at most (sets PUSH_MAX_IN_FLIGHT, and PUSH_APP_MAX_IN_FLIGHT unless it is set: the bench's jobs go to one app per provider; PUSH_MAX_READ_AHEAD, twice that by default, bounds the jobs consumed and unfinished).")
     var inFlight: Int?
 
     @Option(help: "Produce the jobs at this rate (jobs/s) while the pipeline runs, instead of queueing them all first.")
@@ -84,7 +84,11 @@ struct BenchCommand: AsyncParsableCommand {
         options.timeout = .seconds(timeout)
         options.environment = ProcessInfo.processInfo.environment.filter { $0.key.hasPrefix("PUSH_") }
         if let connections { options.environment["PUSH_HTTP_MAX_CONNECTIONS"] = String(connections) }
-        if let inFlight { options.environment["PUSH_MAX_IN_FLIGHT"] = String(inFlight) }
+        if let inFlight {
+            options.environment["PUSH_MAX_IN_FLIGHT"] = String(inFlight)
+            // One app per provider: with the default app limit (500) all but 500 of the jobs would wait for its slots.
+            if options.environment["PUSH_APP_MAX_IN_FLIGHT"] == nil { options.environment["PUSH_APP_MAX_IN_FLIGHT"] = String(inFlight) }
+        }
         let progress: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data("bench: \(line)\n".utf8)) }
         switch scenario {
         case "throughput": break
