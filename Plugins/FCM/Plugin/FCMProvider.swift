@@ -36,15 +36,40 @@ public struct FCMProvider: PushProvider {
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        // Checked and built out of line, sent by a function of its own: a job in flight keeps this
+        // function's async frame (docs/writing-a-provider.md).
+        let message: Message
+        switch prepare(delivery) {
+        case .ready(let ready): message = ready
+        case .refused(let result): return result
+        }
+        return await send(message, for: delivery)
+    }
+
+    /// A message body ready to send.
+    private struct Message {
+        let body: [UInt8]
+        let projectId: String
+        let source: FCMAccessTokens
+        let truncated: Bool
+    }
+
+    private enum Preparation {
+        case ready(Message)
+        case refused(DeliveryResult)
+    }
+
+    @inline(never)
+    private func prepare(_ delivery: Delivery) -> Preparation {
         guard let projectId = configuration.projectId(for: delivery.target.app), let source = tokens[projectId] else {
-            return .failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil)
+            return .refused(.failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil))
         }
         if let key = FCMMessage.reservedDataKey(in: delivery.job.data) {
-            return .failed(reason: Self.reservedKeyReason(key), httpStatus: nil)
+            return .refused(.failed(reason: Self.reservedKeyReason(key), httpStatus: nil))
         }
         if case .object(let data)? = delivery.job.overrides[.fcm]?["message"]?["data"],
            let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
-            return .failed(reason: Self.reservedKeyReason(key) + " (overrides.fcm)", httpStatus: nil)
+            return .refused(.failed(reason: Self.reservedKeyReason(key) + " (overrides.fcm)", httpStatus: nil))
         }
         var body: [UInt8]
         var truncated = false
@@ -62,42 +87,47 @@ public struct FCMProvider: PushProvider {
                 PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: notification, includingToken: false))
             }
             guard let fitted = AlertFitting.fit(delivery.job.notification, limit: FCMMessage.largestPayloadBytes, build: measured) else {
-                return .failed(reason: "the FCM message is \(measured(delivery.job.notification).count) bytes without its token even with "
-                               + "an empty body; FCM accepts \(FCMMessage.largestPayloadBytes); not sent", httpStatus: nil)
+                return .refused(.failed(reason: "the FCM message is \(measured(delivery.job.notification).count) bytes without its token "
+                                        + "even with an empty body; FCM accepts \(FCMMessage.largestPayloadBytes); not sent", httpStatus: nil))
             }
             body = PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: fitted.notification))
             truncated = fitted.truncated
         case .success(let rendered)?:
             if case .object(let data)? = rendered.document["message"]?["data"],
                let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
-                return .failed(reason: Self.reservedKeyReason(key) + " (template \(rendered.source))", httpStatus: nil)
+                return .refused(.failed(reason: Self.reservedKeyReason(key) + " (template \(rendered.source))", httpStatus: nil))
             }
             var rendered = rendered
             if configuration.removeNotification.removes(delivery.job.kind) {
                 rendered.document = rendered.document.removing(["message", "notification"]).removing(["message", "android", "notification"])
             }
             body = PayloadOverride.apply(delivery.job.overrides[.fcm], to: rendered.bytes())
-        case .failure(let failure)?: return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
+        case .failure(let failure)?: return .refused(.failed(reason: "payload template \(failure); not sent", httpStatus: nil))
         }
+        return .ready(Message(body: body, projectId: projectId, source: source, truncated: truncated))
+    }
+
+    @inline(never)
+    private func send(_ message: Message, for delivery: Delivery) async -> DeliveryResult {
         let token: String
         do {
-            token = try await source.token()
+            token = try await message.source.token()
         } catch .refused(let detail) {
             return .failed(reason: detail, httpStatus: nil, action: .checkCredentials)
         } catch {
             return .retryable(reason: "\(error)", httpStatus: nil)
         }
-        let request = HTTPRequest(url: "\(configuration.endpoint)/v1/projects/\(projectId)/messages:send",
+        let request = HTTPRequest(url: "\(configuration.endpoint)/v1/projects/\(message.projectId)/messages:send",
                                   headers: [("authorization", "Bearer \(token)"), ("content-type", "application/json")],
-                                  body: body, timeout: configuration.timeout,
+                                  body: message.body, timeout: configuration.timeout,
                                   tls: TLSOptions(caFile: configuration.caFile))
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: FCMResponse.classify)
-            .truncated(truncated)
+            .truncated(message.truncated)
         // 401 UNAUTHENTICATED: the access token was not accepted. Fetch a new one once; if a
         // fresh token is refused too, the credentials are at fault (and the circuit opens).
         // THIRD_PARTY_AUTH_ERROR is a 401 about the project's APNs or web credentials, blamed on the part.
         if case .failed(let reason, 401?, .checkCredentials, .scope) = result {
-            if await source.rejected(token) {
+            if await message.source.rejected(token) {
                 return .retryable(reason: "\(reason) (access token renewed)", httpStatus: 401)
             }
         }

@@ -29,28 +29,54 @@ public struct HMSProvider: PushProvider {
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        // Checked and built out of line, sent by a function of its own: a job in flight keeps this
+        // function's async frame (docs/writing-a-provider.md).
+        let message: Message
+        switch prepare(delivery) {
+        case .ready(let ready): message = ready
+        case .refused(let result): return result
+        }
+        let first = await send(message, for: delivery)
+        // 80200001/80200003: the access token was refused (revoked, expired early). Fetch a new one once;
+        // a fresh token refused again means the credentials are at fault.
+        guard case .accessTokenRefused(let accessToken, let refusal) = first else { return first.result.truncated(message.truncated) }
+        guard await message.source.rejected(accessToken) else { return refusal }
+        return await send(message, for: delivery).result.truncated(message.truncated)
+    }
+
+    /// A message ready to send.
+    private struct Message {
+        let body: [UInt8]
+        let appId: String
+        let deviceToken: String
+        let source: HMSAccessTokens
+        let truncated: Bool
+    }
+
+    private enum Preparation {
+        case ready(Message)
+        case refused(DeliveryResult)
+    }
+
+    @inline(never)
+    private func prepare(_ delivery: Delivery) -> Preparation {
         guard let appId = delivery.target.app ?? configuration.defaultAppId, let source = tokens[appId] else {
-            return .failed(reason: "no HMS app \(delivery.target.app ?? "(none)") is configured", httpStatus: nil)
+            return .refused(.failed(reason: "no HMS app \(delivery.target.app ?? "(none)") is configured", httpStatus: nil))
         }
         guard let deviceToken = delivery.target.details(HMSTarget.self)?.token else {
-            return .failed(reason: "the HMS target has no token", httpStatus: nil)
+            return .refused(.failed(reason: "the HMS target has no token", httpStatus: nil))
         }
         // Huawei's limit is about the body without its tokens; the summary's alert is shortened to fit it.
         let measured = { (notification: Notification?) in HMSMessage.body(delivery.replacingNotification(notification), tokens: []) }
         guard let fitted = AlertFitting.fit(delivery.job.notification, limit: HMSMessage.largestBodyBytes, build: measured) else {
-            return .failed(reason: "the HMS message is \(measured(delivery.job.notification).count) bytes; Huawei accepts at most "
-                           + "\(HMSMessage.largestBodyBytes) (without the token); not sent", httpStatus: nil)
+            return .refused(.failed(reason: "the HMS message is \(measured(delivery.job.notification).count) bytes; Huawei accepts at most "
+                                    + "\(HMSMessage.largestBodyBytes) (without the token); not sent", httpStatus: nil))
         }
         let body = HMSMessage.body(delivery.replacingNotification(fitted.notification), tokens: [deviceToken])
-        let first = await send(body, appId: appId, deviceToken: deviceToken, source: source, for: delivery)
-        // 80200001/80200003: the access token was refused (revoked, expired early). Fetch a new one once;
-        // a fresh token refused again means the credentials are at fault.
-        guard case .accessTokenRefused(let accessToken, let refusal) = first else { return first.result.truncated(fitted.truncated) }
-        guard await source.rejected(accessToken) else { return refusal }
-        return await send(body, appId: appId, deviceToken: deviceToken, source: source, for: delivery).result.truncated(fitted.truncated)
+        return .ready(Message(body: body, appId: appId, deviceToken: deviceToken, source: source, truncated: fitted.truncated))
     }
 
-    private enum Attempt {
+    private indirect enum Attempt {
         case classified(DeliveryResult)
         case accessTokenRefused(accessToken: String, DeliveryResult)
 
@@ -61,11 +87,12 @@ public struct HMSProvider: PushProvider {
         }
     }
 
-    private func send(_ body: [UInt8], appId: String, deviceToken: String, source: HMSAccessTokens,
-                      for delivery: Delivery) async -> Attempt {
+    @inline(never)
+    private func send(_ message: Message, for delivery: Delivery) async -> Attempt {
+        let (body, appId, deviceToken) = (message.body, message.appId, message.deviceToken)
         let accessToken: String
         do {
-            accessToken = try await source.token()
+            accessToken = try await message.source.token()
         } catch {
             switch error {
             case .refused(let detail): return .classified(.failed(reason: detail, httpStatus: nil, action: .checkCredentials))

@@ -27,12 +27,23 @@ public struct ProxyProvider: PushProvider {
     }
 
     private static func send(_ deliveries: [Delivery], configuration: ProxyConfiguration, transport: any HTTPTransport) async -> DeliveryResult {
-        guard let first = deliveries.first, let endpoint = configuration.endpoint(for: first.target.app) else {
+        guard let request = request(for: deliveries, configuration: configuration) else {
             return .failed(reason: "no push proxy", httpStatus: nil)
         }
-        let request = HTTPRequest(url: endpoint.url, headers: [("content-type", "application/json")],
-                                  body: ProxyRequestBody.encode(deliveries), timeout: endpoint.timeout, tls: endpoint.tls)
-        let result = await HTTPDelivery.send(request, for: first, over: transport, classify: Self.classify)
+        return read(await HTTPDelivery.send(request, for: deliveries[0], over: transport, classify: Self.classify), for: deliveries[0])
+    }
+
+    // Out of line, so the request is built and the answer read outside `send`'s async frame, which every
+    // job in flight keeps (docs/writing-a-provider.md).
+    @inline(never)
+    private static func request(for deliveries: [Delivery], configuration: ProxyConfiguration) -> HTTPRequest? {
+        guard let first = deliveries.first, let endpoint = configuration.endpoint(for: first.target.app) else { return nil }
+        return HTTPRequest(url: endpoint.url, headers: [("content-type", "application/json")],
+                           body: ProxyRequestBody.encode(deliveries), timeout: endpoint.timeout, tls: endpoint.tls)
+    }
+
+    @inline(never)
+    private static func read(_ result: DeliveryResult, for first: Delivery) -> DeliveryResult {
         if case .rejected(_, let status, _) = result {
             return .rejected(reason: "proxy does not know user \(first.job.userId): stop pushing to it until it registers a new endpoint",
                              httpStatus: status)

@@ -44,19 +44,59 @@ public struct WebPushProvider: PushProvider {
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        guard let subscription = delivery.target.details(WebPushTarget.self), let endpoint = subscription.endpoint,
-              let keys = subscription.keys else {
-            return .failed(reason: "webpush target without endpoint or keys", httpStatus: nil)
-        }
-        guard let uaPublic = Base64URL.decode(keys.p256dh), uaPublic.count == 65,
-              let authSecret = Base64URL.decode(keys.auth), authSecret.count == 16 else {
-            return .rejected(reason: "subscription keys are malformed (p256dh must be a 65-byte point, auth 16 bytes)", httpStatus: nil)
+        // Checked and built out of line: a job in flight keeps this function's async frame
+        // (docs/writing-a-provider.md).
+        let keys: SubscriptionKeys
+        switch Self.subscriptionKeys(of: delivery) {
+        case .success(let decoded): keys = decoded
+        case .failure(let refusal): return refusal.result
         }
         let target: EndpointPolicy.Target
-        switch await policy.check(endpoint) {
+        switch await policy.check(keys.endpoint) {
         case .success(let allowed): target = allowed
         case .failure(let refusal): return .failed(reason: "endpoint refused, not sent: \(refusal.reason)", httpStatus: nil)
         }
+        let message: Message
+        switch prepare(delivery, keys: keys, target: target) {
+        case .success(let ready): message = ready
+        case .failure(let refusal): return refusal.result
+        }
+        return await HTTPDelivery.send(message.request, for: delivery, over: transport, classify: Self.classify).truncated(message.truncated)
+    }
+
+    private struct SubscriptionKeys {
+        let endpoint: String
+        let uaPublic: [UInt8]
+        let authSecret: [UInt8]
+    }
+
+    /// An encrypted request ready to send.
+    private struct Message {
+        let request: HTTPRequest
+        let truncated: Bool
+    }
+
+    /// What is refused before sending.
+    private struct Refusal: Error {
+        let result: DeliveryResult
+    }
+
+    @inline(never)
+    private static func subscriptionKeys(of delivery: Delivery) -> Result<SubscriptionKeys, Refusal> {
+        guard let subscription = delivery.target.details(WebPushTarget.self), let endpoint = subscription.endpoint,
+              let keys = subscription.keys else {
+            return .failure(Refusal(result: .failed(reason: "webpush target without endpoint or keys", httpStatus: nil)))
+        }
+        guard let uaPublic = Base64URL.decode(keys.p256dh), uaPublic.count == 65,
+              let authSecret = Base64URL.decode(keys.auth), authSecret.count == 16 else {
+            return .failure(Refusal(result: .rejected(reason: "subscription keys are malformed (p256dh must be a 65-byte point, auth 16 bytes)",
+                                                      httpStatus: nil)))
+        }
+        return .success(SubscriptionKeys(endpoint: endpoint, uaPublic: uaPublic, authSecret: authSecret))
+    }
+
+    @inline(never)
+    private func prepare(_ delivery: Delivery, keys: SubscriptionKeys, target: EndpointPolicy.Target) -> Result<Message, Refusal> {
         let override = delivery.job.overrides[.webpush]?["payload"]
         let fitted: AlertFitting.Fitted
         let templateKey = PayloadTemplateKey(provider: id, app: delivery.target.app ?? "default", kind: delivery.job.kind)
@@ -64,35 +104,34 @@ public struct WebPushProvider: PushProvider {
         case .success(let rendered)?:
             let payload = PayloadOverride.apply(override, to: rendered.bytes())
             guard payload.count <= WebPushRequest.largestPlaintext else {
-                return .failed(reason: "payload template \(rendered.source) renders \(payload.count) bytes, more than the "
-                               + "\(WebPushRequest.largestPlaintext) a push message can carry; not sent", httpStatus: nil)
+                return .failure(Refusal(result: .failed(reason: "payload template \(rendered.source) renders \(payload.count) bytes, more than the "
+                                                        + "\(WebPushRequest.largestPlaintext) a push message can carry; not sent", httpStatus: nil)))
             }
             fitted = AlertFitting.Fitted(payload: payload, notification: delivery.job.notification, truncated: false)
         case .failure(let failure)?:
-            return .failed(reason: "payload template \(failure); not sent", httpStatus: nil)
+            return .failure(Refusal(result: .failed(reason: "payload template \(failure); not sent", httpStatus: nil)))
         case nil:
             let message = { (notification: Notification?) in
                 PayloadOverride.apply(override, to: delivery.replacingNotification(notification).job.summaryJSON())
             }
             guard let shortened = AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, build: message) else {
-                return .failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes once encrypted "
-                               + "even with an empty body; not sent", httpStatus: nil)
+                return .failure(Refusal(result: .failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes "
+                                                        + "once encrypted even with an empty body; not sent", httpStatus: nil)))
             }
             fitted = shortened
         }
-        let plaintext = fitted.payload
         let body: [UInt8]
         let authorization: String
         do {
-            body = try WebPushEncryption.encrypt(plaintext, uaPublic: uaPublic, authSecret: authSecret)
+            body = try WebPushEncryption.encrypt(fitted.payload, uaPublic: keys.uaPublic, authSecret: keys.authSecret)
             authorization = try vapidTokens(for: delivery.target).authorization(for: target.origin)
         } catch {
-            return .rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil)
+            return .failure(Refusal(result: .rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil)))
         }
         let request = HTTPRequest(url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
                                   body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile),
                                   pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
-        return await HTTPDelivery.send(request, for: delivery, over: transport, classify: Self.classify).truncated(fitted.truncated)
+        return .success(Message(request: request, truncated: fitted.truncated))
     }
 
     public func shutdown() async { transport.shutdown() }
