@@ -37,3 +37,10 @@ public enum CredentialBlame: String, Sendable, Equatable {
     /// This request only (a token of another app or project, a topic this binding cannot use): no circuit opens.
     case request
 }
+
+/// What a provider prepares before it sends, out of line of its async `deliver` (whose frame every job
+/// in flight keeps; docs/writing-a-provider.md): the request, or the result of not sending it.
+public enum Prepared<Request> {
+    case ready(Request)
+    case refused(DeliveryResult)
+}

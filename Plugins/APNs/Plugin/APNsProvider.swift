@@ -71,13 +71,8 @@ public struct APNsProvider: PushProvider {
         let truncated: Bool
     }
 
-    private enum Preparation {
-        case ready(Sending)
-        case refused(DeliveryResult)
-    }
-
     @inline(never)
-    private func prepare(_ delivery: Delivery) -> Preparation {
+    private func prepare(_ delivery: Delivery) -> Prepared<Sending> {
         guard let bundleId = delivery.target.app ?? configuration.defaultBundleId, let app = apps[bundleId] else {
             return .refused(.failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil))
         }

@@ -54,13 +54,8 @@ public struct FCMProvider: PushProvider {
         let truncated: Bool
     }
 
-    private enum Preparation {
-        case ready(Message)
-        case refused(DeliveryResult)
-    }
-
     @inline(never)
-    private func prepare(_ delivery: Delivery) -> Preparation {
+    private func prepare(_ delivery: Delivery) -> Prepared<Message> {
         guard let projectId = configuration.projectId(for: delivery.target.app), let source = tokens[projectId] else {
             return .refused(.failed(reason: "no FCM service account for project \(delivery.target.app ?? "(none)")", httpStatus: nil))
         }

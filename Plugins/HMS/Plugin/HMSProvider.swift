@@ -53,13 +53,8 @@ public struct HMSProvider: PushProvider {
         let truncated: Bool
     }
 
-    private enum Preparation {
-        case ready(Message)
-        case refused(DeliveryResult)
-    }
-
     @inline(never)
-    private func prepare(_ delivery: Delivery) -> Preparation {
+    private func prepare(_ delivery: Delivery) -> Prepared<Message> {
         guard let appId = delivery.target.app ?? configuration.defaultAppId, let source = tokens[appId] else {
             return .refused(.failed(reason: "no HMS app \(delivery.target.app ?? "(none)") is configured", httpStatus: nil))
         }

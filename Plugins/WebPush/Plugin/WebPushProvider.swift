@@ -48,8 +48,8 @@ public struct WebPushProvider: PushProvider {
         // (docs/writing-a-provider.md).
         let keys: SubscriptionKeys
         switch Self.subscriptionKeys(of: delivery) {
-        case .success(let decoded): keys = decoded
-        case .failure(let refusal): return refusal.result
+        case .ready(let decoded): keys = decoded
+        case .refused(let result): return result
         }
         let target: EndpointPolicy.Target
         switch await policy.check(keys.endpoint) {
@@ -58,8 +58,8 @@ public struct WebPushProvider: PushProvider {
         }
         let message: Message
         switch prepare(delivery, keys: keys, target: target) {
-        case .success(let ready): message = ready
-        case .failure(let refusal): return refusal.result
+        case .ready(let ready): message = ready
+        case .refused(let result): return result
         }
         return await HTTPDelivery.send(message.request, for: delivery, over: transport, classify: Self.classify).truncated(message.truncated)
     }
@@ -76,27 +76,22 @@ public struct WebPushProvider: PushProvider {
         let truncated: Bool
     }
 
-    /// What is refused before sending.
-    private struct Refusal: Error {
-        let result: DeliveryResult
-    }
-
     @inline(never)
-    private static func subscriptionKeys(of delivery: Delivery) -> Result<SubscriptionKeys, Refusal> {
+    private static func subscriptionKeys(of delivery: Delivery) -> Prepared<SubscriptionKeys> {
         guard let subscription = delivery.target.details(WebPushTarget.self), let endpoint = subscription.endpoint,
               let keys = subscription.keys else {
-            return .failure(Refusal(result: .failed(reason: "webpush target without endpoint or keys", httpStatus: nil)))
+            return .refused(.failed(reason: "webpush target without endpoint or keys", httpStatus: nil))
         }
         guard let uaPublic = Base64URL.decode(keys.p256dh), uaPublic.count == 65,
               let authSecret = Base64URL.decode(keys.auth), authSecret.count == 16 else {
-            return .failure(Refusal(result: .rejected(reason: "subscription keys are malformed (p256dh must be a 65-byte point, auth 16 bytes)",
-                                                      httpStatus: nil)))
+            return .refused(.rejected(reason: "subscription keys are malformed (p256dh must be a 65-byte point, auth 16 bytes)",
+                                      httpStatus: nil))
         }
-        return .success(SubscriptionKeys(endpoint: endpoint, uaPublic: uaPublic, authSecret: authSecret))
+        return .ready(SubscriptionKeys(endpoint: endpoint, uaPublic: uaPublic, authSecret: authSecret))
     }
 
     @inline(never)
-    private func prepare(_ delivery: Delivery, keys: SubscriptionKeys, target: EndpointPolicy.Target) -> Result<Message, Refusal> {
+    private func prepare(_ delivery: Delivery, keys: SubscriptionKeys, target: EndpointPolicy.Target) -> Prepared<Message> {
         let override = delivery.job.overrides[.webpush]?["payload"]
         let fitted: AlertFitting.Fitted
         let templateKey = PayloadTemplateKey(provider: id, app: delivery.target.app ?? "default", kind: delivery.job.kind)
@@ -104,19 +99,19 @@ public struct WebPushProvider: PushProvider {
         case .success(let rendered)?:
             let payload = PayloadOverride.apply(override, to: rendered.bytes())
             guard payload.count <= WebPushRequest.largestPlaintext else {
-                return .failure(Refusal(result: .failed(reason: "payload template \(rendered.source) renders \(payload.count) bytes, more than the "
-                                                        + "\(WebPushRequest.largestPlaintext) a push message can carry; not sent", httpStatus: nil)))
+                return .refused(.failed(reason: "payload template \(rendered.source) renders \(payload.count) bytes, more than the "
+                                        + "\(WebPushRequest.largestPlaintext) a push message can carry; not sent", httpStatus: nil))
             }
             fitted = AlertFitting.Fitted(payload: payload, notification: delivery.job.notification, truncated: false)
         case .failure(let failure)?:
-            return .failure(Refusal(result: .failed(reason: "payload template \(failure); not sent", httpStatus: nil)))
+            return .refused(.failed(reason: "payload template \(failure); not sent", httpStatus: nil))
         case nil:
             let message = { (notification: Notification?) in
                 PayloadOverride.apply(override, to: delivery.replacingNotification(notification).job.summaryJSON())
             }
             guard let shortened = AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, build: message) else {
-                return .failure(Refusal(result: .failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes "
-                                                        + "once encrypted even with an empty body; not sent", httpStatus: nil)))
+                return .refused(.failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes "
+                                        + "once encrypted even with an empty body; not sent", httpStatus: nil))
             }
             fitted = shortened
         }
@@ -126,12 +121,12 @@ public struct WebPushProvider: PushProvider {
             body = try WebPushEncryption.encrypt(fitted.payload, uaPublic: keys.uaPublic, authSecret: keys.authSecret)
             authorization = try vapidTokens(for: delivery.target).authorization(for: target.origin)
         } catch {
-            return .failure(Refusal(result: .rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil)))
+            return .refused(.rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil))
         }
         let request = HTTPRequest(url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
                                   body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile),
                                   pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
-        return .success(Message(request: request, truncated: fitted.truncated))
+        return .ready(Message(request: request, truncated: fitted.truncated))
     }
 
     public func shutdown() async { transport.shutdown() }
