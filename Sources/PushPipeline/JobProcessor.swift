@@ -116,18 +116,25 @@ public struct JobProcessor: Sendable {
         case .failure(let rejection): return deadLettered(rejection, source: source)
         }
         let (window, shed) = dedupeWindow(job, lane: admitted.lane, kafkaTimestamp: message.timestamp)
-        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return .abandoned }
-        if job.kind == .cancel, CallCancellation.key(of: job) != nil {
-            guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
-                return .abandoned
-            }
-        }
+        guard let prior = await prepareInStore(job, dedupeWindow: window) else { return .abandoned }
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
             return Self.combine([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
         }
         return await handleEach(job, prior: prior, window: window, shed: shed, source: source)
+    }
+
+    /// What the store knows of each target (and, for a cancel, the cancel recorded); nil when a stop interrupts it.
+    @inline(never)
+    private func prepareInStore(_ job: Job, dedupeWindow window: Int64) async -> [PriorState]? {
+        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return nil }
+        if job.kind == .cancel, CallCancellation.key(of: job) != nil {
+            guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
+                return nil
+            }
+        }
+        return prior
     }
 
     private func deadLettered(_ rejection: JobRejection, source: Source) -> ProcessedJob {
