@@ -147,7 +147,7 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
-        .testTarget(name: "PushTemplatesTests", dependencies: ["PushTemplates", "PushCore", "APNsPlugin", "FCMPlugin"], path: "Tests/PushTemplatesTests"),
+        .testTarget(name: "PushTemplatesTests", dependencies: ["PushTemplates", "PushCore", "APNsPlugin", "FCMPlugin", "TestSupport"], path: "Tests/PushTemplatesTests"),
         .testTarget(name: "PushKafkaTests", dependencies: ["PushKafka", "PushKafkaMock", "PushCore", "TestSupport"], path: "Tests/PushKafkaTests"),
         .testTarget(name: "PushHTTPTests", dependencies: ["PushHTTP", "PushSandbox", "PushCrypto", "TestSupport",
                                                          .product(name: "NIOHPACK", package: "swift-nio-http2"),

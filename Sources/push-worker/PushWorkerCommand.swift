@@ -252,6 +252,8 @@ struct Sandbox: AsyncParsableCommand {
 
     func run() async throws {
         let tls = try SandboxTLS.make()
+        // Also when a sandbox fails to start: the directory holds the sandboxes' private keys.
+        defer { tls.remove() }
         var faults = SandboxFaults()
         faults.failShare = failShare
         faults.failStatus = failStatus
@@ -312,7 +314,6 @@ struct Sandbox: AsyncParsableCommand {
         await fcm.server.stop()
         await hms.server.stop()
         await webPush.server.stop()
-        tls.remove()
     }
 }
 

@@ -3,10 +3,17 @@ import APNsPlugin
 import FCMPlugin
 import PushCore
 import Testing
+import TestSupport
 @testable import PushTemplates
 
 @Suite("Payload templates: Mizu keywords, JSON escaping, start-up check, hot reload")
-struct PayloadTemplateTests {
+final class PayloadTemplateTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
     static let mizuTemplates = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../docs/templates/mizu").standardized.path
 
@@ -133,8 +140,8 @@ struct PayloadTemplateTests {
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_010_000)
     }
 
-    static func directory(_ files: [String: String]) throws -> String {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("templates-\(UUID().uuidString)").path
+    func directory(_ files: [String: String]) throws -> String {
+        let root = scratch.url.appendingPathComponent("templates-\(UUID().uuidString)").path
         for (relative, text) in files {
             let path = root + "/" + relative
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
@@ -187,7 +194,7 @@ struct PayloadTemplateTests {
 
     @Test("a hostile display name stays inside its JSON string")
     func hostileDisplayName() throws {
-        let root = try Self.directory(["apns/com.example.voip/call.mustache":
+        let root = try directory(["apns/com.example.voip/call.mustache":
             #"{"aps":{"alert":{"title":"{{FROMDISPLAYNAME}}","body":"{{data.note}}"}}}"#])
         let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes).get()
         let hostile = #""},"x":""#
@@ -201,7 +208,7 @@ struct PayloadTemplateTests {
 
     @Test("a template that cannot render valid JSON stops start-up with its file name")
     func brokenTemplateRefused() throws {
-        let root = try Self.directory(["apns/com.example.chat/call.mustache": #"{"aps": {"alert": {{FROM}} }}"#])
+        let root = try directory(["apns/com.example.chat/call.mustache": #"{"aps": {"alert": {{FROM}} }}"#])
         guard case .failure(let problems) = TemplateDirectory.load(path: root, shapes: Self.shapes) else {
             Issue.record("a broken template was accepted")
             return
@@ -212,7 +219,7 @@ struct PayloadTemplateTests {
 
     @Test("one error line per broken template, and wrong shapes and names are refused")
     func oneLinePerProblem() throws {
-        let root = try Self.directory([
+        let root = try directory([
             "apns/default/call.mustache": #"{"alert": "{{TITLE}}"}"#,
             "fcm/default/message.mustache": #"{"message": {"token": "{{TOKEN}}", "data": {"n": {{TYPE}}}}}"#,
             "fcm/default/ring.mustache": "{}",
@@ -233,7 +240,7 @@ struct PayloadTemplateTests {
 
     @Test("lookup goes app+kind, app default, default kind, default default; none means built-in")
     func lookupOrder() throws {
-        let root = try Self.directory([
+        let root = try directory([
             "apns/com.example.voip/call.mustache": #"{"aps": {}, "t": "app-call"}"#,
             "apns/com.example.voip/default.mustache": #"{"aps": {}, "t": "app-default"}"#,
             "apns/default/message.mustache": #"{"aps": {}, "t": "default-message"}"#,
@@ -253,7 +260,7 @@ struct PayloadTemplateTests {
 
     @Test("SOUND defaults per kind (pushnotification_sound_call/chat/other) when the job names no sound; the job's own sound wins")
     func defaultSounds() throws {
-        let root = try Self.directory(["apns/default/default.mustache": #"{"aps": {"sound": "{{SOUND}}"}}"#])
+        let root = try directory(["apns/default/default.mustache": #"{"aps": {"sound": "{{SOUND}}"}}"#])
         let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes,
                                                    defaultSounds: [.call: "ring.caf", .message: "chat.caf", .cancel: "other.caf"]).get()
         func sound(_ kind: JobKind, _ notification: PushCore.Notification? = nil) throws -> JSONValue? {
@@ -269,7 +276,7 @@ struct PayloadTemplateTests {
     @Test("a broken update keeps the last good template and is reported once; a fix and a removal apply")
     func hotReload() throws {
         let file = "apns/com.example.voip/call.mustache"
-        let root = try Self.directory([file: #"{"aps": {}, "v": 1}"#])
+        let root = try directory([file: #"{"aps": {}, "v": 1}"#])
         let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes).get()
         let delivery = Self.delivery(provider: .apns)
         try #"{"aps": {}, "v": "#.write(toFile: root + "/" + file, atomically: true, encoding: .utf8)

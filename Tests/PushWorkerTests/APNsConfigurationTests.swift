@@ -5,19 +5,26 @@ import PushCore
 import WebPushPlugin
 import PushCrypto
 import Testing
+import TestSupport
 @testable import PushWorker
 
 @Suite("APNs configuration: the single-app shortcut and PUSH_APPS_FILE")
-struct APNsConfigurationTests {
-    static func writeKey() throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_\(UUID().uuidString).p8").path
+final class APNsConfigurationTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
+    func writeKey() throws -> String {
+        let path = scratch.url.appendingPathComponent("AuthKey_\(UUID().uuidString).p8").path
         try PrivateKey.generateP256().pem().write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
     @Test("the shortcut configures one token-auth app; the host override applies to both environments")
     func shortcut() throws {
-        let keyFile = try Self.writeKey()
+        let keyFile = try writeKey()
         let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
                     "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
         let configuration = try WorkerConfiguration.load(from: base.merging(
@@ -37,7 +44,7 @@ struct APNsConfigurationTests {
     func problemsAreClear() throws {
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": "/nonexistent.p8", "PUSH_APNS_KEY_ID": "ABC123DEFG"]).first
             == "APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID")
-        let notAKey = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-key-\(UUID().uuidString).p8").path
+        let notAKey = scratch.url.appendingPathComponent("not-a-key-\(UUID().uuidString).p8").path
         try "hello".write(toFile: notAKey, atomically: true, encoding: .utf8)
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": notAKey, "PUSH_APNS_KEY_ID": "ABC123DEFG",
                           "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]).first
@@ -46,8 +53,8 @@ struct APNsConfigurationTests {
 
     @Test("PUSH_APPS_FILE configures several apps, token and certificate auth, each checked")
     func appsFile() throws {
-        let keyFile = try Self.writeKey()
-        let directory = FileManager.default.temporaryDirectory
+        let keyFile = try writeKey()
+        let directory = scratch.url
         let certificate = directory.appendingPathComponent("legacy-\(UUID().uuidString).p12").path
         let password = directory.appendingPathComponent("legacy-\(UUID().uuidString).password").path
         try "p12-bytes".write(toFile: certificate, atomically: true, encoding: .utf8)
@@ -75,7 +82,7 @@ struct APNsConfigurationTests {
 
     @Test("an app's cancel push type comes from PUSH_APNS_CANCEL_PUSH_TYPE or cancelPushType and must be voip or alert")
     func cancelPushType() throws {
-        let keyFile = try Self.writeKey()
+        let keyFile = try writeKey()
         let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
                     "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
         #expect(try WorkerConfiguration.load(from: base).get().apns?.apps.first?.cancelPushType == .alert)
@@ -83,7 +90,7 @@ struct APNsConfigurationTests {
             .apns?.apps.first?.cancelPushType == .voip)
         #expect(problems(base.merging(["PUSH_APNS_CANCEL_PUSH_TYPE": "background"]) { $1 })
             == ["PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"background\""])
-        let appsFile = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        let appsFile = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
         try #"{"apns": [{"bundleId": "com.example.alerts", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "cancelPushType": "voip"}]}"#
             .write(toFile: appsFile, atomically: true, encoding: .utf8)
         let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get()
@@ -92,7 +99,7 @@ struct APNsConfigurationTests {
 
     @Test("an app's default environment and PushKit X-MPUSH tokens come from PUSH_APNS_ENVIRONMENT / PUSH_APNS_XMPUSH_PUSHKIT_TOKENS or the apps file")
     func defaultEnvironmentAndPushKitTokens() throws {
-        let keyFile = try Self.writeKey()
+        let keyFile = try writeKey()
         let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
                     "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
         let defaults = try #require(try WorkerConfiguration.load(from: base).get().apns?.apps.first)
@@ -104,7 +111,7 @@ struct APNsConfigurationTests {
         #expect(declared.xmpushTokensArePushKit)
         #expect(problems(base.merging(["PUSH_APNS_ENVIRONMENT": "development"]) { $1 })
             == ["PUSH_APNS_ENVIRONMENT must be production or sandbox, got \"development\""])
-        let appsFile = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        let appsFile = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
         try #"{"apns": [{"bundleId": "com.example.dev", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "environment": "sandbox", "xmpushPushKitTokens": true}]}"#
             .write(toFile: appsFile, atomically: true, encoding: .utf8)
         let fromFile = try #require(try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get().apns?.apps.first)
@@ -114,8 +121,8 @@ struct APNsConfigurationTests {
 
     @Test("an apps-file app may add a VoIP certificate beside its alert credentials; VoIP pushes use it")
     func voipCertificate() throws {
-        let keyFile = try Self.writeKey()
-        let directory = FileManager.default.temporaryDirectory.path
+        let keyFile = try writeKey()
+        let directory = scratch.url.path
         let certificate = "\(directory)/voip-\(UUID().uuidString).p12"
         let password = "\(directory)/voip-\(UUID().uuidString).password"
         try "not parsed at start-up".write(toFile: certificate, atomically: true, encoding: .utf8)

@@ -2,15 +2,24 @@ import Foundation
 import PushCore
 import PushPlugins
 import Testing
+import TestSupport
 @testable import PushWorker
 
 @Suite("Configuration from PUSH_* variables")
-struct ConfigurationTests {
-    static let caFile: String = {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("push-test-ca.pem").path
-        FileManager.default.createFile(atPath: path, contents: Data("-----BEGIN CERTIFICATE-----\n".utf8))
+final class ConfigurationTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
+    var caFile: String {
+        let path = scratch.url.appendingPathComponent("ca.pem").path
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: Data("-----BEGIN CERTIFICATE-----\n".utf8))
+        }
         return path
-    }()
+    }
 
     let minimal = ["PUSH_KAFKA_BROKERS": "k1:9092", "PUSH_PROXY_URL": "https://proxy.example.com/push"]
 
@@ -104,9 +113,9 @@ struct ConfigurationTests {
     @Test("PUSH_RDKAFKA_* become librdkafka properties; the worker's own ones cannot be overridden")
     func rdkafkaPassThrough() throws {
         let configuration = try WorkerConfiguration.load(from: minimal.merging([
-            "PUSH_RDKAFKA_SECURITY_PROTOCOL": "ssl", "PUSH_RDKAFKA_SSL_CA_LOCATION": Self.caFile,
+            "PUSH_RDKAFKA_SECURITY_PROTOCOL": "ssl", "PUSH_RDKAFKA_SSL_CA_LOCATION": caFile,
         ]) { $1 }).get()
-        #expect(configuration.rdkafkaProperties == ["security.protocol": "ssl", "ssl.ca.location": Self.caFile])
+        #expect(configuration.rdkafkaProperties == ["security.protocol": "ssl", "ssl.ca.location": caFile])
         #expect(problems(minimal.merging(["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE": "true"]) { $1 })
             == ["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE cannot be overridden: the worker manages enable.auto.offset.store itself"])
     }
@@ -127,18 +136,18 @@ struct ConfigurationTests {
 
     @Test("PUSH_APPS_FILE may give an app its own proxy (URL, CA, client certificate, key password); the key password of the default proxy comes from a file")
     func proxyPerApp() throws {
-        let directory = FileManager.default.temporaryDirectory.path
+        let directory = scratch.url.path
         let password = "\(directory)/proxy-\(UUID().uuidString).password"
         try "s3cret\n".write(toFile: password, atomically: true, encoding: .utf8)
         let apps = "\(directory)/apps-\(UUID().uuidString).json"
-        try #"{"proxy": [{"app": "acme", "url": "https://acme.example/push", "caFile": "\#(Self.caFile)", "passwordFile": "\#(password)"}]}"#
+        try #"{"proxy": [{"app": "acme", "url": "https://acme.example/push", "caFile": "\#(caFile)", "passwordFile": "\#(password)"}]}"#
             .write(toFile: apps, atomically: true, encoding: .utf8)
         let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps,
                                                                 "PUSH_PROXY_URL": "https://proxy.example/push",
                                                                 "PUSH_PROXY_KEY_PASSWORD_FILE": password]).get()
         let proxy = try #require(configuration.proxy)
         #expect(proxy.endpoint(for: "acme")?.url == "https://acme.example/push")
-        #expect(proxy.endpoint(for: "acme")?.tls.caFile == Self.caFile)
+        #expect(proxy.endpoint(for: "acme")?.tls.caFile == caFile)
         #expect(proxy.endpoint(for: "acme")?.tls.clientKeyPassword == "s3cret")
         #expect(proxy.endpoint(for: "other")?.url == "https://proxy.example/push")
         #expect(proxy.endpoint(for: nil)?.tls.clientKeyPassword == "s3cret")

@@ -5,11 +5,18 @@ import PushCore
 import WebPushPlugin
 import PushCrypto
 import Testing
+import TestSupport
 @testable import PushWorker
 
 @Suite("FCM configuration: service-account files")
-struct FCMConfigurationTests {
-    static func writeServiceAccount(projectId: String = "example-project", privateKey: String? = nil) throws -> String {
+final class FCMConfigurationTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
+    func writeServiceAccount(projectId: String = "example-project", privateKey: String? = nil) throws -> String {
         let key = try privateKey ?? PrivateKey.generateRSA().pem()
         var writer = JSONWriter()
         writer.beginObject()
@@ -20,14 +27,14 @@ struct FCMConfigurationTests {
         writer.member("client_email", "worker@\(projectId).iam.gserviceaccount.com")
         writer.member("token_uri", "https://oauth2.googleapis.com/token")
         writer.endObject()
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
+        let path = scratch.url.appendingPathComponent("sa-\(UUID().uuidString).json").path
         try writer.string.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
     @Test("PUSH_FCM_CREDENTIALS_FILE configures one project that serves targets without app")
     func shortcut() throws {
-        let file = try Self.writeServiceAccount()
+        let file = try writeServiceAccount()
         let configuration = try WorkerConfiguration.load(from: [
             "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": file, "PUSH_FCM_ENDPOINT": "https://fcm.staging.internal/",
         ]).get()
@@ -40,7 +47,7 @@ struct FCMConfigurationTests {
 
     @Test("a broken service-account file stops start-up with a line naming the field")
     func brokenFile() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sa-broken-\(UUID().uuidString).json").path
+        let path = scratch.url.appendingPathComponent("sa-broken-\(UUID().uuidString).json").path
         try #"{"type":"service_account","project_id":"p"}"#.write(toFile: path, atomically: true, encoding: .utf8)
         let lines = { () -> [String] in
             switch WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": path]) {
@@ -53,9 +60,9 @@ struct FCMConfigurationTests {
 
     @Test("PUSH_APPS_FILE adds projects; targets pick theirs by app")
     func severalProjects() throws {
-        let first = try Self.writeServiceAccount(projectId: "project-a")
-        let second = try Self.writeServiceAccount(projectId: "project-b")
-        let apps = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        let first = try writeServiceAccount(projectId: "project-a")
+        let second = try writeServiceAccount(projectId: "project-b")
+        let apps = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
         try #"{"fcm": [{"credentialsFile": "\#(first)"}, {"credentialsFile": "\#(second)"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
         let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
         #expect(configuration.fcm?.accounts.map(\.projectId) == ["project-a", "project-b"])
@@ -64,12 +71,12 @@ struct FCMConfigurationTests {
 
     @Test("package names of a project come from PUSH_FCM_PACKAGES or an apps-file entry's packages; one package names one project")
     func packages() throws {
-        let first = try Self.writeServiceAccount(projectId: "project-a")
-        let second = try Self.writeServiceAccount(projectId: "project-b")
+        let first = try writeServiceAccount(projectId: "project-a")
+        let second = try writeServiceAccount(projectId: "project-b")
         let shortcut = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": first,
                                                            "PUSH_FCM_PACKAGES": "com.voip.phone, com.voip.tablet"]).get()
         #expect(shortcut.fcm?.packages == ["com.voip.phone": "project-a", "com.voip.tablet": "project-a"])
-        let apps = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        let apps = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
         try #"{"fcm": [{"credentialsFile": "\#(first)", "packages": ["com.a.phone"]}, {"credentialsFile": "\#(second)", "packages": ["com.b.phone"]}]}"#
             .write(toFile: apps, atomically: true, encoding: .utf8)
         let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
@@ -82,7 +89,7 @@ struct FCMConfigurationTests {
 
     @Test("PUSH_FCM_REMOVE_NOTIFICATION chooses which template outputs lose their notification blocks: calls (default), never, always")
     func notificationRemoval() throws {
-        let file = try Self.writeServiceAccount()
+        let file = try writeServiceAccount()
         let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": file]
         #expect(try WorkerConfiguration.load(from: base).get().fcm?.removeNotification == .dataOnlyKinds)
         #expect(try WorkerConfiguration.load(from: base.merging(["PUSH_FCM_REMOVE_NOTIFICATION": "never"]) { $1 }).get().fcm?.removeNotification == .never)

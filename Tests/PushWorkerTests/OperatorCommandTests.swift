@@ -8,7 +8,13 @@ import ProxySandbox
 @testable import PushWorker
 
 @Suite("push-worker send and check-config against the sandboxes")
-struct OperatorCommandTests {
+final class OperatorCommandTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
     static let token = String(repeating: "e5", count: 32)
 
     static func environment(apns: APNsSandboxFixture, fcm: FCMSandboxInstance? = nil) -> [String: String] {
@@ -109,7 +115,7 @@ struct OperatorCommandTests {
 
     @Test("check-config lists configuration, credential and template problems one per line")
     func checkConfigProblems() async throws {
-        let templates = FileManager.default.temporaryDirectory.appendingPathComponent("check-\(UUID().uuidString)").path
+        let templates = scratch.url.appendingPathComponent("check-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: templates + "/fcm/default", withIntermediateDirectories: true)
         try #"{"message": {"token": {{TOKEN}}}}"#.write(toFile: templates + "/fcm/default/call.mustache", atomically: true, encoding: .utf8)
         let problems = await ConfigurationCheck.run(environment: [
@@ -123,10 +129,16 @@ struct OperatorCommandTests {
 }
 
 @Suite("push-worker import-templates")
-struct TemplateImportTests {
+final class TemplateImportTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
     @Test("Mizu's message files become a templates directory that loads, each change listed; a file that renders no valid payload is a problem")
     func importsMizuFiles() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mizu-\(UUID().uuidString)").path
+        let directory = scratch.url.appendingPathComponent("mizu-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try #"{"aps": {"alert": {"title": "TITLE"}, "sound": "SOUND"}, "data": {"ntype": TYPE}}"#
             .write(toFile: "\(directory)/pushkitmessage.txt", atomically: true, encoding: .utf8)

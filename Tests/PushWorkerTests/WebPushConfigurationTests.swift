@@ -5,16 +5,23 @@ import PushCore
 import WebPushPlugin
 import PushCrypto
 import Testing
+import TestSupport
 @testable import PushWorker
 
 @Suite("Web Push configuration: the VAPID key and the endpoint policy")
-struct WebPushConfigurationTests {
+final class WebPushConfigurationTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
     func load(_ environment: [String: String]) -> Result<WorkerConfiguration, ConfigurationErrors> {
         WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092"].merging(environment) { $1 })
     }
 
-    static func write(_ text: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("vapid-\(UUID().uuidString)").path
+    func write(_ text: String) throws -> String {
+        let path = scratch.url.appendingPathComponent("vapid-\(UUID().uuidString)").path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
@@ -22,15 +29,15 @@ struct WebPushConfigurationTests {
     @Test("the VAPID key file may be PEM or a base64url raw key; both give the same key")
     func keyFormats() throws {
         let key = try PrivateKey.generateP256()
-        let pem = try VAPIDKeyFile.load(Self.write(key.pem()))
-        let raw = try VAPIDKeyFile.load(Self.write(Base64URL.encode(key.rawPrivateKey()) + "\n"))
+        let pem = try VAPIDKeyFile.load(write(key.pem()))
+        let raw = try VAPIDKeyFile.load(write(Base64URL.encode(key.rawPrivateKey()) + "\n"))
         #expect(try pem.rawPublicKey() == key.rawPublicKey())
         #expect(try raw.rawPublicKey() == key.rawPublicKey())
     }
 
     @Test("Web Push is enabled by a key and a subject; private networks are refused unless allowed; hosts are lower-cased")
     func configured() throws {
-        let keyFile = try Self.write(PrivateKey.generateP256().pem())
+        let keyFile = try write(PrivateKey.generateP256().pem())
         let configuration = try load([
             "PUSH_WEBPUSH_VAPID_KEY_FILE": keyFile, "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:ops@example.com",
             "PUSH_WEBPUSH_ALLOWED_HOSTS": "FCM.googleapis.com, push.services.mozilla.com",
@@ -43,10 +50,10 @@ struct WebPushConfigurationTests {
 
     @Test("a missing subject, a broken key or a stray setting is one line each")
     func problems() throws {
-        let keyFile = try Self.write(PrivateKey.generateP256().pem())
+        let keyFile = try write(PrivateKey.generateP256().pem())
         guard case .failure(let noSubject) = load(["PUSH_WEBPUSH_VAPID_KEY_FILE": keyFile]) else { Issue.record("accepted"); return }
         #expect(noSubject.problems.first == "PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
-        let broken = try Self.write("not a key")
+        let broken = try write("not a key")
         guard case .failure(let badKey) = load(["PUSH_WEBPUSH_VAPID_KEY_FILE": broken, "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:a@b"]) else {
             Issue.record("accepted"); return
         }
@@ -59,10 +66,16 @@ struct WebPushConfigurationTests {
 }
 
 @Suite("Web Push keys per app in PUSH_APPS_FILE")
-struct WebPushAppKeysTests {
+final class WebPushAppKeysTests: Sendable {
+    /// This test's files, removed when it ends.
+    let scratch: ScratchDirectory
+
+    init() throws { scratch = try ScratchDirectory() }
+    deinit { scratch.remove() }
+
     @Test("apps in PUSH_APPS_FILE webpush get keys of their own (subject defaulting to the worker's); a bad key is one line")
     func appKeys() throws {
-        let directory = FileManager.default.temporaryDirectory.path
+        let directory = scratch.url.path
         let defaultKey = "\(directory)/vapid-\(UUID().uuidString).pem"
         let tenantKey = "\(directory)/vapid-\(UUID().uuidString).pem"
         try PrivateKey.generateP256().pem().write(toFile: defaultKey, atomically: true, encoding: .utf8)

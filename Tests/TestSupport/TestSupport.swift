@@ -112,3 +112,18 @@ public func runSchemaCheck(_ arguments: [String], input: String = "") async thro
     let status = await process.exitStatus()
     return (status, String(decoding: (try? Data(contentsOf: outputFile)) ?? Data(), as: UTF8.self))
 }
+
+/// A directory of one test's own, for the files it writes (keys, apps files, templates);
+/// `remove()` deletes it with everything in it. A suite that is a final class creates one in its
+/// `init` and removes it in `deinit`, which Swift Testing runs after each test.
+public struct ScratchDirectory: Sendable {
+    public let url: URL
+    public var path: String { url.path }
+
+    public init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("push-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
+    public func remove() { try? FileManager.default.removeItem(at: url) }
+}
