@@ -6,17 +6,21 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${1:-.build/debug/push-worker}
 work=$(mktemp -d)
 pids=()
-cleanup() {
-    # A stop signal first, so the sandboxes remove their certificate directories (with private keys)
-    # from /tmp; whatever still runs a few seconds later is killed.
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+# Stops these processes: a stop signal first, so the sandboxes remove their certificate directories
+# (with private keys) from /tmp; whatever still runs 3 s later is killed.
+stop_processes() {
+    [ $# -gt 0 ] || return 0
+    for pid in "$@"; do kill "$pid" 2>/dev/null || true; done
     for _ in $(seq 1 30); do
         local running=0
-        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && running=1; done
         [ "$running" = 0 ] && break
         sleep 0.1
     done
-    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    for pid in "$@"; do kill -9 "$pid" 2>/dev/null || true; done
+}
+cleanup() {
+    stop_processes "${pids[@]}"
     wait 2>/dev/null || true
     rm -rf "$work"
 }

@@ -49,7 +49,7 @@ begin() {
 }
 spawn() { "$@" & spids+=($!); pids+=($!); }
 end() {
-    for pid in "${spids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    stop_processes "${spids[@]}"
     for pid in "${spids[@]}"; do wait "$pid" 2>/dev/null || true; done
     echo "faults[$current]: PASS in $((($(date +%s%N) - started_at) / 1000000000)) s"
 }
