@@ -36,12 +36,11 @@ extension JobProcessor {
                 switch await send(job, target, attempt: attempt, source: source, at: now) {
                 case .ended(let ended):
                     end = ended
-                case .answered(let result, let heldBack):
-                    if case .retryable = result {
-                        end = await afterRetryable(result, heldBack: heldBack, job, target, attempt: attempt, source: source, entryId: entryId)
-                    } else {
-                        end = Self.final(result, job, target, attempt: attempt, at: clock())
-                    }
+                case .answered(.retryable(let reason, let httpStatus, let retryAfter), let heldBack):
+                    end = await afterRetryable(reason: reason, httpStatus: httpStatus, retryAfter: retryAfter, heldBack: heldBack,
+                                               job, target, attempt: attempt, source: source, entryId: entryId)
+                case .answered(let result, _):
+                    end = Self.final(result, job, target, attempt: attempt, at: clock())
                 }
             }
             switch end {
@@ -139,11 +138,8 @@ extension JobProcessor {
     /// After a retryable answer: a retry (from the retry queue, or after a wait in this task), or the
     /// end of the TTL or of the attempts. (Called only then: its frame is the largest of the steps.)
     @inline(never)
-    private func afterRetryable(_ result: DeliveryResult, heldBack: Bool, _ job: Job, _ target: Target, attempt: Int, source: Source,
-                                entryId: String?) async -> AttemptEnd {
-        guard case .retryable(let reason, let httpStatus, let retryAfter) = result else {
-            return Self.final(result, job, target, attempt: attempt, at: clock())
-        }
+    private func afterRetryable(reason: String, httpStatus: Int?, retryAfter: Duration?, heldBack: Bool, _ job: Job, _ target: Target,
+                                attempt: Int, source: Source, entryId: String?) async -> AttemptEnd {
         let failedAt = clock()
         if let stopped = await cancelledCall(job, target, attempts: attempt, at: failedAt) { return stopped }
         // Attempts count sends: one the open circuit held back is tried again under the same number.
@@ -164,7 +160,9 @@ extension JobProcessor {
                 guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .done(.abandoned) }
                 metrics.retryScheduled(target.provider)
                 guard configuration.publishRetryingOutcomes else { return .done(.handedOff([])) }
-                return .done(.handedOff([.outcome(Outcome(job: job, target: target, result: result, attempts: completed, at: failedAt))]))
+                return .done(.handedOff([.outcome(Outcome(job: job, target: target,
+                                                          result: .retryable(reason: reason, httpStatus: httpStatus, retryAfter: retryAfter),
+                                                          attempts: completed, at: failedAt))]))
             }
             do { try await sleep(.milliseconds(dueAt.subtracting(saturating: failedAt))) } catch { return .done(.abandoned) }
             return .again(attempt: completed + 1)
