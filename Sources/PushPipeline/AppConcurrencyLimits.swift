@@ -9,14 +9,27 @@ import Synchronization
 /// flowing. Each time a request has to wait, `push_app_concurrency_limited_total{provider,app}`
 /// counts it.
 ///
-/// Two ways to wait share each scope's one queue: `reserve`, for a consumed job before its task
-/// exists (the waiting job is then a value in the queue, not a suspended task), and `acquire`,
-/// for a task already running (a job with several targets, a retry).
+/// Scopes whose requests share the connections of one provider endpoint (`DeliveryScope.origin`:
+/// every APNs app with token authentication in one environment, every FCM project) also share
+/// `originLimit` slots: about what the endpoint's connections carry at once, with room for the
+/// requests being prepared and read. A request that holds its app's slot and finds the origin full
+/// waits in the origin's queue (urgent first, then oldest first) and still counts as in flight: it
+/// waits for the provider's capacity, as it would in the transport's queue of streams, but as a
+/// value rather than as a suspended task (`push_origin_concurrency_limited_total{provider}`).
+///
+/// Two ways to wait share these queues: `reserve`, for a consumed job before its task exists (the
+/// waiting job is then a value in the queue, not a suspended task), and `acquire`, for a task
+/// already running (a job with several targets, a retry), which counts as parked while it waits
+/// for either.
 public final class AppConcurrencyLimits: Sendable {
     private struct Waiter {
         let id: UInt64
-        /// Called outside the lock: true with the slot handed over, false when an `acquire` was cancelled.
+        let scope: DeliveryScope
+        let lane: Lane
+        /// Called outside the lock: true with both slots handed over, false when an `acquire` was cancelled.
         let resume: @Sendable (Bool) -> Void
+        /// Called outside the lock when the waiter got its app's slot and goes on waiting for its origin's.
+        let waitsForOrigin: (@Sendable () -> Void)?
     }
 
     private struct Slots {
@@ -40,118 +53,225 @@ public final class AppConcurrencyLimits: Sendable {
         }
     }
 
+    /// What to tell waiters once the lock is released.
+    private enum Notice {
+        case granted(Waiter)
+        case waitsForOrigin(Waiter)
+    }
+
+    /// Where a waiter stands after `enter`.
+    private enum Stage {
+        case granted, waitingForApp, waitingForOrigin
+    }
+
     private struct State {
         var slots: [DeliveryScope: Slots] = [:]
+        var origins: [String: Slots] = [:]
         var nextID: UInt64 = 0
 
-        /// Takes a slot of `key` if fewer than `limit` run.
-        mutating func takeFreeSlot(of key: DeliveryScope, limit: Int) -> Bool {
-            slots[key, default: Slots()].takeIfFree(below: limit)
+        /// Takes the app's slot and then the origin's, or queues the waiter where it has to wait.
+        mutating func enter(_ waiter: Waiter, appLimit: Int, originLimit: Int?) -> Stage {
+            guard slots[waiter.scope, default: Slots()].takeIfFree(below: appLimit) else {
+                slots[waiter.scope]!.waiters.append(waiter, lane: waiter.lane)
+                return .waitingForApp
+            }
+            return enterOrigin(waiter, limit: originLimit) ? .granted : .waitingForOrigin
+        }
+
+        /// Takes the app's slot and its origin's if both are free; else takes neither.
+        mutating func takeBothIfFree(_ scope: DeliveryScope, appLimit: Int, originLimit: Int?) -> Bool {
+            guard (slots[scope]?.running ?? 0) < appLimit else { return false }
+            if let origin = scope.origin, let originLimit {
+                guard origins[origin, default: Slots()].takeIfFree(below: originLimit) else { return false }
+            }
+            return slots[scope, default: Slots()].takeIfFree(below: appLimit)
+        }
+
+        /// With the waiter's app slot held: takes its origin's slot (true), or queues it there (false).
+        mutating func enterOrigin(_ waiter: Waiter, limit: Int?) -> Bool {
+            guard let origin = waiter.scope.origin, let limit else { return true }
+            if origins[origin, default: Slots()].takeIfFree(below: limit) { return true }
+            origins[origin]!.waiters.append(waiter, lane: waiter.lane)
+            return false
+        }
+
+        /// Frees an app slot of `scope`: its next waiter takes it and goes on to its origin.
+        mutating func releaseApp(_ scope: DeliveryScope, originLimit: Int?, notices: inout [Notice]) {
+            // Mutated in place, one lookup: a copy of the queues out of the dictionary would copy every waiter.
+            guard let index = slots.index(forKey: scope) else { return }
+            let next = slots.values[index].handOver()
+            if slots.values[index].isIdle { slots.remove(at: index) }
+            guard let next else { return }
+            notices.append(enterOrigin(next, limit: originLimit) ? .granted(next) : .waitsForOrigin(next))
+        }
+
+        /// Frees an origin slot: its next waiter (which holds its app slot) takes it.
+        mutating func releaseOrigin(_ origin: String, notices: inout [Notice]) {
+            guard let index = origins.index(forKey: origin) else { return }
+            let next = origins.values[index].handOver()
+            if origins.values[index].isIdle { origins.remove(at: index) }
+            if let next { notices.append(.granted(next)) }
         }
     }
 
     /// The answer to `reserve`.
     enum Reservation {
-        /// The slot is held now.
+        /// Both slots are held now.
         case granted(AppSlot)
-        /// The slot is not free: `whenGranted` will be called with it, unless the ticket is withdrawn first.
-        case waiting(ticket: UInt64)
+        /// The app's slot is not free: `whenGranted` will be called with the slots, unless the ticket
+        /// is withdrawn first; `waitsForOrigin`, if the app's slot comes before the origin's.
+        case waitingForApp(ticket: UInt64)
+        /// The app's slot is held, the origin's is not free: `whenGranted` will be called with the
+        /// slots, unless the ticket is withdrawn first.
+        case waitingForOrigin(ticket: UInt64)
     }
 
     public let limit: Int
+    /// Slots per origin; nil: scopes share none.
+    public let originLimit: Int?
     private let metrics: PipelineMetrics
     private let state = Mutex(State())
 
-    public init(limit: Int, metrics: PipelineMetrics) {
+    public init(limit: Int, originLimit: Int? = nil, metrics: PipelineMetrics) {
         self.limit = max(1, limit)
+        self.originLimit = originLimit.map { max(1, $0) }
         self.metrics = metrics
     }
 
     private func limit(of key: DeliveryScope) -> Int { key.inFlightLimit.map { max(1, $0) } ?? limit }
 
-    /// Takes a slot of `key` if one is free; otherwise queues `whenGranted`, which is called
-    /// (outside any lock of this type, on the thread that frees the slot) with the slot once
-    /// it is this waiter's turn. Never suspends: the caller keeps the waiting job as a value.
-    func reserve(_ key: DeliveryScope, lane: Lane, whenGranted: @escaping @Sendable (AppSlot) -> Void) -> Reservation {
-        let limit = limit(of: key)
-        let ticket: UInt64? = state.withLock { state in
-            if state.takeFreeSlot(of: key, limit: limit) { return nil }
+    private func deliver(_ notices: [Notice]) {
+        for notice in notices {
+            switch notice {
+            case .granted(let waiter): waiter.resume(true)
+            case .waitsForOrigin(let waiter):
+                metrics.originConcurrencyLimited(waiter.scope)
+                waiter.waitsForOrigin?()
+            }
+        }
+    }
+
+    private func countWait(_ stage: Stage, of key: DeliveryScope) {
+        switch stage {
+        case .granted: break
+        case .waitingForApp: metrics.appConcurrencyLimited(key)
+        case .waitingForOrigin: metrics.originConcurrencyLimited(key)
+        }
+    }
+
+    /// Takes a slot of `key` (and of its origin) if free; otherwise queues `whenGranted`, which is
+    /// called (outside any lock of this type, on the thread that frees the slot) with the slot once
+    /// it is this waiter's turn, and `waitsForOrigin` if it got its app's slot and still waits for
+    /// its origin's. Never suspends: the caller keeps the waiting job as a value.
+    func reserve(_ key: DeliveryScope, lane: Lane, waitsForOrigin: @escaping @Sendable () -> Void = {},
+                 whenGranted: @escaping @Sendable (AppSlot) -> Void) -> Reservation {
+        let appLimit = limit(of: key)
+        let (stage, id) = state.withLock { state in
             state.nextID += 1
             let id = state.nextID
-            state.slots[key, default: Slots()].waiters.append(Waiter(id: id) { [self] granted in
+            let waiter = Waiter(id: id, scope: key, lane: lane, resume: { [self] granted in
                 if granted { whenGranted(AppSlot(scope: key, limits: self)) }
-            }, lane: lane)
-            return id
+            }, waitsForOrigin: waitsForOrigin)
+            return (state.enter(waiter, appLimit: appLimit, originLimit: originLimit), id)
         }
-        guard let ticket else { return .granted(AppSlot(scope: key, limits: self)) }
-        metrics.appConcurrencyLimited(key)
-        return .waiting(ticket: ticket)
+        countWait(stage, of: key)
+        switch stage {
+        case .granted: return .granted(AppSlot(scope: key, limits: self))
+        case .waitingForApp: return .waitingForApp(ticket: id)
+        case .waitingForOrigin: return .waitingForOrigin(ticket: id)
+        }
     }
 
     /// Takes these reservations out of their queues; returns the tickets that were still waiting
-    /// (their `whenGranted` will never be called). A ticket not returned was granted already.
+    /// (their `whenGranted` will never be called). A ticket not returned was granted already. A
+    /// reservation that waited for its origin gives its app slot back.
     func withdraw(_ tickets: Set<UInt64>) -> Set<UInt64> {
         guard !tickets.isEmpty else { return [] }
-        return state.withLock { state in
+        var notices: [Notice] = []
+        let withdrawn = state.withLock { state in
             var withdrawn = Set<UInt64>()
+            // App queues first: a slot given back below must not go to a waiter withdrawn with it.
             for key in Array(state.slots.keys) {
                 for waiter in state.slots[key]!.waiters.removeAll(where: { tickets.contains($0.id) }) { withdrawn.insert(waiter.id) }
                 if state.slots[key]!.isIdle { state.slots[key] = nil }
             }
+            for origin in Array(state.origins.keys) {
+                let leaving = state.origins[origin]!.waiters.removeAll(where: { tickets.contains($0.id) })
+                if state.origins[origin]!.isIdle { state.origins[origin] = nil }
+                for waiter in leaving {
+                    withdrawn.insert(waiter.id)
+                    state.releaseApp(waiter.scope, originLimit: originLimit, notices: &notices)
+                }
+            }
             return withdrawn
         }
+        deliver(notices)
+        return withdrawn
     }
 
-    /// Waits for a slot of `key`; false when the task was cancelled while waiting.
+    /// Waits for a slot of `key` (and of its origin); false when the task was cancelled while waiting.
     /// Every `true` must be balanced by one `release`.
     @inline(never)
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?) async -> Bool {
-        let limit = limit(of: key)
+        let appLimit = limit(of: key)
+        let originLimit = originLimit
         let id: UInt64? = state.withLock { state in
-            if state.takeFreeSlot(of: key, limit: limit) { return nil }
+            if state.takeBothIfFree(key, appLimit: appLimit, originLimit: originLimit) { return nil }
             state.nextID += 1
             return state.nextID
         }
         guard let id else { return true }
-        metrics.appConcurrencyLimited(key)
         parking?.park()
         defer { parking?.unpark() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let granted = state.withLock { state -> Bool? in
+                let waiter = Waiter(id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0) }, waitsForOrigin: nil)
+                let stage = state.withLock { state -> Stage? in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
-                    if Task.isCancelled { return false }
-                    // A slot may have been released between the first check and now.
-                    if state.takeFreeSlot(of: key, limit: limit) { return true }
-                    state.slots[key, default: Slots()].waiters.append(Waiter(id: id) { continuation.resume(returning: $0) }, lane: lane)
-                    return nil
+                    if Task.isCancelled { return nil }
+                    return state.enter(waiter, appLimit: appLimit, originLimit: originLimit)
                 }
-                if let granted { continuation.resume(returning: granted) }
+                guard let stage else { return continuation.resume(returning: false) }
+                countWait(stage, of: key)
+                if case .granted = stage { continuation.resume(returning: true) }
             }
         } onCancel: {
+            var notices: [Notice] = []
             let waiter = state.withLock { state -> Waiter? in
-                guard state.slots[key] != nil else { return nil }
-                return state.slots[key]!.waiters.remove { $0.id == id }
+                if state.slots[key] != nil, let waiter = state.slots[key]!.waiters.remove(where: { $0.id == id }) {
+                    if state.slots[key]!.isIdle { state.slots[key] = nil }
+                    return waiter
+                }
+                guard let origin = key.origin, state.origins[origin] != nil,
+                      let waiter = state.origins[origin]!.waiters.remove(where: { $0.id == id }) else { return nil }
+                if state.origins[origin]!.isIdle { state.origins[origin] = nil }
+                state.releaseApp(key, originLimit: originLimit, notices: &notices)
+                return waiter
             }
+            deliver(notices)
             waiter?.resume(false)
         }
     }
 
-    /// Frees a slot: hands it to the next waiter of that scope, if any.
+    /// Frees a slot: hands it (and its origin's) to the next waiters, if any.
     func release(_ key: DeliveryScope) {
-        let next = state.withLock { state -> Waiter? in
-            // Mutated in place, one lookup: a copy of the queues out of the dictionary would copy every waiter.
-            guard let index = state.slots.index(forKey: key) else { return nil }
-            let next = state.slots.values[index].handOver()
-            if state.slots.values[index].isIdle { state.slots.remove(at: index) }
-            return next
+        var notices: [Notice] = []
+        state.withLock { state in
+            // The origin first: the app's next waiter then finds it taken by whoever waited for it.
+            if let origin = key.origin, originLimit != nil { state.releaseOrigin(origin, notices: &notices) }
+            state.releaseApp(key, originLimit: originLimit, notices: &notices)
         }
-        next?.resume(true)
+        deliver(notices)
     }
 
     /// Requests running in that scope, for tests.
     func running(_ scope: DeliveryScope) -> Int {
         state.withLock { $0.slots[scope]?.running ?? 0 }
+    }
+
+    /// Requests running in that origin, for tests.
+    func running(origin: String) -> Int {
+        state.withLock { $0.origins[origin]?.running ?? 0 }
     }
 }
 

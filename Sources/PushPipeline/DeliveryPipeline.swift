@@ -17,10 +17,12 @@ import Synchronization
 /// there, only against the lane's read-ahead bound (`readAheadJobs`). A lane at its read-ahead
 /// bound stops polling until a job finishes.
 ///
-/// A job with one target reserves its app slot before its task exists: while the slot is
-/// taken, the job waits as a value in the slot's queue (a few hundred bytes) and its task
-/// starts when the slot is handed to it, so thousands of jobs of a slow app cost no suspended
-/// tasks. A stop or a revocation withdraws such waiting jobs at once (they never sent anything).
+/// A job with one target reserves its app slot, and its provider endpoint's, before its task
+/// exists: while a slot is taken, the job waits as a value in the slot's queue (a few hundred
+/// bytes) and its task starts when the slots are handed to it, so thousands of jobs of a slow
+/// app, or beyond what an endpoint's connections carry, cost no suspended tasks. A job waiting
+/// for its app's slot is parked; one waiting for its endpoint's is in flight. A stop or a
+/// revocation withdraws such waiting jobs at once (they never sent anything).
 public final class DeliveryPipeline: Sendable {
     private struct LaneTopic: Sendable {
         let lane: Lane
@@ -45,7 +47,7 @@ public final class DeliveryPipeline: Sendable {
             defer { waiting.removeAll() }
             return waiting
         }
-        /// Started jobs waiting for their app's slot before their task exists, by ticket of `AppConcurrencyLimits.reserve`.
+        /// Started jobs waiting for their app's or endpoint's slot before their task exists, by ticket of `AppConcurrencyLimits.reserve`.
         var waitingForSlot: [PipelineStateMachine.JobID: SlotWait] = [:]
         /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
         var abandoning: Set<Lane> = []
@@ -143,7 +145,7 @@ public final class DeliveryPipeline: Sendable {
     /// Consumed and unfinished jobs of one lane (queued and parked ones included).
     public func inFlightJobs(in lane: Lane) -> Int { shared.withLock { $0.machine.consumed(in: lane) } }
 
-    /// Jobs waiting for their app's slot before their task started.
+    /// Jobs waiting for their app's or origin's slot before their task started.
     var jobsWaitingForAppSlot: Int { shared.withLock { $0.waitingForSlot.count } }
 
     /// Job tasks that exist now.
@@ -205,7 +207,7 @@ public final class DeliveryPipeline: Sendable {
     }
 
     /// Asks the pipeline to stop consuming and wind down; `run()` returns when it has.
-    /// Jobs consumed but not started, or waiting for their app's slot, are given up at once
+    /// Jobs consumed but not started, or waiting for their app's or endpoint's slot, are given up at once
     /// (uncommitted, redelivered).
     public func stop() {
         let queued = shared.withLock { shared in
@@ -297,7 +299,8 @@ public final class DeliveryPipeline: Sendable {
 
     /// Starts jobs the state machine let go: each is decoded (outside the lock), then either its
     /// task starts or, when its one target's app slot is taken, it waits for the slot as a value
-    /// and is parked (which may let further jobs start).
+    /// and is parked (which may let further jobs start); when its app's slot is free but its
+    /// origin's is not, it waits as a value too, in flight.
     private func begin(_ starts: [(PipelineStateMachine.JobID, KafkaMessage)]) {
         var pending = starts[...]
         while let (id, message) = pending.popFirst() {
@@ -307,17 +310,23 @@ public final class DeliveryPipeline: Sendable {
                 // Let go just before a stop: it would only wait for its slot until the drain gives it up.
                 if admitted.scope != nil, shared.abandoning.contains(id.lane) { return (.abandon, [], []) }
                 guard let scope = admitted.scope else { return (.launch(nil), [], []) }
-                let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] slot in
+                let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane, waitsForOrigin: { [weak self] in
+                    self?.appSlotGranted(to: id)
+                }, whenGranted: { [weak self] slot in
                     self?.slotGranted(slot, to: id, admitted)
-                }
+                })
                 switch reservation {
                 case .granted(let slot):
                     return (.launch(slot), [], [])
-                case .waiting(let ticket):
+                case .waitingForApp(let ticket):
                     // Under this lock, so the grant (which takes it) comes after the park.
                     shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
                     let actions = shared.machine.parkingChanged(id, parked: true)
                     return (.waitForSlot, Self.queueOffsets(actions, in: &shared), shared.wakeWaiting())
+                case .waitingForOrigin(let ticket):
+                    // Waits for the provider's capacity, in flight (not parked), as a value.
+                    shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
+                    return (.waitForSlot, [], [])
                 }
             }
             switch next {
@@ -330,7 +339,15 @@ public final class DeliveryPipeline: Sendable {
         }
     }
 
-    /// A waiting job's app slot was handed to it: its task starts (unless its lane is being abandoned).
+    /// A parked job got its app's slot and waits on for its origin's: it waits for the provider's
+    /// capacity now, in flight again.
+    private func appSlotGranted(to id: PipelineStateMachine.JobID) {
+        perform { shared in
+            (shared.abandoning.contains(id.lane) ? [] : shared.machine.parkingChanged(id, parked: false), ())
+        }
+    }
+
+    /// A waiting job's slots were handed to it: its task starts (unless its lane is being abandoned).
     private func slotGranted(_ slot: AppSlot, to id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob) {
         let started = shared.withLock { shared -> [(PipelineStateMachine.JobID, KafkaMessage)]? in
             shared.waitingForSlot[id] = nil

@@ -33,7 +33,8 @@ public struct JobProcessor: Sendable {
         self.store = store
         self.retryQueue = retryQueue
         breakers = CircuitBreakers(settings: configuration.circuitBreaker, metrics: metrics, logger: logger)
-        appLimits = AppConcurrencyLimits(limit: configuration.maximumInFlightPerApp, metrics: metrics)
+        appLimits = AppConcurrencyLimits(limit: configuration.maximumInFlightPerApp, originLimit: configuration.maximumInFlightPerOrigin,
+                                         metrics: metrics)
         self.health = health
         self.metrics = metrics
         self.clock = clock

@@ -20,6 +20,9 @@ public struct PipelineConfiguration: Sendable {
     public var maximumReadAheadJobs: Int?
     /// Requests in flight per (provider, app); more wait for a slot of their app, parked.
     public var maximumInFlightPerApp: Int
+    /// Requests in flight per provider origin (`DeliveryScope.origin`), all apps together: a job's
+    /// request beyond it waits as a value, in flight, before its task starts. nil: no such bound.
+    public var maximumInFlightPerOrigin: Int?
     /// Expire messages early (reason `shed`) when the normal lane lags.
     public var shedPolicy: ShedPolicy
     public var retryPolicy: RetryPolicy
@@ -42,7 +45,7 @@ public struct PipelineConfiguration: Sendable {
     public init(jobsTopic: String = "push.jobs", urgentTopic: String? = "push.jobs.urgent", outcomesTopic: String = "push.outcomes",
                 deadLetterTopic: String = "push.dlq", maximumInFlightJobs: Int = 1000,
                 urgentReservedInFlightJobs: Int = 100, maximumReadAheadJobs: Int? = nil, maximumInFlightPerApp: Int = 500,
-                shedPolicy: ShedPolicy = .off,
+                maximumInFlightPerOrigin: Int? = nil, shedPolicy: ShedPolicy = .off,
                 retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
                 dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(86_400),
                 retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
@@ -53,6 +56,7 @@ public struct PipelineConfiguration: Sendable {
         self.urgentReservedInFlightJobs = urgentReservedInFlightJobs
         self.maximumReadAheadJobs = maximumReadAheadJobs
         self.maximumInFlightPerApp = maximumInFlightPerApp
+        self.maximumInFlightPerOrigin = maximumInFlightPerOrigin
         self.shedPolicy = shedPolicy
         self.outcomesTopic = outcomesTopic
         self.deadLetterTopic = deadLetterTopic

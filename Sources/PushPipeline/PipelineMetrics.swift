@@ -23,6 +23,7 @@ public final class PipelineMetrics: Sendable {
     private let deliveryCounters = Mutex<[DeliveryLabels: Counter]>([:])
     private let requestTimers = Mutex<[ProviderID: Timer]>([:])
     private let appLimitedCounters = Mutex<[AppLabels: Counter]>([:])
+    private let originLimitedCounters = Mutex<[ProviderID: Counter]>([:])
 
     private struct AppLabels: Hashable {
         let provider: ProviderID
@@ -94,6 +95,16 @@ public final class PipelineMetrics: Sendable {
         // As for deliveries: only apps within the cap are kept.
         if app == scope.metricLabel { appLimitedCounters.withLock { $0[labels] = counter } }
         counter.increment()
+    }
+
+    func originConcurrencyLimited(_ scope: DeliveryScope) {
+        // One series per provider: providers are the registered plugins, a bounded set.
+        originLimitedCounters.withLock { counters in
+            if let counter = counters[scope.provider] { return counter }
+            let counter = Counter(label: "push_origin_concurrency_limited_total", dimensions: [("provider", scope.provider.rawValue)])
+            counters[scope.provider] = counter
+            return counter
+        }.increment()
     }
 
     /// Now − Kafka timestamp of the job a lane consumed last.

@@ -29,7 +29,7 @@ enum CoreSettings {
     static let maxReadAhead = Setting("PUSH_MAX_READ_AHEAD", default: "2 × PUSH_MAX_IN_FLIGHT",
         "Jobs consumed but not finished per lane, including jobs waiting for an app slot: bounds memory and the uncommitted window when one app's endpoint stalls.")
     static let appMaxInFlight = Setting("PUSH_APP_MAX_IN_FLIGHT", .integer(1...1_000_000), default: "500",
-        "Requests in flight per (provider, app); more wait for their app's slot without holding back other apps' jobs (`push_app_concurrency_limited_total`).")
+        "Requests in flight per (provider, app); more wait for their app's slot without holding back other apps' jobs (`push_app_concurrency_limited_total`). The apps of one provider endpoint also share its bound (see `PUSH_HTTP_MAX_CONNECTIONS`).")
     static let shedLagMs = Setting("PUSH_SHED_LAG_MS", .integer(0...86_400_000), default: "0",
         "Overload policy: when the normal lane lags more than this (now − Kafka timestamp of the jobs it consumes), `message` jobs whose remaining TTL is shorter than the lag are `expired` with reason `shed` instead of sent late (`push_jobs_shed_total`). Calls and cancels are never shed. 0: off.")
     static let maxJobBytes = Setting("PUSH_MAX_JOB_BYTES", .integer(1024...10_485_760), default: "131072",
@@ -74,7 +74,7 @@ enum CoreSettings {
     static let providers = Setting("PUSH_PROVIDERS",
         "Comma-separated list restricting the enabled plugins (e.g. `apns,fcm`); default: every provider whose configuration is present.")
     static let httpMaxConnections = Setting("PUSH_HTTP_MAX_CONNECTIONS", .integer(1...64), default: "2",
-        "HTTP/2 connections per provider host (each multiplexes up to 100 streams).")
+        "HTTP/2 connections per provider host (each multiplexes up to 100 streams). Requests in flight per provider endpoint, all its apps together, are bounded at twice what its connections carry (2 × connections × 100); more wait, as jobs in flight, before they start.")
     static let httpClient = Setting("PUSH_HTTP_CLIENT", default: HTTPClientKind.standard.rawValue,
         "HTTP/2 client for provider requests: `nghttp2` (swift-nio connections and TLS, nghttp2's HTTP/2 framing), `nio` (the same connections with swift-nio-http2's framing) — with either, requests to a pinned Web Push address or to an HTTP/1.1-only host use libcurl — or `curl` (libcurl for everything).")
     static let templatesDir = Setting("PUSH_TEMPLATES_DIR",

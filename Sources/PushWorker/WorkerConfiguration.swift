@@ -96,6 +96,8 @@ public struct WorkerConfiguration: Sendable {
         }
         let redisConnections = reader.integer(CoreSettings.redisConnections)
         let connections = reader.integer(CoreSettings.httpMaxConnections)
+        // Twice the streams an origin's connections carry: requests being prepared or read need slots too.
+        pipeline.maximumInFlightPerOrigin = 2 * connections * HTTPTransportConfiguration(maximumConnectionsPerHost: connections).maximumStreamsPerConnection
         let clientName = reader.string(CoreSettings.httpClient) ?? CoreSettings.httpClient.defaultValue!
         let httpClient = HTTPClientKind(rawValue: clientName) ?? .standard
         if HTTPClientKind(rawValue: clientName) == nil {

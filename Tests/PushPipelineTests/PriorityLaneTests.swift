@@ -192,8 +192,8 @@ extension PriorityLaneTests {
             limits.reserve(scope, lane: lane) { slot in granted.withLock { $0[name] = slot } }
         }
         #expect(await limits.acquire(scope, lane: .normal, parking: nil))
-        guard case .waiting(let normal) = reserve("normal", .normal), case .waiting(let urgent) = reserve("urgent", .urgent),
-              case .waiting(let withdrawn) = reserve("withdrawn", .normal) else {
+        guard case .waitingForApp(let normal) = reserve("normal", .normal), case .waitingForApp(let urgent) = reserve("urgent", .urgent),
+              case .waitingForApp(let withdrawn) = reserve("withdrawn", .normal) else {
             Issue.record("a reservation took a slot held by a running request")
             return
         }

@@ -45,8 +45,12 @@ public struct APNsProvider: PushProvider {
     /// valid for one only), so a 403 from one environment says nothing about the other.
     public func scope(of target: Target) -> DeliveryScope {
         let bundleId = target.app ?? configuration.defaultBundleId ?? "-"
-        let environment = apps[bundleId]?.environment(of: target) ?? .production
-        return DeliveryScope(provider: id, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId)
+        let app = apps[bundleId]
+        let environment = app?.environment(of: target) ?? .production
+        let host = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
+        // Apps with token authentication share the environment's connections; a certificate is a connection identity of its own.
+        let origin = app?.hasCertificate == true ? "\(host) \(bundleId)" : host
+        return DeliveryScope(provider: id, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId, origin: origin)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {

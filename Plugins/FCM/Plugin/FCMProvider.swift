@@ -32,7 +32,8 @@ public struct FCMProvider: PushProvider {
     /// per platform, so THIRD_PARTY_AUTH_ERROR stops only the target's platform, `<project>/<platform>`, and
     /// opens no circuit when the target does not say its platform. A target naming no project uses the default one.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: configuration.projectId(for: target.app) ?? "-", part: FCMMessage.platform(of: target))
+        DeliveryScope(provider: id, key: configuration.projectId(for: target.app) ?? "-", part: FCMMessage.platform(of: target),
+                      origin: configuration.endpoint)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {

@@ -18,6 +18,12 @@ public struct ProxyProvider: PushProvider {
         }
     }
 
+    /// Apps whose proxy has one URL and one client identity share its connections.
+    public func scope(of target: Target) -> DeliveryScope {
+        let origin = configuration.endpoint(for: target.app).map { "\($0.url) \($0.tls.clientCertificateFile ?? "")" }
+        return DeliveryScope(provider: id, key: target.app ?? "-", origin: origin)
+    }
+
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         guard configuration.endpoint(for: delivery.target.app) != nil else {
             return .failed(reason: "no push proxy for app \(delivery.target.app ?? "(none)")", httpStatus: nil)

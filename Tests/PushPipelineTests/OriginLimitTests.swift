@@ -1,0 +1,177 @@
+import Synchronization
+import PushCore
+import PushKafka
+import Testing
+import TestSupport
+@testable import PushPipeline
+
+/// Scopes (apps) whose requests share one provider endpoint's connections share its slots too.
+@Suite("Origin limits: requests beyond what an endpoint's connections carry wait as values")
+struct OriginLimitTests {
+    private let origin = "https://push.example 1"
+    private func scope(_ app: String, origin: String? = "https://push.example 1") -> DeliveryScope {
+        DeliveryScope(provider: .proxy, key: app, origin: origin)
+    }
+
+    /// Records what each reservation was told.
+    private final class Tickets: Sendable {
+        private let state = Mutex<(granted: [String: AppSlot], movedToOrigin: [String])>(([:], []))
+        var granted: [String: AppSlot] { state.withLock { $0.granted } }
+        var movedToOrigin: [String] { state.withLock { $0.movedToOrigin } }
+
+        func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal, in limits: AppConcurrencyLimits) -> AppConcurrencyLimits.Reservation {
+            limits.reserve(scope, lane: lane, waitsForOrigin: { self.state.withLock { $0.movedToOrigin.append(name) } },
+                           whenGranted: { slot in self.state.withLock { $0.granted[name] = slot } })
+        }
+    }
+
+    @Test("apps that share an origin share its slots: a request over the origin's limit keeps its app slot and waits, oldest first")
+    func appsShareTheirOriginsSlots() throws {
+        let limits = AppConcurrencyLimits(limit: 5, originLimit: 2, metrics: PipelineMetrics())
+        let tickets = Tickets()
+        guard case .granted(let first) = tickets.reserve("a1", scope("a"), in: limits),
+              case .granted(let second) = tickets.reserve("b1", scope("b"), in: limits),
+              case .waitingForOrigin = tickets.reserve("a2", scope("a"), in: limits),
+              case .waitingForOrigin = tickets.reserve("b2", scope("b"), in: limits) else {
+            Issue.record("the origin's two slots were not shared by both apps")
+            return
+        }
+        #expect(limits.running(origin: origin) == 2)
+        #expect(limits.running(scope("a")) == 2, "a request waiting for its origin holds its app's slot")
+        guard case .granted(let elsewhere) = tickets.reserve("c1", scope("c", origin: "https://other.example"), in: limits) else {
+            Issue.record("another origin's request waited")
+            return
+        }
+        second.giveBack()
+        #expect(Set(tickets.granted.keys) == ["a2"], "the oldest request waiting for the origin goes first, whatever its app")
+        first.giveBack()
+        #expect(Set(tickets.granted.keys) == ["a2", "b2"])
+        #expect(tickets.movedToOrigin.isEmpty)
+        for slot in tickets.granted.values { slot.giveBack() }
+        elsewhere.giveBack()
+        #expect(limits.running(origin: origin) == 0)
+        #expect(limits.running(scope("a")) == 0 && limits.running(scope("b")) == 0)
+    }
+
+    @Test("a request parked on its app's limit gets the app slot first and then waits for the origin, told once, urgent before normal")
+    func parkedRequestMovesOnToItsOrigin() throws {
+        let limits = AppConcurrencyLimits(limit: 1, originLimit: 1, metrics: PipelineMetrics())
+        let tickets = Tickets()
+        guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
+              case .waitingForApp = tickets.reserve("a2", scope("a"), in: limits),
+              case .waitingForOrigin = tickets.reserve("b1", scope("b"), in: limits),
+              case .waitingForOrigin = tickets.reserve("c1", scope("c"), lane: .urgent, in: limits) else {
+            Issue.record("unexpected first answers")
+            return
+        }
+        a1.giveBack()
+        // The origin's slot goes to the urgent request; a2 takes its app's slot and waits for the origin.
+        #expect(Set(tickets.granted.keys) == ["c1"])
+        #expect(tickets.movedToOrigin == ["a2"])
+        tickets.granted["c1"]!.giveBack()
+        #expect(Set(tickets.granted.keys) == ["c1", "b1"])
+        tickets.granted["b1"]!.giveBack()
+        #expect(Set(tickets.granted.keys) == ["c1", "b1", "a2"])
+        #expect(tickets.movedToOrigin == ["a2"])
+        tickets.granted["a2"]!.giveBack()
+        #expect(limits.running(origin: origin) == 0 && limits.running(scope("a")) == 0)
+    }
+
+    @Test("withdrawing a request that waits for its origin gives its app slot to the app's next request, never to one withdrawn with it")
+    func withdrawingGivesTheAppSlotOn() throws {
+        let limits = AppConcurrencyLimits(limit: 1, originLimit: 1, metrics: PipelineMetrics())
+        let tickets = Tickets()
+        guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
+              case .waitingForOrigin(let b1) = tickets.reserve("b1", scope("b"), in: limits),
+              case .waitingForApp(let b2) = tickets.reserve("b2", scope("b"), in: limits),
+              case .waitingForApp(let b3) = tickets.reserve("b3", scope("b"), in: limits) else {
+            Issue.record("unexpected first answers")
+            return
+        }
+        #expect(limits.withdraw([b1, b2]) == [b1, b2])
+        #expect(tickets.movedToOrigin == ["b3"], "b1's app slot went to b3, which now waits for the origin")
+        #expect(limits.running(scope("b")) == 1)
+        #expect(limits.withdraw([b3]) == [b3])
+        #expect(limits.running(scope("b")) == 0)
+        a1.giveBack()
+        #expect(tickets.granted.isEmpty)
+        #expect(limits.running(origin: origin) == 0)
+    }
+
+    @Test("a running request cancelled while it waits for its origin gives its app slot back")
+    func cancelledAcquireGivesItsAppSlotBack() async throws {
+        let limits = AppConcurrencyLimits(limit: 2, originLimit: 1, metrics: PipelineMetrics())
+        #expect(await limits.acquire(scope("a"), lane: .normal, parking: nil))
+        let waiting = Task { await limits.acquire(scope("b"), lane: .normal, parking: nil) }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while limits.running(scope("b")) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(limits.running(scope("b")) == 1, "the waiting request holds its app slot")
+        waiting.cancel()
+        #expect(await waiting.value == false)
+        #expect(limits.running(scope("b")) == 0)
+        limits.release(scope("a"))
+        #expect(limits.running(origin: origin) == 0)
+        #expect(await limits.acquire(scope("b"), lane: .normal, parking: nil), "the origin's slot is free again")
+        limits.release(scope("b"))
+    }
+
+    @Test("scopes without an origin, and workers without an origin limit, are bounded by the app limit only")
+    func noOriginNoSharedBound() {
+        let shared = AppConcurrencyLimits(limit: 3, originLimit: 1, metrics: PipelineMetrics())
+        let unlimited = AppConcurrencyLimits(limit: 3, metrics: PipelineMetrics())
+        for app in ["a", "b", "c"] {
+            guard case .granted = shared.reserve(scope(app, origin: nil), lane: .normal, whenGranted: { _ in }),
+                  case .granted = unlimited.reserve(scope(app), lane: .normal, whenGranted: { _ in }) else {
+                Issue.record("a request without a shared bound waited")
+                return
+            }
+        }
+        #expect(unlimited.running(origin: origin) == 0)
+    }
+}
+
+@Suite("Origin limits in the pipeline", .serialized)
+struct OriginLimitPipelineTests {
+    @Test("jobs whose endpoint's slots are taken wait in flight as values, without a task: consumption stops at the in-flight limit, and a stop gives them up unsent")
+    func jobsWaitForTheirOriginAsValues() async throws {
+        _ = TestMetrics.registry
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start()
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) {
+            $0.maximumInFlightJobs = 40
+            $0.urgentReservedInFlightJobs = 5
+            $0.maximumInFlightPerApp = 100
+            $0.maximumInFlightPerOrigin = 4
+        }
+        // Two apps on the one proxy endpoint; its answers hang, so the first four requests hold the origin's slots.
+        let target = { (index: Int) in
+            #"{"bindingId":"b\#(index)","provider":"proxy","app":"app-\#(index % 2)","token":"tok-\#(index)","tokenType":"fcm","platform":"android"}"#
+        }
+        try await produce(kafka, (0..<100).map { index in
+            ("hang-u\(index)", jobJSON(id: "j\(index)", userId: "hang-u\(index)", targets: [target(index)]))
+        })
+        let running = harness.start()
+        let deadline = ContinuousClock.now + .seconds(25)
+        while harness.pipeline.jobsWaitingForAppSlot < 31 || sandbox.server.requests.count < 4, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let (consumed, tasks, waiting) = (harness.pipeline.inFlightJobs, harness.pipeline.jobTasks, harness.pipeline.jobsWaitingForAppSlot)
+        let requests = sandbox.server.requests.count
+        let originRunning = harness.processor.appLimits.running(origin: "\(sandbox.url) ")
+        harness.pipeline.stop()
+        let waitingAfterStop = harness.pipeline.jobsWaitingForAppSlot
+        try await harness.stop(running)
+        let requestsAfterStop = sandbox.server.requests.count
+        await sandbox.stop()
+
+        #expect(requests == 4, "requests sent while the origin's 4 slots hang: \(requests)")
+        #expect(originRunning == 4)
+        #expect(tasks == 4, "only the jobs sending have a task")
+        #expect(waiting == 31, "the other jobs the normal lane may work on (35) wait for the origin as values")
+        #expect(consumed == 35, "a job waiting for its origin counts in flight: nothing more is consumed (read-ahead would allow 80)")
+        #expect(waitingAfterStop == 0, "a stop gives up the jobs waiting for a slot at once")
+        #expect(requestsAfterStop == requests, "slots freed by the stop's cancellations start none of the given-up jobs")
+        #expect((TestMetrics.value(of: #"push_origin_concurrency_limited_total{provider="proxy"}"#) ?? 0) >= 31)
+    }
+}
