@@ -159,26 +159,33 @@ public final class AppConcurrencyLimits: Sendable {
         }
     }
 
-    /// Takes a slot of `key` (and of its origin) if free; otherwise queues `whenGranted`, which is
-    /// called (outside any lock of this type, on the thread that frees the slot) with the slot once
-    /// it is this waiter's turn, and `waitsForOrigin` if it got its app's slot and still waits for
-    /// its origin's. Never suspends: the caller keeps the waiting job as a value.
-    func reserve(_ key: DeliveryScope, lane: Lane, waitsForOrigin: @escaping @Sendable () -> Void = {},
-                 whenGranted: @escaping @Sendable (AppSlot) -> Void) -> Reservation {
+    /// What a reservation that waited is told, outside any lock of this type, on the thread that freed the slot.
+    enum ReservationEvent {
+        /// Its app's slot came before its origin's, which it waits for now.
+        case waitsForOrigin
+        /// Both slots are its own now.
+        case granted(AppSlot)
+    }
+
+    /// Takes a slot of `key` (and of its origin) if free; otherwise queues the reservation, which
+    /// `notify` tells when it moves on to wait for its origin and when it is granted (unless it is
+    /// withdrawn first). Never suspends: the caller keeps the waiting job as a value.
+    func reserve(_ key: DeliveryScope, lane: Lane, notify: @escaping @Sendable (ReservationEvent) -> Void) -> Reservation {
         let appLimit = limit(of: key)
-        let (stage, id) = state.withLock { state in
+        let answer = state.withLock { state -> (Stage, UInt64) in
+            if state.takeBothIfFree(key, appLimit: appLimit, originLimit: originLimit) { return (.granted, 0) }
             state.nextID += 1
             let id = state.nextID
             let waiter = Waiter(id: id, scope: key, lane: lane, resume: { [self] granted in
-                if granted { whenGranted(AppSlot(scope: key, limits: self)) }
-            }, waitsForOrigin: waitsForOrigin)
+                if granted { notify(.granted(AppSlot(scope: key, limits: self))) }
+            }, waitsForOrigin: { notify(.waitsForOrigin) })
             return (state.enter(waiter, appLimit: appLimit, originLimit: originLimit), id)
         }
-        countWait(stage, of: key)
-        switch stage {
+        countWait(answer.0, of: key)
+        switch answer.0 {
         case .granted: return .granted(AppSlot(scope: key, limits: self))
-        case .waitingForApp: return .waitingForApp(ticket: id)
-        case .waitingForOrigin: return .waitingForOrigin(ticket: id)
+        case .waitingForApp: return .waitingForApp(ticket: answer.1)
+        case .waitingForOrigin: return .waitingForOrigin(ticket: answer.1)
         }
     }
 

@@ -310,11 +310,12 @@ public final class DeliveryPipeline: Sendable {
                 // Let go just before a stop: it would only wait for its slot until the drain gives it up.
                 if admitted.scope != nil, shared.abandoning.contains(id.lane) { return (.abandon, [], []) }
                 guard let scope = admitted.scope else { return (.launch(nil), [], []) }
-                let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane, waitsForOrigin: { [weak self] in
-                    self?.appSlotGranted(to: id)
-                }, whenGranted: { [weak self] slot in
-                    self?.slotGranted(slot, to: id, admitted)
-                })
+                let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] event in
+                    switch event {
+                    case .waitsForOrigin: self?.appSlotGranted(to: id)
+                    case .granted(let slot): self?.slotGranted(slot, to: id, admitted)
+                    }
+                }
                 switch reservation {
                 case .granted(let slot):
                     return (.launch(slot), [], [])

@@ -20,8 +20,12 @@ struct OriginLimitTests {
         var movedToOrigin: [String] { state.withLock { $0.movedToOrigin } }
 
         func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal, in limits: AppConcurrencyLimits) -> AppConcurrencyLimits.Reservation {
-            limits.reserve(scope, lane: lane, waitsForOrigin: { self.state.withLock { $0.movedToOrigin.append(name) } },
-                           whenGranted: { slot in self.state.withLock { $0.granted[name] = slot } })
+            limits.reserve(scope, lane: lane) { event in
+                switch event {
+                case .waitsForOrigin: self.state.withLock { $0.movedToOrigin.append(name) }
+                case .granted(let slot): self.state.withLock { $0.granted[name] = slot }
+                }
+            }
         }
     }
 
@@ -120,8 +124,8 @@ struct OriginLimitTests {
         let shared = AppConcurrencyLimits(limit: 3, originLimit: 1, metrics: PipelineMetrics())
         let unlimited = AppConcurrencyLimits(limit: 3, metrics: PipelineMetrics())
         for app in ["a", "b", "c"] {
-            guard case .granted = shared.reserve(scope(app, origin: nil), lane: .normal, whenGranted: { _ in }),
-                  case .granted = unlimited.reserve(scope(app), lane: .normal, whenGranted: { _ in }) else {
+            guard case .granted = shared.reserve(scope(app, origin: nil), lane: .normal, notify: { _ in }),
+                  case .granted = unlimited.reserve(scope(app), lane: .normal, notify: { _ in }) else {
                 Issue.record("a request without a shared bound waited")
                 return
             }

@@ -189,7 +189,9 @@ extension PriorityLaneTests {
         let scope = DeliveryScope(provider: .proxy, key: "a")
         let granted = Mutex<[String: AppSlot]>([:])
         func reserve(_ name: String, _ lane: Lane) -> AppConcurrencyLimits.Reservation {
-            limits.reserve(scope, lane: lane) { slot in granted.withLock { $0[name] = slot } }
+            limits.reserve(scope, lane: lane) { event in
+                if case .granted(let slot) = event { granted.withLock { $0[name] = slot } }
+            }
         }
         #expect(await limits.acquire(scope, lane: .normal, parking: nil))
         guard case .waitingForApp(let normal) = reserve("normal", .normal), case .waitingForApp(let urgent) = reserve("urgent", .urgent),
