@@ -13,7 +13,8 @@ import Synchronization
 /// every APNs app with token authentication in one environment, every FCM project) also share
 /// `originLimit` slots: about what the endpoint's connections carry at once, with room for the
 /// requests being prepared and read. A request that holds its app's slot and finds the origin full
-/// waits in the origin's queue (urgent first, then oldest first) and still counts as in flight: it
+/// waits in the origin's queue (urgent first, then oldest first; normal requests leave a tenth of the
+/// origin's slots to urgent ones) and still counts as in flight: it
 /// waits for the provider's capacity, as it would in the transport's queue of streams, but as a
 /// value rather than as a suspended task (`push_origin_concurrency_limited_total{provider}`).
 ///
@@ -45,9 +46,9 @@ public final class AppConcurrencyLimits: Sendable {
             return true
         }
 
-        /// Frees a slot: the next waiter takes it over, or one fewer runs.
-        mutating func handOver() -> Waiter? {
-            let next = waiters.popFirst()
+        /// Frees a slot: the next waiter takes it over (a normal one only if `normalAllowed`), or one fewer runs.
+        mutating func handOver(normalAllowed: Bool = true) -> Waiter? {
+            let next = waiters.popFirst(normalAllowed: normalAllowed)
             if next == nil { running -= 1 }
             return next
         }
@@ -70,7 +71,7 @@ public final class AppConcurrencyLimits: Sendable {
         var nextID: UInt64 = 0
 
         /// Takes the app's slot and then the origin's, or queues the waiter where it has to wait.
-        mutating func enter(_ waiter: Waiter, appLimit: Int, originLimit: Int?) -> Stage {
+        mutating func enter(_ waiter: Waiter, appLimit: Int, originLimit: OriginBound?) -> Stage {
             guard slots[waiter.scope, default: Slots()].takeIfFree(below: appLimit) else {
                 slots[waiter.scope]!.waiters.append(waiter, lane: waiter.lane)
                 return .waitingForApp
@@ -79,24 +80,24 @@ public final class AppConcurrencyLimits: Sendable {
         }
 
         /// Takes the app's slot and its origin's if both are free; else takes neither.
-        mutating func takeBothIfFree(_ scope: DeliveryScope, appLimit: Int, originLimit: Int?) -> Bool {
+        mutating func takeBothIfFree(_ scope: DeliveryScope, lane: Lane, appLimit: Int, originLimit: OriginBound?) -> Bool {
             guard (slots[scope]?.running ?? 0) < appLimit else { return false }
             if let origin = scope.origin, let originLimit {
-                guard origins[origin, default: Slots()].takeIfFree(below: originLimit) else { return false }
+                guard origins[origin, default: Slots()].takeIfFree(below: originLimit.limit(for: lane)) else { return false }
             }
             return slots[scope, default: Slots()].takeIfFree(below: appLimit)
         }
 
         /// With the waiter's app slot held: takes its origin's slot (true), or queues it there (false).
-        mutating func enterOrigin(_ waiter: Waiter, limit: Int?) -> Bool {
+        mutating func enterOrigin(_ waiter: Waiter, limit: OriginBound?) -> Bool {
             guard let origin = waiter.scope.origin, let limit else { return true }
-            if origins[origin, default: Slots()].takeIfFree(below: limit) { return true }
+            if origins[origin, default: Slots()].takeIfFree(below: limit.limit(for: waiter.lane)) { return true }
             origins[origin]!.waiters.append(waiter, lane: waiter.lane)
             return false
         }
 
         /// Frees an app slot of `scope`: its next waiter takes it and goes on to its origin.
-        mutating func releaseApp(_ scope: DeliveryScope, originLimit: Int?, notices: inout [Notice]) {
+        mutating func releaseApp(_ scope: DeliveryScope, originLimit: OriginBound?, notices: inout [Notice]) {
             // Mutated in place, one lookup: a copy of the queues out of the dictionary would copy every waiter.
             guard let index = slots.index(forKey: scope) else { return }
             let next = slots.values[index].handOver()
@@ -106,9 +107,9 @@ public final class AppConcurrencyLimits: Sendable {
         }
 
         /// Frees an origin slot: its next waiter (which holds its app slot) takes it.
-        mutating func releaseOrigin(_ origin: String, notices: inout [Notice]) {
+        mutating func releaseOrigin(_ origin: String, bound: OriginBound, notices: inout [Notice]) {
             guard let index = origins.index(forKey: origin) else { return }
-            let next = origins.values[index].handOver()
+            let next = origins.values[index].handOver(normalAllowed: origins.values[index].running - 1 < bound.normalLimit)
             if origins.values[index].isIdle { origins.remove(at: index) }
             if let next { notices.append(.granted(next)) }
         }
@@ -126,15 +127,29 @@ public final class AppConcurrencyLimits: Sendable {
         case waitingForOrigin(ticket: UInt64)
     }
 
+    /// An origin's slots: normal requests leave a tenth of them to urgent ones, as the transport
+    /// leaves a tenth of its streams, so a call never waits behind a backlog of messages.
+    struct OriginBound {
+        let limit: Int
+        let normalLimit: Int
+
+        init(_ limit: Int) {
+            self.limit = max(1, limit)
+            normalLimit = self.limit - self.limit / 10
+        }
+
+        func limit(for lane: Lane) -> Int { lane == .urgent ? limit : normalLimit }
+    }
+
     public let limit: Int
     /// Slots per origin; nil: scopes share none.
-    public let originLimit: Int?
+    let originLimit: OriginBound?
     private let metrics: PipelineMetrics
     private let state = Mutex(State())
 
     public init(limit: Int, originLimit: Int? = nil, metrics: PipelineMetrics) {
         self.limit = max(1, limit)
-        self.originLimit = originLimit.map { max(1, $0) }
+        self.originLimit = originLimit.map(OriginBound.init)
         self.metrics = metrics
     }
 
@@ -173,7 +188,7 @@ public final class AppConcurrencyLimits: Sendable {
     func reserve(_ key: DeliveryScope, lane: Lane, notify: @escaping @Sendable (ReservationEvent) -> Void) -> Reservation {
         let appLimit = limit(of: key)
         let answer = state.withLock { state -> (Stage, UInt64) in
-            if state.takeBothIfFree(key, appLimit: appLimit, originLimit: originLimit) { return (.granted, 0) }
+            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, originLimit: originLimit) { return (.granted, 0) }
             state.nextID += 1
             let id = state.nextID
             let waiter = Waiter(id: id, scope: key, lane: lane, resume: { [self] granted in
@@ -223,7 +238,7 @@ public final class AppConcurrencyLimits: Sendable {
         let appLimit = limit(of: key)
         let originLimit = originLimit
         let id: UInt64? = state.withLock { state in
-            if state.takeBothIfFree(key, appLimit: appLimit, originLimit: originLimit) { return nil }
+            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, originLimit: originLimit) { return nil }
             state.nextID += 1
             return state.nextID
         }
@@ -265,7 +280,7 @@ public final class AppConcurrencyLimits: Sendable {
         var notices: [Notice] = []
         state.withLock { state in
             // The origin first: the app's next waiter then finds it taken by whoever waited for it.
-            if let origin = key.origin, originLimit != nil { state.releaseOrigin(origin, notices: &notices) }
+            if let origin = key.origin, let originLimit { state.releaseOrigin(origin, bound: originLimit, notices: &notices) }
             state.releaseApp(key, originLimit: originLimit, notices: &notices)
         }
         deliver(notices)

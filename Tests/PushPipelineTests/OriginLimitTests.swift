@@ -81,6 +81,29 @@ struct OriginLimitTests {
         #expect(limits.running(origin: origin) == 0 && limits.running(scope("a")) == 0)
     }
 
+    @Test("normal requests leave a tenth of an origin's slots to urgent ones: a call finds a slot while messages fill the rest")
+    func urgentRequestsHaveAShareOfTheOrigin() throws {
+        let limits = AppConcurrencyLimits(limit: 100, originLimit: 10, metrics: PipelineMetrics())
+        let tickets = Tickets()
+        for index in 0..<9 {
+            guard case .granted = tickets.reserve("m\(index)", scope("chat"), in: limits) else {
+                Issue.record("message \(index) of the normal share waited")
+                return
+            }
+        }
+        guard case .waitingForOrigin = tickets.reserve("m9", scope("chat"), in: limits),
+              case .granted(let call) = tickets.reserve("call", scope("voip"), lane: .urgent, in: limits),
+              case .waitingForOrigin = tickets.reserve("call2", scope("voip"), lane: .urgent, in: limits) else {
+            Issue.record("the urgent share was not kept for urgent requests")
+            return
+        }
+        call.giveBack()
+        #expect(Set(tickets.granted.keys) == ["call2"], "a freed slot goes to the waiting urgent request")
+        tickets.granted["call2"]!.giveBack()
+        #expect(tickets.granted.count == 1, "the urgent share's slot does not go to a waiting message")
+        #expect(limits.running(origin: origin) == 9)
+    }
+
     @Test("withdrawing a request that waits for its origin gives its app slot to the app's next request, never to one withdrawn with it")
     func withdrawingGivesTheAppSlotOn() throws {
         let limits = AppConcurrencyLimits(limit: 1, originLimit: 1, metrics: PipelineMetrics())
