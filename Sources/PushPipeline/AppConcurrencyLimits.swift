@@ -119,11 +119,11 @@ public final class AppConcurrencyLimits: Sendable {
     enum Reservation {
         /// Both slots are held now.
         case granted(AppSlot)
-        /// The app's slot is not free: `whenGranted` will be called with the slots, unless the ticket
-        /// is withdrawn first; `waitsForOrigin`, if the app's slot comes before the origin's.
+        /// The app's slot is not free: `notify` will be told `.granted`, and `.waitsForOrigin` before
+        /// that if the app's slot comes before the origin's, unless the ticket is withdrawn first.
         case waitingForApp(ticket: UInt64)
-        /// The app's slot is held, the origin's is not free: `whenGranted` will be called with the
-        /// slots, unless the ticket is withdrawn first.
+        /// The app's slot is held, the origin's is not free: `notify` will be told `.granted`, unless
+        /// the ticket is withdrawn first.
         case waitingForOrigin(ticket: UInt64)
     }
 
@@ -205,7 +205,7 @@ public final class AppConcurrencyLimits: Sendable {
     }
 
     /// Takes these reservations out of their queues; returns the tickets that were still waiting
-    /// (their `whenGranted` will never be called). A ticket not returned was granted already. A
+    /// (their `notify` is never told `.granted`). A ticket not returned was granted already. A
     /// reservation that waited for its origin gives its app slot back.
     func withdraw(_ tickets: Set<UInt64>) -> Set<UInt64> {
         guard !tickets.isEmpty else { return [] }
@@ -315,7 +315,7 @@ final class AppSlot: Sendable {
         scope == self.scope && held.exchange(false, ordering: .acquiringAndReleasing)
     }
 
-    /// Frees the slot unless a send took it. Never call it under a lock a waiter's `whenGranted` takes.
+    /// Frees the slot unless a send took it. Never call it under a lock a reservation's `notify` takes.
     func giveBack() {
         if held.exchange(false, ordering: .acquiringAndReleasing) { limits.release(scope) }
     }
