@@ -1,3 +1,4 @@
+import Logging
 import PushCore
 import PushCrypto
 import PushHTTP
@@ -131,5 +132,20 @@ struct APNsRulesTests {
         #expect(throws: APNsRequest.Refusal.locationNeedsTokenAuthentication) {
             try APNsRequest.build(Self.delivery(pushType: "location"), app: app)
         }
+    }
+
+    @Test("apps without a client certificate share the endpoint's origin; an app with one has an origin of its own in each environment")
+    func scopesNameTheirConnections() throws {
+        let certificate = APNsApp(bundleId: "com.example.voip", authentication: .certificate(TLSOptions(clientCertificateFile: "/dev/null")))
+        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [certificate], productionURL: "https://apns.test",
+                                                                         sandboxURL: "https://sandbox.apns.test"),
+                                        transport: CurlHTTPTransport(), logger: Logger(label: "test"))
+        func origin(_ app: String, _ environment: String? = nil) -> String? {
+            provider.scope(of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa", environment: environment))).origin
+        }
+        #expect(origin("com.example.chat") == "https://apns.test")
+        #expect(origin("com.example.other") == origin("com.example.chat"))
+        #expect(origin("com.example.voip") == "https://apns.test com.example.voip")
+        #expect(origin("com.example.voip", "sandbox") == "https://sandbox.apns.test com.example.voip")
     }
 }

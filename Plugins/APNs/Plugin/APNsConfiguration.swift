@@ -15,11 +15,6 @@ public struct APNsApp: Sendable {
     /// A VoIP Services certificate beside the app's alert credentials (the push-proxy seed keeps both for
     /// one app): VoIP pushes use it; every other push uses `authentication`.
     public var voipAuthentication: Authentication?
-
-    /// Some push type of this app goes with a client certificate.
-    var hasCertificate: Bool {
-        [authentication, voipAuthentication].contains { if case .certificate = $0 { true } else { false } }
-    }
     /// Replaces the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM.
     public var topicOverride: String?
     /// Push type of cancels to targets that name none: `alert` (default: iOS 13+ ends an app that
@@ -36,6 +31,11 @@ public struct APNsApp: Sendable {
     public static let cancelPushTypes: [APNsPushType] = [.voip, .alert]
     /// The seed's `pushnotification_apnspushtype` default: voip for calls, alert for everything else.
     public static let defaultCancelPushType = APNsPushType.alert
+
+    /// Some push type of this app goes with a client certificate.
+    var hasCertificate: Bool {
+        [authentication, voipAuthentication].contains { if case .certificate = $0 { true } else { false } }
+    }
 
     public init(bundleId: String, authentication: Authentication, topicOverride: String? = nil,
                 cancelPushType: APNsPushType = defaultCancelPushType, defaultEnvironment: APNsEnvironment = .production,

@@ -15,6 +15,8 @@ public struct APNsProvider: PushProvider {
     private let tokens: [String: APNsTokenCache]
     private let logger: Logger
     private let templates: any PayloadTemplates
+    /// The origins of apps with a client certificate, which has connections of its own; other apps share their environment's.
+    private let certificateOrigins: [String: (production: String, sandbox: String)]
 
     public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
                 templates: any PayloadTemplates = BuiltInPayloads(),
@@ -34,6 +36,9 @@ public struct APNsProvider: PushProvider {
         }
         self.apps = apps
         self.tokens = tokens
+        certificateOrigins = apps.filter(\.value.hasCertificate).mapValues { app in
+            ("\(configuration.productionURL) \(app.bundleId)", "\(configuration.sandboxURL) \(app.bundleId)")
+        }
     }
 
     func tokenCache(for authentication: APNsApp.Authentication) -> APNsTokenCache? {
@@ -45,11 +50,9 @@ public struct APNsProvider: PushProvider {
     /// valid for one only), so a 403 from one environment says nothing about the other.
     public func scope(of target: Target) -> DeliveryScope {
         let bundleId = target.app ?? configuration.defaultBundleId ?? "-"
-        let app = apps[bundleId]
-        let environment = app?.environment(of: target) ?? .production
-        let host = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
-        // Apps with token authentication share the environment's connections; a certificate is a connection identity of its own.
-        let origin = app?.hasCertificate == true ? "\(host) \(bundleId)" : host
+        let environment = apps[bundleId]?.environment(of: target) ?? .production
+        let own = certificateOrigins[bundleId]
+        let origin = environment == .sandbox ? own?.sandbox ?? configuration.sandboxURL : own?.production ?? configuration.productionURL
         return DeliveryScope(provider: id, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId, origin: origin)
     }
 

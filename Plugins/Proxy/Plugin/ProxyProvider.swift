@@ -9,19 +9,23 @@ public struct ProxyProvider: PushProvider {
     private let configuration: ProxyConfiguration
     private let transport: any HTTPTransport
     private let gathering: EndpointGathering
+    /// The scopes' origins, by app and for the default proxy: proxies with one URL and one client identity share connections.
+    private let origins: [String: String]
+    private let defaultOrigin: String?
 
     public init(configuration: ProxyConfiguration, transport: any HTTPTransport) {
         self.configuration = configuration
         self.transport = transport
+        let origin = { (endpoint: ProxyEndpoint) in "\(endpoint.url) \(endpoint.tls.clientCertificateFile ?? "")" }
+        origins = configuration.endpoints.mapValues(origin)
+        defaultOrigin = configuration.defaultEndpoint.map(origin)
         gathering = EndpointGathering(window: configuration.gatheringWindow) { deliveries in
             await Self.send(deliveries, configuration: configuration, transport: transport)
         }
     }
 
-    /// Apps whose proxy has one URL and one client identity share its connections.
     public func scope(of target: Target) -> DeliveryScope {
-        let origin = configuration.endpoint(for: target.app).map { "\($0.url) \($0.tls.clientCertificateFile ?? "")" }
-        return DeliveryScope(provider: id, key: target.app ?? "-", origin: origin)
+        DeliveryScope(provider: id, key: target.app ?? "-", origin: target.app.flatMap { origins[$0] } ?? defaultOrigin)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
