@@ -171,11 +171,8 @@ struct OriginLimitPipelineTests {
             $0.maximumInFlightPerOrigin = 4
         }
         // Two apps on the one proxy endpoint; its answers hang, so the first four requests hold the origin's slots.
-        let target = { (index: Int) in
-            #"{"bindingId":"b\#(index)","provider":"proxy","app":"app-\#(index % 2)","token":"tok-\#(index)","tokenType":"fcm","platform":"android"}"#
-        }
         try await produce(kafka, (0..<100).map { index in
-            ("hang-u\(index)", jobJSON(id: "j\(index)", userId: "hang-u\(index)", targets: [target(index)]))
+            ("hang-u\(index)", jobJSON(id: "j\(index)", userId: "hang-u\(index)", targets: [appTarget("b\(index)", app: "app-\(index % 2)")]))
         })
         let running = harness.start()
         let deadline = ContinuousClock.now + .seconds(25)

@@ -9,7 +9,7 @@ import TestSupport
 @testable import PushPipeline
 
 /// A proxy target of a named app (the app is what the per-app concurrency limit keys on).
-private func appTarget(_ bindingId: String, app: String) -> String {
+func appTarget(_ bindingId: String, app: String) -> String {
     #"{"bindingId":"\#(bindingId)","provider":"proxy","app":"\#(app)","token":"tok-\#(bindingId)","tokenType":"fcm","platform":"android"}"#
 }
 
