@@ -8,6 +8,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -30,3 +31,13 @@ static inline EVP_PKEY *push_p256_public_key(const unsigned char *point, size_t 
     EVP_PKEY_CTX_free(context);
     return key;
 }
+
+/* SHA-256 of a short input without EVP_Digest's context allocations and implicit algorithm
+   fetch (a lock): the APNs plugin derives an apns-id for every delivery. In OpenSSL 3.0 the
+   one-shot SHA256() hashes on the stack; it is deprecated only for new code paths. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static inline void push_sha256(const unsigned char *data, size_t length, unsigned char *digest) {
+    SHA256(data, length, digest);
+}
+#pragma GCC diagnostic pop

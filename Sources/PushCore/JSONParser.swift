@@ -14,10 +14,14 @@ public struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private let maximumDepth: Int
+    /// The members of the objects being parsed, innermost last: each object's array is made once,
+    /// at its exact size, when it ends (appending to it as it grew cost an allocation per doubling).
+    private var openMembers: [(key: String, value: JSONValue)] = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
         self.bytes = bytes
         self.maximumDepth = maximumDepth
+        openMembers.reserveCapacity(32)
     }
 
     public static func parse(_ bytes: [UInt8], maximumDepth: Int = defaultMaximumDepth) throws(Failure) -> JSONValue {
@@ -72,30 +76,37 @@ public struct JSONParser {
     private mutating func parseObject(depth: Int) throws(Failure) -> JSONValue {
         guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth)") }
         index += 1
-        var members: [(key: String, value: JSONValue)] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object([]) }
+        let first = openMembers.count
         // Small objects (a job's are) are checked for duplicates by scanning: cheaper than hashing every name.
         var seen: Set<String>?
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
             let key = try parseString()
-            if seen == nil, members.count < Self.membersScannedForDuplicates {
-                guard !members.contains(where: { $0.key == key }) else { throw failure("duplicate member \"\(key)\"") }
+            let count = openMembers.count - first
+            if seen == nil, count < Self.membersScannedForDuplicates {
+                guard !openMembers[first...].contains(where: { $0.key == key }) else { throw failure("duplicate member \"\(key)\"") }
             } else {
-                if seen == nil { seen = Set(members.map(\.key)) }
+                if seen == nil { seen = Set(openMembers[first...].map(\.key)) }
                 guard seen!.insert(key).inserted else { throw failure("duplicate member \"\(key)\"") }
             }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
-            members.append((key, try parseValue(depth: depth)))
+            let value = try parseValue(depth: depth)
+            openMembers.append((key, value))
             skipWhitespace()
             guard index < bytes.count else { throw failure("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                let members = Array(openMembers[first...])
+                openMembers.removeSubrange(first...)
+                return .object(members)
+            }
             throw failure("expected ',' or '}'")
         }
     }

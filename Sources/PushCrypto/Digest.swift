@@ -2,10 +2,10 @@ import COpenSSL
 
 public enum Digest {
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-        var output = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        _ = EVP_Digest(bytes, bytes.count, &output, &length, EVP_sha256(), nil)
-        return output
+        [UInt8](unsafeUninitializedCapacity: 32) { output, count in
+            push_sha256(bytes, bytes.count, output.baseAddress)
+            count = 32
+        }
     }
 
     public static func hex(_ bytes: [UInt8]) -> String {

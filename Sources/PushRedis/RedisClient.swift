@@ -330,7 +330,7 @@ public struct RedisScript: Sendable {
 
 extension RedisCommand {
     func isNamed(_ name: String) -> Bool {
-        guard let first = arguments.first, first.count == name.utf8.count else { return false }
-        return zip(first, name.utf8).allSatisfy { ($0 | 0x20) == ($1 | 0x20) }
+        guard let first = argumentRanges(limit: 1).first, first.count == name.utf8.count else { return false }
+        return zip(encoded[first], name.utf8).allSatisfy { ($0 | 0x20) == ($1 | 0x20) }
     }
 }

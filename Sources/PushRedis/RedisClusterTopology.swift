@@ -130,15 +130,16 @@ extension RedisCommand {
     /// command name, or for `EVAL`/`EVALSHA` after the script and the key count. Nil: no key
     /// (`PING`, `MULTI`, `EXEC`, `SCRIPT LOAD`, …), which any node may answer.
     var firstKey: [UInt8]? {
-        guard let name = arguments.first.map({ String(decoding: $0, as: UTF8.self).uppercased() }) else { return nil }
+        let ranges = argumentRanges(limit: 4)
+        guard let name = ranges.first.map({ String(decoding: encoded[$0], as: UTF8.self).uppercased() }) else { return nil }
         switch name {
         case "PING", "MULTI", "EXEC", "DISCARD", "SCRIPT", "CLUSTER", "ASKING", "AUTH", "SELECT", "INFO", "READONLY":
             return nil
         case "EVAL", "EVALSHA":
-            guard arguments.count > 3, let count = Int(String(decoding: arguments[2], as: UTF8.self)), count > 0 else { return nil }
-            return arguments[3]
+            guard ranges.count > 3, let count = Int(String(decoding: encoded[ranges[2]], as: UTF8.self)), count > 0 else { return nil }
+            return Array(encoded[ranges[3]])
         default:
-            return arguments.count > 1 ? arguments[1] : nil
+            return ranges.count > 1 ? Array(encoded[ranges[1]]) : nil
         }
     }
 }

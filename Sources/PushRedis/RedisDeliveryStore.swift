@@ -41,8 +41,15 @@ public final class RedisDeliveryStore: DeliveryStore {
             commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: RedisRetryQueue.shard(of: entry))))
             commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: nil)))
             if dedupeWindow > 0 {
-                commands.append(RedisCommand("SET", RedisKeys.dedupe(bindingId: target.bindingId, identity: identity), job.id,
-                                             "NX", "PX", String(dedupeWindow)))
+                let key = RedisKeys.dedupe(bindingId: target.bindingId, identity: identity)
+                var claim = RedisCommand(argumentCount: 6, capacity: key.utf8.count + job.id.utf8.count + 32)
+                claim.append("SET")
+                claim.append(key)
+                claim.append(job.id)
+                claim.append("NX")
+                claim.append("PX")
+                claim.append(dedupeWindow)
+                commands.append(claim)
             }
         }
         return commands
@@ -75,10 +82,15 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     @inline(never)
     private static func recording(_ outcome: Outcome, retention: Duration) -> RedisCommand {
-        RedisCommand([
-            Array("SET".utf8), Array(RedisKeys.sent(bindingId: outcome.bindingId, jobId: outcome.jobId).utf8),
-            outcome.encoded(), Array("PX".utf8), Array(String(max(retention.milliseconds, 1)).utf8),
-        ])
+        let key = RedisKeys.sent(bindingId: outcome.bindingId, jobId: outcome.jobId)
+        let value = outcome.encoded()
+        var command = RedisCommand(argumentCount: 5, capacity: key.utf8.count + value.count + 32)
+        command.append("SET")
+        command.append(key)
+        command.append(bytes: value)
+        command.append("PX")
+        command.append(max(retention.milliseconds, 1))
+        return command
     }
 
     public func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {

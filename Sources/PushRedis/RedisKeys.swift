@@ -21,15 +21,39 @@ public enum RedisKeys {
     public static let prefix = "push"
 
     public static func dedupe(bindingId: String, identity: String) -> String {
-        "\(prefix):{b:\(lengthPrefixed(bindingId))}:dd:\(lengthPrefixed(identity))"
+        bindingKey(bindingId, "dd", identity)
     }
 
     public static func sent(bindingId: String, jobId: String) -> String {
-        "\(prefix):{b:\(lengthPrefixed(bindingId))}:sent:\(lengthPrefixed(jobId))"
+        bindingKey(bindingId, "sent", jobId)
     }
 
     public static func cancellation(bindingId: String, userId: String, key: String) -> String {
-        "\(prefix):{b:\(lengthPrefixed(bindingId))}:cancel:\(lengthPrefixed(userId)):\(key)"
+        bindingKey(bindingId, "cancel", userId, suffix: key)
+    }
+
+    /// `push:{b:<n>:<bindingId>}:<kind>:<n>:<id>[:<suffix>]`, written into one string (a key is built for every job).
+    private static func bindingKey(_ bindingId: String, _ kind: String, _ id: String, suffix: String? = nil) -> String {
+        var key = String()
+        key.reserveCapacity(prefix.utf8.count + bindingId.utf8.count + id.utf8.count + (suffix?.utf8.count ?? 0) + 32)
+        key += prefix
+        key += ":{b:"
+        appendLengthPrefixed(bindingId, to: &key)
+        key += "}:"
+        key += kind
+        key += ":"
+        appendLengthPrefixed(id, to: &key)
+        if let suffix {
+            key += ":"
+            key += suffix
+        }
+        return key
+    }
+
+    private static func appendLengthPrefixed(_ id: String, to key: inout String) {
+        key += String(id.utf8.count)
+        key += ":"
+        key += id
     }
 
     /// A shard of the retry queue; nil: the single queue of earlier versions.
@@ -40,6 +64,4 @@ public enum RedisKeys {
     public static func retryEntry(_ id: String, shard: Int?) -> String { "\(prefix):\(retryTag(shard: shard)):entry:\(id)" }
 
     public static func damagedRetryEntry(_ id: String, shard: Int?) -> String { "\(prefix):\(retryTag(shard: shard)):damaged:\(id)" }
-
-    static func lengthPrefixed(_ id: String) -> String { "\(id.utf8.count):\(id)" }
 }

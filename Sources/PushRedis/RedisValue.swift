@@ -46,13 +46,73 @@ public enum RedisError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// One command: its arguments as bytes.
+/// One command, kept as it goes on the wire (RESP2: an array of bulk strings), so that a pipeline
+/// is its commands' bytes one after another, with no argument copied again.
 public struct RedisCommand: Sendable {
-    public var arguments: [[UInt8]]
+    public private(set) var encoded: [UInt8]
+    private let argumentCount: Int
+    private var written = 0
 
-    public init(_ arguments: [[UInt8]]) { self.arguments = arguments }
+    public init(_ arguments: [[UInt8]]) {
+        self.init(argumentCount: arguments.count, capacity: arguments.reduce(0) { $0 + $1.count })
+        for argument in arguments { append(bytes: argument) }
+    }
 
-    public init(_ arguments: String...) { self.arguments = arguments.map { Array($0.utf8) } }
+    public init(_ arguments: String...) { self.init(arguments) }
 
-    public init(_ arguments: [String]) { self.arguments = arguments.map { Array($0.utf8) } }
+    public init(_ arguments: [String]) {
+        self.init(argumentCount: arguments.count, capacity: arguments.reduce(0) { $0 + $1.utf8.count })
+        for argument in arguments { append(argument) }
+    }
+
+    /// A command of `argumentCount` arguments, each appended next; `capacity` is their bytes together.
+    init(argumentCount: Int, capacity: Int) {
+        self.argumentCount = argumentCount
+        encoded = []
+        encoded.reserveCapacity(capacity + 16 + argumentCount * 16)
+        encoded.append(UInt8(ascii: "*"))
+        Self.appendDecimal(argumentCount, to: &encoded)
+        encoded.append(contentsOf: Self.lineEnd)
+    }
+
+    mutating func append(_ argument: String) {
+        var argument = argument
+        argument.withUTF8 { append(bytes: $0) }
+    }
+
+    mutating func append(_ argument: Int64) { append(String(argument)) }
+
+    mutating func append(bytes argument: some Collection<UInt8>) {
+        assert(written < argumentCount, "more arguments than the command declared")
+        written += 1
+        encoded.append(UInt8(ascii: "$"))
+        Self.appendDecimal(argument.count, to: &encoded)
+        encoded.append(contentsOf: Self.lineEnd)
+        encoded.append(contentsOf: argument)
+        encoded.append(contentsOf: Self.lineEnd)
+    }
+
+    /// The arguments, read back from the encoding.
+    public var arguments: [[UInt8]] { argumentRanges().map { Array(encoded[$0]) } }
+
+    /// Where each argument's bytes are in `encoded`.
+    func argumentRanges(limit: Int = .max) -> [Range<Int>] {
+        var ranges: [Range<Int>] = []
+        var index = encoded.firstIndex(of: 10).map { $0 + 1 } ?? encoded.count
+        while index < encoded.count, ranges.count < limit {
+            guard let end = encoded[index...].firstIndex(of: 13) else { break }
+            let length = encoded[(index + 1)..<end].reduce(0) { $0 * 10 + Int($1 &- 48) }
+            let start = end + 2
+            ranges.append(start..<(start + length))
+            index = start + length + 2
+        }
+        return ranges
+    }
+
+    private static let lineEnd: [UInt8] = [13, 10]
+
+    /// A count's decimal digits (a small string: no allocation).
+    private static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: String(value).utf8)
+    }
 }

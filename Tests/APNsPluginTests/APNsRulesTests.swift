@@ -110,6 +110,12 @@ struct APNsRulesTests {
         #expect("89ab".contains(characters[19]), "RFC 4122 variant")
     }
 
+    @Test("apns-id is the first 128 bits of SHA-256 of the delivery key, as a version-5 UUID: the same across releases")
+    func stableIdDerivation() {
+        #expect(APNsRequest.stableId("job-1/binding-1") == "3a0fe2a0-c771-5ae8-aaa1-b7e7b9568632")
+        #expect(Digest.hex(Digest.sha256(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
     @Test("the alert payload has aps alert, sound, badge, mutable-content and the data at the top level")
     func alertPayload() throws {
         let payload = try APNsRequest.build(Self.delivery(), app: Self.app).payload

@@ -56,6 +56,18 @@ struct RedisClientTests {
         #expect(RedisProtocol.request([RedisCommand((0..<12).map { _ in Array(repeating: 120, count: 1234) })]).starts(with: Array("*12\r\n$1234\r\n".utf8)))
     }
 
+    @Test("a command keeps its arguments as written: binary ones, empty ones, and the key a cluster routes it by")
+    func commandArguments() {
+        let binary: [UInt8] = [0, 13, 10, 36, 255]
+        #expect(RedisCommand([Array("SET".utf8), binary, [], Array("PX".utf8)]).arguments == [Array("SET".utf8), binary, [], Array("PX".utf8)])
+        #expect(RedisCommand("GET", "push:{b:1:x}:sent:1:y").firstKey == Array("push:{b:1:x}:sent:1:y".utf8))
+        #expect(RedisCommand("EVALSHA", "abc", "2", "k1", "k2", "arg").firstKey == Array("k1".utf8))
+        #expect(RedisCommand("EVALSHA", "abc", "0", "arg").firstKey == nil)
+        #expect(RedisCommand("MULTI").firstKey == nil)
+        #expect(RedisCommand("exec").isNamed("EXEC"))
+        #expect(!RedisCommand("EXECUTE").isNamed("EXEC"))
+    }
+
     @Test("values are binary-safe: bytes that look like the protocol come back unchanged", arguments: RedisDeployment.allCases)
     func binaryValues(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()

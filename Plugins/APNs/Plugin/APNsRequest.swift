@@ -82,17 +82,22 @@ enum APNsRequest {
 
     /// A UUID derived from the (job, binding) pair, so every attempt of one delivery carries the same `apns-id`.
     static func stableId(_ key: String) -> String {
-        var bytes = Array(Digest.sha256(Array(key.utf8)).prefix(16))
+        var bytes = Digest.sha256(Array(key.utf8))
         bytes[6] = bytes[6] & 0x0F | 0x50
         bytes[8] = bytes[8] & 0x3F | 0x80
-        var text = [UInt8]()
-        text.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
-            text.append(hexDigits[Int(byte >> 4)])
-            text.append(hexDigits[Int(byte & 0x0F)])
+        return String(unsafeUninitializedCapacity: 36) { text in
+            var written = 0
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    text[written] = UInt8(ascii: "-")
+                    written += 1
+                }
+                text[written] = hexDigits[Int(bytes[index] >> 4)]
+                text[written + 1] = hexDigits[Int(bytes[index] & 0x0F)]
+                written += 2
+            }
+            return written
         }
-        return String(decoding: text, as: UTF8.self)
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
