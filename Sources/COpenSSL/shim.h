@@ -32,12 +32,16 @@ static inline EVP_PKEY *push_p256_public_key(const unsigned char *point, size_t 
     return key;
 }
 
-/* SHA-256 of a short input without EVP_Digest's context allocations and implicit algorithm
-   fetch (a lock): the APNs plugin derives an apns-id for every delivery. In OpenSSL 3.0 the
-   one-shot SHA256() hashes on the stack; it is deprecated only for new code paths. */
+/* SHA-256 with its context on the stack: EVP_Digest (and OpenSSL 3's one-shot SHA256(), a
+   wrapper of it) allocates a context and fetches the algorithm under a lock on every call, and the
+   APNs plugin derives an apns-id for every delivery. The low-level functions are deprecated, not
+   removed, in OpenSSL 3. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 static inline void push_sha256(const unsigned char *data, size_t length, unsigned char *digest) {
-    SHA256(data, length, digest);
+    SHA256_CTX context;
+    SHA256_Init(&context);
+    SHA256_Update(&context, data, length);
+    SHA256_Final(digest, &context);
 }
 #pragma GCC diagnostic pop

@@ -72,8 +72,14 @@ struct BenchJobs: Sendable {
     }
 
     static func isCall(jobId: String) -> Bool {
-        let bytes = Array(jobId.utf8), marker = Array("-call-".utf8)
-        guard bytes.count >= marker.count else { return false }
-        return (0...(bytes.count - marker.count)).contains { bytes[$0..<($0 + marker.count)].elementsEqual(marker) }
+        // Read for every acknowledged outcome, inside the measured window: no copies.
+        var jobId = jobId
+        return jobId.withUTF8 { bytes in
+            let marker: StaticString = "-call-"
+            let length = marker.utf8CodeUnitCount
+            guard bytes.count >= length else { return false }
+            let markerBytes = UnsafeBufferPointer(start: marker.utf8Start, count: length)
+            return (0...(bytes.count - length)).contains { start in (0..<length).allSatisfy { bytes[start + $0] == markerBytes[$0] } }
+        }
     }
 }

@@ -127,30 +127,46 @@ public final class KafkaProducer: Sendable {
 
     /// Hands one record to librdkafka; nil when it took it, else why not.
     private func enqueue(_ record: KafkaRecord, opaque: UnsafeMutableRawPointer) -> rd_kafka_resp_err_t? {
+        // librdkafka copies the topic, key, value (RD_KAFKA_MSG_F_COPY) and headers before
+        // `rd_kafka_produceva` returns: every pointer below is lent for the call alone.
         let error = record.topic.withCString { topic in
             record.value.withUnsafeBytes { value in
-                withKeyAndHeaders(record) { keyAndHeaders in
-                    var values: [rd_kafka_vu_t] = []
-                    values.reserveCapacity(5 + keyAndHeaders.count)
-                    var vu = rd_kafka_vu_t()
-                    vu.vtype = RD_KAFKA_VTYPE_TOPIC
-                    vu.u.cstr = topic
-                    values.append(vu)
-                    vu = rd_kafka_vu_t()
-                    vu.vtype = RD_KAFKA_VTYPE_VALUE
-                    vu.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
-                    vu.u.mem.size = value.count
-                    values.append(vu)
-                    vu = rd_kafka_vu_t()
-                    vu.vtype = RD_KAFKA_VTYPE_MSGFLAGS
-                    vu.u.i = RD_KAFKA_MSG_F_COPY
-                    values.append(vu)
-                    vu = rd_kafka_vu_t()
-                    vu.vtype = RD_KAFKA_VTYPE_OPAQUE
-                    vu.u.ptr = opaque
-                    values.append(vu)
-                    values.append(contentsOf: keyAndHeaders)
-                    return values.withUnsafeBufferPointer { rd_kafka_produceva(handle, $0.baseAddress, $0.count) }
+                withOptionalBytes(record.key) { key in
+                    withHeaders(record.headers) { headers in
+                        withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 5 + headers.count) { values in
+                            var vu = rd_kafka_vu_t()
+                            vu.vtype = RD_KAFKA_VTYPE_TOPIC
+                            vu.u.cstr = topic
+                            values.initializeElement(at: 0, to: vu)
+                            vu = rd_kafka_vu_t()
+                            vu.vtype = RD_KAFKA_VTYPE_VALUE
+                            vu.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+                            vu.u.mem.size = value.count
+                            values.initializeElement(at: 1, to: vu)
+                            vu = rd_kafka_vu_t()
+                            vu.vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                            vu.u.i = RD_KAFKA_MSG_F_COPY
+                            values.initializeElement(at: 2, to: vu)
+                            vu = rd_kafka_vu_t()
+                            vu.vtype = RD_KAFKA_VTYPE_OPAQUE
+                            vu.u.ptr = opaque
+                            values.initializeElement(at: 3, to: vu)
+                            var count = 4
+                            if let key {
+                                vu = rd_kafka_vu_t()
+                                vu.vtype = RD_KAFKA_VTYPE_KEY
+                                vu.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
+                                vu.u.mem.size = key.count
+                                values.initializeElement(at: count, to: vu)
+                                count += 1
+                            }
+                            for header in headers {
+                                values.initializeElement(at: count, to: header)
+                                count += 1
+                            }
+                            return rd_kafka_produceva(handle, values.baseAddress, count)
+                        }
+                    }
                 }
             }
         }
@@ -190,7 +206,17 @@ public final class KafkaProducer: Sendable {
 }
 
 /// Calls `body` with key and header entries whose memory stays valid for the call.
-private func withKeyAndHeaders<Result>(_ record: KafkaRecord, _ body: ([rd_kafka_vu_t]) -> Result) -> Result {
+/// The key's bytes (nil for no key), lent to `body`. An empty key still has an address.
+private func withOptionalBytes<Result>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Result) -> Result {
+    guard let bytes else { return body(nil) }
+    if bytes.isEmpty { return withUnsafeBytes(of: UInt8(0)) { body(UnsafeRawBufferPointer(rebasing: $0[0..<0])) } }
+    return bytes.withUnsafeBytes { body($0) }
+}
+
+/// The headers as `rd_kafka_vu_t` values (dead letters have some, outcomes none), their names and
+/// values copied for the duration of `body`.
+private func withHeaders<Result>(_ headers: [KafkaHeader], _ body: ([rd_kafka_vu_t]) -> Result) -> Result {
+    guard !headers.isEmpty else { return body([]) }
     var allocations: [UnsafeMutableRawPointer] = []
     defer { allocations.forEach { free($0) } }
     func copy(_ bytes: [UInt8]) -> UnsafeMutableRawPointer {
@@ -200,14 +226,7 @@ private func withKeyAndHeaders<Result>(_ record: KafkaRecord, _ body: ([rd_kafka
         return memory
     }
     var values: [rd_kafka_vu_t] = []
-    if let key = record.key {
-        var vu = rd_kafka_vu_t()
-        vu.vtype = RD_KAFKA_VTYPE_KEY
-        vu.u.mem.ptr = copy(key)
-        vu.u.mem.size = key.count
-        values.append(vu)
-    }
-    for header in record.headers {
+    for header in headers {
         var vu = rd_kafka_vu_t()
         vu.vtype = RD_KAFKA_VTYPE_HEADER
         vu.u.header.name = UnsafePointer(strdup(header.name).map { pointer -> UnsafeMutablePointer<CChar> in

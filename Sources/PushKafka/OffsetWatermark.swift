@@ -69,16 +69,27 @@ public struct OffsetTracker: Sendable {
     }
 
     /// Records a consumed offset; returns the generation its completion must name.
+    // `begin` and `finish` run for every job: they take the watermark out of the dictionary and put
+    // it back rather than change it through the dictionary's `_modify` accessor, whose coroutine
+    // frame is allocated on the heap on every access.
     public mutating func begin(_ topicPartition: TopicPartition, offset: Int64) -> UInt64 {
-        if partitions[topicPartition] == nil { restart(topicPartition) }
-        if partitions[topicPartition]!.begin(offset) == false { restart(topicPartition, at: offset) }
+        guard var watermark = partitions.removeValue(forKey: topicPartition) else {
+            restart(topicPartition, at: offset)
+            return generations[topicPartition]!
+        }
+        if watermark.begin(offset) {
+            partitions[topicPartition] = watermark
+        } else {
+            restart(topicPartition, at: offset)
+        }
         return generations[topicPartition]!
     }
 
     /// Marks a job finished; returns the new offset to commit when the watermark moved.
     public mutating func finish(_ topicPartition: TopicPartition, offset: Int64, generation: UInt64) -> Int64? {
-        guard generations[topicPartition] == generation else { return nil }
-        return partitions[topicPartition]?.finish(offset)
+        guard generations[topicPartition] == generation, var watermark = partitions.removeValue(forKey: topicPartition) else { return nil }
+        defer { partitions[topicPartition] = watermark }
+        return watermark.finish(offset)
     }
 
     private mutating func restart(_ topicPartition: TopicPartition, at offset: Int64? = nil) {

@@ -28,6 +28,23 @@ struct PerLane<Value> {
         }
     }
 
+    /// Runs `body` on the lane's value (nil without one). The value is moved out and back, so it
+    /// stays uniquely referenced and changes in place, with no accessor coroutine in between: a
+    /// chain of `_modify` accessors whose frames do not fit the caller's buffer allocates them on
+    /// every access.
+    mutating func update<Result>(_ lane: Lane, _ body: (inout Value) -> Result) -> Result? {
+        switch lane {
+        case .normal:
+            guard var value = normal.take() else { return nil }
+            defer { normal = value }
+            return body(&value)
+        case .urgent:
+            guard var value = urgent.take() else { return nil }
+            defer { urgent = value }
+            return body(&value)
+        }
+    }
+
     subscript(lane: Lane) -> Value? {
         _read {
             switch lane {

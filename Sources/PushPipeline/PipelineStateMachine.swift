@@ -53,6 +53,17 @@ struct PipelineStateMachine {
     }
 
     private struct LaneState {
+        /// The key's job ended: the next job of the key, if any, takes its turn.
+        mutating func releaseKey(_ key: [UInt8]) {
+            // Moved out and back rather than changed through the dictionary's accessor, which allocates.
+            if var waiting = behind.removeValue(forKey: key), let next = waiting.popFirst() {
+                if !waiting.isEmpty { behind[key] = waiting }
+                ready.append(next)
+            } else {
+                busyKeys.remove(key)
+            }
+        }
+
         var tracker = OffsetTracker()
         /// Jobs whose turn came (no earlier job of their key is unfinished), oldest first.
         var ready = FIFOQueue<Entry>()
@@ -126,46 +137,57 @@ struct PipelineStateMachine {
     /// given up: its new owner gets it.
     mutating func consumed(_ messages: [KafkaMessage], in lane: Lane) -> [Action] {
         guard lanes.contains(lane) else { return [] }
-        for message in messages where lanes[lane]!.tracker.owns(message.topicPartition) {
-            sequence += 1
-            let generation = lanes[lane]!.tracker.begin(message.topicPartition, offset: message.offset)
-            let entry = Entry(id: JobID(lane: lane, sequence: sequence), message: message, generation: generation)
-            lanes[lane]!.queued += 1
-            if let key = message.key {
-                if lanes[lane]!.busyKeys.contains(key) {
-                    lanes[lane]!.behind[key, default: FIFOQueue()].append(entry)
-                    continue
+        var sequence = sequence
+        lanes.update(lane) { state in
+            for message in messages where state.tracker.owns(message.topicPartition) {
+                sequence += 1
+                let generation = state.tracker.begin(message.topicPartition, offset: message.offset)
+                let entry = Entry(id: JobID(lane: lane, sequence: sequence), message: message, generation: generation)
+                state.queued += 1
+                if let key = message.key {
+                    if state.busyKeys.contains(key) {
+                        state.behind[key, default: FIFOQueue()].append(entry)
+                        continue
+                    }
+                    state.busyKeys.insert(key)
                 }
-                lanes[lane]!.busyKeys.insert(key)
+                state.ready.append(entry)
             }
-            lanes[lane]!.ready.append(entry)
         }
+        self.sequence = sequence
         return startAdmitted()
     }
 
     /// A running job started or stopped waiting for an app slot: a parked job holds no in-flight capacity.
     mutating func parkingChanged(_ id: JobID, parked: Bool) -> [Action] {
-        guard lanes.read(id.lane, { $0.running[id.sequence] != nil }) == true else { return [] }
-        if parked {
-            lanes[id.lane]!.parked.insert(id.sequence)
-        } else {
-            lanes[id.lane]!.parked.remove(id.sequence)
+        let changed = lanes.update(id.lane) { state in
+            guard state.running[id.sequence] != nil else { return false }
+            if parked {
+                state.parked.insert(id.sequence)
+            } else {
+                state.parked.remove(id.sequence)
+            }
+            return true
         }
-        return startAdmitted()
+        return changed == true ? startAdmitted() : []
     }
 
     /// A running job ended: `completed` when its outcomes were acknowledged (its offset may then
     /// be committed), false when it was abandoned (it stays uncommitted and is redelivered).
     mutating func finished(_ id: JobID, completed: Bool) -> [Action] {
-        guard let entry = lanes[id.lane]?.running.removeValue(forKey: id.sequence) else { return [] }
-        lanes[id.lane]!.parked.remove(id.sequence)
-        var actions: [Action] = []
-        if completed, let offset = lanes[id.lane]!.tracker.finish(entry.message.topicPartition, offset: entry.message.offset,
-                                                                   generation: entry.generation) {
-            actions.append(.storeOffset(id.lane, entry.message.topicPartition, offset))
+        let ended = lanes.update(id.lane) { state -> (found: Bool, offset: (TopicPartition, Int64)?) in
+            guard let entry = state.running.removeValue(forKey: id.sequence) else { return (false, nil) }
+            state.parked.remove(id.sequence)
+            if let key = entry.message.key { state.releaseKey(key) }
+            guard completed else { return (true, nil) }
+            let topicPartition = entry.message.topicPartition
+            return (true, state.tracker.finish(topicPartition, offset: entry.message.offset, generation: entry.generation)
+                .map { (topicPartition, $0) })
         }
-        if let key = entry.message.key { releaseKey(key, in: id.lane) }
-        return actions + startAdmitted()
+        guard let ended, ended.found else { return [] }
+        var actions = startAdmitted()
+        if let (topicPartition, offset) = ended.offset { actions.insert(.storeOffset(id.lane, topicPartition, offset), at: 0) }
+        return actions
     }
 
     mutating func assigned(_ partitions: [TopicPartition], in lane: Lane) {
@@ -214,23 +236,18 @@ struct PipelineStateMachine {
     private mutating func startAdmitted() -> [Action] {
         var actions: [Action] = []
         for lane in [Lane.urgent, .normal] where lanes.contains(lane) {
-            while admits(lane), let entry = lanes[lane]!.ready.popFirst() {
-                lanes[lane]!.queued -= 1
-                lanes[lane]!.running[entry.id.sequence] = entry
-                actions.append(.start(entry.id, entry.message))
+            var free = admits(lane) ? freeCapacity(of: lane) : 0
+            guard free > 0, lanes.read(lane, { !$0.ready.isEmpty }) == true else { continue }
+            lanes.update(lane) { state in
+                while free > 0, let entry = state.ready.popFirst() {
+                    state.queued -= 1
+                    state.running[entry.id.sequence] = entry
+                    actions.append(.start(entry.id, entry.message))
+                    free -= 1
+                }
             }
         }
         return actions
-    }
-
-    /// The key's job ended: the next job of the key, if any, takes its turn.
-    private mutating func releaseKey(_ key: [UInt8], in lane: Lane) {
-        if let next = lanes[lane]!.behind[key]?.popFirst() {
-            if lanes[lane]!.behind[key]!.isEmpty { lanes[lane]!.behind[key] = nil }
-            lanes[lane]!.ready.append(next)
-        } else {
-            lanes[lane]!.busyKeys.remove(key)
-        }
     }
 
     /// Gives up queued jobs matching `drop`, keeping each key's remaining jobs in order behind whatever of the key still runs.
