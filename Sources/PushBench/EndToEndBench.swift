@@ -111,6 +111,7 @@ public enum EndToEndBench {
         }
 
         let cpuAtStart = ProcessResources.cpuSeconds()
+        let allocationsAtStart = ProcessResources.allocations()
         let running = Task { try await worker.run() }
         // The jobs come from a producer of their own, as from the upstream service: sharing the worker's
         // (its connection and broker thread) shortened the outcomes' wait for their acknowledgements.
@@ -150,6 +151,7 @@ public enum EndToEndBench {
             }
         }
         let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
+        let allocations = ProcessResources.allocations().flatMap { after in allocationsAtStart.map { after &- $0 } }
         let peakResident = ProcessResources.peakResidentBytes()
         feeding?.cancel()
         feeder?.close(timeout: .zero)
@@ -159,6 +161,7 @@ public enum EndToEndBench {
         withExtendedLifetime(cluster) {}
 
         return EndToEndReport(options: options, configuration: configuration, snapshot: finished, cpuSeconds: cpuSeconds,
+                              allocations: allocations,
                               cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0),
                               emptyPipelineShare: pipelineSamples.taken > 0 ? Double(pipelineSamples.empty) / Double(pipelineSamples.taken) : nil,
                               peakResidentBytes: peakResident,

@@ -49,6 +49,8 @@ public struct EndToEndReport: Sendable, Codable {
     /// Kafka timestamp (produce time) → outcomes acknowledged, in milliseconds (includes queueing in Kafka).
     public let endToEndLatencyMs: Latency
     public let cpuSecondsPer1000Jobs: Double
+    /// Heap allocations per job while the worker ran, whole process (nil where the allocator does not count them).
+    public let allocationsPerJob: Double?
     /// Cores in use on average while jobs flowed (first consumed → last acknowledged): by this process, by the whole
     /// machine (this process, Redis, the provider endpoint and Kafka when they run here), and how many the machine has.
     public let processCores: Double
@@ -61,7 +63,7 @@ public struct EndToEndReport: Sendable, Codable {
     public let outcomes: [String: Int]
 
     init(options: EndToEndBench.Options, configuration: WorkerConfiguration, snapshot: BenchRecorder.Snapshot, cpuSeconds: Double,
-         cores: (process: Double, machineBusy: Double, machine: Double), emptyPipelineShare: Double?, peakResidentBytes: Int,
+         allocations: UInt64?, cores: (process: Double, machineBusy: Double, machine: Double), emptyPipelineShare: Double?, peakResidentBytes: Int,
          kafka: String, endpoint: String) {
         jobsRequested = options.jobs
         jobsFinished = snapshot.finished
@@ -89,6 +91,7 @@ public struct EndToEndReport: Sendable, Codable {
         publishingLatencyMs = Latency(microseconds: snapshot.publishingLatency)
         endToEndLatencyMs = Latency(snapshot.endToEndLatency, unitsPerMillisecond: 1)
         cpuSecondsPer1000Jobs = snapshot.finished > 0 ? cpuSeconds / Double(snapshot.finished) * 1000 : 0
+        allocationsPerJob = snapshot.finished > 0 ? allocations.map { Double($0) / Double(snapshot.finished) } : nil
         (processCores, machineBusyCores, machineCores) = cores
         self.emptyPipelineShare = emptyPipelineShare
         peakResidentMB = Double(peakResidentBytes) / 1_048_576
@@ -119,6 +122,7 @@ public struct EndToEndReport: Sendable, Codable {
             ("  of it: publishing", latency(publishingLatencyMs)),
             ("latency produced→acked", latency(endToEndLatencyMs)),
             ("CPU per 1000 jobs", "\(format(cpuSecondsPer1000Jobs, 3)) s (whole process)"),
+            ("allocations per job", allocationsPerJob.map { format($0, 0) } ?? "not counted (no jemalloc)"),
             ("cores busy while flowing", "this process \(format(processCores, 2)), machine \(format(machineBusyCores, 2)) of \(format(machineCores, 1))"),
             ("pipeline empty", emptyPipelineShare.map { "\(format($0 * 100)) % of the time jobs flowed (the consumer ran dry)" }
                 ?? "not measured (paced load)"),

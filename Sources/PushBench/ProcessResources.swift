@@ -63,6 +63,28 @@ enum ProcessResources {
         try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
     }
 
+    /// Heap allocations made so far by every thread, when the allocator counts them (the release
+    /// binary's jemalloc: small and large requests of all arenas); nil otherwise. Threads' caches
+    /// report their counts to the arenas as they flush, so a count over a short span is approximate.
+    static func allocations() -> UInt64? {
+        guard let symbol = dlsym(nil, "mallctl") else { return nil }
+        typealias Mallctl = @convention(c) (UnsafePointer<CChar>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?,
+                                            UnsafeMutableRawPointer?, Int) -> Int32
+        let mallctl = unsafeBitCast(symbol, to: Mallctl.self)
+        // Writing "epoch" refreshes the statistics read below.
+        var epoch: UInt64 = 1
+        _ = withUnsafeMutableBytes(of: &epoch) { mallctl("epoch", nil, nil, $0.baseAddress, $0.count) }
+        var total: UInt64 = 0
+        for name in ["stats.arenas.4096.small.nrequests", "stats.arenas.4096.large.nrequests"] {
+            var value: UInt64 = 0
+            var size = MemoryLayout<UInt64>.size
+            let status = withUnsafeMutableBytes(of: &value) { mallctl(name, $0.baseAddress, &size, nil, 0) }
+            guard status == 0 else { return nil }
+            total += value
+        }
+        return total
+    }
+
     private static func statusField(_ name: String) -> Int {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
         for line in status.split(separator: "\n") where line.hasPrefix(name) {

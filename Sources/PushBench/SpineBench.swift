@@ -36,6 +36,8 @@ public enum SpineBench {
         public let seconds: Double
         public let jobsPerSecond: Double
         public let cpuMicrosecondsPerJob: Double
+        /// Heap allocations per job, whole process (nil where the allocator does not count them).
+        public let allocationsPerJob: Double?
         public let peakResidentMB: Double
 
         public var complete: Bool { finished == jobs }
@@ -46,6 +48,7 @@ public enum SpineBench {
             jobs                     \(finished) of \(jobs) finished, \(maximumInFlight) in flight
             throughput               \(Int(jobsPerSecond)) jobs/s over \(String(format: "%.2f", seconds)) s
             CPU per job              \(String(format: "%.1f", cpuMicrosecondsPerJob)) µs (whole process)
+            allocations per job      \(allocationsPerJob.map { String(format: "%.0f", $0) } ?? "not counted (no jemalloc)")
             peak RSS                 \(String(format: "%.1f", peakResidentMB)) MB
             """
         }
@@ -87,6 +90,7 @@ public enum SpineBench {
 
         ProcessResources.resetPeak()
         let cpuBefore = ProcessResources.cpuSeconds()
+        let allocationsBefore = ProcessResources.allocations()
         let started = ContinuousClock.now
         let running = Task { try await pipeline.run() }
         let deadline = started + options.timeout
@@ -100,11 +104,13 @@ public enum SpineBench {
         }
         let seconds = (ContinuousClock.now - started).seconds
         let cpu = ProcessResources.cpuSeconds() - cpuBefore
+        let allocations = ProcessResources.allocations().flatMap { after in allocationsBefore.map { after &- $0 } }
         let finished = kafka.sends
         pipeline.stop()
         try await running.value
         return Report(jobs: options.jobs, store: redis.map { "Redis at \($0.host):\($0.port)" } ?? "in memory", finished: finished, maximumInFlight: options.maximumInFlight, seconds: seconds,
                       jobsPerSecond: Double(finished) / seconds, cpuMicrosecondsPerJob: cpu * 1e6 / Double(max(finished, 1)),
+                      allocationsPerJob: allocations.map { Double($0) / Double(max(finished, 1)) },
                       peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
     }
 }
