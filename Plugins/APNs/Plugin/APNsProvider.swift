@@ -15,8 +15,8 @@ public struct APNsProvider: PushProvider {
     private let tokens: [String: APNsTokenCache]
     private let logger: Logger
     private let templates: any PayloadTemplates
-    /// The origins of apps with a client certificate, which has connections of its own; other apps share their environment's.
-    private let certificateOrigins: [String: (production: String, sandbox: String)]
+    /// Each configured app's scope per environment, made once: a scope is asked for twice per job.
+    private let scopes: [String: (app: APNsApp, production: DeliveryScope, sandbox: DeliveryScope)]
 
     public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
                 templates: any PayloadTemplates = BuiltInPayloads(),
@@ -36,9 +36,19 @@ public struct APNsProvider: PushProvider {
         }
         self.apps = apps
         self.tokens = tokens
-        certificateOrigins = apps.filter(\.value.hasCertificate).mapValues { app in
-            ("\(configuration.productionURL) \(app.bundleId)", "\(configuration.sandboxURL) \(app.bundleId)")
+        scopes = apps.mapValues { app in
+            (app, Self.scope(app.bundleId, .production, configuration: configuration, ownConnections: app.hasCertificate),
+             Self.scope(app.bundleId, .sandbox, configuration: configuration, ownConnections: app.hasCertificate))
         }
+    }
+
+    /// An app in one environment. Its origin is the environment's URL, shared by every app that
+    /// authenticates with a token; an app with a client certificate has connections of its own.
+    private static func scope(_ bundleId: String, _ environment: APNsEnvironment, configuration: APNsConfiguration,
+                              ownConnections: Bool) -> DeliveryScope {
+        let url = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
+        return DeliveryScope(provider: .apns, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId,
+                             origin: ownConnections ? "\(url) \(bundleId)" : url)
     }
 
     func tokenCache(for authentication: APNsApp.Authentication) -> APNsTokenCache? {
@@ -50,10 +60,10 @@ public struct APNsProvider: PushProvider {
     /// valid for one only), so a 403 from one environment says nothing about the other.
     public func scope(of target: Target) -> DeliveryScope {
         let bundleId = target.app ?? configuration.defaultBundleId ?? "-"
-        let environment = apps[bundleId]?.environment(of: target) ?? .production
-        let own = certificateOrigins[bundleId]
-        let origin = environment == .sandbox ? own?.sandbox ?? configuration.sandboxURL : own?.production ?? configuration.productionURL
-        return DeliveryScope(provider: id, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId, origin: origin)
+        guard let known = scopes[bundleId] else {
+            return Self.scope(bundleId, .production, configuration: configuration, ownConnections: false)
+        }
+        return known.app.environment(of: target) == .sandbox ? known.sandbox : known.production
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
