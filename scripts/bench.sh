@@ -199,14 +199,18 @@ if transport_paths:
     print()
 # cores: busy while the jobs flowed, the worker's and the whole machine's (Redis, nginx and Kafka run here too).
 # empty: with every job queued first, the share of the time jobs flowed with none in the pipeline (the consumer ran dry).
-print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11} {'cores worker/machine':>21} {'empty':>8}")
+# allocs/job: heap allocations per job of the worker (jemalloc's counters; blank for a build that does not report them).
+def allocations(report):
+    value = report.get("allocationsPerJob")
+    return f"{value:>11.0f}" if value is not None else f"{'':>11}"
+print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'allocs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11} {'cores worker/machine':>21} {'empty':>8}")
 for path in sys.argv[3:]:
     report = json.load(open(path))
     rate = report["jobsPerSecond"]
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")
     client = report["transport"].split()[0] if report["transport"].startswith("libcurl") else report["transport"].split(" (fallback")[0]
     print(f"{label + ' (' + client + ')':<44} {rate:>9.0f} {rate / ceiling:>9.3f} {report['cpuSecondsPer1000Jobs'] * 1000:>11.0f} "
-          f"{report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f} "
+          f"{allocations(report)} {report['peakResidentMB']:>12.0f} {report['endToEndLatencyMs']['p99']:>11.1f} "
           f"{report.get('processCores', 0):>9.2f} / {report.get('machineBusyCores', 0):.2f} of {report.get('machineCores', 0):.0f}"
           f"{'' if report.get('emptyPipelineShare') is None else ' ' + format(report['emptyPipelineShare'] * 100, '>5.0f') + ' %'}")
 rounds = {}
@@ -222,7 +226,9 @@ if len(rounds) == 2:
         runs = list(rounds[build].values())
         median = lambda key: statistics.median(run[key] for run in runs)
         print(f"{'median of ' + str(len(runs)) + ' (' + build + ')':<44} {median('jobsPerSecond'):>9.0f} {median('jobsPerSecond') / ceiling:>9.3f} "
-              f"{median('cpuSecondsPer1000Jobs') * 1000:>11.0f} {median('peakResidentMB'):>12.0f} "
+              f"{median('cpuSecondsPer1000Jobs') * 1000:>11.0f} "
+              f"{allocations({'allocationsPerJob': statistics.median(run['allocationsPerJob'] for run in runs) if all(run.get('allocationsPerJob') is not None for run in runs) else None})} "
+              f"{median('peakResidentMB'):>12.0f} "
               f"{statistics.median(run['endToEndLatencyMs']['p99'] for run in runs):>11.1f}")
     ratios = [rounds["default"][n]["cpuSecondsPer1000Jobs"] / rounds["baseline"][n]["cpuSecondsPer1000Jobs"]
               for n in sorted(rounds["default"]) if n in rounds["baseline"]]
