@@ -36,13 +36,17 @@ public final class RedisDeliveryStore: DeliveryStore {
         var commands: [RedisCommand] = []
         commands.reserveCapacity(job.targets.count * 4)
         for target in job.targets {
-            commands.append(RedisCommand("GET", RedisKeys.sent(bindingId: target.bindingId, jobId: job.id)))
+            let sent = RedisKeys.sentKey(bindingId: target.bindingId, jobId: job.id)
+            var get = RedisCommand(argumentCount: 2, capacity: sent.byteCount + 3)
+            get.append("GET")
+            get.append(sent)
+            commands.append(get)
             let entry = RetryEntry.id(jobId: job.id, bindingId: target.bindingId)
             commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: RedisRetryQueue.shard(of: entry))))
             commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: nil)))
             if dedupeWindow > 0 {
-                let key = RedisKeys.dedupe(bindingId: target.bindingId, identity: identity)
-                var claim = RedisCommand(argumentCount: 6, capacity: key.utf8.count + job.id.utf8.count + 32)
+                let key = RedisKeys.dedupeKey(bindingId: target.bindingId, identity: identity)
+                var claim = RedisCommand(argumentCount: 6, capacity: key.byteCount + job.id.utf8.count + 32)
                 claim.append("SET")
                 claim.append(key)
                 claim.append(job.id)
@@ -82,9 +86,9 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     @inline(never)
     private static func recording(_ outcome: Outcome, retention: Duration) -> RedisCommand {
-        let key = RedisKeys.sent(bindingId: outcome.bindingId, jobId: outcome.jobId)
+        let key = RedisKeys.sentKey(bindingId: outcome.bindingId, jobId: outcome.jobId)
         let value = outcome.encoded()
-        var command = RedisCommand(argumentCount: 5, capacity: key.utf8.count + value.count + 32)
+        var command = RedisCommand(argumentCount: 5, capacity: key.byteCount + value.count + 32)
         command.append("SET")
         command.append(key)
         command.append(bytes: value)

@@ -32,29 +32,53 @@ public enum RedisKeys {
         bindingKey(bindingId, "cancel", userId, suffix: key)
     }
 
-    /// `push:{b:<n>:<bindingId>}:<kind>:<n>:<id>[:<suffix>]`, written into one string (a key is built for every job).
+    /// `push:{b:<n>:<bindingId>}:<kind>:<n>:<id>[:<suffix>]`.
     private static func bindingKey(_ bindingId: String, _ kind: String, _ id: String, suffix: String? = nil) -> String {
-        var key = String()
-        key.reserveCapacity(prefix.utf8.count + bindingId.utf8.count + id.utf8.count + (suffix?.utf8.count ?? 0) + 32)
-        key += prefix
-        key += ":{b:"
-        appendLengthPrefixed(bindingId, to: &key)
-        key += "}:"
-        key += kind
-        key += ":"
-        appendLengthPrefixed(id, to: &key)
-        if let suffix {
-            key += ":"
-            key += suffix
-        }
-        return key
+        let key = BindingKey(bindingId: bindingId, kind: kind, id: id, suffix: suffix)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(key.byteCount)
+        key.write(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func appendLengthPrefixed(_ id: String, to key: inout String) {
-        key += String(id.utf8.count)
-        key += ":"
-        key += id
+    /// A key of one binding, written straight into a command's bytes: two are built for every job.
+    struct BindingKey {
+        let bindingId: String
+        let kind: String
+        let id: String
+        var suffix: String? = nil
+
+        var byteCount: Int {
+            prefix.utf8.count + 4 + Self.lengthPrefixedCount(bindingId) + 2 + kind.utf8.count + 1 + Self.lengthPrefixedCount(id)
+                + (suffix.map { 1 + $0.utf8.count } ?? 0)
+        }
+
+        func write(to bytes: inout [UInt8]) {
+            bytes.append(contentsOf: prefix.utf8)
+            bytes.append(contentsOf: ":{b:".utf8)
+            Self.writeLengthPrefixed(bindingId, to: &bytes)
+            bytes.append(contentsOf: "}:".utf8)
+            bytes.append(contentsOf: kind.utf8)
+            bytes.append(UInt8(ascii: ":"))
+            Self.writeLengthPrefixed(id, to: &bytes)
+            if let suffix {
+                bytes.append(UInt8(ascii: ":"))
+                bytes.append(contentsOf: suffix.utf8)
+            }
+        }
+
+        private static func lengthPrefixedCount(_ id: String) -> Int { String(id.utf8.count).utf8.count + 1 + id.utf8.count }
+
+        private static func writeLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
+            bytes.append(contentsOf: String(id.utf8.count).utf8)
+            bytes.append(UInt8(ascii: ":"))
+            bytes.append(contentsOf: id.utf8)
+        }
     }
+
+    static func sentKey(bindingId: String, jobId: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "sent", id: jobId) }
+
+    static func dedupeKey(bindingId: String, identity: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "dd", id: identity) }
 
     /// A shard of the retry queue; nil: the single queue of earlier versions.
     public static func retryTag(shard: Int?) -> String { shard.map { "{retry:\($0)}" } ?? "{retry}" }

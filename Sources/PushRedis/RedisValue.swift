@@ -83,12 +83,25 @@ public struct RedisCommand: Sendable {
     mutating func append(_ argument: Int64) { append(String(argument)) }
 
     mutating func append(bytes argument: some Collection<UInt8>) {
+        beginArgument(count: argument.count)
+        encoded.append(contentsOf: argument)
+        encoded.append(contentsOf: Self.lineEnd)
+    }
+
+    mutating func append(_ key: RedisKeys.BindingKey) {
+        let count = key.byteCount
+        beginArgument(count: count)
+        let start = encoded.count
+        key.write(to: &encoded)
+        assert(encoded.count - start == count, "a key's bytes differ from its count")
+        encoded.append(contentsOf: Self.lineEnd)
+    }
+
+    private mutating func beginArgument(count: Int) {
         assert(written < argumentCount, "more arguments than the command declared")
         written += 1
         encoded.append(UInt8(ascii: "$"))
-        Self.appendDecimal(argument.count, to: &encoded)
-        encoded.append(contentsOf: Self.lineEnd)
-        encoded.append(contentsOf: argument)
+        Self.appendDecimal(count, to: &encoded)
         encoded.append(contentsOf: Self.lineEnd)
     }
 

@@ -56,6 +56,20 @@ struct RedisClientTests {
         #expect(RedisProtocol.request([RedisCommand((0..<12).map { _ in Array(repeating: 120, count: 1234) })]).starts(with: Array("*12\r\n$1234\r\n".utf8)))
     }
 
+    @Test("a key written into a command is the key's text, its length counted in bytes, for ids of any script")
+    func bindingKeyBytes() {
+        for (bindingId, id) in [("b1", "j1"), ("bé-ü", "job-😀"), (String(repeating: "x", count: 300), "")] {
+            let key = RedisKeys.sentKey(bindingId: bindingId, jobId: id)
+            var command = RedisCommand(argumentCount: 2, capacity: 0)
+            command.append("GET")
+            command.append(key)
+            #expect(command.arguments == [Array("GET".utf8), Array(RedisKeys.sent(bindingId: bindingId, jobId: id).utf8)])
+            #expect(key.byteCount == RedisKeys.sent(bindingId: bindingId, jobId: id).utf8.count)
+        }
+        #expect(RedisKeys.sent(bindingId: "bé", jobId: "j") == "push:{b:3:bé}:sent:1:j")
+        #expect(RedisKeys.cancellation(bindingId: "b", userId: "u1", key: "k") == "push:{b:1:b}:cancel:2:u1:k")
+    }
+
     @Test("a command keeps its arguments as written: binary ones, empty ones, and the key a cluster routes it by")
     func commandArguments() {
         let binary: [UInt8] = [0, 13, 10, 36, 255]
