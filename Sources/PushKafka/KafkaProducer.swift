@@ -205,7 +205,6 @@ public final class KafkaProducer: Sendable {
     deinit { close(timeout: .zero) }
 }
 
-/// Calls `body` with key and header entries whose memory stays valid for the call.
 /// The key's bytes (nil for no key), lent to `body`. An empty key still has an address.
 private func withOptionalBytes<Result>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Result) -> Result {
     guard let bytes else { return body(nil) }

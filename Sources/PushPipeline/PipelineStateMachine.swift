@@ -236,8 +236,10 @@ struct PipelineStateMachine {
     private mutating func startAdmitted() -> [Action] {
         var actions: [Action] = []
         for lane in [Lane.urgent, .normal] where lanes.contains(lane) {
+            // Each job started takes exactly one of the lane's free places (both terms of `freeCapacity`
+            // fall by one), so the count is taken once, not again after every start.
             var free = admits(lane) ? freeCapacity(of: lane) : 0
-            guard free > 0, lanes.read(lane, { !$0.ready.isEmpty }) == true else { continue }
+            guard free > 0 else { continue }
             lanes.update(lane) { state in
                 while free > 0, let entry = state.ready.popFirst() {
                     state.queued -= 1

@@ -105,6 +105,9 @@ public struct RedisCommand: Sendable {
         encoded.append(contentsOf: Self.lineEnd)
     }
 
+    /// Every declared argument was appended: a command missing one would leave Redis waiting for it.
+    var isComplete: Bool { written == argumentCount }
+
     /// The arguments, read back from the encoding.
     public var arguments: [[UInt8]] { argumentRanges().map { Array(encoded[$0]) } }
 
