@@ -1,40 +1,43 @@
 /// Waiting work of both lanes: urgent first, each lane oldest first. Appending and popping
 /// cost O(1) (a head index, compacted as the queue drains), so a long queue stays cheap.
+/// Inlinable (as is `FIFOQueue`), so that other modules specialize it for their elements instead of
+/// going through the generic one, which looked up type metadata and copied through witness tables on
+/// every call.
 public struct LaneQueue<Element> {
-    private var urgent = FIFOQueue<Element>()
-    private var normal = FIFOQueue<Element>()
+    @usableFromInline var urgent = FIFOQueue<Element>()
+    @usableFromInline var normal = FIFOQueue<Element>()
 
-    public init() {}
+    @inlinable public init() {}
 
-    public var isEmpty: Bool { urgent.isEmpty && normal.isEmpty }
-    public var hasUrgent: Bool { !urgent.isEmpty }
+    @inlinable public var isEmpty: Bool { urgent.isEmpty && normal.isEmpty }
+    @inlinable public var hasUrgent: Bool { !urgent.isEmpty }
 
-    public mutating func append(_ element: Element, lane: Lane) {
+    @inlinable public mutating func append(_ element: Element, lane: Lane) {
         if lane == .urgent { urgent.append(element) } else { normal.append(element) }
     }
 
     /// Puts `element` first in its lane (work handed back unprocessed keeps its place).
-    public mutating func prepend(_ element: Element, lane: Lane) {
+    @inlinable public mutating func prepend(_ element: Element, lane: Lane) {
         if lane == .urgent { urgent.prepend(element) } else { normal.prepend(element) }
     }
 
     /// The next element: an urgent one whenever one waits; a normal one only if `normalAllowed`.
-    public mutating func popFirst(normalAllowed: Bool = true) -> Element? {
+    @inlinable public mutating func popFirst(normalAllowed: Bool = true) -> Element? {
         if let element = urgent.popFirst() { return element }
         return normalAllowed ? normal.popFirst() : nil
     }
 
     /// Takes out the first element that matches (a cancelled waiter), wherever it waits.
-    public mutating func remove(where matches: (Element) -> Bool) -> Element? {
+    @inlinable public mutating func remove(where matches: (Element) -> Bool) -> Element? {
         urgent.remove(where: matches) ?? normal.remove(where: matches)
     }
 
-    public mutating func removeAll() -> [Element] {
+    @inlinable public mutating func removeAll() -> [Element] {
         urgent.removeAll() + normal.removeAll()
     }
 
     /// Takes out every element that matches, in one pass; returns them.
-    public mutating func removeAll(where matches: (Element) -> Bool) -> [Element] {
+    @inlinable public mutating func removeAll(where matches: (Element) -> Bool) -> [Element] {
         urgent.removeAll(where: matches) + normal.removeAll(where: matches)
     }
 }
@@ -45,18 +48,18 @@ extension LaneQueue: Sendable where Element: Sendable {}
 /// element's slot is emptied at once: the queue holds no reference to what it gave out (a job
 /// waiting for its app's slot holds its message and decoded job until then).
 public struct FIFOQueue<Element> {
-    private var items: [Element?] = []
-    private var head = 0
+    @usableFromInline var items: [Element?] = []
+    @usableFromInline var head = 0
 
-    public init() {}
+    @inlinable public init() {}
 
-    public var isEmpty: Bool { head == items.count }
-    public var count: Int { items.count - head }
+    @inlinable public var isEmpty: Bool { head == items.count }
+    @inlinable public var count: Int { items.count - head }
 
-    public mutating func append(_ element: Element) { items.append(element) }
+    @inlinable public mutating func append(_ element: Element) { items.append(element) }
 
     /// Puts `element` before every other one.
-    public mutating func prepend(_ element: Element) {
+    @inlinable public mutating func prepend(_ element: Element) {
         if head > 0 {
             head -= 1
             items[head] = element
@@ -65,7 +68,7 @@ public struct FIFOQueue<Element> {
         }
     }
 
-    public mutating func popFirst() -> Element? {
+    @inlinable public mutating func popFirst() -> Element? {
         guard head < items.count else { return nil }
         let first = items[head].take()
         head += 1
@@ -79,18 +82,18 @@ public struct FIFOQueue<Element> {
         return first
     }
 
-    public mutating func remove(where matches: (Element) -> Bool) -> Element? {
+    @inlinable public mutating func remove(where matches: (Element) -> Bool) -> Element? {
         guard let index = items[head...].firstIndex(where: { matches($0!) }) else { return nil }
         return items.remove(at: index)
     }
 
-    public mutating func removeAll() -> [Element] {
+    @inlinable public mutating func removeAll() -> [Element] {
         defer { items.removeAll(); head = 0 }
         return items[head...].map { $0! }
     }
 
     /// Takes out every element that matches, in one pass, keeping the others in order; returns them.
-    public mutating func removeAll(where matches: (Element) -> Bool) -> [Element] {
+    @inlinable public mutating func removeAll(where matches: (Element) -> Bool) -> [Element] {
         var removed: [Element] = []
         var kept: [Element?] = []
         for case let element? in items[head...] {
