@@ -300,43 +300,52 @@ public final class DeliveryPipeline: Sendable {
     /// Starts jobs the state machine let go: each is decoded (outside the lock), then either its
     /// task starts or, when its one target's app slot is taken, it waits for the slot as a value
     /// and is parked (which may let further jobs start); when its app's slot is free but its
-    /// origin's is not, it waits as a value too, in flight.
+    /// origin's is not, it waits as a value too, in flight. The jobs of one batch take their slots
+    /// under one hold of the lock (the consumer's batches are up to `batchSize` jobs).
     private func begin(_ starts: [(PipelineStateMachine.JobID, KafkaMessage)]) {
-        var pending = starts[...]
-        while let (id, message) = pending.popFirst() {
-            let admitted = processor.admit(message, lane: id.lane)
-            enum Next { case launch(AppSlot?), waitForSlot, abandon }
-            let (next, more, woken) = shared.withLock { shared -> (Next, [(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
-                // Let go just before a stop: it would only wait for its slot until the drain gives it up.
-                if admitted.scope != nil, shared.abandoning.contains(id.lane) { return (.abandon, [], []) }
-                guard let scope = admitted.scope else { return (.launch(nil), [], []) }
-                let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] event in
-                    switch event {
-                    case .waitsForOrigin: self?.appSlotGranted(to: id)
-                    case .granted(let slot): self?.slotGranted(slot, to: id, admitted)
+        var pending = starts
+        while !pending.isEmpty {
+            let admittedJobs = pending.map { processor.admit($0.1, lane: $0.0.lane) }
+            var launches: [(PipelineStateMachine.JobID, JobProcessor.AdmittedJob, AppSlot?)] = []
+            var abandoned: [PipelineStateMachine.JobID] = []
+            let (more, woken) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
+                var more: [(PipelineStateMachine.JobID, KafkaMessage)] = []
+                var woken = Set<Lane>()
+                for ((id, message), admitted) in zip(pending, admittedJobs) {
+                    guard let scope = admitted.scope else {
+                        launches.append((id, admitted, nil))
+                        continue
+                    }
+                    // Let go just before a stop: it would only wait for its slot until the drain gives it up.
+                    if shared.abandoning.contains(id.lane) {
+                        abandoned.append(id)
+                        continue
+                    }
+                    let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] event in
+                        switch event {
+                        case .waitsForOrigin: self?.appSlotGranted(to: id)
+                        case .granted(let slot): self?.slotGranted(slot, to: id, admitted)
+                        }
+                    }
+                    switch reservation {
+                    case .granted(let slot):
+                        launches.append((id, admitted, slot))
+                    case .waitingForApp(let ticket):
+                        // Under this lock, so the grant (which takes it) comes after the park.
+                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
+                        more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
+                        woken.formUnion(shared.wakeWaiting())
+                    case .waitingForOrigin(let ticket):
+                        // Waits for the provider's capacity, in flight (not parked), as a value.
+                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
                     }
                 }
-                switch reservation {
-                case .granted(let slot):
-                    return (.launch(slot), [], [])
-                case .waitingForApp(let ticket):
-                    // Under this lock, so the grant (which takes it) comes after the park.
-                    shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
-                    let actions = shared.machine.parkingChanged(id, parked: true)
-                    return (.waitForSlot, Self.queueOffsets(actions, in: &shared), shared.wakeWaiting())
-                case .waitingForOrigin(let ticket):
-                    // Waits for the provider's capacity, in flight (not parked), as a value.
-                    shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
-                    return (.waitForSlot, [], [])
-                }
+                return (more, woken)
             }
-            switch next {
-            case .launch(let slot): launch(id, admitted, slot: slot)
-            case .abandon: finish(id, completed: false)
-            case .waitForSlot: break
-            }
+            for (id, admitted, slot) in launches { launch(id, admitted, slot: slot) }
+            for id in abandoned { finish(id, completed: false) }
             for lane in woken { wake[lane]?.signal() }
-            pending.append(contentsOf: more)
+            pending = more
         }
     }
 
