@@ -50,11 +50,20 @@ struct PipelineStateMachine {
         let id: JobID
         let message: KafkaMessage
         let generation: UInt64
+
+        var key: MessageKey? { message.key.map(MessageKey.init) }
+    }
+
+    /// A Kafka key as a set member: hashed as one run of bytes, where an array of bytes hashes each byte on its own.
+    struct MessageKey: Hashable {
+        let bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
     }
 
     private struct LaneState {
         /// The key's job ended: the next job of the key, if any, takes its turn.
-        mutating func releaseKey(_ key: [UInt8]) {
+        mutating func releaseKey(_ key: MessageKey) {
             // Moved out and back rather than changed through the dictionary's accessor, which allocates.
             if var waiting = behind.removeValue(forKey: key), let next = waiting.popFirst() {
                 if !waiting.isEmpty { behind[key] = waiting }
@@ -68,9 +77,9 @@ struct PipelineStateMachine {
         /// Jobs whose turn came (no earlier job of their key is unfinished), oldest first.
         var ready = FIFOQueue<Entry>()
         /// Jobs behind an unfinished earlier job of the same key, per key, oldest first.
-        var behind: [[UInt8]: FIFOQueue<Entry>] = [:]
+        var behind: [MessageKey: FIFOQueue<Entry>] = [:]
         /// Keys with a job ready or running: the next job of such a key waits behind it.
-        var busyKeys = Set<[UInt8]>()
+        var busyKeys = Set<MessageKey>()
         var running: [UInt64: Entry] = [:]
         var parked = Set<UInt64>()
         var queued = 0
@@ -144,7 +153,7 @@ struct PipelineStateMachine {
                 let generation = state.tracker.begin(message.topicPartition, offset: message.offset)
                 let entry = Entry(id: JobID(lane: lane, sequence: sequence), message: message, generation: generation)
                 state.queued += 1
-                if let key = message.key {
+                if let key = entry.key {
                     if state.busyKeys.contains(key) {
                         state.behind[key, default: FIFOQueue()].append(entry)
                         continue
@@ -178,7 +187,7 @@ struct PipelineStateMachine {
         let ended = lanes.update(id.lane) { state -> (found: Bool, offset: (TopicPartition, Int64)?) in
             guard let entry = state.running.removeValue(forKey: id.sequence) else { return (false, nil) }
             state.parked.remove(id.sequence)
-            if let key = entry.message.key { state.releaseKey(key) }
+            if let key = entry.key { state.releaseKey(key) }
             guard completed else { return (true, nil) }
             let topicPartition = entry.message.topicPartition
             return (true, state.tracker.finish(topicPartition, offset: entry.message.offset, generation: entry.generation)
@@ -260,7 +269,7 @@ struct PipelineStateMachine {
         for entry in state.ready.removeAll() {
             if drop(entry) { dropped += 1 } else { kept.append(entry) }
         }
-        var behind: [[UInt8]: FIFOQueue<Entry>] = [:]
+        var behind: [MessageKey: FIFOQueue<Entry>] = [:]
         for (key, var queue) in state.behind {
             var remaining = FIFOQueue<Entry>()
             for entry in queue.removeAll() {
@@ -270,10 +279,10 @@ struct PipelineStateMachine {
         }
         state.queued -= dropped
         // Rebuild each key's turn: a running job keeps its key busy; otherwise its oldest kept job is ready.
-        var busy = Set(state.running.values.compactMap(\.message.key))
+        var busy = Set(state.running.values.compactMap(\.key))
         var ready = FIFOQueue<Entry>()
         for entry in kept {
-            if let key = entry.message.key {
+            if let key = entry.key {
                 if busy.contains(key) {
                     behind[key, default: FIFOQueue()].prepend(entry)
                     continue
