@@ -8,6 +8,12 @@ public struct JSONWriter {
 
     public var string: String { String(decoding: bytes, as: UTF8.self) }
 
+    /// The bytes written, moved out (the writer is left empty): appending to them then copies nothing.
+    public mutating func takeBytes() -> [UInt8] {
+        defer { bytes = [] }
+        return bytes
+    }
+
     public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); needsComma.append(false) }
     public mutating func endObject() { needsComma.removeLast(); bytes.append(UInt8(ascii: "}")) }
     public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); needsComma.append(false) }

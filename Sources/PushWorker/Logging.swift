@@ -46,7 +46,7 @@ public struct JSONLogHandler: LogHandler {
             if case .string(let text) = value { writer.member(key, text) } else { writer.member(key, "\(value)") }
         }
         writer.endObject()
-        var bytes = writer.bytes
+        var bytes = writer.takeBytes()
         bytes.append(0x0A)
         return bytes
     }
