@@ -238,16 +238,13 @@ struct PipelineStateMachine {
 
     // MARK: - Admission
 
-    /// Whether the lane may start one more job now.
-    private func admits(_ lane: Lane) -> Bool { !stopRequested && freeCapacity(of: lane) > 0 }
-
     /// Starts ready jobs while capacity allows, the urgent lane's first.
     private mutating func startAdmitted() -> [Action] {
         var actions: [Action] = []
         for lane in [Lane.urgent, .normal] where lanes.contains(lane) {
             // Each job started takes exactly one of the lane's free places (both terms of `freeCapacity`
             // fall by one), so the count is taken once, not again after every start.
-            var free = admits(lane) ? freeCapacity(of: lane) : 0
+            var free = stopRequested ? 0 : freeCapacity(of: lane)
             guard free > 0 else { continue }
             lanes.update(lane) { state in
                 while free > 0, let entry = state.ready.popFirst() {
