@@ -161,6 +161,30 @@ struct ProxyProviderTests {
         await fallback.stop()
     }
 
+    @Test("apps whose proxies have one URL and one client certificate share that endpoint's slots; another certificate is another endpoint")
+    func scopeOrigins() async {
+        let shared = ProxyEndpoint(url: "https://proxy.example", tls: TLSOptions(clientCertificateFile: "/etc/push/a.pem"))
+        var otherIdentity = shared
+        otherIdentity.tls.clientCertificateFile = "/etc/push/b.pem"
+        let configuration = ProxyConfiguration(defaultEndpoint: ProxyEndpoint(url: "https://default.example"),
+                                               endpoints: ["a": shared, "b": shared, "c": otherIdentity])
+        let provider = ProxyProvider(configuration: configuration, transport: CurlHTTPTransport())
+        let onlyApps = ProxyProvider(configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
+                                     transport: CurlHTTPTransport())
+        func scope(_ app: String, of provider: ProxyProvider) -> DeliveryScope {
+            provider.scope(of: Self.userJob("u", bindings: ["x"], app: app)[0].target)
+        }
+        #expect(scope("a", of: provider).key == "a")
+        #expect(scope("a", of: provider).origin != nil)
+        #expect(scope("a", of: provider).origin == scope("b", of: provider).origin)
+        #expect(scope("a", of: provider).origin != scope("c", of: provider).origin)
+        #expect(scope("x", of: provider).origin == scope("y", of: provider).origin, "apps without a proxy of their own share the default one")
+        #expect(scope("x", of: provider).origin != scope("a", of: provider).origin)
+        #expect(scope("x", of: onlyApps).origin == nil)
+        await provider.shutdown()
+        await onlyApps.shutdown()
+    }
+
     @Test("mutual TLS with a custom CA: the configured client certificate is presented")
     func mutualTLS() async throws {
         let sandbox = try await ProxySandboxFixture.start(requireClientCertificate: true)
