@@ -4,8 +4,11 @@ import Logging
 import PushCore
 import Synchronization
 
-/// Waits for the delivery reports of one batch of records.
+/// Counts the delivery reports of one batch of records; after the last, resumes the task waiting
+/// for them or calls the batch's completion.
 final class DeliveryBatch: Sendable {
+    typealias Completion = @Sendable (Result<Void, KafkaError>) -> Void
+
     private struct State {
         var remaining: Int
         var firstError: KafkaError?
@@ -15,20 +18,24 @@ final class DeliveryBatch: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Called with the result on the thread of the last report, instead of resuming a waiting task.
+    private let completion: Completion?
 
-    init(count: Int) {
+    init(count: Int, completion: Completion? = nil) {
         state = Mutex(State(remaining: count))
+        self.completion = completion
     }
 
     func reported(_ error: KafkaError?) {
-        let finished = state.withLock { state -> (CheckedContinuation<Result<Void, KafkaError>, Never>, Result<Void, KafkaError>)? in
+        let finished = state.withLock { state -> (Result<Void, KafkaError>, CheckedContinuation<Result<Void, KafkaError>, Never>?)? in
             if state.firstError == nil, let error { state.firstError = error }
             state.remaining -= 1
-            guard state.remaining == 0, let continuation = state.continuation else { return nil }
-            state.continuation = nil
-            return (continuation, state.result)
+            guard state.remaining == 0 else { return nil }
+            defer { state.continuation = nil }
+            return (state.result, state.continuation)
         }
-        if let (continuation, result) = finished { continuation.resume(returning: result) }
+        guard let (result, continuation) = finished else { return }
+        if let completion { completion(result) } else { continuation?.resume(returning: result) }
     }
 
     /// Waits for the last report; returns at once if every record was reported already.
@@ -99,6 +106,34 @@ public final class KafkaProducer: Sendable {
     public func send(_ records: [KafkaRecord]) async throws(KafkaError) {
         guard !records.isEmpty else { return }
         let batch = DeliveryBatch(count: records.count)
+        await enqueueWaitingForRoom(records[...], batch: batch)
+        try await batch.outcome().get()
+    }
+
+    /// Produces `records` without a task waiting: `completion` runs once every record is reported,
+    /// on the producer's polling thread (or on the caller's, for a record librdkafka refused). Only
+    /// while librdkafka's local queue is full does a task wait for room, for the records left.
+    public func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
+        guard !records.isEmpty else { return completion(.success(())) }
+        let batch = DeliveryBatch(count: records.count, completion: completion)
+        for index in records.indices {
+            let opaque = Unmanaged.passRetained(batch).toOpaque()
+            let refusal = enqueue(records[index], opaque: opaque)
+            if refusal == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) {
+                Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
+                let rest = records[index...]
+                Task { await self.enqueueWaitingForRoom(rest, batch: batch) }
+                return
+            }
+            if let refusal {
+                Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
+                batch.reported(KafkaError(refusal))
+            }
+        }
+    }
+
+    /// Hands each record to librdkafka, pausing while its local queue is full; a refused record is reported to the batch.
+    private func enqueueWaitingForRoom(_ records: ArraySlice<KafkaRecord>, batch: DeliveryBatch) async {
         for record in records {
             let opaque = Unmanaged.passRetained(batch).toOpaque()
             var refusal = enqueue(record, opaque: opaque)
@@ -111,7 +146,6 @@ public final class KafkaProducer: Sendable {
                 batch.reported(KafkaError(refusal))
             }
         }
-        try await batch.outcome().get()
     }
 
     /// A queue of its own, so that the end of a pause never waits for a thread of the global queue,

@@ -7,8 +7,8 @@ import Synchronization
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
 /// `urgentTopic`) consumes batches into a `PipelineStateMachine`, which decides when each job
 /// starts (capacity, the urgent reserve, per-key order) and which offsets to store; a started
-/// job runs as a task, and its outcomes are published and acknowledged before it counts as
-/// completed. Jobs with the same Kafka key (the user) run one after another within a lane.
+/// job runs as a task until its outcomes are handed to the producer, and counts as completed
+/// once the broker acknowledged them (the acknowledgement finishes it, no task waits for it). Jobs with the same Kafka key (the user) run one after another within a lane.
 ///
 /// Capacity: `maximumInFlightJobs` bounds the jobs being worked on in both lanes together;
 /// `urgentReservedInFlightJobs` of it belong to the urgent lane, which may also take what the
@@ -403,19 +403,23 @@ public final class DeliveryPipeline: Sendable {
         let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
-            var completed = false
-            if case .publish(let publications, _) = await processor.process(admitted, slot: slot, parking: parking) {
-                let processedAt = ContinuousClock.now
-                completed = await publisher.publish(publications)
+            let processed = await processor.process(admitted, slot: slot, parking: parking)
+            tasks.withLock { $0.ended(id) }
+            guard case .publish(let publications, _) = processed else { return finish(id, completed: false) }
+            let processedAt = ContinuousClock.now
+            // The task ends here: the broker's acknowledgement finishes the job on the producer's thread.
+            publisher.publish(publications, givingUp: { [weak self] in self?.isCancelled(id.lane) ?? true }) { [self] completed in
                 if completed {
                     observer?.acknowledged(publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
                                            kafkaTimestamp: message.timestamp)
                 }
+                finish(id, completed: completed)
             }
-            tasks.withLock { $0.ended(id) }
-            finish(id, completed: completed)
         }
     }
+
+    /// Whether the drain cancelled the lane's jobs: a job publishing its outcomes gives up at its next failure.
+    private func isCancelled(_ lane: Lane) -> Bool { tasks.withLock { $0.cancelledLanes.contains(lane) } }
 
     private func finish(_ id: PipelineStateMachine.JobID, completed: Bool) {
         let (total, inLane, woken) = perform { shared in
@@ -477,10 +481,12 @@ public final class DeliveryPipeline: Sendable {
         let deadline = ContinuousClock.now + configuration.shutdownGrace
         while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane) > 0 }) {}
         // Jobs waiting for an app slot were given up by `stop()`, which the drain always follows.
+        // Jobs publishing their outcomes have no task: cancelling the lane makes them give up at their next failure.
         let remaining = tasks.withLock { $0.cancel(lane: lane) }
-        if !remaining.isEmpty {
+        let inFlight = shared.withLock { $0.machine.running(in: lane) }
+        if inFlight > 0 {
             logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
-                           metadata: ["jobs": "\(remaining.count)", "lane": "\(lane.rawValue)"])
+                           metadata: ["jobs": "\(inFlight)", "lane": "\(lane.rawValue)"])
             remaining.forEach { $0.cancel() }
             let cancelDeadline = ContinuousClock.now + .seconds(2)
             while waitForJobs(in: lane, until: cancelDeadline, while: { $0.running(in: lane) > 0 }) {}

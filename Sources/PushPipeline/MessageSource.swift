@@ -27,8 +27,23 @@ public protocol MessageSourceFactory: Sendable {
 public protocol MessageSink: Sendable {
     /// Returns once every record is acknowledged; throws when any was not.
     func send(_ records: [KafkaRecord]) async throws(KafkaError)
+    /// Calls `completion` once every record is acknowledged, with the first failure if any was not.
+    func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void)
     /// Learns the topics' partitions before the first send (blocks up to `timeout`); returns the topics it could not.
     func prepare(topics: [String], timeout: Duration) -> [String]
+}
+
+extension MessageSink {
+    public func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
+        Task {
+            do throws(KafkaError) {
+                try await send(records)
+                completion(.success(()))
+            } catch {
+                completion(.failure(error))
+            }
+        }
+    }
 }
 
 extension KafkaConsumer: MessageSource {}

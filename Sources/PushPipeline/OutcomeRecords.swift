@@ -1,6 +1,7 @@
 import Logging
 import PushCore
 import PushKafka
+import Synchronization
 
 /// Publishes outcomes (key = bindingId) and dead letters (original key and bytes,
 /// reason in headers), waiting for the broker's acknowledgement.
@@ -60,18 +61,37 @@ public struct OutcomePublisher: Sendable {
 
     /// Publishes until acknowledged; gives up only when the task is cancelled (a stop).
     func publish(_ publications: [Publication]) async -> Bool {
-        let records = records(for: publications)
-        var backoff = Duration.milliseconds(100)
-        while true {
-            do {
-                try await producer.send(records)
-                return true
-            } catch {
-                metrics.publishFailures.increment()
-                logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
-                if Task.isCancelled { return false }
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(5))
+        let cancelled = Atomic<Bool>(false)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                publish(publications, givingUp: { cancelled.load(ordering: .relaxed) }) { continuation.resume(returning: $0) }
+            }
+        } onCancel: {
+            cancelled.store(true, ordering: .relaxed)
+        }
+    }
+
+    /// Publishes until acknowledged, with no task waiting; `acknowledged` gets true once every record is, or
+    /// false when a send failed and `givingUp` says to stop (a stop). It runs on the producer's thread.
+    func publish(_ publications: [Publication], givingUp: @escaping @Sendable () -> Bool,
+                 acknowledged: @escaping @Sendable (Bool) -> Void) {
+        send(records(for: publications), backoff: .milliseconds(100), givingUp: givingUp, acknowledged: acknowledged)
+    }
+
+    private func send(_ records: [KafkaRecord], backoff: Duration, givingUp: @escaping @Sendable () -> Bool,
+                      acknowledged: @escaping @Sendable (Bool) -> Void) {
+        producer.send(records) { result in
+            guard case .failure(let error) = result else { return acknowledged(true) }
+            metrics.publishFailures.increment()
+            logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
+            if givingUp() { return acknowledged(false) }
+            Task {
+                var waited = Duration.zero
+                while waited < backoff, !givingUp() {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    waited += .milliseconds(100)
+                }
+                send(records, backoff: min(backoff * 2, .seconds(5)), givingUp: givingUp, acknowledged: acknowledged)
             }
         }
     }

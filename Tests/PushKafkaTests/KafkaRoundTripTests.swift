@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 @testable import PushKafka
@@ -56,6 +57,45 @@ struct KafkaRoundTripTests {
         reader.stop()
         producer.close()
         #expect(Set(messages.map(\.valueString)) == Set((0..<senders).map { "r\($0)" } + ["warm"]))
+    }
+
+    @Test("a send with a completion calls it once, after every record is acknowledged, also when records had to wait for room in a full local queue")
+    func completionAfterEveryAcknowledgement() async throws {
+        let kafka = try KafkaFixture()
+        var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
+        properties["queue.buffering.max.messages"] = "2"
+        let producer = try KafkaProducer(properties: properties, logger: testLogger())
+        let records = (0..<7).map { KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("c\($0)".utf8)) }
+        let calls = Mutex<[Result<Void, KafkaError>]>([])
+        let result = await withCheckedContinuation { continuation in
+            producer.send(records) { result in
+                let first = calls.withLock { calls in calls.append(result); return calls.count == 1 }
+                if first { continuation.resume(returning: result) }
+            }
+        }
+        #expect((try? result.get()) != nil)
+        let reader = try kafka.reader(topics: [kafka.outcomesTopic])
+        let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= records.count }
+        reader.stop()
+        producer.close()
+        #expect(Set(messages.map(\.valueString)) == Set((0..<7).map { "c\($0)" }))
+        #expect(calls.withLock { $0.count } == 1)
+    }
+
+    @Test("a send with a completion reports the failure when the broker never acknowledges within message.timeout.ms")
+    func completionReportsUnacknowledgedSend() async throws {
+        let kafka = try KafkaFixture()
+        var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
+        properties["message.timeout.ms"] = "1500"
+        let producer = try KafkaProducer(properties: properties, logger: testLogger())
+        try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("warm".utf8))])
+        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 10_000)
+        let result = await withCheckedContinuation { continuation in
+            producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("x".utf8))]) { continuation.resume(returning: $0) }
+        }
+        #expect((try? result.get()) == nil)
+        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 0)
+        producer.close(timeout: .seconds(1))
     }
 
     @Test("send fails when the broker never acknowledges within message.timeout.ms")
