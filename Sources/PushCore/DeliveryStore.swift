@@ -21,6 +21,9 @@ public protocol DeliveryStore: Sendable {
     func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState]
     /// Records a final outcome so a redelivered job is not sent again.
     func record(_ outcome: Outcome, retention: Duration) async throws
+    /// Records final outcomes (in one round trip where the store can), with no task waiting:
+    /// `completion` gets nil once every one is recorded, else the error.
+    func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void)
     /// The recorded final outcome of one (job, binding), if any.
     func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome?
     /// Records that `cancel` stops its user's calls with the same `CallCancellation.key` on each of its
@@ -28,6 +31,25 @@ public protocol DeliveryStore: Sendable {
     func recordCancellation(_ cancel: Job, retention: Duration) async throws
     /// The cancel recorded for `call`'s key on `bindingId`, if one was made after the call.
     func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation?
+}
+
+extension DeliveryStore {
+    /// One outcome after the other, on a task of its own.
+    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        Task {
+            do {
+                try await record(outcomes, retention: retention)
+                completion(nil)
+            } catch {
+                completion(error)
+            }
+        }
+    }
+
+    /// Records final outcomes, one after the other.
+    public func record(_ outcomes: [Outcome], retention: Duration) async throws {
+        for outcome in outcomes { try await record(outcome, retention: retention) }
+    }
 }
 
 /// A cancel that stops a call: a `cancel` job with the same `dedupeKey` (else `collapseKey`) as a `call` of the

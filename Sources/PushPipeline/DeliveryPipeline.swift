@@ -7,8 +7,9 @@ import Synchronization
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
 /// `urgentTopic`) consumes batches into a `PipelineStateMachine`, which decides when each job
 /// starts (capacity, the urgent reserve, per-key order) and which offsets to store; a started
-/// job runs as a task until its outcomes are handed to the producer, and counts as completed
-/// once the broker acknowledged them (the acknowledgement finishes it, no task waits for it). Jobs with the same Kafka key (the user) run one after another within a lane.
+/// job runs as a task until its final outcomes are handed to the store to record; once recorded
+/// they are published, and the job counts as completed once the broker acknowledged them (no
+/// task waits for the store's answer or the broker's). Jobs with the same Kafka key (the user) run one after another within a lane.
 ///
 /// Capacity: `maximumInFlightJobs` bounds the jobs being worked on in both lanes together;
 /// `urgentReservedInFlightJobs` of it belong to the urgent lane, which may also take what the
@@ -405,20 +406,25 @@ public final class DeliveryPipeline: Sendable {
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
             let processed = await processor.process(admitted, slot: slot, parking: parking)
             tasks.withLock { $0.ended(id) }
-            guard case .publish(let publications, _) = processed else { return finish(id, completed: false) }
-            let processedAt = ContinuousClock.now
-            // The task ends here: the broker's acknowledgement finishes the job on the producer's thread.
-            publisher.publish(publications, givingUp: { [weak self] in self?.isCancelled(id.lane) ?? true }) { [self] completed in
-                if completed {
-                    observer?.acknowledged(publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
-                                           kafkaTimestamp: message.timestamp)
+            guard let processed else { return finish(id, completed: false) }
+            // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
+            // the broker's acknowledgement finishes the job (on the producer's).
+            let givingUp: @Sendable () -> Bool = { [weak self] in self?.isCancelled(id.lane) ?? true }
+            processor.record(processed, givingUp: givingUp) { [self] recorded in
+                guard case .publish(let publications, _) = recorded else { return finish(id, completed: false) }
+                let processedAt = ContinuousClock.now
+                publisher.publish(publications, givingUp: givingUp) { [self] completed in
+                    if completed {
+                        observer?.acknowledged(publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
+                                               kafkaTimestamp: message.timestamp)
+                    }
+                    finish(id, completed: completed)
                 }
-                finish(id, completed: completed)
             }
         }
     }
 
-    /// Whether the drain cancelled the lane's jobs: a job publishing its outcomes gives up at its next failure.
+    /// Whether the drain cancelled the lane's jobs: a job recording or publishing its outcomes gives up at its next failure.
     private func isCancelled(_ lane: Lane) -> Bool { tasks.withLock { $0.cancelledLanes.contains(lane) } }
 
     private func finish(_ id: PipelineStateMachine.JobID, completed: Bool) {
@@ -481,7 +487,7 @@ public final class DeliveryPipeline: Sendable {
         let deadline = ContinuousClock.now + configuration.shutdownGrace
         while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane) > 0 }) {}
         // Jobs waiting for an app slot were given up by `stop()`, which the drain always follows.
-        // Jobs publishing their outcomes have no task: cancelling the lane makes them give up at their next failure.
+        // Jobs recording or publishing their outcomes have no task: cancelling the lane makes them give up at their next failure.
         let remaining = tasks.withLock { $0.cancel(lane: lane) }
         let inFlight = shared.withLock { $0.machine.running(in: lane) }
         if inFlight > 0 {

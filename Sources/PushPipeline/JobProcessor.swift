@@ -99,14 +99,16 @@ public struct JobProcessor: Sendable {
                            deliveryLane: deliveryLane)
     }
 
-    /// Processes a job consumed on `lane`.
+    /// Processes a job consumed on `lane`, its final outcomes recorded.
     public func process(_ message: KafkaMessage, lane: Lane = .normal) async -> ProcessedJob {
-        await process(admit(message, lane: lane), slot: nil, parking: nil)
+        await recorded(process(admit(message, lane: lane), slot: nil, parking: nil))
     }
 
-    /// Processes an admitted job; `slot`, when given, is the slot of `admitted.scope` held for its first send.
+    /// Processes an admitted job up to its final outcomes, which are left for the caller to record
+    /// (`recorded`, or `record(_:givingUp:then:)` without a task waiting); nil when a stop interrupted it.
+    /// `slot`, when given, is the slot of `admitted.scope` held for its first send.
     /// (Like `attempt`, it leaves the work between its `await`s to functions of their own, to keep its async frame small.)
-    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) async -> ProcessedJob {
+    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) async -> ProcessedTargets? {
         defer { slot?.giveBack() }
         let message = admitted.message
         let source = Source(value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
@@ -114,14 +116,14 @@ public struct JobProcessor: Sendable {
         let job: Job
         switch admitted.decoded {
         case .success(let decoded): job = decoded
-        case .failure(let rejection): return deadLettered(rejection, source: source)
+        case .failure(let rejection): return ProcessedTargets(results: [.final([deadLettered(rejection, source: source)])])
         }
         let (window, shed) = dedupeWindow(job, lane: admitted.lane, kafkaTimestamp: message.timestamp)
-        guard let prior = await prepareInStore(job, dedupeWindow: window) else { return .abandoned }
+        guard let prior = await prepareInStore(job, dedupeWindow: window) else { return nil }
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
-            return Self.combine([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
+            return ProcessedTargets([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
         }
         return await handleEach(job, prior: prior, window: window, shed: shed, source: source)
     }
@@ -138,10 +140,10 @@ public struct JobProcessor: Sendable {
         return prior
     }
 
-    private func deadLettered(_ rejection: JobRejection, source: Source) -> ProcessedJob {
+    private func deadLettered(_ rejection: JobRejection, source: Source) -> Publication {
         metrics.invalid(rejection.code)
         logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(rejection)"])
-        return .publish([.deadLetter(rejection, value: source.value, key: source.key, source: source.description)], handedOff: false)
+        return .deadLetter(rejection, value: source.value, key: source.key, source: source.description)
     }
 
     /// The job's dedupe window, and whether its lane's overload sheds it (it is then finished unsent, with no window).
@@ -159,20 +161,21 @@ public struct JobProcessor: Sendable {
         return (window, shed)
     }
 
-    /// A job with several targets: each on a child task of its own.
+    /// A job with several targets: each on a child task of its own, which records its final outcome
+    /// as soon as it has it (a slow target does not hold back the record of a finished one).
     @inline(never)
-    private func handleEach(_ job: Job, prior: [PriorState], window: Int64, shed: Bool, source: Source) async -> ProcessedJob {
+    private func handleEach(_ job: Job, prior: [PriorState], window: Int64, shed: Bool, source: Source) async -> ProcessedTargets? {
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
                 group.addTask {
-                    (index, await handle(job, target: target, prior: prior[index], window: window, shed: shed, source: source))
+                    (index, await recorded(handle(job, target: target, prior: prior[index], window: window, shed: shed, source: source)))
                 }
             }
             var results = [TargetResult](repeating: .abandoned, count: job.targets.count)
             for await (index, result) in group { results[index] = result }
             return results
         }
-        return Self.combine(results)
+        return ProcessedTargets(results)
     }
 
     /// One target of a consumed job, given what the store knew about it.
@@ -180,7 +183,7 @@ public struct JobProcessor: Sendable {
     private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool, source: Source) async -> TargetResult {
         if case .fresh = prior, !shed, !target.isUnbound {} else { source.slot?.giveBack() }
         switch firstStep(job, target: target, prior: prior, window: window, shed: shed) {
-        case .finish(let outcome, let deadLetter): return await finish(outcome, deadLetter: deadLetter)
+        case .finish(let outcome, let deadLetter): return .recording(outcome, deadLetter: deadLetter)
         case .done(let result): return result
         case .again(let attempt): return await self.attempt(job, target, startingAt: attempt, source: source, entryId: nil)
         }
@@ -210,7 +213,7 @@ public struct JobProcessor: Sendable {
         }
     }
 
-    /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number.
+    /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number; its final outcome recorded.
     public func processRetry(_ entry: RetryEntry) async -> ProcessedJob {
         let source = Source(value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
                             origin: .retryEntry(id: entry.id))
@@ -220,27 +223,51 @@ public struct JobProcessor: Sendable {
             let rejection = JobRejection(.invalidField, "retry entry \(entry.id) no longer decodes to a job with binding \(entry.bindingId)")
             return .publish([.deadLetter(rejection, value: entry.jobBytes, key: entry.kafkaKey, source: source.description)], handedOff: false)
         }
-        guard let recorded = await withStore({ try await store.recordedOutcome(jobId: job.id, bindingId: target.bindingId) }) else {
+        guard let earlier = await withStore({ try await store.recordedOutcome(jobId: job.id, bindingId: target.bindingId) }) else {
             return .abandoned
         }
-        if let outcome = recorded {
+        if let outcome = earlier {
             return .publish([.outcome(outcome)], handedOff: false)
         }
-        return Self.combine([await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)])
+        return await recorded(ProcessedTargets([await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)]))
     }
 
     enum TargetResult: Sendable {
         case final([Publication])
+        /// A final outcome to record before it is published, with the dead letter that goes with it.
+        case recording(Outcome, deadLetter: Publication?)
         case handedOff([Publication])
         case abandoned
     }
 
-    static func combine(_ results: [TargetResult]) -> ProcessedJob {
+    /// A processed job: each target's result, in order, with the final outcomes not recorded yet.
+    struct ProcessedTargets: Sendable {
+        let results: [TargetResult]
+
+        /// nil when a target was abandoned (a stop): the whole job is then processed again later.
+        init?(_ results: [TargetResult]) {
+            guard !results.contains(where: { if case .abandoned = $0 { true } else { false } }) else { return nil }
+            self.results = results
+        }
+
+        init(results: [TargetResult]) { self.results = results }
+
+        var outcomesToRecord: [Outcome] {
+            results.compactMap { if case .recording(let outcome, _) = $0 { outcome } else { nil } }
+        }
+    }
+
+    /// The job once its outcomes are recorded: logs each and lists what to publish.
+    private func published(_ processed: ProcessedTargets) -> ProcessedJob {
         var publications: [Publication] = []
         var handedOff = false
-        for result in results {
+        for result in processed.results {
             switch result {
             case .final(let items): publications += items
+            case .recording(let outcome, let deadLetter):
+                logFinished(outcome)
+                publications.append(.outcome(outcome))
+                if let deadLetter { publications.append(deadLetter) }
             case .handedOff(let items): publications += items; handedOff = true
             case .abandoned: return .abandoned
             }
@@ -248,23 +275,63 @@ public struct JobProcessor: Sendable {
         return .publish(publications, handedOff: handedOff)
     }
 
-    /// Records a final outcome (idempotency), logs it and returns it for publishing.
-    @inline(never)
-    func finish(_ outcome: Outcome, deadLetter: Publication? = nil) async -> TargetResult {
-        guard await withStore({ try await store.record(outcome, retention: configuration.idempotencyRetention) }) != nil else {
-            return .abandoned
+    /// Records the job's final outcomes (until the store answers, pausing intake while it is down), then what to publish.
+    func recorded(_ processed: ProcessedTargets?) async -> ProcessedJob {
+        guard let processed else { return .abandoned }
+        let outcomes = processed.outcomesToRecord
+        if !outcomes.isEmpty {
+            guard await withStore({ try await store.record(outcomes, retention: configuration.idempotencyRetention) }) != nil else {
+                return .abandoned
+            }
         }
-        return recorded(outcome, deadLetter: deadLetter)
+        return published(processed)
     }
 
-    private func recorded(_ outcome: Outcome, deadLetter: Publication?) -> TargetResult {
+    /// One target's final outcome recorded (`.final`), or its result as it was.
+    private func recorded(_ result: TargetResult) async -> TargetResult {
+        guard case .recording = result else { return result }
+        guard case .publish(let publications, _) = await recorded(ProcessedTargets(results: [result])) else { return .abandoned }
+        return .final(publications)
+    }
+
+    /// `recorded` with no task waiting: `then` runs once the store answered (on the store's thread), or with
+    /// `.abandoned` when the store failed and `givingUp` says to stop.
+    func record(_ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool, then done: @escaping @Sendable (ProcessedJob) -> Void) {
+        let outcomes = processed.outcomesToRecord
+        guard !outcomes.isEmpty else { return done(published(processed)) }
+        record(outcomes, backoff: .milliseconds(100), givingUp: givingUp) { recorded in
+            done(recorded ? published(processed) : .abandoned)
+        }
+    }
+
+    private func record(_ outcomes: [Outcome], backoff: Duration, givingUp: @escaping @Sendable () -> Bool,
+                        then done: @escaping @Sendable (Bool) -> Void) {
+        store.record(outcomes, retention: configuration.idempotencyRetention) { error in
+            guard let error else {
+                storeAnswered()
+                return done(true)
+            }
+            storeFailed(error)
+            Task {
+                await Backoff.pause(for: backoff, unless: givingUp)
+                if givingUp() { return done(false) }
+                record(outcomes, backoff: min(backoff * 2, .seconds(2)), givingUp: givingUp, then: done)
+            }
+        }
+    }
+
+    /// A final outcome to record, then publish (with its dead letter).
+    func finish(_ outcome: Outcome, deadLetter: Publication? = nil) -> TargetResult {
+        .recording(outcome, deadLetter: deadLetter)
+    }
+
+    private func logFinished(_ outcome: Outcome) {
         metrics.finished(outcome)
         logger.info("delivery finished", metadata: [
             "jobId": .string(outcome.jobId), "bindingId": .string(outcome.bindingId), "provider": .string(outcome.provider.rawValue),
             "app": .string(outcome.app ?? "-"), "status": .string(outcome.status.rawValue), "attempts": .string(String(outcome.attempts)),
             "httpStatus": .string(outcome.httpStatus.map(String.init) ?? "-"), "reason": .string(outcome.reason ?? "-"),
         ])
-        return .final([.outcome(outcome)] + (deadLetter.map { [$0] } ?? []))
     }
 
     /// Runs a store operation until it succeeds, pausing intake while the store is down;

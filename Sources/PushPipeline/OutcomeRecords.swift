@@ -86,13 +86,21 @@ public struct OutcomePublisher: Sendable {
             logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
             if givingUp() { return acknowledged(false) }
             Task {
-                var waited = Duration.zero
-                while waited < backoff, !givingUp() {
-                    try? await Task.sleep(for: .milliseconds(100))
-                    waited += .milliseconds(100)
-                }
+                await Backoff.pause(for: backoff, unless: givingUp)
                 send(records, backoff: min(backoff * 2, .seconds(5)), givingUp: givingUp, acknowledged: acknowledged)
             }
+        }
+    }
+}
+
+/// The wait before a failed store or broker operation is tried again, when no task waits for the operation.
+enum Backoff {
+    /// Waits `duration`, ending early (within 100 ms) once `givingUp` says so.
+    static func pause(for duration: Duration, unless givingUp: @Sendable () -> Bool) async {
+        var waited = Duration.zero
+        while waited < duration, !givingUp() {
+            try? await Task.sleep(for: min(.milliseconds(100), duration - waited))
+            waited += .milliseconds(100)
         }
     }
 }

@@ -83,6 +83,20 @@ public final class RedisClient: Sendable {
         }
     }
 
+    /// `pipeline` with no task waiting: `completion` gets the replies on the connection's queue. On one
+    /// node that is all; on a cluster (or before the first command) the commands go through `pipeline`
+    /// on a task of their own.
+    public func pipeline(_ commands: [RedisCommand], completion: @escaping @Sendable (Result<[RedisValue], RedisError>) -> Void) {
+        if case .single(let pool) = state.withLock({ $0.topology }) { return pool.pipeline(commands, completion: completion) }
+        Task {
+            do throws(RedisError) {
+                completion(.success(try await pipeline(commands)))
+            } catch {
+                completion(.failure(error))
+            }
+        }
+    }
+
     /// One command; an error reply is thrown.
     public func command(_ command: RedisCommand) async throws(RedisError) -> RedisValue {
         let reply = try await pipeline([command])[0]

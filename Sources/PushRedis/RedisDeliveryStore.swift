@@ -84,6 +84,21 @@ public final class RedisDeliveryStore: DeliveryStore {
         _ = try await client.command(Self.recording(outcome, retention: retention))
     }
 
+    public func record(_ outcomes: [Outcome], retention: Duration) async throws {
+        _ = try Self.checked(await client.pipeline(outcomes.map { Self.recording($0, retention: retention) }))
+    }
+
+    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        client.pipeline(outcomes.map { Self.recording($0, retention: retention) }) { result in
+            do {
+                _ = try Self.checked(result.get())
+                completion(nil)
+            } catch {
+                completion(error)
+            }
+        }
+    }
+
     @inline(never)
     private static func recording(_ outcome: Outcome, retention: Duration) -> RedisCommand {
         let key = RedisKeys.sentKey(bindingId: outcome.bindingId, jobId: outcome.jobId)

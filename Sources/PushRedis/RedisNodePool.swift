@@ -6,7 +6,20 @@ import Synchronization
 /// concurrent callers that queue up while a connection is busy: they are written together and
 /// their replies handed back to each caller.
 final class RedisNodePool: Sendable {
-    private typealias Waiter = CheckedContinuation<Result<[RedisValue], RedisError>, Never>
+    typealias Completion = @Sendable (Result<[RedisValue], RedisError>) -> Void
+
+    /// Who gets a pipeline's replies: a task waiting for them, or a completion called on the slot's queue.
+    private enum Waiter: Sendable {
+        case task(CheckedContinuation<Result<[RedisValue], RedisError>, Never>)
+        case completion(Completion)
+
+        func resume(returning result: Result<[RedisValue], RedisError>) {
+            switch self {
+            case .task(let continuation): continuation.resume(returning: result)
+            case .completion(let completion): completion(result)
+            }
+        }
+    }
 
     private struct Queued {
         var requests: [(commands: [RedisCommand], waiter: Waiter)] = []
@@ -47,15 +60,23 @@ final class RedisNodePool: Sendable {
     /// `pipeline` with its failure as a value, for task groups.
     func result(of commands: [RedisCommand]) async -> Result<[RedisValue], RedisError> {
         guard !commands.isEmpty else { return .success([]) }
+        return await withCheckedContinuation { enqueue(commands, .task($0)) }
+    }
+
+    /// Runs the commands in one round trip and calls `completion` with the replies, on the connection's queue.
+    func pipeline(_ commands: [RedisCommand], completion: @escaping Completion) {
+        guard !commands.isEmpty else { return completion(.success([])) }
+        enqueue(commands, .completion(completion))
+    }
+
+    private func enqueue(_ commands: [RedisCommand], _ waiter: Waiter) {
         let slot = slots[next.add(1, ordering: .relaxed).oldValue % slots.count]
-        return await withCheckedContinuation { waiter in
-            let startDrain = slot.queued.withLock { queued in
-                queued.requests.append((commands, waiter))
-                defer { queued.draining = true }
-                return !queued.draining
-            }
-            if startDrain { slot.queue.async { Self.drain(slot) } }
+        let startDrain = slot.queued.withLock { queued in
+            queued.requests.append((commands, waiter))
+            defer { queued.draining = true }
+            return !queued.draining
         }
+        if startDrain { slot.queue.async { Self.drain(slot) } }
     }
 
     /// Runs on the slot's queue: sends everything queued as one pipeline until nothing is left.
