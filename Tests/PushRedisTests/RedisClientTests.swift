@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushSandbox
+import Synchronization
 import Testing
 import TestSupport
 @testable import PushRedis
@@ -197,6 +198,29 @@ struct RedisDeliveryStoreTests {
         #expect(try await store.prepare(job, dedupeWindow: 5000) == [.alreadyFinished(outcome), .fresh])
         #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b1") == outcome)
         #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b2") == nil)
+    }
+
+    @Test("outcomes recorded with no task waiting are each stored whole, the client's first command included; the completion comes once",
+          arguments: RedisDeployment.allCases)
+    func recordWithCompletion(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let store = RedisDeliveryStore(client: server.client())
+        let job = Self.job("j2", bindings: ["b1", "b2", "b3"])
+        let outcomes = job.targets.map { target in
+            Outcome(job: job, target: target, result: .delivered(providerMessageId: "m-\(target.bindingId)", httpStatus: 200), attempts: 1, at: 99)
+        }
+        let calls = Mutex(0)
+        let error = await withCheckedContinuation { continuation in
+            store.record(outcomes, retention: .seconds(60)) { error in
+                if calls.withLock({ calls in calls += 1; return calls == 1 }) { continuation.resume(returning: error) }
+            }
+        }
+        #expect(error == nil)
+        for outcome in outcomes {
+            #expect(try await store.recordedOutcome(jobId: "j2", bindingId: outcome.bindingId) == outcome)
+        }
+        #expect(calls.withLock { $0 } == 1)
     }
 
     @Test("ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y", arguments: RedisDeployment.allCases)
