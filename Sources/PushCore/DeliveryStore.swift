@@ -19,13 +19,11 @@ public protocol DeliveryStore: Sendable {
     /// For each target of `job`: its recorded final outcome, its pending retry entry, or else
     /// a dedupe claim for `window` milliseconds (0 = no dedupe) in the name of this job.
     func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState]
-    /// `prepare` with no task waiting: `completion` gets the answer, on the store's thread.
-    func prepare(_ job: Job, dedupeWindow: Int64, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void)
     /// Records a final outcome so a redelivered job is not sent again.
     func record(_ outcome: Outcome, retention: Duration) async throws
     /// Records final outcomes (in one round trip where the store can), with no task waiting:
-    /// `completion` gets the result once every one is recorded, on the store's thread.
-    func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable (Result<Void, any Error>) -> Void)
+    /// `completion` gets nil once every one is recorded, else the error.
+    func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void)
     /// The recorded final outcome of one (job, binding), if any.
     func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome?
     /// Records that `cancel` stops its user's calls with the same `CallCancellation.key` on each of its
@@ -36,25 +34,14 @@ public protocol DeliveryStore: Sendable {
 }
 
 extension DeliveryStore {
-    /// On a task of its own.
-    public func prepare(_ job: Job, dedupeWindow: Int64, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void) {
-        Task {
-            do {
-                completion(.success(try await prepare(job, dedupeWindow: dedupeWindow)))
-            } catch {
-                completion(.failure(error))
-            }
-        }
-    }
-
     /// One outcome after the other, on a task of its own.
-    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
         Task {
             do {
                 try await record(outcomes, retention: retention)
-                completion(.success(()))
+                completion(nil)
             } catch {
-                completion(.failure(error))
+                completion(error)
             }
         }
     }

@@ -37,15 +37,6 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     public init(clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) { self.clock = clock }
 
     public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
-        prepareNow(job, dedupeWindow: dedupeWindow)
-    }
-
-    /// Answers at once, on the caller's thread.
-    public func prepare(_ job: Job, dedupeWindow: Int64, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void) {
-        completion(.success(prepareNow(job, dedupeWindow: dedupeWindow)))
-    }
-
-    private func prepareNow(_ job: Job, dedupeWindow: Int64) -> [PriorState] {
         let now = clock()
         let identity = DedupeWindows.identity(of: job)
         return state.withLock { state in
@@ -68,21 +59,9 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     }
 
     public func record(_ outcome: Outcome, retention: Duration) async throws {
-        recordNow([outcome], retention: retention)
-    }
-
-    /// Records at once, on the caller's thread.
-    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        recordNow(outcomes, retention: retention)
-        completion(.success(()))
-    }
-
-    private func recordNow(_ outcomes: [Outcome], retention: Duration) {
         let now = clock()
         state.withLock { state in
-            for outcome in outcomes {
-                state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
-            }
+            state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
         }
     }
 

@@ -388,61 +388,38 @@ public final class DeliveryPipeline: Sendable {
         return ids.count
     }
 
-    /// Starts the job (outside the shared lock): the store's checks, then a task for its targets, registered
-    /// so that a drain can cancel it. Before and after the task, nothing waits: the store's and the broker's
-    /// answers carry the job on.
+    /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
     private func launch(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) {
+        let task = start(id, admitted, slot: slot)
+        if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
+    }
+
+    private func start(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) -> Task<Void, Never> {
         let parking = JobParking { [weak self] parked in
             guard let self else { return }
             let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
             for lane in woken { wake[lane]?.signal() }
         }
-        let started = Started(id: id, at: ContinuousClock.now, kafkaTimestamp: admitted.message.timestamp,
-                              givingUp: { [weak self] in self?.isCancelled(id.lane) ?? true })
-        processor.prepare(admitted, slot: slot, parking: parking, givingUp: started.givingUp) { [self] preparation in
-            switch preparation {
-            case .abandoned:
-                finish(id, completed: false)
-            case .processed(let processed):
-                complete(started, processed)
-            case .prepared(let prepared):
-                guard !isCancelled(id.lane) else {
-                    prepared.source.slot?.giveBack()
-                    return finish(id, completed: false)
+        let startedAt = ContinuousClock.now
+        let message = admitted.message
+        // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
+        return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
+            let processed = await processor.process(admitted, slot: slot, parking: parking)
+            tasks.withLock { $0.ended(id) }
+            guard let processed else { return finish(id, completed: false) }
+            // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
+            // the broker's acknowledgement finishes the job (on the producer's).
+            let givingUp: @Sendable () -> Bool = { [weak self] in self?.isCancelled(id.lane) ?? true }
+            processor.record(processed, givingUp: givingUp) { [self] recorded in
+                guard case .publish(let publications, _) = recorded else { return finish(id, completed: false) }
+                let processedAt = ContinuousClock.now
+                publisher.publish(publications, givingUp: givingUp) { [self] completed in
+                    if completed {
+                        observer?.acknowledged(publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
+                                               kafkaTimestamp: message.timestamp)
+                    }
+                    finish(id, completed: completed)
                 }
-                // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
-                let task = Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
-                    let processed = await processor.process(prepared)
-                    tasks.withLock { $0.ended(id) }
-                    guard let processed else { return finish(id, completed: false) }
-                    complete(started, processed)
-                }
-                if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
-            }
-        }
-    }
-
-    /// A started job, as its steps after the task need it.
-    private struct Started: Sendable {
-        let id: PipelineStateMachine.JobID
-        let at: ContinuousClock.Instant
-        let kafkaTimestamp: Int64?
-        /// Whether a failing store or broker is to be given up on (the drain cancelled the job's lane).
-        let givingUp: @Sendable () -> Bool
-    }
-
-    /// Records the job's final outcomes, publishes them once recorded, and finishes the job once the broker
-    /// acknowledged them; each step runs on the thread of the answer before it.
-    private func complete(_ started: Started, _ processed: JobProcessor.ProcessedTargets) {
-        processor.record(processed, givingUp: started.givingUp) { [self] recorded in
-            guard case .publish(let publications, _) = recorded else { return finish(started.id, completed: false) }
-            let processedAt = ContinuousClock.now
-            publisher.publish(publications, givingUp: started.givingUp) { [self] completed in
-                if completed {
-                    observer?.acknowledged(publications, timeline: JobTimeline(started: started.at, processed: processedAt),
-                                           kafkaTimestamp: started.kafkaTimestamp)
-                }
-                finish(started.id, completed: completed)
             }
         }
     }

@@ -104,97 +104,40 @@ public struct JobProcessor: Sendable {
         await recorded(process(admit(message, lane: lane), slot: nil, parking: nil))
     }
 
-    /// A consumed job with what the store knew of each target: its targets are handled next.
-    struct PreparedJob: Sendable {
-        let job: Job
-        let source: Source
-        let window: Int64
-        let shed: Bool
-        let prior: [PriorState]
-    }
-
-    /// How an admitted job stands once the store answered.
-    enum Preparation: Sendable {
-        /// Processed already, with nothing to send: an invalid job's dead letter.
-        case processed(ProcessedTargets)
-        case prepared(PreparedJob)
-        /// A stop interrupted the wait for the store.
-        case abandoned
-    }
-
-    /// What an admitted job asks the store, or, for an invalid job, its dead letter.
-    private enum Beginning {
-        case deadLetter(ProcessedTargets)
-        case prepare(Job, Source, window: Int64, shed: Bool)
-    }
-
-    private func beginning(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) -> Beginning {
-        let message = admitted.message
-        let source = Source(value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
-                            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot)
-        switch admitted.decoded {
-        case .success(let job):
-            let (window, shed) = dedupeWindow(job, lane: admitted.lane, kafkaTimestamp: message.timestamp)
-            return .prepare(job, source, window: window, shed: shed)
-        case .failure(let rejection):
-            return .deadLetter(ProcessedTargets(results: [.final([deadLettered(rejection, source: source)])]))
-        }
-    }
-
     /// Processes an admitted job up to its final outcomes, which are left for the caller to record
     /// (`recorded`, or `record(_:givingUp:then:)` without a task waiting); nil when a stop interrupted it.
     /// `slot`, when given, is the slot of `admitted.scope` held for its first send.
-    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) async -> ProcessedTargets? {
-        switch beginning(admitted, slot: slot, parking: parking) {
-        case .deadLetter(let processed):
-            slot?.giveBack()
-            return processed
-        case .prepare(let job, let source, let window, let shed):
-            guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else {
-                slot?.giveBack()
-                return nil
-            }
-            return await process(PreparedJob(job: job, source: source, window: window, shed: shed, prior: prior))
-        }
-    }
-
-    /// The store's checks of an admitted job with no task waiting: `then` runs once the store answered, on
-    /// the store's thread (or at once, for an invalid job), or with `.abandoned` when the store failed and
-    /// `givingUp` says to stop.
-    func prepare(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?, givingUp: @escaping @Sendable () -> Bool,
-                 then done: @escaping @Sendable (Preparation) -> Void) {
-        switch beginning(admitted, slot: slot, parking: parking) {
-        case .deadLetter(let processed):
-            slot?.giveBack()
-            done(.processed(processed))
-        case .prepare(let job, let source, let window, let shed):
-            withStore({ [store] answer in store.prepare(job, dedupeWindow: window, completion: answer) }, givingUp: givingUp) { prior in
-                guard let prior else {
-                    slot?.giveBack()
-                    return done(.abandoned)
-                }
-                done(.prepared(PreparedJob(job: job, source: source, window: window, shed: shed, prior: prior)))
-            }
-        }
-    }
-
-    /// Handles the targets of a prepared job (a cancel is recorded first); nil when a stop interrupted it.
     /// (Like `attempt`, it leaves the work between its `await`s to functions of their own, to keep its async frame small.)
-    func process(_ prepared: PreparedJob) async -> ProcessedTargets? {
-        defer { prepared.source.slot?.giveBack() }
-        let job = prepared.job
+    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) async -> ProcessedTargets? {
+        defer { slot?.giveBack() }
+        let message = admitted.message
+        let source = Source(value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
+                            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot)
+        let job: Job
+        switch admitted.decoded {
+        case .success(let decoded): job = decoded
+        case .failure(let rejection): return ProcessedTargets(results: [.final([deadLettered(rejection, source: source)])])
+        }
+        let (window, shed) = dedupeWindow(job, lane: admitted.lane, kafkaTimestamp: message.timestamp)
+        guard let prior = await prepareInStore(job, dedupeWindow: window) else { return nil }
+        // One target (the common case) runs on the job's own task: a child task per target
+        // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
+        if job.targets.count == 1 {
+            return ProcessedTargets([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
+        }
+        return await handleEach(job, prior: prior, window: window, shed: shed, source: source)
+    }
+
+    /// What the store knows of each target (and, for a cancel, the cancel recorded); nil when a stop interrupts it.
+    @inline(never)
+    private func prepareInStore(_ job: Job, dedupeWindow window: Int64) async -> [PriorState]? {
+        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return nil }
         if job.kind == .cancel, CallCancellation.key(of: job) != nil {
             guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
                 return nil
             }
         }
-        // One target (the common case) runs on the job's own task: a child task per target
-        // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
-        if job.targets.count == 1 {
-            return ProcessedTargets([await handle(job, target: job.targets[0], prior: prepared.prior[0], window: prepared.window,
-                                                  shed: prepared.shed, source: prepared.source)])
-        }
-        return await handleEach(job, prior: prepared.prior, window: prepared.window, shed: prepared.shed, source: prepared.source)
+        return prior
     }
 
     private func deadLettered(_ rejection: JobRejection, source: Source) -> Publication {
@@ -356,12 +299,26 @@ public struct JobProcessor: Sendable {
     func record(_ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool, then done: @escaping @Sendable (ProcessedJob) -> Void) {
         let outcomes = processed.outcomesToRecord
         guard !outcomes.isEmpty else { return done(published(processed)) }
-        let retention = configuration.idempotencyRetention
-        withStore({ [store] answer in store.record(outcomes, retention: retention, completion: answer) }, givingUp: givingUp) { recorded in
-            done(recorded != nil ? published(processed) : .abandoned)
+        record(outcomes, backoff: .milliseconds(100), givingUp: givingUp) { recorded in
+            done(recorded ? published(processed) : .abandoned)
         }
     }
 
+    private func record(_ outcomes: [Outcome], backoff: Duration, givingUp: @escaping @Sendable () -> Bool,
+                        then done: @escaping @Sendable (Bool) -> Void) {
+        store.record(outcomes, retention: configuration.idempotencyRetention) { error in
+            guard let error else {
+                storeAnswered()
+                return done(true)
+            }
+            storeFailed(error)
+            Task {
+                await Backoff.pause(for: backoff, unless: givingUp)
+                if givingUp() { return done(false) }
+                record(outcomes, backoff: min(backoff * 2, .seconds(2)), givingUp: givingUp, then: done)
+            }
+        }
+    }
 
     /// A final outcome to record, then publish (with its dead letter).
     func finish(_ outcome: Outcome, deadLetter: Publication? = nil) -> TargetResult {
@@ -391,27 +348,6 @@ public struct JobProcessor: Sendable {
                 storeFailed(error)
                 do { try await Task.sleep(for: backoff) } catch { return nil }
                 backoff = min(backoff * 2, .seconds(2))
-            }
-        }
-    }
-
-    /// `withStore` with no task waiting: runs `operation` until it succeeds, pausing intake while the store is down;
-    /// `then` gets its value (on the store's thread), or nil when it failed and `givingUp` says to stop.
-    func withStore<T: Sendable>(_ operation: @escaping @Sendable (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void,
-                                givingUp: @escaping @Sendable () -> Bool, backoff: Duration = .milliseconds(100),
-                                then done: @escaping @Sendable (T?) -> Void) {
-        operation { result in
-            switch result {
-            case .success(let value):
-                storeAnswered()
-                done(value)
-            case .failure(let error):
-                storeFailed(error)
-                Task {
-                    await Backoff.pause(for: backoff, unless: givingUp)
-                    if givingUp() { return done(nil) }
-                    withStore(operation, givingUp: givingUp, backoff: min(backoff * 2, .seconds(2)), then: done)
-                }
             }
         }
     }

@@ -13,38 +13,15 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
         let replies = try Self.checked(await client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow)))
-        let (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, replies: replies)
+        var (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, replies: replies)
         // The window's holder is read only when it is not this job: a second round trip for duplicates
         // and redeliveries, none for the usual first send.
         guard !held.isEmpty else { return states }
-        return Self.withHolders(states, held: held, of: job, replies: try Self.checked(await client.pipeline(Self.readingHolders(held, of: job))))
-    }
-
-    public func prepare(_ job: Job, dedupeWindow: Int64, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void) {
-        client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow)) { [client] result in
-            let states: [PriorState], held: [Int]
-            do {
-                (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, replies: try Self.checked(result.get()))
-            } catch {
-                return completion(.failure(error))
-            }
-            guard !held.isEmpty else { return completion(.success(states)) }
-            client.pipeline(Self.readingHolders(held, of: job)) { result in
-                completion(Result { Self.withHolders(states, held: held, of: job, replies: try Self.checked(result.get())) })
-            }
-        }
-    }
-
-    /// `GET` of the dedupe window of each target in `held`.
-    private static func readingHolders(_ held: [Int], of job: Job) -> [RedisCommand] {
         let identity = DedupeWindows.identity(of: job)
-        return held.map { RedisCommand("GET", RedisKeys.dedupe(bindingId: job.targets[$0].bindingId, identity: identity)) }
-    }
-
-    /// The targets in `held` whose window another job holds, as duplicates of it.
-    private static func withHolders(_ states: [PriorState], held: [Int], of job: Job, replies: [RedisValue]) -> [PriorState] {
-        var states = states
-        for (index, holder) in zip(held, replies) {
+        let holders = try Self.checked(await client.pipeline(held.map {
+            RedisCommand("GET", RedisKeys.dedupe(bindingId: job.targets[$0].bindingId, identity: identity))
+        }))
+        for (index, holder) in zip(held, holders) {
             // An ended window (nil) or this job's own earlier claim (a redelivery) leaves the target fresh.
             if let holder = holder.string, holder != job.id { states[index] = .duplicate(ofJob: holder) }
         }
@@ -111,9 +88,14 @@ public final class RedisDeliveryStore: DeliveryStore {
         _ = try Self.checked(await client.pipeline(outcomes.map { Self.recording($0, retention: retention) }))
     }
 
-    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
         client.pipeline(outcomes.map { Self.recording($0, retention: retention) }) { result in
-            completion(Result { _ = try Self.checked(result.get()) })
+            do {
+                _ = try Self.checked(result.get())
+                completion(nil)
+            } catch {
+                completion(error)
+            }
         }
     }
 
