@@ -59,9 +59,21 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     }
 
     public func record(_ outcome: Outcome, retention: Duration) async throws {
+        recordNow([outcome], retention: retention)
+    }
+
+    /// Records at once, on the caller's thread.
+    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        recordNow(outcomes, retention: retention)
+        completion(nil)
+    }
+
+    private func recordNow(_ outcomes: [Outcome], retention: Duration) {
         let now = clock()
         state.withLock { state in
-            state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
+            for outcome in outcomes {
+                state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
+            }
         }
     }
 
