@@ -2,7 +2,9 @@
 /// where the field order and the exact bytes matter and Foundation is too slow.
 public struct JSONWriter {
     public private(set) var bytes: [UInt8] = []
-    private var needsComma: [Bool] = []
+    /// Open objects and arrays. Whether the next value needs a comma first is read from the last byte:
+    /// none after `{`, `[` or a key's `:`, one after anything else inside a container.
+    private var depth = 0
 
     public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
 
@@ -14,17 +16,16 @@ public struct JSONWriter {
         return bytes
     }
 
-    public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); needsComma.append(false) }
-    public mutating func endObject() { needsComma.removeLast(); bytes.append(UInt8(ascii: "}")) }
-    public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); needsComma.append(false) }
-    public mutating func endArray() { needsComma.removeLast(); bytes.append(UInt8(ascii: "]")) }
+    public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); depth += 1 }
+    public mutating func endObject() { depth -= 1; bytes.append(UInt8(ascii: "}")) }
+    public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); depth += 1 }
+    public mutating func endArray() { depth -= 1; bytes.append(UInt8(ascii: "]")) }
 
     /// Starts an object member; the next value written is its value.
     public mutating func key(_ name: String) {
         separate()
         appendQuoted(name)
         bytes.append(UInt8(ascii: ":"))
-        if !needsComma.isEmpty { needsComma[needsComma.count - 1] = false }
     }
 
     public mutating func value(_ string: String) { separate(); appendQuoted(string) }
@@ -67,8 +68,8 @@ public struct JSONWriter {
     public mutating func member(_ name: String, _ bool: Bool) { key(name); value(bool) }
 
     private mutating func separate() {
-        guard let last = needsComma.last else { return }
-        if last { bytes.append(UInt8(ascii: ",")) } else { needsComma[needsComma.count - 1] = true }
+        guard depth > 0, let last = bytes.last else { return }
+        if last != UInt8(ascii: "{"), last != UInt8(ascii: "["), last != UInt8(ascii: ":") { bytes.append(UInt8(ascii: ",")) }
     }
 
     private mutating func appendQuoted(_ string: String) {
