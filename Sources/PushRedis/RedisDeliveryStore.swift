@@ -3,7 +3,8 @@ import PushCore
 /// Dedupe windows and idempotency records in Redis, shared by every replica.
 ///
 /// A job's checks take one round trip: per target `GET sent`, `EXISTS` of its retry entry (in its shard and in the
-/// queue of earlier versions), and when dedupe is on
+/// queue of earlier versions: one command on one node, two on a cluster, where the two keys are in different slots),
+/// and when dedupe is on
 /// `SET dd <jobId> NX PX <window>` + `GET dd`. The claim names the job, so the same job
 /// redelivered by Kafka is not a duplicate of itself.
 public final class RedisDeliveryStore: DeliveryStore {
@@ -12,8 +13,9 @@ public final class RedisDeliveryStore: DeliveryStore {
     public init(client: RedisClient) { self.client = client }
 
     public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
-        let replies = try Self.checked(await client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow)))
-        var (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, replies: replies)
+        let oneNode = client.isCluster == false
+        let replies = try Self.checked(await client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow, oneNode: oneNode)))
+        var (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, oneNode: oneNode, replies: replies)
         // The window's holder is read only when it is not this job: a second round trip for duplicates
         // and redeliveries, none for the usual first send.
         guard !held.isEmpty else { return states }
@@ -30,20 +32,35 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     // The steps between `prepare`'s round trips are functions of their own, out of line, so what they
     // build does not live in the async frame every job in flight keeps.
+    /// - Parameter oneNode: the store is one node (not a cluster, and known not to be): the two retry entry keys go in one `EXISTS`.
     @inline(never)
-    private static func preparing(_ job: Job, dedupeWindow: Int64) -> [RedisCommand] {
+    static func preparing(_ job: Job, dedupeWindow: Int64, oneNode: Bool) -> [RedisCommand] {
         let identity = DedupeWindows.identity(of: job)
         var commands: [RedisCommand] = []
-        commands.reserveCapacity(job.targets.count * 4)
+        commands.reserveCapacity(job.targets.count * 5)
         for target in job.targets {
             let sent = RedisKeys.sentKey(bindingId: target.bindingId, jobId: job.id)
             var get = RedisCommand(argumentCount: 2, capacity: sent.byteCount + 3)
             get.append("GET")
             get.append(sent)
             commands.append(get)
-            let entry = RetryEntry.id(jobId: job.id, bindingId: target.bindingId)
-            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: RedisRetryQueue.shard(of: entry))))
-            commands.append(RedisCommand("EXISTS", RedisKeys.retryEntry(entry, shard: nil)))
+            let entry = RedisKeys.retryEntryId(jobId: job.id, bindingId: target.bindingId)
+            let sharded = RedisKeys.RetryEntryKey(id: entry, shard: RedisRetryQueue.shard(ofBytes: entry))
+            let earlier = RedisKeys.RetryEntryKey(id: entry, shard: nil)
+            if oneNode {
+                var exists = RedisCommand(argumentCount: 3, capacity: sharded.byteCount + earlier.byteCount + 6)
+                exists.append("EXISTS")
+                exists.append(sharded)
+                exists.append(earlier)
+                commands.append(exists)
+            } else {
+                for key in [sharded, earlier] {
+                    var exists = RedisCommand(argumentCount: 2, capacity: key.byteCount + 6)
+                    exists.append("EXISTS")
+                    exists.append(key)
+                    commands.append(exists)
+                }
+            }
             if dedupeWindow > 0 {
                 let key = RedisKeys.dedupeKey(bindingId: target.bindingId, identity: identity)
                 var claim = RedisCommand(argumentCount: 6, capacity: key.byteCount + job.id.utf8.count + 32)
@@ -61,15 +78,16 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     /// What the replies to `preparing` say of each target, and the targets whose dedupe window another job may hold.
     @inline(never)
-    private static func priorStates(of job: Job, dedupeWindow: Int64, replies: [RedisValue]) -> (states: [PriorState], held: [Int]) {
-        let stride = dedupeWindow > 0 ? 4 : 3
+    private static func priorStates(of job: Job, dedupeWindow: Int64, oneNode: Bool, replies: [RedisValue]) -> (states: [PriorState], held: [Int]) {
+        let existsCount = oneNode ? 1 : 2
+        let stride = 1 + existsCount + (dedupeWindow > 0 ? 1 : 0)
         let states: [PriorState] = job.targets.indices.map { index in
             let base = index * stride
             if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) { return .alreadyFinished(outcome) }
-            if replies[base + 1] == .integer(1) || replies[base + 2] == .integer(1) { return .inRetryQueue }
-            return .fresh
+            let waitsForRetry = replies[(base + 1)...(base + existsCount)].contains { ($0.integer ?? 0) > 0 }
+            return waitsForRetry ? .inRetryQueue : .fresh
         }
-        let held = job.targets.indices.filter { dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + 3] != .status("OK") }
+        let held = job.targets.indices.filter { dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + stride - 1] != .status("OK") }
         return (states, held)
     }
 

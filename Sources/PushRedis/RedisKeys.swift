@@ -42,7 +42,7 @@ public enum RedisKeys {
     }
 
     /// A key of one binding, written straight into a command's bytes: two are built for every job.
-    struct BindingKey {
+    struct BindingKey: CommandKey {
         let bindingId: String
         let kind: String
         let id: String
@@ -76,6 +76,35 @@ public enum RedisKeys {
         }
     }
 
+    /// A retry entry's key, written straight into a command's bytes: a job's checks name two per target.
+    struct RetryEntryKey: CommandKey {
+        /// The entry id (`RetryEntry.id`) as bytes.
+        let id: [UInt8]
+        let shard: Int?
+
+        var byteCount: Int { prefix.utf8.count + 1 + retryTag(shard: shard).utf8.count + 7 + id.count }
+
+        func write(to bytes: inout [UInt8]) {
+            bytes.append(contentsOf: prefix.utf8)
+            bytes.append(UInt8(ascii: ":"))
+            bytes.append(contentsOf: retryTag(shard: shard).utf8)
+            bytes.append(contentsOf: ":entry:".utf8)
+            bytes.append(contentsOf: id)
+        }
+    }
+
+    /// `RetryEntry.id(jobId:bindingId:)` as bytes.
+    static func retryEntryId(jobId: String, bindingId: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(jobId.utf8.count + bindingId.utf8.count + 8)
+        bytes.append(contentsOf: String(jobId.utf8.count).utf8)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(contentsOf: jobId.utf8)
+        bytes.append(UInt8(ascii: "/"))
+        bytes.append(contentsOf: bindingId.utf8)
+        return bytes
+    }
+
     static func sentKey(bindingId: String, jobId: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "sent", id: jobId) }
 
     static func dedupeKey(bindingId: String, identity: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "dd", id: identity) }
@@ -88,4 +117,10 @@ public enum RedisKeys {
     public static func retryEntry(_ id: String, shard: Int?) -> String { "\(prefix):\(retryTag(shard: shard)):entry:\(id)" }
 
     public static func damagedRetryEntry(_ id: String, shard: Int?) -> String { "\(prefix):\(retryTag(shard: shard)):damaged:\(id)" }
+}
+
+/// A key that writes itself into a command (`RedisCommand.append`) without a string made first.
+protocol CommandKey {
+    var byteCount: Int { get }
+    func write(to bytes: inout [UInt8])
 }

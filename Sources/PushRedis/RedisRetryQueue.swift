@@ -39,7 +39,9 @@ public final class RedisRetryQueue: RetryQueue {
     }
 
     /// The shard an entry id belongs to.
-    public static func shard(of id: String) -> Int { Int(RedisKeySlot.crc16(Array(id.utf8)[...])) % shardCount }
+    public static func shard(of id: String) -> Int { shard(ofBytes: Array(id.utf8)) }
+
+    static func shard(ofBytes id: [UInt8]) -> Int { Int(RedisKeySlot.crc16(id[...])) % shardCount }
 
     public func schedule(_ entry: RetryEntry, dueAt: Int64) async throws {
         let shard = Self.shard(of: entry.id)

@@ -88,7 +88,7 @@ public struct RedisCommand: Sendable {
         encoded.append(contentsOf: Self.lineEnd)
     }
 
-    mutating func append(_ key: RedisKeys.BindingKey) {
+    mutating func append(_ key: some CommandKey) {
         let count = key.byteCount
         beginArgument(count: count)
         let start = encoded.count

@@ -407,4 +407,39 @@ struct RetryOwnershipTests {
             bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
         #expect(try await RedisDeliveryStore(client: client).prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue])
     }
+
+    @Test("the checks answer alike whether a target's two retry entry keys go in one EXISTS (one node, known) or in two (first command)")
+    func oneOrTwoExistsAnswerAlike() async throws {
+        let server = try await RedisServerProcess.launch()
+        defer { server.stop() }
+        let writer = server.client()
+        let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2", "b3"])
+        try await RedisRetryQueue(client: writer).schedule(RetryEntry(
+            id: RetryEntry.id(jobId: "j1", bindingId: "b2"), jobBytes: [], kafkaKey: nil, fallbackCreatedAt: 0,
+            bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
+        let earlier = RetryEntry.id(jobId: "j1", bindingId: "b3")
+        _ = try await writer.pipeline([RedisCommand("HSET", RedisKeys.retryEntry(earlier, shard: nil), "job", "{}")])
+        let client = server.client()
+        let store = RedisDeliveryStore(client: client)
+        #expect(client.isCluster == nil)
+        #expect(try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .inRetryQueue])
+        #expect(client.isCluster == false)
+        #expect(try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .inRetryQueue])
+        #expect(try await store.prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue, .inRetryQueue])
+    }
+
+    @Test("a target's retry entry keys, as the checks write them, are the retry queue's: in its shard and in the earlier queue")
+    func checkedRetryKeys() {
+        let job = RedisDeliveryStoreTests.job("jöb-1", bindings: ["bïnd-2"])
+        let id = RetryEntry.id(jobId: "jöb-1", bindingId: "bïnd-2")
+        let keys = [Array(RedisKeys.retryEntry(id, shard: RedisRetryQueue.shard(of: id)).utf8), Array(RedisKeys.retryEntry(id, shard: nil).utf8)]
+        let oneNode = RedisDeliveryStore.preparing(job, dedupeWindow: 0, oneNode: true).map(\.arguments)
+        #expect(oneNode.count == 2)
+        #expect(oneNode[1] == [Array("EXISTS".utf8)] + keys)
+        let cluster = RedisDeliveryStore.preparing(job, dedupeWindow: 1000, oneNode: false).map(\.arguments)
+        #expect(cluster.count == 4)
+        #expect(cluster[1] == [Array("EXISTS".utf8), keys[0]])
+        #expect(cluster[2] == [Array("EXISTS".utf8), keys[1]])
+        #expect(cluster[3].first == Array("SET".utf8))
+    }
 }
