@@ -20,6 +20,9 @@ public final class NIOHTTP2Transport: HTTPTransport {
     private struct State {
         var nextID: UInt64 = 0
         var stopped = false
+        /// Requests sent and not yet taken by the event loop. The first one queued schedules the loop to take
+        /// them all: a burst of requests costs the loop one task and one wake-up, not one per request.
+        var submitted: [HTTP2Transfer] = []
     }
 
     public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
@@ -47,13 +50,28 @@ public final class NIOHTTP2Transport: HTTPTransport {
         let origins = self.origins
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let transfer = HTTP2Transfer(id: id, request: request, target: target, submittedAt: .now(), continuation: continuation)
-                eventLoop.execute { origins.value.submit(transfer) }
+                submit(HTTP2Transfer(id: id, request: request, target: target, submittedAt: .now(), continuation: continuation))
             }
         } onCancel: {
+            // After the task that takes the request in: a cancel always finds its request submitted (or done).
             eventLoop.execute { origins.value.cancel(id) }
         }
         return try result.get()
+    }
+
+    private func submit(_ transfer: HTTP2Transfer) {
+        let first = state.withLock { state in
+            state.submitted.append(transfer)
+            return state.submitted.count == 1
+        }
+        guard first else { return }
+        eventLoop.execute { [self] in
+            let transfers = state.withLock { state in
+                defer { state.submitted = [] }
+                return state.submitted
+            }
+            for transfer in transfers { origins.value.submit(transfer) }
+        }
     }
 
     /// Fails what is queued or in flight with `.shutDown`, closes the connections and stops the thread.
