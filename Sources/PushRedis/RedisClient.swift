@@ -83,7 +83,7 @@ public final class RedisClient: Sendable {
         }
     }
 
-    /// `pipeline` with no task waiting: `completion` gets the replies on the connection's queue. On one
+    /// `pipeline` with no task waiting: `completion` gets the replies on the connection's completion queue. On one
     /// node that is all; on a cluster (or before the first command) the commands go through `pipeline`
     /// on a task of their own.
     public func pipeline(_ commands: [RedisCommand], completion: @escaping @Sendable (Result<[RedisValue], RedisError>) -> Void) {

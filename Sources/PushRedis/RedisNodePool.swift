@@ -8,17 +8,10 @@ import Synchronization
 final class RedisNodePool: Sendable {
     typealias Completion = @Sendable (Result<[RedisValue], RedisError>) -> Void
 
-    /// Who gets a pipeline's replies: a task waiting for them, or a completion called on the slot's queue.
+    /// Who gets a pipeline's replies: a task waiting for them, or a completion called on the slot's completion queue.
     private enum Waiter: Sendable {
         case task(CheckedContinuation<Result<[RedisValue], RedisError>, Never>)
         case completion(Completion)
-
-        func resume(returning result: Result<[RedisValue], RedisError>) {
-            switch self {
-            case .task(let continuation): continuation.resume(returning: result)
-            case .completion(let completion): completion(result)
-            }
-        }
     }
 
     private struct Queued {
@@ -29,11 +22,15 @@ final class RedisNodePool: Sendable {
     private final class Slot: Sendable {
         let connection: RedisConnection
         let queue: DispatchQueue
+        /// Where the completions of a round trip run, in order, while the connection goes on with the next one:
+        /// a burst of completions (each may log and publish) never holds back the commands queued behind it.
+        let completions: DispatchQueue
         let queued = Mutex(Queued())
 
-        init(connection: RedisConnection, queue: DispatchQueue) {
+        init(connection: RedisConnection, queue: DispatchQueue, completions: DispatchQueue) {
             self.connection = connection
             self.queue = queue
+            self.completions = completions
         }
     }
 
@@ -48,7 +45,8 @@ final class RedisNodePool: Sendable {
         nodeURL.port = address.port
         slots = (0..<max(connections, 1)).map { index in
             Slot(connection: RedisConnection(url: nodeURL, connectTimeout: connectTimeout, commandTimeout: commandTimeout),
-                 queue: DispatchQueue(label: "redis-\(address)-\(index)"))
+                 queue: DispatchQueue(label: "redis-\(address)-\(index)"),
+                 completions: DispatchQueue(label: "redis-\(address)-\(index)-completions"))
         }
     }
 
@@ -63,7 +61,8 @@ final class RedisNodePool: Sendable {
         return await withCheckedContinuation { enqueue(commands, .task($0)) }
     }
 
-    /// Runs the commands in one round trip and calls `completion` with the replies, on the connection's queue.
+    /// Runs the commands in one round trip and calls `completion` with the replies, on the connection's completion
+    /// queue (in the order the pipelines were sent).
     func pipeline(_ commands: [RedisCommand], completion: @escaping Completion) {
         guard !commands.isEmpty else { return completion(.success([])) }
         enqueue(commands, .completion(completion))
@@ -89,16 +88,27 @@ final class RedisNodePool: Sendable {
             }
             guard !requests.isEmpty else { return }
             let commands = requests.count == 1 ? requests[0].commands : requests.flatMap(\.commands)
+            let results: [Result<[RedisValue], RedisError>]
             do {
                 let replies = try slot.connection.pipeline(commands)
                 var offset = 0
-                for request in requests {
-                    let count = request.commands.count
-                    request.waiter.resume(returning: .success(Array(replies[offset..<(offset + count)])))
-                    offset += count
+                results = requests.map { request in
+                    defer { offset += request.commands.count }
+                    return .success(Array(replies[offset..<(offset + request.commands.count)]))
                 }
             } catch {
-                for request in requests { request.waiter.resume(returning: .failure(error)) }
+                results = requests.map { _ in .failure(error) }
+            }
+            var completions: [(Completion, Result<[RedisValue], RedisError>)] = []
+            for (request, result) in zip(requests, results) {
+                switch request.waiter {
+                case .task(let continuation): continuation.resume(returning: result)
+                case .completion(let completion): completions.append((completion, result))
+                }
+            }
+            if !completions.isEmpty {
+                let ready = completions
+                slot.completions.async { for (completion, result) in ready { completion(result) } }
             }
         }
     }
