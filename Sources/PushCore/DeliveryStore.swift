@@ -21,6 +21,8 @@ public protocol DeliveryStore: Sendable {
     func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState]
     /// Records a final outcome so a redelivered job is not sent again.
     func record(_ outcome: Outcome, retention: Duration) async throws
+    /// Records final outcomes (in one round trip where the store can).
+    func record(_ outcomes: [Outcome], retention: Duration) async throws
     /// Records final outcomes (in one round trip where the store can), with no task waiting:
     /// `completion` gets nil once every one is recorded, else the error.
     func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void)
@@ -46,7 +48,7 @@ extension DeliveryStore {
         }
     }
 
-    /// Records final outcomes, one after the other.
+    /// One outcome after the other.
     public func record(_ outcomes: [Outcome], retention: Duration) async throws {
         for outcome in outcomes { try await record(outcome, retention: retention) }
     }
