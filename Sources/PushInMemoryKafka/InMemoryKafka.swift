@@ -17,7 +17,8 @@ public final class InMemoryKafka: Sendable {
         var members: [String: [InMemoryConsumer]] = [:]
         var refusedSends = 0
         var holding = false
-        var held: [CheckedContinuation<Void, Never>] = []
+        /// The acknowledgements held back, each the completion of one send.
+        var held: [@Sendable () -> Void] = []
         var sends = 0
     }
 
@@ -137,28 +138,31 @@ public final class InMemoryKafka: Sendable {
             defer { state.held = [] }
             return state.held
         }
-        for waiter in held { waiter.resume() }
+        for acknowledge in held { acknowledge() }
     }
 
     /// Sends waiting for their acknowledgement.
     public var heldSends: Int { state.withLock { $0.held.count } }
 
     func send(_ records: [KafkaRecord]) async throws(KafkaError) {
+        try await withCheckedContinuation { continuation in send(records) { continuation.resume(returning: $0) } }.get()
+    }
+
+    /// `completion` runs at once on the caller's thread, or when held acknowledgements are let go.
+    func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
         let refused = state.withLock { state in
             state.sends += 1
             guard state.refusedSends > 0 else { return false }
             state.refusedSends -= 1
             return true
         }
-        if refused { throw KafkaError(code: -195, message: "Local: Broker transport failure (refused by the in-memory log)") }
+        if refused { return completion(.failure(KafkaError(code: -195, message: "Local: Broker transport failure (refused by the in-memory log)"))) }
         for record in records { append(record) }
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let waits = state.withLock { state in
-                if state.holding { state.held.append(waiter) }
-                return state.holding
-            }
-            if !waits { waiter.resume() }
+        let waits = state.withLock { state in
+            if state.holding { state.held.append { completion(.success(())) } }
+            return state.holding
         }
+        if !waits { completion(.success(())) }
     }
 }
 
@@ -178,6 +182,10 @@ private struct InMemorySink: MessageSink {
     let kafka: InMemoryKafka
 
     func send(_ records: [KafkaRecord]) async throws(KafkaError) { try await kafka.send(records) }
+
+    func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
+        kafka.send(records, completion: completion)
+    }
 
     func prepare(topics: [String], timeout: Duration) -> [String] { [] }
 }
