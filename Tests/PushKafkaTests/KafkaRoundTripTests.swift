@@ -82,24 +82,9 @@ struct KafkaRoundTripTests {
         #expect(calls.withLock { $0.count } == 1)
     }
 
-    @Test("a send with a completion reports the failure when the broker never acknowledges within message.timeout.ms")
-    func completionReportsUnacknowledgedSend() async throws {
-        let kafka = try KafkaFixture()
-        var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
-        properties["message.timeout.ms"] = "1500"
-        let producer = try KafkaProducer(properties: properties, logger: testLogger())
-        try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("warm".utf8))])
-        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 10_000)
-        let result = await withCheckedContinuation { continuation in
-            producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("x".utf8))]) { continuation.resume(returning: $0) }
-        }
-        #expect((try? result.get()) == nil)
-        kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 0)
-        producer.close(timeout: .seconds(1))
-    }
-
-    @Test("send fails when the broker never acknowledges within message.timeout.ms")
-    func unacknowledgedSendFails() async throws {
+    @Test("send fails when the broker never acknowledges within message.timeout.ms, awaited or with a completion",
+          arguments: [false, true])
+    func unacknowledgedSendFails(withCompletion: Bool) async throws {
         let kafka = try KafkaFixture()
         var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
         properties["message.timeout.ms"] = "1500"
@@ -109,8 +94,12 @@ struct KafkaRoundTripTests {
         // bind its port again, which aborts the process if anything took the port in between.)
         kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 10_000)
         let started = ContinuousClock.now
-        await #expect(throws: KafkaError.self) {
-            try await producer.send([KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("x".utf8))])
+        let late = [KafkaRecord(topic: kafka.outcomesTopic, key: nil, value: Array("x".utf8))]
+        if withCompletion {
+            let result = await withCheckedContinuation { continuation in producer.send(late) { continuation.resume(returning: $0) } }
+            #expect((try? result.get()) == nil)
+        } else {
+            await #expect(throws: KafkaError.self) { try await producer.send(late) }
         }
         #expect(ContinuousClock.now - started < .seconds(9), "the send ended by its message timeout, not by the late answer")
         kafka.cluster.setRoundTripTime(broker: 1, milliseconds: 0)
