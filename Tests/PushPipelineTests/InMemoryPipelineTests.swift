@@ -75,6 +75,45 @@ private final class RecordingProvider: PushProvider {
 
 /// A pipeline reading jobs from an in-memory log and publishing into it: the spine's rules without a broker.
 /// The waits are long because the suites run side by side on CI's two cores; each ends as soon as its condition holds.
+/// The in-memory store, except that recording outcomes fails while `failing` is set.
+private final class RecordFailingStore: DeliveryStore {
+    private let store = InMemoryDeliveryStore()
+    private let state = Mutex((failing: true, refused: 0))
+
+    var refused: Int { state.withLock { $0.refused } }
+    func recover() { state.withLock { $0.failing = false } }
+
+    private func refuses() -> Bool {
+        state.withLock { state in
+            if state.failing { state.refused += 1 }
+            return state.failing
+        }
+    }
+
+    private struct Refused: Error {}
+
+    func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] { try await store.prepare(job, dedupeWindow: dedupeWindow) }
+    func record(_ outcome: Outcome, retention: Duration) async throws {
+        if refuses() { throw Refused() }
+        try await store.record(outcome, retention: retention)
+    }
+    func record(_ outcomes: [Outcome], retention: Duration) async throws {
+        if refuses() { throw Refused() }
+        try await store.record(outcomes, retention: retention)
+    }
+    func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        if refuses() { return completion(Refused()) }
+        store.record(outcomes, retention: retention, completion: completion)
+    }
+    func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {
+        try await store.recordedOutcome(jobId: jobId, bindingId: bindingId)
+    }
+    func recordCancellation(_ cancel: Job, retention: Duration) async throws { try await store.recordCancellation(cancel, retention: retention) }
+    func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation? {
+        try await store.cancellation(of: call, bindingId: bindingId)
+    }
+}
+
 private struct InMemoryHarness {
     let kafka: InMemoryKafka
     let pipeline: DeliveryPipeline
@@ -107,6 +146,22 @@ private func appendJobs(_ kafka: InMemoryKafka, users: Int, jobsPerUser: Int, pr
                                      value: jobJSON(id: id, userId: "user-\(user)", targets: [proxyTarget("b-\(user)-\(index)")])))
         }
     }
+}
+
+/// A log with the worker's topics and one job for each of six users.
+private func sixJobsLog() -> InMemoryKafka {
+    let kafka = InMemoryKafka(topics: ["push.jobs": 3, "push.jobs.urgent": 1, "push.outcomes": 2])
+    appendJobs(kafka, users: 6, jobsPerUser: 1)
+    return kafka
+}
+
+/// Runs a worker of the group until it has consumed every job, stops it, and expects every job committed.
+private func runToTheEnd(_ kafka: InMemoryKafka, provider: any PushProvider, store: any DeliveryStore) async throws {
+    let harness = InMemoryHarness(kafka: kafka, provider: provider, store: store)
+    let running = harness.start()
+    try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+    try await harness.stop(running)
+    #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
 }
 
 /// The next offset of every partition of `topic`: what a group has committed once it has finished everything.
@@ -179,10 +234,9 @@ private func outcomeJobIds(_ kafka: InMemoryKafka) -> [String] {
 struct InMemoryPipelineTests {
     @Test("no offset is stored before the sink acknowledges the job's outcome; a stop then leaves every job to the next worker, which does not send again")
     func offsetsWaitForAcknowledgement() async throws {
-        let kafka = InMemoryKafka(topics: ["push.jobs": 3, "push.jobs.urgent": 1, "push.outcomes": 2])
+        let kafka = sixJobsLog()
         let provider = RecordingProvider()
         let store = InMemoryDeliveryStore()
-        appendJobs(kafka, users: 6, jobsPerUser: 1)
         kafka.holdAcknowledgements()
 
         let first = InMemoryHarness(kafka: kafka, provider: provider, store: store) { $0.shutdownGrace = .milliseconds(200) }
@@ -194,15 +248,32 @@ struct InMemoryPipelineTests {
         #expect(kafka.committed(group: "push-worker").isEmpty, "a stop committed jobs whose outcomes were never acknowledged")
         kafka.releaseAcknowledgements()
 
-        let second = InMemoryHarness(kafka: kafka, provider: provider, store: store)
-        let secondRun = second.start()
-        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
-        try await second.stop(secondRun)
-
-        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+        try await runToTheEnd(kafka, provider: provider, store: store)
         #expect(provider.deliveries == 6, "the redelivered jobs were sent again instead of republishing their recorded outcomes")
         #expect(Set(outcomeJobIds(kafka)) == Set((0..<6).map { "job-\($0)-0" }))
         #expect(outcomeJobIds(kafka).count == 12, "each job's outcome once per worker: held by the first, republished by the second")
+    }
+
+    @Test("a stop while the store refuses to record: the jobs waiting to record give up, nothing is published or committed, the next worker finishes them")
+    func stopWhileRecordsFail() async throws {
+        let kafka = sixJobsLog()
+        let provider = RecordingProvider()
+        let store = RecordFailingStore()
+
+        let first = InMemoryHarness(kafka: kafka, provider: provider, store: store) { $0.shutdownGrace = .milliseconds(200) }
+        let firstRun = first.start()
+        try await waitUntil(timeout: .seconds(60)) { provider.deliveries == 6 && store.refused >= 12 }
+        let stopping = ContinuousClock.now
+        try await first.stop(firstRun)
+        // Jobs that never gave up would hold the stop for the drain's last 2 s after the grace.
+        #expect(ContinuousClock.now - stopping < .seconds(2), "jobs retrying their record did not give up when the stop cancelled them")
+        #expect(outcomeJobIds(kafka).isEmpty, "an outcome was published before it was recorded")
+        #expect(kafka.committed(group: "push-worker").isEmpty, "a stop committed jobs whose outcomes were never recorded")
+
+        store.recover()
+        try await runToTheEnd(kafka, provider: provider, store: store)
+        #expect(Set(outcomeJobIds(kafka)) == Set((0..<6).map { "job-\($0)-0" }))
+        #expect(outcomeJobIds(kafka).count == 6)
     }
 
     @Test("one key's jobs run one at a time in log order while other keys run beside them")
