@@ -36,18 +36,6 @@ public protocol DeliveryStore: Sendable {
 }
 
 extension DeliveryStore {
-    /// One outcome after the other, on a task of its own.
-    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        Task {
-            do {
-                try await record(outcomes, retention: retention)
-                completion(nil)
-            } catch {
-                completion(error)
-            }
-        }
-    }
-
     /// One outcome after the other.
     public func record(_ outcomes: [Outcome], retention: Duration) async throws {
         for outcome in outcomes { try await record(outcome, retention: retention) }

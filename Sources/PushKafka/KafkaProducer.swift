@@ -116,36 +116,29 @@ public final class KafkaProducer: Sendable {
     public func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
         guard !records.isEmpty else { return completion(.success(())) }
         let batch = DeliveryBatch(count: records.count, completion: completion)
-        for index in records.indices {
-            let opaque = Unmanaged.passRetained(batch).toOpaque()
-            let refusal = enqueue(records[index], opaque: opaque)
-            if refusal == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) {
-                Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
-                let rest = records[index...]
-                Task { await self.enqueueWaitingForRoom(rest, batch: batch) }
-                return
-            }
-            if let refusal {
-                Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
-                batch.reported(KafkaError(refusal))
-            }
+        for index in records.indices where !enqueue(records[index], for: batch) {
+            let rest = records[index...]
+            Task { await self.enqueueWaitingForRoom(rest, batch: batch) }
+            return
         }
     }
 
-    /// Hands each record to librdkafka, pausing while its local queue is full; a refused record is reported to the batch.
+    /// Hands each record to librdkafka, pausing while its local queue is full.
     private func enqueueWaitingForRoom(_ records: ArraySlice<KafkaRecord>, batch: DeliveryBatch) async {
         for record in records {
-            let opaque = Unmanaged.passRetained(batch).toOpaque()
-            var refusal = enqueue(record, opaque: opaque)
-            while refusal == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) {
-                await Self.pause(milliseconds: 5)
-                refusal = enqueue(record, opaque: opaque)
-            }
-            if let refusal {
-                Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
-                batch.reported(KafkaError(refusal))
-            }
+            while !enqueue(record, for: batch) { await Self.pause(milliseconds: 5) }
         }
+    }
+
+    /// Hands one record of `batch` to librdkafka; false when its local queue is full (and the producer is not
+    /// stopping), so the record waits. A record refused for any other reason is reported to the batch.
+    private func enqueue(_ record: KafkaRecord, for batch: DeliveryBatch) -> Bool {
+        let opaque = Unmanaged.passRetained(batch).toOpaque()
+        guard let refusal = enqueue(record, opaque: opaque) else { return true }
+        Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
+        if refusal == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) { return false }
+        batch.reported(KafkaError(refusal))
+        return true
     }
 
     /// A queue of its own, so that the end of a pause never waits for a thread of the global queue,

@@ -68,11 +68,10 @@ public struct OffsetTracker: Sendable {
         }
     }
 
+    /// Records a consumed offset; returns the generation its completion must name.
     // `begin` and `finish` run for every job: they take the watermark out of the dictionary and put
     // it back rather than change it through the dictionary's `_modify` accessor, whose coroutine
     // frame is allocated on the heap on every access.
-
-    /// Records a consumed offset; returns the generation its completion must name.
     public mutating func begin(_ topicPartition: TopicPartition, offset: Int64) -> UInt64 {
         guard var watermark = partitions.removeValue(forKey: topicPartition) else {
             restart(topicPartition, at: offset)

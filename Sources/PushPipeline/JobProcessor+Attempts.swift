@@ -44,7 +44,7 @@ extension JobProcessor {
                 }
             }
             switch end {
-            case .finish(let outcome, let deadLetter): return finish(outcome, deadLetter: deadLetter)
+            case .finish(let outcome, let deadLetter): return .recording(outcome, deadLetter: deadLetter)
             case .done(let result): return result
             case .again(let next): attempt = next
             }

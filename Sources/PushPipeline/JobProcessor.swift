@@ -123,7 +123,7 @@ public struct JobProcessor: Sendable {
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
-            return ProcessedTargets([await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
+            return ProcessedTargets(unlessAbandoned: [await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
         }
         return await handleEach(job, prior: prior, window: window, shed: shed, source: source)
     }
@@ -175,7 +175,7 @@ public struct JobProcessor: Sendable {
             for await (index, result) in group { results[index] = result }
             return results
         }
-        return ProcessedTargets(results)
+        return ProcessedTargets(unlessAbandoned: results)
     }
 
     /// One target of a consumed job, given what the store knew about it.
@@ -229,7 +229,7 @@ public struct JobProcessor: Sendable {
         if let outcome = earlier {
             return .publish([.outcome(outcome)], handedOff: false)
         }
-        return await recorded(ProcessedTargets([await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)]))
+        return await recorded(ProcessedTargets(unlessAbandoned: [await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)]))
     }
 
     enum TargetResult: Sendable {
@@ -245,7 +245,7 @@ public struct JobProcessor: Sendable {
         let results: [TargetResult]
 
         /// nil when a target was abandoned (a stop): the whole job is then processed again later.
-        init?(_ results: [TargetResult]) {
+        init?(unlessAbandoned results: [TargetResult]) {
             guard !results.contains(where: { if case .abandoned = $0 { true } else { false } }) else { return nil }
             self.results = results
         }
@@ -299,31 +299,22 @@ public struct JobProcessor: Sendable {
     func record(_ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool, then done: @escaping @Sendable (ProcessedJob) -> Void) {
         let outcomes = processed.outcomesToRecord
         guard !outcomes.isEmpty else { return done(published(processed)) }
-        record(outcomes, backoff: .milliseconds(100), givingUp: givingUp) { recorded in
-            done(recorded ? published(processed) : .abandoned)
-        }
+        let retention = configuration.idempotencyRetention
+        Backoff.retry({ [store] answer in
+                          store.record(outcomes, retention: retention) { error in answer(error.map { .failure($0) } ?? .success(())) }
+                      },
+                      delay: Self.firstStoreRetry, maximum: Self.longestStoreRetry, givingUp: givingUp,
+                      failed: { storeFailed($0) },
+                      then: { recorded in
+                          guard recorded != nil else { return done(.abandoned) }
+                          storeAnswered()
+                          done(published(processed))
+                      })
     }
 
-    private func record(_ outcomes: [Outcome], backoff: Duration, givingUp: @escaping @Sendable () -> Bool,
-                        then done: @escaping @Sendable (Bool) -> Void) {
-        store.record(outcomes, retention: configuration.idempotencyRetention) { error in
-            guard let error else {
-                storeAnswered()
-                return done(true)
-            }
-            storeFailed(error)
-            Task {
-                await Backoff.pause(for: backoff, unless: givingUp)
-                if givingUp() { return done(false) }
-                record(outcomes, backoff: min(backoff * 2, .seconds(2)), givingUp: givingUp, then: done)
-            }
-        }
-    }
-
-    /// A final outcome to record, then publish (with its dead letter).
-    func finish(_ outcome: Outcome, deadLetter: Publication? = nil) -> TargetResult {
-        .recording(outcome, deadLetter: deadLetter)
-    }
+    /// The wait after a store operation failed, doubling from the first to the longest.
+    static let firstStoreRetry = Duration.milliseconds(100)
+    static let longestStoreRetry = Duration.seconds(2)
 
     private func logFinished(_ outcome: Outcome) {
         metrics.finished(outcome)
@@ -338,7 +329,7 @@ public struct JobProcessor: Sendable {
     /// nil when a stop cancels the wait.
     @inline(never)
     func withStore<T: Sendable>(_ operation: @Sendable () async throws -> T) async -> T? {
-        var backoff = Duration.milliseconds(100)
+        var backoff = Self.firstStoreRetry
         while true {
             do {
                 let value = try await operation()
@@ -347,7 +338,7 @@ public struct JobProcessor: Sendable {
             } catch {
                 storeFailed(error)
                 do { try await Task.sleep(for: backoff) } catch { return nil }
-                backoff = min(backoff * 2, .seconds(2))
+                backoff = min(backoff * 2, Self.longestStoreRetry)
             }
         }
     }

@@ -33,19 +33,6 @@ public protocol MessageSink: Sendable {
     func prepare(topics: [String], timeout: Duration) -> [String]
 }
 
-extension MessageSink {
-    public func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
-        Task {
-            do throws(KafkaError) {
-                try await send(records)
-                completion(.success(()))
-            } catch {
-                completion(.failure(error))
-            }
-        }
-    }
-}
-
 extension KafkaConsumer: MessageSource {}
 extension KafkaProducer: MessageSink {}
 

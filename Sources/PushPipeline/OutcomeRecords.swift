@@ -75,26 +75,40 @@ public struct OutcomePublisher: Sendable {
     /// false when a send failed and `givingUp` says to stop (a stop). It runs on the producer's thread.
     func publish(_ publications: [Publication], givingUp: @escaping @Sendable () -> Bool,
                  acknowledged: @escaping @Sendable (Bool) -> Void) {
-        send(records(for: publications), backoff: .milliseconds(100), givingUp: givingUp, acknowledged: acknowledged)
-    }
-
-    private func send(_ records: [KafkaRecord], backoff: Duration, givingUp: @escaping @Sendable () -> Bool,
-                      acknowledged: @escaping @Sendable (Bool) -> Void) {
-        producer.send(records) { result in
-            guard case .failure(let error) = result else { return acknowledged(true) }
-            metrics.publishFailures.increment()
-            logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
-            if givingUp() { return acknowledged(false) }
-            Task {
-                await Backoff.pause(for: backoff, unless: givingUp)
-                send(records, backoff: min(backoff * 2, .seconds(5)), givingUp: givingUp, acknowledged: acknowledged)
-            }
-        }
+        let records = records(for: publications)
+        Backoff.retry({ [producer] answer in producer.send(records) { answer($0.mapError { $0 }) } },
+                      maximum: .seconds(5), givingUp: givingUp,
+                      failed: { [metrics, logger] error in
+                          metrics.publishFailures.increment()
+                          logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
+                      },
+                      then: { acknowledged($0 != nil) })
     }
 }
 
 /// The wait before a failed store or broker operation is tried again, when no task waits for the operation.
 enum Backoff {
+    /// Runs `operation` until it succeeds, with no task waiting for it: after a failure (told to `failed`) it
+    /// waits `delay`, doubling up to `maximum`, and tries again. `done` gets the value, or nil once a failure
+    /// finds `givingUp` true.
+    static func retry<T: Sendable>(_ operation: @escaping @Sendable (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void,
+                                   delay: Duration = .milliseconds(100), maximum: Duration, givingUp: @escaping @Sendable () -> Bool,
+                                   failed: @escaping @Sendable (any Error) -> Void, then done: @escaping @Sendable (T?) -> Void) {
+        operation { result in
+            switch result {
+            case .success(let value):
+                done(value)
+            case .failure(let error):
+                failed(error)
+                if givingUp() { return done(nil) }
+                Task {
+                    await pause(for: delay, unless: givingUp)
+                    retry(operation, delay: min(delay * 2, maximum), maximum: maximum, givingUp: givingUp, failed: failed, then: done)
+                }
+            }
+        }
+    }
+
     /// Waits `duration`, ending early (within 100 ms) once `givingUp` says so.
     static func pause(for duration: Duration, unless givingUp: @Sendable () -> Bool) async {
         var waited = Duration.zero

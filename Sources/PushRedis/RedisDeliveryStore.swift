@@ -44,7 +44,7 @@ public final class RedisDeliveryStore: DeliveryStore {
             get.append("GET")
             get.append(sent)
             commands.append(get)
-            let entry = RedisKeys.retryEntryId(jobId: job.id, bindingId: target.bindingId)
+            let entry = Array(RetryEntry.id(jobId: job.id, bindingId: target.bindingId).utf8)
             let sharded = RedisKeys.RetryEntryKey(id: entry, shard: RedisRetryQueue.shard(ofBytes: entry))
             let earlier = RedisKeys.RetryEntryKey(id: entry, shard: nil)
             if oneNode {
@@ -99,7 +99,7 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     public func record(_ outcome: Outcome, retention: Duration) async throws {
-        _ = try await client.command(Self.recording(outcome, retention: retention))
+        try await record([outcome], retention: retention)
     }
 
     public func record(_ outcomes: [Outcome], retention: Duration) async throws {

@@ -93,18 +93,6 @@ public enum RedisKeys {
         }
     }
 
-    /// `RetryEntry.id(jobId:bindingId:)` as bytes.
-    static func retryEntryId(jobId: String, bindingId: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(jobId.utf8.count + bindingId.utf8.count + 8)
-        bytes.append(contentsOf: String(jobId.utf8.count).utf8)
-        bytes.append(UInt8(ascii: ":"))
-        bytes.append(contentsOf: jobId.utf8)
-        bytes.append(UInt8(ascii: "/"))
-        bytes.append(contentsOf: bindingId.utf8)
-        return bytes
-    }
-
     static func sentKey(bindingId: String, jobId: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "sent", id: jobId) }
 
     static func dedupeKey(bindingId: String, identity: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "dd", id: identity) }
