@@ -11,6 +11,17 @@ struct FieldIndexing {
         var lastValue: String
         var sent: Int
         var repeated: Int
+
+        mutating func count(_ value: String) -> HPACKIndexing {
+            sent += 1
+            if lastValue == value { repeated += 1 } else { lastValue = value }
+            if sent >= FieldIndexing.window {
+                sent /= 2
+                repeated /= 2
+            }
+            // A field's first request has nothing to repeat: of its `sent` requests, `sent - 1` could have.
+            return sent <= FieldIndexing.learningRequests || 2 * repeated >= sent - 1 ? .indexable : .nonIndexable
+        }
     }
 
     /// Requests a field is indexed for before its values are judged.
@@ -23,19 +34,12 @@ struct FieldIndexing {
     private var fields: [String: Field] = [:]
 
     mutating func indexing(name: String, value: String) -> HPACKIndexing {
-        guard var field = fields[name] else {
+        // One hash of the name per field, the entry changed in place.
+        guard let index = fields.index(forKey: name) else {
             guard fields.count < Self.maximumNames else { return .nonIndexable }
             fields[name] = Field(lastValue: value, sent: 1, repeated: 0)
             return .indexable
         }
-        field.sent += 1
-        if field.lastValue == value { field.repeated += 1 } else { field.lastValue = value }
-        if field.sent >= Self.window {
-            field.sent /= 2
-            field.repeated /= 2
-        }
-        fields[name] = field
-        // A field's first request has nothing to repeat: of its `sent` requests, `sent - 1` could have.
-        return field.sent <= Self.learningRequests || 2 * field.repeated >= field.sent - 1 ? .indexable : .nonIndexable
+        return fields.values[index].count(value)
     }
 }

@@ -38,11 +38,15 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         var headerBytes = 0
         var body: [UInt8] = []
         var truncated = false
-        var timeout: Scheduled<Void>?
+        let sentAt: NIODeadline
+        /// When the request fails as timed out, unless answered before.
+        let deadline: NIODeadline
 
-        init(transfer: HTTP2Transfer, responseLimit: Int) {
+        init(transfer: HTTP2Transfer, responseLimit: Int, sentAt: NIODeadline, deadline: NIODeadline) {
             self.transfer = transfer
             self.responseLimit = responseLimit
+            self.sentAt = sentAt
+            self.deadline = deadline
         }
 
         var response: HTTPResponse { HTTPResponse(status: status ?? 0, headers: headers, body: body, bodyTruncated: truncated) }
@@ -74,6 +78,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private var flushScheduled = false
     private var lastError: (any Error)?
     private var handshakeTimeout: Scheduled<Void>?
+    /// The one timer of the streams' timeouts, set for the earliest deadline it knows of.
+    private var timeoutCheck: (deadline: NIODeadline, timer: Scheduled<Void>)?
     private var idleSince = NIODeadline.now()
     private var lastRead = NIODeadline.now()
     private var pingOutstanding = false
@@ -242,14 +248,40 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
         // Stream ids are odd and end at 2^31 - 1 (RFC 9113 §5.1.1): a connection that used them up takes no more.
         if id >= Int32.max - 2 { phase = .draining }
-        let stream = Stream(transfer: transfer, responseLimit: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
-        streams[id] = stream
         let sentAt = NIODeadline.now()
-        stream.timeout = eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(request.timeout)) { [self] in
-            end(id, resetting: true, with: .failure(.timedOut))
-            if lastRead < sentAt { checkAlive() }
-        }
+        let deadline = sentAt + TimeAmount(request.timeout)
+        streams[id] = Stream(transfer: transfer, responseLimit: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes),
+                             sentAt: sentAt, deadline: deadline)
+        armTimeoutCheck(for: deadline)
         scheduleFlush()
+    }
+
+    /// One timer for every stream's timeout, set for the earliest deadline: a timer per request cost an insertion
+    /// into the event loop's queue of scheduled tasks and, once answered, a cancel that searches that queue.
+    /// Requests mostly share one timeout, so a later request's deadline is later and leaves the timer as it is.
+    private func armTimeoutCheck(for deadline: NIODeadline) {
+        if let check = timeoutCheck, check.deadline <= deadline { return }
+        timeoutCheck?.timer.cancel()
+        let timer = eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            timeoutCheck = nil
+            expireStreams()
+        }
+        timeoutCheck = (deadline, timer)
+    }
+
+    /// Fails the streams whose deadline passed; the timer then waits for the earliest deadline left.
+    private func expireStreams() {
+        let now = NIODeadline.now()
+        for (id, stream) in streams where stream.deadline <= now {
+            end(id, resetting: true, with: .failure(.timedOut))
+            if lastRead < stream.sentAt { checkAlive() }
+        }
+        if let earliest = streams.values.lazy.map(\.deadline).min() { armTimeoutCheck(for: earliest) }
+    }
+
+    private func cancelTimeoutCheck() {
+        timeoutCheck?.timer.cancel()
+        timeoutCheck = nil
     }
 
     /// True if the request was on this connection and is now cancelled.
@@ -263,7 +295,6 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private func end(_ id: Int32, resetting: Bool, with result: Result<HTTPResponse, HTTPTransportError>?,
                      handingBack: Bool = false) {
         guard let stream = streams.removeValue(forKey: id) else { return }
-        stream.timeout?.cancel()
         if resetting, let framing {
             framing.resetStream(id)
             scheduleFlush()
@@ -429,6 +460,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         let wasConnecting = phase == .connecting
         phase = .closed
         handshakeTimeout?.cancel()
+        cancelTimeoutCheck()
         let error = Self.transportError(lastError)
         for id in Array(streams.keys) {
             end(id, resetting: false, with: .failure(.connectionFailed("the connection closed with the request in flight: \(error)")))
@@ -444,10 +476,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         origin = nil
         phase = .closed
         handshakeTimeout?.cancel()
-        for stream in streams.values {
-            stream.timeout?.cancel()
-            stream.transfer.complete(.failure(.shutDown))
-        }
+        cancelTimeoutCheck()
+        for stream in streams.values { stream.transfer.complete(.failure(.shutDown)) }
         streams.removeAll()
         channel?.close(promise: nil)
     }

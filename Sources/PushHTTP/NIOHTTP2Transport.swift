@@ -93,13 +93,23 @@ public final class NIOHTTP2Transport: HTTPTransport {
     deinit { shutdown() }
 }
 
-/// One request on its way: what the origin queues and a connection's stream carries.
-struct HTTP2Transfer: Sendable {
+/// One request on its way: what the origin queues and a connection's stream carries. A class: it moves through
+/// several queues, and a copy of the request's fields would retain each of them.
+final class HTTP2Transfer: Sendable {
     let id: UInt64
     let request: HTTPRequest
     let target: HTTPSTarget
     let submittedAt: NIODeadline
     let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
+
+    init(id: UInt64, request: HTTPRequest, target: HTTPSTarget, submittedAt: NIODeadline,
+         continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>) {
+        self.id = id
+        self.request = request
+        self.target = target
+        self.submittedAt = submittedAt
+        self.continuation = continuation
+    }
 
     func complete(_ result: Result<HTTPResponse, HTTPTransportError>) { continuation.resume(returning: result) }
 }

@@ -4,7 +4,9 @@ import PushKafka
 
 /// Decode → validate → idempotency and dedupe → per target: TTL, circuit, deliver,
 /// retry → one final outcome per target (or a hand-off to the retry queue).
-public struct JobProcessor: Sendable {
+/// A class, not a struct: every closure and task of a job captures it, and a copy of a dozen stored references
+/// would retain and release each of them.
+public final class JobProcessor: Sendable {
     public typealias Clock = @Sendable () -> Int64
     public typealias Sleep = @Sendable (Duration) async throws -> Void
 
@@ -75,7 +77,8 @@ public struct JobProcessor: Sendable {
     /// send needs: set for a job with one target of an enabled provider (what the pipeline
     /// reserves before it starts the job's task); nil for a job that is invalid, expired, has
     /// several targets (each waits for its own slot inside the task) or sends nothing.
-    struct AdmittedJob: Sendable {
+    /// A class: the closures that start it (a slot's grant, its task) each hold it.
+    final class AdmittedJob: Sendable {
         let message: KafkaMessage
         let lane: Lane
         let fallbackCreatedAt: Int64
@@ -83,6 +86,16 @@ public struct JobProcessor: Sendable {
         let scope: DeliveryScope?
         /// The lane whose turn the job takes at its app slot (a call consumed on the normal lane goes urgent).
         let deliveryLane: Lane
+
+        init(message: KafkaMessage, lane: Lane, fallbackCreatedAt: Int64, decoded: Result<Job, JobRejection>, scope: DeliveryScope?,
+             deliveryLane: Lane) {
+            self.message = message
+            self.lane = lane
+            self.fallbackCreatedAt = fallbackCreatedAt
+            self.decoded = decoded
+            self.scope = scope
+            self.deliveryLane = deliveryLane
+        }
     }
 
     func admit(_ message: KafkaMessage, lane: Lane) -> AdmittedJob {
@@ -167,7 +180,7 @@ public struct JobProcessor: Sendable {
     private func handleEach(_ job: Job, prior: [PriorState], window: Int64, shed: Bool, source: Source) async -> ProcessedTargets? {
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
-                group.addTask {
+                group.addTask { [self] in
                     (index, await recorded(handle(job, target: target, prior: prior[index], window: window, shed: shed, source: source)))
                 }
             }
@@ -304,8 +317,8 @@ public struct JobProcessor: Sendable {
                           store.record(outcomes, retention: retention) { error in answer(error.map { .failure($0) } ?? .success(())) }
                       },
                       delay: Self.firstStoreRetry, maximum: Self.longestStoreRetry, givingUp: givingUp,
-                      failed: { storeFailed($0) },
-                      then: { recorded in
+                      failed: { [self] in storeFailed($0) },
+                      then: { [self] recorded in
                           guard recorded != nil else { return done(.abandoned) }
                           storeAnswered()
                           done(published(processed))

@@ -6,13 +6,18 @@ public enum LogFormat: String, Sendable {
     case json, text
 }
 
-/// One JSON object per line on stderr: `ts`, `level`, `label`, `msg`, then the metadata.
+/// One JSON object per line on stderr: `ts`, `level`, `label`, `msg`, then the metadata. Lines below `notice`
+/// leave in batches (`LogLineOutput`).
 public struct JSONLogHandler: LogHandler {
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]
     private let label: String
+    private let output: LogLineOutput
 
-    public init(label: String) { self.label = label }
+    public init(label: String, output: LogLineOutput = .standardError) {
+        self.label = label
+        self.output = output
+    }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
@@ -20,15 +25,7 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let bytes = line(for: event, at: currentTimeMilliseconds())
-        bytes.withUnsafeBytes { buffer in
-            var written = 0
-            while written < buffer.count {
-                let result = Foundation.write(STDERR_FILENO, buffer.baseAddress! + written, buffer.count - written)
-                if result <= 0 { break }
-                written += result
-            }
-        }
+        output.write(line(for: event, at: currentTimeMilliseconds()), urgent: event.level >= .notice)
     }
 
     /// The event as one JSON object and a newline: `ts`, `level`, `label`, `msg`, then the metadata

@@ -83,6 +83,37 @@ struct HTTPTransportTests {
         await sandbox.stop()
     }
 
+    @Test("requests on one connection time out each at its own deadline: a short timeout sent after a long one is not held to the long one's, and the answered ones are untouched",
+          arguments: TransportKind.allCases)
+    func timeoutsOfDifferentLengths(_ kind: TransportKind) async throws {
+        let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
+        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
+        defer { transport.shutdown() }
+        let tls = TLSOptions(caFile: sandbox.tls.caFile)
+        func send(_ path: String, timeout: Duration) async -> (Result<Int, HTTPTransportError>, Duration) {
+            let start = ContinuousClock.now
+            do throws(HTTPTransportError) {
+                let status = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + path, timeout: timeout, tls: tls)).status
+                return (.success(status), ContinuousClock.now - start)
+            } catch {
+                return (.failure(error), ContinuousClock.now - start)
+            }
+        }
+        async let long = send("/slow-long", timeout: .seconds(1))
+        try await Task.sleep(for: .milliseconds(100))
+        async let short = send("/slow-short", timeout: .milliseconds(300))
+        async let answered = send("/quick", timeout: .milliseconds(500))
+        let (longResult, longTook) = await long
+        let (shortResult, shortTook) = await short
+        let (answeredResult, _) = await answered
+        #expect(longResult == .failure(.timedOut))
+        #expect(longTook >= .seconds(1))
+        #expect(shortResult == .failure(.timedOut))
+        #expect(shortTook >= .milliseconds(300) && shortTook < .milliseconds(900), "it took \(shortTook)")
+        #expect(answeredResult == .success(201))
+        await sandbox.stop()
+    }
+
     @Test("a server certificate from an untrusted CA is refused (verification is always on)", arguments: TransportKind.allCases)
     func untrustedCertificate(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
