@@ -25,7 +25,7 @@ public protocol DeliveryStore: Sendable {
     func record(_ outcomes: [Outcome], retention: Duration) async throws
     /// Records final outcomes (in one round trip where the store can), with no task waiting:
     /// `completion` gets nil once every one is recorded, else the error.
-    func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void)
+    func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void)
     /// The recorded final outcome of one (job, binding), if any.
     func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome?
     /// Records that `cancel` stops its user's calls with the same `CallCancellation.key` on each of its

@@ -63,8 +63,8 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     }
 
     /// Records at once, on the caller's thread.
-    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        recordNow(outcomes, retention: retention)
+    public func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        recordNow(outcomes.map(\.outcome), retention: retention)
         completion(nil)
     }
 

@@ -1,3 +1,14 @@
+/// A final outcome with its JSON, encoded once: the store records the bytes the outcomes topic then gets.
+public struct EncodedOutcome: Sendable {
+    public let outcome: Outcome
+    public let json: [UInt8]
+
+    public init(_ outcome: Outcome) {
+        self.outcome = outcome
+        json = outcome.encoded()
+    }
+}
+
 /// The result for one target of one job, published to the outcomes topic (contract v1,
 /// see docs/outcome.schema.json). Key = bindingId.
 public struct Outcome: Sendable, Equatable {

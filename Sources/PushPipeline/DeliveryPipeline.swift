@@ -410,10 +410,10 @@ public final class DeliveryPipeline: Sendable {
             // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
             // the broker's acknowledgement finishes the job (on the producer's).
             let givingUp: @Sendable () -> Bool = { [weak self] in self?.isCancelled(id.lane) ?? true }
-            processor.record(processed, givingUp: givingUp) { [self] recorded in
+            processor.record(processed, givingUp: givingUp) { [self] recorded, encoded in
                 guard case .publish(let publications, _) = recorded else { return finish(id, completed: false) }
                 let processedAt = ContinuousClock.now
-                publisher.publish(publications, givingUp: givingUp) { [self] completed in
+                publisher.publish(publications, encoded: encoded, givingUp: givingUp) { [self] completed in
                     if completed {
                         observer?.acknowledged(publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
                                                kafkaTimestamp: message.timestamp)

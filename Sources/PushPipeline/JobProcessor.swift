@@ -307,11 +307,12 @@ public final class JobProcessor: Sendable {
         return .final(publications)
     }
 
-    /// `recorded` with no task waiting: `then` runs once the store answered (on the store's thread), or with
-    /// `.abandoned` when the store failed and `givingUp` says to stop.
-    func record(_ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool, then done: @escaping @Sendable (ProcessedJob) -> Void) {
-        let outcomes = processed.outcomesToRecord
-        guard !outcomes.isEmpty else { return done(published(processed)) }
+    /// `recorded` with no task waiting: `then` runs once the store answered (on the store's thread), with the outcomes
+    /// recorded and their JSON (what the outcomes topic gets), or with `.abandoned` when the store failed and `givingUp` says to stop.
+    func record(_ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool,
+                then done: @escaping @Sendable (ProcessedJob, [EncodedOutcome]) -> Void) {
+        let outcomes = processed.outcomesToRecord.map(EncodedOutcome.init)
+        guard !outcomes.isEmpty else { return done(published(processed), []) }
         let retention = configuration.idempotencyRetention
         Backoff.retry({ [store] answer in
                           store.record(outcomes, retention: retention) { error in answer(error.map { .failure($0) } ?? .success(())) }
@@ -319,9 +320,9 @@ public final class JobProcessor: Sendable {
                       delay: Self.firstStoreRetry, maximum: Self.longestStoreRetry, givingUp: givingUp,
                       failed: { [self] in storeFailed($0) },
                       then: { [self] recorded in
-                          guard recorded != nil else { return done(.abandoned) }
+                          guard recorded != nil else { return done(.abandoned, []) }
                           storeAnswered()
-                          done(published(processed))
+                          done(published(processed), outcomes)
                       })
     }
 

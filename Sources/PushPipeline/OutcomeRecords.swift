@@ -38,11 +38,20 @@ public struct OutcomePublisher: Sendable {
         producer.prepare(topics: [outcomesTopic, deadLetterTopic], timeout: .seconds(5))
     }
 
-    func records(for publications: [Publication]) -> [KafkaRecord] {
-        publications.map { publication in
+    /// - Parameter encoded: outcomes among `publications` whose JSON is made already, in the same order.
+    func records(for publications: [Publication], encoded: [EncodedOutcome] = []) -> [KafkaRecord] {
+        var next = encoded.startIndex
+        return publications.map { publication in
             switch publication {
             case .outcome(let outcome):
-                return KafkaRecord(topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: outcome.encoded())
+                var json: [UInt8]
+                if next < encoded.endIndex, encoded[next].outcome == outcome {
+                    json = encoded[next].json
+                    next += 1
+                } else {
+                    json = outcome.encoded()
+                }
+                return KafkaRecord(topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: json)
             case .deadLetter(let rejection, let value, let key, let source):
                 var headers = [
                     KafkaHeader(Self.reasonHeader, rejection.message),
@@ -73,9 +82,10 @@ public struct OutcomePublisher: Sendable {
 
     /// Publishes until acknowledged, with no task waiting; `acknowledged` gets true once every record is, or
     /// false when a send failed and `givingUp` says to stop (a stop). It runs on the producer's thread.
-    func publish(_ publications: [Publication], givingUp: @escaping @Sendable () -> Bool,
+    /// `encoded`: outcomes among `publications` whose JSON is made already (the store recorded it), in order.
+    func publish(_ publications: [Publication], encoded: [EncodedOutcome] = [], givingUp: @escaping @Sendable () -> Bool,
                  acknowledged: @escaping @Sendable (Bool) -> Void) {
-        let records = records(for: publications)
+        let records = records(for: publications, encoded: encoded)
         Backoff.retry({ [producer] answer in producer.send(records) { answer($0.mapError { $0 }) } },
                       maximum: .seconds(5), givingUp: givingUp,
                       failed: { [metrics, logger] error in

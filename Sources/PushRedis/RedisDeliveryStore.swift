@@ -103,10 +103,10 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     public func record(_ outcomes: [Outcome], retention: Duration) async throws {
-        _ = try Self.checked(await client.pipeline(outcomes.map { Self.recording($0, retention: retention) }))
+        _ = try Self.checked(await client.pipeline(outcomes.map { Self.recording(EncodedOutcome($0), retention: retention) }))
     }
 
-    public func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    public func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
         client.pipeline(outcomes.map { Self.recording($0, retention: retention) }) { result in
             do {
                 _ = try Self.checked(result.get())
@@ -118,9 +118,10 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     @inline(never)
-    private static func recording(_ outcome: Outcome, retention: Duration) -> RedisCommand {
+    private static func recording(_ encoded: EncodedOutcome, retention: Duration) -> RedisCommand {
+        let outcome = encoded.outcome
         let key = RedisKeys.sentKey(bindingId: outcome.bindingId, jobId: outcome.jobId)
-        let value = outcome.encoded()
+        let value = encoded.json
         var command = RedisCommand(argumentCount: 5, capacity: key.byteCount + value.count + 32)
         command.append("SET")
         command.append(key)

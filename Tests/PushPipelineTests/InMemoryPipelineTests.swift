@@ -101,7 +101,7 @@ private final class RecordFailingStore: DeliveryStore {
         if refuses() { throw Refused() }
         try await store.record(outcomes, retention: retention)
     }
-    func record(_ outcomes: [Outcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
         if refuses() { return completion(Refused()) }
         store.record(outcomes, retention: retention, completion: completion)
     }
@@ -365,5 +365,30 @@ struct InMemoryPipelineTests {
             #expect(values == values.sorted() && Set(values).count == values.count, "\(partition): \(values)")
         }
         #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+    }
+}
+
+@Suite("Outcome records on the outcomes topic")
+struct OutcomeRecordTests {
+    private func outcome(_ binding: String, status: Outcome.Status = .delivered) -> Outcome {
+        Outcome(jobId: "j1", userId: "u1", bindingId: binding, provider: .apns, app: "com.example", status: status, attempts: 1, at: 42)
+    }
+
+    @Test("each outcome's record carries its own contract JSON, in order, whether the store's encoding came with it or not")
+    func recordsKeepEachOutcomesJSON() {
+        let publisher = OutcomePublisher(producer: InMemoryKafka().sink, outcomesTopic: "push.outcomes", deadLetterTopic: "push.dlq",
+                                         metrics: PipelineMetrics(), logger: testLogger())
+        let recordedEarlier = outcome("b0", status: .rejected)
+        let (first, second) = (outcome("b1"), outcome("b2"))
+        let deadLetter = Publication.deadLetter(JobRejection(.invalidJSON, "broken"), value: Array("{".utf8), key: nil, source: "t/0@1")
+        let publications: [Publication] = [.outcome(recordedEarlier), .outcome(first), deadLetter, .outcome(second)]
+        let withEncoding = publisher.records(for: publications, encoded: [EncodedOutcome(first), EncodedOutcome(second)])
+        let without = publisher.records(for: publications)
+        let mismatched = publisher.records(for: publications, encoded: [EncodedOutcome(second)])
+        for records in [withEncoding, without, mismatched] {
+            #expect(records.map { $0.topic } == ["push.outcomes", "push.outcomes", "push.dlq", "push.outcomes"])
+            #expect(records.map { $0.value } == [recordedEarlier.encoded(), first.encoded(), Array("{".utf8), second.encoded()])
+            #expect(records[1].key == Array("b1".utf8))
+        }
     }
 }

@@ -212,7 +212,7 @@ struct RedisDeliveryStoreTests {
         }
         let calls = Mutex(0)
         let error = await withCheckedContinuation { continuation in
-            store.record(outcomes, retention: .seconds(60)) { error in
+            store.record(outcomes.map(EncodedOutcome.init), retention: .seconds(60)) { error in
                 if calls.withLock({ calls in calls += 1; return calls == 1 }) { continuation.resume(returning: error) }
             }
         }
