@@ -16,7 +16,20 @@ public struct APNsProvider: PushProvider {
     private let logger: Logger
     private let templates: any PayloadTemplates
     /// Each configured app's scope per environment, made once: a scope is asked for twice per job.
-    private let scopes: [String: (app: APNsApp, production: DeliveryScope, sandbox: DeliveryScope)]
+    private let scopes: [String: AppScopes]
+
+    /// A class, so a lookup hands out a reference instead of copying the app's settings.
+    private final class AppScopes: Sendable {
+        let app: APNsApp
+        let production: DeliveryScope
+        let sandbox: DeliveryScope
+
+        init(app: APNsApp, production: DeliveryScope, sandbox: DeliveryScope) {
+            self.app = app
+            self.production = production
+            self.sandbox = sandbox
+        }
+    }
 
     public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
                 templates: any PayloadTemplates = BuiltInPayloads(),
@@ -37,8 +50,8 @@ public struct APNsProvider: PushProvider {
         self.apps = apps
         self.tokens = tokens
         scopes = apps.mapValues { app in
-            (app, Self.scope(app.bundleId, .production, configuration: configuration, ownConnections: app.hasCertificate),
-             Self.scope(app.bundleId, .sandbox, configuration: configuration, ownConnections: app.hasCertificate))
+            AppScopes(app: app, production: Self.scope(app.bundleId, .production, configuration: configuration, ownConnections: app.hasCertificate),
+                      sandbox: Self.scope(app.bundleId, .sandbox, configuration: configuration, ownConnections: app.hasCertificate))
         }
     }
 

@@ -57,7 +57,9 @@ public struct APNsTargetFormat: TargetFormat {
     private func check(_ details: APNsTarget, _ path: String) throws(JobRejection) {
         func invalid(_ message: String) -> JobRejection { JobRejection(.invalidField, "\(path)\(message)") }
         guard let token = details.token else { throw invalid("token is required for apns") }
-        guard token.count >= 16, token.count.isMultiple(of: 2), token.utf8.allSatisfy(\.isHexDigit) else {
+        // Counted in bytes: a token of hex digits has as many bytes as characters (and any other is refused).
+        let length = token.utf8.count
+        guard length >= 16, length.isMultiple(of: 2), !token.containsUTF8Byte(where: { !$0.isHexDigit }) else {
             throw invalid("token must be an even number (≥ 16) of hex digits for apns")
         }
         if let environment = details.environment, !Self.environments.contains(environment) {
