@@ -44,7 +44,7 @@ public struct OutcomePublisher: Sendable {
         return publications.map { publication in
             switch publication {
             case .outcome(let outcome):
-                var json: [UInt8]
+                let json: [UInt8]
                 if next < encoded.endIndex, encoded[next].outcome == outcome {
                     json = encoded[next].json
                     next += 1
