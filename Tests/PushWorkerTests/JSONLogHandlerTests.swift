@@ -79,10 +79,10 @@ struct LogLineOutputTests {
     @Test("lines below notice wait for the batch delay and then leave together, in order, in fewer writes than lines")
     func batched() async throws {
         let pipe = try Pipe()
-        let output = LogLineOutput(descriptor: pipe.write, batchDelay: .milliseconds(300))
+        let output = LogLineOutput(descriptor: pipe.write, batchDelay: .seconds(1))
         for index in 0..<100 { output.write(line("info \(index)"), urgent: false) }
         #expect(pipe.available() == "")
-        try await Task.sleep(for: .seconds(2))
+        try await Task.sleep(for: .seconds(3))
         #expect(pipe.available() == (0..<100).map { "info \($0)\n" }.joined())
         #expect(output.writeCount < 100)
     }
