@@ -84,12 +84,11 @@ public final class LogLineOutput: Sendable {
 
     private func startWriterThread() {
         if self === Self.standardError { atexit { LogLineOutput.standardError.flush() } }
-        let (arrived, delay) = (arrived, batchDelay)
+        let (arrived, delaySeconds) = (arrived, Double(batchDelay.milliseconds) / 1000)
         NamedThread.start("log-writer") { [weak self] in
             while true {
                 arrived.wait()
-                let (seconds, attoseconds) = delay.components
-                Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+                Thread.sleep(forTimeInterval: delaySeconds)
                 guard let self else { return }
                 flush()
             }
