@@ -207,7 +207,7 @@ final class HTTP2Origin {
 
 /// The requests an origin handed to the fallback client, each running in a task of its own until it ends or is cancelled.
 private final class FallbackSends: Sendable {
-    private let running = Mutex<[UInt64: Task<Void, Never>]>([:])
+    private let running = Locked<[UInt64: Task<Void, Never>]>([:])
 
     func start(_ id: UInt64, _ send: @escaping @Sendable () async -> Void) {
         running.withLock { running in

@@ -15,7 +15,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
     private let origins: NIOLoopBound<HTTP2Origins>
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var nextID: UInt64 = 0
@@ -116,11 +116,11 @@ final class HTTP2Transfer: Sendable {
 
 /// libcurl for what the HTTP/2 client does not take, made on first use.
 final class FallbackTransport: Sendable {
-    private let made: Mutex<(any HTTPTransport)?>
+    private let made: Locked<(any HTTPTransport)?>
     private let make: @Sendable () -> any HTTPTransport
 
     init(_ given: (any HTTPTransport)?, configuration: HTTPTransportConfiguration, name: String) {
-        made = Mutex(given)
+        made = Locked(given)
         make = { CurlHTTPTransport(configuration: configuration, name: name) }
     }
 

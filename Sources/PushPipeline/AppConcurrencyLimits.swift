@@ -145,7 +145,7 @@ public final class AppConcurrencyLimits: Sendable {
     /// Slots per origin; nil: scopes share none.
     let originLimit: OriginBound?
     private let metrics: PipelineMetrics
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(limit: Int, originLimit: Int? = nil, metrics: PipelineMetrics) {
         self.limit = max(1, limit)

@@ -11,7 +11,7 @@ import Synchronization
 /// part's breaker opens only on a failure blamed on the part. So what fails for the whole
 /// project (OAuth, quota, an outage) opens one breaker, and a platform's APNs key stops that platform only.
 public final class CircuitBreakers: Sendable {
-    private let breakers = Mutex<[DeliveryScope: CircuitBreaker]>([:])
+    private let breakers = Locked<[DeliveryScope: CircuitBreaker]>([:])
     private let settings: CircuitBreaker.Settings
     private let metrics: PipelineMetrics
     private let logger: Logger
@@ -25,9 +25,12 @@ public final class CircuitBreakers: Sendable {
     /// Whether a send to `scope` may go out now; when not, the scope (or part) whose circuit is open.
     func permit(_ scope: DeliveryScope, at now: Int64) -> (permit: CircuitBreaker.Permit, openScope: DeliveryScope) {
         breakers.withLock { breakers in
+            guard let partScope = scope.partScope else {
+                return (Self.withBreaker(of: scope, in: &breakers, settings: settings) { $0.permit(at: now) }, scope)
+            }
             var whole = breakers[scope, default: CircuitBreaker(settings: settings)]
             let permit = whole.permit(at: now)
-            guard case .allowed = permit, let partScope = scope.partScope else {
+            guard case .allowed = permit else {
                 breakers[scope] = whole
                 return (permit, scope)
             }
@@ -39,6 +42,15 @@ public final class CircuitBreakers: Sendable {
             breakers[partScope] = part
             return (.allowed, scope)
         }
+    }
+
+    /// Runs `body` on the scope's breaker in place (a new one the first time): one lookup of the scope.
+    private static func withBreaker<Result>(of scope: DeliveryScope, in breakers: inout [DeliveryScope: CircuitBreaker],
+                                            settings: CircuitBreaker.Settings, _ body: (inout CircuitBreaker) -> Result) -> Result {
+        if let index = breakers.index(forKey: scope) { return body(&breakers.values[index]) }
+        var breaker = CircuitBreaker(settings: settings)
+        defer { breakers[scope] = breaker }
+        return body(&breaker)
     }
 
     func record(_ result: DeliveryResult, in scope: DeliveryScope, at now: Int64) {
@@ -66,12 +78,12 @@ public final class CircuitBreakers: Sendable {
 
     private func record(_ result: DeliveryResult, in scope: DeliveryScope, at now: Int64, onlyWhenOpen: Bool) {
         let change = breakers.withLock { breakers -> (opened: Bool, wasOpen: Bool, state: CircuitBreaker.State)? in
-            var breaker = breakers[scope, default: CircuitBreaker(settings: settings)]
-            let wasOpen = breaker.isOpen
-            if onlyWhenOpen, !wasOpen { return nil }
-            let opened = breaker.record(result, at: now)
-            breakers[scope] = breaker
-            return (opened, wasOpen, breaker.state)
+            Self.withBreaker(of: scope, in: &breakers, settings: settings) { breaker in
+                let wasOpen = breaker.isOpen
+                if onlyWhenOpen, !wasOpen { return nil }
+                let opened = breaker.record(result, at: now)
+                return (opened, wasOpen, breaker.state)
+            }
         }
         guard let (opened, wasOpen, state) = change else { return }
         if opened {

@@ -93,8 +93,8 @@ public final class DeliveryPipeline: Sendable {
     private let retryScheduler: RetryScheduler?
     private let logger: Logger
     private let observer: (any PipelineObserver)?
-    private let shared: Mutex<Shared>
-    private let tasks = Mutex(JobTasks())
+    private let shared: Locked<Shared>
+    private let tasks = Locked(JobTasks())
     /// Signalled for a waiting lane when a job of either lane finishes or parks: its consumer
     /// thread may have room again, or a revocation or stop it waits for may go ahead.
     private let wake: [Lane: DispatchSemaphore]
@@ -127,7 +127,7 @@ public final class DeliveryPipeline: Sendable {
             lanes.append(LaneTopic(lane: .urgent, topic: urgentTopic))
         }
         laneTopics = lanes
-        shared = Mutex(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: lanes.map(\.lane))))
+        shared = Locked(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: lanes.map(\.lane))))
         wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
         let publisher = OutcomePublisher(producer: sink, outcomesTopic: configuration.outcomesTopic,

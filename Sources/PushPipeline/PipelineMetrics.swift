@@ -8,7 +8,7 @@ import Synchronization
 public final class PipelineMetrics: Sendable {
     public static let maximumAppsPerProvider = 100
 
-    private let apps = Mutex<[ProviderID: Set<String>]>([:])
+    private let apps = Locked<[ProviderID: Set<String>]>([:])
     let consumed = Counter(label: "push_jobs_consumed_total")
     let publishFailures = Counter(label: "push_outcome_publish_failures_total")
     let retriesClaimed = Counter(label: "push_retries_claimed_total")
@@ -20,10 +20,10 @@ public final class PipelineMetrics: Sendable {
     private let laneLagGauges: PerLane<Gauge>
     private let laneInFlightGauges: PerLane<Gauge>
     /// Handlers made once per label set: the factory's lookup (label validation, hashing, a lock) costs more than recording.
-    private let deliveryCounters = Mutex<[DeliveryLabels: Counter]>([:])
-    private let requestTimers = Mutex<[ProviderID: Timer]>([:])
-    private let appLimitedCounters = Mutex<[AppLabels: Counter]>([:])
-    private let originLimitedCounters = Mutex<[ProviderID: Counter]>([:])
+    private let deliveryCounters = Locked<[DeliveryLabels: Counter]>([:])
+    private let requestTimers = Locked<[ProviderID: Timer]>([:])
+    private let appLimitedCounters = Locked<[AppLabels: Counter]>([:])
+    private let originLimitedCounters = Locked<[ProviderID: Counter]>([:])
 
     private struct AppLabels: Hashable {
         let provider: ProviderID

@@ -1,3 +1,4 @@
+import PushCore
 import Synchronization
 
 /// Redis for the stores: one node, or a Redis Cluster, found out from the seed nodes of the URL
@@ -16,8 +17,8 @@ public final class RedisClient: Sendable {
     private let connections: Int
     private let connectTimeout: Duration
     private let commandTimeout: Duration
-    private let scripts = Mutex<[String: String]>([:])
-    private let state = Mutex(State())
+    private let scripts = Locked<[String: String]>([:])
+    private let state = Locked(State())
 
     static let maximumRedirections = 5
     static let redirectionPause: Duration = .milliseconds(100)

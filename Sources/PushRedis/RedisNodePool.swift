@@ -1,3 +1,4 @@
+import PushCore
 import Dispatch
 import Synchronization
 
@@ -25,7 +26,7 @@ final class RedisNodePool: Sendable {
         /// Where the completions of a round trip run, in order, while the connection goes on with the next one:
         /// a burst of completions (each may log and publish) never holds back the commands queued behind it.
         let completions: DispatchQueue
-        let queued = Mutex(Queued())
+        let queued = Locked(Queued())
 
         init(connection: RedisConnection, queue: DispatchQueue, completions: DispatchQueue) {
             self.connection = connection

@@ -24,9 +24,9 @@ public final class LogLineOutput: Sendable {
 
     private let descriptor: Int32
     private let batchDelay: Duration
-    private let waiting = Mutex(Waiting())
+    private let waiting = Locked(Waiting())
     /// Held while bytes taken from `waiting` are written, so batches reach the descriptor in the order they were taken.
-    private let writing = Mutex(())
+    private let writing = Locked(())
     /// Signalled when a line arrives with nothing waiting: the writer thread then waits `batchDelay` and writes.
     private let arrived = DispatchSemaphore(value: 0)
     private let writes = Atomic<Int>(0)

@@ -116,6 +116,9 @@ struct JobDecoderTests {
         (#"{"v":1,"id":"a","kind":"call","userId":"u","collapse_key":"x","targets":[{"bindingId":"p1","provider":"proxy"}]}"#, "collapse_key is not a field of the v1 contract"),
         (#"{"v":1,"id":"a\u0000b","kind":"call","userId":"u","targets":[]}"#, "id contains a NUL character"),
         (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"xyz"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"0123456789abcd"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"0123456789abcdef0"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
+        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"éééééééééééééééé"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
         (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"webpush","endpoint":"https://x"}]}"#, "targets[0].keys (p256dh, auth) are required for webpush"),
         (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy"},{"bindingId":"b","provider":"proxy"}]}"#, "targets[1].bindingId \"b\" appears twice"),
         (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy","pushType":"alert"}]}"#, "targets[0].pushType must be one of im, voip"),
@@ -123,6 +126,15 @@ struct JobDecoderTests {
     func fieldRejections(_ text: String, _ message: String) {
         let rejection = rejection(text)
         #expect(rejection?.message == message)
+    }
+
+    // Apple's documentation gives the token as bytes (`Data`) and no length: the floor of 16 hex digits
+    // (8 bytes) is the worker's own, against truncated tokens; digits come in pairs, one per byte.
+    @Test("an APNs token of 16 hex digits, or longer and even, in either case, is accepted", arguments: [
+        "0123456789abcdef", "0123456789ABCDEF01", String(repeating: "a1", count: 100),
+    ])
+    func apnsTokenLengths(_ token: String) {
+        #expect(rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"\#(token)"}]}"#) == nil)
     }
 
     @Test("an unknown provider is rejected as unknown_provider")

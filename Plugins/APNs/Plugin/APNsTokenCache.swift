@@ -20,7 +20,7 @@ public final class APNsTokenCache: Sendable {
     private let keyId: String
     private let teamId: String
     private let clock: @Sendable () -> Int64
-    private let current = Mutex<Issued?>(nil)
+    private let current = Locked<Issued?>(nil)
     private let generated = Atomic<Int>(0)
 
     public init(key: PrivateKey, keyId: String, teamId: String, clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
