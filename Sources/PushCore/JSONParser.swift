@@ -103,11 +103,21 @@ public struct JSONParser {
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") {
                 index += 1
-                let members = Array(openMembers[first...])
-                openMembers.removeSubrange(first...)
-                return .object(members)
+                return .object(takeOpenMembers(from: first))
             }
             throw failure("expected ',' or '}'")
+        }
+    }
+
+    /// The members of the object being closed, moved out of `openMembers` (from the end, so nothing is
+    /// copied or retained again): copying the slice went through the runtime's generic copy of each tuple.
+    private mutating func takeOpenMembers(from first: Int) -> [(key: String, value: JSONValue)] {
+        let count = openMembers.count - first
+        return [(key: String, value: JSONValue)](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for position in stride(from: count - 1, through: 0, by: -1) {
+                (buffer.baseAddress! + position).initialize(to: openMembers.removeLast())
+            }
+            initialized = count
         }
     }
 

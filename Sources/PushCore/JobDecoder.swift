@@ -111,6 +111,7 @@ public struct JobDecoder: Sendable {
 
     private func decodeData(_ fields: Fields) throws(JobRejection) -> [String: String] {
         var data: [String: String] = [:]
+        data.reserveCapacity(fields.members.count)
         for (key, value) in fields.members {
             guard case .string(let text) = value else {
                 throw JobRejection(.invalidField, "data.\(key) must be a string, not \(value.typeName) (provider data values are strings)")

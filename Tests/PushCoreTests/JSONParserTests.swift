@@ -37,6 +37,19 @@ struct JSONParserTests {
         }
     }
 
+    @Test("objects nested in objects and arrays each keep their own members, in document order")
+    func nestedObjectsKeepTheirMembers() throws {
+        let value = try parse(#"{"a":1,"inner":{"x":"1","y":{"deep":true},"z":[{"p":1,"q":2},{}]},"b":2,"list":[{"k":"v"}],"c":3}"#)
+        guard case .object(let outer) = value else { Issue.record("not an object"); return }
+        #expect(outer.map(\.key) == ["a", "inner", "b", "list", "c"])
+        guard case .object(let inner)? = value["inner"] else { Issue.record("inner is not an object"); return }
+        #expect(inner.map(\.key) == ["x", "y", "z"])
+        #expect(value["inner"]?["y"] == .object([("deep", .bool(true))]))
+        #expect(value["inner"]?["z"] == .array([.object([("p", .integer(1)), ("q", .integer(2))]), .object([])]))
+        #expect(value["list"] == .array([.object([("k", .string("v"))])]))
+        #expect(value["c"] == .integer(3))
+    }
+
     @Test("malformed documents are refused", arguments: [
         "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "tru", "\"abc", "{\"a\" 1}", "[1] x", "\"\\x\"", "\"\\ud800\"",
         "\"a\u{01}b\"", "99999999999999999999", "1e999",
