@@ -143,14 +143,47 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
     }
 }
 
+/// The fields of the request being put together: their bytes, one after the other, and each one's lengths.
+private struct PendingFields {
+    private var bytes: [UInt8] = []
+    private var lengths: [(name: Int, value: Int, indexed: Bool)] = []
+    private var entries: [nghttp2_nv] = []
+
+    mutating func add(_ name: String, _ value: String, indexed: Bool) {
+        let start = bytes.count
+        bytes.append(contentsOf: name.utf8)
+        let nameLength = bytes.count - start
+        bytes.append(contentsOf: value.utf8)
+        lengths.append((nameLength, bytes.count - start - nameLength, indexed))
+    }
+
+    /// Calls `submit` with the fields as nghttp2 entries, which point into `bytes` for the length of the call; then
+    /// starts the next request's fields.
+    mutating func submit(_ submit: (UnsafePointer<nghttp2_nv>?, Int) -> Int32) -> Int32 {
+        defer {
+            bytes.removeAll(keepingCapacity: true)
+            lengths.removeAll(keepingCapacity: true)
+            entries.removeAll(keepingCapacity: true)
+        }
+        return bytes.withUnsafeMutableBufferPointer { storage in
+            guard var name = storage.baseAddress else { return submit(nil, 0) }
+            for field in lengths {
+                entries.append(nghttp2_nv(name: name, value: name + field.name, namelen: field.name, valuelen: field.value,
+                                          flags: UInt8(field.indexed ? NGHTTP2_NV_FLAG_NONE.rawValue : NGHTTP2_NV_FLAG_NO_INDEX.rawValue)))
+                name += field.name + field.value
+            }
+            return entries.withUnsafeBufferPointer { submit($0.baseAddress, $0.count) }
+        }
+    }
+}
+
 /// One nghttp2 client session (`nghttp2_session`). Its callbacks reach the framing that owns it, through
 /// `owner`: the framing holds the session and makes every call into it, so it outlives each callback.
 private final class NGHTTP2Session {
     private let session: OpaquePointer
-    /// The fields of the request being put together: their bytes, one after the other, and each one's lengths.
-    private var fieldBytes: [UInt8] = []
-    private var fields: [(nameLength: Int, valueLength: Int, indexed: Bool)] = []
-    private var entries: [nghttp2_nv] = []
+    /// One stored property for the request's fields, so adding a field is one access to the session's state
+    /// (each access to a class's stored property is checked for exclusivity at run time).
+    private var pending = PendingFields()
 
     init(owner: UnsafeMutableRawPointer) throws {
         var callbacks: OpaquePointer?
@@ -201,36 +234,20 @@ private final class NGHTTP2Session {
 
     /// A field of the next request (`submitRequest`).
     func add(field name: String, value: String, indexed: Bool) {
-        let start = fieldBytes.count
-        fieldBytes.append(contentsOf: name.utf8)
-        let nameLength = fieldBytes.count - start
-        fieldBytes.append(contentsOf: value.utf8)
-        fields.append((nameLength, fieldBytes.count - start - nameLength, indexed))
+        pending.add(name, value, indexed: indexed)
     }
 
     /// Queues a request's HEADERS from the fields added since the last one (the session copies them); a positive
     /// stream id, or a negative nghttp2 error.
     func submitRequest(hasBody: Bool) -> Int32 {
-        defer {
-            fieldBytes.removeAll(keepingCapacity: true)
-            fields.removeAll(keepingCapacity: true)
-            entries.removeAll(keepingCapacity: true)
-        }
-        // The entries point into `fieldBytes` for the length of the call.
-        return fieldBytes.withUnsafeMutableBufferPointer { storage in
-            var name = storage.baseAddress!
-            for field in fields {
-                entries.append(nghttp2_nv(name: name, value: name + field.nameLength, namelen: field.nameLength, valuelen: field.valueLength,
-                                          flags: UInt8(field.indexed ? NGHTTP2_NV_FLAG_NONE.rawValue : NGHTTP2_NV_FLAG_NO_INDEX.rawValue)))
-                name += field.nameLength + field.valueLength
-            }
-            guard hasBody else { return nghttp2_submit_request(session, nil, entries, entries.count, nil, nil) }
+        pending.submit { [session] entries, count in
+            guard hasBody else { return nghttp2_submit_request(session, nil, entries, count, nil, nil) }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) { _, stream, buffer, length, flags, _, userData in
                 let read = NGHTTP2Framing.framing(userData).readBody(of: stream, into: UnsafeMutableRawBufferPointer(start: buffer, count: length))
                 if read.end { flags!.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
                 return read.count
             }
-            return nghttp2_submit_request(session, nil, entries, entries.count, &provider, nil)
+            return nghttp2_submit_request(session, nil, entries, count, &provider, nil)
         }
     }
 

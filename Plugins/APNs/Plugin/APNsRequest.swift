@@ -57,14 +57,16 @@ enum APNsRequest {
         case .failure(let failure)?: throw .template(failure)
         }
         guard payload.count <= limit else { throw .payloadTooLarge(size: payload.count, limit: limit) }
-        var headers: [(name: String, value: String)] = [
-            ("apns-topic", app.topicOverride ?? app.bundleId + pushType.topicSuffix),
-            ("apns-push-type", pushType.rawValue),
-            ("apns-priority", String(pushType.priority(for: job.priority))),
-            ("apns-expiration", String(expiration(job))),
-            ("apns-id", stableId(delivery.deliveryKey)),
-            ("content-type", "application/json"),
-        ]
+        // Room for `apns-collapse-id` and the provider's `authorization` too: growing an array of tuples copies each
+        // through the runtime's generic tuple copy.
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(8)
+        headers.append(("apns-topic", app.topicOverride ?? app.bundleId + pushType.topicSuffix))
+        headers.append(("apns-push-type", pushType.rawValue))
+        headers.append(("apns-priority", String(pushType.priority(for: job.priority))))
+        headers.append(("apns-expiration", String(expiration(job))))
+        headers.append(("apns-id", stableId(delivery.deliveryKey)))
+        headers.append(("content-type", "application/json"))
         if let collapseKey = job.collapseKey { headers.append(("apns-collapse-id", collapseId(collapseKey))) }
         return Built(path: "/3/device/\(delivery.target.details(APNsTarget.self)?.token ?? "")", headers: headers, payload: payload,
                      pushType: pushType, truncated: truncated)
