@@ -106,7 +106,7 @@ public struct APNsProvider: PushProvider {
         guard let bundleId = delivery.target.app ?? configuration.defaultBundleId, let app = apps[bundleId] else {
             return .refused(.failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil))
         }
-        let built: APNsRequest.Built
+        var built: APNsRequest.Built
         do {
             built = try APNsRequest.build(delivery, app: app, templates: templates)
         } catch .payloadTooLarge(let size, let limit) {
@@ -121,7 +121,9 @@ public struct APNsProvider: PushProvider {
         } catch {
             return .refused(.failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil))
         }
+        // Taken out, so the `authorization` below goes into the room left for it instead of a copy of the array.
         var headers = built.headers
+        built.headers = []
         var tls = TLSOptions(caFile: configuration.caFile)
         var bearer: String?
         let authentication = app.authentication(for: built.pushType)
