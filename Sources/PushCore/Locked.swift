@@ -9,7 +9,7 @@ import Glibc
 /// thread has been scheduled, so a busy lock makes a convoy of threads that each sleep and wake
 /// in the kernel. A glibc mutex lets the running thread take a lock just released; the adaptive kind
 /// spins a little before it sleeps, as the standard library's does, for the short holds of these locks.
-public final class Locked<State>: @unchecked Sendable {
+public final class Locked<State: Sendable>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     // Behind a pointer, not a stored `var`: an inout access to a class's property is checked for
     // exclusivity at run time, and the mutex already makes the access exclusive.

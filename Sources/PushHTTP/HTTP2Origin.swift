@@ -1,6 +1,5 @@
 import NIOCore
 import PushCore
-import Synchronization
 
 /// The requests to one host, port and TLS identity, and the HTTP/2 connections that carry them;
 /// lives on the transport's event loop.

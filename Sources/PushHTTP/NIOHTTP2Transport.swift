@@ -1,7 +1,6 @@
 import NIOCore
 import NIOPosix
 import PushCore
-import Synchronization
 
 /// HTTP/2 over TLS on swift-nio: one event-loop thread owns every connection, and the writes of a
 /// burst of requests leave in one flush. The HTTP/2 framing is swift-nio-http2's or nghttp2's

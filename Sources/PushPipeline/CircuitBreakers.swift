@@ -1,6 +1,5 @@
 import Logging
 import PushCore
-import Synchronization
 
 /// One circuit breaker per delivery scope (an app in one APNs environment, an FCM project,
 /// a push service's origin: what the provider plugin names), plus one per part of a scope that

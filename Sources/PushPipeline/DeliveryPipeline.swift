@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import PushCore
 import PushKafka
-import Synchronization
 
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
 /// `urgentTopic`) consumes batches into a `PipelineStateMachine`, which decides when each job

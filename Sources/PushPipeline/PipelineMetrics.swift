@@ -1,6 +1,5 @@
 import Metrics
 import PushCore
-import Synchronization
 
 /// The pipeline's metrics, through swift-metrics (the worker exports them for Prometheus).
 /// Label values that come from jobs (`app`) are capped per provider so hostile input

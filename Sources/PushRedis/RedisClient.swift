@@ -1,5 +1,4 @@
 import PushCore
-import Synchronization
 
 /// Redis for the stores: one node, or a Redis Cluster, found out from the seed nodes of the URL
 /// on first use (`CLUSTER SLOTS`; a node without cluster support is a single node).

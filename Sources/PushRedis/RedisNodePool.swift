@@ -1,5 +1,5 @@
-import PushCore
 import Dispatch
+import PushCore
 import Synchronization
 
 /// A small pool of hiredis connections to one Redis node, each driven by its own serial queue.
