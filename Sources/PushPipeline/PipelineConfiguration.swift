@@ -37,6 +37,10 @@ public struct PipelineConfiguration: Sendable {
     /// Publish a `retrying` outcome each time a target is handed to the retry queue.
     public var publishRetryingOutcomes: Bool
     public var circuitBreaker: CircuitBreaker.Settings
+    /// The longest one send may take once it holds its app's slot: the longest request timeout of the
+    /// enabled providers. A half-open circuit's probe that has not reported within it is given up, and the
+    /// retry lease must outlast it.
+    public var attemptTimeout: Duration
     /// How long a revocation waits for the revoked partitions' jobs to finish before giving them up.
     public var revocationGrace: Duration
     /// How long a stop waits for in-flight jobs before abandoning them to redelivery.
@@ -49,7 +53,7 @@ public struct PipelineConfiguration: Sendable {
                 retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
                 dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(86_400),
                 retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
-                publishRetryingOutcomes: Bool = false, circuitBreaker: CircuitBreaker.Settings = .default,
+                publishRetryingOutcomes: Bool = false, circuitBreaker: CircuitBreaker.Settings = .default, attemptTimeout: Duration = .seconds(10),
                 revocationGrace: Duration = .seconds(5), shutdownGrace: Duration = .seconds(20)) {
         self.jobsTopic = jobsTopic
         self.urgentTopic = urgentTopic
@@ -69,6 +73,7 @@ public struct PipelineConfiguration: Sendable {
         self.maximumConcurrentRetries = maximumConcurrentRetries
         self.publishRetryingOutcomes = publishRetryingOutcomes
         self.circuitBreaker = circuitBreaker
+        self.attemptTimeout = attemptTimeout
         self.revocationGrace = revocationGrace
         self.shutdownGrace = shutdownGrace
     }
