@@ -31,6 +31,8 @@ public final class AppConcurrencyLimits: Sendable {
         let resume: @Sendable (Bool) -> Void
         /// Called outside the lock when the waiter got its app's slot and goes on waiting for its origin's.
         let waitsForOrigin: (@Sendable () -> Void)?
+        /// Called outside the lock when the waiter's deadline took it out of its queue.
+        var timedOut: (@Sendable () -> Void)? = nil
     }
 
     private struct Slots {
@@ -231,10 +233,26 @@ public final class AppConcurrencyLimits: Sendable {
         return withdrawn
     }
 
+    /// How a wait for a slot ended.
+    enum SlotWait: Sendable, Equatable {
+        /// Both slots are held: balance with one `release`.
+        case granted
+        /// The task was cancelled while it waited.
+        case cancelled
+        /// The deadline passed first: nothing is held.
+        case timedOut
+    }
+
     /// Waits for a slot of `key` (and of its origin); false when the task was cancelled while waiting.
     /// Every `true` must be balanced by one `release`.
-    @inline(never)
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?) async -> Bool {
+        await acquire(key, lane: lane, parking: parking, until: nil) == .granted
+    }
+
+    /// Waits for a slot of `key` (and of its origin) until `deadline` (nil: no deadline; one already passed: only a
+    /// slot free now). A waiter is taken out of its queue by exactly one of: the grant, its task's cancellation, its deadline.
+    @inline(never)
+    func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?, until deadline: ContinuousClock.Instant?) async -> SlotWait {
         let appLimit = limit(of: key)
         let originLimit = originLimit
         let id: UInt64? = state.withLock { state in
@@ -242,37 +260,52 @@ public final class AppConcurrencyLimits: Sendable {
             state.nextID += 1
             return state.nextID
         }
-        guard let id else { return true }
+        guard let id else { return .granted }
+        if let deadline, deadline <= .now { return .timedOut }
         parking?.park()
         defer { parking?.unpark() }
+        let timer = Locked<Task<Void, Never>?>(nil)
+        defer { timer.withLock { $0 }?.cancel() }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let waiter = Waiter(id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0) }, waitsForOrigin: nil)
+            await withCheckedContinuation { (continuation: CheckedContinuation<SlotWait, Never>) in
+                let waiter = Waiter(id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0 ? .granted : .cancelled) },
+                                    waitsForOrigin: nil, timedOut: { continuation.resume(returning: .timedOut) })
                 let stage = state.withLock { state -> Stage? in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
                     if Task.isCancelled { return nil }
                     return state.enter(waiter, appLimit: appLimit, originLimit: originLimit)
                 }
-                guard let stage else { return continuation.resume(returning: false) }
+                guard let stage else { return continuation.resume(returning: .cancelled) }
                 countWait(stage, of: key)
-                if case .granted = stage { continuation.resume(returning: true) }
+                if case .granted = stage { return continuation.resume(returning: .granted) }
+                guard let deadline else { return }
+                timer.withLock { $0 = Task { [self] in
+                    guard (try? await Task.sleep(until: deadline)) != nil else { return }
+                    takeOut(id, of: key)?.timedOut?()
+                } }
             }
         } onCancel: {
-            var notices: [Notice] = []
-            let waiter = state.withLock { state -> Waiter? in
-                if state.slots[key] != nil, let waiter = state.slots[key]!.waiters.remove(where: { $0.id == id }) {
-                    if state.slots[key]!.isIdle { state.slots[key] = nil }
-                    return waiter
-                }
-                guard let origin = key.origin, state.origins[origin] != nil,
-                      let waiter = state.origins[origin]!.waiters.remove(where: { $0.id == id }) else { return nil }
-                if state.origins[origin]!.isIdle { state.origins[origin] = nil }
-                state.releaseApp(key, originLimit: originLimit, notices: &notices)
+            takeOut(id, of: key)?.resume(false)
+        }
+    }
+
+    /// Takes a waiting `acquire` out of the queue it is in (giving back the app slot it holds if it waited for its
+    /// origin); nil when it is in none (granted, or taken out already).
+    private func takeOut(_ id: UInt64, of key: DeliveryScope) -> Waiter? {
+        var notices: [Notice] = []
+        let waiter = state.withLock { state -> Waiter? in
+            if state.slots[key] != nil, let waiter = state.slots[key]!.waiters.remove(where: { $0.id == id }) {
+                if state.slots[key]!.isIdle { state.slots[key] = nil }
                 return waiter
             }
-            deliver(notices)
-            waiter?.resume(false)
+            guard let origin = key.origin, state.origins[origin] != nil,
+                  let waiter = state.origins[origin]!.waiters.remove(where: { $0.id == id }) else { return nil }
+            if state.origins[origin]!.isIdle { state.origins[origin] = nil }
+            state.releaseApp(key, originLimit: originLimit, notices: &notices)
+            return waiter
         }
+        deliver(notices)
+        return waiter
     }
 
     /// Frees a slot: hands it (and its origin's) to the next waiters, if any.

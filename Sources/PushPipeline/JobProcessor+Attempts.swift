@@ -67,24 +67,39 @@ extension JobProcessor {
     }
 
     /// One send, unless the provider is not enabled or the circuit holds it back: waits for the app's
-    /// slot, checks the TTL again, delivers.
+    /// slot (at most `longestSlotWait`, never past the TTL), checks the TTL again, delivers. A send the
+    /// circuit let through as its probe gives the probe back whenever it ends without an answer.
     @inline(never)
     private func send(_ job: Job, _ target: Target, attempt: Int, source: Source, at now: Int64) async -> SendResult {
         guard let provider = registry.provider(for: target.provider) else { return Self.notEnabled(job, target, attempt: attempt, at: now) }
         let scope = provider.scope(of: target)
-        if let held = heldByCircuit(scope, target, at: now) {
+        let (permit, openScope, probes) = breakers.permit(scope, at: now)
+        if let held = Self.heldBack(permit, openScope: openScope, target, at: now) {
             // A slot reserved for the first send and not taken is not kept through a wait.
             source.slot?.giveBack()
             return .answered(held.result, heldBack: held.heldBack)
         }
         let lane = Lane.delivery(consumedOn: source.lane, kind: job.kind)
         if source.slot?.take(for: scope) != true {
-            guard await appLimits.acquire(scope, lane: lane, parking: source.parking) else { return .ended(.done(.abandoned)) }
+            switch await appLimits.acquire(scope, lane: lane, parking: source.parking, until: slotDeadline(job, source: source, at: now)) {
+            case .granted:
+                break
+            case .cancelled:
+                breakers.giveBack(probes, at: clock())
+                return .ended(.done(.abandoned))
+            case .timedOut:
+                let waitedAt = clock()
+                breakers.giveBack(probes, at: waitedAt)
+                if job.deadline.isExpired(at: waitedAt, attempt: attempt) { return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: waitedAt) }
+                return .answered(.retryable(reason: "no slot of this app came free within \(configuration.longestSlotWait.milliseconds) ms; not sent",
+                                            httpStatus: nil), heldBack: true)
+            }
         }
         // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
         let sendAt = clock()
         if job.deadline.isExpired(at: sendAt, attempt: attempt) {
             appLimits.release(scope)
+            breakers.giveBack(probes, at: sendAt)
             return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: sendAt)
         }
         let started = ContinuousClock.now
@@ -93,6 +108,17 @@ extension JobProcessor {
         recordSend(result, of: target, in: scope, startedAt: started)
         source.slot?.giveBack()
         return .answered(result, heldBack: false)
+    }
+
+    /// Until when a send waits for its slot: `longestSlotWait` from now, or the TTL's end if sooner; now when the
+    /// job's reservation spent its wait already.
+    private func slotDeadline(_ job: Job, source: Source, at now: Int64) -> ContinuousClock.Instant {
+        let start = ContinuousClock.now
+        if source.slotWaitSpent { return start }
+        let longest = configuration.longestSlotWait
+        guard !job.deadline.isNowOrNever else { return start + longest }
+        let untilExpiry = Duration.milliseconds(job.deadline.remainingMilliseconds(at: now))
+        return start + min(longest, untilExpiry)
     }
 
     @inline(never)
@@ -109,10 +135,10 @@ extension JobProcessor {
 
     /// The result to record instead of a send while the scope's circuit is open; nil when it may go out.
     @inline(never)
-    private func heldByCircuit(_ scope: DeliveryScope, _ target: Target, at now: Int64) -> (result: DeliveryResult, heldBack: Bool)? {
-        let (permit, openScope) = breakers.permit(scope, at: now)
+    private static func heldBack(_ permit: CircuitBreaker.Permit, openScope: DeliveryScope, _ target: Target,
+                                 at now: Int64) -> (result: DeliveryResult, heldBack: Bool)? {
         switch permit {
-        case .allowed:
+        case .allowed, .probe:
             return nil
         case .rejected(.credentials, _):
             return (.failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(openScope.key); not sent",

@@ -34,7 +34,9 @@ public final class JobProcessor: Sendable {
         self.configuration = configuration
         self.store = store
         self.retryQueue = retryQueue
-        breakers = CircuitBreakers(settings: configuration.circuitBreaker, metrics: metrics, logger: logger)
+        var circuitSettings = configuration.circuitBreaker
+        circuitSettings.probeLeaseMilliseconds = max(1, configuration.probeLease.milliseconds)
+        breakers = CircuitBreakers(settings: circuitSettings, metrics: metrics, logger: logger)
         appLimits = AppConcurrencyLimits(limit: configuration.maximumInFlightPerApp, originLimit: configuration.maximumInFlightPerOrigin,
                                          metrics: metrics)
         self.health = health
@@ -63,6 +65,8 @@ public final class JobProcessor: Sendable {
         var parking: JobParking? = nil
         /// The app slot reserved for the first send before the job's task started.
         var slot: AppSlot? = nil
+        /// The reservation for the first send waited its longest already: that send takes a slot only if one is free.
+        var slotWaitSpent = false
 
         /// For logs and dead letters: `topic/partition@offset`, or `retry-queue/<entry id>`.
         var description: String {

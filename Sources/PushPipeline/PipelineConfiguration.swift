@@ -81,6 +81,14 @@ public struct PipelineConfiguration: Sendable {
     /// The urgent lane's reserve as applied: never more than half of `maximumInFlightJobs`.
     public var effectiveUrgentReservedInFlightJobs: Int { max(0, min(urgentReservedInFlightJobs, maximumInFlightJobs / 2)) }
 
+    /// The longest a send waits for its app's (and origin's) slot before it is handed back to be retried
+    /// (the TTL may end it sooner): a few of the app's requests, so a job waits behind a slow app, never for good.
+    public var longestSlotWait: Duration { attemptTimeout * 3 }
+
+    /// How long a half-open circuit's probe may take to report before the next send probes instead: its
+    /// longest wait for a slot, its request, and a margin.
+    public var probeLease: Duration { longestSlotWait + attemptTimeout + .seconds(5) }
+
     /// The read-ahead bound per lane.
     public var readAheadJobs: Int { max(maximumReadAheadJobs ?? 2 * maximumInFlightJobs, maximumInFlightJobs) }
 }

@@ -138,7 +138,7 @@ struct CircuitBreakerTests {
         let opened = breaker.record(.failed(reason: "BadCertificate", httpStatus: 403, action: .checkCredentials), at: 0)
         #expect(opened)
         #expect(breaker.permit(at: 999) == .rejected(cause: .credentials, retryAt: 1000))
-        #expect(breaker.permit(at: 1000) == .allowed)
+        guard case .probe = breaker.permit(at: 1000) else { Issue.record("the first send after the cool-down is the probe"); return }
         if case .rejected = breaker.permit(at: 1001) {} else { Issue.record("only one probe while half-open") }
         breaker.record(.delivered(providerMessageId: nil, httpStatus: 200), at: 1002)
         #expect(breaker.state == .closed(consecutiveFailures: 0))
@@ -163,9 +163,38 @@ struct CircuitBreakerTests {
     func failedProbe() {
         var breaker = CircuitBreaker(settings: settings)
         breaker.record(.failed(reason: "x", httpStatus: 401, action: .checkCredentials), at: 0)
-        #expect(breaker.permit(at: 1000) == .allowed)
+        #expect(breaker.permit(at: 1000).isAllowed)
         breaker.record(.failed(reason: "x", httpStatus: 401, action: .checkCredentials), at: 1000)
         #expect(breaker.permit(at: 1500) == .rejected(cause: .credentials, retryAt: 2000))
+    }
+
+    @Test("a probe given back because its send did not happen lets the next send probe at once")
+    func probeGivenBack() {
+        var breaker = CircuitBreaker(settings: .init(failureThreshold: 3, coolDownMilliseconds: 1000, probeLeaseMilliseconds: 60_000))
+        breaker.record(.failed(reason: "x", httpStatus: 403, action: .checkCredentials), at: 0)
+        guard case .probe(let abandoned) = breaker.permit(at: 1000) else { Issue.record("no probe after the cool-down"); return }
+        #expect(!breaker.permit(at: 1001).isAllowed, "one probe at a time")
+        breaker.giveBack(abandoned)
+        guard case .probe(let next) = breaker.permit(at: 1002) else { Issue.record("the probe given back still holds the circuit"); return }
+        breaker.giveBack(abandoned)
+        #expect(!breaker.permit(at: 1003).isAllowed, "giving back an old probe again does not release the current one")
+        breaker.record(.delivered(providerMessageId: nil, httpStatus: 200), at: 1004)
+        #expect(breaker.state == .closed(consecutiveFailures: 0))
+        _ = next
+    }
+
+    @Test("a probe that never reports is taken back when its lease ends: the scope is not silenced for good")
+    func probeLeaseEnds() {
+        var breaker = CircuitBreaker(settings: .init(failureThreshold: 1, coolDownMilliseconds: 1000, probeLeaseMilliseconds: 5000))
+        breaker.record(.retryable(reason: "503", httpStatus: 503), at: 0)
+        guard case .probe(let silent) = breaker.permit(at: 1000) else { Issue.record("no probe after the cool-down"); return }
+        #expect(silent.leaseEnd == 6000)
+        guard case .rejected(_, let retryAt) = breaker.permit(at: 5999) else { Issue.record("a second probe inside the lease"); return }
+        #expect(retryAt <= 6000, "held-back sends are due no later than the lease's end")
+        guard case .probe(let replacement) = breaker.permit(at: 6000) else { Issue.record("the lapsed probe still holds the circuit"); return }
+        #expect(replacement.number != silent.number)
+        breaker.record(.retryable(reason: "503", httpStatus: 503), at: 6001)
+        #expect(breaker.state == .open(cause: .failureStorm, until: 7001), "the replacement probe's failure opens it again")
     }
 }
 

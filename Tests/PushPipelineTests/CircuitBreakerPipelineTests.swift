@@ -72,6 +72,70 @@ struct CircuitBreakerPipelineTests {
         #expect(slept.withLock { $0 }.allSatisfy { $0 >= 60_000 }, "nothing is sent before the cool-down ends")
         #expect(provider.calls(for: "stormy") == 4)
     }
+
+    static func message(_ id: String, app: String, ttl: Int) -> KafkaMessage {
+        let json = #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","ttl":\#(ttl),"targets":[{"bindingId":"b-\#(id)","provider":"proxy","app":"\#(app)"}]}"#
+        return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+                            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+    }
+
+    @Test("a probe whose send expired waiting for its app's slot gives the circuit back: the app's next push goes out")
+    func abandonedProbeIsGivenBack() async throws {
+        let failing = Atomic<Bool>(true)
+        let provider = ScriptedProvider { _ in
+            failing.load(ordering: .relaxed) ? .retryable(reason: "proxy answered 503", httpStatus: 503)
+                                             : .delivered(providerMessageId: nil, httpStatus: 200)
+        }
+        var configuration = PipelineConfiguration(maximumInFlightPerApp: 1,
+                                                  retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
+        configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: 1, coolDownMilliseconds: 100)
+        let processor = JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+                                     retryQueue: nil, logger: testLogger())
+        #expect(Self.outcome(await processor.process(Self.message("outage", app: "a", ttl: 60)))?.status == .failed)
+        #expect(processor.circuitBreakers.openCircuits.count == 1)
+        failing.store(false, ordering: .relaxed)
+        try await Task.sleep(for: .milliseconds(150))
+
+        // The provider is back, but the app's one slot is busy: the probe waits for it until its TTL ends.
+        let scope = DeliveryScope(provider: .proxy, key: "a")
+        #expect(await processor.appLimits.acquire(scope, lane: .normal, parking: nil))
+        let probe = try #require(Self.outcome(await processor.process(Self.message("probe", app: "a", ttl: 1))))
+        #expect(probe.status == .expired)
+        #expect(probe.reason?.contains("waiting for a slot") == true)
+        processor.appLimits.release(scope)
+
+        let next = try #require(Self.outcome(await processor.process(Self.message("next", app: "a", ttl: 5))))
+        #expect(next.status == .delivered, "the circuit still waited for the abandoned probe: \(next.reason ?? "")")
+        #expect(processor.circuitBreakers.openCircuits.isEmpty)
+    }
+
+    @Test("a send waits for its app's slot at most the longest slot wait, then is retried, not sent and spending no attempt")
+    func slotWaitIsBounded() async throws {
+        let provider = ScriptedProvider { _ in .delivered(providerMessageId: nil, httpStatus: 200) }
+        let queue = RecordingRetryQueue()
+        let configuration = PipelineConfiguration(maximumInFlightPerApp: 1, attemptTimeout: .milliseconds(100))
+        let processor = JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+                                     retryQueue: queue, logger: testLogger())
+        let scope = DeliveryScope(provider: .proxy, key: "slow")
+        #expect(await processor.appLimits.acquire(scope, lane: .normal, parking: nil))
+        _ = await processor.process(Self.message("waits", app: "slow", ttl: 3600))
+        processor.appLimits.release(scope)
+        let entries = queue.scheduled
+        #expect(entries.count == 1, "the send was handed to the retry queue")
+        #expect(entries.first?.attempts == 0, "nothing was sent, so no attempt is spent")
+        #expect(entries.first?.lastReason.contains("no slot of this app came free") == true)
+        #expect(provider.calls(for: "slow") == 0)
+    }
+}
+
+/// A retry queue that only records what it was handed.
+final class RecordingRetryQueue: RetryQueue {
+    private let entries = Mutex<[RetryEntry]>([])
+    var scheduled: [RetryEntry] { entries.withLock { $0 } }
+    func schedule(_ entry: RetryEntry, dueAt: Int64) async throws { entries.withLock { $0.append(entry) } }
+    func claimDue(now: Int64, limit: Int, lease: Duration) async throws -> [RetryEntry] { [] }
+    func complete(_ id: String) async throws {}
+    func count() async throws -> Int { scheduled.count }
 }
 
 @Suite("A failure stops no more than the scope its provider names")
@@ -139,5 +203,40 @@ struct DeliveryScopeTests {
         limits.release(hostile)
         limits.release(hostile)
         limits.release(other)
+    }
+}
+
+@Suite("Circuit breakers keyed by outside values stay bounded")
+struct CircuitBreakerBoundTests {
+    static func scope(_ index: Int) -> DeliveryScope {
+        DeliveryScope(provider: "webpush", key: "https://host-\(index).example", metricLabel: "webpush-origin")
+    }
+
+    @Test("100 000 distinct origins answered on the merits keep no breaker: closed with no failure is the same as none")
+    func pristineBreakersAreNotKept() {
+        let breakers = CircuitBreakers(settings: .default, metrics: PipelineMetrics(), logger: testLogger())
+        for index in 0..<100_000 {
+            let scope = Self.scope(index)
+            #expect(breakers.permit(scope, at: 1000).permit == .allowed)
+            breakers.record(.rejected(reason: "endpoint refused", httpStatus: nil), in: scope, at: 1000)
+        }
+        #expect(breakers.count == 0)
+    }
+
+    @Test("failing origins beyond the bound evict the longest unused; idle ones are forgotten")
+    func failingBreakersAreBounded() {
+        let breakers = CircuitBreakers(settings: .default, metrics: PipelineMetrics(), logger: testLogger(),
+                                       maximumEntries: 1000, idleEviction: .seconds(60))
+        for index in 0..<100_000 {
+            breakers.record(.retryable(reason: "503", httpStatus: 503), in: Self.scope(index), at: Int64(index))
+        }
+        #expect(breakers.count <= 1000)
+        #expect(breakers.count >= 900)
+        // The newest are kept: their failure counts go on.
+        _ = breakers.permit(Self.scope(99_999), at: 100_000)
+        #expect(breakers.count <= 1000)
+        // Left alone past the idle time, all are forgotten at the next sweep.
+        for index in 0..<5000 { _ = breakers.permit(Self.scope(200_000 + index), at: 10_000_000) }
+        #expect(breakers.count == 0)
     }
 }
