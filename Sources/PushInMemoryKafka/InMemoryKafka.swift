@@ -196,6 +196,7 @@ final class InMemoryConsumer: MessageSource {
         var assigned: [TopicPartition: Int64]?
         var stored: [TopicPartition: Int64] = [:]
         var paused = false
+        var pausedPartitions = Set<TopicPartition>()
         var rebalanceRequested = false
         var closed = false
         /// Where the next poll starts, so every partition gets its turn.
@@ -259,7 +260,8 @@ final class InMemoryConsumer: MessageSource {
     private func take(_ maximum: Int) -> [KafkaMessage] {
         let (positions, start) = state.withLock { state -> ([(TopicPartition, Int64)], Int) in
             guard !state.paused, !state.closed, let assigned = state.assigned else { return ([], 0) }
-            return (assigned.sorted { $0.key.partition < $1.key.partition }.map { ($0.key, $0.value) }, state.nextPartition)
+            return (assigned.filter { !state.pausedPartitions.contains($0.key) }.sorted { $0.key.partition < $1.key.partition }
+                .map { ($0.key, $0.value) }, state.nextPartition)
         }
         guard !positions.isEmpty else { return [] }
         var messages: [KafkaMessage] = []
@@ -286,6 +288,10 @@ final class InMemoryConsumer: MessageSource {
     func pauseAll() { state.withLock { $0.paused = true } }
 
     func resumeAll() { state.withLock { $0.paused = false } }
+
+    func pause(_ partitions: [TopicPartition]) { state.withLock { $0.pausedPartitions.formUnion(partitions) } }
+
+    func resume(_ partitions: [TopicPartition]) { state.withLock { $0.pausedPartitions.subtract(partitions) } }
 
     private func commitStored() {
         let stored = state.withLock { state in

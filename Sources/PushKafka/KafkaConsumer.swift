@@ -150,6 +150,26 @@ public final class KafkaConsumer: Sendable {
 
     public func resumeAll() { withAssignment { rd_kafka_resume_partitions(handle, $0) } }
 
+    /// Stops fetching from `partitions`; librdkafka drops what it prefetched of them and fetches again
+    /// from the position after the last message polled when they resume.
+    public func pause(_ partitions: [TopicPartition]) {
+        withList(partitions) { rd_kafka_pause_partitions(handle, $0) }
+    }
+
+    public func resume(_ partitions: [TopicPartition]) {
+        withList(partitions) { rd_kafka_resume_partitions(handle, $0) }
+    }
+
+    private func withList(_ partitions: [TopicPartition], _ body: (UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> rd_kafka_resp_err_t) {
+        guard !partitions.isEmpty else { return }
+        let list = RDKafkaTopicPartitionList.make(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let error = body(list)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("pause/resume of partitions failed", metadata: ["partitions": "\(partitions)", "error": "\(KafkaError(error))"])
+        }
+    }
+
     private func withAssignment(_ body: (UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> rd_kafka_resp_err_t) {
         var assignment: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         guard rd_kafka_assignment(handle, &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR, let assignment else { return }

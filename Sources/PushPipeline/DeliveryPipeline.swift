@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import PushCore
 import PushKafka
 
@@ -221,9 +222,12 @@ public final class DeliveryPipeline: Sendable {
 
     private func consumeLoop(_ consumer: any MessageSource, lane: Lane) {
         let wake = wake[lane]!
+        /// Partitions this thread paused for keys whose jobs back up (the state machine says which should be).
+        var pausedForKeys = Set<TopicPartition>()
+        let pausedGauge = Gauge(label: "push_partitions_paused", dimensions: [("lane", lane.rawValue)])
         while true {
             let storeHealthy = processor.health.isHealthy
-            let (stopping, pause, resume, room, offsets) = shared.withLock { shared in
+            let (stopping, pause, resume, room, offsets, keyPauses) = shared.withLock { shared in
                 let paused = shared.paused.contains(lane)
                 let pause = !paused && !storeHealthy
                 let resume = paused && storeHealthy
@@ -232,12 +236,22 @@ public final class DeliveryPipeline: Sendable {
                 shared.lastPoll[lane] = .now
                 let room = shared.machine.room(in: lane)
                 if room == 0 { shared.waiting.insert(lane) }
-                return (shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane))
+                return (shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane),
+                        shared.machine.pausedPartitions(in: lane))
             }
             store(offsets, in: consumer)
             if stopping { break }
             if pause { consumer.pauseAll(); logger.debug("consumer paused: shared store unavailable", metadata: ["lane": "\(lane.rawValue)"]) }
-            if resume { consumer.resumeAll(); logger.debug("consumer resumed", metadata: ["lane": "\(lane.rawValue)"]) }
+            if resume {
+                consumer.resumeAll()
+                pausedForKeys = []
+                logger.debug("consumer resumed", metadata: ["lane": "\(lane.rawValue)"])
+            }
+            if keyPauses != pausedForKeys {
+                follow(keyPauses, from: pausedForKeys, in: consumer, lane: lane)
+                pausedForKeys = keyPauses
+                pausedGauge.record(pausedForKeys.count)
+            }
             if room == 0 {
                 // Not polling leaves the next messages in librdkafka's prefetch queue (bounded by
                 // queued.max.messages.kbytes); pausing would purge it and cost a fetch round trip on resume.
@@ -252,6 +266,24 @@ public final class DeliveryPipeline: Sendable {
         store(shared.withLock { $0.pendingOffsets.removeValue(forKey: lane) }, in: consumer)
         consumer.close()
         logger.info("consumer closed", metadata: ["lane": "\(lane.rawValue)"])
+    }
+
+    /// Pauses the partitions a backed-up key holds and resumes those it let go; on the lane's consumer thread only.
+    private func follow(_ wanted: Set<TopicPartition>, from paused: Set<TopicPartition>, in consumer: any MessageSource, lane: Lane) {
+        let pausing = wanted.subtracting(paused).sorted { $0.partition < $1.partition }
+        let resuming = paused.subtracting(wanted).sorted { $0.partition < $1.partition }
+        if !pausing.isEmpty {
+            consumer.pause(pausing)
+            logger.warning("a key's jobs back up behind its running job: its partitions paused, the others flow", metadata: [
+                "lane": "\(lane.rawValue)", "partitions": "\(pausing.map(\.description))",
+            ])
+        }
+        if !resuming.isEmpty {
+            consumer.resume(resuming)
+            logger.notice("partitions resumed: the key's queue went down", metadata: [
+                "lane": "\(lane.rawValue)", "partitions": "\(resuming.map(\.description))",
+            ])
+        }
     }
 
     private func consumed(_ messages: [KafkaMessage], lane: Lane) {

@@ -13,6 +13,10 @@ public protocol MessageSource: Sendable {
     /// Stops fetching from every assigned partition (while the shared store is down); polling still serves the group.
     func pauseAll()
     func resumeAll()
+    /// Stops fetching from these partitions (a key whose jobs back up); the next poll starts after the last
+    /// message handed out, so nothing is skipped or handed out twice.
+    func pause(_ partitions: [TopicPartition])
+    func resume(_ partitions: [TopicPartition])
     /// Commits the stored offsets and leaves the group.
     func close()
 }

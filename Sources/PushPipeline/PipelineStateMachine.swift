@@ -8,9 +8,16 @@ import PushKafka
 /// A consumed job waits here as a value until it may start: its lane's turn under the
 /// in-flight limit (the urgent lane first, with its reserve) and no earlier job of the same
 /// Kafka key still queued or running in that lane. A lane consumes only what its free capacity
-/// could start (jobs parked on an app slot hold none), within its read-ahead bound (queued,
+/// could start (jobs parked on an app slot hold none), within its read-ahead bound (ready,
 /// running and parked jobs together). Offsets move per partition over the contiguous run of
 /// completed jobs.
+///
+/// Jobs waiting behind an earlier job of their key take neither capacity nor read-ahead room, so one
+/// slow key (a user whose push service hangs) never stalls the lane: they count against a bound of
+/// their own (`maximumQueuedBehindKeys`). When one key has more than `maximumQueuedPerKey` waiting, the
+/// partitions that hold them are to be paused (`pausedPartitions`, which the lane's consumer thread
+/// follows), and the rest flow; they resume once the key's queue is down to half of that. What a stuck key costs is its partition: the jobs behind it in that
+/// partition wait, uncommitted.
 struct PipelineStateMachine {
     struct Limits: Sendable, Equatable {
         /// Jobs running (started, not parked) in both lanes together.
@@ -20,10 +27,17 @@ struct PipelineStateMachine {
         /// Consumed and unfinished jobs per lane.
         var readAhead: Int
 
+        /// Jobs of one key waiting behind its running job before the partitions holding them are paused.
+        var maximumQueuedPerKey: Int
+        /// Jobs waiting behind their keys, all keys of the lane together; past it the lane consumes nothing more.
+        var maximumQueuedBehindKeys: Int
+
         init(maximumInFlight: Int, urgentReserved: Int, readAhead: Int) {
             self.maximumInFlight = max(1, maximumInFlight)
             self.urgentReserved = max(0, min(urgentReserved, self.maximumInFlight / 2))
             self.readAhead = max(readAhead, self.maximumInFlight)
+            maximumQueuedPerKey = self.readAhead
+            maximumQueuedBehindKeys = 2 * self.readAhead
         }
 
         init(_ configuration: PipelineConfiguration) {
@@ -62,14 +76,44 @@ struct PipelineStateMachine {
     }
 
     private struct LaneState {
-        /// The key's job ended: the next job of the key, if any, takes its turn.
-        mutating func releaseKey(_ key: MessageKey) {
+        /// The key's job ended: the next job of the key, if any, takes its turn; the key's partitions resume
+        /// once its queue fell to half its bound.
+        mutating func releaseKey(_ key: MessageKey, limits: Limits) {
             // Moved out and back rather than changed through the dictionary's accessor, which allocates.
+            var left = 0
             if var waiting = behind.removeValue(forKey: key), let next = waiting.popFirst() {
+                left = waiting.count
                 if !waiting.isEmpty { behind[key] = waiting }
+                behindCount -= 1
                 ready.append(next)
             } else {
                 busyKeys.remove(key)
+            }
+            if stalled[key] != nil, left <= limits.maximumQueuedPerKey / 2 { unstall(key) }
+        }
+
+        /// A job of `key` in `partition` joined the key's queue, now `count` long: past the bound, the partition pauses.
+        mutating func noteQueued(_ key: MessageKey, count: Int, in partition: TopicPartition, limits: Limits) {
+            guard count > limits.maximumQueuedPerKey, stalled[key]?.contains(partition) != true else { return }
+            stalled[key, default: []].insert(partition)
+            pausedFor[partition, default: 0] += 1
+        }
+
+        /// The key no longer holds partitions paused: those no other key holds resume.
+        mutating func unstall(_ key: MessageKey) {
+            guard let partitions = stalled.removeValue(forKey: key) else { return }
+            for partition in partitions {
+                guard let holders = pausedFor[partition] else { continue }
+                pausedFor[partition] = holders <= 1 ? nil : holders - 1
+            }
+        }
+
+        /// Partitions leaving the lane: no longer paused for any key (their jobs are redelivered to the next owner).
+        mutating func forget(_ partitions: Set<TopicPartition>) {
+            for partition in partitions { pausedFor[partition] = nil }
+            for key in Array(stalled.keys) {
+                stalled[key]!.subtract(partitions)
+                if stalled[key]!.isEmpty { stalled[key] = nil }
             }
         }
 
@@ -80,6 +124,12 @@ struct PipelineStateMachine {
         var behind: [MessageKey: FIFOQueue<Entry>] = [:]
         /// Keys with a job ready or running: the next job of such a key waits behind it.
         var busyKeys = Set<MessageKey>()
+        /// Jobs in `behind`, all keys together.
+        var behindCount = 0
+        /// Keys whose queue passed `maximumQueuedPerKey`, with the partitions paused for them.
+        var stalled: [MessageKey: Set<TopicPartition>] = [:]
+        /// Paused partitions, with how many stalled keys hold each.
+        var pausedFor: [TopicPartition: Int] = [:]
         var running: [UInt64: Entry] = [:]
         var parked = Set<UInt64>()
         var queued = 0
@@ -87,6 +137,8 @@ struct PipelineStateMachine {
 
         /// Consumed and unfinished: queued, running and parked.
         var consumed: Int { queued + running.count }
+        /// Queued with their turn come (not behind their key).
+        var readyCount: Int { queued - behindCount }
         /// Running and not parked: holding in-flight capacity.
         var working: Int { running.count - parked.count }
     }
@@ -106,10 +158,17 @@ struct PipelineStateMachine {
     /// How many more messages the lane may consume now: what its free capacity could start
     /// beyond the jobs it already holds queued, within its read-ahead bound (0 while stopping).
     /// A lane at capacity leaves the next messages in librdkafka's prefetch queue.
+    /// Jobs behind their keys take no room but their own bound's.
     func room(in lane: Lane) -> Int {
-        guard !stopRequested, let (consumed, queued) = lanes.read(lane, { ($0.consumed, $0.queued) }) else { return 0 }
-        return max(0, min(limits.readAhead - consumed, freeCapacity(of: lane) - queued))
+        guard !stopRequested, let (consumed, ready, behind) = lanes.read(lane, { ($0.consumed, $0.readyCount, $0.behindCount) }) else { return 0 }
+        return max(0, min(limits.readAhead - (consumed - behind), freeCapacity(of: lane) - ready, limits.maximumQueuedBehindKeys - behind))
     }
+
+    /// Partitions of the lane to keep paused for keys whose jobs back up.
+    func pausedPartitions(in lane: Lane) -> Set<TopicPartition> { lanes.read(lane) { Set($0.pausedFor.keys) } ?? [] }
+
+    /// Jobs of the lane waiting behind their keys.
+    func queuedBehindKeys(in lane: Lane) -> Int { lanes.read(lane) { $0.behindCount } ?? 0 }
 
     /// Jobs the lane could start now, given what both lanes run.
     private func freeCapacity(of lane: Lane) -> Int {
@@ -147,6 +206,7 @@ struct PipelineStateMachine {
     mutating func consumed(_ messages: [KafkaMessage], in lane: Lane) -> [Action] {
         guard lanes.contains(lane) else { return [] }
         var sequence = sequence
+        let limits = limits
         lanes.update(lane) { state in
             for message in messages where state.tracker.owns(message.topicPartition) {
                 sequence += 1
@@ -155,7 +215,12 @@ struct PipelineStateMachine {
                 state.queued += 1
                 if let key = entry.key {
                     if state.busyKeys.contains(key) {
-                        state.behind[key, default: FIFOQueue()].append(entry)
+                        var waiting = state.behind.removeValue(forKey: key) ?? FIFOQueue()
+                        waiting.append(entry)
+                        let count = waiting.count
+                        state.behind[key] = waiting
+                        state.behindCount += 1
+                        state.noteQueued(key, count: count, in: message.topicPartition, limits: limits)
                         continue
                     }
                     state.busyKeys.insert(key)
@@ -184,10 +249,11 @@ struct PipelineStateMachine {
     /// A running job ended: `completed` when its outcomes were acknowledged (its offset may then
     /// be committed), false when it was abandoned (it stays uncommitted and is redelivered).
     mutating func finished(_ id: JobID, completed: Bool) -> [Action] {
+        let limits = limits
         let ended = lanes.update(id.lane) { state -> (found: Bool, offset: (TopicPartition, Int64)?) in
             guard let entry = state.running.removeValue(forKey: id.sequence) else { return (false, nil) }
             state.parked.remove(id.sequence)
-            if let key = entry.key { state.releaseKey(key) }
+            if let key = entry.key { state.releaseKey(key, limits: limits) }
             guard completed else { return (true, nil) }
             let topicPartition = entry.message.topicPartition
             return (true, state.tracker.finish(topicPartition, offset: entry.message.offset, generation: entry.generation)
@@ -211,6 +277,7 @@ struct PipelineStateMachine {
     mutating func revoking(_ partitions: [TopicPartition], in lane: Lane) -> Int {
         guard lanes.contains(lane) else { return 0 }
         let revoked = Set(partitions)
+        lanes[lane]!.forget(revoked)
         dropQueued(in: lane) { revoked.contains($0.message.topicPartition) }
         return running(in: lane, partitions: partitions)
     }
@@ -298,6 +365,11 @@ struct PipelineStateMachine {
         state.ready = ready
         state.behind = behind
         state.busyKeys = busy
+        state.behindCount = behind.values.reduce(0) { $0 + $1.count }
+        // Keys whose queue shrank with the drop hold their partitions no longer.
+        for key in Array(state.stalled.keys) where (behind[key]?.count ?? 0) <= limits.maximumQueuedPerKey / 2 {
+            state.unstall(key)
+        }
         lanes[lane] = state
     }
 }

@@ -209,6 +209,8 @@ private final class ThreadCheckingSources: MessageSourceFactory {
 
         func pauseAll() { inner.pauseAll() }
         func resumeAll() { inner.resumeAll() }
+        func pause(_ partitions: [TopicPartition]) { inner.pause(partitions) }
+        func resume(_ partitions: [TopicPartition]) { inner.resume(partitions) }
         func close() { inner.close() }
     }
 

@@ -69,11 +69,14 @@ struct PipelineStateMachineTests {
         #expect(machine.consumed(in: .normal) == 3)
     }
 
-    @Test("jobs queued behind their key count against the room they would take")
+    @Test("jobs ready to start count against the room they would take; jobs behind their key do not")
     func queuedTakeRoom() {
         var machine = Self.machine(maximumInFlight: 3)
         _ = machine.consumed([Self.message(0, key: "alice"), Self.message(1, key: "alice")], in: .normal)
-        #expect(machine.room(in: .normal) == 1)
+        #expect(machine.room(in: .normal) == 2)
+        var full = Self.machine(maximumInFlight: 1)
+        _ = full.consumed([Self.message(0, key: "alice"), Self.message(1, key: "bob")], in: .normal)
+        #expect(full.room(in: .normal) == 0, "bob's job is ready and waits for the capacity alice's holds")
     }
 
     @Test("jobs of one key run one after another in consumption order; other keys pass them")
@@ -213,7 +216,7 @@ struct PipelineStateMachineTests {
         #expect(machine.consumed == 0)
     }
 
-    @Test("under any sequence of events no job starts beyond capacity, read-ahead is never exceeded, the counts agree, and each key runs one job at a time")
+    @Test("under any sequence of events no job starts beyond capacity, read-ahead and the bound behind keys are never exceeded, the counts agree, and each key runs one job at a time")
     func randomEvents() {
         var generator = SplitMix(seed: 7)
         for _ in 0..<200 {
@@ -258,12 +261,67 @@ struct PipelineStateMachineTests {
                 if startedLanes.contains(.normal) { #expect(normalWorking + max(urgentWorking, 1) <= 3) }
                 if startedLanes.contains(.urgent) { #expect(urgentWorking <= 1 || urgentWorking + normalWorking <= 3) }
                 for lane in [Lane.normal, .urgent] {
-                    #expect(machine.consumed(in: lane) <= 6)
+                    let behind = machine.queuedBehindKeys(in: lane)
+                    #expect(machine.consumed(in: lane) - behind <= 6)
+                    #expect(behind <= machine.limits.maximumQueuedBehindKeys)
                     #expect(machine.running(in: lane) == running.keys.filter { $0.lane == lane }.count)
                     let keys = running.filter { $0.key.lane == lane }.compactMap(\.value.key)
                     #expect(Set(keys).count == keys.count, "two jobs of one key run at once")
                 }
             }
         }
+    }
+
+    @Test("jobs waiting behind a slow key take no room: other users' jobs are consumed and start")
+    func slowKeyTakesNoRoom() {
+        var machine = Self.machine(maximumInFlight: 10, readAhead: 20)
+        let slow = machine.consumed((0..<10).map { Self.message($0, key: "slow") }, in: .normal)
+        #expect(Self.started(slow) == [0], "one job of the key at a time")
+        #expect(machine.queuedBehindKeys(in: .normal) == 9)
+        #expect(machine.room(in: .normal) == 9, "the nine waiting behind the key hold no capacity")
+        let others = machine.consumed((10..<19).map { Self.message($0, key: "user-\($0)") }, in: .normal)
+        #expect(Self.started(others) == Array(10..<19), "other users start while the slow key's first job runs")
+        #expect(machine.pausedPartitions(in: .normal).isEmpty)
+    }
+
+    @Test("a key whose queue passes its bound pauses only the partition holding it, which resumes at half the bound")
+    func backedUpKeyPausesItsPartition() {
+        var machine = Self.machine(maximumInFlight: 4, readAhead: 4)
+        #expect(machine.limits.maximumQueuedPerKey == 4)
+        let first = machine.consumed((0..<6).map { Self.message($0, key: "slow") }, in: .normal)
+        #expect(machine.queuedBehindKeys(in: .normal) == 5)
+        #expect(machine.pausedPartitions(in: .normal) == [Self.normal])
+        // Another partition's users still flow.
+        let others = machine.consumed((0..<3).map { Self.message($0, key: "user-\($0)", in: Self.other) }, in: .normal)
+        #expect(Self.started(others) == [0, 1, 2])
+        // The slow key's jobs finish one by one; at two waiting (half the bound) its partition resumes.
+        var running = Self.ids(first)[0]
+        for expected in [4, 3, 2] {
+            let next = machine.finished(running, completed: true)
+            running = Self.ids(next)[0]
+            #expect(machine.queuedBehindKeys(in: .normal) == expected)
+            #expect(machine.pausedPartitions(in: .normal) == (expected > 2 ? [Self.normal] : []))
+        }
+    }
+
+    @Test("jobs behind keys are bounded all together: past the bound the lane consumes nothing more")
+    func behindKeysAreBounded() {
+        var machine = Self.machine(maximumInFlight: 2, readAhead: 2)
+        #expect(machine.limits.maximumQueuedBehindKeys == 4)
+        _ = machine.consumed([Self.message(0, key: "a"), Self.message(1, key: "b")], in: .normal)
+        _ = machine.consumed([Self.message(2, key: "a"), Self.message(3, key: "b"), Self.message(4, key: "a"), Self.message(5, key: "b")],
+                             in: .normal)
+        #expect(machine.queuedBehindKeys(in: .normal) == 4)
+        #expect(machine.room(in: .normal) == 0)
+    }
+
+    @Test("a revoked partition is no longer paused for a key, and a key's other partitions resume when the drop shortens its queue")
+    func revocationForgetsPauses() {
+        var machine = Self.machine(maximumInFlight: 2, readAhead: 2)
+        _ = machine.consumed((0..<4).map { Self.message($0, key: "slow") }, in: .normal)
+        _ = machine.consumed([Self.message(0, key: "slow", in: Self.other)], in: .normal)
+        #expect(machine.pausedPartitions(in: .normal) == [Self.normal, Self.other])
+        _ = machine.revoking([Self.normal], in: .normal)
+        #expect(machine.pausedPartitions(in: .normal).isEmpty, "one job left behind the key: under half the bound")
     }
 }
