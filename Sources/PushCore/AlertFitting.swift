@@ -30,7 +30,10 @@ public enum AlertFitting {
         while payload.count > limit {
             let excess = payload.count - limit
             if let body = shortened.body, !body.isEmpty {
-                shortened.body = truncate(body, removing: excess)
+                // A payload may carry the body twice (Huawei: in the data and in the notification): an excess as large as
+                // the body is not a reason to drop all of it, so the body is halved and measured again.
+                let bytes = body.utf8.count
+                shortened.body = truncate(body, removing: excess < bytes ? excess : bytes / 2)
             } else if let title = shortened.title, !title.isEmpty {
                 shortened.title = truncate(title, removing: excess)
             } else {

@@ -43,6 +43,8 @@ struct FCMConformanceTests {
         "FCM-A15": answer(500, "INTERNAL", "INTERNAL"),
         "FCM-A16": HTTPResponse(status: 502, headers: [], body: Array("Bad Gateway".utf8)),
         "FCM-A17": answer(400, "INVALID_ARGUMENT", "UNSPECIFIED_ERROR"),
+        "FCM-A18": HTTPResponse(status: 404, headers: [("content-type", "text/html")], body: Array("<!DOCTYPE html><title>Error 404 (Not Found)!!1</title>".utf8)),
+        "FCM-A19": answer(429, "RESOURCE_EXHAUSTED", nil),
     ]
 
     @Test("every answer row gives the outcome, action, retry and circuit the table says", arguments: ConformanceTable.answerRows("fcm", prefix: "FCM"))

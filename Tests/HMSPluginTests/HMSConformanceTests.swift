@@ -38,12 +38,16 @@ struct HMSConformanceTests {
         "HMS-A20": HTTPResponse(status: 429, headers: [], body: []),
         "HMS-A21": answer(400, "80100016"),
         "HMS-A22": HTTPResponse(status: 200, headers: [], body: Array("{}".utf8)),
+        "HMS-A23": answer(400, "80300007", msg: "All the tokens are invalid"),
     ]
+
+    /// Rows whose target named no app (the default app sent the push); every other row's target named its app.
+    static let defaultAppRows: Set<String> = ["HMS-A23"]
 
     @Test("every answer row gives the outcome, action, retry and circuit the table says", arguments: ConformanceTable.answerRows("hms", prefix: "HMS"))
     func answerRow(_ row: ConformanceTable.Row) throws {
         let response = try #require(Self.answers[row.id], "\(row.id) has no answer in this test")
-        let result = HMSResponse.classify(HMSAnswer(response), token: Self.token)
+        let result = HMSResponse.classify(HMSAnswer(response), token: Self.token, targetNamesApp: !Self.defaultAppRows.contains(row.id))
         #expect(ConformanceTable.cells(of: result, scopeName: "(app)") == Array(row.cells[1...4]), "\(row.id): \(result)")
     }
 

@@ -73,7 +73,8 @@ struct HMSSandboxTests {
         let message = try #require(body["message"])
         #expect(message["token"] == .array([.string("tok-1")]))
         #expect(message["data"] == .string(String(decoding: delivery.job.summaryJSON(), as: UTF8.self)))
-        #expect(message["notification"] == nil && message["android"]?["notification"] == nil, "data messages only")
+        #expect(message["notification"] == nil, "the data and android.notification carry the text")
+        #expect(message["android"]?["notification"]?["click_action"]?["type"] == .integer(3), "a message with text is a notification message")
         #expect(message["android"]?["urgency"] == .string("HIGH"))
         #expect(message["android"]?["category"] == nil)
         #expect(message["android"]?["ttl"] == .string("60s"))
@@ -271,12 +272,12 @@ struct HMSSandboxTests {
         let token = "invalid-0123456789abcdef0123456789"
         let answer = HMSAnswer(HTTPResponse(status: 400, headers: [],
                                             body: Array(#"{"code":"80300007","msg":"token \#(token) is invalid","requestId":"1"}"#.utf8)))
-        guard case .rejected(let reason, 400?, _) = HMSResponse.classify(answer, token: token) else { Issue.record("expected rejected"); return }
+        guard case .rejected(let reason, 400?, _) = HMSResponse.classify(answer, token: token, targetNamesApp: true) else { Issue.record("expected rejected"); return }
         #expect(!reason.contains(token))
         #expect(reason.contains(Redaction.token(token)))
         let partial = HMSAnswer(HTTPResponse(status: 200, headers: [],
                                              body: Array(#"{"code":"80100000","msg":"{\"illegal_tokens\":[\"\#(token)\"]}","requestId":"1"}"#.utf8)))
-        guard case .rejected(let partialReason, _, _) = HMSResponse.classify(partial, token: token) else { Issue.record("expected rejected"); return }
+        guard case .rejected(let partialReason, _, _) = HMSResponse.classify(partial, token: token, targetNamesApp: true) else { Issue.record("expected rejected"); return }
         #expect(!partialReason.contains(token))
         let configured = HMSConfiguration.App(appId: "1", clientSecret: "s3cr3t", clientSecretFile: "/run/secrets/hms")
         #expect(!configured.description.contains("s3cr3t") && !String(reflecting: configured).contains("s3cr3t"))

@@ -69,6 +69,24 @@ final class FCMConfigurationTests: Sendable {
         #expect(configuration.fcm?.defaultProjectId == nil)
     }
 
+    @Test("iOS bundle ids come from PUSH_FCM_IOS_PACKAGES or an apps-file entry's iosPackages: they name the project and say the platform")
+    func iosPackages() throws {
+        let account = try writeServiceAccount(projectId: "project-a")
+        let shortcut = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": account,
+                                                           "PUSH_FCM_IOS_PACKAGES": "com.example.ios"]).get()
+        let fcm = try #require(shortcut.fcm)
+        #expect(fcm.projectId(for: "com.example.ios") == "project-a")
+        #expect(fcm.platform(of: .fcm("b", app: "com.example.ios", token: "t")) == "ios")
+        #expect(fcm.platform(of: .fcm("b", app: "com.example.ios", token: "t", platform: "android")) == "android", "the target's own word wins")
+        #expect(fcm.platform(of: .fcm("b", app: "project-a", token: "t")) == nil)
+        let apps = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
+        try #"{"fcm": [{"credentialsFile": "\#(account)", "iosPackages": ["com.a.ios"]}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
+        #expect(fromFile.fcm?.platform(of: .fcm("b", app: "com.a.ios", token: "t")) == "ios")
+        try #"{"fcm": [{"credentialsFile": "\#(account)", "iosPackages": "com.a.ios"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["PUSH_APPS_FILE fcm[0]: iosPackages must be an array of package names"])
+    }
+
     @Test("package names of a project come from PUSH_FCM_PACKAGES or an apps-file entry's packages; one package names one project")
     func packages() throws {
         let first = try writeServiceAccount(projectId: "project-a")

@@ -77,10 +77,8 @@ enum APNsRequest {
         job.deadline.isNowOrNever ? 0 : job.deadline.expiresAt / 1000
     }
 
-    /// `apns-collapse-id` may hold 64 bytes; longer keys become their SHA-256 in hex (64 bytes), still stable.
-    static func collapseId(_ key: String) -> String {
-        key.utf8.count <= 64 ? key : Digest.hex(Digest.sha256(Array(key.utf8)))
-    }
+    /// `apns-collapse-id` may hold 64 bytes; longer keys are hashed (`AppleCollapseId`, shared with FCM's `apns` block).
+    static func collapseId(_ key: String) -> String { AppleCollapseId.header(for: key) }
 
     /// A UUID derived from the (job, binding) pair, so every attempt of one delivery carries the same `apns-id`.
     static func stableId(_ key: String) -> String {

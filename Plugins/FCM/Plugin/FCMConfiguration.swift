@@ -10,6 +10,9 @@ public struct FCMConfiguration: Sendable {
     /// App package names (Android package, bundle id) that name a project, as the Mizu seed's X-MPUSH
     /// `a:<package>:…` bindings and `fcm_app` settings do.
     public var packages: [String: String]
+    /// Bundle ids of iOS apps (each also in `packages`): a target whose `app` is one of them holds an iOS token even when
+    /// it does not say its platform, as RFC 8599 `fcm` bindings cannot (`pn-param` is the only place they name an app).
+    public var iosPackages: Set<String> = []
     /// Which rendered templates lose their `notification` blocks (Mizu's `fcm_removenotification`).
     public var removeNotification: NotificationRemoval = .dataOnlyKinds
     /// Base URL of the send API; overridable for tests.
@@ -32,6 +35,12 @@ public struct FCMConfiguration: Sendable {
     public func projectId(for app: String?) -> String? {
         guard let app else { return defaultProjectId }
         return packages[app] ?? app
+    }
+
+    /// The platform of a target's token: what the target says (`platform`, a VoIP `pushType`), else `ios` when its
+    /// app is one of `iosPackages`; nil when unknown (no `apns` or `webpush` block: Android's message).
+    public func platform(of target: Target) -> String? {
+        FCMMessage.platform(of: target) ?? target.app.flatMap { iosPackages.contains($0) ? "ios" : nil }
     }
 }
 

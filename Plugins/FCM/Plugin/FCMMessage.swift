@@ -11,13 +11,28 @@ import PushPluginAPI
 /// that shows nothing is a background push (`content-available: 1`, apns-priority 5, as Apple and
 /// Firebase's Message.data reference require). Web tokens get a `webpush` block with TTL and Urgency.
 enum FCMMessage {
-    /// Firebase ("About FCM messages"): "the maximum payload for both message types is 4096 bytes";
-    /// measured here on the whole message without the device token, which is more than FCM counts.
+    /// Firebase ("About FCM messages"): "Maximum payload for both message types is 4096 bytes"; a notification
+    /// message's payload is its "predefined set of user-visible keys" and optional data, a data message's "only your
+    /// user-defined custom key-value pairs". Measured by `payload(of:)`.
     static let largestPayloadBytes = 4096
+
+    /// The bytes FCM's limit is about, from a message body: the compact JSON of `message.data`, `message.notification`
+    /// and `message.android.notification` (the user-visible keys). The token, the platform blocks' headers, TTL and
+    /// priority are not payload. Firebase does not say how it counts the pairs; their JSON is at least what it
+    /// carries. A body within the limit as a whole is within it in its parts, so it is returned unparsed.
+    static func payload(of body: [UInt8]) -> [UInt8] {
+        guard body.count > largestPayloadBytes, let message = (try? JSONParser.parse(body))?["message"] else { return body }
+        var writer = JSONWriter(capacity: body.count)
+        for member in [message["data"], message["notification"], message["android"]?["notification"]] {
+            if let member { writer.value(member) }
+        }
+        return writer.bytes
+    }
 
     static func isDataOnly(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel || kind == .wake }
 
-    /// The platform of a target's token: its own `platform`, iOS for a VoIP binding; nil when unknown.
+    /// The platform a target says itself: its own `platform`, iOS for a VoIP binding; nil when it does not say
+    /// (`FCMConfiguration.platform(of:)` adds what the app configuration says).
     static func platform(of target: Target) -> String? { target.details(FCMTarget.self)?.resolvedPlatform }
 
     /// Firebase's Message.data reference: "The key should not be a reserved word ("from", "message_type",
@@ -40,14 +55,18 @@ enum FCMMessage {
         showsNothingOnApple(job) ? ("background", "5") : ("alert", job.priority == .normal ? "5" : "10")
     }
 
-    /// The message with the job's notification, `overrides.fcm` merged last.
+    /// The message with the job's notification for the platform the target says, `overrides.fcm` merged last.
     static func body(_ delivery: Delivery) -> [UInt8] {
-        PayloadOverride.apply(delivery.job.overrides[.fcm], to: body(delivery, notification: delivery.job.notification))
+        PayloadOverride.apply(delivery.job.overrides[.fcm], to: body(delivery, platform: platform(of: delivery.target),
+                                                                     notification: delivery.job.notification))
     }
 
     /// The message with `notification` (the job's, or one shortened to fit), before overrides.
-    /// - Parameter includingToken: false gives the message whose size FCM's limit is about.
-    static func body(_ delivery: Delivery, notification jobNotification: Notification?, includingToken: Bool = true) -> [UInt8] {
+    /// - Parameters:
+    ///   - platform: the token's platform (`ios`, `web`, else none), which chooses the `apns` or `webpush` block.
+    ///   - includingToken: false leaves the device token out of the body.
+    static func body(_ delivery: Delivery, platform: String?, notification jobNotification: Notification?,
+                     includingToken: Bool = true) -> [UInt8] {
         let job = delivery.job
         let target = delivery.target
         let ttl = delivery.remainingTTLSeconds
@@ -85,7 +104,7 @@ enum FCMMessage {
             FCMAndroidNotification.write(notification, into: &writer)
         }
         writer.endObject()
-        switch platform(of: target) {
+        switch platform {
         case "ios":
             writer.key("apns")
             writer.beginObject()
@@ -95,7 +114,7 @@ enum FCMMessage {
             writer.member("apns-priority", priority)
             writer.member("apns-push-type", pushType)
             writer.member("apns-expiration", job.deadline.isNowOrNever ? "0" : String(job.deadline.expiresAt / 1000))
-            if let collapseKey = job.collapseKey, collapseKey.utf8.count <= 64 { writer.member("apns-collapse-id", collapseKey) }
+            if let collapseKey = job.collapseKey { writer.member("apns-collapse-id", AppleCollapseId.header(for: collapseKey)) }
             writer.endObject()
             writer.key("payload")
             writer.beginObject()

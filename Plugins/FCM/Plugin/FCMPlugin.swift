@@ -19,9 +19,12 @@ public struct FCMPlugin: ProviderPlugin {
         static let caFile = Setting("PUSH_FCM_CA_FILE", .file, "PEM CA bundle trusted for the FCM API and token endpoint instead of the system store (sandboxes).")
         static let removeNotification = Setting("PUSH_FCM_REMOVE_NOTIFICATION", default: NotificationRemoval.dataOnlyKinds.rawValue, "Which FCM template outputs lose their `notification` blocks (`message.notification`, `message.android.notification`), as Mizu's `fcm_removenotification`: `calls` (calls, cancels and wake-ups, so the app's own code rings and stops ringing), `never` or `always`.")
         static let packages = Setting("PUSH_FCM_PACKAGES", .list, "Comma-separated app package names (Android package, bundle id) that name that project too: a target's `app` (an X-MPUSH `a:`/`j:` package, as in the Mizu seed) may be one of them. Projects in `PUSH_APPS_FILE` list `packages`.")
+        static let iosPackages = Setting("PUSH_FCM_IOS_PACKAGES", .list, "Comma-separated bundle ids of the project's iOS apps: they name the project too, and a target whose `app` is one of them (an RFC 8599 `fcm` binding's `pn-param`) holds an iOS token, so its messages get the `apns` block, when the target does not say its `platform`. Projects in `PUSH_APPS_FILE` list `iosPackages`.")
     }
 
-    public var settings: [Setting] { [Settings.credentialsFile, Settings.packages, Settings.removeNotification, Settings.endpoint, Settings.caFile] }
+    public var settings: [Setting] {
+        [Settings.credentialsFile, Settings.packages, Settings.iosPackages, Settings.removeNotification, Settings.endpoint, Settings.caFile]
+    }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
@@ -33,16 +36,21 @@ public struct FCMPlugin: ProviderPlugin {
     }
 
     /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE`
-    /// (`{"fcm": [{"credentialsFile": "…", "packages"?: ["com.example.phone"]}]}`), plus endpoint overrides.
+    /// (`{"fcm": [{"credentialsFile": "…", "packages"?: ["com.example.phone"], "iosPackages"?: ["com.example.ios"]}]}`),
+    /// plus endpoint overrides.
     public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> FCMConfiguration? {
         var accounts: [ServiceAccount] = []
         var defaultProject: String?
         var packages: [(package: String, projectId: String)] = []
+        var iosPackages: Set<String> = []
         if let path = reader.string(Settings.credentialsFile),
            let account = serviceAccount(at: path, place: Settings.credentialsFile.name, reader: &reader) {
             accounts.append(account)
             defaultProject = account.projectId
             packages += reader.list(Settings.packages).map { ($0, account.projectId) }
+            let ios = reader.list(Settings.iosPackages)
+            packages += ios.map { ($0, account.projectId) }
+            iosPackages.formUnion(ios)
         }
         for (index, entry) in entries.enumerated() {
             let place = "PUSH_APPS_FILE fcm[\(index)]"
@@ -52,25 +60,16 @@ public struct FCMPlugin: ProviderPlugin {
             }
             guard let account = serviceAccount(at: file, place: place, reader: &reader) else { continue }
             accounts.append(account)
-            switch entry["packages"] {
-            case nil: break
-            case .array(let names)?:
-                for name in names {
-                    guard case .string(let package) = name, !package.isEmpty else {
-                        reader.problem("\(place): packages must be an array of package names")
-                        break
-                    }
-                    packages.append((package, account.projectId))
-                }
-            default:
-                reader.problem("\(place): packages must be an array of package names")
-            }
+            packages += packageNames(entry, "packages", place: place, reader: &reader).map { ($0, account.projectId) }
+            let ios = packageNames(entry, "iosPackages", place: place, reader: &reader)
+            packages += ios.map { ($0, account.projectId) }
+            iosPackages.formUnion(ios)
         }
         for project in Dictionary(grouping: accounts, by: \.projectId).filter({ $0.value.count > 1 }).keys.sorted() {
             reader.problem("FCM project \(project) is configured twice")
         }
         guard !accounts.isEmpty else {
-            reader.refuseDependents([Settings.endpoint, Settings.caFile, Settings.packages, Settings.removeNotification],
+            reader.refuseDependents([Settings.endpoint, Settings.caFile, Settings.packages, Settings.iosPackages, Settings.removeNotification],
                                     because: "no FCM service account is configured")
             return nil
         }
@@ -85,6 +84,7 @@ public struct FCMPlugin: ProviderPlugin {
         }
         var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject, packages: packageProjects,
                                              caFile: reader.readableFile(Settings.caFile))
+        configuration.iosPackages = iosPackages
         if let endpoint = reader.httpsURL(Settings.endpoint) { configuration.endpoint = endpoint }
         if let name = reader.string(Settings.removeNotification) {
             if let removal = NotificationRemoval(rawValue: name) {
@@ -94,6 +94,24 @@ public struct FCMPlugin: ProviderPlugin {
             }
         }
         return configuration
+    }
+
+    /// An apps-file entry's array of package names under `key` (absent: none); anything else is one problem line.
+    static func packageNames(_ entry: JSONValue, _ key: String, place: String, reader: inout SettingsReader) -> [String] {
+        guard let value = entry[key] else { return [] }
+        guard case .array(let items) = value else {
+            reader.problem("\(place): \(key) must be an array of package names")
+            return []
+        }
+        var names: [String] = []
+        for item in items {
+            guard case .string(let name) = item, !name.isEmpty else {
+                reader.problem("\(place): \(key) must be an array of package names")
+                return names
+            }
+            names.append(name)
+        }
+        return names
     }
 
     static func endpoints(_ configuration: FCMConfiguration) -> [ConfiguredPlugin.Endpoint] {

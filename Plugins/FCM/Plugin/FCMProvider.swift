@@ -32,7 +32,7 @@ public struct FCMProvider: PushProvider {
     /// per platform, so THIRD_PARTY_AUTH_ERROR stops only the target's platform, `<project>/<platform>`, and
     /// opens no circuit when the target does not say its platform. A target naming no project uses the default one.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: configuration.projectId(for: target.app) ?? "-", part: FCMMessage.platform(of: target),
+        DeliveryScope(provider: id, key: configuration.projectId(for: target.app) ?? "-", part: configuration.platform(of: target),
                       origin: configuration.endpoint)
     }
 
@@ -69,6 +69,7 @@ public struct FCMProvider: PushProvider {
         }
         var body: [UInt8]
         var truncated = false
+        let platform = configuration.platform(of: delivery.target)
         func keywords() -> PayloadKeywords {
             var keywords = PayloadKeywords(delivery: delivery, app: projectId)
             let (pushType, priority) = FCMMessage.apnsHeaders(delivery.job)
@@ -80,13 +81,14 @@ public struct FCMProvider: PushProvider {
         case nil:
             let override = delivery.job.overrides[.fcm]
             let measured = { (notification: Notification?) in
-                PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: notification, includingToken: false))
+                FCMMessage.payload(of: PayloadOverride.apply(override, to: FCMMessage.body(delivery, platform: platform, notification: notification,
+                                                                                             includingToken: false)))
             }
             guard let fitted = AlertFitting.fit(delivery.job.notification, limit: FCMMessage.largestPayloadBytes, build: measured) else {
-                return .refused(.failed(reason: "the FCM message is \(measured(delivery.job.notification).count) bytes without its token "
+                return .refused(.failed(reason: "the FCM payload (data and notification) is \(measured(delivery.job.notification).count) bytes "
                                         + "even with an empty body; FCM accepts \(FCMMessage.largestPayloadBytes); not sent", httpStatus: nil))
             }
-            body = PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: fitted.notification))
+            body = PayloadOverride.apply(override, to: FCMMessage.body(delivery, platform: platform, notification: fitted.notification))
             truncated = fitted.truncated
         case .success(let rendered)?:
             if case .object(let data)? = rendered.document["message"]?["data"],

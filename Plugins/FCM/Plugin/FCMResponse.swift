@@ -14,12 +14,18 @@ enum FCMResponse {
         var code: String?
         var message: String?
         var tokenViolation = false
+        /// Whether the body is in Google's JSON error format (`{"error": {"code": <int>, "status": "…", …}}`,
+        /// Google Cloud API design guide, "Errors"). An HTML page from a proxy or a wrong `PUSH_FCM_ENDPOINT` is not.
+        var isGoogleError = false
     }
 
     static func errorBody(_ bytes: [UInt8]) -> ErrorBody {
         guard let error = (try? JSONParser.parse(bytes))?["error"] else { return ErrorBody() }
         var body = ErrorBody()
-        if case .string(let status)? = error["status"] { body.status = status }
+        if case .string(let status)? = error["status"] {
+            body.status = status
+            if case .integer? = error["code"] { body.isGoogleError = true }
+        }
         if case .string(let message)? = error["message"] { body.message = message }
         if case .array(let details)? = error["details"] {
             for detail in details {
@@ -62,10 +68,17 @@ enum FCMResponse {
         case "PERMISSION_DENIED":
             return .failed(reason: reason, httpStatus: status, action: .checkCredentials)
         default:
-            // A 404 without an FcmError detail is an unregistered token (Sygnal's v1 handling; firebase-admin maps NOT_FOUND so).
-            if status == 404, error.code == nil { return .rejected(reason: reason, httpStatus: status) }
+            if status == 404 {
+                // Google's own NOT_FOUND without an FcmError detail is an unregistered token (firebase-admin maps NOT_FOUND
+                // so). Any other 404 did not come from FCM's send API: removing on it would wipe every binding of the project.
+                if error.isGoogleError, error.status == "NOT_FOUND" { return .rejected(reason: reason, httpStatus: status) }
+                return .failed(reason: "HTTP 404 not in Google's error format: not FCM's answer (check PUSH_FCM_ENDPOINT "
+                               + "and proxies); the binding is kept", httpStatus: status, action: .checkCredentials)
+            }
             if status == 401 { return .failed(reason: reason, httpStatus: status, action: .checkCredentials) }
-            if status == 429 || status >= 500 { return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter) }
+            // A 429 is a quota answer with or without its FcmError detail: the same floor as QUOTA_EXCEEDED.
+            if status == 429 { return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter ?? quotaBackoff) }
+            if status >= 500 { return .retryable(reason: reason, httpStatus: status, retryAfter: retryAfter) }
             return .failed(reason: reason, httpStatus: status)
         }
     }

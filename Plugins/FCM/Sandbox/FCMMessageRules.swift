@@ -18,6 +18,26 @@ enum FCMMessageRules {
         "proxy": .string, "bypass_proxy_notification": .boolean,
     ]
 
+    /// `AndroidConfig.priority`: the REST enum AndroidMessagePriority is `NORMAL` or `HIGH` (Firebase's REST reference);
+    /// Firebase's own guides send `normal` and `high`, which FCM accepts too.
+    static let androidPriorities: [JSONValue] = [.string("NORMAL"), .string("HIGH"), .string("normal"), .string("high")]
+
+    /// "About FCM messages": "Maximum payload for both message types is 4096 bytes"; notification messages have "a
+    /// predefined set of user-visible keys", data messages "only your user-defined custom key-value pairs".
+    static let largestPayloadBytes = 4096
+
+    /// The payload Firebase's limit is about: the compact JSON of `message.data` and of the user-visible keys
+    /// (`message.notification`, `message.android.notification`). Token, platform headers, TTL and priority are not
+    /// payload. Firebase does not say how it counts; the JSON of those members is at least what it carries.
+    static func payloadBytes(of message: JSONValue) -> Int {
+        [message["data"], message["notification"], message["android"]?["notification"]]
+            .compactMap { $0 }.reduce(0) { total, member in
+                var writer = JSONWriter()
+                writer.value(member)
+                return total + writer.bytes.count
+            }
+    }
+
     /// The first violation as FCM words it, nil when the message passes.
     static func problem(in message: JSONValue) -> String? {
         if let notification = message["notification"], let problem = problem(notification, fields: Self.notification, at: "message.notification") {

@@ -16,9 +16,10 @@ import Synchronization
 /// INVALID_ARGUMENT about message.token, `mismatch` 403 SENDER_ID_MISMATCH, `quota` 429
 /// QUOTA_EXCEEDED with Retry-After 1, `unavailable` 503 UNAVAILABLE, `internal` 500 INTERNAL,
 /// `thirdparty` 401 THIRD_PARTY_AUTH_ERROR, `apnsauth` 401 APNS_AUTH_ERROR (its older name), `notfound`
-/// 404 NOT_FOUND without an FcmError detail. As Firebase's Message.data reference requires, data keys
-/// `from`, `message_type`, `google…` and `gcm…` and a data-only `apns` block at apns-priority 10 are refused
-/// with INVALID_ARGUMENT.
+/// 404 NOT_FOUND without an FcmError detail, `ratelimited` 429 RESOURCE_EXHAUSTED without a detail or Retry-After.
+/// As Firebase's Message.data reference requires, data keys `from`, `message_type`, `google…` and `gcm…` and a
+/// data-only `apns` block at apns-priority 10 are refused with INVALID_ARGUMENT; so are a payload over 4096 bytes
+/// and an `apns-collapse-id` over 64 bytes (`FCMMessageRules`). A path no API serves gets Google's HTML 404 page.
 public final class FCMSandbox: Sendable {
     public struct Account: Sendable {
         public let projectId: String
@@ -62,7 +63,9 @@ public final class FCMSandbox: Sendable {
         if request.path == "/token" { return token(request) }
         let parts = request.path.split(separator: "/")
         guard parts.count == 4, parts[0] == "v1", parts[1] == "projects", parts[3] == "messages:send" else {
-            return googleError(404, "NOT_FOUND", "unknown path \(request.path)")
+            // Google's front end answers a URL no API serves with its HTML error page, not the JSON error format.
+            return SandboxResponse(status: 404, headers: [("content-type", "text/html; charset=UTF-8")],
+                                   body: Array("<!DOCTYPE html><title>Error 404 (Not Found)!!1</title><p>The requested URL was not found on this server.".utf8))
         }
         return send(request, projectId: String(parts[2]))
     }
@@ -122,6 +125,12 @@ public final class FCMSandbox: Sendable {
         if let problem = FCMMessageRules.problem(in: message) {
             return googleError(400, "INVALID_ARGUMENT", problem, fcmCode: "INVALID_ARGUMENT")
         }
+        if FCMMessageRules.payloadBytes(of: message) > FCMMessageRules.largestPayloadBytes {
+            return googleError(400, "INVALID_ARGUMENT", "Message is too big", fcmCode: "INVALID_ARGUMENT")
+        }
+        if case .string(let collapseId)? = message["apns"]?["headers"]?["apns-collapse-id"], collapseId.utf8.count > 64 {
+            return googleError(400, "INVALID_ARGUMENT", "Invalid value at 'message.apns.headers[apns-collapse-id]'", fcmCode: "INVALID_ARGUMENT")
+        }
         if let android = message["android"] {
             if let ttl = android["ttl"] {
                 guard case .string(let text) = ttl, text.hasSuffix("s"), Double(text.dropLast()).map({ $0 >= 0 }) == true else {
@@ -129,7 +138,8 @@ public final class FCMSandbox: Sendable {
                                        fcmCode: "INVALID_ARGUMENT")
                 }
             }
-            if let priority = android["priority"], priority != .string("high"), priority != .string("normal") {
+            // AndroidConfig.priority is the enum AndroidMessagePriority (`NORMAL`, `HIGH`); Firebase's guides write it lower-case.
+            if let priority = android["priority"], !FCMMessageRules.androidPriorities.contains(priority) {
                 return googleError(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.priority'", fcmCode: "INVALID_ARGUMENT")
             }
         }
@@ -153,6 +163,7 @@ public final class FCMSandbox: Sendable {
             return googleError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", fcmCode: "APNS_AUTH_ERROR")
         }
         if token.hasPrefix("notfound") { return googleError(404, "NOT_FOUND", "Requested entity was not found.") }
+        if token.hasPrefix("ratelimited") { return googleError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.") }
         let number = sent.add(1, ordering: .relaxed).newValue
         return SandboxResponse(status: 200, json: #"{"name":"projects/\#(projectId)/messages/0:\#(number)%sandbox"}"#)
     }

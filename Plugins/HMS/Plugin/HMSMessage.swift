@@ -1,12 +1,15 @@
 import PushCore
 
 /// The `messages:send` body (HMS v1) for one delivery:
-/// `{"validate_only": false, "message": {"data", "android": {"urgency", "category"?, "ttl", "collapse_key"?, "bi_tag"}, "token": [t]}}`.
+/// `{"validate_only": false, "message": {"data", "android": {"urgency", "category"?, "ttl", "collapse_key"?, "bi_tag",
+/// "notification"?}, "token": [t]}}`.
 ///
-/// Every push is a data message (`message.data`, no notification): the app's own code shows or handles
-/// it. Calls and cancels are high-priority data messages (`urgency` HIGH, `category` VOIP), which Huawei
-/// lets an app send once it has been granted the special permission for them; other kinds are HIGH when
-/// the job's priority is high.
+/// A push with a title and a body (other than a call, cancel or wake-up) is a notification message: the system shows
+/// `android.notification` even when the app's process is not running (a data message reaches only a running app).
+/// Everything else is a data message (`message.data`) that the app's own code handles. Calls and cancels are
+/// high-priority data messages (`urgency` HIGH, `category` VOIP), which Huawei lets an app send once it has been
+/// granted the special permission for them; other kinds are HIGH when the job's priority is high. Every push carries
+/// the data, which a notification message hands to the app when the user taps it.
 enum HMSMessage {
     /// Huawei: "消息体最大不能超过4096Bytes（不包括Token）" — the body without the tokens.
     static let largestBodyBytes = 4096
@@ -16,6 +19,19 @@ enum HMSMessage {
     static let collapseKeys: ClosedRange<Int64> = -1...100
 
     static func isVoIP(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel }
+
+    /// Huawei's `AndroidNotification.click_action.type` 3: open the app's home page. Huawei requires a click action
+    /// in every notification message ("Sending Downlink Messages", `ClickAction`: 1 the app's own intent or action,
+    /// 2 a URL, 3 the app, 4 rich media).
+    static let openAppClickAction: Int64 = 3
+
+    /// The notification a push shows as a notification message: title and body both given (Huawei requires both in
+    /// `AndroidNotification`), on a kind the app does not have to run code for. Nil: a data message.
+    static func shownNotification(_ job: Job) -> Notification? {
+        guard !isVoIP(job.kind), job.kind != .wake, let notification = job.notification,
+              notification.title != nil, notification.body != nil else { return nil }
+        return notification
+    }
 
     /// HIGH for calls and cancels (a cancel must stop the ringing now), else the job's priority.
     static func urgency(_ job: Job) -> String {
@@ -59,6 +75,17 @@ enum HMSMessage {
         writer.member("ttl", ttl(delivery))
         if let collapseKey = collapseKey(job) { writer.member("collapse_key", collapseKey) }
         writer.member("bi_tag", delivery.deliveryKey)
+        if let notification = shownNotification(job), let title = notification.title, let body = notification.body {
+            writer.key("notification")
+            writer.beginObject()
+            writer.member("title", title)
+            writer.member("body", body)
+            writer.key("click_action")
+            writer.beginObject()
+            writer.member("type", openAppClickAction)
+            writer.endObject()
+            writer.endObject()
+        }
         writer.endObject()
         writer.key("token")
         writer.beginArray()

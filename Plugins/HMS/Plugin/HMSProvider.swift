@@ -101,7 +101,7 @@ public struct HMSProvider: PushProvider {
         let result = await HTTPDelivery.send(request, for: delivery, over: transport) { response in
             let answer = HMSAnswer(response)
             refusesAccessToken = answer.refusesAccessToken
-            return HMSResponse.classify(answer, token: deviceToken)
+            return HMSResponse.classify(answer, token: deviceToken, targetNamesApp: delivery.target.app != nil)
         }
         return refusesAccessToken ? .accessTokenRefused(accessToken: accessToken, result) : .classified(result)
     }

@@ -60,7 +60,11 @@ enum HMSResponse {
     static let internalError = "81000001"
 
     /// `token` is the request's device token: a partial success names it when it is the one that failed.
-    static func classify(_ answer: HMSAnswer, token: String) -> DeliveryResult {
+    /// `targetNamesApp` says whether the target named its app (else the default app sent it): Huawei's
+    /// troubleshooting lists "the token belongs to another app" among the causes of 80300007, so only a token
+    /// refused by the app its target named is a dead token; under a guessed app the binding is kept (as APNs
+    /// `DeviceTokenNotForTopic` keeps it), and one binding opens no circuit.
+    static func classify(_ answer: HMSAnswer, token: String, targetNamesApp: Bool) -> DeliveryResult {
         let status = answer.status
         let reason = reason(answer, token: token)
         if status == 503 {
@@ -76,6 +80,10 @@ enum HMSResponse {
             }
             return .delivered(providerMessageId: answer.requestId, httpStatus: status)
         case HMSAnswer.allTokensInvalid?:
+            guard targetNamesApp else {
+                return .failed(reason: "\(reason) (the target named no app: the token may belong to another app; the binding is kept)",
+                               httpStatus: status, action: .checkCredentials, blame: .request)
+            }
             return .rejected(reason: reason, httpStatus: status)
         case let code? where HMSAnswer.accessTokenCodes.contains(code) || permissionCodes.contains(code):
             return .failed(reason: reason, httpStatus: status, action: .checkCredentials)

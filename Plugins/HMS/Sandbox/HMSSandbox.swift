@@ -13,7 +13,8 @@ import Synchronization
 /// expired or revoked: 401 80200003) and the body as Huawei documents it: `message.token` 1…1000 strings
 /// (else 80300010), `message.data` a string, `android.ttl` like `"86400s"` up to 1296000 s, `urgency` HIGH or
 /// NORMAL, `category` VOIP or PLAY_VOICE only on a HIGH data message (80100001), `collapse_key` -1…100
-/// (80100013), the body without its tokens at most 4096 bytes (80300008). Answers
+/// (80100013), a notification message's title, body and `click_action` (80100001), the body without its tokens at
+/// most 4096 bytes (80300008). Answers
 /// `{"code": "80000000", "msg": "Success", "requestId": …}`. Scripted by the first token's prefix:
 /// `invalid` 80300007 (all tokens invalid), `partial` 80100000 listing the token in `illegal_tokens`,
 /// `reasoned` 80100000 listing it in `illegalTokens.noRight`, `nopermission` 80300002, `busy` HTTP 503 flow
@@ -200,9 +201,27 @@ public final class HMSSandbox: Sendable {
                 }
             }
         }
+        if let shown = message["android"]?["notification"], let problem = Self.notificationProblem(shown, message: message["notification"]) {
+            return answer(400, "80100001", problem)
+        }
         if Self.bytesWithoutTokens(body, tokens: tokens) > 4096 {
             return answer(400, "80300008", "The message body size exceeds the default value set by the system (4K)")
         }
+        return nil
+    }
+
+    /// A notification message's checks ("Sending Downlink Messages", `AndroidNotification`): `title` and `body` are
+    /// mandatory unless `message.notification` gives them; `click_action` is mandatory, its `type` 1 (the app's page:
+    /// `intent` or `action` required), 2 (`url` required), 3 (the app's home page) or 4 (rich media).
+    static func notificationProblem(_ notification: JSONValue, message shared: JSONValue?) -> String? {
+        for name in ["title", "body"] where !(notification[name]?.isString ?? false) && !(shared?[name]?.isString ?? false) {
+            return "android.notification.\(name) is mandatory"
+        }
+        guard let action = notification["click_action"], case .integer(let type)? = action["type"], (1...4).contains(type) else {
+            return "android.notification.click_action.type must be 1 to 4"
+        }
+        if type == 1, action["intent"] == nil, action["action"] == nil { return "click_action type 1 needs intent or action" }
+        if type == 2, !(action["url"]?.isString ?? false) { return "click_action type 2 needs url" }
         return nil
     }
 

@@ -15,7 +15,7 @@ public struct WebPushPlugin: ProviderPlugin {
 
     enum Settings {
         static let vapidKeyFile = Setting("PUSH_WEBPUSH_VAPID_KEY_FILE", .file, "Web Push: the VAPID P-256 private key, PEM or a base64url raw key (`push-worker vapid-keys` makes one).")
-        static let vapidSubject = Setting("PUSH_WEBPUSH_VAPID_SUBJECT", "`sub` of the VAPID token: a `mailto:` or `https:` contact (required with the key).")
+        static let vapidSubject = Setting("PUSH_WEBPUSH_VAPID_SUBJECT", "`sub` of the VAPID token: a `mailto:` or `https:` contact on a public host (required with the key). `localhost`, `.localhost`, `.invalid`, `.test` and `.local` hosts are refused: Apple's push service answers 403 BadJwtToken to them.")
         static let caFile = Setting("PUSH_WEBPUSH_CA_FILE", .file, "PEM CA bundle trusted for push services instead of the system store (sandboxes).")
         static let allowPrivate = Setting("PUSH_WEBPUSH_ALLOW_PRIVATE", .boolean, default: "false", "Allow subscription endpoints on loopback, private and link-local addresses (tests, in-house push services).")
         static let allowedHosts = Setting("PUSH_WEBPUSH_ALLOWED_HOSTS", .list, "Comma-separated push-service hosts; when set, only endpoints on these hosts or their subdomains are contacted.")
@@ -53,8 +53,12 @@ public struct WebPushPlugin: ProviderPlugin {
             reader.problem("PUSH_WEBPUSH_VAPID_KEY_FILE: \(error)")
             return nil
         }
-        guard let subject = reader.string(Settings.vapidSubject), subject.hasPrefix("mailto:") || subject.hasPrefix("https:") else {
+        guard let subject = reader.string(Settings.vapidSubject) else {
             reader.problem("PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
+            return nil
+        }
+        if let problem = VAPIDSubject.problem(subject) {
+            reader.problem("PUSH_WEBPUSH_VAPID_SUBJECT \"\(subject)\": \(problem)")
             return nil
         }
         var networks: [IPNetwork] = []
@@ -81,8 +85,8 @@ public struct WebPushPlugin: ProviderPlugin {
                 continue
             }
             let appSubject = entry.nonEmptyString("subject") ?? subject
-            guard appSubject.hasPrefix("mailto:") || appSubject.hasPrefix("https:") else {
-                reader.problem("\(place) (\(app)): subject must be a mailto: or https: contact")
+            if let problem = VAPIDSubject.problem(appSubject) {
+                reader.problem("\(place) (\(app)): subject \"\(appSubject)\": \(problem)")
                 continue
             }
             do {

@@ -46,6 +46,7 @@ public struct WebPushProvider: PushProvider {
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         // Checked and built out of line: a job in flight keeps this function's async frame
         // (docs/writing-a-provider.md).
+        if let refusal = SafariVisibilityRule.refusal(delivery) { return refusal }
         let keys: SubscriptionKeys
         switch Self.subscriptionKeys(of: delivery) {
         case .ready(let decoded): keys = decoded

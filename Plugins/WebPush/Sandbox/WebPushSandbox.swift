@@ -42,15 +42,34 @@ public final class WebPushSandbox: Sendable {
     }
 
     private let origin: String
+    /// Answer as Apple's push service does where it is stricter than the others (`web.push.apple.com`).
+    private let apple: Bool
     private let clock: @Sendable () -> Int64
     private let subscriptions = Mutex<[String: Holder]>([:])
     private let delivered = Mutex<[Delivered]>([])
     private let counter = Atomic<Int>(0)
 
-    /// - Parameter origin: `https://host:port` as clients address this server.
-    public init(origin: String, clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+    /// - Parameters:
+    ///   - origin: `https://host:port` as clients address this server.
+    ///   - apple: refuse what Apple's push service refuses and the others accept: a VAPID `sub` on a host that is not
+    ///     public (`localhost`, `.localhost`, `.invalid`, `.test`, `.local`) gets `403 {"reason":"BadJwtToken"}`
+    ///     (web-push-libs/web-push#947, pywebpush#175; FCM and Mozilla accept such a subject).
+    public init(origin: String, apple: Bool = false, clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
         self.origin = origin
+        self.apple = apple
         self.clock = clock
+    }
+
+    /// The host of a `mailto:` or `https:` subject, lower-cased.
+    static func subjectHost(_ subject: String) -> String {
+        let rest = subject.hasPrefix("mailto:") ? Substring(subject.split(separator: "@").last ?? "")
+            : subject.dropFirst("https://".count).prefix { $0 != "/" }
+        return rest.prefix { $0 != ":" && $0 != "?" }.lowercased()
+    }
+
+    /// Whether Apple's push service refuses a subject on this host.
+    static func appleRefuses(subjectHost host: String) -> Bool {
+        host.isEmpty || host == "localhost" || [".localhost", ".invalid", ".test", ".local"].contains { host.hasSuffix($0) }
     }
 
     /// Creates a subscription (what a browser does for a page) and returns what the page sends upstream.
@@ -89,6 +108,9 @@ public final class WebPushSandbox: Sendable {
         guard case .string(let subject)? = jwt.claims["sub"], subject.hasPrefix("mailto:") || subject.hasPrefix("https:") else {
             return answer(403, "VAPID sub must be a mailto: or https: URI")
         }
+        if apple, (subject.hasPrefix("mailto:") && !subject.contains("@")) || Self.appleRefuses(subjectHost: Self.subjectHost(subject)) {
+            return SandboxResponse(status: 403, json: #"{"reason":"BadJwtToken"}"#)
+        }
         guard let ttlText = request.header("ttl"), let ttl = Int(ttlText), ttl >= 0 else { return answer(400, "TTL header required") }
         guard request.header("content-encoding") == "aes128gcm" else { return answer(415, "Content-Encoding must be aes128gcm") }
         if let topic = request.header("topic"), topic.count > 32 || Base64URL.decode(topic) == nil {
@@ -122,13 +144,13 @@ public struct WebPushSandboxInstance: Sendable {
     /// - Parameters:
     ///   - host: the host clients name in endpoints (and in the VAPID `aud`): `localhost` or `127.0.0.1`.
     ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
-    public static func start(tls: SandboxTLS, port: Int = 0, host: String = "localhost",
+    public static func start(tls: SandboxTLS, port: Int = 0, host: String = "localhost", apple: Bool = false,
                              connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
                              wrap: @escaping @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
         async throws -> WebPushSandboxInstance {
         let holder = LateResponder()
         let server = try await SandboxServer.start(tls: tls, port: port, connectionClosed: connectionClosed) { holder.respond($0) }
-        let sandbox = WebPushSandbox(origin: "https://\(host):\(server.port)")
+        let sandbox = WebPushSandbox(origin: "https://\(host):\(server.port)", apple: apple)
         holder.set(wrap(sandbox.respond))
         return WebPushSandboxInstance(server: server, sandbox: sandbox)
     }
