@@ -138,7 +138,7 @@ struct APNsFidelityTests {
 
     // MARK: item 4, widgets and controls
 
-    @Test("widget and control pushes carry aps {\"content-changed\": true} only", arguments: ["widgets", "controls"])
+    @Test("widget and control pushes carry aps {content-changed: true} only", arguments: ["widgets", "controls"])
     func widgetPayload(_ pushType: String) throws {
         let built = try APNsRequest.build(Self.delivery(pushType: pushType), app: Self.tokenApp)
         let payload = try JSONParser.parse(built.payload)
