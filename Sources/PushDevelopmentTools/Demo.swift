@@ -61,6 +61,8 @@ public enum Demo {
         let unboundPixel = #"{"bindingId":"ivan-old-pixel","xmpush":"a:example-project:null"}"#
         let teamlessRFC8599 = #"{"bindingId":"ivan-ipad","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "e3", count: 32))"}"#
         let bareNull = #"{"bindingId":"ivan-desk-phone","xmpush":"null"}"#
+        // Linphone's iOS registration: a PushKit token for calls and a remote token for everything else, in one binding.
+        let linphoneDual = #"{"bindingId":"leo-iphone","rfc8599":"pn-provider=apns.dev;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip&remote;pn-prid=\#(String(repeating: "a7", count: 32)):voip&\#(String(repeating: "b8", count: 32)):remote"}"#
         let ringingPhone = #"{"bindingId":"kate-phone","provider":"proxy","token":"kate-voip-1","tokenType":"apnsVoip","platform":"ios"}"#
         let fcmAndroid = #"{"bindingId":"frank-pixel","provider":"fcm","app":"example-project","token":"fcm-frank-1","platform":"android"}"#
         let fcmGone = #"{"bindingId":"old-tablet","provider":"fcm","token":"unregistered-tablet-7","platform":"android"}"#
@@ -84,6 +86,12 @@ public enum Demo {
                                 extra: #""data":{"callId":"a84b4c76e66710@pc33","caller":"Alice","callerUsername":"1111"},"#,
                                 targets: [rfc8599Voip, teamlessRFC8599, unboundPixel, bareNull].joined(separator: ",")),
                       expectedMessages: 4),
+            SampleJob(title: "Linphone dual binding rings (call → its VoIP token)", id: "call-7", key: "leo",
+                      json: job("call-7", kind: "call", user: "leo", ttl: 30, extra: #""data":{"callId":"c-93","caller":"ivan"},"#,
+                                targets: linphoneDual), expectedMessages: 1),
+            SampleJob(title: "message to the Linphone dual binding (→ its remote token)", id: "msg-10", key: "leo",
+                      json: job("msg-10", kind: "message", user: "leo", extra: #""notification":{"title":"Ivan","body":"Call me back"},"#,
+                                targets: linphoneDual), expectedMessages: 1),
             SampleJob(title: "VoIP call via Huawei Push Kit", id: "call-5", key: "judy",
                       json: job("call-5", kind: "call", user: "judy", ttl: 30, extra: #""data":{"callId":"c-91","caller":"ivan"},"#,
                                 targets: huaweiPhone + "," + huaweiGone), expectedMessages: 2),

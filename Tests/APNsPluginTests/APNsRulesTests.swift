@@ -46,15 +46,14 @@ struct APNsRulesTests {
     }
 
     @Test("push type by kind: call → voip, cancel → alert, message and custom → alert, wake → background; the target's pushType wins")
-    func pushTypeByKind() {
-        let target = Target(bindingId: "b", provider: .apns)
-        #expect(APNsPushType.resolve(kind: .call, target: target) == .voip)
-        #expect(APNsPushType.resolve(kind: .cancel, target: target) == .alert)
-        #expect(APNsPushType.resolve(kind: .cancel, target: target, cancel: .voip) == .voip)
-        #expect(APNsPushType.resolve(kind: .message, target: target) == .alert)
-        #expect(APNsPushType.resolve(kind: .custom, target: target) == .alert)
-        #expect(APNsPushType.resolve(kind: .wake, target: target) == .background)
-        #expect(APNsPushType.resolve(kind: .cancel, target: Target(bindingId: "b", provider: .apns, details: APNsTarget(token: nil, pushType: "voip"))) == .voip)
+    func pushTypeByKind() throws {
+        #expect(APNsPushType.byKind(.call) == .voip)
+        #expect(APNsPushType.byKind(.cancel) == .alert)
+        #expect(APNsPushType.byKind(.cancel, cancel: .voip) == .voip)
+        #expect(APNsPushType.byKind(.message) == .alert)
+        #expect(APNsPushType.byKind(.custom) == .alert)
+        #expect(APNsPushType.byKind(.wake) == .background)
+        #expect(try APNsRequest.build(Self.delivery(kind: .message, pushType: "complication"), app: Self.app).pushType == .complication)
     }
 
     @Test("every push type's topic suffix is Apple's", arguments: [
@@ -65,7 +64,8 @@ struct APNsRulesTests {
         ("controls", "com.example.chat.push-type.controls"), ("mdm", "com.example.chat"),
     ])
     func topics(_ pushType: String, _ topic: String) throws {
-        #expect(try headers(Self.delivery(pushType: pushType))["apns-topic"] == topic)
+        // A `voip` binding is a PushKit token, which takes calls only.
+        #expect(try headers(Self.delivery(kind: pushType == "voip" ? .call : .message, pushType: pushType))["apns-topic"] == topic)
     }
 
     @Test("a configured topic replaces the derived one (Mizu pushnotification_topic)")
@@ -135,7 +135,7 @@ struct APNsRulesTests {
     @Test("the location push type is refused with certificate authentication")
     func locationNeedsToken() {
         let app = APNsApp(bundleId: "com.example.chat", authentication: .certificate(TLSOptions()))
-        #expect(throws: APNsRequest.Refusal.locationNeedsTokenAuthentication) {
+        #expect(throws: APNsRequest.Refusal.needsTokenAuthentication(.location)) {
             try APNsRequest.build(Self.delivery(pushType: "location"), app: app)
         }
     }

@@ -24,12 +24,12 @@ struct APNsSIPBindingTests {
                                 transport: CurlHTTPTransport(), logger: testLogger(), templates: templates)
     }
 
-    @Test("an RFC 8599 APNs binding with service voip delivers with topic <bundle>.voip and push type voip, even for a message")
+    @Test("an RFC 8599 APNs binding with service voip delivers a call with topic <bundle>.voip and push type voip")
     func rfc8599VoipBinding() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
-        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: "message"))
+        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#))
         guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
         let request = try #require(fixture.server.requests.first)
         #expect(request.path == "/3/device/\(Self.token)")
@@ -37,6 +37,44 @@ struct APNsSIPBindingTests {
         #expect(request.header("apns-push-type") == "voip")
         await provider.shutdown()
         await fixture.stop()
+    }
+
+    static let voipToken = String(repeating: "1f", count: 32)
+    static let remoteToken = String(repeating: "2e", count: 32)
+
+    @Test("a Linphone dual binding (voip&remote, either order): a call goes to the VoIP token as voip, a message to the remote token as alert, each on its own topic",
+          arguments: ["voip&remote", "remote&voip"])
+    func dualBinding(_ services: String) async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try provider(fixture)
+        fixture.sandbox.register(token: Self.voipToken, bundleId: APNsSandboxFixture.bundleId, pushKit: true)
+        fixture.sandbox.register(token: Self.remoteToken, bundleId: APNsSandboxFixture.bundleId)
+        let prid = services == "voip&remote" ? "\(Self.voipToken):voip&\(Self.remoteToken):remote" : "\(Self.remoteToken):remote&\(Self.voipToken):voip"
+        let target = #"{"bindingId":"b1","rfc8599":"pn-provider=apns.dev;pn-param=\#(APNsSandboxFixture.teamId).\#(APNsSandboxFixture.bundleId).\#(services);pn-prid=\#(prid)"}"#
+        guard case .delivered(_, 200, _) = await provider.deliver(try Self.delivery(target: target)) else { Issue.record("call not delivered"); return }
+        let message = await provider.deliver(try Self.delivery(target: target, kind: "message", notification: #""notification":{"title":"Bob","body":"Hi"},"#))
+        guard case .delivered(_, 200, _) = message else { Issue.record("message not delivered: \(message)"); return }
+        let requests = fixture.server.requests
+        #expect(requests.map(\.path) == ["/3/device/\(Self.voipToken)", "/3/device/\(Self.remoteToken)"])
+        #expect(requests.map { $0.header("apns-push-type") } == ["voip", "alert"])
+        #expect(requests.map { $0.header("apns-topic") } == ["\(APNsSandboxFixture.bundleId).voip", APNsSandboxFixture.bundleId])
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("pn-provider=apns.dev is Apple's sandbox environment; pn-param without a service, or with remote, is an ordinary device token")
+    func flexisipForms() throws {
+        let bundle = APNsSandboxFixture.bundleId
+        for (binding, environment) in [("pn-provider=apns.dev;pn-param=ABCD123456.\(bundle);pn-prid=\(Self.token)", "sandbox"),
+                                       ("pn-provider=apns;pn-param=ABCD123456.\(bundle).remote;pn-prid=\(Self.token):remote", "production")] {
+            let delivery = try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: "message",
+                                             notification: #""notification":{"title":"Bob","body":"Hi"},"#)
+            #expect(delivery.target.app == bundle)
+            #expect(delivery.target.details(APNsTarget.self) == APNsTarget(token: Self.token, environment: environment, notation: .rfc8599))
+            let built = try APNsRequest.build(delivery, app: APNsApp(bundleId: bundle, authentication: .token(keyFile: "-", keyId: "K", teamId: "T")))
+            #expect(built.pushType == .alert)
+            #expect(built.headers.first { $0.name == "apns-topic" }?.value == bundle)
+        }
     }
 
     @Test("an X-MPUSH APNs binding selects the app by its package and follows the kind's push type")
@@ -75,7 +113,7 @@ struct APNsSIPBindingTests {
         await fixture.stop()
     }
 
-    @Test("a cancel takes the app's cancel push type unless the binding names one (RFC 8599 service voip)")
+    @Test("a cancel takes the app's cancel push type; to a PushKit token (RFC 8599 service voip) it goes only when that type is voip")
     func cancelPushTypePerBindingAndApp() throws {
         let alertApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
                                cancelPushType: .alert)
@@ -84,13 +122,16 @@ struct APNsSIPBindingTests {
         #expect(alert.pushType == .background, "an alert-type cancel that shows nothing goes as a background push")
         #expect(alert.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat")
         let voipBinding = try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(Self.token)"}"#, kind: "cancel")
-        let voip = try APNsRequest.build(voipBinding, app: alertApp)
-        #expect(voip.pushType == .voip)
-        #expect(voip.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat.voip")
+        #expect(throws: APNsRequest.Refusal.destination(.notForPushKitToken(.background, notation: .rfc8599))) {
+            try APNsRequest.build(voipBinding, app: alertApp)
+        }
         let defaultApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
         #expect(try APNsRequest.build(native, app: defaultApp).pushType == .background, "alert by default; nothing shows")
         let voipApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
                               cancelPushType: .voip)
         #expect(try APNsRequest.build(native, app: voipApp).pushType == .voip)
+        let voip = try APNsRequest.build(voipBinding, app: voipApp)
+        #expect(voip.pushType == .voip)
+        #expect(voip.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat.voip")
     }
 }

@@ -49,13 +49,13 @@ struct APNsSandboxTests {
         await fixture.stop()
     }
 
-    @Test("410 Unregistered yields rejected with invalidSince from Apple's timestamp; 400 BadDeviceToken rejected; 503 retryable")
+    @Test("410 Unregistered yields rejected with invalidSince from Apple's timestamp; 400 BadDeviceToken rejected when the binding names its environment; 503 retryable")
     func scriptedAnswers() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let gone = await provider.deliver(Self.delivery(token: "0410" + String(repeating: "a", count: 60)))
         #expect(gone == .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: APNsSandbox.unregisteredSince))
-        let bad = await provider.deliver(Self.delivery(token: "0400" + String(repeating: "a", count: 60)))
+        let bad = await provider.deliver(Self.delivery(token: "0400" + String(repeating: "a", count: 60), environment: "production"))
         #expect(bad == .rejected(reason: "BadDeviceToken", httpStatus: 400))
         let unavailable = await provider.deliver(Self.delivery(token: "0503" + String(repeating: "a", count: 60)))
         #expect(unavailable == .retryable(reason: "ServiceUnavailable", httpStatus: 503))

@@ -39,7 +39,7 @@ struct APNsSeedBindingTests {
         let app = Self.app(pushKit: true)
         let xmpush = #"{"bindingId":"b1","xmpush":"i:com.example.app:\#(Self.token)"}"#
         #expect(try APNsRequest.build(Self.delivery(xmpush, kind: "call"), app: app).pushType == .voip)
-        #expect(throws: APNsRequest.Refusal.notForPushKitToken(.alert)) { try APNsRequest.build(Self.delivery(xmpush), app: app) }
+        #expect(throws: APNsRequest.Refusal.destination(.notForPushKitToken(.alert, notation: .xmpush))) { try APNsRequest.build(Self.delivery(xmpush), app: app) }
         let native = #"{"bindingId":"b1","provider":"apns","app":"com.example.app","token":"\#(Self.token)"}"#
         #expect(try APNsRequest.build(Self.delivery(native), app: app).pushType == .alert, "native targets are plain APNs tokens")
         #expect(try APNsRequest.build(Self.delivery(xmpush), app: Self.app()).pushType == .alert,

@@ -38,20 +38,25 @@ struct SIPPushBindingTests {
 
     static let validRFC8599: [(String, Target)] = [
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken)",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: apnsToken, pushType: "voip")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: apnsToken, environment: "production", pushType: "voip")),
         ("pn-prid=\(apnsToken);pn-param=DEF123GHIJ.com.example.chat.voip-ptt;pn-provider=apns",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, pushType: "pushtotalk")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production", pushType: "pushtotalk")),
+        // Flexisip's grammar: no service, or `remote`, is an ordinary device token; `apns.dev` is the sandbox.
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.app;pn-prid=\(apnsToken)",
+         expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "production")),
+        ("pn-provider=apns.dev;pn-param=DEF123GHIJ.com.example.app.remote;pn-prid=\(apnsToken):remote",
+         expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "sandbox")),
         ("PN-PROVIDER=fcm;pn-param=example-project;pn-prid=dGhpcyBpcw:APA91%3Dtoken",
          expected(provider: .fcm, app: "example-project", token: "dGhpcyBpcw:APA91=token")),
         ("pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1",
          expected(provider: .webpush, token: "https://push.example.net/s/1")),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=null",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: nil, pushType: "voip")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: nil, environment: "production", pushType: "voip")),
         // Without the team id (Mizu's pushnotification_teamid left empty): the bundle id starts at once.
         ("pn-provider=apns;pn-param=com.example.chat.voip;pn-prid=\(apnsToken)",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, pushType: "voip")),
+         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production", pushType: "voip")),
         ("pn-provider=apns;pn-param=example.voip-ptt;pn-prid=\(apnsToken)",
-         expected(provider: .apns, notation: .rfc8599, app: "example", token: apnsToken, pushType: "pushtotalk")),
+         expected(provider: .apns, notation: .rfc8599, app: "example", token: apnsToken, environment: "production", pushType: "pushtotalk")),
         ("pn-provider=fcm;pn-param=example-project;pn-prid=null",
          expected(provider: .fcm, app: "example-project", token: nil)),
     ]
@@ -67,13 +72,18 @@ struct SIPPushBindingTests {
         ("", "rfc8599 is required and must be a non-empty string"),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip", "pn-prid is required"),
         ("pn-param=example-project;pn-prid=t", "pn-provider is required"),
-        ("pn-provider=gcm;pn-param=p;pn-prid=t", "pn-provider \"gcm\" is not one of apns, fcm, webpush"),
+        ("pn-provider=gcm;pn-param=p;pn-prid=t", "pn-provider \"gcm\" is not one of apns, apns.dev, fcm, webpush"),
         ("pn-provider=fcm;pn-prid=t", "pn-param (the Firebase project id) is required for fcm"),
         ("pn-provider=apns;pn-prid=\(apnsToken)", "pn-param is required for apns"),
-        ("pn-provider=apns;pn-param=voip;pn-prid=\(apnsToken)", "must be [<team id>.]<bundle id>.<service>"),
-        ("pn-provider=apns;pn-param=DEF123GHIJ.voip;pn-prid=\(apnsToken)", "must be [<team id>.]<bundle id>.<service>"),
-        ("pn-provider=apns;pn-param=DEF123GHIJ..voip;pn-prid=\(apnsToken)", "must be [<team id>.]<bundle id>.<service>"),
-        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.app;pn-prid=\(apnsToken)", "service \"app\" is not one of complication, voip, voip-ptt"),
+        ("pn-provider=apns;pn-param=voip;pn-prid=\(apnsToken)", "must be [<team id>.]<bundle id>[.<service>]"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.voip;pn-prid=\(apnsToken)", "must be [<team id>.]<bundle id>[.<service>]"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ..voip;pn-prid=\(apnsToken)", "must be [<team id>.]<bundle id>[.<service>]"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&app;pn-prid=\(apnsToken)", "must be voip, remote or voip&remote"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&voip-ptt;pn-prid=a:voip&b:voip-ptt", "must be voip, remote or voip&remote"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken)", "pn-param names 2 service(s) but pn-prid has 1 token(s)"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken):voip&\(apnsToken):voip", "pn-prid's services do not match pn-param's"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken)&\(apnsToken)", "pn-prid must be <token>:<service>"),
+        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken):remote", "pn-prid's services do not match pn-param's"),
         ("pn-provider=fcm;pn-provider=fcm;pn-param=p;pn-prid=t", "pn-provider appears twice"),
         ("pn-provider=fcm;pn-param=p;pn-prid=t;pn-purr=x", "parameter pn-purr is not one of pn-provider, pn-param, pn-prid"),
         ("pn-provider=fcm;pn-param=p;pn-prid=", "pn-prid has an empty or badly percent-encoded value"),
@@ -150,7 +160,8 @@ struct SIPBindingTargetTests {
     func rfc8599Target() throws {
         let target = try decode(#"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(SIPPushBindingTests.apnsToken)"}"#)
         #expect(target == Target(bindingId: "b1", provider: .apns, app: "com.example.chat",
-                                 details: APNsTarget(token: SIPPushBindingTests.apnsToken, pushType: "voip", notation: .rfc8599)))
+                                 details: APNsTarget(token: SIPPushBindingTests.apnsToken, environment: "production", pushType: "voip",
+                                                     notation: .rfc8599)))
     }
 
     @Test("pn-prid=null decodes to an unbound target without a token")

@@ -15,7 +15,8 @@ public struct APNsApp: Sendable {
     /// A VoIP Services certificate beside the app's alert credentials (the push-proxy seed keeps both for
     /// one app): VoIP pushes use it; every other push uses `authentication`.
     public var voipAuthentication: Authentication?
-    /// Replaces the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM.
+    /// Replaces the bundle id in the derived `apns-topic` (Mizu `pushnotification_topic`), e.g. for MDM; each push type
+    /// keeps its suffix, so calls still go to `<topic>.voip` ("Sending notification requests to APNs", `apns-topic`).
     public var topicOverride: String?
     /// Push type of cancels to targets that name none: `alert` (default: iOS 13+ ends an app that
     /// gets a VoIP push without reporting a call, as the Mizu seed warns) or `voip` (apps whose

@@ -18,7 +18,7 @@ public struct APNsPlugin: ProviderPlugin {
         static let keyId = Setting("PUSH_APNS_KEY_ID", "The 10-character id of that key.")
         static let teamId = Setting("PUSH_APNS_TEAM_ID", "The 10-character Apple team id (`iss` of the provider token).")
         static let bundleId = Setting("PUSH_APNS_BUNDLE_ID", "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …).")
-        static let topic = Setting("PUSH_APNS_TOPIC", "Replaces the derived `apns-topic` of that app (e.g. an MDM topic).")
+        static let topic = Setting("PUSH_APNS_TOPIC", "Replaces the bundle id in the derived `apns-topic` of that app (e.g. an MDM topic); each push type keeps its suffix (`.voip`, …).")
         static let cancelPushType = Setting("PUSH_APNS_CANCEL_PUSH_TYPE", default: "alert", "Push type of `cancel` jobs to that app's targets that name none: `alert` (iOS 13+ ends an app that gets a VoIP push without reporting a call) or `voip` (for apps whose PushKit handler reports and ends the call). Apps in `PUSH_APPS_FILE` set `cancelPushType`.")
         static let environment = Setting("PUSH_APNS_ENVIRONMENT", default: "production", "Environment of that app's targets that name none (X-MPUSH `d:` or no prefix included): `production` or `sandbox`. Apps in `PUSH_APPS_FILE` set `environment`.")
         static let pushKitTokens = Setting("PUSH_APNS_XMPUSH_PUSHKIT_TOKENS", .boolean, default: "false", "That app's X-MPUSH `i:` tokens are PushKit (VoIP) tokens, as in the Mizu seed's iOS guide: calls go as `voip`; a push to one that would not go as `voip` ends `failed`, unsent (never a binding removal). Apps in `PUSH_APPS_FILE` set `xmpushPushKitTokens`.")

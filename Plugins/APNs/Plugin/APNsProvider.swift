@@ -87,7 +87,10 @@ public struct APNsProvider: PushProvider {
         case .ready(let ready): sending = ready
         case .refused(let result): return result
         }
-        let answer = await HTTPDelivery.send(sending.request, for: delivery, over: transport, classify: APNsResponse.classify)
+        let environmentNamed = delivery.target.details(APNsTarget.self)?.environment != nil
+        let answer = await HTTPDelivery.send(sending.request, for: delivery, over: transport) { response in
+            APNsResponse.classify(response, environmentNamed: environmentNamed)
+        }
         return read(answer, of: sending)
     }
 
@@ -109,17 +112,8 @@ public struct APNsProvider: PushProvider {
         var built: APNsRequest.Built
         do {
             built = try APNsRequest.build(delivery, app: app, templates: templates)
-        } catch .payloadTooLarge(let size, let limit) {
-            return .refused(.failed(reason: "PayloadTooLarge: \(size) bytes, the limit is \(limit); not sent", httpStatus: nil))
-        } catch .template(let failure) {
-            return .refused(.failed(reason: "payload template \(failure); not sent", httpStatus: nil))
-        } catch .notForPushKitToken(let pushType) {
-            return .refused(.failed(reason: "the binding is an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token: "
-                + "a \(delivery.job.kind.rawValue) push would go as \(pushType.rawValue); not sent", httpStatus: nil))
-        } catch .liveActivityMissing {
-            return .refused(.failed(reason: "the target's push type is liveactivity and the job has no liveActivity; not sent", httpStatus: nil))
         } catch {
-            return .refused(.failed(reason: "the location push type needs token authentication; not sent", httpStatus: nil))
+            return .refused(Self.result(of: error, delivery: delivery, bundleId: bundleId))
         }
         // Taken out, so the `authorization` below goes into the room left for it instead of a copy of the array.
         var headers = built.headers
@@ -144,6 +138,28 @@ public struct APNsProvider: PushProvider {
                                   timeout: configuration.timeout, tls: tls)
         return .ready(Sending(request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
                               pushType: built.pushType, truncated: built.truncated))
+    }
+
+    /// A request not built: `failed`, unsent, saying why.
+    private static func result(of refusal: APNsRequest.Refusal, delivery: Delivery, bundleId: String) -> DeliveryResult {
+        let reason: String
+        switch refusal {
+        case .payloadTooLarge(let size, let limit):
+            reason = "PayloadTooLarge: \(size) bytes, the limit is \(limit)"
+        case .template(let failure):
+            reason = "payload template \(failure)"
+        case .destination(.notForPushKitToken(let pushType, let notation)):
+            let token = notation == .xmpush ? "an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token"
+                : "a PushKit (VoIP) token"
+            reason = "the binding is \(token), for calls only: a \(delivery.job.kind.rawValue) push would go as \(pushType.rawValue)"
+        case .liveActivityMissing:
+            reason = "the target's push type is liveactivity and the job has no liveActivity"
+        case .liveActivityStartWithoutAlert:
+            reason = "a Live Activity start needs an alert (a title or body) and the job's notification has none"
+        case .needsTokenAuthentication(let pushType):
+            reason = "the \(pushType.rawValue) push type needs token authentication"
+        }
+        return .failed(reason: reason + "; not sent", httpStatus: nil)
     }
 
     @inline(never)

@@ -42,35 +42,45 @@ public enum APNsPushType: String, Sendable, CaseIterable {
     /// Largest payload APNs accepts for this type, in bytes.
     public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
 
-    /// The type for a target: its own `pushType` (an RFC 8599 binding's service), else by job
-    /// kind — call → voip, cancel → the app's cancel type (alert by default, as the Mizu seed's
-    /// `pushnotification_apnspushtype`), message and custom → alert, wake → background.
-    /// An alert that shows nothing (no title, body, sound or badge) is a background push: Apple's
-    /// "Pushing background updates to your App" asks for push type background, priority 5 and
-    /// `content-available: 1` for a push that only delivers data.
-    public static func resolve(kind: JobKind, target: Target, cancel: APNsPushType = APNsApp.defaultCancelPushType,
-                               hasVisibleNotification: Bool = true) -> APNsPushType {
-        let resolved: APNsPushType
-        if let name = target.details(APNsTarget.self)?.pushType, let explicit = APNsPushType(rawValue: name) {
-            resolved = explicit
-        } else {
-            switch kind {
-            case .call: resolved = .voip
-            case .cancel: resolved = cancel
-            case .message, .custom: resolved = .alert
-            case .wake: resolved = .background
-            }
+    /// Apple serves these over token-based connections only: `location` ("Sending notification requests to
+    /// APNs", `apns-push-type`), `liveactivity` (ActivityKit, "Starting and updating Live Activities with
+    /// ActivityKit push notifications": "establish a token-based connection to APNs"), `widgets` and
+    /// `controls` (WidgetKit, "Updating widgets with WidgetKit push notifications", likewise).
+    public var needsTokenAuthentication: Bool {
+        switch self {
+        case .location, .liveactivity, .widgets, .controls: true
+        default: false
+        }
+    }
+
+    /// The type a job kind takes when the binding names none: call → voip, cancel → the app's cancel type
+    /// (alert by default, as the Mizu seed's `pushnotification_apnspushtype`), message and custom → alert,
+    /// wake → background. An alert that shows nothing (no title, body, sound or badge) is a background
+    /// push: Apple's "Pushing background updates to your App" asks for push type background, priority 5
+    /// and `content-available: 1` for a push that only delivers data.
+    public static func byKind(_ kind: JobKind, cancel: APNsPushType = APNsApp.defaultCancelPushType,
+                              hasVisibleNotification: Bool = true) -> APNsPushType {
+        let resolved: APNsPushType = switch kind {
+        case .call: .voip
+        case .cancel: cancel
+        case .message, .custom: .alert
+        case .wake: .background
         }
         return resolved == .alert && !hasVisibleNotification ? .background : resolved
     }
 
-    /// `apns-priority`: background is always 5; VoIP calls always 10 (they must ring now);
-    /// others 10 for high-priority jobs, 5 for normal ones.
+    /// `apns-priority`: background is always 5; VoIP calls always 10 (they must ring now); Push to Talk
+    /// always 10 (PushToTalk, "Creating a Push to Talk app": "set the APNs priority to 10"); others 10 for
+    /// high-priority jobs, 5 for normal ones.
     public func priority(for jobPriority: JobPriority) -> Int {
         switch self {
         case .background: 5
-        case .voip: 10
+        case .voip, .pushtotalk: 10
         default: jobPriority == .high ? 10 : 5
         }
     }
+
+    /// Push to Talk pushes carry `apns-expiration: 0` whatever the job's TTL (PushToTalk: "set an
+    /// expiration of 0", so a late transmission is never delivered).
+    public var expiresAtOnce: Bool { self == .pushtotalk }
 }

@@ -15,24 +15,27 @@ enum APNsRequest {
 
     enum Refusal: Error, Equatable {
         case payloadTooLarge(size: Int, limit: Int)
-        case locationNeedsTokenAuthentication
+        /// The push type is served over token-based connections only (`APNsPushType.needsTokenAuthentication`).
+        case needsTokenAuthentication(APNsPushType)
         case template(PayloadTemplateFailure)
-        /// The app's X-MPUSH tokens are PushKit tokens and this push would not be VoIP.
-        case notForPushKitToken(APNsPushType)
+        case destination(APNsDestination.Refusal)
         /// A `liveactivity` target of a job without `liveActivity`: there is nothing to start, update or end.
         case liveActivityMissing
+        /// ActivityKit: a push that starts a Live Activity must include an `alert`; the job's notification has no text.
+        case liveActivityStartWithoutAlert
     }
 
     static func build(_ delivery: Delivery, app: APNsApp, templates: any PayloadTemplates = BuiltInPayloads()) throws(Refusal) -> Built {
         let job = delivery.job
-        let pushType = APNsPushType.resolve(kind: job.kind, target: delivery.target, cancel: app.cancelPushType,
-                                            hasVisibleNotification: job.hasVisibleNotification)
-        if pushType == .location, case .certificate = app.authentication { throw .locationNeedsTokenAuthentication }
-        if app.xmpushTokensArePushKit, delivery.target.details(APNsTarget.self)?.notation == .xmpush, pushType != .voip {
-            throw .notForPushKitToken(pushType)
+        let destination: APNsDestination
+        do { destination = try APNsDestination.resolve(delivery, app: app) } catch { throw .destination(error) }
+        let pushType = destination.pushType
+        if pushType.needsTokenAuthentication, case .certificate = app.authentication(for: pushType) {
+            throw .needsTokenAuthentication(pushType)
         }
         func keywords() -> PayloadKeywords {
             var keywords = PayloadKeywords(delivery: delivery, app: app.bundleId)
+            keywords.set("TOKEN", destination.token)
             keywords.set("PUSHTYPE", pushType.rawValue)
             keywords.set("APRIORITY", String(pushType.priority(for: job.priority)))
             return keywords
@@ -44,7 +47,12 @@ enum APNsRequest {
         var truncated = false
         switch templates.render(PayloadTemplateKey(provider: .apns, app: app.bundleId, kind: job.kind), keywords: keywords()) {
         case nil:
-            if pushType == .liveactivity, job.liveActivity == nil { throw .liveActivityMissing }
+            if pushType == .liveactivity {
+                guard let activity = job.liveActivity else { throw .liveActivityMissing }
+                if activity.event == .start, !(job.notification.map(APNsLiveActivity.hasAlertText) ?? false) {
+                    throw .liveActivityStartWithoutAlert
+                }
+            }
             let build = { (notification: Notification?) in
                 PayloadOverride.apply(override, to: self.payload(job, notification: notification, pushType: pushType))
             }
@@ -61,14 +69,14 @@ enum APNsRequest {
         // through the runtime's generic tuple copy.
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(8)
-        headers.append(("apns-topic", app.topicOverride ?? app.bundleId + pushType.topicSuffix))
+        headers.append(("apns-topic", (app.topicOverride ?? app.bundleId) + pushType.topicSuffix))
         headers.append(("apns-push-type", pushType.rawValue))
         headers.append(("apns-priority", String(pushType.priority(for: job.priority))))
-        headers.append(("apns-expiration", String(expiration(job))))
+        headers.append(("apns-expiration", String(pushType.expiresAtOnce ? 0 : expiration(job))))
         headers.append(("apns-id", stableId(delivery.deliveryKey)))
         headers.append(("content-type", "application/json"))
         if let collapseKey = job.collapseKey { headers.append(("apns-collapse-id", collapseId(collapseKey))) }
-        return Built(path: "/3/device/\(delivery.target.details(APNsTarget.self)?.token ?? "")", headers: headers, payload: payload,
+        return Built(path: "/3/device/\(destination.token)", headers: headers, payload: payload,
                      pushType: pushType, truncated: truncated)
     }
 
@@ -103,8 +111,8 @@ enum APNsRequest {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// `aps` plus the job's data at the top level. Background pushes carry `content-available`
-    /// only (no alert, sound or badge, as Apple requires); alerts with data get `mutable-content`
-    /// unless the job says otherwise, so a notification service extension can enrich them.
+    /// only (no alert, sound or badge, as Apple requires), widget and control pushes `content-changed`
+    /// only; alerts with data get `mutable-content` unless the job says otherwise, so a notification service extension can enrich them.
     static func payload(_ job: Job, notification: Notification?, pushType: APNsPushType) -> [UInt8] {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
@@ -112,6 +120,9 @@ enum APNsRequest {
         writer.beginObject()
         if pushType == .background {
             writer.member("content-available", Int64(1))
+        } else if pushType == .widgets || pushType == .controls {
+            // WidgetKit, "Updating widgets with WidgetKit push notifications": `aps` is `{"content-changed": true}`.
+            writer.member("content-changed", true)
         } else if pushType == .liveactivity, let activity = job.liveActivity {
             APNsLiveActivity.write(activity, notification: notification, createdAt: job.createdAt, into: &writer)
         } else if let notification {

@@ -11,7 +11,13 @@ enum APNsResponse {
     /// override or certificate; the Mizu seed's FAQ treats DeviceTokenNotForTopic as a topic setting to
     /// fix), so they remove nothing. They concern this request's topic, so they open no circuit either.
     static let topicReasons: Set<String> = ["DeviceTokenNotForTopic", "MissingTopic", "TopicDisallowed", "BadTopic"]
-    static func classify(_ response: HTTPResponse) -> DeliveryResult {
+    /// - Parameter environmentNamed: the binding named its environment (a target's `environment`, RFC 8599
+    ///   `apns`/`apns.dev`, X-MPUSH `s:`/`p:`). Apple: BadDeviceToken means "the specified device token is invalid.
+    ///   Verify that the request contains a valid token and that the token matches the environment", so when the
+    ///   environment was the app's default (our guess) the token may be alive in the other one: one wrong
+    ///   `environment` setting must not delete every binding of an app. Such a binding stays: `failed`,
+    ///   check_credentials, and no circuit (the next binding may name its environment).
+    static func classify(_ response: HTTPResponse, environmentNamed: Bool = true) -> DeliveryResult {
         let status = response.status
         let body = try? JSONParser.parse(response.body)
         let reason: String = if case .string(let text)? = body?["reason"] { text } else { "HTTP \(status)" }
@@ -21,6 +27,9 @@ enum APNsResponse {
         case 410:
             let since: Int64? = if case .integer(let milliseconds)? = body?["timestamp"] { milliseconds } else { nil }
             return .rejected(reason: reason, httpStatus: status, invalidSince: since)
+        case 400 where reason == "BadDeviceToken" && !environmentNamed:
+            return .failed(reason: "BadDeviceToken in the app's default environment (the binding names none): kept",
+                           httpStatus: status, action: .checkCredentials, blame: .request)
         case 400 where deadToken.contains(reason):
             return .rejected(reason: reason, httpStatus: status)
         case 400 where topicReasons.contains(reason):

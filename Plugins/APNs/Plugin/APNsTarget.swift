@@ -3,8 +3,10 @@ import PushCore
 /// An APNs target's own fields: `{"provider": "apns", "app": "<bundle id>", "token": "<hex>",
 /// "environment"?: "production" | "sandbox", "pushType"?: "<apns-push-type>"}`.
 public struct APNsTarget: TargetDetails, Equatable {
-    /// The device token, hex.
+    /// The device token, hex (of a dual binding, the ordinary `remote` one).
     public var token: String?
+    /// A dual binding's PushKit token (RFC 8599 `voip&remote`): calls go to it as `voip`, every other push to `token`.
+    public var voipToken: String?
     /// `sandbox` selects Apple's development environment; anything else is production.
     public var environment: String?
     /// The push type the binding demands (an RFC 8599 binding's service), if any.
@@ -12,8 +14,10 @@ public struct APNsTarget: TargetDetails, Equatable {
     /// The SIP notation the binding came in, if any: an X-MPUSH `i:` token may be a PushKit token.
     public var notation: SIPBinding.Notation?
 
-    public init(token: String?, environment: String? = nil, pushType: String? = nil, notation: SIPBinding.Notation? = nil) {
+    public init(token: String?, voipToken: String? = nil, environment: String? = nil, pushType: String? = nil,
+                notation: SIPBinding.Notation? = nil) {
         self.token = token
+        self.voipToken = voipToken
         self.environment = environment
         self.pushType = pushType
         self.notation = notation
@@ -58,9 +62,11 @@ public struct APNsTargetFormat: TargetFormat {
         func invalid(_ message: String) -> JobRejection { JobRejection(.invalidField, "\(path)\(message)") }
         guard let token = details.token else { throw invalid("token is required for apns") }
         // Counted in bytes: a token of hex digits has as many bytes as characters (and any other is refused).
-        let length = token.utf8.count
-        guard length >= 16, length.isMultiple(of: 2), !token.containsUTF8Byte(where: { !$0.isHexDigit }) else {
-            throw invalid("token must be an even number (≥ 16) of hex digits for apns")
+        for token in [token, details.voipToken].compactMap(\.self) {
+            let length = token.utf8.count
+            guard length >= 16, length.isMultiple(of: 2), !token.containsUTF8Byte(where: { !$0.isHexDigit }) else {
+                throw invalid("token must be an even number (≥ 16) of hex digits for apns")
+            }
         }
         if let environment = details.environment, !Self.environments.contains(environment) {
             throw invalid("environment must be production or sandbox")
@@ -72,20 +78,16 @@ public struct APNsTargetFormat: TargetFormat {
 
     // MARK: SIP bindings
 
-    public var rfc8599Providers: [String] { ["apns"] }
+    public var rfc8599Providers: [String] { APNsRFC8599Binding.providers.keys.sorted() }
     public var xmpushProviders: [(letter: String, meaning: String)] { [("i", "APNs")] }
 
-    /// RFC 8599 APNs services (the last label of `pn-param`) and the push type each selects.
-    public static let rfc8599Services: [String: APNsPushType] = ["voip": .voip, "voip-ptt": .pushtotalk, "complication": .complication]
     /// X-MPUSH environment prefixes: `s` sandbox, `p` production; `d` (or none) the app's default environment.
     static let xmpushEnvironments: [String: String] = ["s": "sandbox", "p": "production"]
 
-    /// - RFC 8599: `pn-param` is `<team id>.<bundle id>.<service>` (RFC 8599 section 9): the 10-character
-    ///   team id, the bundle id (which selects the app), and the service — `voip` selects the VoIP push type
-    ///   and the `.voip` topic. The team id is checked for shape only: credentials (and their team) come
-    ///   from the worker's configuration. Gateways may leave the team id out (Mizu's
-    ///   `pushnotification_teamid` is optional): a leading label of exactly 10 characters `[A-Z0-9]` is
-    ///   the team id, otherwise the bundle id starts at once.
+    /// - RFC 8599, as Flexisip and Linphone write it (`APNsRFC8599Binding`): the bundle id selects the app,
+    ///   `pn-provider` the environment; a `remote` token follows the job's kind, a `voip` token is a PushKit token
+    ///   (calls only), `voip-ptt` and `complication` select those push types, and a dual `voip&remote` binding
+    ///   keeps both tokens.
     /// - X-MPUSH `i`: the package is the bundle id; `s:`/`p:` choose the environment, `d:` or none leave it
     ///   to the app's configured default.
     public func decode(_ binding: SIPBinding, _ fields: inout Fields) throws(JobRejection) -> (app: String?, details: any TargetDetails) {
@@ -93,20 +95,16 @@ public struct APNsTargetFormat: TargetFormat {
         var details = APNsTarget(token: binding.token, notation: binding.notation)
         switch binding.notation {
         case .rfc8599:
-            let shape = "must be [<team id>.]<bundle id>.<service> for apns"
-            guard let param = binding.parameter else { throw binding.invalid("pn-param is required for apns: [<team id>.]<bundle id>.<service>") }
-            var labels = param.split(separator: ".", omittingEmptySubsequences: false)
-            guard !labels.contains(where: \.isEmpty) else { throw binding.invalid("pn-param \"\(param)\" \(shape)") }
-            if let first = labels.first, first.utf8.count == 10, first.utf8.allSatisfy(\.isUppercaseAlphanumeric) {
-                labels.removeFirst()
+            let parsed = try APNsRFC8599Binding.parse(binding)
+            app = parsed.bundleId
+            details.environment = parsed.environment.rawValue
+            if parsed.services.count > 1 {
+                details.token = parsed.tokens[.remote]
+                details.voipToken = parsed.tokens[.voip]
+            } else {
+                details.token = parsed.tokens[parsed.services[0]]
+                details.pushType = parsed.services[0].pushType?.rawValue
             }
-            guard labels.count >= 2 else { throw binding.invalid("pn-param \"\(param)\" \(shape)") }
-            let service = String(labels[labels.count - 1])
-            guard let pushType = Self.rfc8599Services[service] else {
-                throw binding.invalid("pn-param service \"\(service)\" is not one of \(Self.rfc8599Services.keys.sorted().joined(separator: ", "))")
-            }
-            app = labels[..<(labels.count - 1)].joined(separator: ".")
-            details.pushType = pushType.rawValue
         case .xmpush:
             guard let package = binding.parameter else { throw binding.invalid("the package (bundle id) is empty") }
             app = package

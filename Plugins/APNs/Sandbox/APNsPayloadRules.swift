@@ -1,16 +1,36 @@
 import PushCore
 
-/// The payload checks the sandbox makes, as Apple documents the keys ("Generating a remote notification",
-/// the payload key reference; "Starting and updating Live Activities with ActivityKit push notifications").
-/// A broken rule is answered 400 BadPayload: Apple documents no reason of its own for these.
+/// What makes a device drop a push APNs accepted, as Apple documents the keys ("Generating a remote notification",
+/// the payload key reference; "Pushing background updates to your App"; ActivityKit, "Starting and updating Live
+/// Activities with ActivityKit push notifications"; WidgetKit, "Updating widgets with WidgetKit push notifications";
+/// PushToTalk, "Creating a Push to Talk app"). APNs itself answers none of these with an error (Apple documents no
+/// reason for them), so the sandbox answers 200 and records the problem.
 enum APNsPayloadRules {
     static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
     static let liveActivityEvents: Set<String> = ["start", "update", "end"]
 
+    /// PushToTalk: "set the APNs priority to 10 … and set an expiration of 0".
+    static func headerProblem(pushType: String, priority: String, expiration: String?) -> String? {
+        guard pushType == "pushtotalk" else { return nil }
+        return priority == "10" && expiration == "0" ? nil : "pushtotalk needs apns-priority 10 and apns-expiration 0"
+    }
+
+    /// What is wrong with the payload, nil when nothing is.
+    static func problem(in body: [UInt8], pushType: String) -> String? {
+        guard let payload = try? JSONParser.parse(body), case .object = payload else { return "the payload is not a JSON object" }
+        return problem(in: payload, pushType: pushType)
+    }
+
     /// What is wrong with `aps`, nil when nothing is.
     static func problem(in payload: JSONValue, pushType: String) -> String? {
         guard let aps = payload["aps"] else { return pushType == "liveactivity" ? "liveactivity payload without aps" : nil }
-        guard case .object = aps else { return "aps must be a dictionary" }
+        guard case .object(let members) = aps else { return "aps must be a dictionary" }
+        if pushType == "widgets" || pushType == "controls" {
+            return members.count == 1 && aps["content-changed"] == .bool(true) ? nil : "a \(pushType) push's aps must be {\"content-changed\": true}"
+        }
+        if pushType == "background", members.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
+            return "a background push carries no alert, sound or badge"
+        }
         if let level = aps["interruption-level"], !(string(level).map(interruptionLevels.contains) ?? false) {
             return "interruption-level must be passive, active, time-sensitive or critical"
         }
@@ -22,8 +42,9 @@ enum APNsPayloadRules {
         for key in ["mutable-content", "content-available", "badge"] where aps[key] != nil && integer(aps[key]!) == nil {
             return "\(key) must be a number"
         }
+        if pushType == "liveactivity" { return liveActivityProblem(aps) }
         if let alert = aps["alert"], let problem = alertProblem(alert) { return problem }
-        return pushType == "liveactivity" ? liveActivityProblem(aps) : nil
+        return nil
     }
 
     /// A name, or `{"critical": 0|1, "name", "volume": 0…1}` for critical alerts.
@@ -58,6 +79,27 @@ enum APNsPayloadRules {
         for key in ["stale-date", "dismissal-date"] where aps[key] != nil && integer(aps[key]!) == nil { return "aps.\(key) must be an integer" }
         if event == "start", aps["attributes-type"].flatMap(string) == nil || aps["attributes"].map({ if case .object = $0 { true } else { false } }) != true {
             return "a start event needs attributes-type and attributes"
+        }
+        if event == "start", aps["alert"] == nil { return "a start event needs an alert" }
+        if let alert = aps["alert"] { return liveActivityAlertProblem(alert) }
+        return nil
+    }
+
+    /// A Live Activity alert: `title` and `body`, each a string or `{"loc-key", "loc-args"}`, and `sound`.
+    static func liveActivityAlertProblem(_ alert: JSONValue) -> String? {
+        guard case .object(let members) = alert else { return "a Live Activity alert must be a dictionary" }
+        for (key, value) in members {
+            switch key {
+            case "sound":
+                if string(value) == nil { return "alert.sound must be a name" }
+            case "title", "body":
+                if string(value) != nil { continue }
+                guard case .object = value, value["loc-key"].flatMap(string) != nil,
+                      value["loc-args"].map({ if case .array(let items) = $0 { items.allSatisfy { string($0) != nil } } else { false } }) ?? true
+                else { return "alert.\(key) must be a string or {loc-key, loc-args}" }
+            default:
+                return "a Live Activity alert has title, body and sound only, not \(key)"
+            }
         }
         return nil
     }

@@ -12,9 +12,16 @@ import Synchronization
 /// Scripted answers by device-token prefix (tokens are hex):
 /// `0410…` 410 Unregistered with a timestamp · `0400…` 400 BadDeviceToken ·
 /// `0429…` 429 TooManyRequests · `0500…` 500 InternalServerError · `0503…` 503 ServiceUnavailable ·
-/// `0601…` 200 after 2 s. A token `register(token:bundleId:)` tied to one app is answered
-/// 400 DeviceTokenNotForTopic under another app's topic.
+/// `0601…` 200 after 2 s. A token `register(token:bundleId:pushKit:)` tied to one app is answered
+/// 400 DeviceTokenNotForTopic under another app's topic, and so is a PushKit token outside the `.voip` topic
+/// or an ordinary token on it.
 /// A new connection allows one stream until a token is accepted, then 1000 (as APNs does).
+///
+/// As strict as APNs, never stricter: a missing `apns-push-type` is accepted ("Sending notification requests to
+/// APNs": required for watchOS, recommended elsewhere), and a payload the device would drop — a malformed `aps`
+/// key, a Live Activity start without an alert, a widget push without `content-changed`, a Push to Talk push not
+/// at priority 10 and expiration 0 — is answered 200 as APNs answers it (Apple documents no reason for these),
+/// and recorded in `deviceDrops` so tests see it.
 public final class APNsSandbox: Sendable {
     public struct SigningKey: Sendable {
         public let keyId: String
@@ -34,15 +41,18 @@ public final class APNsSandbox: Sendable {
         "pushtotalk": ".voip-ptt", "widgets": ".push-type.widgets", "controls": ".push-type.controls",
     ]
 
+    /// Push types Apple serves over token-based connections only.
+    static let tokenOnlyPushTypes: Set<String> = ["location", "liveactivity", "widgets", "controls"]
+
     private let keys: [String: SigningKey]
     private let bundleIds: Set<String>
     private let certificateAuthentication: Bool
     private let clock: @Sendable () -> Int64
     private let lastTokenIssuedAt = Mutex<[String: Int64]>([:])
-    private let tokenBundleIds = Mutex<[String: String]>([:])
-    private let rejectedPayloads = Mutex<[String]>([])
-    /// Why each payload answered 400 BadPayload by `APNsPayloadRules` was refused, in order (for tests).
-    public var payloadProblems: [String] { rejectedPayloads.withLock { $0 } }
+    private let issuedTokens = Mutex<[String: (bundleId: String, pushKit: Bool)]>([:])
+    private let dropped = Mutex<[String]>([])
+    /// Why the device would drop each request APNs accepted (`APNsPayloadRules`), in order (for tests).
+    public var deviceDrops: [String] { dropped.withLock { $0 } }
     private let trustedConnections = Mutex<Set<ObjectIdentifier>>([])
     private let answered = Atomic<Int>(0)
     /// Every this many requests, the answer is followed by GOAWAY and a closed connection.
@@ -61,9 +71,10 @@ public final class APNsSandbox: Sendable {
         self.clock = clock
     }
 
-    /// Ties a device token to the app it was issued to, as APNs does.
-    public func register(token: String, bundleId: String) {
-        tokenBundleIds.withLock { $0[token] = bundleId }
+    /// Ties a device token to the app it was issued to, as APNs does; a PushKit token (`PKPushRegistry`) serves
+    /// the app's `.voip` topic only, an ordinary one every other topic.
+    public func register(token: String, bundleId: String, pushKit: Bool = false) {
+        issuedTokens.withLock { $0[token] = (bundleId, pushKit) }
     }
 
     public func respond(to request: SandboxRequest) -> SandboxResponse {
@@ -97,14 +108,17 @@ public final class APNsSandbox: Sendable {
         }
 
         guard let topic = request.header("apns-topic") else { return error(400, "MissingTopic") }
-        guard let pushType = request.header("apns-push-type"), let suffix = Self.pushTypeSuffixes[pushType] else {
-            return error(400, "InvalidPushType")
-        }
+        let pushType = request.header("apns-push-type") ?? "alert"
+        guard let suffix = Self.pushTypeSuffixes[pushType] else { return error(400, "InvalidPushType") }
+        // Apple documents that these types need a token-based connection, not the answer; a certificate's topics
+        // (the bundle id, `.voip`, `.complication`) do not include theirs, hence TopicDisallowed.
+        if certificateAuthentication, Self.tokenOnlyPushTypes.contains(pushType) { return error(400, "TopicDisallowed") }
         if pushType != "mdm" {
             guard topic.hasSuffix(suffix), bundleIds.contains(String(topic.dropLast(suffix.count))) else {
                 return error(400, bundleIds.contains(where: { topic.hasPrefix($0) }) ? "InvalidPushType" : "TopicDisallowed")
             }
-            if let issuedTo = tokenBundleIds.withLock({ $0[token] }), issuedTo != String(topic.dropLast(suffix.count)) {
+            if let issued = issuedTokens.withLock({ $0[token] }),
+               issued.bundleId != String(topic.dropLast(suffix.count)) || issued.pushKit != (pushType == "voip") {
                 return error(400, "DeviceTokenNotForTopic")
             }
         }
@@ -117,15 +131,9 @@ public final class APNsSandbox: Sendable {
         if let id = request.header("apns-id"), UUID(uuidString: id) == nil { return error(400, "BadMessageId") }
         guard !request.body.isEmpty else { return error(400, "PayloadEmpty") }
         guard request.body.count <= (pushType == "voip" ? 5120 : 4096) else { return error(413, "PayloadTooLarge") }
-        guard let payload = try? JSONParser.parse(request.body), case .object = payload else { return error(400, "BadPayload") }
-        if pushType == "background", case .object(let aps)? = payload["aps"],
-           aps.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
-            return error(400, "BadPayload")
-        }
-        if let problem = APNsPayloadRules.problem(in: payload, pushType: pushType) {
-            rejectedPayloads.withLock { $0.append(problem) }
-            return error(400, "BadPayload")
-        }
+        let problem = APNsPayloadRules.headerProblem(pushType: pushType, priority: priority, expiration: request.header("apns-expiration"))
+            ?? APNsPayloadRules.problem(in: request.body, pushType: pushType)
+        if let problem { dropped.withLock { $0.append(problem) } }
 
         var response: SandboxResponse
         switch token.prefix(4) {
