@@ -59,6 +59,10 @@ public final class DeliveryPipeline: Sendable {
     private struct SlotWait {
         let ticket: UInt64
         let topicPartition: TopicPartition
+        /// When the job stops waiting for its slot and starts anyway: its first send then takes a slot only if one
+        /// is free, and is otherwise retried (`longestSlotWait`).
+        let until: ContinuousClock.Instant
+        let admitted: JobProcessor.AdmittedJob
     }
 
     /// The job tasks that exist, so a drain can cancel them. A task is created outside the shared
@@ -225,7 +229,12 @@ public final class DeliveryPipeline: Sendable {
         /// Partitions this thread paused for keys whose jobs back up (the state machine says which should be).
         var pausedForKeys = Set<TopicPartition>()
         let pausedGauge = Gauge(label: "push_partitions_paused", dimensions: [("lane", lane.rawValue)])
+        var nextSlotWaitCheck = ContinuousClock.now
         while true {
+            if ContinuousClock.now >= nextSlotWaitCheck {
+                startOverdueSlotWaits(in: lane)
+                nextSlotWaitCheck = .now + .seconds(1)
+            }
             let storeHealthy = processor.health.isHealthy
             let (stopping, pause, resume, room, offsets, keyPauses) = shared.withLock { shared in
                 let paused = shared.paused.contains(lane)
@@ -339,6 +348,7 @@ public final class DeliveryPipeline: Sendable {
         while !pending.isEmpty {
             let admittedJobs = pending.map { processor.admit($0.1, lane: $0.0.lane) }
             var launches: [(PipelineStateMachine.JobID, JobProcessor.AdmittedJob, AppSlot?)] = []
+            let waitUntil = ContinuousClock.now + configuration.longestSlotWait
             var abandoned: [PipelineStateMachine.JobID] = []
             let (more, woken) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
                 var more: [(PipelineStateMachine.JobID, KafkaMessage)] = []
@@ -364,12 +374,14 @@ public final class DeliveryPipeline: Sendable {
                         launches.append((id, admitted, slot))
                     case .waitingForApp(let ticket):
                         // Under this lock, so the grant (which takes it) comes after the park.
-                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
+                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
+                                                             admitted: admitted)
                         more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
                         woken.formUnion(shared.wakeWaiting())
                     case .waitingForOrigin(let ticket):
                         // Waits for the provider's capacity, in flight (not parked), as a value.
-                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition)
+                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
+                                                             admitted: admitted)
                     }
                 }
                 return (more, woken)
@@ -406,6 +418,27 @@ public final class DeliveryPipeline: Sendable {
         begin(more)
     }
 
+    /// Starts the lane's jobs that waited for their slot as values past `longestSlotWait`: each task's first send
+    /// takes a slot if one is free by then, and is otherwise handed to be retried, so a hung app holds neither the
+    /// jobs' keys nor the lane's read-ahead for longer than that.
+    private func startOverdueSlotWaits(in lane: Lane) {
+        let now = ContinuousClock.now
+        let overdue = shared.withLock { shared in shared.waitingForSlot.filter { $0.key.lane == lane && $0.value.until <= now } }
+        guard !overdue.isEmpty else { return }
+        let withdrawn = processor.appLimits.withdraw(Set(overdue.values.map(\.ticket)))
+        let starting = overdue.filter { withdrawn.contains($0.value.ticket) }
+        let more = shared.withLock { shared -> [(PipelineStateMachine.JobID, KafkaMessage)] in
+            var more: [(PipelineStateMachine.JobID, KafkaMessage)] = []
+            for id in starting.keys {
+                shared.waitingForSlot[id] = nil
+                more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared)
+            }
+            return more
+        }
+        for (id, wait) in starting { launch(id, wait.admitted, slot: nil, slotWaitSpent: true) }
+        begin(more)
+    }
+
     /// Gives up the jobs still waiting for an app slot that match (they never sent anything,
     /// so they stay uncommitted and are redelivered); returns how many.
     @discardableResult
@@ -420,12 +453,13 @@ public final class DeliveryPipeline: Sendable {
     }
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
-    private func launch(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) {
-        let task = start(id, admitted, slot: slot)
+    private func launch(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool = false) {
+        let task = start(id, admitted, slot: slot, slotWaitSpent: slotWaitSpent)
         if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
     }
 
-    private func start(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?) -> Task<Void, Never> {
+    private func start(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
+                       slotWaitSpent: Bool) -> Task<Void, Never> {
         let parking = JobParking { [weak self] parked in
             guard let self else { return }
             let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
@@ -435,7 +469,7 @@ public final class DeliveryPipeline: Sendable {
         let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
-            let processed = await processor.process(admitted, slot: slot, parking: parking)
+            let processed = await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
             tasks.withLock { $0.ended(id) }
             guard let processed else { return finish(id, completed: false) }
             // The task ends here: the store's answer publishes the outcomes (on the store's thread), and

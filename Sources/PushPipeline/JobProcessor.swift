@@ -125,11 +125,13 @@ public final class JobProcessor: Sendable {
     /// (`recorded`, or `record(_:givingUp:then:)` without a task waiting); nil when a stop interrupted it.
     /// `slot`, when given, is the slot of `admitted.scope` held for its first send.
     /// (Like `attempt`, it leaves the work between its `await`s to functions of their own, to keep its async frame small.)
-    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?) async -> ProcessedTargets? {
+    /// `slotWaitSpent`: the job waited for that slot as a value its longest already (its first send takes one only if free).
+    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?, slotWaitSpent: Bool = false) async -> ProcessedTargets? {
         defer { slot?.giveBack() }
         let message = admitted.message
         let source = Source(value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
-                            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot)
+                            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
+                            slotWaitSpent: slotWaitSpent)
         let job: Job
         switch admitted.decoded {
         case .success(let decoded): job = decoded
