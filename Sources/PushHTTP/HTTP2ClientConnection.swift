@@ -381,6 +381,11 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
+    func receivedFieldSectionBeyondLimit(on id: Int32) {
+        let limit = HTTP2ClientSettings.maximumHeaderListSize >> 10
+        end(id, resetting: true, with: .failure(.protocolError("the answer's header fields exceed \(limit) KiB (SETTINGS_MAX_HEADER_LIST_SIZE)")))
+    }
+
     func receivedEndOfHeaders(on id: Int32, endStream: Bool) {
         guard let stream = streams[id] else { return }
         switch stream.block {
