@@ -46,6 +46,7 @@ let package = Package(
                 path: "Sources/PushKafka"),
         .target(name: "PushHTTP", dependencies: ["PushCore", "CCurlShim", "CCurl", "CNGHTTP2",
                                                   .product(name: "Logging", package: "swift-log"),
+                                                  .product(name: "Metrics", package: "swift-metrics"),
                                                   .product(name: "NIOCore", package: "swift-nio"),
                                                   .product(name: "NIOPosix", package: "swift-nio"),
                                                   .product(name: "NIOHTTP2", package: "swift-nio-http2"),

@@ -58,7 +58,7 @@ def rendered(path, manifests):
 
 def security_problems(deployment, policy, values):
     """The Deployment mounts no service-account token; the NetworkPolicy denies by default,
-    lets in only the metrics port, lets out only DNS and the configured TCP ports, and
+    lets in only the metrics port and only from named sources, lets out only DNS and the configured TCP ports, and
     never to link-local addresses."""
     problems = []
     pod = deployment["spec"]["template"]["spec"]
@@ -72,6 +72,9 @@ def security_problems(deployment, policy, values):
     ingress_ports = [(port.get("port"), port.get("protocol")) for rule in spec.get("ingress", []) for port in rule.get("ports") or [{}]]
     if ingress_ports != [(values["metricsPort"], "TCP")]:
         problems.append(f"NetworkPolicy ingress allows {ingress_ports}, not only the metrics port")
+    for rule in spec.get("ingress", []):
+        if not rule.get("from"):
+            problems.append("NetworkPolicy lets any source reach the metrics port (an ingress rule without from)")
     policy_values = values["networkPolicy"]
     expected = {(53, "UDP"), (53, "TCP")} | {(port, "TCP") for key in ("httpsPorts", "kafkaPorts", "redisPorts") for port in policy_values[key]}
     egress = spec.get("egress", [])

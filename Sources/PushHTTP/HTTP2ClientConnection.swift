@@ -81,13 +81,18 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     /// The one timer of the streams' timeouts, set for the earliest deadline it knows of.
     private var timeoutCheck: (deadline: NIODeadline, timer: Scheduled<Void>)?
     private var idleSince = NIODeadline.now()
+    /// This connection's idle limit (`HTTPTransportConfiguration.maximumIdleTime(forHost:)`).
+    private let maximumIdleTime: TimeAmount
+    private var idleCheck: Scheduled<Void>?
     private var lastRead = NIODeadline.now()
     private var pingOutstanding = false
     static let pingTimeout = TimeAmount.seconds(5)
     private(set) var capacity: Int
 
-    init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop) {
+    init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, maximumIdleTime: TimeAmount, framing: HTTP2FramingKind,
+         eventLoop: any EventLoop) {
         self.origin = origin
+        self.maximumIdleTime = maximumIdleTime
         framingKind = framing
         self.configuration = configuration
         self.eventLoop = eventLoop
@@ -96,15 +101,33 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     var openStreams: Int { streams.count }
 
-    /// Ready for a new stream; a connection idle beyond `maximumIdleTime` is closed here instead of reused.
+    /// Ready for a new stream; a connection idle beyond `maximumIdleTime` whose timer has not fired yet is closed here
+    /// instead of reused.
     var acceptsStreams: Bool {
         guard phase == .ready else { return false }
-        if streams.isEmpty, NIODeadline.now() - idleSince > TimeAmount(configuration.maximumIdleTime) {
-            phase = .draining
-            context?.close(promise: nil)
+        if streams.isEmpty, NIODeadline.now() - idleSince > maximumIdleTime {
+            closeIdle()
             return false
         }
         return true
+    }
+
+    /// Closes the connection once it had no stream for `maximumIdleTime`, by its own timer: a connection to an origin
+    /// used once would otherwise stay open until the next request to that origin. One timer at a time, armed when the
+    /// last stream ends and not cancelled when the next starts (a cancel searches the loop's queue of scheduled tasks):
+    /// when it fires it looks again, and waits on if the connection was used meanwhile.
+    private func armIdleCheck() {
+        guard idleCheck == nil, phase == .ready, streams.isEmpty else { return }
+        idleCheck = eventLoop.assumeIsolated().scheduleTask(deadline: idleSince + maximumIdleTime) { [self] in
+            idleCheck = nil
+            guard phase == .ready, streams.isEmpty else { return }
+            if NIODeadline.now() - idleSince >= maximumIdleTime { closeIdle() } else { armIdleCheck() }
+        }
+    }
+
+    private func closeIdle() {
+        phase = .draining
+        context?.close(promise: nil)
     }
     var isConnecting: Bool { phase == .connecting }
     var isUsable: Bool { phase == .connecting || phase == .ready }
@@ -209,6 +232,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
         phase = .ready
         idleSince = NIODeadline.now()
+        armIdleCheck()
         origin?.connectionReady()
     }
 
@@ -308,7 +332,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
         if streams.isEmpty {
             idleSince = NIODeadline.now()
-            if phase == .draining { context?.close(promise: nil) }
+            if phase == .draining { context?.close(promise: nil) } else { armIdleCheck() }
         }
         origin?.dispatch()
     }
@@ -379,6 +403,11 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         case .informational, .after:
             return
         }
+    }
+
+    func receivedFieldSectionBeyondLimit(on id: Int32) {
+        let limit = HTTP2ClientSettings.maximumHeaderListSize >> 10
+        end(id, resetting: true, with: .failure(.protocolError("the answer's header fields exceed \(limit) KiB (SETTINGS_MAX_HEADER_LIST_SIZE)")))
     }
 
     func receivedEndOfHeaders(on id: Int32, endStream: Bool) {
@@ -461,6 +490,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         phase = .closed
         handshakeTimeout?.cancel()
         cancelTimeoutCheck()
+        idleCheck?.cancel()
+        idleCheck = nil
         let error = Self.transportError(lastError)
         for id in Array(streams.keys) {
             end(id, resetting: false, with: .failure(.connectionFailed("the connection closed with the request in flight: \(error)")))
@@ -477,6 +508,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         phase = .closed
         handshakeTimeout?.cancel()
         cancelTimeoutCheck()
+        idleCheck?.cancel()
+        idleCheck = nil
         for stream in streams.values { stream.transfer.complete(.failure(.shutDown)) }
         streams.removeAll()
         channel?.close(promise: nil)

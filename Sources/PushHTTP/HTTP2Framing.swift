@@ -19,6 +19,9 @@ protocol HTTP2FramingDelegate: AnyObject {
     /// Bytes arrived: the connection is alive.
     func framingReceivedBytes()
     func received(field name: String, value: String, on stream: Int32)
+    /// The answer's field section grew past `HTTP2ClientSettings.maximumHeaderListSize` while being decoded: its
+    /// fields from there on are not handed out, and the stream is to be reset.
+    func receivedFieldSectionBeyondLimit(on stream: Int32)
     func receivedEndOfHeaders(on stream: Int32, endStream: Bool)
     func received(body: UnsafeRawBufferPointer, endStream: Bool, on stream: Int32)
     func receivedEndOfStream(on stream: Int32)
@@ -27,6 +30,21 @@ protocol HTTP2FramingDelegate: AnyObject {
     func receivedMaximumConcurrentStreams(_ value: Int)
     /// The stream closed at the framing layer (`code` 0: NO_ERROR); an answer it completed was reported before.
     func streamClosed(_ stream: Int32, code: UInt32)
+}
+
+/// The size of a field section as SETTINGS_MAX_HEADER_LIST_SIZE counts it: each field's name and value
+/// in octets, uncompressed, plus 32 (RFC 9113 §6.5.2; the 32 is RFC 7541 §4.1's entry overhead).
+struct FieldSectionSize {
+    static let overheadPerField = 32
+    private(set) var octets = 0
+
+    /// Counts one more field; false once the section is past `HTTP2ClientSettings.maximumHeaderListSize`.
+    /// The lengths come from the peer: clamped so the sum cannot overflow.
+    mutating func admits(nameLength: Int, valueLength: Int) -> Bool {
+        let limit = HTTP2ClientSettings.maximumHeaderListSize
+        octets = min(octets, limit + 1) + min(nameLength, limit + 1) + min(valueLength, limit + 1) + Self.overheadPerField
+        return octets <= limit
+    }
 }
 
 enum HTTP2StreamStart {
@@ -49,6 +67,7 @@ struct HTTP2RequestHead {
 enum HTTP2ClientSettings {
     static let connectionWindow = 4 << 20
     static let streamWindow = 1 << 20
+    /// SETTINGS_MAX_HEADER_LIST_SIZE, and the bound both framings hold an answer's field section to while decoding it.
     static let maximumHeaderListSize = 64 << 10
     /// RFC 9113 §7 error codes the connection acts on.
     static let noError: UInt32 = 0x0

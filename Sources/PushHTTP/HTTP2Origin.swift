@@ -11,6 +11,7 @@ import PushCore
 /// fail as timed out, unsent. Urgent requests start before waiting normal ones, and normal ones
 /// leave `urgentReservedStreams` of the origin's streams free for urgent ones. A second connection
 /// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`.
+/// Once its last connection closed with nothing waiting or in flight it is unused, and tells `whenUnused`.
 final class HTTP2Origin {
     struct Key: Hashable {
         var host: String
@@ -27,6 +28,8 @@ final class HTTP2Origin {
     private let framing: HTTP2FramingKind
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
+    private let maximumIdleTime: TimeAmount
+    private let whenUnused: (HTTP2Origin) -> Void
     private var waiting = LaneQueue<HTTP2Transfer>()
     private var connections: [HTTP2ClientConnection] = []
     private var openStreams = 0
@@ -46,8 +49,11 @@ final class HTTP2Origin {
     /// When a stream of this origin last started or ended.
     private var lastProgress = NIODeadline.now()
 
-    init(key: Key, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport) {
+    init(key: Key, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
+         whenUnused: @escaping (HTTP2Origin) -> Void) {
         self.key = key
+        self.whenUnused = whenUnused
+        maximumIdleTime = TimeAmount(configuration.maximumIdleTime(forHost: key.host))
         self.configuration = configuration
         self.framing = framing
         self.eventLoop = eventLoop
@@ -114,7 +120,8 @@ final class HTTP2Origin {
     }
 
     private func openConnection() {
-        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, framing: framing, eventLoop: eventLoop)
+        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, maximumIdleTime: maximumIdleTime,
+                                               framing: framing, eventLoop: eventLoop)
         connections.append(connection)
         connection.connect(to: key)
     }
@@ -159,12 +166,21 @@ final class HTTP2Origin {
             for transfer in waiting.removeAll() { transfer.complete(.failure(error)) }
         }
         dispatch()
+        if isUnused { whenUnused(self) }
     }
 
     func connectionClosed(_ connection: HTTP2ClientConnection) {
         remove(connection)
         dispatch()
+        if isUnused { whenUnused(self) }
     }
+
+    /// No request waits, none is in flight here or in the fallback client.
+    var isIdle: Bool { waiting.isEmpty && openStreams == 0 && fallbackSends.isEmpty }
+    /// Idle, with no connection open: nothing is lost by forgetting this origin.
+    var isUnused: Bool { isIdle && connections.isEmpty }
+    /// When a stream of this origin last started or ended.
+    var lastUsed: NIODeadline { lastProgress }
 
     private func remove(_ connection: HTTP2ClientConnection) {
         connections.removeAll { $0 === connection }
@@ -217,6 +233,8 @@ private final class FallbackSends: Sendable {
             }
         }
     }
+
+    var isEmpty: Bool { running.withLock { $0.isEmpty } }
 
     /// True if the request was running here and is now cancelled.
     func cancel(_ id: UInt64) -> Bool {

@@ -38,20 +38,35 @@ public struct HTTPTransportConfiguration: Sendable {
     /// Streams per host that only urgent requests may use, so a host saturated by normal
     /// requests still has room for a call; nil: a tenth of the host's streams (at least 1).
     public var urgentReservedStreams: Int?
-    /// A connection without a request for this long is closed instead of reused: NATs and load
-    /// balancers drop idle connections silently (libcurl's default, 118 s).
+    /// A connection without a request for this long is closed: NATs and load balancers drop idle
+    /// connections silently (libcurl's default, 118 s). The HTTP/2 client closes it by a timer of its own.
     public var maximumIdleTime: Duration
+    /// Hosts whose HTTP/2 connections keep an idle limit of their own instead of `maximumIdleTime`, for a provider
+    /// that wants its connections long-lived. Operator configuration, never a job's host. libcurl keeps `maximumIdleTime`.
+    public var maximumIdleTimeByHost: [String: Duration]
+    /// Origins (host, port, TLS options) the HTTP/2 client keeps at once. At the bound, origins with nothing open are
+    /// forgotten first, then the least recently used one with no request in flight is closed; origins with requests in
+    /// flight are never dropped, so those (bounded by the requests in flight) may go beyond it.
+    public var maximumOrigins: Int
 
     public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
                 maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil,
-                maximumIdleTime: Duration = .seconds(118)) {
+                maximumIdleTime: Duration = .seconds(118), maximumIdleTimeByHost: [String: Duration] = [:],
+                maximumOrigins: Int = 10_000) {
         self.urgentReservedStreams = urgentReservedStreams
         self.maximumIdleTime = maximumIdleTime
+        self.maximumIdleTimeByHost = maximumIdleTimeByHost
+        self.maximumOrigins = maximumOrigins
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
         self.maximumStreamsPerConnection = maximumStreamsPerConnection
         self.maximumResponseBytes = maximumResponseBytes
         self.connectTimeout = connectTimeout
     }
+}
+
+extension HTTPTransportConfiguration {
+    /// The idle limit of the HTTP/2 connections to `host`.
+    func maximumIdleTime(forHost host: String) -> Duration { maximumIdleTimeByHost[host] ?? maximumIdleTime }
 }
 
 public struct HTTPRequest: Sendable {

@@ -15,6 +15,9 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
     private var fieldIndexing = FieldIndexing()
     /// Request bodies not yet handed to the session, by stream.
     private var bodies: [Int32: (bytes: [UInt8], sent: Int)] = [:]
+    /// The field section being decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts it. One counter serves every
+    /// stream: a field block is one HEADERS frame and the CONTINUATION frames right after it (RFC 9113 §4.3).
+    private var fieldSection = FieldSectionSize()
 
     static var libraryVersion: String { nghttp2_version(0).map { String(cString: $0.pointee.version_str) } ?? "" }
 
@@ -92,8 +95,18 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
 
     // MARK: The session's callbacks (during `receive` and `send`)
 
-    fileprivate func received(field name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, on stream: Int32) {
+    fileprivate func beginFieldSection() { fieldSection = FieldSectionSize() }
+
+    /// Hands a decoded field on, or returns false, before copying it, when it takes the field section past
+    /// `HTTP2ClientSettings.maximumHeaderListSize`: the connection then resets the stream (RST_STREAM CANCEL) and
+    /// nghttp2 decodes the rest of the block only to keep its HPACK table in step, without handing it out.
+    fileprivate func received(field name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, on stream: Int32) -> Bool {
+        guard fieldSection.admits(nameLength: name.count, valueLength: value.count) else {
+            delegate?.receivedFieldSectionBeyondLimit(on: stream)
+            return false
+        }
         delegate?.received(field: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self), on: stream)
+        return true
     }
 
     fileprivate func received(frame: UnsafePointer<nghttp2_frame>) {
@@ -189,12 +202,19 @@ private final class NGHTTP2Session {
         var callbacks: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw HTTPTransportError.protocolError("nghttp2: out of memory") }
         defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, _, userData in
+            NGHTTP2Framing.framing(userData).beginFieldSection()
+            return 0
+        }
+        // nghttp2 hands out every decoded field and leaves bounding them to the application ("Application should properly
+        // limit the total buffer size to store incoming header fields", nghttp2.h): one small HPACK block can decode to
+        // megabytes. Past the bound, TEMPORAL_CALLBACK_FAILURE stops the callbacks for the rest of the block.
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
             guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
-            NGHTTP2Framing.framing(userData).received(field: UnsafeRawBufferPointer(start: name, count: nameLength),
-                                                      value: UnsafeRawBufferPointer(start: value, count: valueLength),
-                                                      on: frame.pointee.hd.stream_id)
-            return 0
+            let kept = NGHTTP2Framing.framing(userData).received(field: UnsafeRawBufferPointer(start: name, count: nameLength),
+                                                                 value: UnsafeRawBufferPointer(start: value, count: valueLength),
+                                                                 on: frame.pointee.hd.stream_id)
+            return kept ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
             if let frame { NGHTTP2Framing.framing(userData).received(frame: frame) }

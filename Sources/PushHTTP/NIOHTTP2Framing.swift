@@ -7,6 +7,12 @@ import NIOHTTP2
 ///
 /// Without NIO's per-stream channels, flow control of what the server sends is ours: the connection
 /// window is raised at start and topped up as the handler reports it used (RFC 9113 §6.9).
+///
+/// The bound on an answer's field section is NIO's: its HPACK decoder counts name + value + 32 per field
+/// (RFC 9113 §6.5.2) and stops decoding past `maxHeaderListSize`, which follows the SETTINGS_MAX_HEADER_LIST_SIZE
+/// announced here once the server acknowledges it (16 KiB before). A decoder stopped mid-block has lost the HPACK
+/// table's state, so NIO ends the whole connection (GOAWAY) rather than the stream: the requests on it fail, and the
+/// next ones go over a new connection. nghttp2 framing resets only the stream (`NGHTTP2Framing`).
 final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP2Framing {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame

@@ -1,3 +1,4 @@
+import Metrics
 import NIOCore
 import NIOPosix
 import PushCore
@@ -33,7 +34,8 @@ public final class NIOHTTP2Transport: HTTPTransport {
         self.fallback = fallback
         // The loop was just made and runs nothing else yet: waiting for it here cannot deadlock.
         origins = try! eventLoop.submit {
-            NIOLoopBound(HTTP2Origins(configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback), eventLoop: eventLoop)
+            NIOLoopBound(HTTP2Origins(configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback, name: name),
+                         eventLoop: eventLoop)
         }.wait()
     }
 
@@ -90,6 +92,11 @@ public final class NIOHTTP2Transport: HTTPTransport {
     }
 
     deinit { shutdown() }
+
+    /// How many origins the transport keeps now.
+    var originCount: Int {
+        get async { (try? await eventLoop.submit { [origins] in origins.value.count }.get()) ?? 0 }
+    }
 }
 
 /// One request on its way: what the origin queues and a connection's stream carries. A class: it moves through
@@ -135,7 +142,9 @@ final class FallbackTransport: Sendable {
     func shutdown() { made.withLock { $0 }?.shutdown() }
 }
 
-/// Every origin (host, port and TLS options) the transport talks to; lives on the event loop.
+/// Every origin (host, port and TLS options) the transport talks to; lives on the event loop. An origin is forgotten
+/// once unused (its last connection closed, by its idle timer among others, with nothing waiting or in flight), and
+/// the map is held to `maximumOrigins` (see there); `push_http2_origins` reports its size.
 final class HTTP2Origins {
     private let configuration: HTTPTransportConfiguration
     private let framing: HTTP2FramingKind
@@ -143,13 +152,20 @@ final class HTTP2Origins {
     private let fallback: FallbackTransport
     private var origins: [HTTP2Origin.Key: HTTP2Origin] = [:]
     private var stopped = false
+    /// Labelled by the transport's name, which the worker's plugins choose ("apns", "webpush"…), never by a host.
+    private let originGauge: Gauge
 
-    init(configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport) {
+    init(configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
+         name: String) {
         self.configuration = configuration
         self.framing = framing
         self.eventLoop = eventLoop
         self.fallback = fallback
+        originGauge = Gauge(label: "push_http2_origins", dimensions: [("client", name)])
+        originGauge.record(0)
     }
+
+    var count: Int { origins.count }
 
     func submit(_ transfer: HTTP2Transfer) {
         guard !stopped else { transfer.complete(.failure(.shutDown)); return }
@@ -158,10 +174,33 @@ final class HTTP2Origins {
         if let existing = origins[key] {
             origin = existing
         } else {
-            origin = HTTP2Origin(key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback)
+            makeRoom()
+            origin = HTTP2Origin(key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback) {
+                [weak self] origin in self?.forget(origin)
+            }
             origins[key] = origin
+            originGauge.record(origins.count)
         }
         origin.submit(transfer)
+    }
+
+    /// At the bound, forgets the unused origins (an origin the HTTP/1.1 fallback carries has no connection to close and
+    /// is forgotten only here), then closes the least recently used idle one.
+    private func makeRoom() {
+        guard origins.count >= max(1, configuration.maximumOrigins) else { return }
+        origins = origins.filter { !$0.value.isUnused }
+        if origins.count >= configuration.maximumOrigins,
+           let oldest = origins.values.lazy.filter(\.isIdle).min(by: { $0.lastUsed < $1.lastUsed }) {
+            origins[oldest.key] = nil
+            oldest.shutdown()
+        }
+        originGauge.record(origins.count)
+    }
+
+    private func forget(_ origin: HTTP2Origin) {
+        guard !stopped, origins[origin.key] === origin else { return }
+        origins[origin.key] = nil
+        originGauge.record(origins.count)
     }
 
     func cancel(_ id: UInt64) {
@@ -172,5 +211,6 @@ final class HTTP2Origins {
         stopped = true
         for origin in origins.values { origin.shutdown() }
         origins.removeAll()
+        originGauge.record(0)
     }
 }

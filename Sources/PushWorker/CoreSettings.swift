@@ -96,7 +96,7 @@ enum CoreSettings {
     static let httpIdleTimeoutS = Setting("PUSH_HTTP_IDLE_TIMEOUT_S", .integer(1...3600), default: "60",
         "A connection to that endpoint whose client sends nothing for this long is closed.")
     static let httpMaxInboundConnections = Setting("PUSH_HTTP_MAX_INBOUND_CONNECTIONS", .integer(1...10_000), default: "32",
-        "Connections that endpoint keeps open at once (probes, Prometheus); further ones are closed as soon as they are accepted.")
+        "Connections that endpoint keeps open at once (probes, Prometheus); a further one takes the place of the oldest idle one, or is closed at once when every one is being answered.")
     static let logLevel = Setting("PUSH_LOG_LEVEL", default: "info",
         "trace, debug, info, notice, warning, error or critical.")
     static let logFormat = Setting("PUSH_LOG_FORMAT", default: "json",

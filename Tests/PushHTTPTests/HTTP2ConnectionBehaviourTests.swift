@@ -171,6 +171,89 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
+    @Test("a connection idle past its idle time is closed by its own timer, with no further request to its origin",
+          arguments: HTTP2FramingKind.allCases)
+    func idleConnectionIsClosedByItsTimer(_ framing: HTTP2FramingKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let closed = RequestCounter()
+        let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) }
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
+                                          framing: framing)
+        defer { transport.shutdown() }
+        #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/once", tls: TLSOptions(caFile: tls.caFile))).status == 200)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while closed.count == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(closed.count == 1)
+        await server.stop()
+    }
+
+    @Test("a host given an idle time of its own keeps its connection past the transport's idle time", arguments: HTTP2FramingKind.allCases)
+    func perHostIdleTime(_ framing: HTTP2FramingKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let closed = RequestCounter()
+        let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) }
+        let configuration = HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1),
+                                                       maximumIdleTimeByHost: ["localhost": .seconds(3600)])
+        let transport = NIOHTTP2Transport(configuration: configuration, framing: framing)
+        defer { transport.shutdown() }
+        let request = HTTPRequest(url: server.baseURL + "/kept", tls: TLSOptions(caFile: tls.caFile))
+        #expect(try await transport.send(request).status == 200)
+        try await Task.sleep(for: .milliseconds(2500))
+        #expect(closed.count == 0)
+        #expect(await transport.originCount == 1)
+        #expect(try await transport.send(request).status == 200)
+        #expect(closed.count == 0, "the same connection carried the second request")
+        await server.stop()
+    }
+
+    @Test("an origin whose connections all closed is forgotten: the transport's map of origins shrinks, and push_http2_origins follows",
+          arguments: HTTP2FramingKind.allCases)
+    func unusedOriginsAreForgotten(_ framing: HTTP2FramingKind) async throws {
+        _ = TestMetrics.registry
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        var servers: [SandboxServer] = []
+        for _ in 0..<3 { servers.append(try await SandboxServer.start(tls: tls) { _ in SandboxResponse(status: 200) }) }
+        let name = "origins-\(framing)"
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(1)), name: name, framing: framing)
+        defer { transport.shutdown() }
+        for server in servers {
+            #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/x", tls: TLSOptions(caFile: tls.caFile))).status == 200)
+        }
+        #expect(await transport.originCount == 3)
+        #expect(TestMetrics.value(of: #"push_http2_origins{client="\#(name)"}"#) == 3)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await transport.originCount > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await transport.originCount == 0)
+        #expect(TestMetrics.value(of: #"push_http2_origins{client="\#(name)"}"#) == 0)
+        for server in servers { await server.stop() }
+    }
+
+    @Test("at maximumOrigins a new origin takes the place of the least recently used idle one, whose connection closes",
+          arguments: HTTP2FramingKind.allCases)
+    func originsAreBounded(_ framing: HTTP2FramingKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let closed = RequestCounter()
+        var servers: [SandboxServer] = []
+        for _ in 0..<3 {
+            servers.append(try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) })
+        }
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(3600), maximumOrigins: 2),
+                                          framing: framing)
+        defer { transport.shutdown() }
+        for server in servers {
+            #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/x", tls: TLSOptions(caFile: tls.caFile))).status == 200)
+            #expect(await transport.originCount <= 2)
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while closed.count == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(closed.count == 1, "the first origin's connection was closed to make room")
+        for server in servers { await server.stop() }
+    }
+
     @Test("a server that allows no concurrent streams and never raises the limit: the request fails as timed out after its timeout, unsent",
           arguments: TransportKind.allCases)
     func noStreamEverAllowed(_ kind: TransportKind) async throws {

@@ -90,6 +90,38 @@ struct HostileHTTP2ServerTests {
         #expect(requests.count == 1 + HTTP2Origin.maximumHandBacks)
         try await server.stop()
     }
+
+    @Test("""
+          an answer whose HPACK-compressed fields decode past SETTINGS_MAX_HEADER_LIST_SIZE (5 KB on the wire, 4 MB decoded) fails \
+          its request while decoding; nghttp2 resets only that stream and its connection carries the next request, \
+          swift-nio-http2 ends the connection and the next request goes over a new one
+          """, arguments: HTTP2FramingKind.allCases)
+    func fieldSectionBeyondTheLimit(_ framing: HTTP2FramingKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let bomb = FieldSectionBomb.Record()
+        let server = try await RawTLSServer.start(tls: tls) { FieldSectionBomb(record: bomb) }
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1), framing: framing)
+        defer { transport.shutdown() }
+        let options = TLSOptions(caFile: tls.caFile)
+        do throws(HTTPTransportError) {
+            let response = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/bomb", timeout: .seconds(5), tls: options))
+            Issue.record("answered with \(response.status) and \(response.headers.count) fields")
+        } catch {
+            #expect(error != .timedOut, "failed while decoding, not at the timeout")
+            if framing == .nghttp2 { #expect(error.description.contains("SETTINGS_MAX_HEADER_LIST_SIZE"), "\(error)") }
+        }
+        let next = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/next", timeout: .seconds(5), tls: options))
+        #expect(next.status == 200)
+        switch framing {
+        case .nghttp2:
+            #expect(bomb.connections.count == 1, "the connection survived the reset stream")
+            #expect(bomb.resetStreams.withLock { $0 } == [1], "RST_STREAM for the bombed stream")
+        case .nio:
+            #expect(bomb.connections.count == 2)
+        }
+        try await server.stop()
+    }
 }
 
 /// An HTTP/2 server written frame by frame: it refuses the first `refusals` request streams the server sees (all its connections) with
@@ -136,6 +168,64 @@ private final class StreamRefuser: ChannelInboundHandler {
                 answer += Self.frame(type: 0x3, flags: 0, stream: stream, payload: [0, 0, 0, 0x7])  // RST_STREAM REFUSED_STREAM
             } else {
                 answer += Self.frame(type: 0x1, flags: 0x5, stream: stream, payload: [0x88])  // END_STREAM | END_HEADERS
+            }
+        }
+        if !answer.isEmpty { context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: answer)), promise: nil) }
+    }
+}
+
+/// An HTTP/2 server written frame by frame whose first answer is a field section that HPACK's dynamic table makes tiny
+/// on the wire: one 4 000-byte field, added to the table (RFC 7541 §6.2.1), then referenced by its index (§6.1) 1 000
+/// times: 5 KB sent, 4 MB decoded. The stream is left open (no END_STREAM); later requests get `:status 200`.
+private final class FieldSectionBomb: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    final class Record: Sendable {
+        let connections = RequestCounter()
+        let requests = RequestCounter()
+        let resetStreams = Mutex<[UInt32]>([])
+    }
+
+    static let fieldSection: [UInt8] = {
+        let value = [UInt8](repeating: UInt8(ascii: "a"), count: 4000)
+        // 0x88 `:status 200`; 0x40 literal with incremental indexing, new name; 4000 = 127 + 0x1E·128 + 0x21 (§5.1).
+        let literal: [UInt8] = [0x40, 6] + Array("x-bomb".utf8) + [0x7F, 0xA1, 0x1E] + value
+        return [0x88] + literal + [UInt8](repeating: 0x80 | 62, count: 1000)  // 62: the newest dynamic entry
+    }()
+
+    let record: Record
+    private var received: [UInt8] = []
+    private var prefaceRead = false
+
+    init(record: Record) {
+        self.record = record
+        record.connections.add()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        received += Array(buffer: unwrapInboundIn(data))
+        var answer: [UInt8] = []
+        if !prefaceRead {
+            guard received.count >= StreamRefuser.clientPrefaceLength else { return }
+            received.removeFirst(StreamRefuser.clientPrefaceLength)
+            prefaceRead = true
+            answer += HostileHTTP2ServerTests.serverPreface
+        }
+        while received.count >= 9 {
+            let length = Int(received[0]) << 16 | Int(received[1]) << 8 | Int(received[2])
+            guard received.count >= 9 + length else { break }
+            let type = received[3], flags = received[4]
+            let stream = UInt32(received[5] & 0x7F) << 24 | UInt32(received[6]) << 16 | UInt32(received[7]) << 8 | UInt32(received[8])
+            received.removeFirst(9 + length)
+            if type == 0x4, flags & 0x1 == 0 { answer += StreamRefuser.frame(type: 0x4, flags: 0x1, stream: 0, payload: []) }
+            if type == 0x3 { record.resetStreams.withLock { $0.append(stream) } }
+            guard type == 0x1 else { continue }
+            record.requests.add()
+            if record.requests.count == 1 {
+                answer += StreamRefuser.frame(type: 0x1, flags: 0x4, stream: stream, payload: Self.fieldSection)  // END_HEADERS
+            } else {
+                answer += StreamRefuser.frame(type: 0x1, flags: 0x5, stream: stream, payload: [0x88])
             }
         }
         if !answer.isEmpty { context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: answer)), promise: nil) }
