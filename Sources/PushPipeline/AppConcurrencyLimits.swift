@@ -360,10 +360,15 @@ final class AppSlot: Sendable {
 final class JobParking: Sendable {
     private let waiting = Mutex(0)
     private let changed: @Sendable (_ parked: Bool) -> Void
+    private let keyReleased: @Sendable () -> Void
 
-    init(changed: @escaping @Sendable (_ parked: Bool) -> Void) {
+    init(changed: @escaping @Sendable (_ parked: Bool) -> Void, releaseKey: @escaping @Sendable () -> Void = {}) {
         self.changed = changed
+        keyReleased = releaseKey
     }
+
+    /// The job waits for a retry in its task: the next job of its Kafka key may start (see `PipelineStateMachine.releaseKey(of:)`).
+    func releaseKey() { keyReleased() }
 
     // `changed` runs under the lock so a park and an unpark of one job reach the pipeline in order.
     func park() {

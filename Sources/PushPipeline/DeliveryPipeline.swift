@@ -460,11 +460,13 @@ public final class DeliveryPipeline: Sendable {
 
     private func start(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
                        slotWaitSpent: Bool) -> Task<Void, Never> {
-        let parking = JobParking { [weak self] parked in
+        let parking = JobParking(changed: { [weak self] parked in
             guard let self else { return }
             let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
             for lane in woken { wake[lane]?.signal() }
-        }
+        }, releaseKey: { [weak self] in
+            self?.perform { shared in (shared.machine.releaseKey(of: id), ()) }
+        })
         let startedAt = ContinuousClock.now
         let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.

@@ -190,6 +190,11 @@ extension JobProcessor {
                                                           result: .retryable(reason: reason, httpStatus: httpStatus, retryAfter: retryAfter),
                                                           attempts: completed, at: failedAt))]))
             }
+            // As a hand-off to the retry queue would: the wait holds neither capacity nor the user's key, so the
+            // user's next job (a cancel of this call) goes ahead; the cancel is checked before the next send.
+            source.parking?.releaseKey()
+            source.parking?.park()
+            defer { source.parking?.unpark() }
             do { try await sleep(.milliseconds(dueAt.subtracting(saturating: failedAt))) } catch { return .done(.abandoned) }
             return .again(attempt: completed + 1)
         case .expired:

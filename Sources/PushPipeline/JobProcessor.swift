@@ -14,7 +14,8 @@ public final class JobProcessor: Sendable {
     let registry: ProviderRegistry
     let configuration: PipelineConfiguration
     let store: any DeliveryStore
-    /// nil: retries wait in the job's task and its offset stays uncommitted (single replica, no Redis).
+    /// nil: retries wait in the job's task and its offset stays uncommitted (single replica, no Redis); the waiting job
+    /// holds neither in-flight capacity nor its Kafka key, as one handed to the retry queue does not.
     let retryQueue: (any RetryQueue)?
     let breakers: CircuitBreakers
     let appLimits: AppConcurrencyLimits

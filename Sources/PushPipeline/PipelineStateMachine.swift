@@ -132,6 +132,8 @@ struct PipelineStateMachine {
         var pausedFor: [TopicPartition: Int] = [:]
         var running: [UInt64: Entry] = [:]
         var parked = Set<UInt64>()
+        /// Running jobs that let their key go before they finished (a retry waiting in the job's task).
+        var keyReleased = Set<UInt64>()
         var queued = 0
         var joined = false
 
@@ -246,6 +248,20 @@ struct PipelineStateMachine {
         return changed == true ? startAdmitted() : []
     }
 
+    /// A running job waits for a retry in its own task (no retry queue): its key goes to the key's next job, as a
+    /// job handed to the retry queue lets it go, so a cancel of the same user is not held up behind the call it stops.
+    mutating func releaseKey(of id: JobID) -> [Action] {
+        let limits = limits
+        let released = lanes.update(id.lane) { state -> Bool in
+            guard let entry = state.running[id.sequence], let key = entry.key, state.keyReleased.insert(id.sequence).inserted else {
+                return false
+            }
+            state.releaseKey(key, limits: limits)
+            return true
+        }
+        return released == true ? startAdmitted() : []
+    }
+
     /// A running job ended: `completed` when its outcomes were acknowledged (its offset may then
     /// be committed), false when it was abandoned (it stays uncommitted and is redelivered).
     mutating func finished(_ id: JobID, completed: Bool) -> [Action] {
@@ -253,7 +269,7 @@ struct PipelineStateMachine {
         let ended = lanes.update(id.lane) { state -> (found: Bool, offset: (TopicPartition, Int64)?) in
             guard let entry = state.running.removeValue(forKey: id.sequence) else { return (false, nil) }
             state.parked.remove(id.sequence)
-            if let key = entry.key { state.releaseKey(key, limits: limits) }
+            if state.keyReleased.remove(id.sequence) == nil, let key = entry.key { state.releaseKey(key, limits: limits) }
             guard completed else { return (true, nil) }
             let topicPartition = entry.message.topicPartition
             return (true, state.tracker.finish(topicPartition, offset: entry.message.offset, generation: entry.generation)
@@ -343,7 +359,7 @@ struct PipelineStateMachine {
         }
         state.queued -= dropped
         // Rebuild each key's turn: a running job keeps its key busy; otherwise its oldest kept job is ready.
-        var busy = Set(state.running.values.compactMap(\.key))
+        var busy = Set(state.running.filter { !state.keyReleased.contains($0.key) }.values.compactMap(\.key))
         var ready = FIFOQueue<Entry>()
         for entry in kept {
             if let key = entry.key {

@@ -72,6 +72,35 @@ struct CancelStopsCallTests {
         #expect(bobCallsAfter.count >= 1, "bob's call kept retrying (the queue was running)")
     }
 
+    @Test("without Redis a call's retry waits in its task without its key: the cancel behind it goes out at once and no retry is sent after it")
+    func cancelStopsCallRetryingInProcess() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start(responder: Self.refuseCalls)
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, store: InMemoryDeliveryStore(), retryQueue: nil) {
+            $0.retryPolicy = RetryPolicy(baseMilliseconds: 200, maximumMilliseconds: 400, maximumAttempts: 100)
+        }
+        try await produce(kafka, [("alice", Self.job(id: "call-1", kind: "call", collapseKey: "c-7", bindings: ["phone"]))])
+        let reader = try kafka.reader()
+        let running = harness.start()
+        for _ in 0..<200 where sandbox.server.requests.filter(Self.isCall).count < 2 { try await Task.sleep(for: .milliseconds(50)) }
+        try await produce(kafka, [("alice", Self.job(id: "cancel-1", kind: "cancel", collapseKey: "c-7", bindings: ["phone"]))])
+        let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 2 }
+        let cancelledAt = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(1000))
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        let final = outcomes(messages).compactMap(\.json)
+        func text(_ value: JSONValue?) -> String { if case .string(let text)? = value { text } else { "" } }
+        let byJob = Dictionary(grouping: final) { text($0["jobId"]) }
+        #expect(byJob["cancel-1"]?.first?["status"] == .string("delivered"), "the cancel did not wait for the call's attempts")
+        #expect(byJob["call-1"]?.first?["status"] == .string("expired"))
+        #expect(byJob["call-1"]?.first?["reason"] == .string("cancelled by job cancel-1"))
+        let callsAfter = sandbox.server.requests.filter { Self.isCall($0) && $0.receivedAt > cancelledAt }
+        #expect(callsAfter.isEmpty, "\(callsAfter.count) call requests after the cancel's outcome")
+    }
+
     @Test("a call created after the cancel is not stopped by it, though it reuses the key")
     func laterCallWithTheSameKeyGoesOut() async throws {
         let store = InMemoryDeliveryStore()

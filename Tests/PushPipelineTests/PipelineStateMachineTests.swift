@@ -325,3 +325,19 @@ struct PipelineStateMachineTests {
         #expect(machine.pausedPartitions(in: .normal).isEmpty, "one job left behind the key: under half the bound")
     }
 }
+
+extension PipelineStateMachineTests {
+    @Test("a job waiting for a retry in its task lets its key go: the key's next job starts, and the first one's finish releases nothing twice")
+    func releasedKeyGoesToTheNextJob() {
+        var machine = Self.machine(maximumInFlight: 10)
+        let first = machine.consumed([Self.message(0, key: "alice"), Self.message(1, key: "alice"), Self.message(2, key: "alice")], in: .normal)
+        #expect(Self.started(first) == [0])
+        let afterRelease = machine.releaseKey(of: Self.ids(first)[0])
+        #expect(Self.started(afterRelease) == [1])
+        #expect(machine.releaseKey(of: Self.ids(first)[0]).isEmpty, "a key is let go once")
+        let afterFinish = machine.finished(Self.ids(first)[0], completed: true)
+        #expect(Self.started(afterFinish).isEmpty, "job 2 still waits for job 1, which holds the key now")
+        #expect(Self.offsets(afterFinish) == [1])
+        #expect(Self.started(machine.finished(Self.ids(afterRelease)[0], completed: true)) == [2])
+    }
+}
