@@ -7,7 +7,7 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…]
-#   scenarios: kill brokers redis redis-cluster provider hostile hostile-endpoints slow (the default), sigterm (a ledger-checked
+#   scenarios: kill brokers redis redis-cluster provider hostile hostile-endpoints slow stalls (the default), sigterm (a ledger-checked
 #   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
 #   logs, manifest and provider record there. hostile-endpoints: FAULTS_HOSTILE_MARKERS=<m,…> limits it to some
@@ -16,7 +16,7 @@
 source "$(dirname "$0")/e2e-lib.sh"
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster provider hostile hostile-endpoints slow)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster provider hostile hostile-endpoints slow stalls)
 scale=${FAULTS_SCALE:-1}
 rows=${FAULTS_ROWS:-$work/rows.jsonl}
 : >"$rows"
@@ -374,6 +374,74 @@ scenario_slow() {
     [ "$peak" -ge $((limit / 2)) ] || fail "in flight only $peak: the slow provider was not the bottleneck"
     check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
     stop_worker a
+    end
+}
+
+# Bounded waits: what does not answer must not stop or bloat a replica (one slow user, an outage with scarce
+# slots, two replicas whose retries wait for slots longer than a lease would last without renewal).
+scenario_stalls() {
+    stalls_slow_user
+    stalls_outage
+    stalls_leases
+}
+stalls_slow_user() {
+    local slow others within t0
+    slow=$(scaled 30); others=$(scaled 40)
+    begin stalls-slow-user "one user's push service answers after 2 s: $slow of its jobs, then $others jobs of $others other users, PUSH_MAX_IN_FLIGHT=10"
+    start_kafka; start_sandbox --slow-prefix su-b- --slow-ms 2000; start_redis
+    start_worker a PUSH_MAX_IN_FLIGHT=10; wait_ready a
+    produce --prefix su --count "$slow" --users 1 --user-prefix slowuser-
+    t0=$(date +%s%3N)
+    produce --prefix ot --count "$others"
+    for _ in $(seq 1 300); do [ "$(grep -c ' ot-b-[0-9]* 2' "$dir/record" || true)" -ge "$others" ] && break; sleep 0.1; done
+    # Latency of each other user's job: its first accepted answer after they were produced.
+    within=$(python3 - "$dir/record" "$t0" "$others" <<'PY'
+import sys
+record, t0, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+first = {}
+for line in open(record):
+    at, target, label = line.split()[:3]
+    if target.startswith("ot-b-") and label.split(":")[-1].startswith("2"):
+        first.setdefault(target, int(at) - t0)
+latencies = sorted(first.values())
+within = sum(1 for l in latencies if l <= 10_000)
+p50 = latencies[len(latencies) // 2] if latencies else None
+print(f"{within} {len(latencies)} {p50} {latencies[-1] if latencies else None}")
+PY
+)
+    read -r within seen p50 worst <<<"$within"
+    echo "faults[stalls-slow-user]: other users delivered within 10 s: $within of $others (answered $seen; p50 ${p50} ms, slowest ${worst} ms)"
+    [ "$within" -ge $((others / 2)) ] || fail "only $within of $others other users delivered within 10 s beside one slow user"
+    check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+stalls_outage() {
+    local jobs
+    jobs=$(scaled 200)
+    begin stalls-outage "the provider answers 503 to everything for 8 s while $jobs jobs arrive (circuit after 3 failures, 1 s cool-down, 2 slots per app), then recovers"
+    start_kafka; start_sandbox --outage-file "$dir/outage" --retry-after 0; start_redis
+    touch "$dir/outage"
+    start_worker a PUSH_CIRCUIT_FAILURES=3 PUSH_CIRCUIT_COOLDOWN_MS=1000 PUSH_APP_MAX_IN_FLIGHT=2 PUSH_MAX_ATTEMPTS=100; wait_ready a
+    produce --prefix ou --count "$jobs" --users 50
+    sleep 8
+    rm -f "$dir/outage"
+    echo "faults[stalls-outage]: provider recovered after $(grep -c ' outage:' "$dir/record" || true) outage answers"
+    check --timeout 150 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+stalls_leases() {
+    local jobs
+    jobs=$(scaled 300)
+    begin stalls-leases "two workers, retry lease at its lowest (15 s), 2 slots per app, answers stalled 3 s and refused half the time: $jobs jobs"
+    start_kafka; start_sandbox --fail-share 0.5 --retry-after 0 --stall-share 0.2 --stall-ms 3000 --max-faults-per-target 3; start_redis
+    start_worker a PUSH_RETRY_LEASE_MS=15000 PUSH_APP_MAX_IN_FLIGHT=2 PUSH_MAX_ATTEMPTS=20
+    start_worker b PUSH_RETRY_LEASE_MS=15000 PUSH_APP_MAX_IN_FLIGHT=2 PUSH_MAX_ATTEMPTS=20
+    wait_ready a; wait_ready b
+    produce --prefix le --count "$jobs" --users 100
+    check --timeout 300 --max-duplicates 1000 --max-unexplained-duplicates 0 --expect delivered --rss-pids "$pid_a,$pid_b"
+    stop_worker a; stop_worker b
     end
 }
 

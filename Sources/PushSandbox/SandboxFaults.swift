@@ -21,10 +21,19 @@ public struct SandboxFaults: Sendable, Equatable {
     public var stallMilliseconds: Int = 5000
     public var maximumFaultsPerTarget: Int = 2
     public var seed: UInt64 = 42
+    /// Targets whose key starts with this are answered only after `slowMilliseconds`, every time (one slow user's
+    /// push service); not counted as faults.
+    public var slowTargetPrefix: String?
+    public var slowMilliseconds: Int = 2000
+    /// While a file exists at this path every request is answered `failStatus` (a provider outage an operator
+    /// switches on and off); not counted as faults.
+    public var outageFile: String?
 
     public init() {}
 
-    public var isEmpty: Bool { failShare == 0 && resetShare == 0 && goAwayEvery == 0 && stallShare == 0 }
+    public var isEmpty: Bool {
+        failShare == 0 && resetShare == 0 && goAwayEvery == 0 && stallShare == 0 && slowTargetPrefix == nil && outageFile == nil
+    }
 }
 
 /// Applies `SandboxFaults` around a responder and, optionally, records every answer as a
@@ -61,7 +70,14 @@ public final class FaultInjector: Sendable {
             var response = responder(request)
             guard let target = key(request) else { return response }
             var label = String(response.status)
-            if (200..<300).contains(response.status) {
+            if let outageFile = faults.outageFile, access(outageFile, F_OK) == 0 {
+                response = SandboxResponse(status: faults.failStatus,
+                                           headers: faults.retryAfterSeconds.map { [("retry-after", String($0))] } ?? [])
+                label = "outage:\(faults.failStatus)"
+            } else if let prefix = faults.slowTargetPrefix, target.hasPrefix(prefix) {
+                response.delay = .milliseconds(faults.slowMilliseconds)
+                label = "slow:" + label
+            } else if (200..<300).contains(response.status) {
                 let (fault, goAway) = decide(target)
                 switch fault {
                 case .fail?:

@@ -239,6 +239,15 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "Push proxy faults: at most this many faults per endpointId.")
     var maxFaultsPerTarget = 2
 
+    @Option(help: "Push proxy faults: endpointIds starting with this are answered only after --slow-ms, every time (one slow user).")
+    var slowPrefix: String?
+
+    @Option(help: "Push proxy faults: how long a slow endpoint's answer waits.")
+    var slowMs = 2000
+
+    @Option(help: "Push proxy faults: while a file exists at this path, every request is answered --fail-status (an outage).")
+    var outageFile: String?
+
     @Option(help: "Push proxy: append one line per answer (<ms> <endpointId> <status|reset|stall:…|goaway:…>) to this file.")
     var recordFile: String?
 
@@ -263,6 +272,9 @@ struct Sandbox: AsyncParsableCommand {
         faults.stallShare = stallShare
         faults.stallMilliseconds = stallMs
         faults.maximumFaultsPerTarget = maxFaultsPerTarget
+        faults.slowTargetPrefix = slowPrefix
+        faults.slowMilliseconds = slowMs
+        faults.outageFile = outageFile
         let record = try recordFile.map(AnswerRecord.init(path:))
         // Hostile mode records every sandbox's answers itself (hostile or not); otherwise the proxy's injector does.
         let injector = FaultInjector(faults, record: hostile ? nil : record)
