@@ -72,7 +72,7 @@ public enum Demo {
         let huaweiPhone = #"{"bindingId":"judy-mate","provider":"hms","app":"\#(HMSSandboxInstance.appId)","token":"IQAAAACy0kYkAAAjudy"}"#
         let frankIPhone = #"{"bindingId":"frank-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f4", count: 32))","environment":"production"}"#
         let frankActivity = #"{"bindingId":"frank-iphone-activity","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f5", count: 32))","environment":"production","pushType":"liveactivity"}"#
-        let huaweiGone = #"{"bindingId":"judy-old-p30","provider":"hms","token":"invalid-IQAAAACy0old"}"#
+        let huaweiGone = #"{"bindingId":"judy-old-p30","provider":"hms","app":"\#(HMSSandboxInstance.appId)","token":"invalid-IQAAAACy0old"}"#
         return [
             SampleJob(title: "incoming call", id: "call-1", key: "alice",
                       json: job("call-1", kind: "call", user: "alice", ttl: 30,
