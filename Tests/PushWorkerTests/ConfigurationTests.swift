@@ -117,7 +117,7 @@ final class ConfigurationTests: Sendable {
         ]) { $1 }).get()
         #expect(configuration.rdkafkaProperties == ["security.protocol": "ssl", "ssl.ca.location": caFile])
         #expect(problems(minimal.merging(["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE": "true"]) { $1 })
-            == ["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE cannot be overridden: the worker manages enable.auto.offset.store itself"])
+            == ["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE cannot be overridden: the worker stores the offset of a job only once its outcomes are acknowledged"])
     }
 
     @Test("an unknown PUSH_ variable is reported as a probable typo, not ignored silently")
