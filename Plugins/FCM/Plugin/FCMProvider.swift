@@ -79,11 +79,13 @@ public struct FCMProvider: PushProvider {
         switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind), keywords: keywords()) {
         case nil:
             let override = delivery.job.overrides[.fcm]
-            let measured = { (notification: Notification?) in
-                PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: notification, includingToken: false))
-            }
-            guard let fitted = AlertFitting.fit(delivery.job.notification, limit: FCMMessage.largestPayloadBytes, build: measured) else {
-                return .refused(.failed(reason: "the FCM message is \(measured(delivery.job.notification).count) bytes without its token "
+            let fitted: AlertFitting.Fitted
+            switch AlertFitting.fit(delivery.job.notification, limit: FCMMessage.largestPayloadBytes, override: override, build: {
+                FCMMessage.body(delivery, notification: $0, includingToken: false)
+            }) {
+            case .success(let fitting): fitted = fitting
+            case .failure(let tooLarge):
+                return .refused(.failed(reason: "the FCM message is \(tooLarge.size) bytes without its token "
                                         + "even with an empty body; FCM accepts \(FCMMessage.largestPayloadBytes); not sent", httpStatus: nil))
             }
             body = PayloadOverride.apply(override, to: FCMMessage.body(delivery, notification: fitted.notification))
