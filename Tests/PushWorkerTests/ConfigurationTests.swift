@@ -151,6 +151,8 @@ final class ConfigurationTests: Sendable {
         #expect(proxy.endpoint(for: "acme")?.tls.clientKeyPassword == "s3cret")
         #expect(proxy.endpoint(for: "other")?.url == "https://proxy.example/push")
         #expect(proxy.endpoint(for: nil)?.tls.clientKeyPassword == "s3cret")
+        // The default proxy serves any app a job names: only apps with a proxy of their own are metric labels.
+        #expect(configuration.plugin(.proxy)?.appLabels == ["acme"])
         try #"{"proxy": [{"app": "acme", "url": "http://acme.example/push"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["PUSH_APPS_FILE proxy[0] (acme): url must be an https:// URL"])
     }
