@@ -27,6 +27,19 @@ def data(b):
 def opt(s): return flag(True) if s is None else flag(False) + data(s)
 
 
+def generated(count, step, offset, salt):
+    """TemplatesFuzz's generatedObject(prefix:): a count of members and how their names and values go."""
+    return byte(count >> 8) + byte(count) + byte(step - 1) + byte(offset) + byte(salt)
+
+
+def json_object(count, value, start=0):
+    return "{" + ",".join(f'"k{i}":{value(i)}' for i in range(start, start + count)) + "}"
+
+
+def merge_value(i):
+    return ["null", '{"x":1,"y":null}', '"s"', "[1,null]"][i % 4]
+
+
 def delivery(kind="call", created=None, ttl=None, priority=None, user="u1", collapse=None, notification=None,
              fields=None, body=None, binding=None, provider="apns", target=None, keys=None, kafka=EPOCH, attempt=1, now=EPOCH):
     """FuzzInput.delivery(): target is a dict of app/token/environment/pushType/endpoint/tokenType/platform."""
@@ -162,6 +175,14 @@ SEEDS = {
         "apns-sections": byte(0) + byte(3) + data('{"aps":{}{{#data}},"d":"{{callId}}"{{/data}}{{^BADGE}},"nb":1{{/BADGE}}}') + delivery(kind="custom", fields={"callId": "1"}, target={"token": TOKEN}),
         "fcm-bad-data": byte(1) + byte(0) + data('{"message":{"token":"{{TOKEN}}","data":{"n":{{TTLNUM}}}}}') + delivery(provider="fcm", created=MAX, ttl=60, target={"token": "t"}),
         "unclosed": byte(0) + byte(0) + data('{"aps":{}} {{#x}}'),
+        # Large overrides (merging once took quadratic time): 9 000 generated members over 9 000, every other
+        # name shared; and 3 000 members of JSON text over 3 000, with removals, nested merges and new members.
+        "apns-override-generated-9000": byte(0) + byte(0) + data(APNS_TEMPLATE)
+            + delivery(created=EPOCH, ttl=30, notification=("Bob", "b" * 3000, None, None), target={"token": TOKEN})
+            + byte(1) + data("k") + generated(9000, step=1, offset=0, salt=0) + generated(9000, step=2, offset=0, salt=3) + byte(64),
+        "fcm-override-json-3000": byte(1) + byte(1) + data(FCM_TEMPLATE)
+            + delivery(kind="message", provider="fcm", notification=("t", "b" * 200, None, None), target={"token": "t"})
+            + byte(0) + data(json_object(3000, lambda i: str(i))) + data(json_object(3000, merge_value, start=1500)) + byte(16),
     },
 }
 

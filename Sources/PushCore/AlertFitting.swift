@@ -44,6 +44,34 @@ public enum AlertFitting {
         return Fitted(payload: payload, notification: shortened, truncated: true)
     }
 
+    /// A payload that does not fit even with an empty body and title.
+    public struct PayloadTooLarge: Error, Equatable {
+        /// Its size with the job's notification as given, override merged.
+        public let size: Int
+    }
+
+    /// `fit` for a payload the job's `override` (RFC 7396, `PayloadOverride`) is merged into last: the
+    /// override is merged at most twice per payload — to measure, and into the shortened payload —
+    /// however many shortening steps there are, since an override is outside input and may be large.
+    /// Shortening works on the payload before the override with the limit lowered by what the
+    /// override adds, which is exact when the override leaves the notification's text alone; an
+    /// override that replaces that text itself is not shortened, so then the payload must fit as the
+    /// override gives it.
+    /// - Parameter build: the payload for a notification, before the override.
+    public static func fit(_ notification: Notification?, limit: Int, override: JSONValue?,
+                           build: (Notification?) -> [UInt8]) -> Result<Fitted, PayloadTooLarge> {
+        let plain = build(notification)
+        let merged = PayloadOverride.apply(override, to: plain)
+        guard merged.count > limit else { return .success(Fitted(payload: merged, notification: notification, truncated: false)) }
+        let added = merged.count - plain.count
+        guard var fitted = fit(notification, limit: limit - added, build: build) else {
+            return .failure(PayloadTooLarge(size: merged.count))
+        }
+        fitted.payload = PayloadOverride.apply(override, to: fitted.payload)
+        guard fitted.payload.count <= limit else { return .failure(PayloadTooLarge(size: merged.count)) }
+        return .success(fitted)
+    }
+
     /// `text` at least `excess` bytes shorter (room for the ellipsis included), or empty.
     static func truncate(_ text: String, removing excess: Int) -> String {
         let keep = text.utf8.count - (excess + ellipsis.utf8.count)

@@ -91,7 +91,7 @@ public struct Fields: Sendable {
         guard string.utf8.count <= maximumLength else {
             throw JobRejection(.invalidField, "\(path)\(name) is longer than \(maximumLength) bytes")
         }
-        let hasControl = string.containsUTF8Byte { $0 < 0x20 || $0 == 0x7F }
+        let hasControl = string.containsControlCharacter
         guard !hasControl || !string.containsUTF8Byte(where: { $0 == 0 }) else {
             throw JobRejection(.invalidField, "\(path)\(name) contains a NUL character")
         }

@@ -9,6 +9,10 @@
 ///   everything after the third field, colons included (FCM tokens contain them; a Web Push token is
 ///   the endpoint URL).
 ///
+/// Every part is an identifier (`Fields.Content.identifier`) once decoded: a control character in the
+/// provider, parameter or token — an RFC 8599 `%0A` included — refuses the binding, since the parts
+/// become the target's app, token and environment, which reach headers, URLs and logs.
+///
 /// A token of `null` (RFC 8599 `pn-prid=null`, X-MPUSH `…:null`) means the device unbound itself:
 /// `token` is nil and the pipeline answers `rejected` + `remove_binding` without a send. The Mizu
 /// seed's unregister, an X-MPUSH value of just `null`, names no provider at all (`isBareUnbind`):
@@ -56,10 +60,16 @@ public struct SIPBinding: Sendable, Equatable {
     static let unboundToken = "null"
 
     public static func parse(_ text: String, notation: Notation, path: String = "") throws(JobRejection) -> SIPBinding {
-        switch notation {
+        let binding = switch notation {
         case .rfc8599: try rfc8599(text, path: path)
         case .xmpush: try xmpush(text, path: path)
         }
+        for (part, value) in [("provider", binding.provider), ("parameter", binding.parameter), ("token", binding.token)]
+        where value?.containsControlCharacter == true {
+            // The value is not repeated: the token may be a device token.
+            throw binding.invalid("\(part) contains a control character (CR, LF, tab, …) once decoded: it can reach an HTTP header")
+        }
+        return binding
     }
 
     static func rfc8599(_ text: String, path: String) throws(JobRejection) -> SIPBinding {

@@ -2,12 +2,10 @@ import Metrics
 import PushCore
 
 /// The pipeline's metrics, through swift-metrics (the worker exports them for Prometheus).
-/// Label values that come from jobs (`app`) are capped per provider so hostile input
-/// cannot create unbounded series.
+/// The `app` label comes from the configuration, never from a job (`MetricAppLabels`), so hostile
+/// input cannot create series.
 public final class PipelineMetrics: Sendable {
-    public static let maximumAppsPerProvider = 100
-
-    private let apps = Locked<[ProviderID: Set<String>]>([:])
+    private let appLabels: MetricAppLabels
     let consumed = Counter(label: "push_jobs_consumed_total")
     let publishFailures = Counter(label: "push_outcome_publish_failures_total")
     let retriesClaimed = Counter(label: "push_retries_claimed_total")
@@ -24,6 +22,7 @@ public final class PipelineMetrics: Sendable {
     private let appLimitedCounters = Locked<[AppLabels: Counter]>([:])
     private let originLimitedCounters = Locked<[ProviderID: Counter]>([:])
 
+    /// Label values, so the handler caches hold at most one entry per configured app (and `-`, `unconfigured`).
     private struct AppLabels: Hashable {
         let provider: ProviderID
         let app: String
@@ -31,11 +30,12 @@ public final class PipelineMetrics: Sendable {
 
     private struct DeliveryLabels: Hashable {
         let provider: ProviderID
-        let app: String?
+        let app: String
         let status: Outcome.Status
     }
 
-    public init() {
+    public init(appLabels: MetricAppLabels = MetricAppLabels()) {
+        self.appLabels = appLabels
         laneLagGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", $0.rawValue)]) }
         laneInFlightGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]) }
     }
@@ -45,17 +45,15 @@ public final class PipelineMetrics: Sendable {
     }
 
     func finished(_ outcome: Outcome) {
-        let labels = DeliveryLabels(provider: outcome.provider, app: outcome.app, status: outcome.status)
-        if let counter = deliveryCounters.withLock({ $0[labels] }) {
-            counter.increment()
-            return
-        }
-        let counter = Counter(label: "push_deliveries_total", dimensions: [
-            ("provider", outcome.provider.rawValue), ("app", app(outcome.provider, outcome.app)), ("status", outcome.status.rawValue),
-        ])
-        // Apps beyond the cap share the "other" series and are not kept here, so hostile input cannot grow this cache.
-        if app(outcome.provider, outcome.app) == (outcome.app ?? "-") { deliveryCounters.withLock { $0[labels] = counter } }
-        counter.increment()
+        let labels = DeliveryLabels(provider: outcome.provider, app: appLabels.label(outcome.provider, outcome.app), status: outcome.status)
+        deliveryCounters.withLock { counters in
+            if let counter = counters[labels] { return counter }
+            let counter = Counter(label: "push_deliveries_total", dimensions: [
+                ("provider", labels.provider.rawValue), ("app", labels.app), ("status", labels.status.rawValue),
+            ])
+            counters[labels] = counter
+            return counter
+        }.increment()
     }
 
     func requestDuration(_ provider: ProviderID, nanoseconds: Int64) {
@@ -74,7 +72,7 @@ public final class PipelineMetrics: Sendable {
     }
 
     func circuit(_ scope: DeliveryScope, open: Bool) {
-        Gauge(label: "push_circuit_open", dimensions: [("provider", scope.provider.rawValue), ("app", app(scope.provider, scope.metricLabel))])
+        Gauge(label: "push_circuit_open", dimensions: [("provider", scope.provider.rawValue), ("app", appLabels.label(scope.provider, scope.metricLabel))])
             .record(open ? 1 : 0)
     }
 
@@ -84,16 +82,13 @@ public final class PipelineMetrics: Sendable {
     }
 
     func appConcurrencyLimited(_ scope: DeliveryScope) {
-        let labels = AppLabels(provider: scope.provider, app: scope.metricLabel)
-        if let counter = appLimitedCounters.withLock({ $0[labels] }) {
-            counter.increment()
-            return
-        }
-        let app = app(scope.provider, scope.metricLabel)
-        let counter = Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", scope.provider.rawValue), ("app", app)])
-        // As for deliveries: only apps within the cap are kept.
-        if app == scope.metricLabel { appLimitedCounters.withLock { $0[labels] = counter } }
-        counter.increment()
+        let labels = AppLabels(provider: scope.provider, app: appLabels.label(scope.provider, scope.metricLabel))
+        appLimitedCounters.withLock { counters in
+            if let counter = counters[labels] { return counter }
+            let counter = Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", labels.provider.rawValue), ("app", labels.app)])
+            counters[labels] = counter
+            return counter
+        }.increment()
     }
 
     func originConcurrencyLimited(_ scope: DeliveryScope) {
@@ -129,15 +124,6 @@ public final class PipelineMetrics: Sendable {
         }
     }
 
-    private func app(_ provider: ProviderID, _ name: String?) -> String {
-        let name = name ?? "-"
-        return apps.withLock { apps in
-            if apps[provider, default: []].contains(name) { return name }
-            guard apps[provider, default: []].count < Self.maximumAppsPerProvider else { return "other" }
-            apps[provider, default: []].insert(name)
-            return name
-        }
-    }
 }
 
 /// The outcome producer's latency to one broker over the last statistics interval, from

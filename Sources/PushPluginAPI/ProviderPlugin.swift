@@ -39,6 +39,10 @@ public struct ConfiguredPlugin: Sendable {
     public let summary: [String]
     /// The fixed endpoints it talks to, which `check-config` tries to reach.
     public let endpoints: [Endpoint]
+    /// The `app` label values its metrics may carry: the apps its configuration names, as targets'
+    /// `app` and its scopes' `metricLabel` write them. Any other name a job gives is labelled
+    /// `unconfigured` (`PushPipeline.MetricAppLabels`): job producers never choose a label.
+    public let appLabels: Set<String>
     private let make: @Sendable (ProviderContext) throws -> any PushProvider
 
     /// An HTTPS endpoint `check-config` reaches with a TLS handshake and one request (any HTTP status counts).
@@ -55,11 +59,12 @@ public struct ConfiguredPlugin: Sendable {
     }
 
     public init(id: ProviderID, configuration: any Sendable, summary: [String], endpoints: [Endpoint] = [],
-                make: @escaping @Sendable (ProviderContext) throws -> any PushProvider) {
+                appLabels: Set<String> = [], make: @escaping @Sendable (ProviderContext) throws -> any PushProvider) {
         self.id = id
         self.configuration = configuration
         self.summary = summary
         self.endpoints = endpoints
+        self.appLabels = appLabels
         self.make = make
     }
 

@@ -19,9 +19,9 @@ enum CoreSettings {
     static let dlqTopic = Setting("PUSH_DLQ_TOPIC", default: "push.dlq",
         "Dead-letter topic for invalid jobs (reason in the `push-dlq-reason` header).")
     static let rdkafkaProperty = Setting("PUSH_RDKAFKA_<PROPERTY>",
-        "Any librdkafka property, `_` → `.` (e.g. `PUSH_RDKAFKA_SECURITY_PROTOCOL=ssl`); applied to consumer and producer.")
+        "Any librdkafka property, `_` → `.` (e.g. `PUSH_RDKAFKA_SECURITY_PROTOCOL=ssl`); applied to consumer and producer. The worker's own (`bootstrap.servers` and its alias `metadata.broker.list`, `group.id`, `enable.auto.offset.store`) are refused.")
     static let rdkafkaAllowUnsafe = Setting("PUSH_RDKAFKA_ALLOW_UNSAFE", .boolean, default: "false",
-        "Lets through the librdkafka properties refused by default because they turn off the brokers' authentication or load or run code from outside the image: `enable.ssl.certificate.verification=false`, `ssl.endpoint.identification.algorithm=none`, `enable.sasl.oauthbearer.unsecure.jwt=true`, and any `plugin.library.paths`, `ssl.engine.location` or `sasl.kerberos.kinit.cmd` (logged as a warning when allowed). Not passed to librdkafka.")
+        "Lets through the librdkafka properties refused by default because they turn off the brokers' authentication, load or run code from outside the image, or break the delivery contract (offsets committed after the outcomes are acknowledged by every in-sync replica, none skipped): `enable.ssl.certificate.verification=false`, `ssl.endpoint.identification.algorithm=none`, `enable.sasl.oauthbearer.unsecure.jwt=true`, any `plugin.library.paths`, `ssl.engine.location` or `sasl.kerberos.kinit.cmd`, `acks`/`request.required.acks` other than `all`/`-1`, `enable.idempotence=false`, `enable.auto.commit=false`, `auto.commit.interval.ms=0`, `auto.offset.reset=latest` (`largest`, `end`) and `isolation.level=read_uncommitted` (logged as a warning when allowed). Not passed to librdkafka.")
     static let maxInFlight = Setting("PUSH_MAX_IN_FLIGHT", .integer(1...1_000_000), default: "1000",
         "Jobs being worked on in both lanes together (consumed, not finished, not waiting for an app slot); a lane at its share stops polling.")
     static let urgentReservedInFlight = Setting("PUSH_URGENT_RESERVED_IN_FLIGHT", .integer(0...1_000_000), default: "100",

@@ -32,7 +32,8 @@ public struct Worker: Sendable {
         // Producer-only properties would make the consumer refuse to start, and vice versa.
         consumerProperties = consumerProperties.filter { !Self.producerOnly.contains($0.key) }
         producerProperties = producerProperties.filter { !Self.consumerOnly.contains($0.key) }
-        let metrics = PipelineMetrics()
+        let metrics = PipelineMetrics(appLabels: MetricAppLabels(
+            Dictionary(configuration.plugins.map { ($0.id, $0.appLabels) }) { $0.union($1) }))
         producer = try KafkaProducer(properties: producerProperties, logger: logger,
                                      statistics: { metrics.producerLatency(fromStatistics: $0) })
         let store: any DeliveryStore

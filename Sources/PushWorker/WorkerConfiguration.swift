@@ -174,9 +174,7 @@ public struct WorkerConfiguration: Sendable {
             guard !property.isEmpty else { continue }
             rdkafka[property] = value
         }
-        for property in ["enable.auto.offset.store", "group.id", "bootstrap.servers"] where rdkafka[property] != nil {
-            reader.problem("\(ConfigurationReference.rdkafkaVariable(for: property)) cannot be overridden: the worker manages \(property) itself")
-        }
+        for problem in ManagedKafkaProperty.problems(in: rdkafka) { reader.problem(problem) }
         let unsafeKafkaSettings = UnsafeKafkaProperty.settings(in: rdkafka)
         if !reader.boolean(CoreSettings.rdkafkaAllowUnsafe) {
             for setting in unsafeKafkaSettings { reader.problem("\(setting); refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true") }

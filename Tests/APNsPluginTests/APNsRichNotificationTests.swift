@@ -112,6 +112,39 @@ struct APNsRichNotificationTests {
         #expect(built.headers.first { $0.name == "apns-push-type" }?.value == "alert")
     }
 
+    @Test("a job of 30 targets with a 9 000-member override and a long alert: every target's payload is built and refused as too large, with its merged size")
+    func largeOverrideEveryTarget() throws {
+        let override: JSONValue = .object([("payload", .object((0..<9_000).map { ("k\($0)", .integer(Int64($0))) }))])
+        let targets = (0..<30).map { Target.apns("b\($0)", app: APNsSandboxFixture.bundleId, token: Self.token) }
+        let job = Job(id: "big-override", createdAt: 0, ttl: 600, kind: .message, priority: .high, userId: "alice",
+                      notification: Notification(title: "Bob", body: String(repeating: "ü", count: 2_000)),
+                      overrides: ["apns": override], targets: targets)
+        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: .token(keyFile: "-", keyId: "k", teamId: "t"))
+        for target in targets {
+            do {
+                _ = try APNsRequest.build(Delivery(job: job, target: target, attempt: 1, now: 0), app: app)
+                Issue.record("expected \(target.bindingId) to be refused")
+            } catch {
+                guard case .payloadTooLarge(let size, 4096) = error else { Issue.record("\(error)"); continue }
+                #expect(size > 9_000 * 8)
+            }
+        }
+    }
+
+    @Test("an override that leaves the alert alone is merged once into the shortened payload: the body is cut, the override's members are all there")
+    func overrideWithTruncatedAlert() throws {
+        let override: JSONValue = .object([("payload", .object((0..<100).map { ("k\($0)", .integer(Int64($0))) }))])
+        let delivery = Self.delivery(Notification(title: "Bob", body: String(repeating: "ü", count: 3_000)), overrides: ["apns": override])
+        let built = try APNsRequest.build(delivery, app: APNsApp(bundleId: APNsSandboxFixture.bundleId,
+                                                                  authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
+        #expect(built.truncated)
+        #expect(built.payload.count <= 4096)
+        let payload = try JSONParser.parse(built.payload)
+        #expect(payload["k99"] == .integer(99))
+        guard case .string(let body)? = payload["aps"]?["alert"]?["body"] else { Issue.record("no body"); return }
+        #expect(body.hasSuffix("…"))
+    }
+
     @Test("an alert over 4096 bytes is shortened (body first) and delivered, marked truncated")
     func truncatedDelivered() async throws {
         let fixture = try await APNsSandboxFixture.start()

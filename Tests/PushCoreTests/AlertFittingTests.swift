@@ -73,6 +73,84 @@ struct AlertFittingTests {
         #expect(PayloadOverride.apply(nil, to: Array("{}".utf8)) == Array("{}".utf8))
     }
 
+    @Test("a 9 000-member override merged into a 9 000-member document: null removes, values replace in place, new members are appended in the patch's order")
+    func largeMergePatch() {
+        let count = 9_000
+        let document = JSONValue.object((0..<count).map { ("k\($0)", .integer(Int64($0))) })
+        let patch = JSONValue.object((0..<count).map { index -> (key: String, value: JSONValue) in
+            switch index % 3 {
+            case 0: ("k\(index)", .null)
+            case 1: ("k\(index)", .object([("replaced", .bool(true)), ("dropped", .null)]))
+            default: ("n\(index)", .integer(Int64(index)))
+            }
+        })
+        let expected = JSONValue.object((0..<count).compactMap { index -> (key: String, value: JSONValue)? in
+            switch index % 3 {
+            case 0: nil
+            case 1: ("k\(index)", .object([("replaced", .bool(true))]))
+            default: ("k\(index)", .integer(Int64(index)))
+            }
+        } + stride(from: 2, to: count, by: 3).map { ("n\($0)", .integer(Int64($0))) })
+        #expect(document.merging(patch) == expected)
+    }
+
+    @Test("with a name twice in a document built in code, the first is the member a patch removes or merges into, as a scan would find")
+    func duplicateNames() {
+        let document = JSONValue.object([("a", .integer(1)), ("b", .integer(2)), ("a", .integer(3))])
+        #expect(document.merging(.object([("a", .null)])) == .object([("b", .integer(2)), ("a", .integer(3))]))
+        #expect(document.merging(.object([("a", .null), ("a", .integer(9))])) == .object([("b", .integer(2)), ("a", .integer(9))]))
+        #expect(document.merging(.object([("a", .integer(7))])) == .object([("a", .integer(7)), ("b", .integer(2)), ("a", .integer(3))]))
+    }
+
+    /// The payload of `payload` with `override` merged at every shortening step, as fitting did before it merged once.
+    static func fittedMergingEachStep(_ notification: Notification?, limit: Int, override: JSONValue) -> AlertFitting.Fitted? {
+        AlertFitting.fit(notification, limit: limit) { PayloadOverride.apply(override, to: payload($0)) }
+    }
+
+    @Test("fitting with an override that leaves the text alone gives the payload merging at every shortening step gave")
+    func overrideMergedOnce() throws {
+        let overrides: [JSONValue] = [
+            .object([("extra", .string(String(repeating: "x", count: 40)))]),
+            .object([("extra", .string("\u{1}\n\"")), ("title", .object([]))]),
+            .object([("gone", .null), ("n", .integer(12_345))]),
+        ]
+        let notifications = [Notification(title: "Title", body: String(repeating: "ab€\n", count: 30)),
+                             Notification(title: String(repeating: "é", count: 60), body: "b"), Notification(body: "short")]
+        for override in overrides {
+            for notification in notifications {
+                for limit in [40, 60, 90, 150, 400] {
+                    let once = try? AlertFitting.fit(notification, limit: limit, override: override, build: Self.payload).get()
+                    #expect(once == Self.fittedMergingEachStep(notification, limit: limit, override: override),
+                            "\(override) \(notification) \(limit)")
+                }
+            }
+        }
+    }
+
+    @Test("an override that replaces the notification's text is not shortened: the payload must fit as the override gives it")
+    func overrideReplacingTheText() throws {
+        let override = JSONValue.object([("body", .string(String(repeating: "o", count: 80)))])
+        let notification = Notification(title: "Title", body: String(repeating: "b", count: 80))
+        #expect(throws: AlertFitting.PayloadTooLarge(size: 107)) {
+            try AlertFitting.fit(notification, limit: 100, override: override, build: Self.payload).get()
+        }
+        let fits = AlertFitting.fit(notification, limit: 120, override: override, build: Self.payload)
+        #expect(try fits.get() == AlertFitting.Fitted(payload: Array(#"{"title":"Title","body":"\#(String(repeating: "o", count: 80))"}"#.utf8),
+                                                       notification: notification, truncated: false))
+    }
+
+    @Test("a 9 000-member override larger than the limit is refused with its merged size")
+    func largeOverrideRefused() {
+        let override = JSONValue.object((0..<9_000).map { ("k\($0)", .integer(1)) })
+        let result = AlertFitting.fit(Notification(title: "T", body: String(repeating: "b", count: 3_000)), limit: 4_096,
+                                      override: override, build: Self.payload)
+        guard case .failure(let tooLarge) = result else {
+            Issue.record("expected the payload to be refused")
+            return
+        }
+        #expect(tooLarge.size > 4_096 + 9_000 * 6)
+    }
+
     @Test("the outcome carries truncated only when true, so old outcomes keep their bytes")
     func outcomeTruncated() throws {
         var outcome = Outcome(jobId: "j", userId: "u", bindingId: "b", provider: "apns", app: nil, status: .delivered, attempts: 1, at: 5)

@@ -1,5 +1,7 @@
+import FCMPlugin
 import Foundation
 import PushCore
+import PushInMemoryKafka
 import PushKafka
 import Synchronization
 import Testing
@@ -13,7 +15,8 @@ struct PipelineOperationsTests {
         _ = TestMetrics.registry
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
-        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, group: "metrics-group")
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, group: "metrics-group",
+                                          metrics: PipelineMetrics(appLabels: MetricAppLabels(["proxy": ["metrics-app"]])))
         #expect(harness.pipeline.readiness.ready == false)
         #expect(harness.pipeline.readiness.reason == "not yet joined the consumer group")
         let target = { (binding: String) in #"{"bindingId":"\#(binding)","provider":"proxy","app":"metrics-app"}"# }
@@ -80,20 +83,55 @@ struct PipelineOperationsTests {
         #expect(slow())
     }
 
-    @Test("an app label from jobs is capped per provider, so hostile input cannot create unbounded series")
-    func labelCardinality() {
+    @Test("an app label is an app the configuration names, - or unconfigured: after hundreds of made-up names, escapes and control characters through the pipeline, /metrics parses strictly and holds the configured values only")
+    func appLabelsComeFromConfiguration() async throws {
         _ = TestMetrics.registry
-        let metrics = PipelineMetrics()
-        let job = Job(id: "j", createdAt: 0, ttl: 60, kind: .message, priority: .high, userId: "u",
-                      targets: [Target(bindingId: "b", provider: "webpush")])
-        for index in 0..<(PipelineMetrics.maximumAppsPerProvider + 50) {
-            var target = job.targets[0]
-            target.app = "hostile-\(index)"
-            metrics.finished(Outcome(job: job, target: target, status: .failed, reason: nil, attempts: 0, at: 0))
+        let probe: ProviderID = "metricsprobe"
+        let provider = ScriptedProvider(id: probe) { target in
+            target.app == "tenant-b" ? .failed(reason: "scripted", httpStatus: 400) : .delivered(providerMessageId: nil, httpStatus: 200)
         }
-        let series = TestMetrics.registry.emitToString().split(separator: "\n")
-            .filter { $0.hasPrefix(#"push_deliveries_total{provider="webpush""#) }
-        #expect(series.count == PipelineMetrics.maximumAppsPerProvider + 1)
-        #expect(TestMetrics.value(of: #"push_deliveries_total{provider="webpush",app="other",status="failed"}"#) == 50)
+        let fcm = ScriptedProvider(id: .fcm, format: FCMTargetFormat()) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
+        let metrics = PipelineMetrics(appLabels: MetricAppLabels([probe: ["tenant-a", "tenant-b"], .fcm: ["configured-project"]]))
+        // App names as they stand in the job's JSON: made up, look-alikes of configured ones, and text-format breakers.
+        let madeUp = (0..<300).map { "made-up-\($0)" }
+            + [#"made-up-quote\"d"#, #"made-up-back\\slash"#, #"made-up-x{y=\"z\"} 1"#, "made-up-pct%0Aencoded", "tenant-a ", "TENANT-A", #"made-up-\u00e9"#]
+        let refused = [#"{"bindingId":"c1","provider":"metricsprobe","app":"made-up-line\nfeed","token":"t"}"#,
+                       #"{"bindingId":"c2","rfc8599":"pn-provider=fcm;pn-param=made-up%0Aevil;pn-prid=t"}"#,
+                       #"{"bindingId":"c3","rfc8599":"pn-provider=fcm;pn-param=made-up%0D%0Aevil;pn-prid=t"}"#]
+        let accepted = madeUp.map { #"{"provider":"metricsprobe","app":"\#($0)","token":"t"}"# }
+            + ["tenant-a", "tenant-b"].map { #"{"provider":"metricsprobe","app":"\#($0)","token":"t"}"# }
+            + [#"{"provider":"metricsprobe","token":"t"}"#,
+               #"{"rfc8599":"pn-provider=fcm;pn-param=configured-project;pn-prid=t"}"#,
+               #"{"rfc8599":"pn-provider=fcm;pn-param=made-up-%22%7D%201;pn-prid=t"}"#]
+        let kafka = InMemoryKafka(topics: ["push.jobs": 2, "push.jobs.urgent": 1, "push.outcomes": 2, "push.dlq": 1])
+        for (index, target) in accepted.enumerated() {
+            let withBinding = #"{"bindingId":"b\#(index)","# + target.dropFirst()
+            kafka.append(KafkaRecord(topic: "push.jobs", key: Array("u\(index)".utf8), value: jobJSON(id: "labels-\(index)", targets: [withBinding])))
+        }
+        for (index, target) in refused.enumerated() {
+            kafka.append(KafkaRecord(topic: "push.jobs", key: Array("r\(index)".utf8), value: jobJSON(id: "refused-\(index)", targets: [target])))
+        }
+        let configuration = PipelineConfiguration(shutdownGrace: .seconds(2))
+        let processor = JobProcessor(registry: ProviderRegistry([provider, fcm]), configuration: configuration, store: InMemoryDeliveryStore(),
+                                     retryQueue: nil, metrics: metrics, logger: testLogger())
+        let pipeline = DeliveryPipeline(configuration: configuration, sources: kafka.sources(group: "labels"), sink: kafka.sink,
+                                        processor: processor, logger: testLogger())
+        let running = Task { try await pipeline.run() }
+        let ends = kafka.messages(in: "push.jobs").reduce(into: [TopicPartition: Int64]()) { ends, message in
+            ends[message.topicPartition] = max(ends[message.topicPartition] ?? 0, message.offset + 1)
+        }
+        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "labels") == ends }
+        pipeline.stop()
+        try await running.value
+        #expect(kafka.messages(in: "push.dlq").count == refused.count)
+
+        let samples = try PrometheusText.parse(TestMetrics.registry.emitToString())
+        let deliveries = samples.filter { $0.name == "push_deliveries_total" && $0.labels["provider"] == probe.rawValue }
+        #expect(Set(deliveries.compactMap { $0.labels["app"] }) == ["tenant-a", "tenant-b", "unconfigured", "-"])
+        #expect(deliveries.first { $0.labels["app"] == "unconfigured" && $0.labels["status"] == "delivered" }?.value == Double(madeUp.count))
+        #expect(deliveries.first { $0.labels["app"] == "tenant-b" && $0.labels["status"] == "failed" }?.value == 1)
+        #expect(samples.contains { $0.name == "push_deliveries_total" && $0.labels["provider"] == "fcm" && $0.labels["app"] == "configured-project" })
+        let labelValues = samples.flatMap { $0.labels.values }
+        #expect(!labelValues.contains { $0.contains("made-up") || $0.contains("evil") || $0.contains { $0.isNewline } })
     }
 }

@@ -20,7 +20,7 @@ struct PipelineHarness {
 
     init(kafka: KafkaFixture, sandbox: ProxySandboxFixture, group: String = "push-worker",
          store: any DeliveryStore = InMemoryDeliveryStore(), retryQueue: (any RetryQueue)? = nil,
-         configure: (inout PipelineConfiguration) -> Void = { _ in }) throws {
+         metrics: PipelineMetrics = PipelineMetrics(), configure: (inout PipelineConfiguration) -> Void = { _ in }) throws {
         self.kafka = kafka
         self.sandbox = sandbox
         var configuration = PipelineConfiguration(retryPolicy: RetryPolicy(baseMilliseconds: 50, maximumMilliseconds: 200, maximumAttempts: 3),
@@ -30,7 +30,7 @@ struct PipelineHarness {
                                                    transport: CurlHTTPTransport())])
         producer = try kafka.producer()
         processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: retryQueue,
-                                 logger: testLogger())
+                                 metrics: metrics, logger: testLogger())
         pipeline = DeliveryPipeline(configuration: configuration, consumerProperties: kafka.consumerProperties(group: group),
                                     producer: producer, processor: processor, logger: testLogger())
     }

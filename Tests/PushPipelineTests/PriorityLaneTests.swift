@@ -63,7 +63,9 @@ struct PriorityLaneTests {
         _ = TestMetrics.registry
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
-        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) {
+        // The apps a configuration would name, so that they are metric labels.
+        let metrics = PipelineMetrics(appLabels: MetricAppLabels(["proxy": ["stalled", "healthy-0", "healthy-1"]]))
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, metrics: metrics) {
             $0.maximumInFlightJobs = 40
             $0.urgentReservedInFlightJobs = 5
             $0.maximumInFlightPerApp = 5

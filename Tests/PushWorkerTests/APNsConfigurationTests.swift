@@ -33,6 +33,7 @@ final class APNsConfigurationTests: Sendable {
         #expect(configuration.enabledProviders == [.apns])
         #expect(apns.apps.map(\.bundleId) == ["com.example.chat"])
         #expect(apns.defaultBundleId == "com.example.chat")
+        #expect(configuration.plugin(.apns)?.appLabels == ["com.example.chat"])
         #expect(apns.productionURL == "https://apns.staging.internal:2197")
         #expect(apns.sandboxURL == "https://apns.staging.internal:2197")
         let defaults = try WorkerConfiguration.load(from: base).get()

@@ -117,7 +117,7 @@ final class ConfigurationTests: Sendable {
         ]) { $1 }).get()
         #expect(configuration.rdkafkaProperties == ["security.protocol": "ssl", "ssl.ca.location": caFile])
         #expect(problems(minimal.merging(["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE": "true"]) { $1 })
-            == ["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE cannot be overridden: the worker manages enable.auto.offset.store itself"])
+            == ["PUSH_RDKAFKA_ENABLE_AUTO_OFFSET_STORE cannot be overridden: the worker stores the offset of a job only once its outcomes are acknowledged"])
     }
 
     @Test("an unknown PUSH_ variable is reported as a probable typo, not ignored silently")
@@ -151,6 +151,8 @@ final class ConfigurationTests: Sendable {
         #expect(proxy.endpoint(for: "acme")?.tls.clientKeyPassword == "s3cret")
         #expect(proxy.endpoint(for: "other")?.url == "https://proxy.example/push")
         #expect(proxy.endpoint(for: nil)?.tls.clientKeyPassword == "s3cret")
+        // The default proxy serves any app a job names: only apps with a proxy of their own are metric labels.
+        #expect(configuration.plugin(.proxy)?.appLabels == ["acme"])
         try #"{"proxy": [{"app": "acme", "url": "http://acme.example/push"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["PUSH_APPS_FILE proxy[0] (acme): url must be an https:// URL"])
     }

@@ -105,6 +105,15 @@ final class FCMConfigurationTests: Sendable {
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["FCM package com.x is listed for projects project-a and project-b"])
     }
 
+    @Test("the metrics' app labels are the configured projects, their package names and each project's platform parts; nothing else")
+    func appLabels() throws {
+        let first = try writeServiceAccount(projectId: "project-a")
+        let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": first,
+                                                                "PUSH_FCM_PACKAGES": "com.voip.phone"]).get()
+        #expect(configuration.plugin(.fcm)?.appLabels
+            == ["project-a", "com.voip.phone", "project-a/android", "project-a/ios", "project-a/web"])
+    }
+
     @Test("PUSH_FCM_REMOVE_NOTIFICATION chooses which template outputs lose their notification blocks: calls (default), never, always")
     func notificationRemoval() throws {
         let file = try writeServiceAccount()

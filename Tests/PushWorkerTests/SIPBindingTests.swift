@@ -90,6 +90,12 @@ struct SIPPushBindingTests {
         ("pn-provider=fcm;pn-param=p;pn-prid=%zz", "pn-prid has an empty or badly percent-encoded value"),
         ("pn-provider=fcm;pn-param=p;pn-prid=t;", "a parameter is not name=value"),
         ("pn-provider", "a parameter is not name=value"),
+        // Percent-decoding comes before the control-character rule, so an escape cannot carry one past it.
+        ("pn-provider=fcm;pn-param=example%0Aproject;pn-prid=t", "parameter contains a control character (CR, LF, tab, …) once decoded"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=t%0D%0AX-Injected:%201", "token contains a control character (CR, LF, tab, …) once decoded"),
+        ("pn-provider=fc%09m;pn-param=p;pn-prid=t", "provider contains a control character (CR, LF, tab, …) once decoded"),
+        ("pn-provider=fcm;pn-param=p%00;pn-prid=t", "parameter contains a control character"),
+        ("pn-provider=fcm;pn-param=p%7F;pn-prid=t", "parameter contains a control character"),
     ]
 
     @Test("each malformed RFC 8599 variant is refused with the part and the rule", arguments: malformedRFC8599.indices)
@@ -137,6 +143,21 @@ struct SIPPushBindingTests {
         let (text, reason) = Self.malformedXMPUSH[index]
         let refusal = Self.refusal("xmpush", text)
         #expect(refusal.contains(reason), "\(refusal)")
+    }
+
+    @Test("in every notation a part holding a control character once decoded is refused by SIPBinding itself, without repeating the text",
+          arguments: [(SIPBinding.Notation.rfc8599, "pn-provider=apns;pn-param=com.example%0D.voip;pn-prid=secret-token"),
+                      (.rfc8599, "pn-provider=apns;pn-param=com.example.voip;pn-prid=secret%0Atoken"),
+                      (.xmpush, "a:com.example\n:secret-token"), (.xmpush, "a:com.example:secret\u{7F}token"),
+                      (.xmpush, "s:\t:com.example:secret-token")])
+    func controlCharactersAfterDecoding(_ notation: SIPBinding.Notation, _ text: String) {
+        #expect {
+            try SIPBinding.parse(text, notation: notation, path: "targets[0].")
+        } throws: { error in
+            guard let rejection = error as? JobRejection else { return false }
+            return rejection.code == .invalidField && rejection.message.contains("contains a control character")
+                && !rejection.message.contains("secret") && !rejection.message.contains("example")
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 import Testing
 @testable import PushWorker
 
-@Suite("PUSH_RDKAFKA_* settings that weaken broker authentication or load outside code")
+@Suite("PUSH_RDKAFKA_* settings that weaken broker authentication, load outside code or break the delivery contract")
 struct UnsafeKafkaPropertyTests {
     let minimal = ["PUSH_KAFKA_BROKERS": "k1:9092", "PUSH_PROXY_URL": "https://proxy.example.com/push"]
     let unsafe = [
@@ -62,6 +62,54 @@ struct UnsafeKafkaPropertyTests {
         #expect(configuration.allowedUnsafeKafkaSettings.count == 6)
         #expect(configuration.allowedUnsafeKafkaSettings.first
             == "PUSH_RDKAFKA_ENABLE_SSL_CERTIFICATE_VERIFICATION=false turns off verification of the brokers' TLS certificates")
+    }
+
+    @Test("each setting that breaks commit-after-acknowledgement, acks=all or no-skipped-jobs stops start-up with its own line saying what breaks")
+    func deliveryContractSettingsAreRefused() {
+        let refused = problems(minimal.merging([
+            "PUSH_RDKAFKA_ACKS": "1",
+            "PUSH_RDKAFKA_REQUEST_REQUIRED_ACKS": "0",
+            "PUSH_RDKAFKA_ENABLE_IDEMPOTENCE": "false",
+            "PUSH_RDKAFKA_ENABLE_AUTO_COMMIT": "false",
+            "PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS": "0",
+            "PUSH_RDKAFKA_AUTO_OFFSET_RESET": "latest",
+            "PUSH_RDKAFKA_ISOLATION_LEVEL": "read_uncommitted",
+        ]) { $1 })
+        let acks = "lets a broker acknowledge an outcome before every in-sync replica has it: the job's offset can be committed for an outcome a broker failure then loses; refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true"
+        let commits = "stops the periodic commit of finished jobs' offsets: they are committed only on a rebalance or shutdown, so a crash redelivers every job since; refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true"
+        #expect(refused == [
+            "PUSH_RDKAFKA_ACKS=1 " + acks,
+            "PUSH_RDKAFKA_REQUEST_REQUIRED_ACKS=0 " + acks,
+            "PUSH_RDKAFKA_ENABLE_IDEMPOTENCE=false turns off the idempotent outcome producer: a batch resent after a broker error can be written twice or out of order, and acks=all is no longer enforced; refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true",
+            "PUSH_RDKAFKA_ENABLE_AUTO_COMMIT=false " + commits,
+            "PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS=0 " + commits,
+            "PUSH_RDKAFKA_AUTO_OFFSET_RESET=latest starts a new consumer group, or a partition whose committed offset the topic no longer holds, at its end: the jobs before it are never delivered; refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true",
+            "PUSH_RDKAFKA_ISOLATION_LEVEL=read_uncommitted reads jobs of transactions their producer aborted: pushes it took back are sent; refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true",
+        ])
+    }
+
+    @Test("the spellings librdkafka reads as the same unsafe value are refused (acks 2 or 0, the reset aliases largest and end); all, -1 and earliest pass")
+    func deliveryContractSpellings() throws {
+        for spelling in ["2", "0", " 1 "] { #expect(problems(minimal.merging(["PUSH_RDKAFKA_ACKS": spelling]) { $1 }).count == 1) }
+        for spelling in ["largest", "END", "Latest"] {
+            #expect(problems(minimal.merging(["PUSH_RDKAFKA_AUTO_OFFSET_RESET": spelling]) { $1 }).count == 1)
+        }
+        let configuration = try WorkerConfiguration.load(from: minimal.merging([
+            "PUSH_RDKAFKA_ACKS": "ALL", "PUSH_RDKAFKA_REQUEST_REQUIRED_ACKS": "-1", "PUSH_RDKAFKA_ENABLE_IDEMPOTENCE": "true",
+            "PUSH_RDKAFKA_ENABLE_AUTO_COMMIT": "true", "PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS": "500",
+            "PUSH_RDKAFKA_AUTO_OFFSET_RESET": "earliest", "PUSH_RDKAFKA_ISOLATION_LEVEL": "read_committed",
+        ]) { $1 }).get()
+        #expect(configuration.allowedUnsafeKafkaSettings.isEmpty)
+        #expect(configuration.rdkafkaProperties["auto.commit.interval.ms"] == "500")
+    }
+
+    @Test("librdkafka's other name for the brokers, metadata.broker.list, is refused like bootstrap.servers, even with PUSH_RDKAFKA_ALLOW_UNSAFE=true")
+    func brokerListAliasIsManaged() {
+        let expected = ["PUSH_RDKAFKA_METADATA_BROKER_LIST cannot be overridden: it is librdkafka's other name for bootstrap.servers, which PUSH_KAFKA_BROKERS sets"]
+        #expect(problems(minimal.merging(["PUSH_RDKAFKA_METADATA_BROKER_LIST": "attacker:9092"]) { $1 }) == expected)
+        #expect(problems(minimal.merging(["PUSH_RDKAFKA_METADATA_BROKER_LIST": "k2:9092", "PUSH_RDKAFKA_ALLOW_UNSAFE": "true"]) { $1 }) == expected)
+        #expect(problems(minimal.merging(["PUSH_RDKAFKA_BOOTSTRAP_SERVERS": "k2:9092"]) { $1 })
+            == ["PUSH_RDKAFKA_BOOTSTRAP_SERVERS cannot be overridden: PUSH_KAFKA_BROKERS sets it"])
     }
 
     @Test("PUSH_RDKAFKA_ALLOW_UNSAFE must be true or false; false refuses as if unset")

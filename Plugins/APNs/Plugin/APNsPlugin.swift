@@ -42,7 +42,7 @@ public struct APNsPlugin: ProviderPlugin {
             }
         }, endpoints: Set([configuration.productionURL, configuration.sandboxURL]).sorted().map {
             .init(name: "APNs \($0)", url: $0 + "/", tls: TLSOptions(caFile: configuration.caFile))
-        }) { context in
+        }, appLabels: Set(configuration.apps.map(\.bundleId))) { context in
             try APNsProvider(configuration: configuration, transport: context.makeTransport("apns"), logger: context.logger,
                              templates: context.templates)
         }

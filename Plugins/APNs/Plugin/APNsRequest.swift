@@ -53,13 +53,12 @@ enum APNsRequest {
                     throw .liveActivityStartWithoutAlert
                 }
             }
-            let build = { (notification: Notification?) in
-                PayloadOverride.apply(override, to: self.payload(job, notification: notification, pushType: pushType))
+            switch AlertFitting.fit(job.notification, limit: limit, override: override, build: {
+                self.payload(job, notification: $0, pushType: pushType)
+            }) {
+            case .success(let fitted): (payload, truncated) = (fitted.payload, fitted.truncated)
+            case .failure(let tooLarge): throw .payloadTooLarge(size: tooLarge.size, limit: limit)
             }
-            guard let fitted = AlertFitting.fit(job.notification, limit: limit, build: build) else {
-                throw .payloadTooLarge(size: build(job.notification).count, limit: limit)
-            }
-            (payload, truncated) = (fitted.payload, fitted.truncated)
         // Mizu's pushkitmessage.txt carries a `headers` block; headers follow the binding rules instead.
         case .success(let rendered)?: payload = PayloadOverride.apply(override, to: rendered.bytes(removing: ["headers"]))
         case .failure(let failure)?: throw .template(failure)

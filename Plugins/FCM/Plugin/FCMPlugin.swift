@@ -30,9 +30,17 @@ public struct FCMPlugin: ProviderPlugin {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         return ConfiguredPlugin(id: id, configuration: configuration,
                                 summary: configuration.accounts.map { "fcm project \($0.projectId): service account \($0.clientEmail)" },
-                                endpoints: Self.endpoints(configuration)) { context in
+                                endpoints: Self.endpoints(configuration), appLabels: Self.appLabels(configuration)) { context in
             try FCMProvider(configuration: configuration, transport: context.makeTransport("fcm"), templates: context.templates)
         }
+    }
+
+    /// The projects, the package names that name them (a target's `app` may be either), and each project's
+    /// platform parts (`<project>/<platform>`, the scope a platform's credential failure opens).
+    static func appLabels(_ configuration: FCMConfiguration) -> Set<String> {
+        let projects = configuration.accounts.map(\.projectId)
+        return Set(projects).union(configuration.packages.keys)
+            .union(projects.flatMap { project in FCMTarget.platforms.map { "\(project)/\($0)" } })
     }
 
     /// FCM projects from `PUSH_FCM_CREDENTIALS_FILE` and `PUSH_APPS_FILE`

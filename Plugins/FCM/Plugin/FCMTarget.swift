@@ -19,6 +19,9 @@ public struct FCMTarget: TargetDetails, Equatable {
 
     /// The platform of the token: its own, iOS for a VoIP binding; nil when unknown.
     public var resolvedPlatform: String? { platform ?? (pushType == "voip" ? "ios" : nil) }
+
+    /// The platforms that choose a block of the message (and name a part of a project's scope); a job may write others.
+    public static let platforms = ["android", "ios", "web"]
 }
 
 extension ProviderID {

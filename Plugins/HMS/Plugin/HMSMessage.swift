@@ -60,7 +60,7 @@ enum HMSMessage {
         PayloadOverride.apply(delivery.job.overrides[.hms], to: bodyBeforeOverride(delivery, tokens: tokens))
     }
 
-    private static func bodyBeforeOverride(_ delivery: Delivery, tokens: [String]) -> [UInt8] {
+    static func bodyBeforeOverride(_ delivery: Delivery, tokens: [String]) -> [UInt8] {
         let job = delivery.job
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()

@@ -27,7 +27,7 @@ public struct HMSPlugin: ProviderPlugin {
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         return ConfiguredPlugin(id: id, configuration: configuration, summary: configuration.apps.map(\.description),
-                                endpoints: Self.endpoints(configuration)) { context in
+                                endpoints: Self.endpoints(configuration), appLabels: Set(configuration.apps.map(\.appId))) { context in
             HMSProvider(configuration: configuration, transport: context.makeTransport("hms"))
         }
     }

@@ -62,9 +62,13 @@ public struct HMSProvider: PushProvider {
             return .refused(.failed(reason: "the HMS target has no token", httpStatus: nil))
         }
         // Huawei's limit is about the body without its tokens; the summary's alert is shortened to fit it.
-        let measured = { (notification: Notification?) in HMSMessage.body(delivery.replacingNotification(notification), tokens: []) }
-        guard let fitted = AlertFitting.fit(delivery.job.notification, limit: HMSMessage.largestBodyBytes, build: measured) else {
-            return .refused(.failed(reason: "the HMS message is \(measured(delivery.job.notification).count) bytes; Huawei accepts at most "
+        let fitted: AlertFitting.Fitted
+        switch AlertFitting.fit(delivery.job.notification, limit: HMSMessage.largestBodyBytes, override: delivery.job.overrides[.hms], build: {
+            HMSMessage.bodyBeforeOverride(delivery.replacingNotification($0), tokens: [])
+        }) {
+        case .success(let fitting): fitted = fitting
+        case .failure(let tooLarge):
+            return .refused(.failed(reason: "the HMS message is \(tooLarge.size) bytes; Huawei accepts at most "
                                     + "\(HMSMessage.largestBodyBytes) (without the token); not sent", httpStatus: nil))
         }
         let body = HMSMessage.body(delivery.replacingNotification(fitted.notification), tokens: [deviceToken])

@@ -28,7 +28,9 @@ public struct ProxyPlugin: ProviderPlugin {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         let endpoints = (configuration.defaultEndpoint.map { [("default", $0)] } ?? []) + configuration.endpoints.sorted { $0.key < $1.key }
         return ConfiguredPlugin(id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \($0.1.url)" },
-                                endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) }) { context in
+                                endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) },
+                                // The default proxy serves any app name a job gives; only the apps with a proxy of their own are labels.
+                                appLabels: Set(configuration.endpoints.keys)) { context in
             ProxyProvider(configuration: configuration, transport: context.makeTransport("proxy"))
         }
     }

@@ -33,7 +33,7 @@ public struct WebPushPlugin: ProviderPlugin {
         return ConfiguredPlugin(id: id, configuration: configuration, summary: [
             "webpush: VAPID public key \(publicKey), subject \(configuration.subject), ports \(configuration.allowedPorts.sorted().map(String.init).joined(separator: ","))"
                 + (configuration.allowPrivateNetworks ? ", private networks allowed" : ""),
-        ]) { context in
+        ], appLabels: Set(configuration.apps.keys)) { context in
             try WebPushProvider(configuration: configuration, transport: context.makeTransport("webpush"), templates: context.templates)
         }
     }

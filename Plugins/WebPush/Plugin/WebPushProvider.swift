@@ -107,14 +107,14 @@ public struct WebPushProvider: PushProvider {
         case .failure(let failure)?:
             return .refused(.failed(reason: "payload template \(failure); not sent", httpStatus: nil))
         case nil:
-            let message = { (notification: Notification?) in
-                PayloadOverride.apply(override, to: delivery.replacingNotification(notification).job.summaryJSON())
-            }
-            guard let shortened = AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, build: message) else {
-                return .refused(.failed(reason: "payload of \(message(delivery.job.notification).count) bytes exceeds 4096 bytes "
+            switch AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, override: override, build: {
+                delivery.replacingNotification($0).job.summaryJSON()
+            }) {
+            case .success(let shortened): fitted = shortened
+            case .failure(let tooLarge):
+                return .refused(.failed(reason: "payload of \(tooLarge.size) bytes exceeds 4096 bytes "
                                         + "once encrypted even with an empty body; not sent", httpStatus: nil))
             }
-            fitted = shortened
         }
         let body: [UInt8]
         let authorization: String
