@@ -39,6 +39,9 @@ public struct ConfiguredPlugin: Sendable {
     public let summary: [String]
     /// The fixed endpoints it talks to, which `check-config` tries to reach.
     public let endpoints: [Endpoint]
+    /// The longest one request to this provider may take: the worker's attempt timeout is the largest among the
+    /// enabled providers, and a retry's lease must outlast it.
+    public let requestTimeout: Duration
     private let make: @Sendable (ProviderContext) throws -> any PushProvider
 
     /// An HTTPS endpoint `check-config` reaches with a TLS handshake and one request (any HTTP status counts).
@@ -55,11 +58,12 @@ public struct ConfiguredPlugin: Sendable {
     }
 
     public init(id: ProviderID, configuration: any Sendable, summary: [String], endpoints: [Endpoint] = [],
-                make: @escaping @Sendable (ProviderContext) throws -> any PushProvider) {
+                requestTimeout: Duration = .seconds(10), make: @escaping @Sendable (ProviderContext) throws -> any PushProvider) {
         self.id = id
         self.configuration = configuration
         self.summary = summary
         self.endpoints = endpoints
+        self.requestTimeout = requestTimeout
         self.make = make
     }
 

@@ -11,6 +11,10 @@ import PushCore
 /// a pause, at most `maximumRedirections` times. A node that cannot be reached makes the slot map
 /// reload before the next command (a replica may have replaced its master); its commands fail
 /// with `.unavailable`, as on one node, and are not resent (they may have run).
+///
+/// A write that must survive a failover (`evaluateReplicated`) is followed on its connection by `WAIT 1 <timeout>`
+/// where the node that runs it has replicas: Redis replicates asynchronously, so an acknowledged write a master
+/// had not passed on yet is gone once a replica takes its place (https://redis.io/docs/latest/commands/wait/).
 public final class RedisClient: Sendable {
     public let url: RedisURL
     private let connections: Int
@@ -18,6 +22,16 @@ public final class RedisClient: Sendable {
     private let commandTimeout: Duration
     private let scripts = Locked<[String: String]>([:])
     private let state = Locked(State())
+    /// Per node (the masters of the topology, so a bounded set): how many replicas it had when last asked.
+    private let replicaReadings = Locked<[RedisNodeAddress: ReplicaReading]>([:])
+
+    private struct ReplicaReading {
+        var replicas: Int
+        var readAt: ContinuousClock.Instant
+    }
+
+    /// How long a node's replica count is trusted: a replica added or lost is noticed within this.
+    static let replicaReadingLifetime: Duration = .seconds(5)
 
     static let maximumRedirections = 5
     static let redirectionPause: Duration = .milliseconds(100)
@@ -133,6 +147,59 @@ public final class RedisClient: Sendable {
             for (index, reply) in zip(unknown, again) { replies[index] = reply }
         }
         return replies
+    }
+
+    /// `evaluate`, durable: where the node serving `keys[0]` has replicas, `WAIT 1 <timeout>` follows the call on
+    /// its connection and the call returns once a replica acknowledged the write. No acknowledgement in time throws
+    /// `.unavailable` (the write may still reach a replica: callers retry an idempotent write). A node without
+    /// replicas is not waited for. The wait is bounded below the connection's command timeout, which would
+    /// otherwise drop the connection.
+    public func evaluateReplicated(_ script: RedisScript, keys: [String], arguments: [[UInt8]],
+                                   timeout: Duration) async throws(RedisError) -> RedisValue {
+        guard let node = try await node(serving: keys.first ?? "") else { throw .unavailable("no Redis node serves \(keys.first ?? "")") }
+        let wait = await replicas(of: node) > 0
+            ? RedisCommand("WAIT", "1", String(max(1, min(timeout, commandTimeout / 2).milliseconds))) : nil
+        var sha = scripts.withLock { $0[script.source] }
+        if sha == nil {
+            sha = try await command(RedisCommand("SCRIPT", "LOAD", script.source)).string
+            scripts.withLock { $0[script.source] = sha }
+        }
+        let tail = [Array(String(keys.count).utf8)] + keys.map { Array($0.utf8) } + arguments
+        var replies = try await pipeline([RedisCommand([Array("EVALSHA".utf8), Array(sha!.utf8)] + tail)] + (wait.map { [$0] } ?? []))
+        if case .error(let message) = replies[0], message.hasPrefix("NOSCRIPT") {
+            replies = try await pipeline([RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + tail)] + (wait.map { [$0] } ?? []))
+        }
+        if case .error(let message) = replies[0] { throw .reply(message) }
+        if wait != nil, (replies.last?.integer ?? 0) < 1 {
+            throw .unavailable("no replica of \(node) acknowledged the write in time (WAIT)")
+        }
+        return replies[0]
+    }
+
+    /// The node that serves `key` now: the one node, or the master of its slot.
+    private func node(serving key: String) async throws(RedisError) -> RedisNodeAddress? {
+        switch try await topology() {
+        case .single(let pool): pool.address
+        case .cluster(let map): map.owner(of: RedisKeySlot.of(key)) ?? map.masters.first
+        case .unknown: nil
+        }
+    }
+
+    /// Replicas connected to `node` (`ROLE`), read again once the last reading is older than `replicaReadingLifetime`.
+    /// A node that refuses `ROLE` counts as having none: its writes are not waited for, as before this check.
+    func replicas(of node: RedisNodeAddress) async -> Int {
+        let now = ContinuousClock.now
+        if let reading = replicaReadings.withLock({ $0[node] }), now - reading.readAt < Self.replicaReadingLifetime {
+            return reading.replicas
+        }
+        let reply = try? await pool(for: node).pipeline([RedisCommand("ROLE")]).first
+        // ROLE on a master: ["master", <offset>, [[ip, port, offset], ...]].
+        var replicas = 0
+        if case .array(let parts)? = reply, parts.count >= 3, parts[0].string == "master", case .array(let list) = parts[2] {
+            replicas = list.count
+        }
+        replicaReadings.withLock { $0[node] = ReplicaReading(replicas: replicas, readAt: now) }
+        return replicas
     }
 
     /// Whether Redis answers PING now (on a cluster, every master).
@@ -259,6 +326,8 @@ public final class RedisClient: Sendable {
             if commands[index].isNamed("MULTI") {
                 while end < commands.count, !commands[end - 1].isNamed("EXEC") { end += 1 }
             }
+            // WAIT counts the writes of its own connection: it travels with the command or block before it.
+            if end < commands.count, commands[end].isNamed("WAIT") { end += 1 }
             let block = Array(commands[index..<end])
             let slot = block.lazy.compactMap(\.firstKey).first.map { RedisKeySlot.of($0) }
             pieces.append(Piece(commands: block, offset: index, slot: slot))

@@ -28,7 +28,8 @@ public struct ProxyPlugin: ProviderPlugin {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         let endpoints = (configuration.defaultEndpoint.map { [("default", $0)] } ?? []) + configuration.endpoints.sorted { $0.key < $1.key }
         return ConfiguredPlugin(id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \($0.1.url)" },
-                                endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) }) { context in
+                                endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) },
+                                requestTimeout: endpoints.map(\.1.timeout).max() ?? .seconds(10)) { context in
             ProxyProvider(configuration: configuration, transport: context.makeTransport("proxy"))
         }
     }
