@@ -185,21 +185,26 @@ public final class RedisClient: Sendable {
         }
     }
 
-    /// Replicas connected to `node` (`ROLE`), read again once the last reading is older than `replicaReadingLifetime`.
-    /// A node that refuses `ROLE` counts as having none: its writes are not waited for, as before this check.
+    /// Replicas of `node` in sync with it (`INFO replication`, `state=online`: one still loading its first copy cannot
+    /// acknowledge), read again once the last reading is older than `replicaReadingLifetime`. A node that refuses
+    /// `INFO` counts as having none: its writes are not waited for.
     func replicas(of node: RedisNodeAddress) async -> Int {
         let now = ContinuousClock.now
         if let reading = replicaReadings.withLock({ $0[node] }), now - reading.readAt < Self.replicaReadingLifetime {
             return reading.replicas
         }
-        let reply = try? await pool(for: node).pipeline([RedisCommand("ROLE")]).first
-        // ROLE on a master: ["master", <offset>, [[ip, port, offset], ...]].
-        var replicas = 0
-        if case .array(let parts)? = reply, parts.count >= 3, parts[0].string == "master", case .array(let list) = parts[2] {
-            replicas = list.count
-        }
+        let reply = try? await pool(for: node).pipeline([RedisCommand("INFO", "replication")]).first
+        let replicas = reply?.string.map(Self.onlineReplicas(inReplicationInfo:)) ?? 0
         replicaReadings.withLock { $0[node] = ReplicaReading(replicas: replicas, readAt: now) }
         return replicas
+    }
+
+    /// Counts the `slave<n>:ip=…,port=…,state=online,…` lines of a master's `INFO replication` (none on a replica).
+    static func onlineReplicas(inReplicationInfo text: String) -> Int {
+        guard text.contains("role:master") else { return 0 }
+        return text.split(whereSeparator: \.isNewline).filter { line in
+            line.hasPrefix("slave") && line.split(separator: ",").contains("state=online")
+        }.count
     }
 
     /// Whether Redis answers PING now (on a cluster, every master).
