@@ -12,8 +12,8 @@ import PushCore
 /// reload before the next command (a replica may have replaced its master); its commands fail
 /// with `.unavailable`, as on one node, and are not resent (they may have run).
 ///
-/// A write that must survive a failover (`evaluateReplicated`) is followed on its connection by `WAIT 1 <timeout>`
-/// where the node that runs it has replicas: Redis replicates asynchronously, so an acknowledged write a master
+/// A write that must survive a failover (`evaluateReplicated`) goes straight to the node that serves its key and is
+/// followed on its connection by `WAIT 1 <timeout>` where that node has replicas in sync: Redis replicates asynchronously, so an acknowledged write a master
 /// had not passed on yet is gone once a replica takes its place (https://redis.io/docs/latest/commands/wait/).
 public final class RedisClient: Sendable {
     public let url: RedisURL
@@ -156,24 +156,40 @@ public final class RedisClient: Sendable {
     /// otherwise drop the connection.
     public func evaluateReplicated(_ script: RedisScript, keys: [String], arguments: [[UInt8]],
                                    timeout: Duration) async throws(RedisError) -> RedisValue {
-        guard let node = try await node(serving: keys.first ?? "") else { throw .unavailable("no Redis node serves \(keys.first ?? "")") }
-        let wait = await replicas(of: node) > 0
-            ? RedisCommand("WAIT", "1", String(max(1, min(timeout, commandTimeout / 2).milliseconds))) : nil
+        guard let key = keys.first, let node = try await node(serving: key) else { throw .unavailable("no Redis node serves the key") }
+        let wait = await replicas(of: node) > 0 ? min(timeout, commandTimeout / 2) : nil
         var sha = scripts.withLock { $0[script.source] }
         if sha == nil {
             sha = try await command(RedisCommand("SCRIPT", "LOAD", script.source)).string
             scripts.withLock { $0[script.source] = sha }
         }
         let tail = [Array(String(keys.count).utf8)] + keys.map { Array($0.utf8) } + arguments
-        var replies = try await pipeline([RedisCommand([Array("EVALSHA".utf8), Array(sha!.utf8)] + tail)] + (wait.map { [$0] } ?? []))
+        var replies = try await send(RedisCommand([Array("EVALSHA".utf8), Array(sha!.utf8)] + tail), to: node, wait: wait)
         if case .error(let message) = replies[0], message.hasPrefix("NOSCRIPT") {
-            replies = try await pipeline([RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + tail)] + (wait.map { [$0] } ?? []))
+            replies = try await send(RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + tail), to: node, wait: wait)
         }
-        if case .error(let message) = replies[0] { throw .reply(message) }
+        if case .error(let message) = replies[0] {
+            // Sent straight to the node the slot map names: a redirection means the map is out of date and the write
+            // did not run; the caller's retry finds the right node.
+            if RedisRedirection(replies[0]) != nil { markStale() }
+            throw .reply(message)
+        }
         if wait != nil, (replies.last?.integer ?? 0) < 1 {
             throw .unavailable("no replica of \(node) acknowledged the write in time (WAIT)")
         }
         return replies[0]
+    }
+
+    /// One command to `node`, followed by `WAIT` when `wait` is set.
+    private func send(_ command: RedisCommand, to node: RedisNodeAddress, wait: Duration?) async throws(RedisError) -> [RedisValue] {
+        let pool = pool(for: node)
+        let result = if let wait { await pool.replicated([command], waitTimeout: wait) } else { await pool.result(of: [command]) }
+        do {
+            return try result.get()
+        } catch {
+            markStale()
+            throw error
+        }
     }
 
     /// The node that serves `key` now: the one node, or the master of its slot.
@@ -331,8 +347,6 @@ public final class RedisClient: Sendable {
             if commands[index].isNamed("MULTI") {
                 while end < commands.count, !commands[end - 1].isNamed("EXEC") { end += 1 }
             }
-            // WAIT counts the writes of its own connection: it travels with the command or block before it.
-            if end < commands.count, commands[end].isNamed("WAIT") { end += 1 }
             let block = Array(commands[index..<end])
             let slot = block.lazy.compactMap(\.firstKey).first.map { RedisKeySlot.of($0) }
             pieces.append(Piece(commands: block, offset: index, slot: slot))
