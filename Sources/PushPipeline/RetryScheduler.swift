@@ -102,7 +102,8 @@ final class RetryScheduler: Sendable {
     private func start(_ claim: RetryClaim) {
         let entry = claim.entry
         running.withLock { tasks in
-            guard tasks[entry.id] == nil else { return }
+            // Claimed again while it runs (its lease lapsed and nobody else took it): this claim's lease is the one held now.
+            guard tasks[entry.id] == nil else { return tasks[entry.id]?.lease = claim.lease }
             tasks[entry.id] = Running(task: Task { [self] in
                 await handle(entry)
                 let remaining = running.withLock { tasks -> Int in
