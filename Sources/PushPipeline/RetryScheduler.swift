@@ -18,6 +18,8 @@ final class RetryScheduler: Sendable {
     private let logger: Logger
     private let running = Mutex<[String: Running]>([:])
     static let idlePoll = Duration.milliseconds(200)
+    /// However short a lease is configured, renewals do not come closer together (a zero lease would spin).
+    static let shortestRenewalInterval = Duration.milliseconds(100)
 
     /// An entry being run, and the lease it is held under (nil once a renewal found it lost: not renewed again).
     private struct Running {
@@ -64,7 +66,7 @@ final class RetryScheduler: Sendable {
 
     /// Every third of the lease, until cancelled: renews the leases of the entries running.
     private func renewLeases() async {
-        let interval = configuration.retryLease / 3
+        let interval = max(configuration.retryLease / 3, Self.shortestRenewalInterval)
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             await renewOnce()

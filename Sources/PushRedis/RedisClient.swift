@@ -13,8 +13,9 @@ import PushCore
 /// with `.unavailable`, as on one node, and are not resent (they may have run).
 ///
 /// A write that must survive a failover (`evaluateReplicated`) goes straight to the node that serves its key and is
-/// followed on its connection by `WAIT 1 <timeout>` where that node has replicas in sync: Redis replicates asynchronously, so an acknowledged write a master
-/// had not passed on yet is gone once a replica takes its place (https://redis.io/docs/latest/commands/wait/).
+/// followed on its connection by `WAIT 1 <timeout>` where that node has replicas in sync: Redis replicates
+/// asynchronously, so an acknowledged write a master had not passed on yet is gone once a replica takes its place
+/// (https://redis.io/docs/latest/commands/wait/).
 public final class RedisClient: Sendable {
     public let url: RedisURL
     private let connections: Int
