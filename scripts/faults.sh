@@ -7,7 +7,7 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…]
-#   scenarios: kill brokers redis redis-cluster provider hostile hostile-endpoints slow stalls (the default), sigterm (a ledger-checked
+#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls (the default), sigterm (a ledger-checked
 #   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
 #   logs, manifest and provider record there. hostile-endpoints: FAULTS_HOSTILE_MARKERS=<m,…> limits it to some
@@ -16,7 +16,7 @@
 source "$(dirname "$0")/e2e-lib.sh"
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster provider hostile hostile-endpoints slow stalls)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls)
 scale=${FAULTS_SCALE:-1}
 rows=${FAULTS_ROWS:-$work/rows.jsonl}
 : >"$rows"
@@ -259,6 +259,48 @@ scenario_redis_cluster() {
     echo "faults[redis-cluster]: keys per master (port:keys): ${keys[*]}"
     for entry in "${keys[@]}"; do [ "${entry#*:}" -gt 0 ] || fail "a master holds no keys: ${keys[*]}"; done
     stop_worker a; stop_worker b
+    end
+}
+
+scenario_redis_handoff() {
+    local jobs
+    jobs=$(scaled 2000)
+    begin redis-handoff "every first attempt answered 503 + Retry-After: 3 on a 3-master Redis Cluster (a replica each): $jobs jobs handed to the retry queue while one master's replica is frozen (SIGSTOP); that master SIGKILLed, its replica thawed takes over"
+    start_kafka; start_sandbox --fail-share 1 --fail-status 503 --retry-after 3 --max-faults-per-target 1; start_redis_cluster
+    # Every first attempt fails on purpose: no circuit may open over it.
+    start_worker a PUSH_CIRCUIT_FAILURES=100000; wait_ready a
+    local victim replica killed_at entries
+    victim=$(cluster_masters | sed -n 1p)
+    for port in "${cluster_ports[@]}"; do
+        [ "$(redis-cli -p "$port" role | sed -n 1p)" = slave ] && [ "$(redis-cli -p "$port" role | sed -n 3p)" = "$victim" ] && replica=$port
+    done
+    [ -n "${replica:-}" ] || fail "no replica of master $victim"
+    # A replica still taking its first copy is not waited for (it could not acknowledge): let it finish first.
+    for _ in $(seq 1 300); do redis-cli -p "$victim" info replication | grep -q 'state=online' && break; sleep 0.1; done
+    redis-cli -p "$victim" info replication | grep -q 'state=online' || fail "the replica of master $victim never got in sync"
+    # Frozen, the replica acknowledges nothing: the master's writes exist only there from now on.
+    kill -STOP "$(eval echo "\$redis_cluster_pid_$replica")"
+    produce --prefix ho --count "$jobs" --users 500
+    # Each 503 is a hand-off; the job's offset may be committed only once a replica has it. The hand-offs to the
+    # frozen replica's master fail, so the worker pauses its intake (the shared store is unavailable to it).
+    wait_answered $((jobs / 10))
+    sleep 3
+    entries=$(redis-cli -p "$victim" --scan --pattern 'push:{retry:*}:entry:*' | wc -l)
+    killed_at=$(date +%s%3N)
+    kill -9 "$(eval echo "\$redis_cluster_pid_$victim")"
+    kill -CONT "$(eval echo "\$redis_cluster_pid_$replica")"
+    echo "faults[redis-handoff]: SIGKILL master 127.0.0.1:$victim holding $entries retry entries its frozen replica never acknowledged, after $(answered) provider answers"
+    [ "$entries" -gt 0 ] || fail "the killed master held no retry entries: the scenario tested nothing"
+    local survivors=()
+    for port in "${cluster_ports[@]}"; do [ "$port" = "$victim" ] || survivors+=("$port"); done
+    for _ in $(seq 1 300); do [ "$(cluster_masters | wc -l)" -ge 3 ] && break; sleep 0.1; done
+    [ "$(cluster_masters | wc -l)" -ge 3 ] || fail "no replica took over from the killed master"
+    wait_cluster_ok "${survivors[@]}"
+    echo "faults[redis-handoff]: the replica took over after $(($(date +%s%3N) - killed_at)) ms"
+    # Lost: a hand-off acknowledged (its job committed) that the replica did not have. Duplicates are allowed: dedupe and
+    # idempotency records are not waited for, so a target answered before the kill may be sent again (window 1).
+    check --timeout 100 --max-duplicates "$jobs" --broken-at "$killed_at" --expect delivered --rss-pids "$pid_a"
+    stop_worker a
     end
 }
 

@@ -102,12 +102,43 @@ public struct RetryEntry: Sendable, Equatable {
     }
 }
 
-/// A durable, shared queue of due retries. A claim is a lease: an entry claimed by a
-/// worker that dies becomes due again when the lease ends.
+/// A claim's hold on a retry entry: the lease's end as the queue's clock set it when it claimed or renewed the entry.
+/// The end marks this holder: a renewal extends the lease only while the entry still carries it, so a lease that
+/// lapsed and was taken over by another replica is never extended.
+public struct RetryLease: Sendable, Hashable {
+    public var id: String
+    /// Milliseconds on the queue's clock (Redis's, not a replica's).
+    public var end: Int64
+
+    public init(id: String, end: Int64) {
+        self.id = id
+        self.end = end
+    }
+}
+
+/// A claimed retry entry and the lease it is held under.
+public struct RetryClaim: Sendable, Equatable {
+    public var entry: RetryEntry
+    public var lease: RetryLease
+
+    public init(entry: RetryEntry, lease: RetryLease) {
+        self.entry = entry
+        self.lease = lease
+    }
+}
+
+/// A durable, shared queue of due retries. A claim is a lease, judged by the queue's clock (never a replica's):
+/// an entry claimed by a worker that dies becomes due again when the lease ends; a worker renews the leases of
+/// the entries it still runs.
 public protocol RetryQueue: Sendable {
+    /// Stores the entry, due at `dueAt` on the caller's clock (the queue may keep it as a delay from now); returns
+    /// once the entry is durable, or throws (the write is idempotent: the caller may retry it).
     func schedule(_ entry: RetryEntry, dueAt: Int64) async throws
-    /// Entries due at `now`, each leased to the caller until `now + lease`.
-    func claimDue(now: Int64, limit: Int, lease: Duration) async throws -> [RetryEntry]
+    /// Entries due now, each leased to the caller for `lease` from now.
+    func claimDue(limit: Int, lease: Duration) async throws -> [RetryClaim]
+    /// Extends each lease the caller still holds to `lease` from now: the renewed lease, in order, or nil where
+    /// the entry no longer carries it (taken over by another claim, moved on or completed).
+    func renew(_ leases: [RetryLease], for lease: Duration) async throws -> [RetryLease?]
     /// Removes a finished entry.
     func complete(_ id: String) async throws
     /// Number of entries waiting (due or not).

@@ -43,6 +43,9 @@ public struct ConfiguredPlugin: Sendable {
     /// `app` and its scopes' `metricLabel` write them. Any other name a job gives is labelled
     /// `unconfigured` (`PushPipeline.MetricAppLabels`): job producers never choose a label.
     public let appLabels: Set<String>
+    /// The longest one request to this provider may take: the worker's attempt timeout is the largest among the
+    /// enabled providers, and a retry's lease must outlast it.
+    public let requestTimeout: Duration
     private let make: @Sendable (ProviderContext) throws -> any PushProvider
 
     /// An HTTPS endpoint `check-config` reaches with a TLS handshake and one request (any HTTP status counts).
@@ -59,12 +62,14 @@ public struct ConfiguredPlugin: Sendable {
     }
 
     public init(id: ProviderID, configuration: any Sendable, summary: [String], endpoints: [Endpoint] = [],
-                appLabels: Set<String> = [], make: @escaping @Sendable (ProviderContext) throws -> any PushProvider) {
+                appLabels: Set<String> = [], requestTimeout: Duration = .seconds(10),
+                make: @escaping @Sendable (ProviderContext) throws -> any PushProvider) {
         self.id = id
         self.configuration = configuration
         self.summary = summary
         self.endpoints = endpoints
         self.appLabels = appLabels
+        self.requestTimeout = requestTimeout
         self.make = make
     }
 

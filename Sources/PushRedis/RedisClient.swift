@@ -11,6 +11,11 @@ import PushCore
 /// a pause, at most `maximumRedirections` times. A node that cannot be reached makes the slot map
 /// reload before the next command (a replica may have replaced its master); its commands fail
 /// with `.unavailable`, as on one node, and are not resent (they may have run).
+///
+/// A write that must survive a failover (`evaluateReplicated`) goes straight to the node that serves its key and is
+/// followed on its connection by `WAIT 1 <timeout>` where that node has replicas in sync: Redis replicates
+/// asynchronously, so an acknowledged write a master had not passed on yet is gone once a replica takes its place
+/// (https://redis.io/docs/latest/commands/wait/).
 public final class RedisClient: Sendable {
     public let url: RedisURL
     private let connections: Int
@@ -18,6 +23,16 @@ public final class RedisClient: Sendable {
     private let commandTimeout: Duration
     private let scripts = Locked<[String: String]>([:])
     private let state = Locked(State())
+    /// Per node (the masters of the topology, so a bounded set): how many replicas it had when last asked.
+    private let replicaReadings = Locked<[RedisNodeAddress: ReplicaReading]>([:])
+
+    private struct ReplicaReading {
+        var replicas: Int
+        var readAt: ContinuousClock.Instant
+    }
+
+    /// How long a node's replica count is trusted: a replica added or lost is noticed within this.
+    static let replicaReadingLifetime: Duration = .seconds(5)
 
     static let maximumRedirections = 5
     static let redirectionPause: Duration = .milliseconds(100)
@@ -133,6 +148,80 @@ public final class RedisClient: Sendable {
             for (index, reply) in zip(unknown, again) { replies[index] = reply }
         }
         return replies
+    }
+
+    /// `evaluate`, durable: where the node serving `keys[0]` has replicas, `WAIT 1 <timeout>` follows the call on
+    /// its connection and the call returns once a replica acknowledged the write. No acknowledgement in time throws
+    /// `.unavailable` (the write may still reach a replica: callers retry an idempotent write). A node without
+    /// replicas is not waited for. The wait is bounded below the connection's command timeout, which would
+    /// otherwise drop the connection.
+    public func evaluateReplicated(_ script: RedisScript, keys: [String], arguments: [[UInt8]],
+                                   timeout: Duration) async throws(RedisError) -> RedisValue {
+        guard let key = keys.first, let node = try await node(serving: key) else { throw .unavailable("no Redis node serves the key") }
+        let wait = await replicas(of: node) > 0 ? min(timeout, commandTimeout / 2) : nil
+        var sha = scripts.withLock { $0[script.source] }
+        if sha == nil {
+            sha = try await command(RedisCommand("SCRIPT", "LOAD", script.source)).string
+            scripts.withLock { $0[script.source] = sha }
+        }
+        let tail = [Array(String(keys.count).utf8)] + keys.map { Array($0.utf8) } + arguments
+        var replies = try await send(RedisCommand([Array("EVALSHA".utf8), Array(sha!.utf8)] + tail), to: node, wait: wait)
+        if case .error(let message) = replies[0], message.hasPrefix("NOSCRIPT") {
+            replies = try await send(RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + tail), to: node, wait: wait)
+        }
+        if case .error(let message) = replies[0] {
+            // Sent straight to the node the slot map names: a redirection means the map is out of date and the write
+            // did not run; the caller's retry finds the right node.
+            if RedisRedirection(replies[0]) != nil { markStale() }
+            throw .reply(message)
+        }
+        if wait != nil, (replies.last?.integer ?? 0) < 1 {
+            throw .unavailable("no replica of \(node) acknowledged the write in time (WAIT)")
+        }
+        return replies[0]
+    }
+
+    /// One command to `node`, followed by `WAIT` when `wait` is set.
+    private func send(_ command: RedisCommand, to node: RedisNodeAddress, wait: Duration?) async throws(RedisError) -> [RedisValue] {
+        let pool = pool(for: node)
+        let result = if let wait { await pool.replicated([command], waitTimeout: wait) } else { await pool.result(of: [command]) }
+        do {
+            return try result.get()
+        } catch {
+            markStale()
+            throw error
+        }
+    }
+
+    /// The node that serves `key` now: the one node, or the master of its slot.
+    private func node(serving key: String) async throws(RedisError) -> RedisNodeAddress? {
+        switch try await topology() {
+        case .single(let pool): pool.address
+        case .cluster(let map): map.owner(of: RedisKeySlot.of(key)) ?? map.masters.first
+        case .unknown: nil
+        }
+    }
+
+    /// Replicas of `node` in sync with it (`INFO replication`, `state=online`: one still loading its first copy cannot
+    /// acknowledge), read again once the last reading is older than `replicaReadingLifetime`. A node that refuses
+    /// `INFO` counts as having none: its writes are not waited for.
+    func replicas(of node: RedisNodeAddress) async -> Int {
+        let now = ContinuousClock.now
+        if let reading = replicaReadings.withLock({ $0[node] }), now - reading.readAt < Self.replicaReadingLifetime {
+            return reading.replicas
+        }
+        let reply = try? await pool(for: node).pipeline([RedisCommand("INFO", "replication")]).first
+        let replicas = reply?.string.map(Self.onlineReplicas(inReplicationInfo:)) ?? 0
+        replicaReadings.withLock { $0[node] = ReplicaReading(replicas: replicas, readAt: now) }
+        return replicas
+    }
+
+    /// Counts the `slave<n>:ip=…,port=…,state=online,…` lines of a master's `INFO replication` (none on a replica).
+    static func onlineReplicas(inReplicationInfo text: String) -> Int {
+        guard text.contains("role:master") else { return 0 }
+        return text.split(whereSeparator: \.isNewline).filter { line in
+            line.hasPrefix("slave") && line.split(separator: ",").contains("state=online")
+        }.count
     }
 
     /// Whether Redis answers PING now (on a cluster, every master).

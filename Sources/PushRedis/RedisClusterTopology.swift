@@ -133,7 +133,7 @@ extension RedisCommand {
         let ranges = argumentRanges(limit: 4)
         guard let name = ranges.first.map({ String(decoding: encoded[$0], as: UTF8.self).uppercased() }) else { return nil }
         switch name {
-        case "PING", "MULTI", "EXEC", "DISCARD", "SCRIPT", "CLUSTER", "ASKING", "AUTH", "SELECT", "INFO", "READONLY":
+        case "PING", "MULTI", "EXEC", "DISCARD", "SCRIPT", "CLUSTER", "ASKING", "AUTH", "SELECT", "INFO", "READONLY", "WAIT", "ROLE":
             return nil
         case "EVAL", "EVALSHA":
             guard ranges.count > 3, let count = Int(String(decoding: encoded[ranges[2]], as: UTF8.self)), count > 0 else { return nil }

@@ -13,7 +13,7 @@
 /// | `push:{b:<n>:<bindingId>}:dd:<n>:<identity>` | string | id of the job that claimed the window | the kind's dedupe window |
 /// | `push:{b:<n>:<bindingId>}:sent:<n>:<jobId>` | string | the final outcome (contract JSON) | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{b:<n>:<bindingId>}:cancel:<n>:<userId>:<key>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
-/// | `push:{retry:<shard>}:due` | sorted set | retry entry ids, score = due time (ms) or lease end | — |
+/// | `push:{retry:<shard>}:due` | sorted set | retry entry ids, score = due time or lease end (ms, Redis's clock) | — |
 /// | `push:{retry:<shard>}:entry:<entry id>` | hash | job bytes, binding, attempts, last error | deleted when done |
 /// | `push:{retry:<shard>}:damaged:<entry id>` | hash | a retry record that no longer read as one, kept for the operator | — |
 /// | `push:{retry}:due`, `push:{retry}:entry:<entry id>` | | the queue of earlier versions: claimed and completed, never added to | |

@@ -15,8 +15,15 @@ final class RedisNodePool: Sendable {
         case completion(Completion)
     }
 
+    private struct Request {
+        var commands: [RedisCommand]
+        var waiter: Waiter
+        /// A write to be acknowledged by a replica: `WAIT 1 <ms>` follows the round trip it goes out in.
+        var replicaWait: Int64?
+    }
+
     private struct Queued {
-        var requests: [(commands: [RedisCommand], waiter: Waiter)] = []
+        var requests: [Request] = []
         var draining = false
     }
 
@@ -62,6 +69,15 @@ final class RedisNodePool: Sendable {
         return await withCheckedContinuation { enqueue(commands, .task($0)) }
     }
 
+    /// Runs the commands, then `WAIT 1 <timeout>` on the same connection: the replies, then the number of replicas that
+    /// acknowledged them. The durable requests that share a round trip share one `WAIT` after all of them (it counts
+    /// every earlier write of the connection), so a replica that does not answer holds the connection once per round
+    /// trip, not once per request.
+    func replicated(_ commands: [RedisCommand], waitTimeout: Duration) async -> Result<[RedisValue], RedisError> {
+        guard !commands.isEmpty else { return .success([]) }
+        return await withCheckedContinuation { enqueue(commands, .task($0), replicaWait: max(1, waitTimeout.milliseconds)) }
+    }
+
     /// Runs the commands in one round trip and calls `completion` with the replies, on the connection's completion
     /// queue (in the order the pipelines were sent).
     func pipeline(_ commands: [RedisCommand], completion: @escaping Completion) {
@@ -69,10 +85,10 @@ final class RedisNodePool: Sendable {
         enqueue(commands, .completion(completion))
     }
 
-    private func enqueue(_ commands: [RedisCommand], _ waiter: Waiter) {
+    private func enqueue(_ commands: [RedisCommand], _ waiter: Waiter, replicaWait: Int64? = nil) {
         let slot = slots[next.add(1, ordering: .relaxed).oldValue % slots.count]
         let startDrain = slot.queued.withLock { queued in
-            queued.requests.append((commands, waiter))
+            queued.requests.append(Request(commands: commands, waiter: waiter, replicaWait: replicaWait))
             defer { queued.draining = true }
             return !queued.draining
         }
@@ -88,14 +104,17 @@ final class RedisNodePool: Sendable {
                 return queued.requests
             }
             guard !requests.isEmpty else { return }
-            let commands = requests.count == 1 ? requests[0].commands : requests.flatMap(\.commands)
+            var commands = requests.count == 1 ? requests[0].commands : requests.flatMap(\.commands)
+            let replicaWait = requests.compactMap(\.replicaWait).max()
+            if let replicaWait { commands.append(RedisCommand("WAIT", "1", String(replicaWait))) }
             let results: [Result<[RedisValue], RedisError>]
             do {
                 let replies = try slot.connection.pipeline(commands)
                 var offset = 0
                 results = requests.map { request in
                     defer { offset += request.commands.count }
-                    return .success(Array(replies[offset..<(offset + request.commands.count)]))
+                    let own = Array(replies[offset..<(offset + request.commands.count)])
+                    return .success(request.replicaWait == nil ? own : own + [replies[replies.count - 1]])
                 }
             } catch {
                 results = requests.map { _ in .failure(error) }

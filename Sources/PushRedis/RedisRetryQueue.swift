@@ -10,6 +10,15 @@ import Synchronization
 /// what is left to the shards it did not reach and those that had more (four round trips at most). A record that no longer reads as an entry is moved
 /// aside to `push:{retry:<shard>}:damaged:<id>` (kept for the operator, not retried) and logged as an error.
 ///
+/// Every time in the index is Redis's (`TIME` inside the scripts; Redis replicates a script's effects, not the
+/// script, so the replicas store the same scores): due times are kept as the caller's delay from Redis's now,
+/// leases end at Redis's now plus the lease, and a lease is renewed only while the entry still carries the end
+/// its holder set. A replica's clock, however skewed, neither makes it take a leased entry nor makes an entry
+/// due early or late.
+///
+/// A hand-off (`schedule`) returns once a replica of the entry's node has the write where the node has replicas
+/// (`RedisClient.evaluateReplicated`): after it the job's offset may be committed, and a failover must not lose it.
+///
 /// The single queue of earlier versions (`push:{retry}:…`) is claimed from as one more shard and
 /// never added to: an entry claimed there and scheduled again moves to its shard.
 public final class RedisRetryQueue: RetryQueue {
@@ -20,22 +29,66 @@ public final class RedisRetryQueue: RetryQueue {
     static let claimedShards: [Int?] = Array(0..<shardCount) + [nil]
     /// Round trips a claim may add to reach its limit.
     static let maximumExtraPasses = 3
+    /// The longest delay a hand-off keeps (a due time further away is a caller's clock gone wrong): 30 days.
+    static let maximumDelayMilliseconds: Int64 = 30 * 86_400_000
 
     private let client: RedisClient
     private let logger: Logger
+    private let clock: @Sendable () -> Int64
+    private let replicationTimeout: Duration
     private let nextShard = Atomic<Int>(0)
     /// Entries this replica claimed from the queue of earlier versions, to take out of it when they move or end.
     private let claimedFromEarlierQueue = Mutex<Set<String>>([])
 
-    static let claimScript = RedisScript("""
-        local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-        for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[3], id) end
-        return ids
+    /// Redis's now in milliseconds, inside a script.
+    private static let serverNow = """
+        local time = redis.call('TIME')
+        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        """
+
+    /// KEYS: the index. ARGV: limit, lease (ms). Returns {lease end, ids}.
+    static let claimScript = RedisScript(serverNow + """
+
+        local leaseEnd = string.format('%d', now + tonumber(ARGV[2]))
+        local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now), 'LIMIT', 0, tonumber(ARGV[1]))
+        for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], leaseEnd, id) end
+        return {leaseEnd, ids}
         """)
 
-    public init(client: RedisClient, logger: Logger = Logger(label: "push-worker.retry-queue")) {
+    /// KEYS: the index. ARGV: lease (ms), then (id, lease end held) pairs. Returns {lease end, {1 renewed | 0 lost, ...}}.
+    static let renewScript = RedisScript(serverNow + """
+
+        local leaseEnd = string.format('%d', now + tonumber(ARGV[1]))
+        local renewed = {}
+        for index = 2, #ARGV, 2 do
+            local score = redis.call('ZSCORE', KEYS[1], ARGV[index])
+            if score and tonumber(score) == tonumber(ARGV[index + 1]) then
+                redis.call('ZADD', KEYS[1], leaseEnd, ARGV[index])
+                renewed[#renewed + 1] = 1
+            else
+                renewed[#renewed + 1] = 0
+            end
+        end
+        return {leaseEnd, renewed}
+        """)
+
+    /// KEYS: the entry's hash, its shard's index. ARGV: delay (ms), id, then the hash's (field, value) pairs.
+    static let scheduleScript = RedisScript(serverNow + """
+
+        redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+        redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[1])), ARGV[2])
+        return 1
+        """)
+
+    /// - Parameters:
+    ///   - clock: this replica's clock (ms), only to turn a hand-off's due time into a delay.
+    ///   - replicationTimeout: how long a hand-off waits for a replica of its node to acknowledge it.
+    public init(client: RedisClient, logger: Logger = Logger(label: "push-worker.retry-queue"),
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, replicationTimeout: Duration = .seconds(1)) {
         self.client = client
         self.logger = logger
+        self.clock = clock
+        self.replicationTimeout = replicationTimeout
     }
 
     /// The shard an entry id belongs to.
@@ -45,8 +98,9 @@ public final class RedisRetryQueue: RetryQueue {
 
     public func schedule(_ entry: RetryEntry, dueAt: Int64) async throws {
         let shard = Self.shard(of: entry.id)
-        var fields: [[UInt8]] = [Array("HSET".utf8), Array(RedisKeys.retryEntry(entry.id, shard: shard).utf8)]
-        func field(_ name: String, _ value: [UInt8]) { fields.append(Array(name.utf8)); fields.append(value) }
+        let delay = min(max(0, dueAt.subtracting(saturating: clock())), Self.maximumDelayMilliseconds)
+        var arguments: [[UInt8]] = [Array(String(delay).utf8), Array(entry.id.utf8)]
+        func field(_ name: String, _ value: [UInt8]) { arguments.append(Array(name.utf8)); arguments.append(value) }
         field("job", entry.jobBytes)
         field("key", entry.kafkaKey ?? [])
         field("hasKey", Array((entry.kafkaKey == nil ? "0" : "1").utf8))
@@ -55,21 +109,23 @@ public final class RedisRetryQueue: RetryQueue {
         field("attempts", Array(String(entry.attempts).utf8))
         field("reason", Array(entry.lastReason.utf8))
         field("httpStatus", Array((entry.lastHTTPStatus.map(String.init) ?? "").utf8))
-        var blocks = [[RedisCommand(fields), RedisCommand("ZADD", RedisKeys.retryIndex(shard: shard), String(dueAt), entry.id)]]
+        _ = try await client.evaluateReplicated(Self.scheduleScript,
+                                                keys: [RedisKeys.retryEntry(entry.id, shard: shard), RedisKeys.retryIndex(shard: shard)],
+                                                arguments: arguments, timeout: replicationTimeout)
         let wasInEarlierQueue = claimedFromEarlierQueue.withLock { $0.contains(entry.id) }
-        if wasInEarlierQueue { blocks.append(Self.removal(entry.id, shard: nil)) }
-        try await transactions(blocks)
-        if wasInEarlierQueue { _ = claimedFromEarlierQueue.withLock { $0.remove(entry.id) } }
+        if wasInEarlierQueue {
+            try await transactions([Self.removal(entry.id, shard: nil)])
+            _ = claimedFromEarlierQueue.withLock { $0.remove(entry.id) }
+        }
     }
 
-    public func claimDue(now: Int64, limit: Int, lease: Duration) async throws -> [RetryEntry] {
+    public func claimDue(limit: Int, lease: Duration) async throws -> [RetryClaim] {
         guard limit > 0 else { return [] }
-        let leaseEnd = now.adding(saturating: lease.milliseconds)
         let shards = Self.claimedShards
         let first = nextShard.add(1, ordering: .relaxed).oldValue % shards.count
         var quotas = [Int](repeating: limit / shards.count, count: shards.count)
         for offset in 0..<(limit % shards.count) { quotas[(first + offset) % shards.count] += 1 }
-        var claimed = try await claim(quotas, now: now, leaseEnd: leaseEnd)
+        var claimed = try await claim(quotas, lease: lease)
         var asked = quotas.map { $0 > 0 }
         var lastQuotas = quotas
         var lastClaimed = claimed
@@ -86,38 +142,67 @@ public final class RedisRetryQueue: RetryQueue {
                 extra[index] = left / candidates.count + (position < left % candidates.count ? 1 : 0)
                 if extra[index] > 0 { asked[index] = true }
             }
-            let more = try await claim(extra, now: now, leaseEnd: leaseEnd)
+            let more = try await claim(extra, lease: lease)
             for index in shards.indices { claimed[index] += more[index] }
             lastQuotas = extra
             lastClaimed = more
         }
-        var entries: [RetryEntry] = []
-        for (index, ids) in claimed.enumerated() where !ids.isEmpty {
-            entries += try await read(ids, shard: shards[index])
+        var claims: [RetryClaim] = []
+        for (index, leases) in claimed.enumerated() where !leases.isEmpty {
+            let ends = Dictionary(leases.map { ($0.id, $0.end) }) { _, later in later }
+            claims += try await read(leases.map(\.id), shard: shards[index]).map { entry in
+                RetryClaim(entry: entry, lease: RetryLease(id: entry.id, end: ends[entry.id]!))
+            }
         }
-        return entries
+        return claims
     }
 
-    /// One round trip per node: each shard with a quota claims up to it. Ids per shard, in shard order.
-    private func claim(_ quotas: [Int], now: Int64, leaseEnd: Int64) async throws -> [[String]] {
+    /// One round trip per node: each shard with a quota claims up to it. Leases per shard, in shard order.
+    private func claim(_ quotas: [Int], lease: Duration) async throws -> [[RetryLease]] {
         let shards = Self.claimedShards
         var asked: [Int] = []
         for index in shards.indices where quotas[index] > 0 { asked.append(index) }
         let replies = try await client.evaluateAll(Self.claimScript, calls: asked.map { index in
             (keys: [RedisKeys.retryIndex(shard: shards[index])],
-             arguments: [Array(String(now).utf8), Array(String(quotas[index]).utf8), Array(String(leaseEnd).utf8)])
+             arguments: [Array(String(quotas[index]).utf8), Array(String(lease.milliseconds).utf8)])
         })
-        var claimed = [[String]](repeating: [], count: shards.count)
+        var claimed = [[RetryLease]](repeating: [], count: shards.count)
         for (index, reply) in zip(asked, replies) {
             if case .error(let message) = reply { throw RedisError.reply(message) }
-            guard case .array(let values) = reply else { continue }
-            claimed[index] = values.compactMap(\.string)
+            guard case .array(let parts) = reply, parts.count == 2, let end = parts[0].string.flatMap({ Int64($0) }),
+                  case .array(let ids) = parts[1] else { throw RedisError.reply("unexpected claim reply: \(reply)") }
+            claimed[index] = ids.compactMap(\.string).map { RetryLease(id: $0, end: end) }
         }
         if !claimed[shards.count - 1].isEmpty {
-            let earlier = claimed[shards.count - 1]
+            let earlier = claimed[shards.count - 1].map(\.id)
             claimedFromEarlierQueue.withLock { $0.formUnion(earlier) }
         }
         return claimed
+    }
+
+    public func renew(_ leases: [RetryLease], for lease: Duration) async throws -> [RetryLease?] {
+        guard !leases.isEmpty else { return [] }
+        let fromEarlierQueue = claimedFromEarlierQueue.withLock { held in Set(leases.map(\.id).filter { held.contains($0) }) }
+        // Per shard, the positions of its leases in the caller's list.
+        var positions: [Int?: [Int]] = [:]
+        for (position, held) in leases.enumerated() {
+            positions[fromEarlierQueue.contains(held.id) ? nil : Self.shard(of: held.id), default: []].append(position)
+        }
+        let groups = Array(positions)
+        let replies = try await client.evaluateAll(Self.renewScript, calls: groups.map { shard, members in
+            (keys: [RedisKeys.retryIndex(shard: shard)],
+             arguments: [Array(String(lease.milliseconds).utf8)] + members.flatMap { [Array(leases[$0].id.utf8), Array(String(leases[$0].end).utf8)] })
+        })
+        var renewed = [RetryLease?](repeating: nil, count: leases.count)
+        for ((_, members), reply) in zip(groups, replies) {
+            if case .error(let message) = reply { throw RedisError.reply(message) }
+            guard case .array(let parts) = reply, parts.count == 2, let end = parts[0].string.flatMap({ Int64($0) }),
+                  case .array(let flags) = parts[1], flags.count == members.count else { throw RedisError.reply("unexpected renewal reply: \(reply)") }
+            for (position, flag) in zip(members, flags) where flag.integer == 1 {
+                renewed[position] = RetryLease(id: leases[position].id, end: end)
+            }
+        }
+        return renewed
     }
 
     private func read(_ ids: [String], shard: Int?) async throws -> [RetryEntry] {

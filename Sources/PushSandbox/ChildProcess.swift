@@ -89,6 +89,12 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// Sends `number` (e.g. SIGSTOP, SIGCONT) unless the child has exited.
+    public func signal(_ number: Int32) {
+        if collect(blocking: false) != nil { return }
+        _ = Foundation.kill(processIdentifier, number)
+    }
+
     /// Kills the child (SIGKILL) and collects its exit, blocking only until the kernel has ended it.
     public func kill() {
         if collect(blocking: false) != nil { return }

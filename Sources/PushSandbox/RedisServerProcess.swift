@@ -8,18 +8,27 @@ public final class RedisServerProcess: @unchecked Sendable {
     private let password: String?
     /// Where a cluster node keeps its `nodes.conf`; nil: not a cluster node.
     private let clusterDirectory: String?
+    /// The port of the master this server replicates (`--replicaof`); nil: a master.
+    private let replicaOf: Int?
     private var process: ChildProcess?
     private let lock = NSLock()
 
-    private init(port: Int, password: String?, clusterDirectory: String?) {
+    private init(port: Int, password: String?, clusterDirectory: String?, replicaOf: Int? = nil) {
         self.port = port
         self.password = password
         self.clusterDirectory = clusterDirectory
+        self.replicaOf = replicaOf
     }
 
     /// A server started and accepting connections.
     public static func launch(password: String? = nil) async throws -> RedisServerProcess {
         try await launch { RedisServerProcess(port: try allocatePort(clusterBus: false), password: password, clusterDirectory: nil) }
+    }
+
+    /// A replica of `master` (`--replicaof`), started and accepting connections; its first sync may still be under way.
+    public static func launchReplica(of master: RedisServerProcess) async throws -> RedisServerProcess {
+        try await launch { RedisServerProcess(port: try allocatePort(clusterBus: false), password: master.password,
+                                              clusterDirectory: nil, replicaOf: master.port) }
     }
 
     /// A node with cluster support on (`--cluster-enabled yes`), not yet part of a cluster; its
@@ -74,8 +83,11 @@ public final class RedisServerProcess: @unchecked Sendable {
         try lock.withLock {
             guard process == nil else { return }
             var arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--daemonize", "no", "--loglevel", "warning"]
-            if let password { arguments += ["--requirepass", password] }
+                             "--daemonize", "no", "--loglevel", "warning",
+                             // A replica's first copy starts at once, not after the default 5 s wait for more replicas.
+                             "--repl-diskless-sync-delay", "0"]
+            if let password { arguments += ["--requirepass", password, "--masterauth", password] }
+            if let replicaOf { arguments += ["--replicaof", "127.0.0.1", String(replicaOf)] }
             if let clusterDirectory {
                 arguments += ["--cluster-enabled", "yes", "--cluster-config-file", "\(clusterDirectory)/nodes-\(port).conf",
                               "--cluster-node-timeout", "2000", "--dir", clusterDirectory]
@@ -83,6 +95,11 @@ public final class RedisServerProcess: @unchecked Sendable {
             process = try ChildProcess(executable: Self.executable, arguments: arguments)
         }
     }
+
+    /// Freezes the server (SIGSTOP): its connections stay open, nothing answers. `resume` thaws it.
+    public func pause() { lock.withLock { process?.signal(SIGSTOP) } }
+
+    public func resume() { lock.withLock { process?.signal(SIGCONT) } }
 
     /// Kills the server (SIGKILL: an outage, not a clean shutdown).
     public func stop() {

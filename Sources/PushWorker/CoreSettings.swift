@@ -62,7 +62,10 @@ enum CoreSettings {
     static let idempotencyTtlS = Setting("PUSH_IDEMPOTENCY_TTL_S", .integer(60...2_592_000), default: "86400",
         "How long a (job, binding) final outcome is remembered, so a redelivered job is not sent again.")
     static let retryLeaseMs = Setting("PUSH_RETRY_LEASE_MS", .integer(1000...3_600_000), default: "30000",
-        "How long a claimed retry belongs to one worker; a crashed worker's retries are taken over after it.")
+        "How long a claimed retry belongs to one worker without renewal (renewed every third of it while the retry runs); a crashed worker's retries are taken over after it. At least the longest provider request timeout plus 5 s.")
+    /// What a retry lease must leave beyond the longest request timeout: the renewal's round trip and a late renewal
+    /// under load (leases are renewed every third of their length, so this is the slack of the last third).
+    static let retryLeaseMargin = Duration.seconds(5)
     static let publishRetrying = Setting("PUSH_PUBLISH_RETRYING", .boolean, default: "false",
         "Also publish a `retrying` outcome each time a target goes to the retry queue.")
     static let circuitFailures = Setting("PUSH_CIRCUIT_FAILURES", .integer(1...100_000), default: "50",

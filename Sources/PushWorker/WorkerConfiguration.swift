@@ -156,6 +156,11 @@ public struct WorkerConfiguration: Sendable {
                 }
             }
         }
+        if let longest = enabled.map(\.requestTimeout).max() { pipeline.attemptTimeout = longest }
+        let leaseFloor = pipeline.attemptTimeout + CoreSettings.retryLeaseMargin
+        if pipeline.retryLease < leaseFloor {
+            reader.problem("PUSH_RETRY_LEASE_MS (\(pipeline.retryLease.milliseconds)) must be at least the longest request timeout of the enabled providers plus \(CoreSettings.retryLeaseMargin.milliseconds / 1000) s (\(leaseFloor.milliseconds)): a lease that lapses during a send lets another replica send the same retry")
+        }
         // A provider whose configuration was refused has said why already.
         if enabled.isEmpty, requireBrokers, !aProviderWasRefused {
             reader.problem("no provider is configured; set one of: " + linked.map(\.configuredBy).joined(separator: "; ") + " (see push-worker run --help)")

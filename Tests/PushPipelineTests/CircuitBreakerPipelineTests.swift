@@ -133,7 +133,8 @@ final class RecordingRetryQueue: RetryQueue {
     private let entries = Mutex<[RetryEntry]>([])
     var scheduled: [RetryEntry] { entries.withLock { $0 } }
     func schedule(_ entry: RetryEntry, dueAt: Int64) async throws { entries.withLock { $0.append(entry) } }
-    func claimDue(now: Int64, limit: Int, lease: Duration) async throws -> [RetryEntry] { [] }
+    func claimDue(limit: Int, lease: Duration) async throws -> [RetryClaim] { [] }
+    func renew(_ leases: [RetryLease], for lease: Duration) async throws -> [RetryLease?] { leases.map { _ in nil } }
     func complete(_ id: String) async throws {}
     func count() async throws -> Int { scheduled.count }
 }

@@ -235,7 +235,7 @@ struct RedisPipelineTests {
                                             bindingId: "b1", attempts: 1, lastReason: "proxy answered 500", lastHTTPStatus: 500),
                                  dueAt: 0)
         let claimedAt = ContinuousClock.now
-        #expect(try await queue.claimDue(now: currentTimeMilliseconds(), limit: 10, lease: .seconds(3)).count == 1)  // the worker that dies
+        #expect(try await queue.claimDue(limit: 10, lease: .seconds(3)).count == 1)  // the worker that dies
 
         let reader = try kafka.reader()
         let survivor = try harness(kafka, sandbox, redis)
@@ -249,6 +249,39 @@ struct RedisPipelineTests {
         #expect(request.receivedAt - claimedAt >= .seconds(3), "not before the lease ended")
         #expect(sandbox.server.requests.count == 1)
         #expect(outcomes(messages).first?.json?["attempts"] == .integer(2))
+        #expect(try await queue.count() == 0)
+    }
+
+    @Test("a retry that runs longer than its lease keeps it: the scheduler renews it, no other replica claims it")
+    func leaseRenewedWhileTheRetryRuns() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        // The retry's one request takes 6 s: three times the lease.
+        let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200, delay: .seconds(6)) }
+        let redis = try await RedisServerProcess.launch()
+        let queue = RedisRetryQueue(client: redis.client())
+        let job = jobJSON(id: "slow", targets: [proxyTarget("b1")])
+        try await queue.schedule(RetryEntry(id: "slow/b1", jobBytes: job, kafkaKey: Array("alice".utf8), fallbackCreatedAt: 0,
+                                            bindingId: "b1", attempts: 1, lastReason: "proxy answered 500", lastHTTPStatus: 500),
+                                 dueAt: 0)
+        let reader = try kafka.reader()
+        // One retry at a time: the worker does not claim (and so re-lease) the entry it runs itself.
+        let worker = try harness(kafka, sandbox, redis) {
+            $0.retryLease = .seconds(2)
+            $0.maximumConcurrentRetries = 1
+        }
+        let running = worker.start()
+        // Once the request is at the provider the worker has held the entry for a while; 3 s later its first lease is over.
+        for _ in 0..<600 where sandbox.server.requests.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(sandbox.server.requests.count == 1)
+        try await Task.sleep(for: .seconds(3))
+        let other = RedisRetryQueue(client: redis.client())
+        #expect(try await other.claimDue(limit: 10, lease: .seconds(60)).isEmpty, "the running retry's lease was renewed")
+        let messages = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 1 }
+        try await worker.stop(running)
+        reader.stop()
+        await sandbox.stop()
+        #expect(outcomes(messages).first?.json?["status"] == .string("delivered"))
+        #expect(sandbox.server.requests.count == 1)
         #expect(try await queue.count() == 0)
     }
 

@@ -261,7 +261,7 @@ struct RedisRetryQueueTests {
         let queue = RedisRetryQueue(client: client, logger: testLogger())
         try await queue.schedule(Self.entry("1:j/b1"), dueAt: 0)
         _ = try await client.command(RedisCommand("HSET", RedisKeys.retryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "attempts", "-3"))
-        #expect(try await queue.claimDue(now: 1, limit: 10, lease: .seconds(30)).isEmpty)
+        #expect(try await queue.claimDue(limit: 10, lease: .seconds(30)).isEmpty)
         #expect(try await queue.count() == 0)
         let kept = try await client.command(RedisCommand("HGET", RedisKeys.damagedRetryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "job"))
         #expect(kept.string == #"{"v":1}"#, "the job bytes are still there for the operator")
@@ -277,13 +277,14 @@ struct RedisRetryQueueTests {
         let server = try await deployment.start()
         defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
-        try await queue.schedule(Self.entry("r1"), dueAt: 1000)
-        #expect(try await queue.claimDue(now: 999, limit: 10, lease: .seconds(30)).isEmpty)
-        let claimed = try await queue.claimDue(now: 1000, limit: 10, lease: .seconds(30))
-        #expect(claimed == [Self.entry("r1")])
+        try await queue.schedule(Self.entry("r1"), dueAt: currentTimeMilliseconds() + 3_600_000)
+        #expect(try await queue.claimDue(limit: 10, lease: .seconds(30)).isEmpty)
+        try await queue.schedule(Self.entry("r1"), dueAt: currentTimeMilliseconds())
+        let claimed = try await queue.claimDue(limit: 10, lease: .seconds(30))
+        #expect(claimed.map(\.entry) == [Self.entry("r1")])
         try await queue.complete("r1")
         #expect(try await queue.count() == 0)
-        #expect(try await queue.claimDue(now: 1_000_000, limit: 10, lease: .seconds(30)).isEmpty)
+        #expect(try await queue.claimDue(limit: 10, lease: .seconds(30)).isEmpty)
     }
 
     @Test("a claimed entry is invisible to other claimers until its lease ends, then due again", arguments: RedisDeployment.allCases)
@@ -293,9 +294,10 @@ struct RedisRetryQueueTests {
         let first = RedisRetryQueue(client: server.client())
         let second = RedisRetryQueue(client: server.client())
         try await first.schedule(Self.entry("r1"), dueAt: 0)
-        #expect(try await first.claimDue(now: 10, limit: 10, lease: .milliseconds(500)).map(\.id) == ["r1"])
-        #expect(try await second.claimDue(now: 20, limit: 10, lease: .milliseconds(500)).isEmpty)
-        #expect(try await second.claimDue(now: 510, limit: 10, lease: .milliseconds(500)).map(\.id) == ["r1"])
+        #expect(try await first.claimDue(limit: 10, lease: .milliseconds(500)).map(\.entry.id) == ["r1"])
+        #expect(try await second.claimDue(limit: 10, lease: .milliseconds(500)).isEmpty)
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(try await second.claimDue(limit: 10, lease: .milliseconds(500)).map(\.entry.id) == ["r1"])
     }
 
     @Test("many concurrent claimers never receive the same entry twice", arguments: RedisDeployment.allCases)
@@ -309,7 +311,7 @@ struct RedisRetryQueueTests {
                 group.addTask {
                     var mine: [String] = []
                     while true {
-                        let claimed = try await queue.claimDue(now: 1, limit: 7, lease: .seconds(60)).map(\.id)
+                        let claimed = try await queue.claimDue(limit: 7, lease: .seconds(60)).map(\.entry.id)
                         if claimed.isEmpty { return mine }
                         mine += claimed
                     }
@@ -328,10 +330,84 @@ struct RedisRetryQueueTests {
         defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
         try await queue.schedule(Self.entry("r1", attempts: 1), dueAt: 0)
-        _ = try await queue.claimDue(now: 0, limit: 1, lease: .seconds(30))
-        try await queue.schedule(Self.entry("r1", attempts: 2), dueAt: 100)
+        _ = try await queue.claimDue(limit: 1, lease: .seconds(30))
+        try await queue.schedule(Self.entry("r1", attempts: 2), dueAt: 0)
         #expect(try await queue.count() == 1)
-        #expect(try await queue.claimDue(now: 100, limit: 10, lease: .seconds(30)).map(\.attempts) == [2])
+        #expect(try await queue.claimDue(limit: 10, lease: .seconds(30)).map(\.entry.attempts) == [2])
+    }
+}
+
+@Suite("Retry leases: renewed while their retry runs, judged by Redis's clock")
+struct RetryLeaseTests {
+    @Test("a renewed lease is not claimed by another scheduler after the claim's lease time", arguments: RedisDeployment.allCases)
+    func renewedLeaseHolds(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let first = RedisRetryQueue(client: server.client())
+        let second = RedisRetryQueue(client: server.client())
+        try await first.schedule(RedisRetryQueueTests.entry("r1"), dueAt: 0)
+        let claim = try #require(try await first.claimDue(limit: 10, lease: .milliseconds(500)).first)
+        let renewed = try await first.renew([claim.lease], for: .seconds(60))
+        #expect(renewed.count == 1 && renewed[0] != nil && renewed[0]!.end > claim.lease.end)
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(try await second.claimDue(limit: 10, lease: .seconds(60)).isEmpty, "the claim's 500 ms are over, the renewal's 60 s are not")
+        #expect(try await first.renew([renewed[0]!], for: .seconds(60))[0] != nil, "the holder renews again with the renewed lease")
+    }
+
+    @Test("a lease that lapsed and was taken over is not renewed by its first holder", arguments: RedisDeployment.allCases)
+    func lostLeaseNotRenewed(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let client = server.client()
+        let first = RedisRetryQueue(client: client)
+        let second = RedisRetryQueue(client: server.client())
+        for id in ["r1", "r2"] { try await first.schedule(RedisRetryQueueTests.entry(id), dueAt: 0) }
+        let claims = try await first.claimDue(limit: 10, lease: .milliseconds(300)).sorted { $0.entry.id < $1.entry.id }
+        #expect(claims.map(\.entry.id) == ["r1", "r2"])
+        let r2 = try #require(try await first.renew([claims[1].lease], for: .seconds(60))[0])
+        try await Task.sleep(for: .milliseconds(400))
+        let taken = try await second.claimDue(limit: 10, lease: .seconds(60))
+        #expect(taken.map(\.entry.id) == ["r1"])
+        let renewals = try await first.renew([claims[0].lease, r2], for: .seconds(600))
+        #expect(renewals[0] == nil, "r1's lease is the second scheduler's now")
+        #expect(renewals[1] != nil, "r2's lease was renewed in time and is still the first's")
+        let index = RedisKeys.retryIndex(shard: RedisRetryQueue.shard(of: "r1"))
+        let score = try await client.command(RedisCommand("ZSCORE", index, "r1")).string.flatMap { Int64($0) }
+        #expect(score == taken[0].lease.end, "the second scheduler's lease is untouched")
+    }
+
+    @Test("a lease still held after it lapsed (nobody claimed it) is renewed")
+    func lapsedButHeldIsRenewed() async throws {
+        let server = try await RedisServerProcess.launch()
+        defer { server.stop() }
+        let queue = RedisRetryQueue(client: server.client())
+        try await queue.schedule(RedisRetryQueueTests.entry("r1"), dueAt: 0)
+        let claim = try #require(try await queue.claimDue(limit: 10, lease: .milliseconds(100)).first)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await queue.renew([claim.lease], for: .seconds(60))[0] != nil)
+        #expect(try await queue.claimDue(limit: 10, lease: .seconds(60)).isEmpty)
+    }
+
+    @Test("a replica whose clock is an hour off neither takes leased entries nor delays or hastens due ones",
+          arguments: [Int64(3_600_000), -3_600_000])
+    func skewedClock(_ skew: Int64) async throws {
+        let server = try await RedisServerProcess.launch()
+        defer { server.stop() }
+        let honest = RedisRetryQueue(client: server.client())
+        let skewed = RedisRetryQueue(client: server.client(), clock: { currentTimeMilliseconds() + skew })
+        // Handed off by the skewed replica: due now, and due in a minute, by its own clock.
+        try await skewed.schedule(RedisRetryQueueTests.entry("now"), dueAt: currentTimeMilliseconds() + skew)
+        try await skewed.schedule(RedisRetryQueueTests.entry("later"), dueAt: currentTimeMilliseconds() + skew + 60_000)
+        let claimed = try await honest.claimDue(limit: 10, lease: .seconds(60))
+        #expect(claimed.map(\.entry.id) == ["now"], "due now is due now, due in a minute is not due yet")
+        // Leased by the honest replica: the skewed one cannot take it.
+        #expect(try await skewed.claimDue(limit: 10, lease: .seconds(60)).isEmpty)
+        // Leased by the skewed replica: the honest one cannot take it, and the skewed one renews it.
+        try await honest.schedule(RedisRetryQueueTests.entry("mine"), dueAt: 0)
+        let held = try await skewed.claimDue(limit: 10, lease: .seconds(60))
+        #expect(held.map(\.entry.id) == ["mine"])
+        #expect(try await honest.claimDue(limit: 10, lease: .seconds(60)).isEmpty)
+        #expect(try await skewed.renew(held.map(\.lease), for: .seconds(60))[0] != nil)
     }
 }
 
@@ -346,14 +422,14 @@ struct RedisRetryShardTests {
         let perShard = try await queue.countPerShard()
         #expect(perShard.prefix(RedisRetryQueue.shardCount).allSatisfy { $0 > 0 }, "every shard holds entries: \(perShard)")
         #expect(perShard.last == 0, "nothing new goes to the queue of earlier versions")
-        let first = try await queue.claimDue(now: 1, limit: 50, lease: .seconds(60))
+        let first = try await queue.claimDue(limit: 50, lease: .seconds(60))
         #expect(first.count == 50)
-        #expect(Set(first.map { RedisRetryQueue.shard(of: $0.id) }).count == RedisRetryQueue.shardCount, "one claim reaches every shard")
-        var all = first.map(\.id)
+        #expect(Set(first.map { RedisRetryQueue.shard(of: $0.entry.id) }).count == RedisRetryQueue.shardCount, "one claim reaches every shard")
+        var all = first.map(\.entry.id)
         while true {
-            let claimed = try await queue.claimDue(now: 1, limit: 37, lease: .seconds(60))
+            let claimed = try await queue.claimDue(limit: 37, lease: .seconds(60))
             if claimed.isEmpty { break }
-            all += claimed.map(\.id)
+            all += claimed.map(\.entry.id)
         }
         #expect(all.count == 320 && Set(all).count == 320)
     }
@@ -372,15 +448,15 @@ struct RedisRetryShardTests {
             ])
         }
         let queue = RedisRetryQueue(client: client)
-        let claimed = try await queue.claimDue(now: 1, limit: 10, lease: .seconds(60))
-        #expect(Set(claimed.map(\.id)) == ["old-1", "old-2"])
-        var moved = try #require(claimed.first { $0.id == "old-1" })
+        let claimed = try await queue.claimDue(limit: 10, lease: .seconds(60))
+        #expect(Set(claimed.map(\.entry.id)) == ["old-1", "old-2"])
+        var moved = try #require(claimed.first { $0.entry.id == "old-1" }?.entry)
         moved.attempts = 2
-        try await queue.schedule(moved, dueAt: 10)
+        try await queue.schedule(moved, dueAt: 0)
         try await queue.complete("old-2")
         #expect(try await queue.countPerShard().last == 0, "the earlier queue is empty")
         #expect(try await client.command(RedisCommand("EXISTS", RedisKeys.retryEntry("old-1", shard: nil))) == .integer(0))
-        #expect(try await queue.claimDue(now: 10, limit: 10, lease: .seconds(60)).map(\.attempts) == [2], "old-1 lives on in its shard")
+        #expect(try await queue.claimDue(limit: 10, lease: .seconds(60)).map(\.entry.attempts) == [2], "old-1 lives on in its shard")
     }
 
     @Test("a redelivered job's target waiting in the earlier queue still counts as owned by the queue")

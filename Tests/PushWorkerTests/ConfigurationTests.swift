@@ -94,6 +94,17 @@ final class ConfigurationTests: Sendable {
         ])
     }
 
+    @Test("the attempt timeout is the longest request timeout of the enabled providers; a retry lease must outlast it by 5 s")
+    func retryLeaseOutlastsTheAttemptTimeout() throws {
+        let slowProxy = minimal.merging(["PUSH_PROXY_TIMEOUT_MS": "20000"]) { $1 }
+        #expect(try WorkerConfiguration.load(from: slowProxy.merging(["PUSH_RETRY_LEASE_MS": "25000"]) { $1 }).get().pipeline.attemptTimeout == .seconds(20))
+        #expect(problems(slowProxy.merging(["PUSH_RETRY_LEASE_MS": "24999"]) { $1 }) == [
+            "PUSH_RETRY_LEASE_MS (24999) must be at least the longest request timeout of the enabled providers plus 5 s (25000): a lease that lapses during a send lets another replica send the same retry",
+        ])
+        #expect(problems(minimal.merging(["PUSH_RETRY_LEASE_MS": "1000"]) { $1 }).count == 1)
+        #expect(try WorkerConfiguration.load(from: minimal).get().pipeline.attemptTimeout == .seconds(10))
+    }
+
     @Test("without any provider configured the worker refuses to start")
     func noProvider() {
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092"])

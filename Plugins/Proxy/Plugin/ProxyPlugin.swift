@@ -30,7 +30,8 @@ public struct ProxyPlugin: ProviderPlugin {
         return ConfiguredPlugin(id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \($0.1.url)" },
                                 endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) },
                                 // The default proxy serves any app name a job gives; only the apps with a proxy of their own are labels.
-                                appLabels: Set(configuration.endpoints.keys)) { context in
+                                appLabels: Set(configuration.endpoints.keys),
+                                requestTimeout: endpoints.map(\.1.timeout).max() ?? .seconds(10)) { context in
             ProxyProvider(configuration: configuration, transport: context.makeTransport("proxy"))
         }
     }
