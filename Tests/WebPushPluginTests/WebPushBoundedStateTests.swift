@@ -28,7 +28,7 @@ struct WebPushBoundedStateTests {
     @Test("100 000 distinct refused or gone push-service origins leave the DNS cache and VAPID tokens within their bounds")
     func distinctOriginsStayBounded() async throws {
         _ = TestMetrics.registry
-        let names = ScriptedNameServer()
+        let names = ScriptedNameServer(countsEachHost: false)
         let resolver = names.resolver()
         let provider = try WebPushDeliveries.provider(resolver, transport: AnsweringTransport(status: 410))
         let before = Self.residentMiB()
