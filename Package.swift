@@ -97,7 +97,8 @@ let package = Package(
 
         // Provider plugins: each depends on the plugin API (with the core, the shared transport and crypto) only.
         .target(name: "ProxyPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP"], path: "Plugins/Proxy/Plugin"),
-        .target(name: "WebPushPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/WebPush/Plugin"),
+        .target(name: "WebPushPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto",
+                                                       .product(name: "Metrics", package: "swift-metrics")], path: "Plugins/WebPush/Plugin"),
         .target(name: "FCMPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto"], path: "Plugins/FCM/Plugin"),
         .target(name: "APNsPlugin", dependencies: ["PushPluginAPI", "PushCore", "PushHTTP", "PushCrypto",
                                                     .product(name: "Logging", package: "swift-log")],

@@ -13,7 +13,7 @@
 # Usage: scripts/fuzz.sh [seconds per target, default 30] [target…]
 #   targets (default all): job-decoder responses retry-decisions webpush-proxy-responses
 #   endpoint-policy headers redis-url redis-records templates
-# Needs libssl-dev and libhiredis-dev; swift-log and swift-mustache come from .build/checkouts
+# Needs libssl-dev and libhiredis-dev; swift-log, swift-metrics and swift-mustache come from .build/checkouts
 # or the package mirror in /opt/swift-packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +67,12 @@ logging() {
     log=$(dependency swift-log /opt/swift-packages/apple/swift-log.git 1)
     module Logging -- $(find "$log/Sources/Logging" -name '*.swift' | sort)
 }
+metrics() {  # the Web Push plugin's bounded maps report their size on a gauge
+    local source
+    source=$(dependency swift-metrics /opt/swift-packages/apple/swift-metrics.git 2)
+    module CoreMetrics -- $(find "$source/Sources/CoreMetrics" -name '*.swift' | sort)
+    module Metrics -- $(find "$source/Sources/Metrics" -name '*.swift' | sort)
+}
 redis() {
     core; logging
     module PushRedis -I Sources/CHiredis -enable-testing -- Sources/PushRedis/*.swift
@@ -104,18 +110,20 @@ for target in "${targets[@]}"; do
             Plugins/HMS/Plugin/HMSResponse.swift \
             "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
         retry-decisions) http; build retry-decisions fuzz/targets/RetryFuzz.swift $reader "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
-        webpush-proxy-responses) http; crypto
+        webpush-proxy-responses) http; crypto; metrics
             build webpush-proxy-responses fuzz/targets/WebPushProxyResponseFuzz.swift $reader $(plugin WebPush) $(plugin Proxy) \
-                "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
-        endpoint-policy) http; crypto
+                "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" "$out/libCoreMetrics.a" "$out/libPushCore.a" \
+                -I Sources/COpenSSL -lssl -lcrypto ;;
+        endpoint-policy) http; crypto; metrics
             build endpoint-policy fuzz/targets/EndpointPolicyFuzz.swift $reader $(plugin WebPush) \
-                "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
-        headers) pluginapi
+                "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" "$out/libCoreMetrics.a" "$out/libPushCore.a" \
+                -I Sources/COpenSSL -lssl -lcrypto ;;
+        headers) pluginapi; metrics
             build headers fuzz/targets/HeadersFuzz.swift $reader $jobs Plugins/APNs/Plugin/APNsRequest.swift \
                 Plugins/APNs/Plugin/APNsLiveActivity.swift Plugins/FCM/Plugin/FCMMessage.swift Plugins/FCM/Plugin/FCMAndroidNotification.swift \
                 Plugins/WebPush/Plugin/WebPushRequest.swift Plugins/WebPush/Plugin/VAPIDTokens.swift Plugins/Proxy/Plugin/ProxyRequestBody.swift \
-                "$out/libPushPluginAPI.a" "$out/libLogging.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" \
-                -I Sources/COpenSSL -lssl -lcrypto ;;
+                "$out/libPushPluginAPI.a" "$out/libLogging.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" \
+                "$out/libCoreMetrics.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
         redis-url) redis; build redis-url fuzz/targets/RedisURLFuzz.swift "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushCore.a" -I Sources/CHiredis -lhiredis ;;
         redis-records) redis; http
             build redis-records fuzz/targets/RedisRecordsFuzz.swift $reader $formats "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushHTTP.a" \

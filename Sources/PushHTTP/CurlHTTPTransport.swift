@@ -9,8 +9,11 @@ import Synchronization
 public final class CurlHTTPTransport: HTTPTransport {
     private let loop: CurlMultiLoop
 
-    public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http") {
-        loop = CurlMultiLoop(configuration: configuration, name: name)
+    /// - Parameter pinnedResolutionLifetime: how long curl keeps a request's pinned address (and any address it looked up
+    ///   itself) in its DNS cache after the last transfer that used it (`CURLOPT_DNS_CACHE_TIMEOUT`, whole seconds, at least 1).
+    public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
+                pinnedResolutionLifetime: Duration = .seconds(60)) {
+        loop = CurlMultiLoop(configuration: configuration, name: name, dnsCacheLifetime: pinnedResolutionLifetime)
     }
 
     public func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
@@ -116,8 +119,12 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Streams per host normal transfers may fill; the rest is kept for urgent ones.
     private let normalStreamsPerHost: Int
 
-    init(configuration: HTTPTransportConfiguration, name: String) {
+    /// Seconds curl keeps a DNS cache entry, pinned ones included.
+    private let dnsCacheSeconds: Int
+
+    init(configuration: HTTPTransportConfiguration, name: String, dnsCacheLifetime: Duration) {
         _ = curlGlobalInit
+        dnsCacheSeconds = max(1, Int(dnsCacheLifetime.milliseconds / 1000))
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         self.multi = multi
         self.configuration = configuration
@@ -231,6 +238,16 @@ final class CurlMultiLoop: @unchecked Sendable {
         return url[..<path]
     }
 
+    /// A pinned `host:port:address` as a `CURLOPT_RESOLVE` entry that expires: without the leading `+`, curl keeps the
+    /// entry in the multi handle's DNS cache for good, one per host ever pinned (endpoints come from subscriptions, so
+    /// hosts are unbounded). With it, the entry lives `CURLOPT_DNS_CACHE_TIMEOUT` and curl prunes stale entries when a
+    /// transfer ends. Each transfer re-adds its own pin before it connects, so expiry never unpins a request.
+    /// Source: libcurl's CURLOPT_RESOLVE ("[+]HOST:PORT:ADDRESS": "Entries added without the leading plus character
+    /// never times out"), since 7.75.0.
+    static func expiringResolveEntry(_ pinned: String) -> String {
+        pinned.hasPrefix("+") || pinned.hasPrefix("-") ? pinned : "+" + pinned
+    }
+
     private func start(_ transfer: PendingTransfer, host: Substring) {
         activePerHost[host, default: 0] += 1
         let request = transfer.request
@@ -239,7 +256,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         var lines = request.headers.map { "\($0.name): \($0.value)" }
         lines.append("Expect:")
         let state = TransferState(pending: transfer, host: host, easy: easy, headerList: CurlStringList(lines),
-                                  resolveList: request.pinnedResolution.map { CurlStringList([$0]) },
+                                  resolveList: request.pinnedResolution.map { CurlStringList([Self.expiringResolveEntry($0)]) },
                                   maximumResponseBytes: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
         let context = Unmanaged.passUnretained(state).toOpaque()
 
@@ -264,6 +281,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         easy.set(CURLOPT_MAXAGE_CONN, max(1, Int(configuration.maximumIdleTime.milliseconds / 1000)))
         easy.set(CURLOPT_HTTPHEADER, list: state.headerList)
         if let resolveList = state.resolveList { easy.set(CURLOPT_RESOLVE, list: resolveList) }
+        easy.set(CURLOPT_DNS_CACHE_TIMEOUT, dnsCacheSeconds)
         switch request.method {
         case "GET":
             easy.set(CURLOPT_HTTPGET, 1)

@@ -20,8 +20,12 @@ struct EndpointPolicy: Sendable {
     }
 
     let rules: Rules
+    let resolver: HostResolver
 
-    init(_ rules: Rules) { self.rules = rules }
+    init(_ rules: Rules, resolver: HostResolver = HostResolver()) {
+        self.rules = rules
+        self.resolver = resolver
+    }
 
     struct Target: Equatable {
         /// `https://host[:port]`: the VAPID audience and the scope of breakers and limits.
@@ -36,9 +40,22 @@ struct EndpointPolicy: Sendable {
 
     struct Refusal: Error, Equatable {
         let reason: String
-        init(_ reason: String) { self.reason = reason }
+        /// The endpoint may well be fine and the check could not finish (DNS): try again later.
+        let retryable: Bool
+        init(_ reason: String, retryable: Bool = false) {
+            self.reason = reason
+            self.retryable = retryable
+        }
 
         static let address = Refusal("endpoint host is not a public address this worker may contact")
+
+        init(_ failure: HostResolver.Failure) {
+            switch failure {
+            case .timedOut: self.init("DNS lookup of the push service timed out", retryable: true)
+            case .busy: self.init("DNS lookups are queued to their limit; the push service was not looked up", retryable: true)
+            case .cancelled: self.init("DNS lookup of the push service was cancelled", retryable: true)
+            }
+        }
     }
 
     /// The origin of an endpoint without resolving anything, nil when it is not an https URL.
@@ -81,7 +98,8 @@ struct EndpointPolicy: Sendable {
         return Parts(host: host, authority: authority, port: port, origin: origin, pathAndQuery: pathAndQuery)
     }
 
-    func check(_ endpoint: String) async -> Result<Target, Refusal> {
+    /// Whether `endpoint` may be contacted, and where; a host name is looked up within `budget`.
+    func check(_ endpoint: String, within budget: Duration = .seconds(10)) async -> Result<Target, Refusal> {
         let parts: Parts
         do { parts = try Self.parse(endpoint) } catch { return .failure(error) }
         guard rules.allowedPorts.contains(parts.port) else {
@@ -96,7 +114,11 @@ struct EndpointPolicy: Sendable {
             guard allows(literal) else { return .failure(.address) }
             return .success(Target(origin: parts.origin, host: host, port: parts.port, url: url, pinnedResolution: nil))
         }
-        let addresses = await Self.resolve(host)
+        let addresses: [IPAddress]
+        switch await resolver.resolve(host, timeout: budget) {
+        case .success(let found): addresses = found
+        case .failure(let failure): return .failure(Refusal(failure))
+        }
         guard let first = addresses.first, addresses.allSatisfy(allows) else { return .failure(.address) }
         let pinned = first.isV6 ? "[\(first.text)]" : first.text
         return .success(Target(origin: parts.origin, host: host, port: parts.port, url: url,
@@ -105,28 +127,5 @@ struct EndpointPolicy: Sendable {
 
     func allows(_ address: IPAddress) -> Bool {
         address.isPublic || rules.allowPrivateNetworks || rules.allowedNetworks.contains { $0.contains(address) }
-    }
-
-    /// getaddrinfo on a background queue (it blocks).
-    static func resolve(_ host: String) async -> [IPAddress] {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                var hints = addrinfo()
-                hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-                var result: UnsafeMutablePointer<addrinfo>?
-                guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else {
-                    continuation.resume(returning: [])
-                    return
-                }
-                defer { freeaddrinfo(first) }
-                var addresses: [IPAddress] = []
-                var cursor: UnsafeMutablePointer<addrinfo>? = first
-                while let entry = cursor {
-                    if let address = entry.pointee.ai_addr.flatMap(IPAddress.init(socketAddress:)) { addresses.append(address) }
-                    cursor = entry.pointee.ai_next
-                }
-                continuation.resume(returning: addresses)
-            }
-        }
     }
 }

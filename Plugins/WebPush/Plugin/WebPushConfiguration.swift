@@ -20,13 +20,18 @@ public struct WebPushConfiguration: Sendable {
     public var allowedPorts: Set<Int>
     /// Requests in flight per push-service origin, so one slow or hostile push service holds a bounded share.
     public var maximumInFlightPerOrigin: Int
+    /// The budget of one attempt: the DNS lookup of the endpoint's host and then the request share it.
     public var timeout: Duration
+    /// The longest one DNS lookup of a push-service host may take (`PUSH_WEBPUSH_DNS_TIMEOUT_MS`); a lookup that
+    /// takes longer is a retryable failure of that origin.
+    public var dnsTimeout: Duration
     /// Lifetime of a VAPID token (RFC 8292 allows at most 24 h).
     public var tokenLifetime: Duration
 
     public init(vapidKey: PrivateKey, subject: String, caFile: String? = nil, allowPrivateNetworks: Bool = false,
                 allowedNetworks: [IPNetwork] = [], allowedHosts: [String] = [], allowedPorts: Set<Int> = [443],
-                maximumInFlightPerOrigin: Int = 100, timeout: Duration = .seconds(10), tokenLifetime: Duration = .seconds(12 * 3600)) {
+                maximumInFlightPerOrigin: Int = 100, timeout: Duration = .seconds(10), dnsTimeout: Duration = .seconds(5),
+                tokenLifetime: Duration = .seconds(12 * 3600)) {
         self.vapidKey = vapidKey
         self.subject = subject
         self.caFile = caFile
@@ -36,6 +41,7 @@ public struct WebPushConfiguration: Sendable {
         self.allowedPorts = allowedPorts
         self.maximumInFlightPerOrigin = maximumInFlightPerOrigin
         self.timeout = timeout
+        self.dnsTimeout = dnsTimeout
         self.tokenLifetime = tokenLifetime
     }
 }

@@ -22,7 +22,8 @@ public struct WebPushPlugin: ProviderPlugin {
         static let allowedNetworks = Setting("PUSH_WEBPUSH_ALLOWED_NETWORKS", .list, "Comma-separated CIDR blocks (`10.20.0.0/16`, `fd00:1::/64`) that endpoints may use although they are not public (an in-house push service); narrower than `PUSH_WEBPUSH_ALLOW_PRIVATE`.")
         static let allowedPorts = Setting("PUSH_WEBPUSH_ALLOWED_PORTS", .list, default: "443", "Comma-separated ports subscription endpoints may name; any other port is refused.")
         static let maximumInFlightPerOrigin = Setting("PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", .integer(1...100_000), default: "100", "Web Push requests in flight per push-service origin: one slow or hostile push service holds at most this many (its circuit breaker is per origin too).")
-        static let dependents = [vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, allowedPorts, maximumInFlightPerOrigin]
+        static let dnsTimeoutMs = Setting("PUSH_WEBPUSH_DNS_TIMEOUT_MS", .integer(100...60_000), default: "5000", "Web Push: the longest a DNS lookup of a push-service host may take, within the attempt's request timeout; a lookup that takes longer is a retryable failure of that origin. The resolver's limits and cache are in docs/operations.md.")
+        static let dependents = [vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, allowedPorts, maximumInFlightPerOrigin, dnsTimeoutMs]
     }
 
     public var settings: [Setting] { [Settings.vapidKeyFile] + Settings.dependents }
@@ -100,7 +101,8 @@ public struct WebPushPlugin: ProviderPlugin {
                                     allowPrivateNetworks: reader.boolean(Settings.allowPrivate),
                                     allowedNetworks: networks, allowedHosts: reader.list(Settings.allowedHosts).map { $0.lowercased() },
                                     allowedPorts: ports.isEmpty ? [443] : ports,
-                                    maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin))
+                                    maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin),
+                                    dnsTimeout: .milliseconds(reader.integer(Settings.dnsTimeoutMs)))
         configuration.apps = apps
         return configuration
     }

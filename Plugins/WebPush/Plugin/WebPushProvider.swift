@@ -14,20 +14,32 @@ public struct WebPushProvider: PushProvider {
     /// Each app's own VAPID identity, by the targets' `app`.
     private let appVapid: [String: VAPIDTokens]
     private let templates: any PayloadTemplates
+    /// The tokens of every VAPID identity, bounded.
+    private let vapidTokenCache: VAPIDTokenCache
 
     public init(configuration: WebPushConfiguration, transport: any HTTPTransport, templates: any PayloadTemplates = BuiltInPayloads(),
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+        try self.init(configuration: configuration, transport: transport, templates: templates, clock: clock, resolver: nil)
+    }
+
+    /// `resolver`: the host resolver to use instead of one with the configured DNS timeout (tests inject lookups).
+    init(configuration: WebPushConfiguration, transport: any HTTPTransport, templates: any PayloadTemplates = BuiltInPayloads(),
+         clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, resolver: HostResolver?) throws {
         self.configuration = configuration
         self.transport = transport
         self.templates = templates
         policy = EndpointPolicy(EndpointPolicy.Rules(
             allowPrivateNetworks: configuration.allowPrivateNetworks, allowedNetworks: configuration.allowedNetworks,
-            allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts))
+            allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts),
+            resolver: resolver ?? HostResolver(limits: HostResolver.Limits(timeout: configuration.dnsTimeout)))
+        let tokenCache = VAPIDTokenCache()
+        vapidTokenCache = tokenCache
         vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject,
-                                lifetime: configuration.tokenLifetime, clock: clock)
+                                lifetime: configuration.tokenLifetime, cache: tokenCache, clock: clock)
         var appVapid: [String: VAPIDTokens] = [:]
         for (app, identity) in configuration.apps {
-            appVapid[app] = try VAPIDTokens(key: identity.key, subject: identity.subject, lifetime: configuration.tokenLifetime, clock: clock)
+            appVapid[app] = try VAPIDTokens(key: identity.key, subject: identity.subject, lifetime: configuration.tokenLifetime,
+                                            cache: tokenCache, clock: clock)
         }
         self.appVapid = appVapid
     }
@@ -52,13 +64,18 @@ public struct WebPushProvider: PushProvider {
         case .ready(let decoded): keys = decoded
         case .refused(let result): return result
         }
+        // One budget for the attempt: the DNS lookup takes its share, the request gets the rest.
+        let attemptStarted = ContinuousClock.now
         let target: EndpointPolicy.Target
-        switch await policy.check(keys.endpoint) {
+        switch await policy.check(keys.endpoint, within: configuration.timeout) {
         case .success(let allowed): target = allowed
+        case .failure(let refusal) where refusal.retryable: return .retryable(reason: refusal.reason, httpStatus: nil)
         case .failure(let refusal): return .failed(reason: "endpoint refused, not sent: \(refusal.reason)", httpStatus: nil)
         }
+        let remaining = configuration.timeout - (ContinuousClock.now - attemptStarted)
+        guard remaining > .zero else { return .retryable(reason: "DNS lookup of the push service used the attempt's whole timeout", httpStatus: nil) }
         let message: Message
-        switch prepare(delivery, keys: keys, target: target) {
+        switch prepare(delivery, keys: keys, target: target, timeout: remaining) {
         case .ready(let ready): message = ready
         case .refused(let result): return result
         }
@@ -92,7 +109,7 @@ public struct WebPushProvider: PushProvider {
     }
 
     @inline(never)
-    private func prepare(_ delivery: Delivery, keys: SubscriptionKeys, target: EndpointPolicy.Target) -> Prepared<Message> {
+    private func prepare(_ delivery: Delivery, keys: SubscriptionKeys, target: EndpointPolicy.Target, timeout: Duration) -> Prepared<Message> {
         let override = delivery.job.overrides[.webpush]?["payload"]
         let fitted: AlertFitting.Fitted
         let templateKey = PayloadTemplateKey(provider: id, app: delivery.target.app ?? "default", kind: delivery.job.kind)
@@ -125,12 +142,15 @@ public struct WebPushProvider: PushProvider {
             return .refused(.rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil))
         }
         let request = HTTPRequest(url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
-                                  body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile),
+                                  body: body, timeout: timeout, tls: TLSOptions(caFile: configuration.caFile),
                                   pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
         return .ready(Message(request: request, truncated: fitted.truncated))
     }
 
     public func shutdown() async { transport.shutdown() }
+
+    /// Hosts with a cached DNS answer, and VAPID tokens held (all identities): bounded maps keyed by outside values.
+    var boundedEntries: (dnsCache: Int, vapidTokens: Int) { (policy.resolver.cachedHosts, vapidTokenCache.count) }
 
     /// Push services answer with a status, a few headers and at most a short error document.
     static let maximumResponseBytes = 4096
