@@ -423,8 +423,40 @@ scenario_slow() {
 # slots, two replicas whose retries wait for slots longer than a lease would last without renewal).
 scenario_stalls() {
     stalls_slow_user
+    stalls_silent_dns
     stalls_outage
     stalls_leases
+}
+stalls_silent_dns() {
+    local jobs silent
+    jobs=$(scaled 300)
+    begin stalls-silent-dns "$jobs jobs × (APNs, Web Push, proxy); some Web Push endpoints on a host whose name server never answers"
+    # The worker's own mount namespace sees a resolv.conf naming a loopback name server that reads queries and
+    # never answers; nothing leaves the machine.
+    silent=127.8.8.8
+    printf 'nameserver %s\noptions timeout:30 attempts:1\n' "$silent" >"$dir/resolv.conf"
+    spawn python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('$silent', 53))
+while True: s.recv(4096)"
+    start_kafka; start_sandbox --hostile --max-faults-per-target 2; start_redis
+    "$bin" vapid-keys --output "$dir/vapid.pem" >/dev/null
+    local state=$dir/sandbox webpush_port
+    webpush_port=$(sed 's/.*://' "$state/webpush-url")
+    worker_wrapper=(unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' "$dir/resolv.conf")
+    start_worker a PUSH_MAX_ATTEMPTS=3 PUSH_RETRY_MAX_MS=1000 PUSH_WEBPUSH_DNS_TIMEOUT_MS=1000 \
+        PUSH_APNS_KEY_FILE="$state/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
+        PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$state/apns-port")" \
+        PUSH_APNS_CA_FILE="$state/ca.pem" PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" \
+        PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com PUSH_WEBPUSH_CA_FILE="$state/ca.pem" \
+        PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8,::1/128 PUSH_WEBPUSH_ALLOWED_PORTS="443,$webpush_port"
+    worker_wrapper=()
+    wait_ready a
+    local t0=$(date +%s%3N)
+    "$ledger_python" scripts/ledger.py produce-endpoints --brokers "$brokers" --manifest "$dir/manifest" --prefix sd \
+        --count "$jobs" --sandbox-dir "$state" --scale "$scale" --ttl 60 --rate 100 --markers dns-silent || fail "producing jobs failed"
+    check --timeout 120 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    echo "faults[stalls-silent-dns]: every other target final $(( ($(date +%s%3N) - t0) / 1000 )) s after the first job; DNS timeouts logged: $(grep -c 'DNS lookup of the push service timed out' "$dir/worker-a.log" || true)"
+    stop_worker a
+    end
 }
 stalls_slow_user() {
     local slow others within t0

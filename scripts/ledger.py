@@ -140,7 +140,13 @@ HOSTILE_MARKERS = {
     "private-mapped": (2, ("webpush",), ("failed",)),
     "private-192": (2, ("webpush",), ("failed",)),
     "private-metadata": (2, ("webpush",), ("failed",)),
+    # A push service whose name server never answers (faults.sh stalls points the worker's resolver at a silent
+    # one): each attempt ends at the DNS timeout, retried until its attempts or TTL end; nothing else waits for it.
+    # Only when named in --markers: elsewhere the lookup would go to the machine's real name server.
+    "dns-silent": (4, ("webpush",), ("expired", "failed")),
 }
+EXPLICIT_MARKERS = {"dns-silent"}
+SILENT_DNS_ORIGIN = "https://push.dns-silent.example"
 PRIVATE_ORIGINS = {
     "private-10": "https://10.0.0.1",
     "private-nat64": "https://[64:ff9b::a00:1]",
@@ -161,7 +167,7 @@ def produce_endpoints(args):
     only = set(filter(None, (args.markers or "").split(",")))
     slots = {provider: [] for provider in ("apns", "webpush", "proxy")}
     for marker, (count, providers, _) in HOSTILE_MARKERS.items():
-        if only and marker not in only:
+        if (only and marker not in only) or (marker in EXPLICIT_MARKERS and marker not in only):
             continue
         for provider in providers:
             slots[provider] += [marker] * max(1, int(count * args.scale))
@@ -199,6 +205,8 @@ def produce_endpoints(args):
         marker = assigned["webpush"].get(i)
         if marker in PRIVATE_ORIGINS:
             endpoint = f"{PRIVATE_ORIGINS[marker]}{base}/hostile/{marker}/{i}"
+        elif marker == "dns-silent":
+            endpoint = f"{SILENT_DNS_ORIGIN}{base}/hostile/{marker}/{i}"
         else:
             endpoint = f"{origin}{base}/hostile/{marker}/{i}" if marker else f"{origin}{base}/n/{i}"
         targets.append({"bindingId": f"{p}-w-{i}", "provider": "webpush", "endpoint": endpoint, "keys": subscription["keys"]})

@@ -150,7 +150,10 @@ public final class RedisRetryQueue: RetryQueue {
         var claims: [RetryClaim] = []
         for (index, leases) in claimed.enumerated() where !leases.isEmpty {
             let ends = Dictionary(leases.map { ($0.id, $0.end) }) { _, later in later }
-            claims += try await read(leases.map(\.id), shard: shards[index]).map { entry in
+            // A pass that took longer than a short lease may claim an entry a second time: it is one claim, the latest lease.
+            var seen = Set<String>()
+            let ids = leases.map(\.id).filter { seen.insert($0).inserted }
+            claims += try await read(ids, shard: shards[index]).map { entry in
                 RetryClaim(entry: entry, lease: RetryLease(id: entry.id, end: ends[entry.id]!))
             }
         }

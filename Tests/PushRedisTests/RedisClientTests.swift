@@ -294,10 +294,11 @@ struct RedisRetryQueueTests {
         let first = RedisRetryQueue(client: server.client())
         let second = RedisRetryQueue(client: server.client())
         try await first.schedule(Self.entry("r1"), dueAt: 0)
-        #expect(try await first.claimDue(limit: 10, lease: .milliseconds(500)).map(\.entry.id) == ["r1"])
-        #expect(try await second.claimDue(limit: 10, lease: .milliseconds(500)).isEmpty)
-        try await Task.sleep(for: .milliseconds(600))
-        #expect(try await second.claimDue(limit: 10, lease: .milliseconds(500)).map(\.entry.id) == ["r1"])
+        // Leases long enough that a loaded machine claims twice within one.
+        #expect(try await first.claimDue(limit: 10, lease: .seconds(3)).map(\.entry.id) == ["r1"])
+        #expect(try await second.claimDue(limit: 10, lease: .seconds(3)).isEmpty)
+        try await Task.sleep(for: .milliseconds(3200))
+        #expect(try await second.claimDue(limit: 10, lease: .seconds(3)).map(\.entry.id) == ["r1"])
     }
 
     @Test("many concurrent claimers never receive the same entry twice", arguments: RedisDeployment.allCases)
@@ -346,11 +347,11 @@ struct RetryLeaseTests {
         let first = RedisRetryQueue(client: server.client())
         let second = RedisRetryQueue(client: server.client())
         try await first.schedule(RedisRetryQueueTests.entry("r1"), dueAt: 0)
-        let claim = try #require(try await first.claimDue(limit: 10, lease: .milliseconds(500)).first)
+        let claim = try #require(try await first.claimDue(limit: 10, lease: .seconds(3)).first)
         let renewed = try await first.renew([claim.lease], for: .seconds(60))
         #expect(renewed.count == 1 && renewed[0] != nil && renewed[0]!.end > claim.lease.end)
-        try await Task.sleep(for: .milliseconds(600))
-        #expect(try await second.claimDue(limit: 10, lease: .seconds(60)).isEmpty, "the claim's 500 ms are over, the renewal's 60 s are not")
+        try await Task.sleep(for: .milliseconds(3200))
+        #expect(try await second.claimDue(limit: 10, lease: .seconds(60)).isEmpty, "the claim's 3 s are over, the renewal's 60 s are not")
         #expect(try await first.renew([renewed[0]!], for: .seconds(60))[0] != nil, "the holder renews again with the renewed lease")
     }
 
@@ -362,10 +363,10 @@ struct RetryLeaseTests {
         let first = RedisRetryQueue(client: client)
         let second = RedisRetryQueue(client: server.client())
         for id in ["r1", "r2"] { try await first.schedule(RedisRetryQueueTests.entry(id), dueAt: 0) }
-        let claims = try await first.claimDue(limit: 10, lease: .milliseconds(300)).sorted { $0.entry.id < $1.entry.id }
+        let claims = try await first.claimDue(limit: 10, lease: .seconds(2)).sorted { $0.entry.id < $1.entry.id }
         #expect(claims.map(\.entry.id) == ["r1", "r2"])
         let r2 = try #require(try await first.renew([claims[1].lease], for: .seconds(60))[0])
-        try await Task.sleep(for: .milliseconds(400))
+        try await Task.sleep(for: .milliseconds(2200))
         let taken = try await second.claimDue(limit: 10, lease: .seconds(60))
         #expect(taken.map(\.entry.id) == ["r1"])
         let renewals = try await first.renew([claims[0].lease, r2], for: .seconds(600))
