@@ -131,7 +131,7 @@ struct APNsSandboxTests {
         let lifetime = APNsProvider.connectionLifetime
         #expect(lifetime.maximumIdleTime == .seconds(24 * 3600))
         #expect(lifetime.keepaliveInterval == .seconds(3600))
-        #expect(lifetime.pingTimeout == .seconds(15))
+        #expect(lifetime.pingTimeout == .seconds(5))
         #expect(HTTPTransportConfiguration().maximumIdleTime < lifetime.maximumIdleTime, "other providers' connections close sooner")
     }
 

@@ -24,9 +24,9 @@ public struct APNsProvider: PushProvider {
     /// may stay open for hours or days with an HTTP/2 PING after an hour of inactivity ([Sending notification requests
     /// to APNs](https://developer.apple.com/documentation/usernotifications/sending-notification-requests-to-apns)).
     /// Closed after a day without a request: Apple's own example of a connection fine to open anew is one used once a day.
-    /// An unanswered PING closes the connection within 15 s, and the next request opens a new one.
-    public static let connectionLifetime = HTTPConnectionLifetime(maximumIdleTime: .seconds(24 * 3600), keepaliveInterval: .seconds(3600),
-                                                                  pingTimeout: .seconds(15))
+    /// A PING unanswered within the transport's PING timeout (5 s, as for a request that hears nothing) closes the
+    /// connection, and the next request opens a new one.
+    public static let connectionLifetime = HTTPConnectionLifetime(maximumIdleTime: .seconds(24 * 3600), keepaliveInterval: .seconds(3600))
 
     /// A class, so a lookup hands out a reference instead of copying the app's settings.
     private final class AppScopes: Sendable {
