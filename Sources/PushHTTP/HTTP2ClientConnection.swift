@@ -81,18 +81,26 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     /// The one timer of the streams' timeouts, set for the earliest deadline it knows of.
     private var timeoutCheck: (deadline: NIODeadline, timer: Scheduled<Void>)?
     private var idleSince = NIODeadline.now()
-    /// This connection's idle limit (`HTTPTransportConfiguration.maximumIdleTime(forHost:)`).
+    /// This connection's idle limit (`HTTPConnectionLifetime.maximumIdleTime`).
     private let maximumIdleTime: TimeAmount
     private var idleCheck: Scheduled<Void>?
+    /// A PING after this long without a byte from the server (`HTTPConnectionLifetime.keepaliveInterval`).
+    private let keepaliveInterval: TimeAmount?
+    private var keepaliveCheck: Scheduled<Void>?
     private var lastRead = NIODeadline.now()
-    private var pingOutstanding = false
-    static let pingTimeout = TimeAmount.seconds(5)
+    /// When the keepalive timer last sent a PING (or found one awaiting its answer).
+    private var lastKeepalive = NIODeadline.distantPast
+    /// When the PING awaiting its answer was sent; nil when none is.
+    private var pingInFlight: NIODeadline?
+    private let pingTimeout: TimeAmount
     private(set) var capacity: Int
 
-    init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, maximumIdleTime: TimeAmount, framing: HTTP2FramingKind,
+    init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, lifetime: HTTPConnectionLifetime, framing: HTTP2FramingKind,
          eventLoop: any EventLoop) {
         self.origin = origin
-        self.maximumIdleTime = maximumIdleTime
+        maximumIdleTime = TimeAmount(lifetime.maximumIdleTime)
+        keepaliveInterval = lifetime.keepaliveInterval.map(TimeAmount.init)
+        pingTimeout = TimeAmount(lifetime.pingTimeout)
         framingKind = framing
         self.configuration = configuration
         self.eventLoop = eventLoop
@@ -128,6 +136,33 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private func closeIdle() {
         phase = .draining
         context?.close(promise: nil)
+    }
+
+    /// Sends a PING (`checkAlive`) once the server was silent for `keepaliveInterval`, for as long as the connection is
+    /// ready: one timer at a time, set for when the silence would reach the interval; a connection that hears from its
+    /// server (answers, the PING's acknowledgement) pushes it back and sends none.
+    private func armKeepalive() {
+        guard let interval = keepaliveInterval, keepaliveCheck == nil, phase == .ready else { return }
+        keepaliveCheck = eventLoop.assumeIsolated().scheduleTask(deadline: max(lastRead, lastKeepalive) + interval) { [self] in
+            keepaliveCheck = nil
+            guard phase == .ready else { return }
+            let now = NIODeadline.now()
+            if now - max(lastRead, lastKeepalive) >= interval {
+                checkAlive()
+                // Sent now, or one already awaits its answer: either way the next look is an interval away.
+                lastKeepalive = now
+            }
+            armKeepalive()
+        }
+    }
+
+    private func cancelTimers() {
+        handshakeTimeout?.cancel()
+        cancelTimeoutCheck()
+        idleCheck?.cancel()
+        idleCheck = nil
+        keepaliveCheck?.cancel()
+        keepaliveCheck = nil
     }
     var isConnecting: Bool { phase == .connecting }
     var isUsable: Bool { phase == .connecting || phase == .ready }
@@ -233,6 +268,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         phase = .ready
         idleSince = NIODeadline.now()
         armIdleCheck()
+        armKeepalive()
         origin?.connectionReady()
     }
 
@@ -337,19 +373,20 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         origin?.dispatch()
     }
 
-    /// Not a byte from the server during a whole request timeout: a PING (RFC 9113 §6.7) asks whether
-    /// the connection still lives; without an answer in `pingTimeout` it is closed, so its other
-    /// requests fail now instead of each waiting out its own timeout on a peer or NAT that vanished.
+    /// Not a byte from the server during a whole request timeout, or for `keepaliveInterval`: a PING (RFC 9113 §6.7)
+    /// asks whether the connection still lives; without an answer in `pingTimeout` it is closed, so its requests fail
+    /// now instead of each waiting out its own timeout on a peer or NAT that vanished, and an idle one is replaced
+    /// before a request is lost on it.
     private func checkAlive() {
-        guard !pingOutstanding, phase == .ready || phase == .draining, let framing else { return }
-        pingOutstanding = true
+        guard pingInFlight == nil, phase == .ready || phase == .draining, let framing else { return }
         let pingSentAt = NIODeadline.now()
+        pingInFlight = pingSentAt
         framing.sendPing()
         scheduleFlush()
-        eventLoop.assumeIsolated().scheduleTask(in: Self.pingTimeout) { [self] in
-            pingOutstanding = false
+        eventLoop.assumeIsolated().scheduleTask(in: pingTimeout) { [self] in
+            if pingInFlight == pingSentAt { pingInFlight = nil }
             guard lastRead < pingSentAt, phase == .ready || phase == .draining else { return }
-            let error = HTTPTransportError.connectionFailed("no answer to a PING within \(Self.pingTimeout)")
+            let error = HTTPTransportError.connectionFailed("no answer to a PING within \(pingTimeout)")
             lastError = error
             // TLS waits for the peer's close_notify before the socket closes: meanwhile nothing may use the connection.
             phase = .draining
@@ -375,7 +412,11 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         // Application data reaches the framing below; nothing arrives here.
     }
 
-    func framingReceivedBytes() { lastRead = NIODeadline.now() }
+    func framingReceivedBytes() {
+        lastRead = NIODeadline.now()
+        // Whatever arrived answers the PING in flight (its timer compares `lastRead` with when it was sent).
+        pingInFlight = nil
+    }
 
     func received(field name: String, value: String, on id: Int32) {
         guard let stream = streams[id] else { return }
@@ -488,10 +529,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         let wasConnecting = phase == .connecting
         phase = .closed
-        handshakeTimeout?.cancel()
-        cancelTimeoutCheck()
-        idleCheck?.cancel()
-        idleCheck = nil
+        cancelTimers()
         let error = Self.transportError(lastError)
         for id in Array(streams.keys) {
             end(id, resetting: false, with: .failure(.connectionFailed("the connection closed with the request in flight: \(error)")))
@@ -506,10 +544,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     func shutdown() {
         origin = nil
         phase = .closed
-        handshakeTimeout?.cancel()
-        cancelTimeoutCheck()
-        idleCheck?.cancel()
-        idleCheck = nil
+        cancelTimers()
         for stream in streams.values { stream.transfer.complete(.failure(.shutDown)) }
         streams.removeAll()
         channel?.close(promise: nil)

@@ -1,7 +1,7 @@
 import NIOCore
 import PushCore
 
-/// The requests to one host, port and TLS identity, and the HTTP/2 connections that carry them;
+/// The requests to one host, port, TLS identity and connection lifetime, and the HTTP/2 connections that carry them;
 /// lives on the transport's event loop.
 ///
 /// A request waits here until a connection has a free stream, so its timeout runs from when it
@@ -17,6 +17,7 @@ final class HTTP2Origin {
         var host: String
         var port: Int
         var tls: TLSOptions
+        var lifetime: HTTPConnectionLifetime
     }
 
     /// How often a request the server refused unprocessed (REFUSED_STREAM, or beyond a GOAWAY's
@@ -28,7 +29,6 @@ final class HTTP2Origin {
     private let framing: HTTP2FramingKind
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
-    private let maximumIdleTime: TimeAmount
     private let whenUnused: (HTTP2Origin) -> Void
     private var waiting = LaneQueue<HTTP2Transfer>()
     private var connections: [HTTP2ClientConnection] = []
@@ -53,7 +53,6 @@ final class HTTP2Origin {
          whenUnused: @escaping (HTTP2Origin) -> Void) {
         self.key = key
         self.whenUnused = whenUnused
-        maximumIdleTime = TimeAmount(configuration.maximumIdleTime(forHost: key.host))
         self.configuration = configuration
         self.framing = framing
         self.eventLoop = eventLoop
@@ -120,7 +119,7 @@ final class HTTP2Origin {
     }
 
     private func openConnection() {
-        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, maximumIdleTime: maximumIdleTime,
+        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, lifetime: key.lifetime,
                                                framing: framing, eventLoop: eventLoop)
         connections.append(connection)
         connection.connect(to: key)

@@ -40,10 +40,8 @@ public struct HTTPTransportConfiguration: Sendable {
     public var urgentReservedStreams: Int?
     /// A connection without a request for this long is closed: NATs and load balancers drop idle
     /// connections silently (libcurl's default, 118 s). The HTTP/2 client closes it by a timer of its own.
+    /// A request's `connectionLifetime` replaces it for the HTTP/2 connections that carry such requests.
     public var maximumIdleTime: Duration
-    /// Hosts whose HTTP/2 connections keep an idle limit of their own instead of `maximumIdleTime`, for a provider
-    /// that wants its connections long-lived. Operator configuration, never a job's host. libcurl keeps `maximumIdleTime`.
-    public var maximumIdleTimeByHost: [String: Duration]
     /// Origins (host, port, TLS options) the HTTP/2 client keeps at once. At the bound, origins with nothing open are
     /// forgotten first, then the least recently used one with no request in flight is closed; origins with requests in
     /// flight are never dropped, so those (bounded by the requests in flight) may go beyond it.
@@ -51,11 +49,9 @@ public struct HTTPTransportConfiguration: Sendable {
 
     public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
                 maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil,
-                maximumIdleTime: Duration = .seconds(118), maximumIdleTimeByHost: [String: Duration] = [:],
-                maximumOrigins: Int = 10_000) {
+                maximumIdleTime: Duration = .seconds(118), maximumOrigins: Int = 10_000) {
         self.urgentReservedStreams = urgentReservedStreams
         self.maximumIdleTime = maximumIdleTime
-        self.maximumIdleTimeByHost = maximumIdleTimeByHost
         self.maximumOrigins = maximumOrigins
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
         self.maximumStreamsPerConnection = maximumStreamsPerConnection
@@ -65,8 +61,34 @@ public struct HTTPTransportConfiguration: Sendable {
 }
 
 extension HTTPTransportConfiguration {
-    /// The idle limit of the HTTP/2 connections to `host`.
-    func maximumIdleTime(forHost host: String) -> Duration { maximumIdleTimeByHost[host] ?? maximumIdleTime }
+    /// The lifetime of the HTTP/2 connections of requests that ask for none: closed after `maximumIdleTime`, no PING.
+    var connectionLifetime: HTTPConnectionLifetime { HTTPConnectionLifetime(maximumIdleTime: maximumIdleTime) }
+}
+
+/// How long an HTTP/2 connection stays open without requests, and how it is kept alive meanwhile: for a provider that
+/// wants its connections long-lived (APNs), where the transport's default closes them after two minutes.
+///
+/// A connection that has heard nothing from the server for `keepaliveInterval` sends a PING (RFC 9113 §6.7: "a mechanism
+/// for … determining whether an idle connection is still functional"), which also keeps NATs and load balancers from
+/// dropping it as idle; without an answer (any bytes) within `pingTimeout` it is closed, so a dead connection is found
+/// while idle, not by a request lost on it. The same `pingTimeout` bounds the PING sent when a request hears nothing.
+public struct HTTPConnectionLifetime: Sendable, Hashable {
+    /// Closed after this long without a request.
+    public let maximumIdleTime: Duration
+    /// A PING after this long without a byte from the server; nil: none but the one a silent request sends.
+    public let keepaliveInterval: Duration?
+    /// How long a PING may go unanswered before the connection is closed.
+    public let pingTimeout: Duration
+
+    public static let shortestKeepaliveInterval = Duration.seconds(1)
+    public static let shortestPingTimeout = Duration.milliseconds(100)
+
+    /// Intervals are clamped to `shortestKeepaliveInterval` and `shortestPingTimeout`: no connection PINGs in a loop.
+    public init(maximumIdleTime: Duration, keepaliveInterval: Duration? = nil, pingTimeout: Duration = .seconds(5)) {
+        self.maximumIdleTime = max(.zero, maximumIdleTime)
+        self.keepaliveInterval = keepaliveInterval.map { max(Self.shortestKeepaliveInterval, $0) }
+        self.pingTimeout = max(Self.shortestPingTimeout, pingTimeout)
+    }
 }
 
 public struct HTTPRequest: Sendable {
@@ -85,11 +107,18 @@ public struct HTTPRequest: Sendable {
     /// Bytes of response body kept; the rest is not read (the stream is reset) and the response
     /// is marked `bodyTruncated`. Nil: the transport's limit. Answers from untrusted endpoints get a small one.
     public var maximumResponseBytes: Int?
+    /// How long the HTTP/2 connection that carries the request lives idle, and its keepalive PING; nil: the transport's
+    /// (`HTTPTransportConfiguration.maximumIdleTime`, no PING). Part of the connection's identity, as `tls` is: requests
+    /// that ask for different lifetimes go over different connections. Set by a provider's code, never from a job.
+    /// libcurl keeps the transport's `maximumIdleTime` and sends no PING.
+    public var connectionLifetime: HTTPConnectionLifetime?
 
     public init(method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
                 body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions(),
-                pinnedResolution: String? = nil, lane: Lane = .normal, maximumResponseBytes: Int? = nil) {
+                pinnedResolution: String? = nil, lane: Lane = .normal, maximumResponseBytes: Int? = nil,
+                connectionLifetime: HTTPConnectionLifetime? = nil) {
         self.lane = lane
+        self.connectionLifetime = connectionLifetime
         self.maximumResponseBytes = maximumResponseBytes
         self.method = method
         self.url = url

@@ -169,7 +169,8 @@ final class HTTP2Origins {
 
     func submit(_ transfer: HTTP2Transfer) {
         guard !stopped else { transfer.complete(.failure(.shutDown)); return }
-        let key = HTTP2Origin.Key(host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls)
+        let key = HTTP2Origin.Key(host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls,
+                                  lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime)
         let origin: HTTP2Origin
         if let existing = origins[key] {
             origin = existing

@@ -126,6 +126,42 @@ struct APNsSandboxTests {
         await fixture.stop()
     }
 
+    @Test("APNs connections are kept a day without requests, with a PING after an hour of quiet (Apple: keep connections open)")
+    func connectionLifetimeIsApples() {
+        let lifetime = APNsProvider.connectionLifetime
+        #expect(lifetime.maximumIdleTime == .seconds(24 * 3600))
+        #expect(lifetime.keepaliveInterval == .seconds(3600))
+        #expect(lifetime.pingTimeout == .seconds(5))
+        #expect(HTTPTransportConfiguration().maximumIdleTime < lifetime.maximumIdleTime, "other providers' connections close sooner")
+    }
+
+    // The transport's idle time of 1 s stands for its 118 s, the keepalive interval of 1 s for Apple's hour.
+    @Test("APNs connections outlive the transport's idle time: a push after it goes over the same connection",
+          arguments: HTTP2FramingKind.allCases)
+    func connectionOutlivesTheIdleTime(_ framing: HTTP2FramingKind) async throws {
+        let closed = Locked(0)
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let sandbox = try await APNsSandboxInstance.start(tls: tls, connectionClosed: { _ in closed.withLock { $0 += 1 } })
+        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId,
+                          authentication: .token(keyFile: sandbox.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
+                                          name: "apns", framing: framing)
+        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: sandbox.server.baseURL,
+                                                                         sandboxURL: sandbox.server.baseURL, caFile: tls.caFile),
+                                        transport: transport, logger: testLogger(),
+                                        connectionLifetime: HTTPConnectionLifetime(maximumIdleTime: .seconds(3600), keepaliveInterval: .seconds(1)))
+        let first = await provider.deliver(Self.delivery(token: Self.liveToken, bindingId: "k1"))
+        try await Task.sleep(for: .milliseconds(2500))
+        let second = await provider.deliver(Self.delivery(token: Self.liveToken, bindingId: "k2"))
+        for result in [first, second] {
+            guard case .delivered = result else { Issue.record("not delivered: \(result)"); continue }
+        }
+        #expect(closed.withLock { $0 } == 0, "no connection closed: both pushes went over the first one")
+        await provider.shutdown()
+        await sandbox.server.stop()
+    }
+
     @Test("certificate authentication: the app's client certificate is the credential; without it nothing is delivered")
     func certificateAuthentication() async throws {
         let fixture = try await APNsSandboxFixture.start(certificateAuthentication: true)

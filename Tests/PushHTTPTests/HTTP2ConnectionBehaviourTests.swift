@@ -188,17 +188,18 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    @Test("a host given an idle time of its own keeps its connection past the transport's idle time", arguments: HTTP2FramingKind.allCases)
-    func perHostIdleTime(_ framing: HTTP2FramingKind) async throws {
+    @Test("requests that ask for a connection lifetime of their own keep their connection past the transport's idle time",
+          arguments: HTTP2FramingKind.allCases)
+    func requestedIdleTime(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let closed = RequestCounter()
         let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) }
-        let configuration = HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1),
-                                                       maximumIdleTimeByHost: ["localhost": .seconds(3600)])
+        let configuration = HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1))
         let transport = NIOHTTP2Transport(configuration: configuration, framing: framing)
         defer { transport.shutdown() }
-        let request = HTTPRequest(url: server.baseURL + "/kept", tls: TLSOptions(caFile: tls.caFile))
+        let request = HTTPRequest(url: server.baseURL + "/kept", tls: TLSOptions(caFile: tls.caFile),
+                                  connectionLifetime: HTTPConnectionLifetime(maximumIdleTime: .seconds(3600)))
         #expect(try await transport.send(request).status == 200)
         try await Task.sleep(for: .milliseconds(2500))
         #expect(closed.count == 0)

@@ -126,7 +126,7 @@ struct HostileHTTP2ServerTests {
 
 /// An HTTP/2 server written frame by frame: it refuses the first `refusals` request streams the server sees (all its connections) with
 /// RST_STREAM(REFUSED_STREAM) and answers later ones `:status 200` (HPACK static entry 8), counting every request.
-private final class StreamRefuser: ChannelInboundHandler {
+final class StreamRefuser: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     static let clientPrefaceLength = 24
@@ -234,7 +234,7 @@ private final class FieldSectionBomb: ChannelInboundHandler {
 
 /// TLS with ALPN h2, then a handler of the test's: by default, the bytes `answer` gives for the first bytes
 /// the client sent, written once.
-private struct RawTLSServer {
+struct RawTLSServer {
     let group: MultiThreadedEventLoopGroup
     let channel: any Channel
     var port: Int { channel.localAddress?.port ?? 0 }

@@ -17,6 +17,16 @@ public struct APNsProvider: PushProvider {
     private let templates: any PayloadTemplates
     /// Each configured app's scope per environment, made once: a scope is asked for twice per job.
     private let scopes: [String: AppScopes]
+    private let connectionLifetime: HTTPConnectionLifetime
+
+    /// Apple: "Keep your connections with APNs open across multiple notifications; don't repeatedly open and close
+    /// connections. APNs treats rapid connection and disconnection as a denial-of-service attack", and a connection
+    /// may stay open for hours or days with an HTTP/2 PING after an hour of inactivity ([Sending notification requests
+    /// to APNs](https://developer.apple.com/documentation/usernotifications/sending-notification-requests-to-apns)).
+    /// Closed after a day without a request: Apple's own example of a connection fine to open anew is one used once a day.
+    /// A PING unanswered within the transport's PING timeout (5 s, as for a request that hears nothing) closes the
+    /// connection, and the next request opens a new one.
+    public static let connectionLifetime = HTTPConnectionLifetime(maximumIdleTime: .seconds(24 * 3600), keepaliveInterval: .seconds(3600))
 
     /// A class, so a lookup hands out a reference instead of copying the app's settings.
     private final class AppScopes: Sendable {
@@ -33,8 +43,10 @@ public struct APNsProvider: PushProvider {
 
     public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
                 templates: any PayloadTemplates = BuiltInPayloads(),
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds,
+                connectionLifetime: HTTPConnectionLifetime = APNsProvider.connectionLifetime) throws {
         self.configuration = configuration
+        self.connectionLifetime = connectionLifetime
         self.templates = templates
         self.transport = transport
         self.logger = logger
@@ -135,7 +147,7 @@ public struct APNsProvider: PushProvider {
         }
         let base = app.environment(of: delivery.target) == .sandbox ? configuration.sandboxURL : configuration.productionURL
         let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
-                                  timeout: configuration.timeout, tls: tls)
+                                  timeout: configuration.timeout, tls: tls, connectionLifetime: connectionLifetime)
         return .ready(Sending(request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
                               pushType: built.pushType, truncated: built.truncated))
     }
