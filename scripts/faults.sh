@@ -7,7 +7,8 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…]
-#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls (the default), sigterm (a ledger-checked
+#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls (the default), refused-origins
+#   (the worker's RSS after 80 000 refused Web Push hosts), sigterm (a ledger-checked
 #   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
 #   logs, manifest and provider record there. hostile-endpoints: FAULTS_HOSTILE_MARKERS=<m,…> limits it to some
@@ -415,6 +416,25 @@ scenario_slow() {
     [ "$held" -le "$limit" ] || fail "$held jobs consumed but unfinished, above the limit $limit: the consumer buffers"
     [ "$peak" -ge $((limit / 2)) ] || fail "in flight only $peak: the slow provider was not the bottleneck"
     check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+
+# State keyed by outside values stays bounded: jobs whose Web Push endpoints are each on a private address of their own
+# (refused before any connection). Reports the worker's RSS once ready and at its peak; not in the default list.
+scenario_refused_origins() {
+    local jobs before
+    jobs=$(scaled 80000)
+    begin refused-origins "$jobs Web Push jobs, every endpoint on another refused private host"
+    start_kafka; start_sandbox; start_redis
+    "$bin" vapid-keys --output "$dir/vapid.pem" >/dev/null
+    start_worker a PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com
+    wait_ready a
+    before=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid_a/status")
+    "$ledger_python" scripts/ledger.py produce-refused --brokers "$brokers" --manifest "$dir/manifest" --prefix ro \
+        --count "$jobs" --sandbox-dir "$dir/sandbox" || fail "producing jobs failed"
+    check --timeout 600 --max-duplicates 0 --rss-pids "$pid_a"
+    echo "faults[refused-origins]: RSS once ready $((before / 1024)) MB, peak $(($(peak_rss_kb "$pid_a") / 1024)) MB, after $(($(awk '/^VmRSS/ { print $2 }' "/proc/$pid_a/status") / 1024)) MB; push_circuit_breakers $(metric a push_circuit_breakers)"
     stop_worker a
     end
 }

@@ -159,6 +159,32 @@ APNS_CODES = {"retry-after-huge-429": "01", "retry-after-huge-503": "02", "huge-
               "forbidden-once": "05", "stall": "06", "reset": "07"}
 
 
+def produce_refused(args):
+    """Jobs whose one Web Push endpoint is on a private address of its own (10.0.0.0/8, one host per job): every one is
+    refused before any connection, and each names an origin the worker never saw (state keyed by outside values)."""
+    keys = json.load(open(os.path.join(args.sandbox_dir, "webpush-subscription.json")))["keys"]
+    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    now = int(time.time() * 1000)
+    manifest = open(args.manifest, "a")
+    for i in range(args.count):
+        host = f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+        binding, user = f"{args.prefix}-w-{i}", f"{args.prefix}-u-{i}"
+        job = {"v": 1, "id": f"{args.prefix}-{i}", "createdAt": now, "ttl": 600, "kind": "message", "userId": user,
+               "targets": [{"bindingId": binding, "provider": "webpush", "endpoint": f"https://{host}/push/{i}", "keys": keys}]}
+        while True:
+            try:
+                producer.produce(args.topic, key=user.encode(), value=json.dumps(job, separators=(",", ":")).encode())
+                break
+            except BufferError:
+                producer.poll(0.1)
+        manifest.write(json.dumps({"id": job["id"], "key": user, "bindings": [binding], "expect": {binding: ["failed"]}}) + "\n")
+        producer.poll(0)
+    remaining = producer.flush(60)
+    manifest.close()
+    if remaining:
+        sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+
+
 def produce_endpoints(args):
     """Jobs of three targets (APNs, Web Push, proxy); hostile markers spread evenly over the stream."""
     subscription = json.load(open(os.path.join(args.sandbox_dir, "webpush-subscription.json")))
@@ -503,8 +529,15 @@ def main():
     e.add_argument("--markers", help="comma-separated subset of the hostile markers (default: all)")
     e.add_argument("--ttl", type=int, default=60)
     e.add_argument("--rate", type=float, default=0, help="jobs per second (0: as fast as the broker takes them)")
+    r = sub.add_parser("produce-refused")
+    r.add_argument("--brokers", required=True)
+    r.add_argument("--topic", default="push.jobs")
+    r.add_argument("--manifest", required=True)
+    r.add_argument("--prefix", required=True)
+    r.add_argument("--count", type=int, required=True, help="jobs, one Web Push target each, every one on another host")
+    r.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker sandbox` (for the subscription's keys)")
     args = parser.parse_args()
-    {"produce": produce, "produce-endpoints": produce_endpoints, "check": check}[args.command](args)
+    {"produce": produce, "produce-endpoints": produce_endpoints, "produce-refused": produce_refused, "check": check}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -156,14 +156,15 @@ struct HTTP2ConnectionBehaviourTests {
         defer { tls.remove() }
         let closed = RequestCounter()
         let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) }
-        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(2)))
+        // Idle time long enough that a loaded machine checks the first connection before it ends.
+        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(6)))
         defer { transport.shutdown() }
         let request = HTTPRequest(url: server.baseURL + "/idle", tls: TLSOptions(caFile: tls.caFile))
         async let first = transport.send(request)
         async let second = transport.send(request)
         #expect(try await [first.status, second.status] == [200, 200])
         #expect(closed.count == 0, "a connection in use is reused")
-        try await Task.sleep(for: .milliseconds(3500))
+        try await Task.sleep(for: .milliseconds(7500))
         #expect(try await transport.send(request).status == 200)
         let deadline = ContinuousClock.now + .seconds(5)
         while closed.count == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }

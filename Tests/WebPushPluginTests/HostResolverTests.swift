@@ -113,11 +113,12 @@ struct HostResolverTests {
     func lookupUsesTheAttemptBudget() async throws {
         let names = ScriptedNameServer()
         let transport = AnsweringTransport(status: 201)
-        let provider = try WebPushDeliveries.provider(names.resolver(), transport: transport, timeout: .seconds(10))
+        // A budget no stall of a loaded machine's task pool uses up: what is checked is that the lookup's share is taken from it.
+        let provider = try WebPushDeliveries.provider(names.resolver(), transport: transport, timeout: .seconds(60))
         let result = await provider.deliver(WebPushDeliveries.delivery("https://slow.example/s"))
         guard case .delivered = result else { Issue.record("expected delivered, got \(result)"); return }
         let timeout = try #require(transport.requestTimeouts.first)
-        #expect(timeout <= .milliseconds(9_800), "200 ms of the 10 s went to DNS")
+        #expect(timeout <= .milliseconds(59_800), "at least 200 ms of the 60 s went to DNS")
         #expect(timeout > .zero)
     }
 
