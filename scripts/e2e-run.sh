@@ -27,7 +27,7 @@ gone='{"v":1,"id":"e2e-2","createdAt":'$now',"kind":"message","userId":"unknown-
 apns='{"v":1,"id":"e2e-3","createdAt":'$now',"ttl":30,"kind":"call","userId":"carol","data":{"callId":"c2"},"targets":[{"bindingId":"e2e-b4","provider":"apns","token":"'$(printf 'ab%.0s' $(seq 32))'","environment":"production"},{"bindingId":"e2e-b5","provider":"apns","token":"0410'$(printf 'cd%.0s' $(seq 30))'"}]}'
 fcm='{"v":1,"id":"e2e-4","createdAt":'$now',"ttl":600,"kind":"message","userId":"dave","notification":{"title":"Hi","body":"there"},"targets":[{"bindingId":"e2e-b6","provider":"fcm","token":"fcm-dave-1","platform":"android"},{"bindingId":"e2e-b7","provider":"fcm","token":"unregistered-dave-2"}]}'
 web='{"v":1,"id":"e2e-5","createdAt":'$now',"ttl":600,"kind":"message","userId":"erin","notification":{"title":"Hi","body":"browser"},"targets":[{"bindingId":"e2e-b8","provider":"webpush",'${subscription#\{}']}'
-hms='{"v":1,"id":"e2e-6","createdAt":'$now',"ttl":30,"kind":"call","userId":"frank","data":{"callId":"c3"},"targets":[{"bindingId":"e2e-b9","provider":"hms","token":"IQAAAACy0-frank-mate"},{"bindingId":"e2e-b10","provider":"hms","token":"invalid-IQAAAACy0-old"}]}'
+hms='{"v":1,"id":"e2e-6","createdAt":'$now',"ttl":30,"kind":"call","userId":"frank","data":{"callId":"c3"},"targets":[{"bindingId":"e2e-b9","provider":"hms","token":"IQAAAACy0-frank-mate"},{"bindingId":"e2e-b10","provider":"hms","app":"104000001","token":"invalid-IQAAAACy0-old"}]}'
 printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\ncarol|%s\ndave|%s\nerin|%s\nfrank|%s\n' "$job" "$gone" "$apns" "$fcm" "$web" "$hms" \
     | kcat -P -b "$brokers" -t push.jobs -K '|'
 
