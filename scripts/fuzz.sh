@@ -96,7 +96,7 @@ build() {  # target sources-and-libraries…: the fuzzer executable
 }
 reader=fuzz/targets/FuzzInput.swift
 # Each plugin's target format (with what it needs), for the fuzzers that decode jobs as the worker does.
-formats="fuzz/targets/FuzzFormats.swift Plugins/APNs/Plugin/APNsTarget.swift Plugins/APNs/Plugin/APNsPushType.swift
+formats="fuzz/targets/FuzzFormats.swift Plugins/APNs/Plugin/APNsTarget.swift Plugins/APNs/Plugin/APNsRFC8599Binding.swift Plugins/APNs/Plugin/APNsPushType.swift
     Plugins/APNs/Plugin/APNsConfiguration.swift Plugins/FCM/Plugin/FCMTarget.swift Plugins/WebPush/Plugin/WebPushTarget.swift
     Plugins/Proxy/Plugin/ProxyTarget.swift Plugins/HMS/Plugin/HMSTarget.swift"
 jobs="fuzz/targets/FuzzJob.swift $formats"
@@ -119,7 +119,7 @@ for target in "${targets[@]}"; do
                 "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" "$out/libCoreMetrics.a" "$out/libPushCore.a" \
                 -I Sources/COpenSSL -lssl -lcrypto ;;
         headers) pluginapi; metrics
-            build headers fuzz/targets/HeadersFuzz.swift $reader $jobs Plugins/APNs/Plugin/APNsRequest.swift \
+            build headers fuzz/targets/HeadersFuzz.swift $reader $jobs Plugins/APNs/Plugin/APNsRequest.swift Plugins/APNs/Plugin/APNsDestination.swift \
                 Plugins/APNs/Plugin/APNsLiveActivity.swift Plugins/FCM/Plugin/FCMMessage.swift Plugins/FCM/Plugin/FCMAndroidNotification.swift \
                 Plugins/WebPush/Plugin/WebPushRequest.swift Plugins/WebPush/Plugin/VAPIDTokens.swift Plugins/Proxy/Plugin/ProxyRequestBody.swift \
                 "$out/libPushPluginAPI.a" "$out/libLogging.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" \

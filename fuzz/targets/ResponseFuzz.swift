@@ -21,7 +21,7 @@ public func fuzzResponses(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     _ = FCMResponse.classify(response)
     _ = FCMResponse.errorBody(body)
     let huawei = HMSAnswer(response)
-    _ = HMSResponse.classify(huawei, token: "IQAAAACy0kYk")
+    _ = HMSResponse.classify(huawei, token: "IQAAAACy0kYk", targetNamesApp: bytes[2] & 0x40 != 0)
     _ = huawei.listsIllegal("IQAAAACy0kYk")
     if let delay = HTTPDelivery.retryAfter(response) { precondition(delay >= .zero) }
     return 0
