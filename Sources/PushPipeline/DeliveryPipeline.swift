@@ -427,13 +427,17 @@ public final class DeliveryPipeline: Sendable {
         guard !overdue.isEmpty else { return }
         let withdrawn = processor.appLimits.withdraw(Set(overdue.values.map(\.ticket)))
         let starting = overdue.filter { withdrawn.contains($0.value.ticket) }
-        let more = shared.withLock { shared -> [(PipelineStateMachine.JobID, KafkaMessage)] in
+        let (more, stopping) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Bool) in
             var more: [(PipelineStateMachine.JobID, KafkaMessage)] = []
-            for id in starting.keys {
-                shared.waitingForSlot[id] = nil
-                more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared)
-            }
-            return more
+            for id in starting.keys { shared.waitingForSlot[id] = nil }
+            // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
+            guard !shared.abandoning.contains(lane) else { return ([], true) }
+            for id in starting.keys { more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared) }
+            return (more, false)
+        }
+        if stopping {
+            for id in starting.keys { finish(id, completed: false) }
+            return
         }
         for (id, wait) in starting { launch(id, wait.admitted, slot: nil, slotWaitSpent: true) }
         begin(more)

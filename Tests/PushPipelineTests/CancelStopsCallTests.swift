@@ -121,3 +121,34 @@ struct CancelStopsCallTests {
         #expect(try await store.cancellation(of: earlier, bindingId: "tablet") == nil)
     }
 }
+
+@Suite("A job waiting for its app's slot as a value waits a bounded time", .serialized)
+struct SlotWaitBoundTests {
+    @Test("a job reserved behind a hung app's only slot starts after the longest slot wait and is handed to be retried, unsent")
+    func reservedJobIsHandedToRetry() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        // The first request holds the app's one slot for 8 s.
+        let sandbox = try await ProxySandboxFixture.start { request in
+            String(decoding: request.body, as: UTF8.self).contains("hung") ? SandboxResponse(status: 200, delay: .seconds(8))
+                                                                         : SandboxResponse(status: 200)
+        }
+        let queue = RecordingRetryQueue()
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, retryQueue: queue) {
+            $0.maximumInFlightPerApp = 1
+            $0.attemptTimeout = .milliseconds(200)
+        }
+        let running = harness.start()
+        try await produce(kafka, [("u1", jobJSON(id: "first", targets: [proxyTarget("hung")]))])
+        for _ in 0..<200 where sandbox.server.requests.isEmpty { try await Task.sleep(for: .milliseconds(25)) }
+        try await produce(kafka, [("u2", jobJSON(id: "second", userId: "u2", targets: [proxyTarget("waits")]))])
+        // The second job's wait (600 ms) and the consumer's check (every second) end well before the hung answer.
+        for _ in 0..<200 where queue.scheduled.isEmpty { try await Task.sleep(for: .milliseconds(25)) }
+        let handedOff = queue.scheduled
+        try await harness.stop(running)
+        await sandbox.stop()
+        #expect(handedOff.map(\.bindingId) == ["waits"])
+        #expect(handedOff.first?.attempts == 0)
+        #expect(handedOff.first?.lastReason.contains("no slot of this app came free") == true)
+        #expect(sandbox.server.requests.count == 1, "the waiting job sent nothing")
+    }
+}
