@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Lists the largest async frames of push-worker's own async functions in a built binary.
 
-Every job in flight keeps the frames of its whole chain of async calls (docs/performance.md,
-"A job in flight held about 20 KB of async frames"). Each async function's frame size is the
+Every job in flight keeps the frames of its whole chain of async calls (the history of docs/performance.md:
+`git log -S "20 KB of async frames" -- docs/performance.md`). Each async function's frame size is the
 `expectedContextSize` of its async function pointer: a symbol whose mangled name ends in `Tu`,
 holding a 32-bit relative offset to the function and then the 32-bit size.
 
