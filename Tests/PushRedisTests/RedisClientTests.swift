@@ -294,11 +294,11 @@ struct RedisRetryQueueTests {
         let first = RedisRetryQueue(client: server.client())
         let second = RedisRetryQueue(client: server.client())
         try await first.schedule(Self.entry("r1"), dueAt: 0)
-        // Leases long enough that a loaded machine claims twice within one.
-        #expect(try await first.claimDue(limit: 10, lease: .seconds(3)).map(\.entry.id) == ["r1"])
-        #expect(try await second.claimDue(limit: 10, lease: .seconds(3)).isEmpty)
-        try await Task.sleep(for: .milliseconds(3200))
-        #expect(try await second.claimDue(limit: 10, lease: .seconds(3)).map(\.entry.id) == ["r1"])
+        // Leases long enough that a loaded machine (whose task pool has stalled for seconds) claims twice within one.
+        #expect(try await first.claimDue(limit: 10, lease: .seconds(8)).map(\.entry.id) == ["r1"])
+        #expect(try await second.claimDue(limit: 10, lease: .seconds(8)).isEmpty)
+        try await Task.sleep(for: .milliseconds(8200))
+        #expect(try await second.claimDue(limit: 10, lease: .seconds(8)).map(\.entry.id) == ["r1"])
     }
 
     @Test("many concurrent claimers never receive the same entry twice", arguments: RedisDeployment.allCases)
