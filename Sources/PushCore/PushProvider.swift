@@ -42,12 +42,17 @@ public protocol PushProvider: Sendable {
     func deliver(_ delivery: Delivery) async -> DeliveryResult
     /// What a failure of a delivery to `target` can stop or hold up (`DeliveryScope`).
     func scope(of target: Target) -> DeliveryScope
+    /// The connection identities its requests carry (`HTTPRequest.connectionIdentity`), from its configuration: after
+    /// a reload the worker closes the connections of identities no provider uses any more.
+    var connectionIdentities: Set<ConnectionIdentity> { get }
     /// Releases connections and threads; called once at shutdown.
     func shutdown() async
 }
 
 extension PushProvider {
     public func shutdown() async {}
+
+    public var connectionIdentities: Set<ConnectionIdentity> { [] }
 
     public func scope(of target: Target) -> DeliveryScope { .app(of: target) }
 }

@@ -112,11 +112,15 @@ public struct HTTPRequest: Sendable {
     /// that ask for different lifetimes go over different connections. Set by a provider's code, never from a job.
     /// libcurl keeps the transport's `maximumIdleTime` and sends no PING.
     public var connectionLifetime: HTTPConnectionLifetime?
+    /// Whom the connection that carries this request speaks for (`ConnectionIdentity`): part of the connection's
+    /// identity, as `tls` is. nil: anyone's requests to the same host and TLS options may share it.
+    public var connectionIdentity: ConnectionIdentity?
 
     public init(method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
                 body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions(),
                 pinnedResolution: String? = nil, lane: Lane = .normal, maximumResponseBytes: Int? = nil,
-                connectionLifetime: HTTPConnectionLifetime? = nil) {
+                connectionLifetime: HTTPConnectionLifetime? = nil, connectionIdentity: ConnectionIdentity? = nil) {
+        self.connectionIdentity = connectionIdentity
         self.lane = lane
         self.connectionLifetime = connectionLifetime
         self.maximumResponseBytes = maximumResponseBytes
@@ -211,5 +215,13 @@ public enum HTTPTransportError: Error, Sendable, Equatable, CustomStringConverti
 /// An HTTP/2 client shared by the provider plugins.
 public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse
+    /// Closes the connections of every identity not in `live` once the requests they carry have finished; requests
+    /// without an identity are not affected. Called when live configuration removed apps or rotated their credentials.
+    func closeConnections(except live: Set<ConnectionIdentity>)
     func shutdown()
+}
+
+extension HTTPTransport {
+    // FIXME(issue 41): placeholder until the transports implement it; must not stay.
+    public func closeConnections(except live: Set<ConnectionIdentity>) {}
 }
