@@ -7,7 +7,6 @@ import PushKafka
 /// A class, not a struct: every closure and task of a job captures it, and a copy of a dozen stored references
 /// would retain and release each of them.
 public final class JobProcessor: Sendable {
-    public typealias Clock = @Sendable () -> Int64
     public typealias Sleep = @Sendable (Duration) async throws -> Void
 
     let decoder: JobDecoder
@@ -21,14 +20,14 @@ public final class JobProcessor: Sendable {
     let appLimits: AppConcurrencyLimits
     let health: StoreHealth
     let metrics: PipelineMetrics
-    let clock: Clock
+    let clock: WallClock
     let sleep: Sleep
     let logger: Logger
 
     public init(registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
                 retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
                 logger: Logger,
-                clock: @escaping Clock = currentTimeMilliseconds,
+                clock: @escaping WallClock = currentTimeMilliseconds,
                 sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
         decoder = JobDecoder(limits: configuration.jobLimits, formats: registry.formats)
         self.registry = registry
