@@ -21,16 +21,23 @@
 # run N times each after an unreported warm-up run, in the order baseline, default, default,
 # baseline, …, so that a machine that slows down (or speeds up) over the series favours neither:
 # the table lists every run, then the median of each build and, per round, default CPU ÷ baseline CPU.
+# With --apps N, it measures tenants instead (`bench --scenario tenants`): N APNs apps of N teams, each with its
+# own signing key, in a PUSH_APPS_FILE; the built-in APNs sandbox (in the worker's process) knowing every key;
+# N × J jobs (--jobs-per-app J, default 3) over the apps, then the same jobs to one app; Redis from here, each run
+# on an embedded Kafka mock cluster. No h2load: the figure is the ratio to the one-app run.
 #
+#   scripts/bench.sh --apps N [--jobs-per-app J] [--no-build]
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8]
 #                    [--compare-clients] [--transports] [--redis-cluster] [--baseline BINARY [--rounds N]] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 build=1 libcurl8=0 compare_clients=0 transports=0 redis_cluster=0 baseline="" rounds=1 extra=()
+jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 compare_clients=0 transports=0 redis_cluster=0 baseline="" rounds=1 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
         --connections) connections=$2; shift 2 ;;
         --mix) mix=$2; shift 2 ;;
+        --apps) apps=$2; shift 2 ;;
+        --jobs-per-app) jobs_per_app=$2; shift 2 ;;
         --in-flight|--rate) extra+=("$1" "$2"); shift 2 ;;
         --no-build) build=0; shift ;;
         --libcurl8) libcurl8=1; shift ;;
@@ -43,6 +50,13 @@ while [ $# -gt 0 ]; do
     esac
 done
 source "$(dirname "$0")/bench-lib.sh"
+if [ -n "$apps" ]; then
+    echo "push-worker bench --scenario tenants --apps $apps --jobs-per-app $jobs_per_app ..." >&2
+    env "${bench_log_environment[@]}" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
+        "$bin" bench --scenario tenants --apps "$apps" --jobs-per-app "$jobs_per_app" --report-file "$work/report-tenants.json" \
+        2> >(split_worker_log "$work/log-tenants.jsonl")
+    exit 0
+fi
 [[ "$rounds" =~ ^[1-9][0-9]?$ ]] && { [ "$rounds" = 1 ] || [ $((rounds % 2)) = 0 ]; } \
     || fail "--rounds takes an even number from 2 to 98 (each build goes first in half of the rounds)"
 [ "$rounds" = 1 ] || [ -n "$baseline" ] || fail "--rounds compares two builds: it needs --baseline"

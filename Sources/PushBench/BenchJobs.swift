@@ -11,7 +11,8 @@ struct BenchJobs: Sendable {
 
     let runId: String
     let mix: JobMix
-    let apnsApp: String
+    /// The APNs apps (bundle ids) the APNs jobs go to, the `index`-th job to `apnsApps[index % count]`.
+    let apnsApps: [String]
     let fcmProject: String
     let webPush: Subscription?
     let users: Int
@@ -45,9 +46,9 @@ struct BenchJobs: Sendable {
         let binding = "\(runId)-b\(index)"
         switch kind {
         case .apnsVoip:
-            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(index))","environment":"production","pushType":"voip"}"#
+            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp(index))","token":"\#(apnsToken(index))","environment":"production","pushType":"voip"}"#
         case .apnsAlert:
-            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(index))","environment":"production"}"#
+            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp(index))","token":"\#(apnsToken(index))","environment":"production"}"#
         case .fcm:
             return #"{"bindingId":"\#(binding)","provider":"fcm","app":"\#(fcmProject)","token":"bench-\#(runId)-\#(index)","platform":"android"}"#
         case .webpush:
@@ -58,6 +59,8 @@ struct BenchJobs: Sendable {
         }
     }
 
+    private func apnsApp(_ index: Int) -> String { apnsApps[index % apnsApps.count] }
+
     /// 64 hex digits, starting `be` so no sandbox error prefix (0410, 0400, …) matches.
     private func apnsToken(_ index: Int) -> String {
         let digits = String(index, radix: 16)
@@ -67,7 +70,7 @@ struct BenchJobs: Sendable {
     /// The `number`-th call of the backlog scenario: a VoIP push to an iPhone, id `<run>-call-<n>`.
     func call(_ number: Int, createdAt: Int64) -> (key: [UInt8], value: [UInt8]) {
         let user = "\(runId)-callee\(number)"
-        let job = #"{"v":1,"id":"\#(runId)-call-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(number)","caller":"+4930123456","displayName":"Alice Example"},"targets":[{"bindingId":"\#(runId)-cb\#(number)","provider":"apns","app":"\#(apnsApp)","token":"\#(apnsToken(1_000_000_000 + number))","environment":"production","pushType":"voip"}]}"#
+        let job = #"{"v":1,"id":"\#(runId)-call-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(number)","caller":"+4930123456","displayName":"Alice Example"},"targets":[{"bindingId":"\#(runId)-cb\#(number)","provider":"apns","app":"\#(apnsApps[0])","token":"\#(apnsToken(1_000_000_000 + number))","environment":"production","pushType":"voip"}]}"#
         return (Array(user.utf8), Array(job.utf8))
     }
 

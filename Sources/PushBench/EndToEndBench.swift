@@ -23,6 +23,9 @@ public enum EndToEndBench {
         public var timeout: Duration = .seconds(900)
         /// `PUSH_*` variables laid over the bench's own settings (Redis, Kafka, in-flight, connections, …).
         public var environment: [String: String] = [:]
+        /// APNs apps of as many Apple teams, each with its own signing key, in a `PUSH_APPS_FILE`, and APNs only
+        /// (`TenantsBench`); nil: one app per provider.
+        public var apps: Int?
 
         public init() {}
     }
@@ -70,7 +73,9 @@ public enum EndToEndBench {
             cluster = nil
         }
         let providers: Providers
-        if let endpoint = options.endpoint {
+        if let apps = options.apps {
+            providers = try await Providers.tenants(apps: apps, scratch: scratch, endpoint: options.endpoint, caFile: options.caFile)
+        } else if let endpoint = options.endpoint {
             providers = try Providers.external(endpoint: endpoint, caFile: options.caFile, scratch: scratch)
         } else {
             providers = try await Providers.sandboxes(scratch: scratch)
@@ -87,7 +92,7 @@ public enum EndToEndBench {
         environment.merge(options.environment) { $1 }
 
         let configuration = try WorkerConfiguration.load(from: environment).get()
-        let jobs = BenchJobs(runId: runId, mix: mix, apnsApp: providers.apnsApp, fcmProject: providers.fcmProject,
+        let jobs = BenchJobs(runId: runId, mix: mix, apnsApps: providers.apnsApps, fcmProject: providers.fcmProject,
                              webPush: providers.webPush, users: 50_000)
         return Setup(scratch: scratch, cluster: cluster, providers: providers, configuration: configuration, jobs: jobs)
     }
@@ -98,7 +103,9 @@ public enum EndToEndBench {
         defer { try? FileManager.default.removeItem(at: setup.scratch) }
 
         let recorder = BenchRecorder(jobs: jobs)
+        let creating = ContinuousClock.now
         let worker = try Worker(configuration: configuration, logger: logger, observer: recorder)
+        let workerCreation = ContinuousClock.now - creating
         let jobsTopic = configuration.pipeline.jobsTopic
 
         if options.rate == nil {
@@ -134,9 +141,17 @@ public enum EndToEndBench {
         var flowing: (first: ProcessResources.CPUSample, last: ProcessResources.CPUSample)?
         // With every job queued first, a sample with no job in the pipeline means the consumer ran dry.
         var pipelineSamples = (taken: 0, empty: 0)
+        // Connections to APNs, counted in the tenants scenario only: reading the kernel's socket tables every
+        // 250 ms (not each 20 ms) keeps its cost out of the CPU per job; APNs connections live long, so the peak is seen.
+        var connections = options.apps.map { _ in EndToEndReport.Connections(port: providers.apnsPort, atEnd: 0, peak: 0) }
+        var lastConnectionSample = started
         while finished.finished < options.jobs, ContinuousClock.now - started < options.timeout {
             try await Task.sleep(for: .milliseconds(20))
             finished = recorder.snapshot
+            if connections != nil, ContinuousClock.now - lastConnectionSample >= .milliseconds(250) {
+                lastConnectionSample = .now
+                connections?.sample()
+            }
             if finished.firstConsumed != nil {
                 let sample = ProcessResources.CPUSample.now()
                 flowing = (flowing?.first ?? sample, sample)
@@ -153,6 +168,7 @@ public enum EndToEndBench {
         let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
         let allocations = ProcessResources.allocations().flatMap { after in allocationsAtStart.map { after &- $0 } }
         let peakResident = ProcessResources.peakResidentBytes()
+        connections?.sample()
         feeding?.cancel()
         feeder?.close(timeout: .zero)
         worker.pipeline.stop()
@@ -164,7 +180,7 @@ public enum EndToEndBench {
                               allocations: allocations,
                               cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0),
                               emptyPipelineShare: pipelineSamples.taken > 0 ? Double(pipelineSamples.empty) / Double(pipelineSamples.taken) : nil,
-                              peakResidentBytes: peakResident,
+                              peakResidentBytes: peakResident, workerCreation: workerCreation, connections: connections,
                               kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
                               endpoint: options.endpoint ?? "built-in sandboxes (in this process)")
     }

@@ -22,7 +22,23 @@ public struct EndToEndReport: Sendable, Codable {
         init(microseconds histogram: Histogram<UInt64>) { self.init(histogram, unitsPerMillisecond: 1000) }
     }
 
+    /// TCP connections from the worker to the APNs endpoint (the tenants scenario).
+    public struct Connections: Sendable, Codable {
+        public let port: Int
+        /// Open when the last job's outcome was acknowledged.
+        public private(set) var atEnd: Int
+        /// The most seen open at once, sampled every 250 ms while the jobs flowed and at the end.
+        public private(set) var peak: Int
+
+        mutating func sample() {
+            atEnd = OpenConnections.established(toPort: port)
+            peak = Swift.max(peak, atEnd)
+        }
+    }
+
     public let jobsRequested: Int
+    /// APNs apps of as many teams the jobs were spread over (the tenants scenario); nil: one app per provider.
+    public let apps: Int?
     public let jobsFinished: Int
     public let mix: String
     public let endpoint: String
@@ -60,12 +76,16 @@ public struct EndToEndReport: Sendable, Codable {
     /// job in the pipeline (the consumer had run dry). nil for a paced run, where an idle pipeline is normal.
     public let emptyPipelineShare: Double?
     public let peakResidentMB: Double
+    /// Wall time to create the worker from its configuration (its plugins read every app's credentials).
+    public let workerCreationSeconds: Double
+    public let connections: Connections?
     public let outcomes: [String: Int]
 
     init(options: EndToEndBench.Options, configuration: WorkerConfiguration, snapshot: BenchRecorder.Snapshot, cpuSeconds: Double,
          allocations: UInt64?, cores: (process: Double, machineBusy: Double, machine: Double), emptyPipelineShare: Double?, peakResidentBytes: Int,
-         kafka: String, endpoint: String) {
+         workerCreation: Duration, connections: Connections?, kafka: String, endpoint: String) {
         jobsRequested = options.jobs
+        apps = options.apps
         jobsFinished = snapshot.finished
         mix = options.mix.description
         self.endpoint = endpoint
@@ -95,6 +115,8 @@ public struct EndToEndReport: Sendable, Codable {
         (processCores, machineBusyCores, machineCores) = cores
         self.emptyPipelineShare = emptyPipelineShare
         peakResidentMB = Double(peakResidentBytes) / 1_048_576
+        workerCreationSeconds = workerCreation.seconds
+        self.connections = connections
         outcomes = snapshot.statuses
     }
 
@@ -107,8 +129,11 @@ public struct EndToEndReport: Sendable, Codable {
         func latency(_ value: Latency) -> String {
             "p50 \(format(value.p50)) · p90 \(format(value.p90)) · p99 \(format(value.p99)) · max \(format(value.max)) ms"
         }
-        let rows: [(String, String)] = [
+        var rows: [(String, String)] = [
             ("jobs", "\(jobsFinished) of \(jobsRequested) finished" + (complete ? "" : "  ← INCOMPLETE (timeout)")),
+        ]
+        if let apps { rows.append(("APNs apps", "\(apps), each of its own team and signing key")) }
+        rows += [
             ("mix", mix),
             ("endpoint", endpoint),
             ("kafka", kafka),
@@ -127,6 +152,12 @@ public struct EndToEndReport: Sendable, Codable {
             ("pipeline empty", emptyPipelineShare.map { "\(format($0 * 100)) % of the time jobs flowed (the consumer ran dry)" }
                 ?? "not measured (paced load)"),
             ("peak RSS", "\(format(peakResidentMB)) MB"),
+            ("worker created in", "\(format(workerCreationSeconds * 1000, 0)) ms"),
+        ]
+        if let connections {
+            rows.append(("APNs connections", "\(connections.atEnd) open at the end, \(connections.peak) at most (port \(connections.port))"))
+        }
+        rows += [
             ("outcomes", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
         ]
         let width = rows.map(\.0.count).max() ?? 0

@@ -37,7 +37,7 @@ public enum MicroBench {
                                   reference: reference, referencePerSecond: referencePerSecond))
         }
 
-        let jobs = BenchJobs(runId: "micro", mix: try JobMix(parsing: "apns-alert=1"), apnsApp: "com.example.chat",
+        let jobs = BenchJobs(runId: "micro", mix: try JobMix(parsing: "apns-alert=1"), apnsApps: ["com.example.chat"],
                              fcmProject: "bench-project", webPush: nil, users: 1000)
         let job = jobs.value(42, createdAt: currentTimeMilliseconds())
         let decoder = JobDecoder(formats: TargetFormats([APNsTargetFormat()]))

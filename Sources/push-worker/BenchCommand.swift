@@ -17,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
             (PUSH_MAX_IN_FLIGHT, PUSH_HTTP_MAX_CONNECTIONS, …). scripts/bench.sh runs it against nginx beside h2load.
             """)
 
-    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains), transport (the HTTP/2 client alone: --jobs requests to --endpoint) or spine (the pipeline alone: --jobs from an in-memory log, in-memory stores, a provider that answers at once).")
+    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains), transport (the HTTP/2 client alone: --jobs requests to --endpoint), tenants (--apps APNs apps of as many teams, each with its own signing key, --jobs-per-app each; then the same jobs to one app) or spine (the pipeline alone: --jobs from an in-memory log, in-memory stores, a provider that answers at once).")
     var scenario = "throughput"
 
     @Option(help: "Jobs to deliver (throughput scenario).")
@@ -28,6 +28,12 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(help: "Milliseconds between two calls (backlog scenario).")
     var callIntervalMs = 100
+
+    @Option(help: "APNs apps of as many Apple teams, each with its own signing key (tenants scenario).")
+    var apps = 1000
+
+    @Option(help: "Jobs per app (tenants scenario).")
+    var jobsPerApp = 3
 
     @Option(help: "Job kinds and weights: apns-voip, apns-alert, fcm, webpush, proxy (e.g. apns-voip=1,apns-alert=3).")
     var mix = JobMix.default.description
@@ -128,6 +134,19 @@ struct BenchCommand: AsyncParsableCommand {
             if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }
             if !report.complete { throw ExitCode(1) }
             return
+        case "tenants":
+            var tenantsOptions = TenantsBench.Options()
+            tenantsOptions.base = options
+            tenantsOptions.apps = apps
+            tenantsOptions.jobsPerApp = jobsPerApp
+            let report: TenantsReport
+            do {
+                report = try await TenantsBench.run(tenantsOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
+            } catch let error as BenchError { throw ValidationError(error.description) }
+            print(json ? try report.json() : report.table())
+            if let reportFile { try report.json().write(toFile: reportFile, atomically: true, encoding: .utf8) }
+            if !report.complete { throw ExitCode(1) }
+            return
         case "backlog":
             var backlogOptions = BacklogBench.Options()
             backlogOptions.base = options
@@ -139,7 +158,7 @@ struct BenchCommand: AsyncParsableCommand {
             if !report.complete { throw ExitCode(1) }
             return
         default:
-            throw ValidationError("--scenario must be throughput, backlog, transport or spine")
+            throw ValidationError("--scenario must be throughput, backlog, tenants, transport or spine")
         }
         let report = try await EndToEndBench.run(options, logger: Logger(label: "push-worker-bench"), progress: progress)
         print(json ? try report.json() : report.table())

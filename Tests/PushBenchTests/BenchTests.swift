@@ -27,7 +27,7 @@ struct BenchTests {
 
     @Test("every generated job passes the production decoder, with one binding of its own")
     func jobsDecode() throws {
-        let jobs = BenchJobs(runId: "rtest", mix: JobMix.default, apnsApp: "com.example.chat", fcmProject: "p",
+        let jobs = BenchJobs(runId: "rtest", mix: JobMix.default, apnsApps: ["com.example.chat"], fcmProject: "p",
                              webPush: .init(endpoint: "https://push.example.net/wp/1", p256dh: "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM",
                                             auth: "tBHItJI5svbpez7KI4CCXg"),
                              users: 10)
@@ -45,7 +45,7 @@ struct BenchTests {
 
     @Test("the recorder counts this run's final outcomes only; retrying is not final")
     func recorderCountsFinalOutcomes() {
-        let jobs = BenchJobs(runId: "rtest", mix: JobMix.default, apnsApp: "a", fcmProject: "p", webPush: nil, users: 10)
+        let jobs = BenchJobs(runId: "rtest", mix: JobMix.default, apnsApps: ["a"], fcmProject: "p", webPush: nil, users: 10)
         let recorder = BenchRecorder(jobs: jobs)
         func outcome(_ job: String, _ status: Outcome.Status) -> Publication {
             .outcome(Outcome(jobId: job, userId: "u", bindingId: "b", provider: .apns, app: nil, status: status, attempts: 1, at: 0))
@@ -63,7 +63,7 @@ struct BenchTests {
 
     @Test("a job's latency is split at the moment its targets were done: processing before, publishing after")
     func recorderSplitsLatency() {
-        let jobs = BenchJobs(runId: "rsplit", mix: JobMix.default, apnsApp: "a", fcmProject: "p", webPush: nil, users: 10)
+        let jobs = BenchJobs(runId: "rsplit", mix: JobMix.default, apnsApps: ["a"], fcmProject: "p", webPush: nil, users: 10)
         let recorder = BenchRecorder(jobs: jobs)
         let started = ContinuousClock.now - .milliseconds(10)
         let outcome = Outcome(jobId: "rsplit-1", userId: "u", bindingId: "b", provider: .apns, app: nil, status: .delivered, attempts: 1, at: 0)
@@ -91,5 +91,23 @@ struct BenchTests {
         #expect(report.pipelineLatencyMs.max >= report.pipelineLatencyMs.p50)
         #expect(report.peakResidentMB > 0)
         #expect(report.table().contains("400 of 400 finished"))
+    }
+
+    @Test("the tenants scenario delivers every job over apps of different teams, each signed with its own key, and again over one app")
+    func tenantsAgainstSandbox() async throws {
+        var options = TenantsBench.Options()
+        options.apps = 5
+        options.jobsPerApp = 2
+        options.base.timeout = .seconds(120)
+        var logger = Logger(label: "bench-test")
+        logger.logLevel = .error
+        let report = try await TenantsBench.run(options, logger: logger) { _ in }
+        #expect(report.tenants.apps == 5)
+        #expect(report.tenants.outcomes == ["delivered": 10], "the sandbox accepts a token only if signed by the key of the team it names")
+        #expect(report.single.apps == 1)
+        #expect(report.single.outcomes == ["delivered": 10])
+        #expect((report.tenants.connections?.atEnd ?? 0) >= 1, "the worker's connections to the APNs sandbox are counted")
+        #expect(report.cpuPerJobRatio > 0)
+        #expect(report.table().contains("10 of 10"))
     }
 }
