@@ -60,11 +60,13 @@ struct EndpointPolicy: Sendable {
 
     /// The origin of an endpoint without resolving anything, nil when it is not an https URL.
     static func origin(of endpoint: String) -> String? {
-        guard let parts = try? parse(endpoint) else { return nil }
+        guard case .success(let parts) = parse(endpoint) else { return nil }
         return parts.origin
     }
 
-    private struct Parts {
+    /// An endpoint read into the parts the rules look at and the request is built from: read once per target, when
+    /// its details are made (`WebPushTarget.parsedEndpoint`), and used by the scope and the check of every attempt.
+    struct Parts: Equatable, Sendable {
         let host: String
         /// `host` or `host:port`, the port only when it is not 443.
         let authority: String
@@ -73,7 +75,11 @@ struct EndpointPolicy: Sendable {
         let pathAndQuery: String
     }
 
-    private static func parse(_ endpoint: String) throws(Refusal) -> Parts {
+    static func parse(_ endpoint: String) -> Result<Parts, Refusal> {
+        do throws(Refusal) { return .success(try parts(of: endpoint)) } catch { return .failure(error) }
+    }
+
+    private static func parts(of endpoint: String) throws(Refusal) -> Parts {
         guard endpoint.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw Refusal("endpoint contains spaces or control characters") }
         guard let components = URLComponents(string: endpoint), let scheme = components.scheme?.lowercased() else {
             throw Refusal("endpoint is not a URL")
@@ -100,8 +106,16 @@ struct EndpointPolicy: Sendable {
 
     /// Whether `endpoint` may be contacted, and where; a host name is looked up within `budget`.
     func check(_ endpoint: String, within budget: Duration = .seconds(10)) async -> Result<Target, Refusal> {
+        await check(Self.parse(endpoint), within: budget)
+    }
+
+    /// Whether an endpoint already read (`parse`) may be contacted, and where.
+    func check(_ parsed: Result<Parts, Refusal>, within budget: Duration = .seconds(10)) async -> Result<Target, Refusal> {
         let parts: Parts
-        do { parts = try Self.parse(endpoint) } catch { return .failure(error) }
+        switch parsed {
+        case .success(let read): parts = read
+        case .failure(let refusal): return .failure(refusal)
+        }
         guard rules.allowedPorts.contains(parts.port) else {
             return .failure(Refusal("endpoint port is not allowed (PUSH_WEBPUSH_ALLOWED_PORTS)"))
         }
