@@ -83,7 +83,7 @@ public struct WebPushProvider: PushProvider {
     }
 
     private struct SubscriptionKeys {
-        let endpoint: Result<EndpointPolicy.Parts, EndpointPolicy.Refusal>
+        let endpoint: Result<WebPushEndpoint, EndpointRefusal>
         let uaPublic: [UInt8]
         let authSecret: [UInt8]
     }
