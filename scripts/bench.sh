@@ -8,12 +8,10 @@
 # The default mix is APNs alerts only, the request h2load sends: with all jobs queued first,
 # calls (TTL 30 s) at the back of the queue would expire instead of being sent.
 # It ends with the micro-benchmarks (`push-worker bench --micro`) beside `openssl speed ecdhp256`.
-# With --libcurl8, push-worker runs a second time on libcurl 8 from bookworm-backports
-# (downloaded into .build-bench/, loaded with LD_LIBRARY_PATH; the system keeps 7.88).
-# With --compare-clients, push-worker runs again with PUSH_HTTP_CLIENT=nio (swift-nio-http2's framing on the
-# same connections as the default nghttp2 client) and PUSH_HTTP_CLIENT=curl (libcurl for every request).
 # With --transports, each HTTP/2 client runs alone first (`bench --scenario transport`: the same POST
-# as h2load, as many in flight), for the client comparison without Kafka or Redis.
+# as h2load, as many in flight): the worker's (nghttp2 framing on swift-nio) beside swift-nio-http2's framing
+# and libcurl; with --libcurl8 also libcurl 8 from bookworm-backports (downloaded into .build-bench/, loaded
+# with LD_LIBRARY_PATH; the system keeps 7.88).
 # With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
 # (the Redis figures are then summed over the masters, and listed per master).
 # With --baseline BINARY, another build of push-worker (say, of an earlier commit) runs first
@@ -27,10 +25,10 @@
 # on an embedded Kafka mock cluster. No h2load: the figure is the ratio to the one-app run.
 #
 #   scripts/bench.sh --apps N [--jobs-per-app J] [--no-build]
-#   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R] [--libcurl8]
-#                    [--compare-clients] [--transports] [--redis-cluster] [--baseline BINARY [--rounds N]] [--no-build]
+#   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R]
+#                    [--transports [--libcurl8]] [--redis-cluster] [--baseline BINARY [--rounds N]] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 compare_clients=0 transports=0 redis_cluster=0 baseline="" rounds=1 extra=()
+jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 transports=0 redis_cluster=0 baseline="" rounds=1 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -41,7 +39,6 @@ while [ $# -gt 0 ]; do
         --in-flight|--rate) extra+=("$1" "$2"); shift 2 ;;
         --no-build) build=0; shift ;;
         --libcurl8) libcurl8=1; shift ;;
-        --compare-clients) compare_clients=1; shift ;;
         --transports) transports=1; shift ;;
         --redis-cluster) redis_cluster=1; shift ;;
         --baseline) baseline=$(realpath "$2"); shift 2 ;;
@@ -168,15 +165,6 @@ else
     fi
     bench_run default "$bin"
     reports+=("$work/report-default.json")
-fi
-if [ "$compare_clients" = 1 ]; then
-    bench_run nio "$bin" PUSH_HTTP_CLIENT=nio
-    bench_run curl "$bin" PUSH_HTTP_CLIENT=curl
-    reports+=("$work/report-nio.json" "$work/report-curl.json")
-fi
-if [ "$libcurl8" = 1 ]; then
-    bench_run libcurl8 "$bin" PUSH_HTTP_CLIENT=curl LD_LIBRARY_PATH="$(libcurl8_dir)"
-    reports+=("$work/report-libcurl8.json")
 fi
 after=$(h2load_run after)
 echo "push-worker bench --micro; openssl speed ecdhp256 ..." >&2

@@ -97,7 +97,7 @@ build() {  # target sources-and-libraries…: the fuzzer executable
 reader=fuzz/targets/FuzzInput.swift
 # Each plugin's target format (with what it needs), for the fuzzers that decode jobs as the worker does.
 formats="fuzz/targets/FuzzFormats.swift Plugins/APNs/Plugin/APNsTarget.swift Plugins/APNs/Plugin/APNsRFC8599Binding.swift Plugins/APNs/Plugin/APNsPushType.swift
-    Plugins/APNs/Plugin/APNsConfiguration.swift Plugins/FCM/Plugin/FCMTarget.swift Plugins/WebPush/Plugin/WebPushTarget.swift
+    Plugins/APNs/Plugin/APNsConfiguration.swift Plugins/FCM/Plugin/FCMTarget.swift Plugins/WebPush/Plugin/WebPushTarget.swift Plugins/WebPush/Plugin/WebPushEndpoint.swift
     Plugins/Proxy/Plugin/ProxyTarget.swift Plugins/HMS/Plugin/HMSTarget.swift"
 jobs="fuzz/targets/FuzzJob.swift $formats"
 plugin() {  # provider: its plugin's sources but the ProviderPlugin declaration (which needs the plugin API)

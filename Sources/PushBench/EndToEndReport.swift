@@ -90,10 +90,7 @@ public struct EndToEndReport: Sendable, Codable {
         mix = options.mix.description
         self.endpoint = endpoint
         self.kafka = kafka
-        transport = switch configuration.httpClient {
-        case .nio, .nghttp2: "\(configuration.httpClient.library) (fallback \(HTTPClientKind.curl.library))"
-        case .curl: CurlHTTPTransport.libraryVersion
-        }
+        transport = "\(HTTPClientKind.standard.library) (fallback \(HTTPClientKind.curl.library))"
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
         maxInFlightPerApp = configuration.pipeline.maximumInFlightPerApp

@@ -180,6 +180,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             eventLoop.assumeIsolated().execute { [self] in origin?.connectionFailed(self, failure) }
             return
         }
+        // The host's name, pinned or not: SNI and the certificate check are for the name (`PinnedAddress`).
         let serverHostname = HTTPSTarget.isIPAddress(key.host) ? nil : key.host
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let timeout = min(configuration.connectTimeout, .seconds(3600))
@@ -188,7 +189,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             lastError = ChannelError.connectTimeout(TimeAmount(timeout))
             channel?.close(promise: nil)
         }
-        ClientBootstrap(group: eventLoop)
+        let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(timeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.socketOption(.so_keepalive), value: 1)
@@ -198,7 +199,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
                     try channel.pipeline.syncOperations.addHandlers([tls, bound.value])
                 }
             }
-            .connect(host: key.host, port: key.port)
+        let connecting = if let pinned = key.pinned { bootstrap.connect(to: pinned.socketAddress) } else {
+            bootstrap.connect(host: key.host, port: key.port)
+        }
+        connecting
             .assumeIsolated()
             .whenComplete { [self] result in
                 switch result {

@@ -76,10 +76,21 @@ enum HTTP2ClientSettings {
 
 /// Which library frames HTTP/2 on the transport's connections; TLS and the event loop are swift-nio's either way.
 public enum HTTP2FramingKind: String, Sendable, CaseIterable {
-    /// swift-nio-http2's `NIOHTTP2Handler`.
+    /// swift-nio-http2's `NIOHTTP2Handler`: a second implementation under the same connections, which the transport
+    /// tests run beside nghttp2 (a frame-level difference shows as a test that passes on one framing only) and the
+    /// transport benchmark measures.
     case nio
-    /// nghttp2, the library under h2load and libcurl's HTTP/2.
+    /// nghttp2, the library under h2load and libcurl's HTTP/2: the worker's, with half the CPU per request of `nio`
+    /// (docs/performance.md).
     case nghttp2
+
+    /// The library, with its version where it has one: for reports.
+    public var library: String {
+        switch self {
+        case .nio: "swift-nio-http2"
+        case .nghttp2: "nghttp2 " + NGHTTP2Framing.libraryVersion
+        }
+    }
 
     /// Puts the framing between TLS and `connection` once the handshake chose h2, and sends the client preface.
     func install(in pipeline: ChannelPipeline.SynchronousOperations, below connection: some ChannelHandler & HTTP2FramingDelegate)

@@ -1,7 +1,7 @@
 import NIOCore
 import PushCore
 
-/// The requests to one host, port, TLS identity and connection lifetime, and the HTTP/2 connections that carry them;
+/// The requests to one host, port, pinned address, TLS identity and connection lifetime, and the HTTP/2 connections that carry them;
 /// lives on the transport's event loop.
 ///
 /// A request waits here until a connection has a free stream, so its timeout runs from when it
@@ -18,6 +18,9 @@ final class HTTP2Origin {
         var port: Int
         var tls: TLSOptions
         var lifetime: HTTPConnectionLifetime
+        /// The address its connections go to, when its requests are pinned to one: another address of the same host
+        /// is another origin, so a connection is never shared by requests pinned to different addresses.
+        var pinned: PinnedAddress?
     }
 
     /// How often a request the server refused unprocessed (REFUSED_STREAM, or beyond a GOAWAY's

@@ -98,8 +98,9 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     public var timeout: Duration
     public var tls: TLSOptions
-    /// Connect to this address instead of resolving the URL's host again (`host:port:address`),
-    /// so a name checked once cannot be re-pointed by DNS before the request (rebinding).
+    /// Connect to this address instead of resolving the URL's host again (`host:port:address`, naming the URL's host
+    /// and port), so a name checked once cannot be re-pointed by DNS before the request (rebinding). TLS is still for
+    /// the URL's host (`PinnedAddress`); the HTTP/2 client refuses a pin for another host or port unsent.
     public var pinnedResolution: String?
     /// Urgent requests (calls, cancels) jump the queue of requests waiting for a stream to their
     /// host and may use streams held back from normal requests (`HTTPTransportConfiguration.urgentReservedStreams`).

@@ -7,9 +7,9 @@ import PushCore
 /// burst of requests leave in one flush. The HTTP/2 framing is swift-nio-http2's or nghttp2's
 /// (`HTTP2FramingKind`), under the same connections, queues and timeouts.
 ///
-/// Requests this client does not take go to `fallback` (libcurl unless given): those with a
-/// pinned address (Web Push, where the address was checked before the request), and every
-/// request to a host whose TLS handshake did not choose `h2` (an HTTP/1.1-only endpoint).
+/// A request pinned to an address (Web Push, where the address was checked before the request) connects there, with TLS
+/// for the URL's host (`PinnedAddress`). Every request to a host whose TLS handshake did not choose `h2` (an
+/// HTTP/1.1-only endpoint) goes to `fallback` (libcurl unless given), pinned there as here.
 public final class NIOHTTP2Transport: HTTPTransport {
     private let group: MultiThreadedEventLoopGroup
     private let origins: NIOLoopBound<HTTP2Origins>
@@ -26,7 +26,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
     }
 
     public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
-                framing: HTTP2FramingKind = .nio, fallback: (any HTTPTransport)? = nil) {
+                framing: HTTP2FramingKind = .nghttp2, fallback: (any HTTPTransport)? = nil) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()
         self.eventLoop = eventLoop
@@ -41,8 +41,12 @@ public final class NIOHTTP2Transport: HTTPTransport {
 
     public func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
         if let problem = request.unsafeFieldDescription { throw .invalidRequest(problem) }
-        if request.pinnedResolution != nil { return try await fallback.transport.send(request) }
         guard let target = HTTPSTarget(request.url) else { throw .invalidRequest("only https URLs with a host are sent: \(request.url)") }
+        var pinned: PinnedAddress?
+        if let resolution = request.pinnedResolution {
+            pinned = PinnedAddress(resolution, for: target)
+            guard pinned != nil else { throw .invalidRequest("the pinned resolution must name the URL's host and port and an IP address") }
+        }
         guard let id = state.withLock({ state -> UInt64? in
             guard !state.stopped else { return nil }
             state.nextID += 1
@@ -51,7 +55,8 @@ public final class NIOHTTP2Transport: HTTPTransport {
         let origins = self.origins
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                submit(HTTP2Transfer(id: id, request: request, target: target, submittedAt: .now(), continuation: continuation))
+                submit(HTTP2Transfer(id: id, request: request, target: target, pinned: pinned, submittedAt: .now(),
+                                     continuation: continuation))
             }
         } onCancel: {
             // After the task that takes the request in: a cancel always finds its request submitted (or done).
@@ -105,14 +110,17 @@ final class HTTP2Transfer: Sendable {
     let id: UInt64
     let request: HTTPRequest
     let target: HTTPSTarget
+    /// Where to connect instead of resolving `target.host` (`HTTPRequest.pinnedResolution`).
+    let pinned: PinnedAddress?
     let submittedAt: NIODeadline
     let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
 
-    init(id: UInt64, request: HTTPRequest, target: HTTPSTarget, submittedAt: NIODeadline,
+    init(id: UInt64, request: HTTPRequest, target: HTTPSTarget, pinned: PinnedAddress? = nil, submittedAt: NIODeadline,
          continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>) {
         self.id = id
         self.request = request
         self.target = target
+        self.pinned = pinned
         self.submittedAt = submittedAt
         self.continuation = continuation
     }
@@ -142,7 +150,7 @@ final class FallbackTransport: Sendable {
     func shutdown() { made.withLock { $0 }?.shutdown() }
 }
 
-/// Every origin (host, port and TLS options) the transport talks to; lives on the event loop. An origin is forgotten
+/// Every origin (host, port, pinned address and TLS options) the transport talks to; lives on the event loop. An origin is forgotten
 /// once unused (its last connection closed, by its idle timer among others, with nothing waiting or in flight), and
 /// the map is held to `maximumOrigins` (see there); `push_http2_origins` reports its size.
 final class HTTP2Origins {
@@ -169,8 +177,9 @@ final class HTTP2Origins {
 
     func submit(_ transfer: HTTP2Transfer) {
         guard !stopped else { transfer.complete(.failure(.shutDown)); return }
-        let key = HTTP2Origin.Key(host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls,
+        var key = HTTP2Origin.Key(host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls,
                                   lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime)
+        key.pinned = transfer.pinned
         let origin: HTTP2Origin
         if let existing = origins[key] {
             origin = existing

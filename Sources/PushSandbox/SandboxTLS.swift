@@ -13,9 +13,10 @@ public struct SandboxTLS: Sendable {
     public let clientCertificateFile: String
     public let clientKeyFile: String
 
-    public static func make() throws -> SandboxTLS {
+    /// - Parameter serverNames: the names and addresses the server certificate is valid for.
+    public static func make(serverNames: [String] = ["localhost", "127.0.0.1"]) throws -> SandboxTLS {
         let authority = try CertificateAuthority()
-        let server = try authority.issueServerCertificate()
+        let server = try authority.issueServerCertificate(names: serverNames)
         let client = try authority.issueClientCertificate(commonName: "push-worker")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("push-sandbox-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,

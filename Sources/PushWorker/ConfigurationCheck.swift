@@ -26,7 +26,7 @@ public enum ConfigurationCheck {
         case .success(let loaded): configuration = loaded
         case .failure(let errors): return errors.problems
         }
-        var problems = configuration.unknownVariables.map { "\($0) is not a push-worker variable (a typo?)" }
+        var problems = configuration.unknownVariables.map { "\($0) is not a push-worker variable (a typo?)" } + configuration.removedVariables
         problems += await unreachable(endpoints(of: configuration), timeout: timeout)
         return problems
     }

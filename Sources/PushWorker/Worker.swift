@@ -72,7 +72,7 @@ public struct Worker: Sendable {
         var registry = ProviderRegistry(formats: configuration.targetFormats)
         let transportConfiguration = HTTPTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
         let context = ProviderContext(makeTransport: { name in
-            wrap(configuration.httpClient.makeTransport(configuration: transportConfiguration, name: name))
+            wrap(NIOHTTP2Transport(configuration: transportConfiguration, name: name))
         }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)
         for plugin in configuration.plugins { registry.register(try plugin.makeProvider(context)) }
         return registry

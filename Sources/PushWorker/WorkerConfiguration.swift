@@ -24,7 +24,6 @@ public struct WorkerConfiguration: Sendable {
     /// Unsafe librdkafka settings among them that `PUSH_RDKAFKA_ALLOW_UNSAFE` let through.
     public var allowedUnsafeKafkaSettings: [String]
     public var maximumConnectionsPerHost: Int
-    public var httpClient: HTTPClientKind
     /// The `/metrics`, `/healthz`, `/readyz` endpoint.
     public var operations: OperationsEndpoint
     public var redisURL: RedisURL?
@@ -42,6 +41,8 @@ public struct WorkerConfiguration: Sendable {
     public var logFormat: LogFormat
     /// Variables that look like ours but are not (typos).
     public var unknownVariables: [String]
+    /// One line for each variable that is set though this build no longer reads it (`CoreSettings.removed`): what took its place.
+    public var removedVariables: [String]
 
     /// The configured plugin of `provider`, if it is enabled.
     public func plugin(_ provider: ProviderID) -> ConfiguredPlugin? { plugins.first { $0.id == provider } }
@@ -98,11 +99,6 @@ public struct WorkerConfiguration: Sendable {
         let connections = reader.integer(CoreSettings.httpMaxConnections)
         // Twice the streams an origin's connections carry: requests being prepared or read need slots too.
         pipeline.maximumInFlightPerOrigin = 2 * connections * HTTPTransportConfiguration(maximumConnectionsPerHost: connections).maximumStreamsPerConnection
-        let clientName = reader.string(CoreSettings.httpClient) ?? CoreSettings.httpClient.defaultValue!
-        let httpClient = HTTPClientKind(rawValue: clientName) ?? .standard
-        if HTTPClientKind(rawValue: clientName) == nil {
-            reader.problem("PUSH_HTTP_CLIENT must be one of \(HTTPClientKind.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(clientName)\"")
-        }
         let bindAddress = reader.string(CoreSettings.httpBind) ?? ""
         if !OperationsEndpoint.isBindableAddress(bindAddress) {
             reader.problem("PUSH_HTTP_BIND must be an IPv4 or IPv6 address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::, got \"\(bindAddress)\"")
@@ -186,14 +182,19 @@ public struct WorkerConfiguration: Sendable {
         }
 
         let known = Set(ConfigurationReference.variables(plugins: linked).map(\.name))
-        let unknown = environment.keys.filter { $0.hasPrefix("PUSH_") && !known.contains($0) && !$0.hasPrefix(ConfigurationReference.rdkafkaPrefix) }.sorted()
+        let unknown = environment.keys.filter {
+            $0.hasPrefix("PUSH_") && !known.contains($0) && CoreSettings.removed[$0] == nil && !$0.hasPrefix(ConfigurationReference.rdkafkaPrefix)
+        }.sorted()
+        let removed = CoreSettings.removed.filter { environment[$0.key] != nil }.sorted { $0.key < $1.key }
+            .map { "\($0.key) was removed and is ignored: \($0.value)" }
 
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
             allowedUnsafeKafkaSettings: unsafeKafkaSettings,
-            maximumConnectionsPerHost: connections, httpClient: httpClient, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
+            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
-            logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown))
+            logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown,
+            removedVariables: removed))
     }
 }

@@ -53,7 +53,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Produce the jobs at this rate (jobs/s) while the pipeline runs, instead of queueing them all first.")
     var rate: Int?
 
-    @Option(help: "HTTP/2 client of the transport scenario: nio, nghttp2 or curl (default: PUSH_HTTP_CLIENT, else nghttp2).")
+    @Option(help: "HTTP/2 client of the transport scenario: nghttp2 (the worker's), nio (swift-nio-http2's framing) or curl.")
     var client: String?
 
     @Option(help: "Give up after this many seconds.")
@@ -105,8 +105,9 @@ struct BenchCommand: AsyncParsableCommand {
             guard let endpoint else { throw ValidationError("--scenario transport needs --endpoint") }
             transportOptions.endpoint = endpoint
             transportOptions.caFile = caFile
-            let clientName = client ?? ProcessInfo.processInfo.environment["PUSH_HTTP_CLIENT"] ?? HTTPClientKind.standard.rawValue
-            guard let kind = HTTPClientKind(rawValue: clientName) else { throw ValidationError("--client must be nio, nghttp2 or curl") }
+            guard let kind = HTTPClientKind(rawValue: client ?? HTTPClientKind.standard.rawValue) else {
+                throw ValidationError("--client must be nghttp2, nio or curl")
+            }
             transportOptions.client = kind
             let report = try await TransportBench.run(transportOptions)
             print(json ? try report.prettyJSON() : report.table())

@@ -53,6 +53,7 @@ struct Run: AsyncParsableCommand {
         for name in configuration.unknownVariables {
             logger.warning("unknown PUSH_ variable ignored (a typo?)", metadata: ["variable": "\(name)"])
         }
+        for line in configuration.removedVariables { logger.warning("removed PUSH_ variable ignored", metadata: ["why": "\(line)"]) }
         for setting in configuration.allowedUnsafeKafkaSettings {
             logger.warning("unsafe librdkafka setting allowed by PUSH_RDKAFKA_ALLOW_UNSAFE", metadata: ["setting": "\(setting)"])
         }

@@ -15,7 +15,7 @@ enum TransportKind: String, CaseIterable, CustomStringConvertible {
     func make(_ configuration: HTTPTransportConfiguration = HTTPTransportConfiguration()) -> any HTTPTransport {
         switch self {
         case .curl: CurlHTTPTransport(configuration: configuration)
-        case .nio: NIOHTTP2Transport(configuration: configuration)
+        case .nio: NIOHTTP2Transport(configuration: configuration, framing: .nio)
         case .nghttp2: NIOHTTP2Transport(configuration: configuration, framing: .nghttp2)
         }
     }

@@ -137,6 +137,15 @@ final class ConfigurationTests: Sendable {
         #expect(configuration.unknownVariables == ["PUSH_KAFKA_BROKER"])
     }
 
+    @Test("a removed variable that is still set is ignored with a line that says what took its place, not refused or taken for a typo")
+    func removedVariables() throws {
+        let configuration = try WorkerConfiguration.load(from: minimal.merging(["PUSH_HTTP_CLIENT": "curl"]) { $1 }).get()
+        #expect(configuration.unknownVariables.isEmpty)
+        #expect(configuration.removedVariables.count == 1)
+        #expect(configuration.removedVariables.first?.hasPrefix("PUSH_HTTP_CLIENT was removed and is ignored: every provider request goes over the one HTTP/2 client") == true)
+        #expect(try WorkerConfiguration.load(from: minimal).get().removedVariables.isEmpty)
+    }
+
     @Test("the configuration table in docs/configuration.md is the one --help is generated from")
     func configurationPageIsGenerated() throws {
         let page = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()

@@ -21,6 +21,22 @@ struct EndpointPolicyTests {
         #expect(EndpointPolicy.origin(of: "https://Push.Example.NET:443/a/b") == "https://push.example.net")
     }
 
+    @Test("a target's endpoint is read once, when it is set: scope and check use that reading, and a changed endpoint is read again")
+    func endpointReadOnce() async {
+        var target = WebPushTarget(endpoint: "https://Push.Example.NET:443/a/b")
+        #expect(target.parsedEndpoint == EndpointPolicy.parse("https://push.example.net/a/b"))
+        guard case .success(let parts)? = target.parsedEndpoint else { Issue.record("not read"); return }
+        #expect(parts.origin == "https://push.example.net")
+        target.endpoint = "http://push.example.net/a"
+        #expect(target.parsedEndpoint == .failure(EndpointPolicy.Refusal("endpoint must be https")))
+        target.endpoint = nil
+        #expect(target.parsedEndpoint == nil)
+        guard case .success(let checked) = await Self.policy().check(EndpointPolicy.parse("https://198.41.0.4/x?y")) else {
+            Issue.record("refused"); return
+        }
+        #expect(checked.url == "https://198.41.0.4/x?y")
+    }
+
     @Test("the URL handed to the transport is rebuilt from the checked parts")
     func rebuiltURL() async {
         guard case .success(let target) = await Self.policy().check("https://198.41.0.4/wpush/v2/a%2Fb?t=1#fragment") else {

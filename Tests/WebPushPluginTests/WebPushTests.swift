@@ -85,7 +85,7 @@ struct WebPushSandboxTests {
             let instance = try await WebPushSandboxInstance.start(tls: tls)
             let provider = try WebPushProvider(configuration: WebPushConfiguration(
                 vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-                allowedNetworks: loopback, allowedPorts: [instance.server.port]), transport: CurlHTTPTransport())
+                allowedNetworks: loopback, allowedPorts: [instance.server.port]), transport: NIOHTTP2Transport(fallback: NoFallback()))
             return Harness(tls: tls, instance: instance, provider: provider)
         }
 
@@ -172,4 +172,14 @@ struct WebPushSandboxTests {
         #expect(harness.instance.server.requests.isEmpty)
         await harness.stop()
     }
+}
+
+/// The worker's HTTP/2 client carries every Web Push request to an HTTP/2 push service, pinned ones included: a request
+/// that reached its fallback (libcurl) fails.
+struct NoFallback: HTTPTransport {
+    func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
+        throw .connectionFailed("sent to the fallback client")
+    }
+
+    func shutdown() {}
 }

@@ -38,70 +38,29 @@ struct EndpointPolicy: Sendable {
         let pinnedResolution: String?
     }
 
-    struct Refusal: Error, Equatable {
-        let reason: String
-        /// The endpoint may well be fine and the check could not finish (DNS): try again later.
-        let retryable: Bool
-        init(_ reason: String, retryable: Bool = false) {
-            self.reason = reason
-            self.retryable = retryable
-        }
-
-        static let address = Refusal("endpoint host is not a public address this worker may contact")
-
-        init(_ failure: HostResolver.Failure) {
-            switch failure {
-            case .timedOut: self.init("DNS lookup of the push service timed out", retryable: true)
-            case .busy: self.init("DNS lookups are queued to their limit; the push service was not looked up", retryable: true)
-            case .cancelled: self.init("DNS lookup of the push service was cancelled", retryable: true)
-            }
-        }
-    }
+    typealias Refusal = EndpointRefusal
+    typealias Parts = WebPushEndpoint
 
     /// The origin of an endpoint without resolving anything, nil when it is not an https URL.
     static func origin(of endpoint: String) -> String? {
-        guard let parts = try? parse(endpoint) else { return nil }
+        guard case .success(let parts) = WebPushEndpoint.parse(endpoint) else { return nil }
         return parts.origin
     }
 
-    private struct Parts {
-        let host: String
-        /// `host` or `host:port`, the port only when it is not 443.
-        let authority: String
-        let port: Int
-        let origin: String
-        let pathAndQuery: String
-    }
-
-    private static func parse(_ endpoint: String) throws(Refusal) -> Parts {
-        guard endpoint.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw Refusal("endpoint contains spaces or control characters") }
-        guard let components = URLComponents(string: endpoint), let scheme = components.scheme?.lowercased() else {
-            throw Refusal("endpoint is not a URL")
-        }
-        guard scheme == "https" else { throw Refusal("endpoint must be https") }
-        guard components.user == nil, components.password == nil else { throw Refusal("endpoint must not carry credentials") }
-        guard let rawHost = components.percentEncodedHost?.lowercased(), !rawHost.isEmpty, !rawHost.contains("%") else {
-            throw Refusal("endpoint has no valid host")
-        }
-        let bracketed = rawHost.hasPrefix("[")
-        let host = bracketed ? String(rawHost.dropFirst().dropLast()) : rawHost
-        guard !host.isEmpty, host.utf8.allSatisfy({ $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-")
-            || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) })
-        else { throw Refusal("endpoint has no valid host") }
-        let urlHost = host.contains(":") ? "[\(host)]" : host
-        let port = components.port ?? 443
-        var pathAndQuery = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-        if let query = components.percentEncodedQuery { pathAndQuery += "?" + query }
-        // RFC 6454 §6.2: the default port is not serialized, so an explicit :443 makes the same origin (and VAPID `aud`).
-        let authority = port == 443 ? urlHost : "\(urlHost):\(port)"
-        let origin = "https://\(authority)"
-        return Parts(host: host, authority: authority, port: port, origin: origin, pathAndQuery: pathAndQuery)
-    }
+    static func parse(_ endpoint: String) -> Result<Parts, Refusal> { WebPushEndpoint.parse(endpoint) }
 
     /// Whether `endpoint` may be contacted, and where; a host name is looked up within `budget`.
     func check(_ endpoint: String, within budget: Duration = .seconds(10)) async -> Result<Target, Refusal> {
+        await check(Self.parse(endpoint), within: budget)
+    }
+
+    /// Whether an endpoint already read (`parse`) may be contacted, and where.
+    func check(_ parsed: Result<Parts, Refusal>, within budget: Duration = .seconds(10)) async -> Result<Target, Refusal> {
         let parts: Parts
-        do { parts = try Self.parse(endpoint) } catch { return .failure(error) }
+        switch parsed {
+        case .success(let read): parts = read
+        case .failure(let refusal): return .failure(refusal)
+        }
         guard rules.allowedPorts.contains(parts.port) else {
             return .failure(Refusal("endpoint port is not allowed (PUSH_WEBPUSH_ALLOWED_PORTS)"))
         }
@@ -127,5 +86,17 @@ struct EndpointPolicy: Sendable {
 
     func allows(_ address: IPAddress) -> Bool {
         address.isPublic || rules.allowPrivateNetworks || rules.allowedNetworks.contains { $0.contains(address) }
+    }
+}
+
+extension EndpointRefusal {
+    static let address = EndpointRefusal("endpoint host is not a public address this worker may contact")
+
+    init(_ failure: HostResolver.Failure) {
+        switch failure {
+        case .timedOut: self.init("DNS lookup of the push service timed out", retryable: true)
+        case .busy: self.init("DNS lookups are queued to their limit; the push service was not looked up", retryable: true)
+        case .cancelled: self.init("DNS lookup of the push service was cancelled", retryable: true)
+        }
     }
 }

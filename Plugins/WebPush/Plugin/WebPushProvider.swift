@@ -51,8 +51,8 @@ public struct WebPushProvider: PushProvider {
     /// 401/403 (one subscription's VAPID key mismatch) never stops the others. Origins are chosen
     /// by whoever registers a subscription, so they are not metric labels.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: target.details(WebPushTarget.self)?.endpoint.flatMap(EndpointPolicy.origin(of:)) ?? "-", metricLabel: "-",
-                      inFlightLimit: configuration.maximumInFlightPerOrigin)
+        let origin = if case .success(let parts)? = target.details(WebPushTarget.self)?.parsedEndpoint { parts.origin } else { "-" }
+        return DeliveryScope(provider: id, key: origin, metricLabel: "-", inFlightLimit: configuration.maximumInFlightPerOrigin)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
@@ -83,7 +83,7 @@ public struct WebPushProvider: PushProvider {
     }
 
     private struct SubscriptionKeys {
-        let endpoint: String
+        let endpoint: Result<WebPushEndpoint, EndpointRefusal>
         let uaPublic: [UInt8]
         let authSecret: [UInt8]
     }
@@ -96,7 +96,7 @@ public struct WebPushProvider: PushProvider {
 
     @inline(never)
     private static func subscriptionKeys(of delivery: Delivery) -> Prepared<SubscriptionKeys> {
-        guard let subscription = delivery.target.details(WebPushTarget.self), let endpoint = subscription.endpoint,
+        guard let subscription = delivery.target.details(WebPushTarget.self), let endpoint = subscription.parsedEndpoint,
               let keys = subscription.keys else {
             return .refused(.failed(reason: "webpush target without endpoint or keys", httpStatus: nil))
         }

@@ -21,9 +21,17 @@ enum WebPushRequest {
     /// `Topic` (RFC 8030 §5.4): at most 32 base64url characters. Other keys become the
     /// first 32 characters of their SHA-256 in base64url: still stable per collapse key.
     static func topic(_ collapseKey: String) -> String {
-        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-        if collapseKey.count <= 32, collapseKey.allSatisfy({ alphabet.contains($0) }) { return collapseKey }
+        if collapseKey.utf8.count <= 32, collapseKey.utf8.allSatisfy(isBase64URLCharacter) { return collapseKey }
         return String(Base64URL.encode(Digest.sha256(Array(collapseKey.utf8))).prefix(32))
+    }
+
+    /// RFC 4648 §5: letters, digits, `-` and `_`.
+    private static func isBase64URLCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"): true
+        default: false
+        }
     }
 
     static func headers(_ delivery: Delivery) -> [(name: String, value: String)] {

@@ -4,12 +4,17 @@ import PushCore
 /// "endpoint": "https://…", "keys": {"p256dh": "…", "auth": "…"}}`.
 public struct WebPushTarget: TargetDetails, Equatable {
     /// The subscription endpoint: an untrusted URL (`EndpointPolicy` decides whether it is contacted).
-    public var endpoint: String?
+    public var endpoint: String? {
+        didSet { parsedEndpoint = endpoint.map(WebPushEndpoint.parse) }
+    }
     public var keys: WebPushKeys?
+    /// `endpoint` read once, here: the scope and the check of every attempt use it.
+    private(set) var parsedEndpoint: Result<WebPushEndpoint, EndpointRefusal>?
 
     public init(endpoint: String?, keys: WebPushKeys? = nil) {
         self.endpoint = endpoint
         self.keys = keys
+        parsedEndpoint = endpoint.map(WebPushEndpoint.parse)
     }
 
     public var deviceAddress: String? { endpoint }
