@@ -20,6 +20,7 @@ RUN swift package resolve --force-resolved-versions
 COPY Sources Sources
 COPY Plugins Plugins
 COPY Tests Tests
+# Only the production executable: push-worker-dev (demo, bench, sandboxes, Kafka mock) is neither built nor shipped.
 RUN swift build -c release --force-resolved-versions --product push-worker \
  && install -m 0755 .build/release/push-worker /push-worker \
  && mkdir /swift-runtime \

@@ -3,7 +3,7 @@ export PATH := $(PATH):/opt/swift/usr/bin
 SWIFT_BUILD_FLAGS ?=
 FUZZ_SECONDS ?= 20
 
-.PHONY: demo test deps test-deps build
+.PHONY: demo test deps test-deps build build-dev
 
 deps:
 	@scripts/install-deps.sh
@@ -14,14 +14,19 @@ test-deps:
 build: deps
 	swift build $(SWIFT_BUILD_FLAGS) --product push-worker
 
+## The development executable: demo, bench, sandbox, kafka-mock.
+build-dev: deps
+	swift build $(SWIFT_BUILD_FLAGS) --product push-worker-dev
+
 ## Build and run the whole pipeline on embedded parts; prints the outcomes.
-demo: build
+demo: build-dev
 	@scripts/install-deps.sh --demo
-	.build/debug/push-worker demo
+	.build/debug/push-worker-dev demo
 
 ## Unit and integration tests (real Kafka-protocol mock cluster, redis-server, HTTP/2 + TLS sandboxes),
 ## then process-level runs (end to end, shutdown hand-over, fault-injection scenarios with a ledger check, a short
-## fuzzing run), the Helm chart lint, the image's runtime-package check and the check that PushWorker uses no dev tools.
+## fuzzing run), the Helm chart lint, the image's runtime-package check and the check that the production library and
+## executable use no dev tools (by target dependencies, imports and the binary's symbols).
 test: test-deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	scripts/swift-test.sh $(SWIFT_BUILD_FLAGS)
@@ -31,4 +36,4 @@ test: test-deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 	python3 scripts/check-chart.py
 	scripts/check-runtime-deps.sh .build/debug/push-worker
-	scripts/check-target-deps.sh
+	scripts/check-target-deps.sh .build/debug/push-worker

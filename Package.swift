@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "push-worker", targets: ["push-worker"]),
+        .executable(name: "push-worker-dev", targets: ["push-worker-dev"]),
         // Test servers for other packages' tests, as APNSwift ships its own: the provider sandboxes and the
         // librdkafka mock cluster.
         .library(name: "PushTestServers", targets: ["PushSandbox", "APNsSandbox", "FCMSandbox", "WebPushSandbox", "ProxySandbox", "HMSSandbox",
@@ -63,9 +64,10 @@ let package = Package(
                                                       .product(name: "Metrics", package: "swift-metrics")],
                 path: "Sources/PushPipeline"),
 
-        // Development tools: the sandboxes, the mock cluster, the demo and the bench. Only the `push-worker`
-        // executable (for its `demo`, `bench`, `sandbox` and `kafka-mock` subcommands) and the tests depend on
-        // them; the production library, PushWorker, does not (scripts/check-target-deps.sh keeps it so).
+        // Development tools: the sandboxes, the mock cluster, the demo and the bench. Only the `push-worker-dev`
+        // executable (`demo`, `bench`, `sandbox`, `kafka-mock`) and the tests depend on them; the production
+        // library, PushWorker, and the production executable, `push-worker`, do not (scripts/check-target-deps.sh
+        // keeps it so).
         .target(name: "PushKafkaMock", dependencies: ["CRdKafka", "PushKafka",
                                                        .product(name: "Logging", package: "swift-log")],
                 path: "Sources/PushKafkaMock"),
@@ -120,27 +122,38 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Sources/PushWorker"),
-        // `push-worker demo`: the whole pipeline on the mock cluster and the sandboxes.
+        // `push-worker-dev demo`: the whole pipeline on the mock cluster and the sandboxes.
         .target(name: "PushDevelopmentTools", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
             "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "HMSSandbox", "PushCrypto", "PushCore",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Sources/PushDevelopmentTools"),
-        // `push-worker bench`: end-to-end and micro benchmarks over the real pipeline.
+        // `push-worker-dev bench`: end-to-end and micro benchmarks over the real pipeline.
         .target(name: "PushBench", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
             "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushInMemoryKafka", "PushRedis", "PushHTTP", "PushSandbox", "PushCrypto", "PushCore",
             "APNsPlugin", "ProxyPlugin",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], path: "Sources/PushBench"),
-        .executableTarget(name: "push-worker", dependencies: ["HMSSandbox", "PushPlugins", "APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", 
-            "PushWorker", "PushKafka", "PushCrypto", "PushCore", "PushHTTP", "WebPushPlugin",
-            "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
+        // The production executable: `run`, `send`, `check-config`, `vapid-keys`, `import-templates`; the image ships only it.
+        .executableTarget(name: "push-worker", dependencies: ["PushPlugins",
+            "PushWorker", "PushCrypto", "PushCore", "WebPushPlugin",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Sources/push-worker",
         // jemalloc serves every allocation of the process: with glibc's malloc a job took about 16 % more CPU (docs/performance.md).
+        linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]),
+        // The development executable: `demo`, `bench`, `sandbox`, `kafka-mock`. It links jemalloc as the production
+        // one does, so that `bench` measures the allocator the worker runs on.
+        .executableTarget(name: "push-worker-dev", dependencies: ["HMSSandbox", "APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox",
+            "PushWorker", "PushCore", "PushHTTP",
+            "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+        ], path: "Sources/push-worker-dev",
         linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]),
 
         .target(name: "PushInMemoryKafka", dependencies: ["PushCore", "PushKafka", "PushPipeline"], path: "Sources/PushInMemoryKafka"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Calls under a chat backlog: nginx (HTTP/2 over TLS on loopback, answering like every
 # provider; bench/nginx.conf), a Kafka mock cluster with the jobs and urgent topics, and
-# redis-server; then `push-worker bench --scenario backlog`: N chat jobs queued, a call
+# redis-server; then `push-worker-dev bench --scenario backlog`: N chat jobs queued, a call
 # every 100 ms on the urgent lane while they drain. Prints the call latency (Kafka
 # timestamp → outcome acknowledged) and the backlog's drain rate. Stops what it started.
 #
@@ -18,12 +18,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 source "$(dirname "$0")/bench-lib.sh"
-"$bin" kafka-mock --topic push.jobs:32 --topic push.jobs.urgent:8 --topic push.outcomes:8 --topic push.dlq:1 \
+"$dev_bin" kafka-mock --topic push.jobs:32 --topic push.jobs.urgent:8 --topic push.outcomes:8 --topic push.dlq:1 \
     --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
 wait_for_file "$work/bootstrap"
-echo "push-worker bench --scenario backlog --backlog $backlog --connections $connections ${extra[*]} ..." >&2
+echo "push-worker-dev bench --scenario backlog --backlog $backlog --connections $connections ${extra[*]} ..." >&2
 env "${bench_log_environment[@]}" \
 PUSH_KAFKA_BROKERS=$(cat "$work/bootstrap") PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
-    "$bin" bench --scenario backlog --backlog "$backlog" --connections "$connections" "${extra[@]}" \
+    "$dev_bin" bench --scenario backlog --backlog "$backlog" --connections "$connections" "${extra[@]}" \
     --endpoint "https://localhost:$port" --ca-file "$ca" \
     2> >(split_worker_log "$work/log.jsonl")

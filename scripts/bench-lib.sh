@@ -3,7 +3,7 @@
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PATH:/opt/swift/usr/bin"
 scripts/install-deps.sh --bench
-[ "$build" = 1 ] && swift build -c release --product push-worker >&2
+[ "$build" = 1 ] && swift build -c release --product push-worker-dev >&2
 fail() { echo "bench: $*" >&2; exit 1; }
 # The worker in a benchmark logs as it does by default in production: a JSON line per delivery.
 # split_worker_log FILE reads its stderr: the JSON lines go to FILE (a container runtime would

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # One command for the throughput ratio: starts nginx (HTTP/2 over TLS on loopback, answering
 # like APNs; bench/nginx.conf), a Kafka mock cluster and redis-server; measures h2load against
-# nginx, then `push-worker bench` (Kafka in, Redis dedupe, outcomes out) against the same
+# nginx, then `push-worker-dev bench` (Kafka in, Redis dedupe, outcomes out) against the same
 # endpoint with the same connections, then h2load again; prints both and the ratio
 # push-worker / h2load (best h2load run). Stops everything it started.
 #
 # The default mix is APNs alerts only, the request h2load sends: with all jobs queued first,
 # calls (TTL 30 s) at the back of the queue would expire instead of being sent.
-# It ends with the micro-benchmarks (`push-worker bench --micro`) beside `openssl speed ecdhp256`.
+# It ends with the micro-benchmarks (`push-worker-dev bench --micro`) beside `openssl speed ecdhp256`.
 # With --transports, each HTTP/2 client runs alone first (`bench --scenario transport`: the same POST
 # as h2load, as many in flight): the worker's (nghttp2 framing on swift-nio) beside swift-nio-http2's framing
 # and libcurl; with --libcurl8 also libcurl 8 from bookworm-backports (downloaded into .build-bench/, loaded
 # with LD_LIBRARY_PATH; the system keeps 7.88).
 # With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
 # (the Redis figures are then summed over the masters, and listed per master).
-# With --baseline BINARY, another build of push-worker (say, of an earlier commit) runs first
+# With --baseline BINARY, another build of push-worker-dev (say, of an earlier commit; before the
+# development tools had their own executable, push-worker itself) runs first
 # with the same options, and the table shows both side by side. With --rounds N (N even) the two
 # run N times each after an unreported warm-up run, in the order baseline, default, default,
 # baseline, …, so that a machine that slows down (or speeds up) over the series favours neither:
@@ -48,9 +49,9 @@ while [ $# -gt 0 ]; do
 done
 source "$(dirname "$0")/bench-lib.sh"
 if [ -n "$apps" ]; then
-    echo "push-worker bench --scenario tenants --apps $apps --jobs-per-app $jobs_per_app ..." >&2
+    echo "push-worker-dev bench --scenario tenants --apps $apps --jobs-per-app $jobs_per_app ..." >&2
     env "${bench_log_environment[@]}" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
-        "$bin" bench --scenario tenants --apps "$apps" --jobs-per-app "$jobs_per_app" --report-file "$work/report-tenants.json" \
+        "$dev_bin" bench --scenario tenants --apps "$apps" --jobs-per-app "$jobs_per_app" --report-file "$work/report-tenants.json" \
         2> >(split_worker_log "$work/log-tenants.jsonl")
     exit 0
 fi
@@ -91,11 +92,11 @@ fi
 bench_run() {
     local label=$1 binary=$2; shift 2
     rm -f "$work/bootstrap"
-    "$bin" kafka-mock --topic push.jobs:32 --topic push.outcomes:8 --topic push.dlq:1 --bootstrap-file "$work/bootstrap" >/dev/null &
+    "$dev_bin" kafka-mock --topic push.jobs:32 --topic push.outcomes:8 --topic push.dlq:1 --bootstrap-file "$work/bootstrap" >/dev/null &
     local kafka=$!
     pids+=($kafka)
     wait_for_file "$work/bootstrap"
-    echo "push-worker bench ($label) --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
+    echo "push-worker-dev bench ($label) --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
     local cpu_before="" node
     for node in "${redis_ports[@]}"; do
         redis-cli -p "$node" config resetstat >/dev/null
@@ -119,8 +120,8 @@ bench_run() {
 # The HTTP/2 client alone; $1 names the report, $2 is the client, the rest is the environment.
 transport_run() {
     local label=$1 client=$2; shift 2
-    echo "push-worker bench --scenario transport --client $client ($label) --jobs $jobs --connections $connections ..." >&2
-    env "$@" "$bin" bench --scenario transport --client "$client" --jobs "$jobs" --connections "$connections" \
+    echo "push-worker-dev bench --scenario transport --client $client ($label) --jobs $jobs --connections $connections ..." >&2
+    env "$@" "$dev_bin" bench --scenario transport --client "$client" --jobs "$jobs" --connections "$connections" \
         --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/transport-$label.json" >/dev/null
 }
 transport_reports=()
@@ -150,11 +151,11 @@ reports=()
 if [ "$rounds" -gt 1 ]; then
     # The first run on a fresh set of servers tends to be the fastest, and a busy machine drifts over a
     # series: a warm-up run goes unreported, and each build goes first in half of the rounds.
-    bench_run warm-up "$bin" >/dev/null
+    bench_run warm-up "$dev_bin" >/dev/null
     for round in $(seq 1 "$rounds"); do
         if [ $((round % 2)) = 1 ]; then order=(baseline default); else order=(default baseline); fi
         for label in "${order[@]}"; do
-            if [ "$label" = baseline ]; then bench_run "baseline-$round" "$baseline"; else bench_run "default-$round" "$bin"; fi
+            if [ "$label" = baseline ]; then bench_run "baseline-$round" "$baseline"; else bench_run "default-$round" "$dev_bin"; fi
             reports+=("$work/report-$label-$round.json")
         done
     done
@@ -163,12 +164,12 @@ else
         bench_run baseline "$baseline"
         reports+=("$work/report-baseline.json")
     fi
-    bench_run default "$bin"
+    bench_run default "$dev_bin"
     reports+=("$work/report-default.json")
 fi
 after=$(h2load_run after)
-echo "push-worker bench --micro; openssl speed ecdhp256 ..." >&2
-"$bin" bench --micro --json > "$work/micro.json"
+echo "push-worker-dev bench --micro; openssl speed ecdhp256 ..." >&2
+"$dev_bin" bench --micro --json > "$work/micro.json"
 openssl speed -seconds 3 ecdhp256 2>/dev/null | awk '/nistp256/ {print $NF}' > "$work/ecdh.txt"
 python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${transport_reports[@]}" -- "${reports[@]}" <<'PY'
 import json, sys

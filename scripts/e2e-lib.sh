@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${1:-.build/debug/push-worker}
+# The development executable (kafka-mock, sandbox, bench) is built beside the production one.
+dev_bin=$(dirname "$bin")/push-worker-dev
 work=$(mktemp -d)
 pids=()
 # Stops these processes: a stop signal first, so the sandboxes remove their certificate directories
@@ -62,13 +64,13 @@ wait_cluster_ok() {  # ports: every one reports cluster_state:ok
     fail "the Redis Cluster did not reach cluster_state:ok"
 }
 
-# Starts `push-worker kafka-mock` (topic specs as arguments), `push-worker sandbox` and
+# Starts `push-worker-dev kafka-mock` (topic specs as arguments), `push-worker-dev sandbox` and
 # redis-server; sets brokers and redis_port.
 start_fixtures() {
     local topics=()
     for spec in "$@"; do topics+=(--topic "$spec"); done
-    "$bin" kafka-mock "${topics[@]}" --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
-    "$bin" sandbox --state-dir "$work/sandbox" >/dev/null & pids+=($!)
+    "$dev_bin" kafka-mock "${topics[@]}" --bootstrap-file "$work/bootstrap" >/dev/null & pids+=($!)
+    "$dev_bin" sandbox --state-dir "$work/sandbox" >/dev/null & pids+=($!)
     redis_port=$(free_port)
     redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
     wait_for_file "$work/bootstrap"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# End to end through separate processes: `push-worker kafka-mock` (a Kafka-protocol
-# broker), `push-worker sandbox` (an HTTPS push proxy), a real redis-server,
+# End to end through separate processes: `push-worker-dev kafka-mock` (a Kafka-protocol
+# broker), `push-worker-dev sandbox` (an HTTPS push proxy), a real redis-server,
 # `push-worker run` configured only by PUSH_* variables, and kcat as an independent
 # producer and consumer.
-# Usage: scripts/e2e-run.sh [path/to/push-worker]
+# Usage: scripts/e2e-run.sh [path/to/push-worker] (push-worker-dev is taken from the same folder)
 source "$(dirname "$0")/e2e-lib.sh"
 fail() { echo "e2e: FAIL: $*" >&2; [ -f "$work/run.log" ] && tail -20 "$work/run.log" >&2; exit 1; }
 

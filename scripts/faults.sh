@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Fault-injection scenarios as separate processes: `push-worker kafka-mock --control` (a
-# Kafka-protocol broker whose brokers can be taken down through a FIFO), `push-worker
+# Fault-injection scenarios as separate processes: `push-worker-dev kafka-mock --control` (a
+# Kafka-protocol broker whose brokers can be taken down through a FIFO), `push-worker-dev
 # sandbox` with failure shares (503 + Retry-After, connection resets, GOAWAY, stalls) and a
 # record of every answer, real redis-server processes that get killed and restarted, and
 # `push-worker run` workers that get SIGKILLed. scripts/ledger.py (confluent-kafka, an
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
-# Usage: scripts/faults.sh [path/to/push-worker] [scenario…]
+# Usage: scripts/faults.sh [path/to/push-worker] [scenario…] (push-worker-dev is taken from the same folder)
 #   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls (the default), refused-origins
 #   (the worker's RSS after 80 000 refused Web Push hosts), sigterm (a ledger-checked
 #   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
@@ -56,7 +56,7 @@ end() {
 }
 kafka_topics=(--topic push.jobs:4 --topic push.outcomes:8 --topic push.dlq:4)
 start_kafka() {  # --brokers N
-    spawn "$bin" kafka-mock "$@" "${kafka_topics[@]}" \
+    spawn "$dev_bin" kafka-mock "$@" "${kafka_topics[@]}" \
         --bootstrap-file "$dir/bootstrap" --control "$dir/kafka-control" >"$dir/kafka.log" 2>&1
     wait_for_file "$dir/bootstrap"
     brokers=$(cat "$dir/bootstrap")
@@ -72,7 +72,7 @@ kafka_control() {  # one command; waits for its acknowledgement
     tail -n 1 "$dir/kafka.log" | grep -q '^control: ok' || fail "kafka-mock did not take \"$*\": $(tail -n 1 "$dir/kafka.log")"
 }
 start_sandbox() {  # sandbox fault options
-    spawn "$bin" sandbox --state-dir "$dir/sandbox" --record-file "$dir/record" "$@" >/dev/null 2>&1
+    spawn "$dev_bin" sandbox --state-dir "$dir/sandbox" --record-file "$dir/record" "$@" >/dev/null 2>&1
     wait_for_file "$dir/sandbox/url"
 }
 start_redis() {  # [port]; append-only file fsynced on every write, so a restart keeps the records

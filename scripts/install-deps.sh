@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building push-worker needs on Debian 12, skipping what is present.
 # With --test, also what the tests use: redis-server, kcat, curl, python3-confluent-kafka (the fault-injection
-# ledger's independent Kafka client), strace (which addresses a worker connects to), jsonschema, helm-sdkpy.
+# ledger's independent Kafka client), strace (which addresses a worker connects to), binutils (nm: the
+# symbols of the production binary), jsonschema, helm-sdkpy.
 # With --demo, redis-server (the demo's retry queue, where a cancel stops a retrying call).
 # With --bench, what scripts/bench.sh uses: nginx with the echo module, h2load, redis-server.
 set -euo pipefail
 packages=(librdkafka-dev libhiredis-dev libcurl4-openssl-dev libnghttp2-dev libssl-dev libjemalloc-dev pkg-config)
 if [ "${1:-}" = --demo ]; then packages+=(redis-server); fi
-if [ "${1:-}" = --test ]; then packages+=(redis-server kcat curl python3 python3-confluent-kafka strace); fi
+if [ "${1:-}" = --test ]; then packages+=(redis-server kcat curl python3 python3-confluent-kafka strace binutils); fi
 if [ "${1:-}" = --bench ]; then packages+=(redis-server curl python3 openssl nginx-light libnginx-mod-http-echo nghttp2-client); fi
 missing=()
 for package in "${packages[@]}"; do

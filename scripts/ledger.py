@@ -5,7 +5,7 @@
       Produces N valid jobs (one proxy target each, binding "<P>-b-<i>") and H hostile
       ones (key "<P>-h-<i>"), interleaved, to push.jobs; appends what it produced to M.
   ledger.py produce-endpoints --brokers B --manifest M --prefix P --count N --sandbox-dir D [--scale F] [--ttl S]
-      Produces N jobs, each with one APNs, one Web Push and one proxy target (against `push-worker sandbox
+      Produces N jobs, each with one APNs, one Web Push and one proxy target (against `push-worker-dev sandbox
       --hostile` state in D); some targets carry a hostile marker (HOSTILE_MARKERS) and the manifest says
       per target which final statuses are right for it.
   ledger.py check --brokers B --manifest M [--record R] [--max-duplicates D] [--expect delivered]
@@ -524,7 +524,7 @@ def main():
     e.add_argument("--manifest", required=True)
     e.add_argument("--prefix", required=True)
     e.add_argument("--count", type=int, required=True, help="jobs, three targets each")
-    e.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker sandbox --hostile`")
+    e.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker-dev sandbox --hostile`")
     e.add_argument("--scale", type=float, default=1.0, help="multiplies the hostile target counts (at least 1 each)")
     e.add_argument("--markers", help="comma-separated subset of the hostile markers (default: all)")
     e.add_argument("--ttl", type=int, default=60)
@@ -535,7 +535,7 @@ def main():
     r.add_argument("--manifest", required=True)
     r.add_argument("--prefix", required=True)
     r.add_argument("--count", type=int, required=True, help="jobs, one Web Push target each, every one on another host")
-    r.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker sandbox` (for the subscription's keys)")
+    r.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker-dev sandbox` (for the subscription's keys)")
     args = parser.parse_args()
     {"produce": produce, "produce-endpoints": produce_endpoints, "produce-refused": produce_refused, "check": check}[args.command](args)
 

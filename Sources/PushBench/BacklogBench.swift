@@ -5,7 +5,7 @@ import PushKafka
 import PushWorker
 import Synchronization
 
-/// `push-worker bench --scenario backlog`: a chat backlog of `backlog` message jobs is queued
+/// `push-worker-dev bench --scenario backlog`: a chat backlog of `backlog` message jobs is queued
 /// in the jobs topic, the worker starts, and while the backlog drains a call is produced
 /// to the urgent topic every `callInterval`. Measures what a caller feels (each call's Kafka
 /// timestamp → its outcome acknowledged) and how fast the backlog drains beside them.

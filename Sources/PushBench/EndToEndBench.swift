@@ -7,7 +7,7 @@ import PushKafkaMock
 import PushSandbox
 import PushWorker
 
-/// `push-worker bench`: jobs into Kafka, the real pipeline (real Redis when `PUSH_REDIS_URL`
+/// `push-worker-dev bench`: jobs into Kafka, the real pipeline (real Redis when `PUSH_REDIS_URL`
 /// is set), HTTP/2 out to the built-in sandboxes or to any HTTPS endpoint; measures
 /// throughput, latency, CPU and memory.
 public enum EndToEndBench {

@@ -7,7 +7,7 @@ import PushKafka
 import PushPipeline
 import PushRedis
 
-/// `push-worker bench --scenario spine`: the pipeline alone. Jobs come from an in-memory log and
+/// `push-worker-dev bench --scenario spine`: the pipeline alone. Jobs come from an in-memory log and
 /// outcomes go back into it (`InMemoryKafka`), the stores are in memory, and the provider answers
 /// at once without a network: what is left is what the spine costs per job (decode, admission,
 /// per-key order, app slots, the processor, outcome encoding, offsets), without Kafka, Redis or HTTP/2.

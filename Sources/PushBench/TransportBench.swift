@@ -3,7 +3,7 @@ import PushCore
 import PushHTTP
 import Synchronization
 
-/// `push-worker bench --scenario transport`: the HTTP/2 client alone, behind `HTTPTransport`, sending
+/// `push-worker-dev bench --scenario transport`: the HTTP/2 client alone, behind `HTTPTransport`, sending
 /// the request h2load sends in scripts/bench.sh (an APNs alert POST of 300 B) with as many requests in
 /// flight as h2load (`-c C -m 100`): what the client costs without Kafka, Redis or a job.
 public enum TransportBench {

@@ -13,7 +13,7 @@ import FCMSandbox
 import WebPushSandbox
 import ProxySandbox
 
-/// `push-worker demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
+/// `push-worker-dev demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
 /// loopback, the provider sandboxes over HTTP/2 + TLS, a private `redis-server` when one is
 /// installed — fed a handful of realistic jobs.
 public enum Demo {

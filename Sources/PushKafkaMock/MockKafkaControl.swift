@@ -1,5 +1,5 @@
 /// Fault-injection commands for a `MockKafkaCluster`, one per line (the control channel
-/// of `push-worker kafka-mock --control`):
+/// of `push-worker-dev kafka-mock --control`):
 ///
 /// | command                          | effect                                                        |
 /// |----------------------------------|---------------------------------------------------------------|

@@ -1,4 +1,4 @@
-/// Watches outcomes reach Kafka, for measurements (`push-worker bench`); called on the
+/// Watches outcomes reach Kafka, for measurements (`push-worker-dev bench`); called on the
 /// job's task, so it must be cheap and must not block.
 public protocol PipelineObserver: Sendable {
     /// Kafka acknowledged these outcomes and dead letters, of a consumed job (`timeline` set)

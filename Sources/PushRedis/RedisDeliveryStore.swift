@@ -2,9 +2,7 @@ import PushCore
 
 /// Dedupe windows and idempotency records in Redis, shared by every replica.
 ///
-/// A job's checks take one round trip: per target `GET sent`, `EXISTS` of its retry entry (in its shard and in the
-/// queue of earlier versions: one command on one node, two on a cluster, where the two keys are in different slots),
-/// and when dedupe is on
+/// A job's checks take one round trip: per target `GET sent`, `EXISTS` of its retry entry, and when dedupe is on
 /// `SET dd <jobId> NX PX <window>` + `GET dd`. The claim names the job, so the same job
 /// redelivered by Kafka is not a duplicate of itself.
 public final class RedisDeliveryStore: DeliveryStore {
@@ -13,9 +11,8 @@ public final class RedisDeliveryStore: DeliveryStore {
     public init(client: RedisClient) { self.client = client }
 
     public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
-        let oneNode = client.isCluster == false
-        let replies = try Self.checked(await client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow, oneNode: oneNode)))
-        var (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, oneNode: oneNode, replies: replies)
+        let replies = try Self.checked(await client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow)))
+        var (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, replies: replies)
         // The window's holder is read only when it is not this job: a second round trip for duplicates
         // and redeliveries, none for the usual first send.
         guard !held.isEmpty else { return states }
@@ -32,12 +29,11 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     // The steps between `prepare`'s round trips are functions of their own, out of line, so what they
     // build does not live in the async frame every job in flight keeps.
-    /// - Parameter oneNode: the store is one node (not a cluster, and known not to be): the two retry entry keys go in one `EXISTS`.
     @inline(never)
-    static func preparing(_ job: Job, dedupeWindow: Int64, oneNode: Bool) -> [RedisCommand] {
+    static func preparing(_ job: Job, dedupeWindow: Int64) -> [RedisCommand] {
         let identity = DedupeWindows.identity(of: job)
         var commands: [RedisCommand] = []
-        commands.reserveCapacity(job.targets.count * 5)
+        commands.reserveCapacity(job.targets.count * 3)
         for target in job.targets {
             let sent = RedisKeys.sentKey(bindingId: target.bindingId, jobId: job.id)
             var get = RedisCommand(argumentCount: 2, capacity: sent.byteCount + 3)
@@ -45,22 +41,11 @@ public final class RedisDeliveryStore: DeliveryStore {
             get.append(sent)
             commands.append(get)
             let entry = Array(RetryEntry.id(jobId: job.id, bindingId: target.bindingId).utf8)
-            let sharded = RedisKeys.RetryEntryKey(id: entry, shard: RedisRetryQueue.shard(ofBytes: entry))
-            let earlier = RedisKeys.RetryEntryKey(id: entry, shard: nil)
-            if oneNode {
-                var exists = RedisCommand(argumentCount: 3, capacity: sharded.byteCount + earlier.byteCount + 6)
-                exists.append("EXISTS")
-                exists.append(sharded)
-                exists.append(earlier)
-                commands.append(exists)
-            } else {
-                for key in [sharded, earlier] {
-                    var exists = RedisCommand(argumentCount: 2, capacity: key.byteCount + 6)
-                    exists.append("EXISTS")
-                    exists.append(key)
-                    commands.append(exists)
-                }
-            }
+            let retry = RedisKeys.RetryEntryKey(id: entry, shard: RedisRetryQueue.shard(ofBytes: entry))
+            var exists = RedisCommand(argumentCount: 2, capacity: retry.byteCount + 6)
+            exists.append("EXISTS")
+            exists.append(retry)
+            commands.append(exists)
             if dedupeWindow > 0 {
                 let key = RedisKeys.dedupeKey(bindingId: target.bindingId, identity: identity)
                 var claim = RedisCommand(argumentCount: 6, capacity: key.byteCount + job.id.utf8.count + 32)
@@ -78,14 +63,12 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     /// What the replies to `preparing` say of each target, and the targets whose dedupe window another job may hold.
     @inline(never)
-    private static func priorStates(of job: Job, dedupeWindow: Int64, oneNode: Bool, replies: [RedisValue]) -> (states: [PriorState], held: [Int]) {
-        let existsCount = oneNode ? 1 : 2
-        let stride = 1 + existsCount + (dedupeWindow > 0 ? 1 : 0)
+    private static func priorStates(of job: Job, dedupeWindow: Int64, replies: [RedisValue]) -> (states: [PriorState], held: [Int]) {
+        let stride = 2 + (dedupeWindow > 0 ? 1 : 0)
         let states: [PriorState] = job.targets.indices.map { index in
             let base = index * stride
             if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) { return .alreadyFinished(outcome) }
-            let waitsForRetry = replies[(base + 1)...(base + existsCount)].contains { ($0.integer ?? 0) > 0 }
-            return waitsForRetry ? .inRetryQueue : .fresh
+            return (replies[base + 1].integer ?? 0) > 0 ? .inRetryQueue : .fresh
         }
         let held = job.targets.indices.filter { dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + stride - 1] != .status("OK") }
         return (states, held)

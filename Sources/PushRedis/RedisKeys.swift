@@ -2,8 +2,7 @@
 /// a job's per-target batch stays on one Redis Cluster slot per binding; the retry queue
 /// is spread over `RedisRetryQueue.shardCount` shards, each under its own hash tag `{retry:<shard>}`
 /// (one slot per shard: its claim script touches the shard's index and entries together), so on a
-/// Redis Cluster the retries spread over the masters. The single queue of earlier versions,
-/// under `{retry}`, is still drained.
+/// Redis Cluster the retries spread over the masters.
 /// Ids come from job producers: each is written as `<length>:<id>` (length in UTF-8 bytes),
 /// so no id can end early and reach into another's key (binding `a}:sent:x` with job `y`
 /// against binding `a` with job `x}:sent:y`).
@@ -16,7 +15,6 @@
 /// | `push:{retry:<shard>}:due` | sorted set | retry entry ids, score = due time or lease end (ms, Redis's clock) | — |
 /// | `push:{retry:<shard>}:entry:<entry id>` | hash | job bytes, binding, attempts, last error | deleted when done |
 /// | `push:{retry:<shard>}:damaged:<entry id>` | hash | a retry record that no longer read as one, kept for the operator | — |
-/// | `push:{retry}:due`, `push:{retry}:entry:<entry id>` | | the queue of earlier versions: claimed and completed, never added to | |
 public enum RedisKeys {
     public static let prefix = "push"
 
@@ -76,11 +74,11 @@ public enum RedisKeys {
         }
     }
 
-    /// A retry entry's key, written straight into a command's bytes: a job's checks name two per target.
+    /// A retry entry's key, written straight into a command's bytes: a job's checks name one per target.
     struct RetryEntryKey: CommandKey {
         /// The entry id (`RetryEntry.id`) as bytes.
         let id: [UInt8]
-        let shard: Int?
+        let shard: Int
 
         var byteCount: Int { prefix.utf8.count + 1 + retryTag(shard: shard).utf8.count + 7 + id.count }
 
@@ -97,14 +95,14 @@ public enum RedisKeys {
 
     static func dedupeKey(bindingId: String, identity: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "dd", id: identity) }
 
-    /// A shard of the retry queue; nil: the single queue of earlier versions.
-    public static func retryTag(shard: Int?) -> String { shard.map { "{retry:\($0)}" } ?? "{retry}" }
+    /// A shard of the retry queue.
+    public static func retryTag(shard: Int) -> String { "{retry:\(shard)}" }
 
-    public static func retryIndex(shard: Int?) -> String { "\(prefix):\(retryTag(shard: shard)):due" }
+    public static func retryIndex(shard: Int) -> String { "\(prefix):\(retryTag(shard: shard)):due" }
 
-    public static func retryEntry(_ id: String, shard: Int?) -> String { "\(prefix):\(retryTag(shard: shard)):entry:\(id)" }
+    public static func retryEntry(_ id: String, shard: Int) -> String { "\(prefix):\(retryTag(shard: shard)):entry:\(id)" }
 
-    public static func damagedRetryEntry(_ id: String, shard: Int?) -> String { "\(prefix):\(retryTag(shard: shard)):damaged:\(id)" }
+    public static func damagedRetryEntry(_ id: String, shard: Int) -> String { "\(prefix):\(retryTag(shard: shard)):damaged:\(id)" }
 }
 
 /// A key that writes itself into a command (`RedisCommand.append`) without a string made first.

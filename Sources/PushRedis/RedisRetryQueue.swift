@@ -18,15 +18,11 @@ import Synchronization
 ///
 /// A hand-off (`schedule`) returns once a replica of the entry's node has the write where the node has replicas
 /// (`RedisClient.evaluateReplicated`): after it the job's offset may be committed, and a failover must not lose it.
-///
-/// The single queue of earlier versions (`push:{retry}:…`) is claimed from as one more shard and
-/// never added to: an entry claimed there and scheduled again moves to its shard.
 public final class RedisRetryQueue: RetryQueue {
     /// On a Redis Cluster the shards spread over the masters. Fixed: an entry is found again by its
     /// id, in the shard the id names, so the count cannot change under a running queue.
     public static let shardCount = 16
-    /// The shards claimed from: every shard, then the queue of earlier versions (nil).
-    static let claimedShards: [Int?] = Array(0..<shardCount) + [nil]
+    static let shards = Array(0..<shardCount)
     /// Round trips a claim may add to reach its limit.
     static let maximumExtraPasses = 3
     /// The longest delay a hand-off keeps (a due time further away is a caller's clock gone wrong): 30 days.
@@ -37,8 +33,6 @@ public final class RedisRetryQueue: RetryQueue {
     private let clock: @Sendable () -> Int64
     private let replicationTimeout: Duration
     private let nextShard = Atomic<Int>(0)
-    /// Entries this replica claimed from the queue of earlier versions, to take out of it when they move or end.
-    private let claimedFromEarlierQueue = Mutex<Set<String>>([])
 
     /// Redis's now in milliseconds, inside a script.
     private static let serverNow = """
@@ -112,16 +106,11 @@ public final class RedisRetryQueue: RetryQueue {
         _ = try await client.evaluateReplicated(Self.scheduleScript,
                                                 keys: [RedisKeys.retryEntry(entry.id, shard: shard), RedisKeys.retryIndex(shard: shard)],
                                                 arguments: arguments, timeout: replicationTimeout)
-        let wasInEarlierQueue = claimedFromEarlierQueue.withLock { $0.contains(entry.id) }
-        if wasInEarlierQueue {
-            try await transactions([Self.removal(entry.id, shard: nil)])
-            _ = claimedFromEarlierQueue.withLock { $0.remove(entry.id) }
-        }
     }
 
     public func claimDue(limit: Int, lease: Duration) async throws -> [RetryClaim] {
         guard limit > 0 else { return [] }
-        let shards = Self.claimedShards
+        let shards = Self.shards
         let first = nextShard.add(1, ordering: .relaxed).oldValue % shards.count
         var quotas = [Int](repeating: limit / shards.count, count: shards.count)
         for offset in 0..<(limit % shards.count) { quotas[(first + offset) % shards.count] += 1 }
@@ -162,7 +151,7 @@ public final class RedisRetryQueue: RetryQueue {
 
     /// One round trip per node: each shard with a quota claims up to it. Leases per shard, in shard order.
     private func claim(_ quotas: [Int], lease: Duration) async throws -> [[RetryLease]] {
-        let shards = Self.claimedShards
+        let shards = Self.shards
         var asked: [Int] = []
         for index in shards.indices where quotas[index] > 0 { asked.append(index) }
         let replies = try await client.evaluateAll(Self.claimScript, calls: asked.map { index in
@@ -176,20 +165,15 @@ public final class RedisRetryQueue: RetryQueue {
                   case .array(let ids) = parts[1] else { throw RedisError.reply("unexpected claim reply: \(reply)") }
             claimed[index] = ids.compactMap(\.string).map { RetryLease(id: $0, end: end) }
         }
-        if !claimed[shards.count - 1].isEmpty {
-            let earlier = claimed[shards.count - 1].map(\.id)
-            claimedFromEarlierQueue.withLock { $0.formUnion(earlier) }
-        }
         return claimed
     }
 
     public func renew(_ leases: [RetryLease], for lease: Duration) async throws -> [RetryLease?] {
         guard !leases.isEmpty else { return [] }
-        let fromEarlierQueue = claimedFromEarlierQueue.withLock { held in Set(leases.map(\.id).filter { held.contains($0) }) }
         // Per shard, the positions of its leases in the caller's list.
-        var positions: [Int?: [Int]] = [:]
+        var positions: [Int: [Int]] = [:]
         for (position, held) in leases.enumerated() {
-            positions[fromEarlierQueue.contains(held.id) ? nil : Self.shard(of: held.id), default: []].append(position)
+            positions[Self.shard(of: held.id), default: []].append(position)
         }
         let groups = Array(positions)
         let replies = try await client.evaluateAll(Self.renewScript, calls: groups.map { shard, members in
@@ -208,7 +192,7 @@ public final class RedisRetryQueue: RetryQueue {
         return renewed
     }
 
-    private func read(_ ids: [String], shard: Int?) async throws -> [RetryEntry] {
+    private func read(_ ids: [String], shard: Int) async throws -> [RetryEntry] {
         let replies = try await client.pipeline(ids.map { RedisCommand("HGETALL", RedisKeys.retryEntry($0, shard: shard)) })
         var entries: [RetryEntry] = []
         for (id, reply) in zip(ids, replies) {
@@ -222,45 +206,30 @@ public final class RedisRetryQueue: RetryQueue {
     }
 
     /// Takes a damaged record out of the queue without losing it: the hash goes to the damaged key, the id leaves the index.
-    private func moveAside(_ id: String, shard: Int?, reply: RedisValue) async throws {
+    private func moveAside(_ id: String, shard: Int, reply: RedisValue) async throws {
         let exists = if case .array(let fields) = reply { !fields.isEmpty } else { false }
         var commands = [RedisCommand("ZREM", RedisKeys.retryIndex(shard: shard), id)]
-        let damaged = RedisKeys.damagedRetryEntry(id, shard: shard ?? Self.shard(of: id))
-        if exists, shard != nil { commands.insert(RedisCommand("RENAME", RedisKeys.retryEntry(id, shard: shard), damaged), at: 0) }
-        if exists, shard == nil {
-            // Across hash tags RENAME is refused on a cluster: the earlier queue's record is copied field by field.
-            if case .array(let flat) = reply {
-                try await transactions([[RedisCommand([Array("HSET".utf8), Array(damaged.utf8)] + flat.map { $0.bytes })]])
-            }
-            commands.insert(RedisCommand("DEL", RedisKeys.retryEntry(id, shard: nil)), at: 0)
-        }
+        let damaged = RedisKeys.damagedRetryEntry(id, shard: shard)
+        if exists { commands.insert(RedisCommand("RENAME", RedisKeys.retryEntry(id, shard: shard), damaged), at: 0) }
         try await transactions([commands])
-        _ = claimedFromEarlierQueue.withLock { $0.remove(id) }
         logger.error("damaged retry record taken out of the queue: its delivery is not retried", metadata: [
             "entry": "\(id)", "keptAt": "\(exists ? damaged : "nowhere: the index named no record")",
         ])
     }
 
     public func complete(_ id: String) async throws {
-        let wasInEarlierQueue = claimedFromEarlierQueue.withLock { $0.contains(id) }
-        var blocks = [Self.removal(id, shard: Self.shard(of: id))]
-        if wasInEarlierQueue { blocks.append(Self.removal(id, shard: nil)) }
-        try await transactions(blocks)
-        if wasInEarlierQueue { _ = claimedFromEarlierQueue.withLock { $0.remove(id) } }
-    }
-
-    private static func removal(_ id: String, shard: Int?) -> [RedisCommand] {
-        [RedisCommand("DEL", RedisKeys.retryEntry(id, shard: shard)), RedisCommand("ZREM", RedisKeys.retryIndex(shard: shard), id)]
+        let shard = Self.shard(of: id)
+        try await transactions([[RedisCommand("DEL", RedisKeys.retryEntry(id, shard: shard)), RedisCommand("ZREM", RedisKeys.retryIndex(shard: shard), id)]])
     }
 
     public func count() async throws -> Int {
-        let replies = try await client.pipeline(Self.claimedShards.map { RedisCommand("ZCARD", RedisKeys.retryIndex(shard: $0)) })
+        let replies = try await client.pipeline(Self.shards.map { RedisCommand("ZCARD", RedisKeys.retryIndex(shard: $0)) })
         return replies.reduce(0) { $0 + Int($1.integer ?? 0) }
     }
 
-    /// Entries per shard (the earlier queue last), for operators and tests.
+    /// Entries per shard, for operators and tests.
     public func countPerShard() async throws -> [Int] {
-        let replies = try await client.pipeline(Self.claimedShards.map { RedisCommand("ZCARD", RedisKeys.retryIndex(shard: $0)) })
+        let replies = try await client.pipeline(Self.shards.map { RedisCommand("ZCARD", RedisKeys.retryIndex(shard: $0)) })
         return replies.map { Int($0.integer ?? 0) }
     }
 

@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 @testable import PushBench
 
-@Suite("push-worker bench")
+@Suite("push-worker-dev bench")
 struct BenchTests {
     @Test("--mix takes kind=weight lists and refuses unknown kinds, bad weights and empty mixes")
     func mixParsing() throws {

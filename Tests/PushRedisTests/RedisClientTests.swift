@@ -412,7 +412,7 @@ struct RetryLeaseTests {
     }
 }
 
-@Suite("The retry queue's shards, and the single queue of earlier versions")
+@Suite("The retry queue's shards")
 struct RedisRetryShardTests {
     @Test("entries spread over every shard, and claims take from all of them, each entry once", arguments: RedisDeployment.allCases)
     func entriesSpreadOverShards(_ deployment: RedisDeployment) async throws {
@@ -421,8 +421,7 @@ struct RedisRetryShardTests {
         let queue = RedisRetryQueue(client: server.client())
         for index in 0..<320 { try await queue.schedule(RedisRetryQueueTests.entry("\(index):job/b"), dueAt: 0) }
         let perShard = try await queue.countPerShard()
-        #expect(perShard.prefix(RedisRetryQueue.shardCount).allSatisfy { $0 > 0 }, "every shard holds entries: \(perShard)")
-        #expect(perShard.last == 0, "nothing new goes to the queue of earlier versions")
+        #expect(perShard.count == RedisRetryQueue.shardCount && perShard.allSatisfy { $0 > 0 }, "every shard holds entries: \(perShard)")
         let first = try await queue.claimDue(limit: 50, lease: .seconds(60))
         #expect(first.count == 50)
         #expect(Set(first.map { RedisRetryQueue.shard(of: $0.entry.id) }).count == RedisRetryQueue.shardCount, "one claim reaches every shard")
@@ -434,41 +433,6 @@ struct RedisRetryShardTests {
         }
         #expect(all.count == 320 && Set(all).count == 320)
     }
-
-    @Test("an entry of the earlier single queue is claimed; scheduled again it moves to its shard; completed it is gone",
-          arguments: RedisDeployment.allCases)
-    func earlierQueueIsDrained(_ deployment: RedisDeployment) async throws {
-        let server = try await deployment.start()
-        defer { server.stop() }
-        let client = server.client()
-        for id in ["old-1", "old-2"] {
-            _ = try await client.pipeline([
-                RedisCommand("HSET", RedisKeys.retryEntry(id, shard: nil), "job", #"{"v":1}"#, "binding", "b1", "attempts", "1",
-                             "fallbackCreatedAt", "5", "hasKey", "0", "key", "", "reason", "r", "httpStatus", ""),
-                RedisCommand("ZADD", RedisKeys.retryIndex(shard: nil), "0", id),
-            ])
-        }
-        let queue = RedisRetryQueue(client: client)
-        let claimed = try await queue.claimDue(limit: 10, lease: .seconds(60))
-        #expect(Set(claimed.map(\.entry.id)) == ["old-1", "old-2"])
-        var moved = try #require(claimed.first { $0.entry.id == "old-1" }?.entry)
-        moved.attempts = 2
-        try await queue.schedule(moved, dueAt: 0)
-        try await queue.complete("old-2")
-        #expect(try await queue.countPerShard().last == 0, "the earlier queue is empty")
-        #expect(try await client.command(RedisCommand("EXISTS", RedisKeys.retryEntry("old-1", shard: nil))) == .integer(0))
-        #expect(try await queue.claimDue(limit: 10, lease: .seconds(60)).map(\.entry.attempts) == [2], "old-1 lives on in its shard")
-    }
-
-    @Test("a redelivered job's target waiting in the earlier queue still counts as owned by the queue")
-    func earlierQueueOwnsTargets() async throws {
-        let server = try await RedisServerProcess.launch()
-        let client = server.client()
-        let id = RetryEntry.id(jobId: "j1", bindingId: "b1")
-        _ = try await client.pipeline([RedisCommand("HSET", RedisKeys.retryEntry(id, shard: nil), "job", "{}"),
-                                       RedisCommand("ZADD", RedisKeys.retryIndex(shard: nil), "0", id)])
-        #expect(try await RedisDeliveryStore(client: client).prepare(RedisDeliveryStoreTests.job("j1"), dedupeWindow: 0) == [.inRetryQueue])
-    }
 }
 
 @Suite("Redelivery of a job whose target waits in the retry queue")
@@ -478,45 +442,26 @@ struct RetryOwnershipTests {
         let server = try await deployment.start()
         defer { server.stop() }
         let client = server.client()
-        let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2"])
+        let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2", "b3"])
         try await RedisRetryQueue(client: client).schedule(RetryEntry(
             id: RetryEntry.id(jobId: "j1", bindingId: "b2"), jobBytes: [], kafkaKey: nil, fallbackCreatedAt: 0,
             bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
-        #expect(try await RedisDeliveryStore(client: client).prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue])
-    }
-
-    @Test("the checks answer alike whether a target's two retry entry keys go in one EXISTS (one node, known) or in two (first command)")
-    func oneOrTwoExistsAnswerAlike() async throws {
-        let server = try await RedisServerProcess.launch()
-        defer { server.stop() }
-        let writer = server.client()
-        let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2", "b3"])
-        try await RedisRetryQueue(client: writer).schedule(RetryEntry(
-            id: RetryEntry.id(jobId: "j1", bindingId: "b2"), jobBytes: [], kafkaKey: nil, fallbackCreatedAt: 0,
-            bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
-        let earlier = RetryEntry.id(jobId: "j1", bindingId: "b3")
-        _ = try await writer.pipeline([RedisCommand("HSET", RedisKeys.retryEntry(earlier, shard: nil), "job", "{}")])
-        let client = server.client()
         let store = RedisDeliveryStore(client: client)
-        #expect(client.isCluster == nil)
-        #expect(try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .inRetryQueue])
-        #expect(client.isCluster == false)
-        #expect(try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .inRetryQueue])
-        #expect(try await store.prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue, .inRetryQueue])
+        #expect(try await store.prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue, .fresh])
+        #expect(try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .fresh], "with the dedupe claims between the checks")
     }
 
-    @Test("a target's retry entry keys, as the checks write them, are the retry queue's: in its shard and in the earlier queue")
-    func checkedRetryKeys() {
+    @Test("a target's retry entry key, as the checks write it, is the retry queue's: one key, in the entry's shard")
+    func checkedRetryKey() {
         let job = RedisDeliveryStoreTests.job("jöb-1", bindings: ["bïnd-2"])
         let id = RetryEntry.id(jobId: "jöb-1", bindingId: "bïnd-2")
-        let keys = [Array(RedisKeys.retryEntry(id, shard: RedisRetryQueue.shard(of: id)).utf8), Array(RedisKeys.retryEntry(id, shard: nil).utf8)]
-        let oneNode = RedisDeliveryStore.preparing(job, dedupeWindow: 0, oneNode: true).map(\.arguments)
-        #expect(oneNode.count == 2)
-        #expect(oneNode[1] == [Array("EXISTS".utf8)] + keys)
-        let cluster = RedisDeliveryStore.preparing(job, dedupeWindow: 1000, oneNode: false).map(\.arguments)
-        #expect(cluster.count == 4)
-        #expect(cluster[1] == [Array("EXISTS".utf8), keys[0]])
-        #expect(cluster[2] == [Array("EXISTS".utf8), keys[1]])
-        #expect(cluster[3].first == Array("SET".utf8))
+        let key = Array(RedisKeys.retryEntry(id, shard: RedisRetryQueue.shard(of: id)).utf8)
+        let withoutDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 0).map(\.arguments)
+        #expect(withoutDedupe.count == 2)
+        #expect(withoutDedupe[1] == [Array("EXISTS".utf8), key])
+        let withDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 1000).map(\.arguments)
+        #expect(withDedupe.count == 3)
+        #expect(withDedupe[1] == [Array("EXISTS".utf8), key])
+        #expect(withDedupe[2].first == Array("SET".utf8))
     }
 }

@@ -2,7 +2,7 @@ import Testing
 import TestSupport
 import PushDevelopmentTools
 
-@Suite("push-worker demo")
+@Suite("push-worker-dev demo")
 struct DemoTests {
     @Test("the demo shows delivered, deduplicated, rejected, failed and expired outcomes and three dead letters")
     func demoOutcomes() async throws {
