@@ -7,6 +7,14 @@ public enum HTTPClientKind: String, Sendable, CaseIterable {
     /// libcurl's multi interface for every request.
     case curl
 
+    /// The variable that chooses the client.
+    public static let variable = "PUSH_HTTP_CLIENT"
+
+    /// The client keeps requests of different `HTTPRequest.connectionIdentity` on different connections. libcurl's
+    /// connection cache matches a connection by host, port and TLS settings (a client certificate by its path) and
+    /// has no notion of whom a request speaks for: two APNs signing keys would share a connection, which APNs refuses.
+    public var separatesConnectionIdentities: Bool { self != .curl }
+
     /// The client `PUSH_HTTP_CLIENT` chooses when unset: half the CPU per request of `nio` and twice its requests
     /// per second on one event loop (docs/performance.md).
     public static let standard = HTTPClientKind.nghttp2

@@ -78,8 +78,8 @@ enum CoreSettings {
         "Comma-separated list restricting the enabled plugins (e.g. `apns,fcm`); default: every provider whose configuration is present.")
     static let httpMaxConnections = Setting("PUSH_HTTP_MAX_CONNECTIONS", .integer(1...64), default: "2",
         "HTTP/2 connections per provider host (each multiplexes up to 100 streams). Requests in flight per provider endpoint, all its apps together, are bounded at twice what its connections carry (2 × connections × 100); more wait, as jobs in flight, before they start.")
-    static let httpClient = Setting("PUSH_HTTP_CLIENT", default: HTTPClientKind.standard.rawValue,
-        "HTTP/2 client for provider requests: `nghttp2` (swift-nio connections and TLS, nghttp2's HTTP/2 framing), `nio` (the same connections with swift-nio-http2's framing) — with either, requests to a pinned Web Push address or to an HTTP/1.1-only host use libcurl — or `curl` (libcurl for everything).")
+    static let httpClient = Setting(HTTPClientKind.variable, default: HTTPClientKind.standard.rawValue,
+        "HTTP/2 client for provider requests: `nghttp2` (swift-nio connections and TLS, nghttp2's HTTP/2 framing), `nio` (the same connections with swift-nio-http2's framing) — with either, requests to a pinned Web Push address or to an HTTP/1.1-only host use libcurl — or `curl` (libcurl for everything; it cannot keep APNs signing keys on connections of their own, so it serves one key only).")
     static let templatesDir = Setting("PUSH_TEMPLATES_DIR",
         "Payload templates per provider, app and kind: `<dir>/<provider>/<app>/<kind>.mustache` (Mustache, keywords as Mizu's message files, values JSON-escaped); checked at start-up. Unset: built-in payloads.")
     static let templatesReloadS = Setting("PUSH_TEMPLATES_RELOAD_S", .integer(0...3600), default: "5",

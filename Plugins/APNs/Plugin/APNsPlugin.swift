@@ -88,6 +88,13 @@ public struct APNsPlugin: ProviderPlugin {
         }
         let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
         for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
+        let signingKeys = Set(apps.compactMap { app -> String? in
+            if case .token(_, let keyId, let teamId) = app.authentication { "\(teamId)/\(keyId)" } else { nil }
+        })
+        if signingKeys.count > 1, let client = HTTPClientKind(rawValue: reader.string(HTTPClientKind.variable) ?? ""),
+           !client.separatesConnectionIdentities {
+            reader.problem("\(HTTPClientKind.variable)=\(client.rawValue) cannot keep the \(signingKeys.count) APNs signing keys on connections of their own (APNs refuses a second key on a connection: UnrelatedKeyIdInToken); use nghttp2 or nio")
+        }
         guard !apps.isEmpty else {
             reader.refuseDependents([Settings.host, Settings.port, Settings.caFile, Settings.topic, Settings.cancelPushType,
                                      Settings.environment, Settings.pushKitTokens],
