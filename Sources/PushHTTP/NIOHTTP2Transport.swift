@@ -102,8 +102,9 @@ public final class NIOHTTP2Transport: HTTPTransport {
             return
         }
         try? eventLoop.submit { origins.value.shutdown() }.wait()
-        try? group.syncShutdownGracefully()
+        // Before the loop: a context still being built completes its future on the loop.
         contexts.shutdown()
+        try? group.syncShutdownGracefully()
     }
 
     deinit { shutdown() }
