@@ -29,6 +29,14 @@ public final class CurlHTTPTransport: HTTPTransport {
         return try result.get()
     }
 
+    /// libcurl cannot close the connections of one identity: its connection cache knows connections by host, port and
+    /// TLS settings only. The worker's requests with an identity (APNs, over HTTP/2 only) never come here; of the
+    /// requests that do (HTTP/1.1-only hosts), what libcurl can do it does by itself: a connection
+    /// idle for `maximumIdleTime` is not reused (`CURLOPT_MAXAGE_CONN`) and is closed when curl next prunes its cache
+    /// (on a later transfer), so a removed app's connections are not used after that long; a client certificate rotated
+    /// at the same path is used by new connections, while busy ones keep the old one until they go idle.
+    public func closeConnections(except live: Set<ConnectionIdentity>) {}
+
     public func shutdown() { loop.stop() }
 
     /// libcurl's version line as loaded at run time, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 … nghttp2/1.52.0`.

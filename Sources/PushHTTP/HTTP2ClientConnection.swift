@@ -138,6 +138,14 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         context?.close(promise: nil)
     }
 
+    /// Takes no new stream and closes once the open ones have ended (at once when none is open). A connection still
+    /// connecting is closed by the origin's next look, once it is ready.
+    func closeOnceIdle() {
+        guard phase == .ready else { return }
+        phase = .draining
+        if streams.isEmpty { context?.close(promise: nil) }
+    }
+
     /// Sends a PING (`checkAlive`) once the server was silent for `keepaliveInterval`, for as long as the connection is
     /// ready: one timer at a time, set for when the silence would reach the interval; a connection that hears from its
     /// server (answers, the PING's acknowledgement) pushes it back and sends none.
@@ -169,26 +177,39 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     // MARK: Connecting
 
-    func connect(to key: HTTP2Origin.Key) {
-        let sslContext: NIOSSLContext
-        do {
-            sslContext = try NIOSSLContext(configuration: Self.tlsConfiguration(key.tls))
-        } catch {
-            phase = .closed
-            // Reported on the next turn of the loop: the origin is in the middle of opening this connection.
-            let failure = HTTPTransportError.tls("\(error)")
-            eventLoop.assumeIsolated().execute { [self] in origin?.connectionFailed(self, failure) }
-            return
-        }
-        // The host's name, pinned or not: SNI and the certificate check are for the name (`PinnedAddress`).
-        let serverHostname = HTTPSTarget.isIPAddress(key.host) ? nil : key.host
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+    /// Connects once the TLS context is ready (`TLSContextCache`, built off the event loop); `connectTimeout` bounds
+    /// the whole: the context, the TCP connection and the TLS handshake.
+    func connect(to key: HTTP2Origin.Key, contexts: TLSContextCache) {
         let timeout = min(configuration.connectTimeout, .seconds(3600))
         handshakeTimeout = eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
             guard phase == .connecting else { return }
             lastError = ChannelError.connectTimeout(TimeAmount(timeout))
-            channel?.close(promise: nil)
+            if let channel {
+                channel.close(promise: nil)
+            } else {
+                // No channel yet: the context or the TCP connection is late; whichever comes finds the connection closed.
+                phase = .closed
+                origin?.connectionFailed(self, .timedOut)
+            }
         }
+        contexts.context(for: key.tls, on: eventLoop).assumeIsolated().whenComplete { [self] result in
+            guard phase == .connecting else { return }
+            switch result {
+            case .success(let sslContext):
+                connect(to: key, sslContext: sslContext)
+            case .failure(let error):
+                phase = .closed
+                handshakeTimeout?.cancel()
+                origin?.connectionFailed(self, error as? HTTPTransportError ?? .tls("\(error)"))
+            }
+        }
+    }
+
+    private func connect(to key: HTTP2Origin.Key, sslContext: NIOSSLContext) {
+        // The host's name, pinned or not: SNI and the certificate check are for the name (`PinnedAddress`).
+        let serverHostname = HTTPSTarget.isIPAddress(key.host) ? nil : key.host
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let timeout = min(configuration.connectTimeout, .seconds(3600))
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(timeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -215,31 +236,6 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
                     origin?.connectionFailed(self, Self.transportError(lastError ?? error))
                 }
             }
-    }
-
-    static func tlsConfiguration(_ options: TLSOptions) throws -> TLSConfiguration {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.applicationProtocols = ["h2", "http/1.1"]
-        tls.certificateVerification = .fullVerification
-        if let caFile = options.caFile { tls.trustRoots = .file(caFile) }
-        let password = options.clientKeyPassword.map { Array($0.utf8) }
-        if let certificateFile = options.clientCertificateFile {
-            switch options.clientCertificateFormat {
-            case .pkcs12:
-                let bundle = try NIOSSLPKCS12Bundle(file: certificateFile, passphrase: password)
-                tls.certificateChain = bundle.certificateChain.map { .certificate($0) }
-                tls.privateKey = .privateKey(bundle.privateKey)
-            case .pem:
-                tls.certificateChain = try NIOSSLCertificate.fromPEMFile(certificateFile).map { .certificate($0) }
-                let keyFile = options.clientKeyFile ?? certificateFile
-                if let password {
-                    tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: keyFile, format: .pem) { $0(password) })
-                } else {
-                    tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: keyFile, format: .pem))
-                }
-            }
-        }
-        return tls
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }

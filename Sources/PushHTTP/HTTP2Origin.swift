@@ -1,8 +1,8 @@
 import NIOCore
 import PushCore
 
-/// The requests to one host, port, pinned address, TLS identity and connection lifetime, and the HTTP/2 connections that carry them;
-/// lives on the transport's event loop.
+/// The requests to one host, port, pinned address, TLS options, connection lifetime and connection identity
+/// (`ConnectionIdentity`), and the HTTP/2 connections that carry them; lives on the transport's event loop.
 ///
 /// A request waits here until a connection has a free stream, so its timeout runs from when it
 /// is sent, not while it queues: a busy or slow host makes requests wait, and that is backpressure.
@@ -12,6 +12,8 @@ import PushCore
 /// leave `urgentReservedStreams` of the origin's streams free for urgent ones. A second connection
 /// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`.
 /// Once its last connection closed with nothing waiting or in flight it is unused, and tells `whenUnused`.
+/// A retired origin (its identity is no longer configured) still sends what waits for it, then closes each connection
+/// once its last stream ended.
 final class HTTP2Origin {
     struct Key: Hashable {
         var host: String
@@ -21,6 +23,8 @@ final class HTTP2Origin {
         /// The address its connections go to, when its requests are pinned to one: another address of the same host
         /// is another origin, so a connection is never shared by requests pinned to different addresses.
         var pinned: PinnedAddress?
+        /// Requests of different identities never share a connection (APNs binds one to a signing key).
+        var identity: ConnectionIdentity?
     }
 
     /// How often a request the server refused unprocessed (REFUSED_STREAM, or beyond a GOAWAY's
@@ -32,6 +36,7 @@ final class HTTP2Origin {
     private let framing: HTTP2FramingKind
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
+    private let contexts: TLSContextCache
     private let whenUnused: (HTTP2Origin) -> Void
     private var waiting = LaneQueue<HTTP2Transfer>()
     private var connections: [HTTP2ClientConnection] = []
@@ -51,10 +56,13 @@ final class HTTP2Origin {
     private var waitCheck: Scheduled<Void>?
     /// When a stream of this origin last started or ended.
     private var lastProgress = NIODeadline.now()
+    /// The transport no longer gives this origin new requests (`retire()`).
+    private var retired = false
 
     init(key: Key, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
-         whenUnused: @escaping (HTTP2Origin) -> Void) {
+         contexts: TLSContextCache, whenUnused: @escaping (HTTP2Origin) -> Void) {
         self.key = key
+        self.contexts = contexts
         self.whenUnused = whenUnused
         self.configuration = configuration
         self.framing = framing
@@ -99,6 +107,18 @@ final class HTTP2Origin {
             connection.start(transfer)
         }
         if needsAnotherConnection { openConnection() }
+        if retired, waiting.isEmpty {
+            for connection in connections { connection.closeOnceIdle() }
+        }
+    }
+
+    /// Takes no new requests from the transport: what waits is still sent, then every connection closes once its last
+    /// stream ended, and the origin reports itself unused.
+    func retire() {
+        retired = true
+        dispatch()
+        // Requests the HTTP/1.1 fallback carries finish in their own tasks, with no connection of this origin to close.
+        if connections.isEmpty, waiting.isEmpty { whenUnused(self) }
     }
 
     private func leastLoadedConnectionWithRoom() -> HTTP2ClientConnection? {
@@ -125,7 +145,7 @@ final class HTTP2Origin {
         let connection = HTTP2ClientConnection(origin: self, configuration: configuration, lifetime: key.lifetime,
                                                framing: framing, eventLoop: eventLoop)
         connections.append(connection)
-        connection.connect(to: key)
+        connection.connect(to: key, contexts: contexts)
     }
 
     // MARK: What a connection reports

@@ -221,8 +221,3 @@ public protocol HTTPTransport: Sendable {
     func closeConnections(except live: Set<ConnectionIdentity>)
     func shutdown()
 }
-
-extension HTTPTransport {
-    // FIXME(issue 41): placeholder until the transports implement it; must not stay.
-    public func closeConnections(except live: Set<ConnectionIdentity>) {}
-}

@@ -15,6 +15,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
     private let origins: NIOLoopBound<HTTP2Origins>
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
+    private let contexts: TLSContextCache
     private let state = Locked(State())
 
     private struct State {
@@ -32,9 +33,12 @@ public final class NIOHTTP2Transport: HTTPTransport {
         self.eventLoop = eventLoop
         let fallback = FallbackTransport(fallback, configuration: configuration, name: name)
         self.fallback = fallback
+        let contexts = TLSContextCache(name: name)
+        self.contexts = contexts
         // The loop was just made and runs nothing else yet: waiting for it here cannot deadlock.
         origins = try! eventLoop.submit {
-            NIOLoopBound(HTTP2Origins(configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback, name: name),
+            NIOLoopBound(HTTP2Origins(configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
+                                      contexts: contexts, name: name),
                          eventLoop: eventLoop)
         }.wait()
     }
@@ -80,6 +84,15 @@ public final class NIOHTTP2Transport: HTTPTransport {
         }
     }
 
+    /// Every origin of an identity not in `live` takes no new requests; what waits for it is still sent, then its
+    /// connections close as their last streams end, and it is forgotten. A later request of such an identity opens an
+    /// origin of its own.
+    public func closeConnections(except live: Set<ConnectionIdentity>) {
+        guard !state.withLock({ $0.stopped }) else { return }
+        let origins = self.origins
+        eventLoop.execute { origins.value.retire(except: live) }
+    }
+
     /// Fails what is queued or in flight with `.shutDown`, closes the connections and stops the thread.
     public func shutdown() {
         let first = state.withLock { state -> Bool in defer { state.stopped = true }; return !state.stopped }
@@ -87,16 +100,22 @@ public final class NIOHTTP2Transport: HTTPTransport {
         let origins = self.origins
         fallback.shutdown()
         if eventLoop.inEventLoop {
-            // Released on its own loop (cannot wait for the loop there): close everything, let the thread end later.
+            // Released on its own loop (cannot wait for the loop there): close everything, let the threads end later.
             origins.value.shutdown()
             group.shutdownGracefully { _ in }
+            contexts.shutdownLater()
             return
         }
         try? eventLoop.submit { origins.value.shutdown() }.wait()
+        // Before the loop: a context still being built completes its future on the loop.
+        contexts.shutdown()
         try? group.syncShutdownGracefully()
     }
 
     deinit { shutdown() }
+
+    /// TLS contexts built so far (one per TLS options and credential content, `TLSContextCache`).
+    var tlsContextBuilds: Int { contexts.buildCount }
 
     /// How many origins the transport keeps now.
     var originCount: Int {
@@ -158,13 +177,17 @@ final class HTTP2Origins {
     private let framing: HTTP2FramingKind
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
+    private let contexts: TLSContextCache
     private var origins: [HTTP2Origin.Key: HTTP2Origin] = [:]
+    /// Origins of identities no longer configured, finishing what they carry (`HTTP2Origin.retire()`) until unused.
+    private var retiring: [ObjectIdentifier: HTTP2Origin] = [:]
     private var stopped = false
     /// Labelled by the transport's name, which the worker's plugins choose ("apns", "webpush"…), never by a host.
     private let originGauge: Gauge
 
     init(configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
-         name: String) {
+         contexts: TLSContextCache, name: String) {
+        self.contexts = contexts
         self.configuration = configuration
         self.framing = framing
         self.eventLoop = eventLoop
@@ -173,25 +196,39 @@ final class HTTP2Origins {
         originGauge.record(0)
     }
 
-    var count: Int { origins.count }
+    var count: Int { origins.count + retiring.count }
 
     func submit(_ transfer: HTTP2Transfer) {
         guard !stopped else { transfer.complete(.failure(.shutDown)); return }
         var key = HTTP2Origin.Key(host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls,
-                                  lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime)
+                                  lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime,
+                                  identity: transfer.request.connectionIdentity)
         key.pinned = transfer.pinned
         let origin: HTTP2Origin
         if let existing = origins[key] {
             origin = existing
         } else {
             makeRoom()
-            origin = HTTP2Origin(key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback) {
+            origin = HTTP2Origin(key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
+                                 contexts: contexts) {
                 [weak self] origin in self?.forget(origin)
             }
             origins[key] = origin
-            originGauge.record(origins.count)
+            originGauge.record(count)
         }
         origin.submit(transfer)
+    }
+
+    /// Retires every origin whose identity is set and not in `live` (`NIOHTTP2Transport.closeConnections(except:)`).
+    func retire(except live: Set<ConnectionIdentity>) {
+        guard !stopped else { return }
+        for (key, origin) in origins {
+            guard let identity = key.identity, !live.contains(identity) else { continue }
+            origins[key] = nil
+            retiring[ObjectIdentifier(origin)] = origin
+            origin.retire()
+        }
+        originGauge.record(count)
     }
 
     /// At the bound, forgets the unused origins (an origin the HTTP/1.1 fallback carries has no connection to close and
@@ -204,23 +241,29 @@ final class HTTP2Origins {
             origins[oldest.key] = nil
             oldest.shutdown()
         }
-        originGauge.record(origins.count)
+        originGauge.record(count)
     }
 
     private func forget(_ origin: HTTP2Origin) {
-        guard !stopped, origins[origin.key] === origin else { return }
-        origins[origin.key] = nil
-        originGauge.record(origins.count)
+        guard !stopped else { return }
+        if retiring.removeValue(forKey: ObjectIdentifier(origin)) == nil {
+            guard origins[origin.key] === origin else { return }
+            origins[origin.key] = nil
+        }
+        originGauge.record(count)
     }
 
     func cancel(_ id: UInt64) {
         for origin in origins.values where origin.cancel(id) { return }
+        for origin in retiring.values where origin.cancel(id) { return }
     }
 
     func shutdown() {
         stopped = true
         for origin in origins.values { origin.shutdown() }
+        for origin in retiring.values { origin.shutdown() }
         origins.removeAll()
+        retiring.removeAll()
         originGauge.record(0)
     }
 }

@@ -176,5 +176,6 @@ public final class RecordingTransport: HTTPTransport {
         }
     }
 
+    public func closeConnections(except live: Set<ConnectionIdentity>) { inner.closeConnections(except: live) }
     public func shutdown() { inner.shutdown() }
 }

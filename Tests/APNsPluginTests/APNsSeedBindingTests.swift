@@ -65,5 +65,6 @@ struct UnreachableTransport: HTTPTransport {
         return HTTPResponse(status: 599, headers: [], body: [])
     }
 
+    func closeConnections(except live: Set<ConnectionIdentity>) {}
     func shutdown() {}
 }

@@ -14,6 +14,7 @@ struct FCMHostileAnswerTests {
             HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"ya29.t","expires_in":\#(expiresIn),"token_type":"Bearer"}"#.utf8))
         }
 
+        func closeConnections(except live: Set<ConnectionIdentity>) {}
         func shutdown() {}
     }
 

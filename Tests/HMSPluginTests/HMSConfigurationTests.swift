@@ -153,6 +153,7 @@ struct HMSConfigurationTests {
             HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"CgB6.t","expires_in":\#(expiresIn),"token_type":"Bearer"}"#.utf8))
         }
 
+        func closeConnections(except live: Set<ConnectionIdentity>) {}
         func shutdown() {}
     }
 

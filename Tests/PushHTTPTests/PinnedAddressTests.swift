@@ -14,6 +14,8 @@ private final class UnusedFallback: HTTPTransport {
         throw .connectionFailed("the fallback client was used")
     }
 
+    func closeConnections(except live: Set<ConnectionIdentity>) {}
+
     func shutdown() {}
 }
 

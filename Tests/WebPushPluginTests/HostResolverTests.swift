@@ -56,6 +56,7 @@ final class AnsweringTransport: HTTPTransport {
     }
 
     var requestTimeouts: [Duration] { timeouts.withLock { $0 } }
+    func closeConnections(except live: Set<ConnectionIdentity>) {}
     func shutdown() {}
 }
 

@@ -94,5 +94,6 @@ final class RecordingTransport: HTTPTransport {
         return HTTPResponse(status: 201, headers: [], body: [])
     }
 
+    func closeConnections(except live: Set<ConnectionIdentity>) {}
     func shutdown() {}
 }

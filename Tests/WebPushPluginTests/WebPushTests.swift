@@ -181,5 +181,7 @@ struct NoFallback: HTTPTransport {
         throw .connectionFailed("sent to the fallback client")
     }
 
+    func closeConnections(except live: Set<ConnectionIdentity>) {}
+
     func shutdown() {}
 }

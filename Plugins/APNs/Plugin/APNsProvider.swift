@@ -3,6 +3,7 @@ import Logging
 import PushCore
 import PushCrypto
 import PushHTTP
+import PushPluginAPI
 
 /// Delivers to APNs over HTTP/2: per-target environment, token or certificate auth per app.
 public struct APNsProvider: PushProvider {
@@ -13,6 +14,9 @@ public struct APNsProvider: PushProvider {
     private let apps: [String: APNsApp]
     /// One token cache per (team, key), shared by the apps that use it.
     private let tokens: [String: APNsTokenCache]
+    /// Each client certificate's connection identity (its content when the provider was built).
+    private let certificateIdentities: [TLSOptions: ConnectionIdentity]
+    public let connectionIdentities: Set<ConnectionIdentity>
     private let logger: Logger
     private let templates: any PayloadTemplates
     /// Each configured app's scope per environment, made once: a scope is asked for twice per job.
@@ -52,33 +56,67 @@ public struct APNsProvider: PushProvider {
         self.logger = logger
         var apps: [String: APNsApp] = [:]
         var tokens: [String: APNsTokenCache] = [:]
+        var certificateIdentities: [TLSOptions: ConnectionIdentity] = [:]
         for app in configuration.apps {
             apps[app.bundleId] = app
-            if case .token(let keyFile, let keyId, let teamId) = app.authentication, tokens["\(teamId)/\(keyId)"] == nil {
-                let key = try PrivateKey(pem: String(contentsOfFile: keyFile, encoding: .utf8))
-                tokens["\(teamId)/\(keyId)"] = APNsTokenCache(key: key, keyId: keyId, teamId: teamId, clock: clock)
+            for authentication in [app.authentication, app.voipAuthentication] as [APNsApp.Authentication?] {
+                switch authentication {
+                case .token(let keyFile, let keyId, let teamId)?:
+                    let signingKey = Self.signingKey(teamId: teamId, keyId: keyId)
+                    if tokens[signingKey] == nil {
+                        let key = try PrivateKey(pem: String(contentsOfFile: keyFile, encoding: .utf8))
+                        tokens[signingKey] = APNsTokenCache(key: key, keyId: keyId, teamId: teamId, clock: clock)
+                    }
+                case .certificate(let tls)?:
+                    if certificateIdentities[tls] == nil { certificateIdentities[tls] = tls.clientCertificateIdentity }
+                case nil:
+                    break
+                }
             }
         }
         self.apps = apps
         self.tokens = tokens
+        self.certificateIdentities = certificateIdentities
+        connectionIdentities = Set(tokens.keys.map(ConnectionIdentity.init)).union(certificateIdentities.values)
         scopes = apps.mapValues { app in
-            AppScopes(app: app, production: Self.scope(app.bundleId, .production, configuration: configuration, ownConnections: app.hasCertificate),
-                      sandbox: Self.scope(app.bundleId, .sandbox, configuration: configuration, ownConnections: app.hasCertificate))
+            AppScopes(app: app, production: Self.scope(app, .production, configuration: configuration),
+                      sandbox: Self.scope(app, .sandbox, configuration: configuration))
         }
     }
 
-    /// An app in one environment. Its origin is the environment's URL, shared by every app that
-    /// authenticates with a token; an app with a client certificate has connections of its own.
-    private static func scope(_ bundleId: String, _ environment: APNsEnvironment, configuration: APNsConfiguration,
-                              ownConnections: Bool) -> DeliveryScope {
+    /// A provider-token signing key, as the token caches and the connections that carry its tokens know it.
+    private static func signingKey(teamId: String, keyId: String) -> String { "\(teamId)/\(keyId)" }
+
+    /// An app in one environment. Its origin is the connections its requests go over (`connectionIdentity(for:)`): the
+    /// environment's URL and signing key, shared by every app that signs with that key; an app with a client certificate
+    /// has connections of its own.
+    private static func scope(_ app: APNsApp, _ environment: APNsEnvironment, configuration: APNsConfiguration) -> DeliveryScope {
         let url = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
-        return DeliveryScope(provider: .apns, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId,
-                             origin: ownConnections ? "\(url) \(bundleId)" : url)
+        var connections = app.bundleId
+        if !app.hasCertificate, case .token(_, let keyId, let teamId) = app.authentication {
+            connections = signingKey(teamId: teamId, keyId: keyId)
+        }
+        return scope(app.bundleId, environment, configuration: configuration, origin: "\(url) \(connections)")
+    }
+
+    private static func scope(_ bundleId: String, _ environment: APNsEnvironment, configuration: APNsConfiguration,
+                              origin: String?) -> DeliveryScope {
+        DeliveryScope(provider: .apns, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId, origin: origin)
     }
 
     func tokenCache(for authentication: APNsApp.Authentication) -> APNsTokenCache? {
         guard case .token(_, let keyId, let teamId) = authentication else { return nil }
-        return tokens["\(teamId)/\(keyId)"]
+        return tokens[Self.signingKey(teamId: teamId, keyId: keyId)]
+    }
+
+    /// Whom the connection of a request with these credentials speaks for: APNs binds a connection to the signing key of
+    /// the first provider token it accepted on it (`ConnectionIdentity`), and a client certificate is one per connection
+    /// by construction of TLS.
+    private func connectionIdentity(for authentication: APNsApp.Authentication) -> ConnectionIdentity? {
+        switch authentication {
+        case .token(_, let keyId, let teamId): ConnectionIdentity(Self.signingKey(teamId: teamId, keyId: keyId))
+        case .certificate(let tls): certificateIdentities[tls]
+        }
     }
 
     /// Apple keeps production and sandbox apart (their own hosts, and a key or certificate may be
@@ -86,7 +124,7 @@ public struct APNsProvider: PushProvider {
     public func scope(of target: Target) -> DeliveryScope {
         let bundleId = target.app ?? configuration.defaultBundleId ?? "-"
         guard let known = scopes[bundleId] else {
-            return Self.scope(bundleId, .production, configuration: configuration, ownConnections: false)
+            return Self.scope(bundleId, .production, configuration: configuration, origin: configuration.productionURL)
         }
         return known.app.environment(of: target) == .sandbox ? known.sandbox : known.production
     }
@@ -147,7 +185,8 @@ public struct APNsProvider: PushProvider {
         }
         let base = app.environment(of: delivery.target) == .sandbox ? configuration.sandboxURL : configuration.productionURL
         let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
-                                  timeout: configuration.timeout, tls: tls, connectionLifetime: connectionLifetime)
+                                  timeout: configuration.timeout, tls: tls, connectionLifetime: connectionLifetime,
+                                  connectionIdentity: connectionIdentity(for: authentication))
         return .ready(Sending(request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
                               pushType: built.pushType, truncated: built.truncated))
     }
@@ -180,6 +219,10 @@ public struct APNsProvider: PushProvider {
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
             if let bearer = sending.bearer { tokenCache(for: sending.authentication)?.rejected(bearer) }
+        case .retryable(APNsResponse.unrelatedKeyId, _, _):
+            logger.error("APNs saw provider tokens of two keys on one connection: a bug to report", metadata: [
+                "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",
+            ])
         case .failed(let reason, 400?, .none, _):
             logger.error("APNs refused a request push-worker built: a bug to report", metadata: [
                 "reason": "\(reason)", "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",

@@ -11,6 +11,11 @@ enum APNsResponse {
     /// override or certificate; the Mizu seed's FAQ treats DeviceTokenNotForTopic as a topic setting to
     /// fix), so they remove nothing. They concern this request's topic, so they open no circuit either.
     static let topicReasons: Set<String> = ["DeviceTokenNotForTopic", "MissingTopic", "TopicDisallowed", "BadTopic"]
+    /// 403 UnrelatedKeyIdInToken: "The key ID in the provider token isn't related to the key ID of the token used in the
+    /// first push of this connection. To use this token, open a new connection." Our connections are per signing key
+    /// (`HTTPRequest.connectionIdentity`), so this answer is a defect of ours, not a credential failure: the request is
+    /// sent again (on a connection of its own key), and no credential circuit opens.
+    static let unrelatedKeyId = "UnrelatedKeyIdInToken"
     /// - Parameter environmentNamed: the binding named its environment (a target's `environment`, RFC 8599
     ///   `apns`/`apns.dev`, X-MPUSH `s:`/`p:`). Apple: BadDeviceToken means "the specified device token is invalid.
     ///   Verify that the request contains a valid token and that the token matches the environment", so when the
@@ -37,6 +42,8 @@ enum APNsResponse {
         case 400 where reason == "IdleTimeout":
             return .retryable(reason: reason, httpStatus: status)
         case 403 where reason == "ExpiredProviderToken":
+            return .retryable(reason: reason, httpStatus: status)
+        case 403 where reason == unrelatedKeyId:
             return .retryable(reason: reason, httpStatus: status)
         case 403:
             // Apple's status table: a 403 is "an error with the certificate or with the provider authentication

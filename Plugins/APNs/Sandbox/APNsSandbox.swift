@@ -16,6 +16,12 @@ import Synchronization
 /// 400 DeviceTokenNotForTopic under another app's topic, and so is a PushKit token outside the `.voip` topic
 /// or an ordinary token on it.
 /// A new connection allows one stream until a token is accepted, then 1000 (as APNs does).
+/// A connection is bound to the signing key of the first provider token accepted on it: a token of another key on it
+/// is answered 403 `UnrelatedKeyIdInToken`, "The key ID in the provider token isn't related to the key ID of the token
+/// used in the first push of this connection. To use this token, open a new connection" (Apple, [Handling notification
+/// responses from APNs](https://developer.apple.com/documentation/usernotifications/handling-notification-responses-from-apns)).
+/// The server must tell `connectionClosed(_:)` of each connection that closes (`APNsSandboxInstance` does), so a new
+/// connection that reuses an old one's identifier starts unbound.
 ///
 /// As strict as APNs, never stricter: a missing `apns-push-type` is accepted ("Sending notification requests to
 /// APNs": required for watchOS, recommended elsewhere), and a payload the device would drop — a malformed `aps`
@@ -54,6 +60,8 @@ public final class APNsSandbox: Sendable {
     /// Why the device would drop each request APNs accepted (`APNsPayloadRules`), in order (for tests).
     public var deviceDrops: [String] { dropped.withLock { $0 } }
     private let trustedConnections = Mutex<Set<ObjectIdentifier>>([])
+    /// The key id of the first token accepted on each open connection.
+    private let connectionKeys = Mutex<[ObjectIdentifier: String]>([:])
     private let answered = Atomic<Int>(0)
     /// Every this many requests, the answer is followed by GOAWAY and a closed connection.
     private let goAwayEvery: Int?
@@ -104,6 +112,14 @@ public final class APNsSandbox: Sendable {
                 return false
             }
             if tooSoon { return error(429, "TooManyProviderTokenUpdates") }
+            if let connection = request.connection {
+                let boundKey = connectionKeys.withLock { bound in
+                    if let first = bound[connection] { return first }
+                    bound[connection] = keyId
+                    return keyId
+                }
+                if boundKey != keyId { return error(403, "UnrelatedKeyIdInToken") }
+            }
             tokenAccepted = true
         }
 
@@ -157,6 +173,12 @@ public final class APNsSandbox: Sendable {
 }
 
 extension APNsSandbox {
+    /// Forgets what the sandbox knew of a connection that closed: the key it was bound to, whether a token was accepted.
+    public func connectionClosed(_ connection: ObjectIdentifier) {
+        connectionKeys.withLock { _ = $0.removeValue(forKey: connection) }
+        trustedConnections.withLock { _ = $0.remove(connection) }
+    }
+
     /// The device token a request is for (the record and fault key).
     public static func deviceToken(of request: SandboxRequest) -> String? {
         guard request.path.hasPrefix("/3/device/") else { return nil }
@@ -189,8 +211,10 @@ public struct APNsSandboxInstance: Sendable {
                                   bundleIds: [bundleId], certificateAuthentication: certificateAuthentication,
                                   goAwayEvery: goAwayEvery)
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: certificateAuthentication, port: port,
-                                                   initialConcurrentStreams: 1, connectionClosed: connectionClosed,
-                                                   responder: wrap(sandbox.respond))
+                                                   initialConcurrentStreams: 1, connectionClosed: { connection in
+                                                       sandbox.connectionClosed(connection)
+                                                       connectionClosed?(connection)
+                                                   }, responder: wrap(sandbox.respond))
         return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile)
     }
 }

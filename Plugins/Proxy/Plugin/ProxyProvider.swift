@@ -1,5 +1,6 @@
 import PushCore
 import PushHTTP
+import PushPluginAPI
 
 /// Delivers to the customer's push proxy: one POST per job and proxy, carrying every endpoint of the job's
 /// targets there (`endpointData`), each target getting the request's outcome.
@@ -12,6 +13,10 @@ public struct ProxyProvider: PushProvider {
     /// The scopes' origins, by app and for the default proxy: proxies with one URL and one client identity share connections.
     private let origins: [String: String]
     private let defaultOrigin: String?
+    /// Each client certificate's connection identity (its content when the provider was built): one certificate per
+    /// connection, and a certificate rotated at the same path gets connections of its own.
+    private let certificateIdentities: [TLSOptions: ConnectionIdentity]
+    public var connectionIdentities: Set<ConnectionIdentity> { Set(certificateIdentities.values) }
 
     public init(configuration: ProxyConfiguration, transport: any HTTPTransport) {
         self.configuration = configuration
@@ -19,8 +24,14 @@ public struct ProxyProvider: PushProvider {
         let origin = { (endpoint: ProxyEndpoint) in "\(endpoint.url) \(endpoint.tls.clientCertificateFile ?? "")" }
         origins = configuration.endpoints.mapValues(origin)
         defaultOrigin = configuration.defaultEndpoint.map(origin)
+        var identities: [TLSOptions: ConnectionIdentity] = [:]
+        for endpoint in Array(configuration.endpoints.values) + [configuration.defaultEndpoint].compactMap({ $0 }) {
+            if identities[endpoint.tls] == nil { identities[endpoint.tls] = endpoint.tls.clientCertificateIdentity }
+        }
+        let certificateIdentities = identities
+        self.certificateIdentities = certificateIdentities
         gathering = EndpointGathering(window: configuration.gatheringWindow) { deliveries in
-            await Self.send(deliveries, configuration: configuration, transport: transport)
+            await Self.send(deliveries, configuration: configuration, certificateIdentities: certificateIdentities, transport: transport)
         }
     }
 
@@ -36,8 +47,9 @@ public struct ProxyProvider: PushProvider {
         return await gathering.deliver(delivery, expected: sameProxy.count)
     }
 
-    private static func send(_ deliveries: [Delivery], configuration: ProxyConfiguration, transport: any HTTPTransport) async -> DeliveryResult {
-        guard let request = request(for: deliveries, configuration: configuration) else {
+    private static func send(_ deliveries: [Delivery], configuration: ProxyConfiguration,
+                             certificateIdentities: [TLSOptions: ConnectionIdentity], transport: any HTTPTransport) async -> DeliveryResult {
+        guard let request = request(for: deliveries, configuration: configuration, certificateIdentities: certificateIdentities) else {
             return .failed(reason: "no push proxy", httpStatus: nil)
         }
         return read(await HTTPDelivery.send(request, for: deliveries[0], over: transport, classify: Self.classify), for: deliveries[0])
@@ -46,10 +58,12 @@ public struct ProxyProvider: PushProvider {
     // Out of line, so the request is built and the answer read outside `send`'s async frame, which every
     // job in flight keeps (docs/writing-a-provider.md).
     @inline(never)
-    private static func request(for deliveries: [Delivery], configuration: ProxyConfiguration) -> HTTPRequest? {
+    private static func request(for deliveries: [Delivery], configuration: ProxyConfiguration,
+                                certificateIdentities: [TLSOptions: ConnectionIdentity]) -> HTTPRequest? {
         guard let first = deliveries.first, let endpoint = configuration.endpoint(for: first.target.app) else { return nil }
         return HTTPRequest(url: endpoint.url, headers: [("content-type", "application/json")],
-                           body: ProxyRequestBody.encode(deliveries), timeout: endpoint.timeout, tls: endpoint.tls)
+                           body: ProxyRequestBody.encode(deliveries), timeout: endpoint.timeout, tls: endpoint.tls,
+                           connectionIdentity: certificateIdentities[endpoint.tls])
     }
 
     @inline(never)
