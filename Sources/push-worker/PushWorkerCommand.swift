@@ -74,6 +74,7 @@ struct Run: AsyncParsableCommand {
             "address": "\(endpoint.bindAddress)", "port": "\(operations.port)",
         ])
         let signals = StopSignals { worker.pipeline.stop() }
+        let hangUp = ReloadSignal { _ = worker.reloadConfiguration() }
         logger.info("push-worker started", metadata: [
             "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",
             "topic": "\(configuration.pipeline.jobsTopic)",
@@ -81,7 +82,7 @@ struct Run: AsyncParsableCommand {
         ])
         try await worker.run()
         await operations.stop()
-        withExtendedLifetime(signals) {}
+        withExtendedLifetime((signals, hangUp)) {}
         logger.info("push-worker stopped")
     }
 }
@@ -101,6 +102,19 @@ final class StopSignals {
             source.resume()
             return source
         }
+    }
+}
+
+/// SIGHUP: re-read `PUSH_APPS_FILE` and the credential files now (the watcher does it every `PUSH_APPS_RELOAD_S`).
+/// The handler runs on a dispatch queue of its own, one reload at a time.
+final class ReloadSignal {
+    private let source: any DispatchSourceSignal
+
+    init(reload: @escaping @Sendable () -> Void) {
+        signal(SIGHUP, SIG_IGN)
+        source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "push-worker.sighup"))
+        source.setEventHandler(handler: reload)
+        source.resume()
     }
 }
 
