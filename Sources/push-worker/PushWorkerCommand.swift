@@ -105,19 +105,6 @@ final class StopSignals {
     }
 }
 
-/// SIGHUP: re-read `PUSH_APPS_FILE` and the credential files now (the watcher does it every `PUSH_APPS_RELOAD_S`).
-/// The handler runs on a dispatch queue of its own, one reload at a time.
-final class ReloadSignal {
-    private let source: any DispatchSourceSignal
-
-    init(reload: @escaping @Sendable () -> Void) {
-        signal(SIGHUP, SIG_IGN)
-        source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "push-worker.sighup"))
-        source.setEventHandler(handler: reload)
-        source.resume()
-    }
-}
-
 final class ManagedCounter: Sendable {
     private let count = Atomic<Int>(0)
     func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
