@@ -56,8 +56,10 @@ public final class LiveConfiguration: Sendable {
     private let lastSuccessGauge = Gauge(label: "push_config_last_success_timestamp_seconds")
     private let refusedGauge = Gauge(label: "push_config_refused")
 
-    /// - Parameter plugins: the plugins start-up configured from `source`, whose providers `providers` holds.
-    init(source: ProviderSource, plugins: [ConfiguredPlugin], attemptTimeout: Duration, providers: LiveProviders,
+    /// - Parameters:
+    ///   - plugins: the plugins start-up configured from `source`, whose providers `providers` holds.
+    ///   - version: the files' content as it was before those plugins read them.
+    init(source: ProviderSource, version: ConfigurationVersion, plugins: [ConfiguredPlugin], attemptTimeout: Duration, providers: LiveProviders,
          formats: [any TargetFormat], context: ProviderContext, transports: ProviderTransports, breakers: CircuitBreakers,
          metrics: PipelineMetrics, logger: Logger) {
         self.source = source
@@ -69,7 +71,6 @@ public final class LiveConfiguration: Sendable {
         self.breakers = breakers
         self.metrics = metrics
         self.logger = logger
-        let version = ConfigurationVersion.read(source)
         state = Locked(State(loaded: version, lastRead: version, plugins: Dictionary(plugins.map { ($0.id, $0) }) { $1 }))
         recordLoaded(version)
         refusedGauge.record(0)
@@ -129,7 +130,7 @@ public final class LiveConfiguration: Sendable {
                 continue
             }
             do {
-                next.register(try plugin.makeProvider(context))
+                next.register(try plugin.makeProvider(context.replacing(running.provider(for: plugin.id))))
             } catch {
                 return .failure(ConfigurationErrors(problems: ["\(plugin.id): \(error)"]))
             }

@@ -58,7 +58,7 @@ public struct Worker: Sendable {
         let processor = JobProcessor(providers: providers, configuration: configuration.pipeline, store: store,
                                      retryQueue: retryQueue, metrics: metrics, logger: logger)
         liveConfiguration = LiveConfiguration(
-            source: configuration.providerSource, plugins: configuration.plugins, attemptTimeout: configuration.pipeline.attemptTimeout,
+            source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins, attemptTimeout: configuration.pipeline.attemptTimeout,
             providers: providers, formats: configuration.targetFormats, context: context, transports: transports,
             breakers: processor.circuitBreakers, metrics: metrics, logger: logger)
         pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,

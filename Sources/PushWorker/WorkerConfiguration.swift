@@ -46,6 +46,8 @@ public struct WorkerConfiguration: Sendable {
     public var providerSource: ProviderSource
     /// How often `PUSH_APPS_FILE` and the credential files are checked for changes (`PUSH_APPS_RELOAD_S`); nil = only on SIGHUP.
     public var appsReloadInterval: Duration?
+    /// The content of those files as they were before the plugins read them.
+    var providerVersion: ConfigurationVersion
 
     /// The configured plugin of `provider`, if it is enabled.
     public func plugin(_ provider: ProviderID) -> ConfiguredPlugin? { plugins.first { $0.id == provider } }
@@ -118,6 +120,8 @@ public struct WorkerConfiguration: Sendable {
             maximumConnections: reader.integer(CoreSettings.httpMaxInboundConnections))
 
         let providers = ProviderSource(environment: environment, linked: linked)
+        // Read before the plugins read the files: a change while they do is seen by the first check.
+        let providerVersion = ConfigurationVersion.read(providers)
         let (enabled, aProviderWasRefused) = providers.configure(&reader)
 
         var templates: TemplateDirectory?
@@ -178,6 +182,7 @@ public struct WorkerConfiguration: Sendable {
             maximumConnectionsPerHost: connections, httpClient: httpClient, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown,
-            providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil))
+            providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
+            providerVersion: providerVersion))
     }
 }

@@ -57,7 +57,7 @@ final class LiveConfigurationHarness: Sendable {
         pipeline.circuitBreaker = CircuitBreaker.Settings(failureThreshold: circuitFailures, coolDownMilliseconds: 600_000)
         processor = JobProcessor(providers: providers, configuration: pipeline, store: InMemoryDeliveryStore(), retryQueue: nil,
                                  metrics: metrics, logger: logger)
-        live = LiveConfiguration(source: configuration.providerSource, plugins: configuration.plugins, attemptTimeout: pipeline.attemptTimeout,
+        live = LiveConfiguration(source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins, attemptTimeout: pipeline.attemptTimeout,
                                  providers: providers, formats: configuration.targetFormats, context: context, transports: transports,
                                  breakers: processor.circuitBreakers, metrics: metrics, logger: logger)
     }
@@ -143,7 +143,7 @@ struct LiveConfigurationTests {
     static let chat = "com.example.chat"
     static let phone = "com.example.phone"
 
-    @Test("an app added to PUSH_APPS_FILE is served after the reload, under its own metric label")
+    @Test("an app added to PUSH_APPS_FILE is served after the reload, under its own metric label, with the token of its unchanged key")
     func addedAppIsServed() async throws {
         let key = try LiveConfigurationHarness.key("KEY1111111")
         let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone]) { scratch in
@@ -157,12 +157,18 @@ struct LiveConfigurationTests {
         let before = try await harness.send(to: Self.phone)
         #expect(before.status == .failed)
         #expect(before.reason == "no APNs credentials for app \(Self.phone)")
+        #expect(try await harness.send(to: Self.chat).status == .delivered)
+        let tokenBefore = harness.server.requests.last?.header("authorization")
+        // Past the second of that token's `iat`: a token signed anew after the reload would differ.
+        try await Task.sleep(for: .milliseconds(1100))
 
         try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
                                                LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile)])
             .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
         #expect(harness.live.check() == .applied([.apns]))
         #expect(try await harness.send(to: Self.phone).status == .delivered)
+        #expect(harness.server.requests.last?.header("authorization") == tokenBefore,
+                "the key did not change, so its provider token is kept (Apple refuses a new one within 20 minutes)")
         #expect(try await harness.send(to: Self.chat).status == .delivered)
         #expect(TestMetrics.value(of: #"push_deliveries_total{provider="apns",app="\#(Self.phone)",status="delivered"}"#) ?? 0 >= 1)
         #expect(harness.live.check() == .unchanged)

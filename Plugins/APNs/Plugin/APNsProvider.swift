@@ -44,7 +44,8 @@ public struct APNsProvider: PushProvider {
     public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
                 templates: any PayloadTemplates = BuiltInPayloads(),
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds,
-                connectionLifetime: HTTPConnectionLifetime = APNsProvider.connectionLifetime) throws {
+                connectionLifetime: HTTPConnectionLifetime = APNsProvider.connectionLifetime,
+                predecessor: APNsProvider? = nil) throws {
         self.configuration = configuration
         self.connectionLifetime = connectionLifetime
         self.templates = templates
@@ -55,8 +56,15 @@ public struct APNsProvider: PushProvider {
         for app in configuration.apps {
             apps[app.bundleId] = app
             if case .token(let keyFile, let keyId, let teamId) = app.authentication, tokens["\(teamId)/\(keyId)"] == nil {
-                let key = try PrivateKey(pem: String(contentsOfFile: keyFile, encoding: .utf8))
-                tokens["\(teamId)/\(keyId)"] = APNsTokenCache(key: key, keyId: keyId, teamId: teamId, clock: clock)
+                let pem = try String(contentsOfFile: keyFile, encoding: .utf8)
+                // A key whose file did not change keeps its token across a reload: Apple refuses a new one within 20 minutes.
+                let digest = Digest.sha256(Array(pem.utf8))
+                if let kept = predecessor?.tokens["\(teamId)/\(keyId)"], kept.keyDigest == digest {
+                    tokens["\(teamId)/\(keyId)"] = kept
+                } else {
+                    tokens["\(teamId)/\(keyId)"] = APNsTokenCache(key: try PrivateKey(pem: pem), keyDigest: digest, keyId: keyId, teamId: teamId,
+                                                                    clock: clock)
+                }
             }
         }
         self.apps = apps
