@@ -99,10 +99,21 @@ final class LiveConfigurationHarness: Sendable {
     }
 
     /// The key id of the provider token on the last request the sandbox received.
-    var lastKeyId: String? {
-        guard let bearer = server.requests.last?.header("authorization")?.dropFirst("bearer ".count),
+    var lastKeyId: String? { server.requests.last.flatMap(Self.keyId) }
+
+    /// The key id of a request's provider token.
+    static func keyId(of request: SandboxRequest) -> String? {
+        guard let bearer = request.header("authorization")?.dropFirst("bearer ".count),
               let token = JSONWebToken.parse(String(bearer)), case .string(let kid)? = token.header["kid"] else { return nil }
         return kid
+    }
+
+    /// The key id each device token's requests were signed with, as the sandbox received them.
+    var keyIdsByToken: [String: Set<String>] {
+        server.requests.reduce(into: [:]) { byToken, request in
+            guard request.path.hasPrefix("/3/device/") else { return }
+            byToken[String(request.path.dropFirst("/3/device/".count)), default: []].insert(Self.keyId(of: request) ?? "-")
+        }
     }
 
     struct Unexpected: Error { let what: String; init(_ what: String) { self.what = what } }
@@ -330,6 +341,123 @@ struct LiveConfigurationTests {
         #expect(await results.next() == .unchanged)
         bound.cancel()
         withExtendedLifetime(hangUp) {}
+        await harness.stop()
+    }
+
+    @Test("under load: add, remove, rotate, break and fix while jobs flow — every job ends once, nothing launched after a removal reaches the provider, nothing launched after a rotation is signed with the old key")
+    func changesUnderLoad() async throws {
+        let tablet = "com.example.tablet"
+        let first = try LiveConfigurationHarness.key("KEYFIRST00"), second = try LiveConfigurationHarness.key("KEYSECOND0")
+        let harness = try await LiveConfigurationHarness(sandboxKeys: [first, second], bundleIds: [Self.chat, Self.phone, tablet]) { scratch in
+            try LiveConfigurationHarness.write(first, to: scratch.url.appendingPathComponent("first.p8").path)
+            try LiveConfigurationHarness.write(second, to: scratch.url.appendingPathComponent("second.p8").path)
+            let apps = scratch.url.appendingPathComponent("apps.json").path
+            try LiveConfigurationHarness.appsFile([
+                LiveConfigurationHarness.app(Self.chat, key: first, file: scratch.url.appendingPathComponent("first.p8").path),
+                LiveConfigurationHarness.app(Self.phone, key: first, file: scratch.url.appendingPathComponent("first.p8").path),
+            ]).write(toFile: apps, atomically: true, encoding: .utf8)
+            return ["PUSH_APPS_FILE": apps]
+        }
+        let directory = harness.scratch.url
+        let firstFile = directory.appendingPathComponent("first.p8").path, secondFile = directory.appendingPathComponent("second.p8").path
+        func publish(_ entries: [String]) throws {
+            try LiveConfigurationHarness.appsFile(entries).write(toFile: directory.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+        }
+        let apps = [Self.chat, Self.phone, tablet]
+        /// One phase: `perApp` jobs per app in flight while `change` runs; the outcomes by app and device token.
+        func phase(_ number: Int, perApp: Int = 30, change: () throws -> LiveConfiguration.Reload) async throws
+            -> (reload: LiveConfiguration.Reload, outcomes: [(app: String, token: String, outcome: Outcome)]) {
+            try await withThrowingTaskGroup(of: (String, String, Outcome).self) { group in
+                for index in 0..<perApp {
+                    for (appIndex, app) in apps.enumerated() {
+                        let token = String(format: "00%02x%02x%04x", number, appIndex, index) + String(repeating: "0", count: 54)
+                        group.addTask { (app, token, try await harness.send(to: app, token: token)) }
+                    }
+                }
+                let reload = try change()
+                var outcomes: [(app: String, token: String, outcome: Outcome)] = []
+                for try await (app, token, outcome) in group { outcomes.append((app, token, outcome)) }
+                return (reload, outcomes)
+            }
+        }
+        /// Jobs launched after a change took effect: one for each app, in order.
+        func after(_ number: Int) async throws -> [String: (token: String, outcome: Outcome)] {
+            var sent: [String: (token: String, outcome: Outcome)] = [:]
+            for (appIndex, app) in apps.enumerated() {
+                let token = String(format: "00%02x%02xffff", number, appIndex) + String(repeating: "0", count: 54)
+                sent[app] = (token, try await harness.send(to: app, token: token))
+            }
+            return sent
+        }
+        var launched = 0, ended = 0
+        func count(_ result: (reload: LiveConfiguration.Reload, outcomes: [(app: String, token: String, outcome: Outcome)])) {
+            launched += 30 * apps.count
+            ended += result.outcomes.count
+        }
+
+        // 1. Add the tablet app.
+        let added = try await phase(1) {
+            try publish([LiveConfigurationHarness.app(Self.chat, key: first, file: firstFile), LiveConfigurationHarness.app(Self.phone, key: first, file: firstFile),
+                         LiveConfigurationHarness.app(tablet, key: first, file: firstFile)])
+            return harness.live.check()
+        }
+        count(added)
+        #expect(added.reload == .applied([.apns]))
+        #expect(try await after(1)[tablet]?.outcome.status == .delivered)
+
+        // 2. Remove the phone app.
+        let removed = try await phase(2) {
+            try publish([LiveConfigurationHarness.app(Self.chat, key: first, file: firstFile), LiveConfigurationHarness.app(tablet, key: first, file: firstFile)])
+            return harness.live.check()
+        }
+        count(removed)
+        #expect(removed.reload == .applied([.apns]))
+        let afterRemoval = try await after(2)
+        #expect(afterRemoval[Self.phone]?.outcome.reason == "no APNs credentials for app \(Self.phone)")
+
+        // 3. Rotate the chat app to the second key.
+        let rotated = try await phase(3) {
+            try publish([LiveConfigurationHarness.app(Self.chat, key: second, file: secondFile), LiveConfigurationHarness.app(tablet, key: first, file: firstFile)])
+            return harness.live.check()
+        }
+        count(rotated)
+        #expect(rotated.reload == .applied([.apns]))
+        let afterRotation = try await after(3)
+        #expect(afterRotation[Self.chat]?.outcome.status == .delivered)
+
+        // 4. A broken file: refused, the last good version goes on serving.
+        let broken = try await phase(4) {
+            try #"{"apns": [ "#.write(toFile: directory.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+            return harness.live.check()
+        }
+        count(broken)
+        guard case .refused = broken.reload else { Issue.record("the broken file was applied: \(broken.reload)"); return }
+        let whileBroken = try await after(4)
+        #expect(whileBroken[Self.chat]?.outcome.status == .delivered)
+        #expect(whileBroken[tablet]?.outcome.status == .delivered)
+
+        // 5. Fixed: the phone app comes back.
+        let fixed = try await phase(5) {
+            try publish([LiveConfigurationHarness.app(Self.chat, key: second, file: secondFile), LiveConfigurationHarness.app(tablet, key: first, file: firstFile),
+                         LiveConfigurationHarness.app(Self.phone, key: first, file: firstFile)])
+            return harness.live.check()
+        }
+        count(fixed)
+        #expect(fixed.reload == .applied([.apns]))
+        #expect(try await after(5)[Self.phone]?.outcome.status == .delivered)
+
+        #expect(ended == launched, "every job ends with one outcome")
+        for result in [added, removed, rotated, broken, fixed] {
+            for (app, _, outcome) in result.outcomes {
+                #expect(outcome.status == .delivered || (outcome.status == .failed && outcome.reason == "no APNs credentials for app \(app)"),
+                        "\(app): \(outcome.status) \(outcome.reason ?? "")")
+            }
+        }
+        let keyIds = harness.keyIdsByToken
+        for (number, sent) in [(2, afterRemoval), (3, afterRotation), (4, whileBroken)] {
+            #expect(keyIds[sent[Self.phone]!.token] == nil, "phase \(number): a job for the removed app reached the provider")
+            #expect(keyIds[sent[Self.chat]!.token] == (number >= 3 ? ["KEYSECOND0"] : ["KEYFIRST00"]), "phase \(number)")
+        }
         await harness.stop()
     }
 
