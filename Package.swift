@@ -193,7 +193,7 @@ let package = Package(
         .testTarget(name: "WebPushPluginTests", dependencies: ["WebPushSandbox", "WebPushPlugin", "PushCore", "PushCrypto", "PushHTTP", "PushSandbox",
                                                              "PushPipeline", "TestSupport"],
                     path: "Tests/WebPushPluginTests"),
-        .testTarget(name: "PushWorkerTests", dependencies: ["FCMSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin", "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates", "TestSupport"],
+        .testTarget(name: "PushWorkerTests", dependencies: ["APNsSandbox", "FCMSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin", "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates", "TestSupport"],
                     path: "Tests/PushWorkerTests"),
     ],
     swiftLanguageModes: [.v6]

@@ -77,6 +77,9 @@ public struct ProviderRegistry: Sendable {
 
     public func provider(for id: ProviderID) -> (any PushProvider)? { providers[id] }
 
+    /// The registered providers.
+    public var all: [any PushProvider] { Array(providers.values) }
+
     public func shutdown() async {
         for provider in providers.values { await provider.shutdown() }
     }

@@ -148,6 +148,19 @@ public final class CircuitBreakers: Sendable {
         }
     }
 
+    /// Forgets the breakers of the scopes `released` picks (apps live configuration removed or gave new credentials):
+    /// their next send counts afresh. An open one's `push_circuit_open` goes back to 0.
+    public func forget(where released: (DeliveryScope) -> Bool) {
+        let forgotten = table.withLock { table -> [DeliveryScope: CircuitBreakers.Entry] in
+            let forgotten = table.entries.filter { released($0.key) }
+            for scope in forgotten.keys { table.entries[scope] = nil }
+            table.reportedCount = table.entries.count
+            entriesGauge.record(table.entries.count)
+            return forgotten
+        }
+        for (scope, entry) in forgotten where entry.breaker.isOpen { metrics.circuit(scope, open: false) }
+    }
+
     /// Every breaker that is not closed, for logs, metrics and tests.
     public var openCircuits: [DeliveryScope: CircuitBreaker.State] {
         table.withLock { $0.entries.filter { $0.value.breaker.isOpen }.mapValues(\.breaker.state) }

@@ -71,7 +71,7 @@ extension JobProcessor {
     /// circuit let through as its probe gives the probe back whenever it ends without an answer.
     @inline(never)
     private func send(_ job: Job, _ target: Target, attempt: Int, source: Source, at now: Int64) async -> SendResult {
-        guard let provider = registry.provider(for: target.provider) else { return Self.notEnabled(job, target, attempt: attempt, at: now) }
+        guard let provider = providers.provider(for: target.provider) else { return Self.notEnabled(job, target, attempt: attempt, at: now) }
         let scope = provider.scope(of: target)
         let (permit, openScope, probes) = breakers.permit(scope, at: now)
         if let held = Self.heldBack(permit, openScope: openScope, target, at: now) {

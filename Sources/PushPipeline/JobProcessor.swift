@@ -10,7 +10,8 @@ public final class JobProcessor: Sendable {
     public typealias Sleep = @Sendable (Duration) async throws -> Void
 
     let decoder: JobDecoder
-    let registry: ProviderRegistry
+    /// Read once per admission and per attempt: live configuration may replace them between two.
+    let providers: LiveProviders
     let configuration: PipelineConfiguration
     let store: any DeliveryStore
     /// nil: retries wait in the job's task and its offset stays uncommitted (single replica, no Redis); the waiting job
@@ -24,13 +25,24 @@ public final class JobProcessor: Sendable {
     let sleep: Sleep
     let logger: Logger
 
-    public init(registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
+    public convenience init(registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
+                            retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
+                            logger: Logger,
+                            clock: @escaping WallClock = currentTimeMilliseconds,
+                            sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
+        self.init(providers: LiveProviders(registry), configuration: configuration, store: store, retryQueue: retryQueue, health: health,
+                  metrics: metrics, logger: logger, clock: clock, sleep: sleep)
+    }
+
+    /// - Parameter providers: the providers, which live configuration may replace; the target formats of the registry
+    ///   given first (every linked plugin's) stay.
+    public init(providers: LiveProviders, configuration: PipelineConfiguration, store: any DeliveryStore,
                 retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
                 logger: Logger,
                 clock: @escaping WallClock = currentTimeMilliseconds,
                 sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
-        decoder = JobDecoder(limits: configuration.jobLimits, formats: registry.formats)
-        self.registry = registry
+        decoder = JobDecoder(limits: configuration.jobLimits, formats: providers.current.formats)
+        self.providers = providers
         self.configuration = configuration
         self.store = store
         self.retryQueue = retryQueue
@@ -108,7 +120,7 @@ public final class JobProcessor: Sendable {
         var scope: DeliveryScope?
         var deliveryLane = lane
         if case .success(let job) = decoded, job.targets.count == 1, !job.targets[0].isUnbound, !job.deadline.isExpired(at: clock()),
-           let provider = registry.provider(for: job.targets[0].provider) {
+           let provider = providers.provider(for: job.targets[0].provider) {
             scope = provider.scope(of: job.targets[0])
             deliveryLane = Lane.delivery(consumedOn: lane, kind: job.kind)
         }

@@ -5,7 +5,9 @@ import PushCore
 /// The `app` label comes from the configuration, never from a job (`MetricAppLabels`), so hostile
 /// input cannot create series.
 public final class PipelineMetrics: Sendable {
-    private let appLabels: MetricAppLabels
+    /// Replaced by live configuration (`replaceAppLabels`).
+    private let labels: Locked<MetricAppLabels>
+    private var appLabels: MetricAppLabels { labels.withLock { $0 } }
     let consumed = Counter(label: "push_jobs_consumed_total")
     let publishFailures = Counter(label: "push_outcome_publish_failures_total")
     let retriesClaimed = Counter(label: "push_retries_claimed_total")
@@ -35,9 +37,18 @@ public final class PipelineMetrics: Sendable {
     }
 
     public init(appLabels: MetricAppLabels = MetricAppLabels()) {
-        self.appLabels = appLabels
+        labels = Locked(appLabels)
         laneLagGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", $0.rawValue)]) }
         laneInFlightGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]) }
+    }
+
+    /// The apps of a new configuration: an added app gets its own label from now on, a removed one goes back to
+    /// `unconfigured`, and the handlers cached for labels no longer given are dropped (the series already exported keep
+    /// their counts).
+    public func replaceAppLabels(_ next: MetricAppLabels) {
+        labels.withLock { $0 = next }
+        deliveryCounters.withLock { counters in counters = counters.filter { next.isLabel($0.key.app, of: $0.key.provider) } }
+        appLimitedCounters.withLock { counters in counters = counters.filter { next.isLabel($0.key.app, of: $0.key.provider) } }
     }
 
     func invalid(_ code: JobRejection.Code) {

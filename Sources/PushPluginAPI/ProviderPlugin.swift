@@ -85,11 +85,21 @@ public struct ProviderContext: Sendable {
     public let makeTransport: @Sendable (_ name: String) -> any HTTPTransport
     public let templates: any PayloadTemplates
     public let logger: Logger
+    /// The provider this one replaces when live configuration changed the plugin's files; nil at start-up. A provider
+    /// may take over state of its predecessor that the change left valid (APNs keeps the provider token of a key
+    /// whose file did not change: Apple refuses a new token within 20 minutes of the last, `TooManyProviderTokenUpdates`).
+    public let predecessor: (any PushProvider)?
 
     public init(makeTransport: @escaping @Sendable (_ name: String) -> any HTTPTransport,
-                templates: any PayloadTemplates = BuiltInPayloads(), logger: Logger) {
+                templates: any PayloadTemplates = BuiltInPayloads(), logger: Logger, predecessor: (any PushProvider)? = nil) {
         self.makeTransport = makeTransport
         self.templates = templates
         self.logger = logger
+        self.predecessor = predecessor
+    }
+
+    /// This context for the successor of `provider`.
+    public func replacing(_ provider: (any PushProvider)?) -> ProviderContext {
+        ProviderContext(makeTransport: makeTransport, templates: templates, logger: logger, predecessor: provider)
     }
 }

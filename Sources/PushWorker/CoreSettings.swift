@@ -90,6 +90,8 @@ enum CoreSettings {
         "`SOUND` in templates for other kinds whose job names no sound (`pushnotification_sound_other`).")
     static let appsFile = Setting("PUSH_APPS_FILE",
         "JSON file naming several apps and their credential files; see \"Several apps\" in docs/configuration.md.")
+    static let appsReloadS = Setting("PUSH_APPS_RELOAD_S", .integer(0...3600), default: "5",
+        "How often `PUSH_APPS_FILE`, the credential files it names and the single-app credential files are checked for changes (by content, so a Kubernetes secret's `..data` swap counts); a change is applied without a restart, a broken version keeps the last good one. SIGHUP checks at once; 0: only on SIGHUP.")
     static let httpPort = Setting("PUSH_HTTP_PORT", .integer(0...65535), default: "9090",
         "Port of `/metrics` (Prometheus), `/healthz` and `/readyz`; 0 picks a free port.")
     static let httpBind = Setting("PUSH_HTTP_BIND", default: "0.0.0.0",
@@ -115,7 +117,7 @@ enum CoreSettings {
         maxJobBytes, retryBaseMs, retryMaxMs, maxAttempts, redisUrl, redisConnections, dedupeWindowCallMs,
         dedupeWindowMessageMs, dedupeWindowCancelMs, dedupeWindowCustomMs, dedupeWindowWakeMs, idempotencyTtlS,
         retryLeaseMs, publishRetrying, circuitFailures, circuitCooldownMs, shutdownGraceS, providers,
-        httpMaxConnections, templatesDir, templatesReloadS, soundCall, soundMessage, soundOther, appsFile,
+        httpMaxConnections, templatesDir, templatesReloadS, soundCall, soundMessage, soundOther, appsFile, appsReloadS,
     ]
     /// Variables earlier builds read and this one does not, with what took their place. One that is set is ignored with
     /// a warning that says so (`WorkerConfiguration.removedVariables`), not reported as a typo: a deployment that still

@@ -91,11 +91,12 @@ public enum OperatorSend {
         let recorders = Mutex<[RecordingTransport]>([])
         let registry: ProviderRegistry
         do {
-            registry = try Worker.makeRegistry(configuration, logger: logger) { transport in
+            let transports = Worker.transports(configuration) { transport in
                 let recorder = RecordingTransport(transport)
                 recorders.withLock { $0.append(recorder) }
                 return recorder
             }
+            registry = try Worker.makeRegistry(configuration, context: Worker.context(configuration, transports: transports, logger: logger))
         } catch {
             throw Refused(problems: ["\(target.provider.rawValue): \(error)"])
         }

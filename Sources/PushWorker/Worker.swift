@@ -11,16 +11,23 @@ import PushTemplates
 public struct Worker: Sendable {
     public let pipeline: DeliveryPipeline
     public let producer: KafkaProducer
-    public let registry: ProviderRegistry
+    /// The providers in use; live configuration replaces them.
+    public let providers: LiveProviders
     let templates: TemplateDirectory?
     let templatesReloadInterval: Duration?
+    let transports: ProviderTransports
+    let liveConfiguration: LiveConfiguration
+    let appsReloadInterval: Duration?
     let logger: Logger
 
     public init(configuration: WorkerConfiguration, logger: Logger, observer: (any PipelineObserver)? = nil) throws {
         templates = configuration.templates
         templatesReloadInterval = configuration.templatesReloadInterval
         self.logger = logger
-        registry = try Self.makeRegistry(configuration, logger: logger)
+        appsReloadInterval = configuration.appsReloadInterval
+        transports = Self.transports(configuration)
+        let context = Self.context(configuration, transports: transports, logger: logger)
+        providers = LiveProviders(try Self.makeRegistry(configuration, context: context))
         for plugin in configuration.plugins {
             for line in plugin.summary { logger.info("provider configured", metadata: ["provider": "\(plugin.id)", "detail": "\(line)"]) }
         }
@@ -48,34 +55,56 @@ public struct Worker: Sendable {
             retryQueue = nil
             logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
         }
-        let processor = JobProcessor(registry: registry, configuration: configuration.pipeline, store: store,
+        let processor = JobProcessor(providers: providers, configuration: configuration.pipeline, store: store,
                                      retryQueue: retryQueue, metrics: metrics, logger: logger)
+        liveConfiguration = LiveConfiguration(
+            source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins, attemptTimeout: configuration.pipeline.attemptTimeout,
+            providers: providers, formats: configuration.targetFormats, context: context, transports: transports,
+            breakers: processor.circuitBreakers, metrics: metrics, logger: logger)
         pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,
                                     producer: producer, processor: processor, logger: logger, observer: observer)
     }
 
     /// Runs until `pipeline.stop()`, then closes the producer and the plugins.
     public func run() async throws {
-        let watcher = Task { [templates, templatesReloadInterval, logger] in
+        let templateWatcher = Task { [templates, templatesReloadInterval, logger] in
             guard let templates, let interval = templatesReloadInterval else { return }
             await TemplateWatcher(templates: templates, interval: interval, logger: logger).run()
         }
-        defer { watcher.cancel() }
+        let appsWatcher = Task { [liveConfiguration, appsReloadInterval] in
+            guard let interval = appsReloadInterval else { return }
+            await AppsWatcher(configuration: liveConfiguration, interval: interval).run()
+        }
+        defer {
+            templateWatcher.cancel()
+            appsWatcher.cancel()
+        }
         try await pipeline.run()
         producer.close()
-        await registry.shutdown()
+        // Providers replaced by live configuration share these transports: closing them closes every provider.
+        transports.shutdown()
     }
 
-    /// The enabled plugins. `wrap` lets a caller observe each plugin's transport (`push-worker send`).
-    static func makeRegistry(_ configuration: WorkerConfiguration, logger: Logger,
-                             wrap: @escaping @Sendable (any HTTPTransport) -> any HTTPTransport = { $0 }) throws -> ProviderRegistry {
+    /// Reads `PUSH_APPS_FILE` and the credential files now and applies a new version (SIGHUP).
+    @discardableResult
+    public func reloadConfiguration() -> LiveConfiguration.Reload { liveConfiguration.check(force: true) }
+
+    /// The enabled plugins' providers, built with `context`.
+    static func makeRegistry(_ configuration: WorkerConfiguration, context: ProviderContext) throws -> ProviderRegistry {
         var registry = ProviderRegistry(formats: configuration.targetFormats)
-        let transportConfiguration = HTTPTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
-        let context = ProviderContext(makeTransport: { name in
-            wrap(NIOHTTP2Transport(configuration: transportConfiguration, name: name))
-        }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)
         for plugin in configuration.plugins { registry.register(try plugin.makeProvider(context)) }
         return registry
+    }
+
+    /// The transports of the configured HTTP client. `wrap` lets a caller observe each (`push-worker send`).
+    static func transports(_ configuration: WorkerConfiguration,
+                           wrap: @escaping @Sendable (any HTTPTransport) -> any HTTPTransport = { $0 }) -> ProviderTransports {
+        let transportConfiguration = HTTPTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+        return ProviderTransports { name in wrap(NIOHTTP2Transport(configuration: transportConfiguration, name: name)) }
+    }
+
+    static func context(_ configuration: WorkerConfiguration, transports: ProviderTransports, logger: Logger) -> ProviderContext {
+        ProviderContext(makeTransport: { transports.transport(named: $0) }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)
     }
 
     static let producerOnly: Set<String> = ["enable.idempotence", "acks", "linger.ms", "compression.type",

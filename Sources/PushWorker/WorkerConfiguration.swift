@@ -43,6 +43,12 @@ public struct WorkerConfiguration: Sendable {
     public var unknownVariables: [String]
     /// One line for each variable that is set though this build no longer reads it (`CoreSettings.removed`): what took its place.
     public var removedVariables: [String]
+    /// What the plugins were configured from, read again by live configuration.
+    public var providerSource: ProviderSource
+    /// How often `PUSH_APPS_FILE` and the credential files are checked for changes (`PUSH_APPS_RELOAD_S`); nil = only on SIGHUP.
+    public var appsReloadInterval: Duration?
+    /// The content of those files as they were before the plugins read them.
+    var providerVersion: ConfigurationVersion
 
     /// The configured plugin of `provider`, if it is enabled.
     public func plugin(_ provider: ProviderID) -> ConfiguredPlugin? { plugins.first { $0.id == provider } }
@@ -109,16 +115,10 @@ public struct WorkerConfiguration: Sendable {
             idleTimeout: .seconds(reader.integer(CoreSettings.httpIdleTimeoutS)),
             maximumConnections: reader.integer(CoreSettings.httpMaxInboundConnections))
 
-        let sections = Set(linked.compactMap(\.appsFileSection))
-        let appsFile = reader.string(CoreSettings.appsFile).map { AppsFile.load(path: $0, sections: sections, reader: &reader) } ?? [:]
-        var configured: [ConfiguredPlugin] = []
-        let problemsBeforePlugins = reader.problems.count
-        for plugin in linked {
-            if let ready = plugin.configure(&reader, apps: plugin.appsFileSection.flatMap { appsFile[$0] } ?? []) {
-                configured.append(ready)
-            }
-        }
-        let aProviderWasRefused = reader.problems.count > problemsBeforePlugins
+        let providers = ProviderSource(environment: environment, linked: linked)
+        // Read before the plugins read the files: a change while they do is seen by the first check.
+        let providerVersion = ConfigurationVersion.read(providers)
+        let (enabled, aProviderWasRefused) = providers.configure(&reader)
 
         var templates: TemplateDirectory?
         if let path = reader.string(CoreSettings.templatesDir) {
@@ -137,21 +137,8 @@ public struct WorkerConfiguration: Sendable {
             }
         }
         let reloadSeconds = reader.integer(CoreSettings.templatesReloadS)
+        let appsReloadSeconds = reader.integer(CoreSettings.appsReloadS)
 
-        var enabled = configured
-        if let list = reader.string(CoreSettings.providers) {
-            let names = list.split(separator: ",").map { ProviderID($0.trimmingCharacters(in: .whitespaces)) }.filter { !$0.rawValue.isEmpty }
-            enabled = configured.filter { names.contains($0.id) }
-            for name in names {
-                if let plugin = linked.first(where: { $0.id == name }) {
-                    if !configured.contains(where: { $0.id == name }) {
-                        reader.problem("PUSH_PROVIDERS enables \(name) but it is not configured: set \(plugin.configuredBy)")
-                    }
-                } else {
-                    reader.problem("PUSH_PROVIDERS names \"\(name)\", which is not one of \(linked.map(\.id.rawValue).joined(separator: ", "))")
-                }
-            }
-        }
         if let longest = enabled.map(\.requestTimeout).max() { pipeline.attemptTimeout = longest }
         let leaseFloor = pipeline.attemptTimeout + CoreSettings.retryLeaseMargin
         if pipeline.retryLease < leaseFloor {
@@ -195,6 +182,8 @@ public struct WorkerConfiguration: Sendable {
             maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
             templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
             logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown,
-            removedVariables: removed))
+            removedVariables: removed,
+            providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
+            providerVersion: providerVersion))
     }
 }

@@ -65,6 +65,7 @@ struct Run: AsyncParsableCommand {
             "address": "\(endpoint.bindAddress)", "port": "\(operations.port)",
         ])
         let signals = StopSignals { worker.pipeline.stop() }
+        let hangUp = ReloadSignal { _ = worker.reloadConfiguration() }
         logger.info("push-worker started", metadata: [
             "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",
             "topic": "\(configuration.pipeline.jobsTopic)",
@@ -72,7 +73,7 @@ struct Run: AsyncParsableCommand {
         ])
         try await worker.run()
         await operations.stop()
-        withExtendedLifetime(signals) {}
+        withExtendedLifetime((signals, hangUp)) {}
         logger.info("push-worker stopped")
     }
 }

@@ -44,7 +44,7 @@ public struct APNsPlugin: ProviderPlugin {
             .init(name: "APNs \($0)", url: $0 + "/", tls: TLSOptions(caFile: configuration.caFile))
         }, appLabels: Set(configuration.apps.map(\.bundleId))) { context in
             try APNsProvider(configuration: configuration, transport: context.makeTransport("apns"), logger: context.logger,
-                             templates: context.templates)
+                             templates: context.templates, predecessor: context.predecessor as? APNsProvider)
         }
     }
 

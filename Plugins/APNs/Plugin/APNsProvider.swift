@@ -48,7 +48,8 @@ public struct APNsProvider: PushProvider {
     public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
                 templates: any PayloadTemplates = BuiltInPayloads(),
                 clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds,
-                connectionLifetime: HTTPConnectionLifetime = APNsProvider.connectionLifetime) throws {
+                connectionLifetime: HTTPConnectionLifetime = APNsProvider.connectionLifetime,
+                predecessor: APNsProvider? = nil) throws {
         self.configuration = configuration
         self.connectionLifetime = connectionLifetime
         self.templates = templates
@@ -64,8 +65,15 @@ public struct APNsProvider: PushProvider {
                 case .token(let keyFile, let keyId, let teamId)?:
                     let signingKey = Self.signingKey(teamId: teamId, keyId: keyId)
                     if tokens[signingKey] == nil {
-                        let key = try PrivateKey(pem: String(contentsOfFile: keyFile, encoding: .utf8))
-                        tokens[signingKey] = APNsTokenCache(key: key, keyId: keyId, teamId: teamId, clock: clock)
+                        let pem = try String(contentsOfFile: keyFile, encoding: .utf8)
+                        // A key whose file did not change keeps its token across a reload: Apple refuses a new one within 20 minutes.
+                        let digest = Digest.sha256(Array(pem.utf8))
+                        if let kept = predecessor?.tokens[signingKey], kept.keyDigest == digest {
+                            tokens[signingKey] = kept
+                        } else {
+                            tokens[signingKey] = APNsTokenCache(key: try PrivateKey(pem: pem), keyDigest: digest, keyId: keyId, teamId: teamId,
+                                                                clock: clock)
+                        }
                     }
                 case .certificate(let tls)?:
                     if certificateIdentities[tls] == nil { certificateIdentities[tls] = tls.clientCertificateIdentity }

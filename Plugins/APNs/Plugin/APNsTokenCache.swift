@@ -17,14 +17,18 @@ public final class APNsTokenCache: Sendable {
     }
 
     private let key: PrivateKey
+    /// SHA-256 of the key's PEM file, when it came from one: a reloaded provider keeps this cache while it matches.
+    let keyDigest: [UInt8]?
     private let keyId: String
     private let teamId: String
     private let clock: @Sendable () -> Int64
     private let current = Locked<Issued?>(nil)
     private let generated = Atomic<Int>(0)
 
-    public init(key: PrivateKey, keyId: String, teamId: String, clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+    public init(key: PrivateKey, keyDigest: [UInt8]? = nil, keyId: String, teamId: String,
+                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
         self.key = key
+        self.keyDigest = keyDigest
         self.keyId = keyId
         self.teamId = teamId
         self.clock = clock
