@@ -24,6 +24,12 @@ final class LiveConfigurationHarness: Sendable {
     let processor: JobProcessor
     let live: LiveConfiguration
     let transports: ProviderTransports
+    private final class ClosedConnections: Sendable {
+        let ids = Mutex<Set<ObjectIdentifier>>([])
+    }
+    private let closed = ClosedConnections()
+    /// The sandbox's connections that have closed, by `SandboxRequest.connection`.
+    var closedConnections: Set<ObjectIdentifier> { closed.ids.withLock { $0 } }
 
     /// A signing key of one Apple team, as the sandbox knows it.
     struct Key: Sendable {
@@ -43,7 +49,12 @@ final class LiveConfigurationHarness: Sendable {
         scratch = try ScratchDirectory()
         tls = try SandboxTLS.make()
         sandbox = APNsSandbox(keys: try sandboxKeys.map { try $0.signingKey }, bundleIds: bundleIds)
-        server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 1, responder: sandbox.respond)
+        let closed = closed
+        let sandbox = sandbox
+        server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 1, connectionClosed: { connection in
+            sandbox.connectionClosed(connection)
+            closed.ids.withLock { _ = $0.insert(connection) }
+        }, responder: sandbox.respond)
         var variables = try environment(scratch)
         variables.merge(["PUSH_APNS_HOST": "localhost", "PUSH_APNS_PORT": String(server.port), "PUSH_APNS_CA_FILE": tls.caFile]) { $1 }
         let configuration = try WorkerConfiguration.load(from: variables, requireBrokers: false).get()
@@ -106,6 +117,14 @@ final class LiveConfigurationHarness: Sendable {
         guard let bearer = request.header("authorization")?.dropFirst("bearer ".count),
               let token = JSONWebToken.parse(String(bearer)), case .string(let kid)? = token.header["kid"] else { return nil }
         return kid
+    }
+
+    /// The connections the sandbox received requests signed with each key id on.
+    var connectionsByKeyId: [String: Set<ObjectIdentifier>] {
+        server.requests.reduce(into: [:]) { byKey, request in
+            guard let keyId = Self.keyId(of: request), let connection = request.connection else { return }
+            byKey[keyId, default: []].insert(connection)
+        }
     }
 
     /// The key id each device token's requests were signed with, as the sandbox received them.
@@ -213,6 +232,43 @@ struct LiveConfigurationTests {
         #expect(removed.reason == "no APNs credentials for app \(Self.phone)")
         #expect(harness.server.requests.count == sentBefore, "nothing is sent for a removed app")
         #expect(try await harness.send(to: Self.chat).status == .delivered)
+        await harness.stop()
+    }
+
+    @Test("the connections of a signing key no app uses after a reload are closed; another key's connections stay open")
+    func removedKeyConnectionsClose() async throws {
+        let chatKey = try LiveConfigurationHarness.key("KEY1111111")
+        let phoneKey = try LiveConfigurationHarness.key("KEY2222222")
+        let harness = try await LiveConfigurationHarness(sandboxKeys: [chatKey, phoneKey], bundleIds: [Self.chat, Self.phone]) { scratch in
+            let chatFile = try LiveConfigurationHarness.write(chatKey, to: scratch.url.appendingPathComponent("chat.p8").path)
+            let phoneFile = try LiveConfigurationHarness.write(phoneKey, to: scratch.url.appendingPathComponent("phone.p8").path)
+            let apps = scratch.url.appendingPathComponent("apps.json").path
+            try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: chatKey, file: chatFile),
+                                                   LiveConfigurationHarness.app(Self.phone, key: phoneKey, file: phoneFile)])
+                .write(toFile: apps, atomically: true, encoding: .utf8)
+            return ["PUSH_APPS_FILE": apps]
+        }
+        #expect(try await harness.send(to: Self.chat).status == .delivered)
+        #expect(try await harness.send(to: Self.phone).status == .delivered)
+        let connections = harness.connectionsByKeyId
+        let chatConnections = connections[chatKey.id] ?? []
+        let phoneConnections = connections[phoneKey.id] ?? []
+        try #require(!chatConnections.isEmpty && !phoneConnections.isEmpty)
+        #expect(chatConnections.isDisjoint(with: phoneConnections), "each signing key has connections of its own")
+
+        let chatFile = harness.scratch.url.appendingPathComponent("chat.p8").path
+        try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: chatKey, file: chatFile)])
+            .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+        #expect(harness.live.check() == .applied([.apns]))
+        // APNs connections otherwise live a day idle: only the reload closes them.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !phoneConnections.isSubset(of: harness.closedConnections), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(phoneConnections.isSubset(of: harness.closedConnections), "the removed key's connections are closed")
+        #expect(chatConnections.isDisjoint(with: harness.closedConnections), "the remaining key keeps its connections")
+        #expect(try await harness.send(to: Self.chat).status == .delivered)
+        #expect((harness.connectionsByKeyId[chatKey.id] ?? []) == chatConnections, "and goes on using them")
         await harness.stop()
     }
 
