@@ -18,6 +18,11 @@ public struct PipelineConfiguration: Sendable {
     /// Jobs consumed and not finished per lane, parked ones included: the read-ahead bound
     /// (and the uncommitted window). nil: twice `maximumInFlightJobs`.
     public var maximumReadAheadJobs: Int?
+    /// Each lane's capacity is shared between the apps with jobs in it (`PipelineStateMachine`): one app's
+    /// burst does not hold every place while another app's job waits in the read-ahead window. Off: ready jobs
+    /// start in the order consumed, whatever their app, and a lane at capacity consumes nothing more (the
+    /// baseline of `push-worker bench --scenario tenants --no-fair-share`).
+    public var sharesLanesBetweenApps = true
     /// Requests in flight per (provider, app); more wait for a slot of their app, parked.
     public var maximumInFlightPerApp: Int
     /// Requests in flight per provider origin (`DeliveryScope.origin`), all apps together: a job's

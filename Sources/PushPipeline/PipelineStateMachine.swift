@@ -67,8 +67,11 @@ struct PipelineStateMachine<Job: PipelineJob> {
         var maximumQueuedPerKey: Int
         /// Jobs waiting behind their keys, all keys of the lane together; past it the lane consumes nothing more.
         var maximumQueuedBehindKeys: Int
+        /// Whether apps share each lane's capacity (see the type); off, every app's share is the whole lane.
+        var sharesBetweenApps: Bool
 
-        init(maximumInFlight: Int, urgentReserved: Int, readAhead: Int) {
+        init(maximumInFlight: Int, urgentReserved: Int, readAhead: Int, sharesBetweenApps: Bool = true) {
+            self.sharesBetweenApps = sharesBetweenApps
             self.maximumInFlight = max(1, maximumInFlight)
             self.urgentReserved = max(0, min(urgentReserved, self.maximumInFlight / 2))
             self.readAhead = max(readAhead, self.maximumInFlight)
@@ -78,7 +81,8 @@ struct PipelineStateMachine<Job: PipelineJob> {
 
         init(_ configuration: PipelineConfiguration) {
             self.init(maximumInFlight: configuration.maximumInFlightJobs,
-                      urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs)
+                      urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs,
+                      sharesBetweenApps: configuration.sharesLanesBetweenApps)
         }
     }
 
@@ -185,9 +189,11 @@ struct PipelineStateMachine<Job: PipelineJob> {
             if load.working > 0 || load.ready > 0 { tenants[tenant] = load }
         }
 
-        /// Each app's share of `capacity`: split evenly between the apps with jobs running or ready, rounded up.
-        func share(of capacity: Int) -> Int {
-            max(1, (capacity + tenants.count - 1) / max(tenants.count, 1))
+        /// Each app's share of `capacity`: split evenly between the apps with jobs running or ready, rounded up;
+        /// without `sharing`, the whole of it for any app.
+        func share(of capacity: Int, sharing: Bool) -> Int {
+            guard sharing else { return Int.max }
+            return max(1, (capacity + tenants.count - 1) / max(tenants.count, 1))
         }
 
         func belowShare(_ tenant: Tenant?, _ share: Int) -> Bool { (tenants[tenant]?.working ?? 0) < share }
@@ -217,8 +223,8 @@ struct PipelineStateMachine<Job: PipelineJob> {
 
         /// The ready job to start next in `capacity`: the oldest of an app below its share; when every app with
         /// a job ready holds its share, the oldest ready job.
-        mutating func nextToStart(capacity: Int) -> Entry? {
-            let share = share(of: capacity)
+        mutating func nextToStart(capacity: Int, sharing: Bool) -> Entry? {
+            let share = share(of: capacity, sharing: sharing)
             setAsideJobsOverShare(share)
             let setAside = setAsideTenants.isEmpty ? nil : oldestSetAside(belowShare: share)
             if let front = ready.first, setAside == nil || front.turn < setAside!.turn { return ready.popFirst() }
@@ -232,7 +238,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
 
         /// Whether a ready job of an app below its share waits for capacity (`capacity`: the lane's working jobs and free places).
         func readyBelowShare(capacity: Int) -> Bool {
-            let share = share(of: capacity)
+            let share = share(of: capacity, sharing: true)
             if let front = ready.first, belowShare(front.job.tenant, share) { return true }
             return !setAsideTenants.isEmpty && oldestSetAside(belowShare: share) != nil
         }
@@ -310,10 +316,11 @@ struct PipelineStateMachine<Job: PipelineJob> {
     func room(in lane: Lane) -> Int {
         guard !stopRequested else { return 0 }
         let free = freeCapacity(of: lane)
-        guard let (consumed, ready, behind, waitsForCapacity) = lanes.read(lane, { state in
-            (state.consumed, state.readyCount, state.behindCount, free == 0 && state.readyBelowShare(capacity: state.working))
+        let sharing = limits.sharesBetweenApps
+        guard let (consumed, ready, behind, readsOn) = lanes.read(lane, { state in
+            (state.consumed, state.readyCount, state.behindCount, free == 0 && sharing && !state.readyBelowShare(capacity: state.working))
         }) else { return 0 }
-        let capacityRoom = free > 0 ? free - ready : (waitsForCapacity ? 0 : Int.max)
+        let capacityRoom = readsOn ? Int.max : free - ready
         return max(0, min(limits.readAhead - (consumed - behind), capacityRoom, limits.maximumQueuedBehindKeys - behind))
     }
 
@@ -476,13 +483,14 @@ struct PipelineStateMachine<Job: PipelineJob> {
     /// Starts ready jobs while capacity allows, the urgent lane's first, each lane's apps within their shares.
     private mutating func startAdmitted() -> [Action] {
         var actions: [Action] = []
+        let sharing = limits.sharesBetweenApps
         for lane in [Lane.urgent, .normal] where lanes.contains(lane) {
             // Each job started takes exactly one of the lane's free places (both terms of `freeCapacity`
             // fall by one), so the count is taken once, not again after every start.
             var free = stopRequested ? 0 : freeCapacity(of: lane)
             lanes.update(lane) { state in
                 let capacity = state.working + free
-                while free > 0, let entry = state.nextToStart(capacity: capacity) {
+                while free > 0, let entry = state.nextToStart(capacity: capacity, sharing: sharing) {
                     state.queued -= 1
                     state.changeLoad(of: entry.job.tenant, working: 1, ready: -1)
                     state.running[entry.id.sequence] = entry
@@ -490,7 +498,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
                     free -= 1
                 }
                 // What `room` reads: the first ready job is one of an app below its share, if any.
-                state.setAsideJobsOverShare(state.share(of: capacity))
+                state.setAsideJobsOverShare(state.share(of: capacity, sharing: sharing))
             }
         }
         return actions

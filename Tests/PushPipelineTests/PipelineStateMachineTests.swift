@@ -446,3 +446,16 @@ extension PipelineStateMachineTests {
         #expect(machine.apps(in: .normal) == 0)
     }
 }
+
+extension PipelineStateMachineTests {
+    @Test("without sharing, ready jobs start in the order consumed whatever their app, and a lane at capacity reads no further")
+    func sharingOff() {
+        var machine = Machine(limits: .init(maximumInFlight: 2, urgentReserved: 0, readAhead: 20, sharesBetweenApps: false), lanes: [.normal])
+        machine.assigned([Self.normal], in: .normal)
+        var running: [Int64: Machine.JobID] = [:]
+        Self.record(machine.consumed((0..<4).map { Self.message($0, app: "burst") } + [Self.message(4, app: "quiet")], in: .normal),
+                    into: &running)
+        #expect(machine.room(in: .normal) == 0)
+        #expect(Self.finish(0, of: &running, in: &machine) == [2])
+    }
+}
