@@ -16,7 +16,8 @@ import PushKafka
 /// normal lane leaves free, while the normal lane never takes the reserved part. A job whose
 /// targets wait for their app's slot (`AppConcurrencyLimits`) is parked: it does not count
 /// there, only against the lane's read-ahead bound (`readAheadJobs`). A lane at its read-ahead
-/// bound stops polling until a job finishes.
+/// bound stops polling until a job finishes. Each lane's capacity is shared between the apps
+/// with jobs in it (see `PipelineStateMachine`): jobs are decoded as they are consumed, so their app is known.
 ///
 /// A job with one target reserves its app slot, and its provider endpoint's, before its task
 /// exists: while a slot is taken, the job waits as a value in the slot's queue (a few hundred

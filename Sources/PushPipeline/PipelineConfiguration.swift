@@ -9,7 +9,7 @@ public struct PipelineConfiguration: Sendable {
     public var outcomesTopic: String
     public var deadLetterTopic: String
     /// Jobs being worked on (consumed, not finished, not parked on an app limit) in both lanes
-    /// together; a lane at its limit stops polling.
+    /// together; a lane at its limit polls only to find other apps' jobs within its read-ahead bound.
     public var maximumInFlightJobs: Int
     /// The part of `maximumInFlightJobs` only the urgent lane may use. The urgent lane may also
     /// use whatever the normal lane leaves free; the normal lane never uses the reserved part.

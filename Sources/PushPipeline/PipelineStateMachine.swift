@@ -33,10 +33,10 @@ struct Tenant: Hashable, Sendable {
 ///
 /// A consumed job waits here as a value until it may start: its lane's turn under the
 /// in-flight limit (the urgent lane first, with its reserve) and no earlier job of the same
-/// Kafka key still queued or running in that lane. A lane consumes only what its free capacity
-/// could start (jobs parked on an app slot hold none), within its read-ahead bound (ready,
-/// running and parked jobs together). Offsets move per partition over the contiguous run of
-/// completed jobs.
+/// Kafka key still queued or running in that lane. A lane consumes what its free capacity
+/// could start (jobs parked on an app slot hold none), and at capacity what it needs to find
+/// other apps' jobs (see below), within its read-ahead bound (ready, running and parked jobs
+/// together). Offsets move per partition over the contiguous run of completed jobs.
 ///
 /// Jobs waiting behind an earlier job of their key take neither capacity nor read-ahead room, so one
 /// slow key (a user whose push service hangs) never stalls the lane: they count against a bound of
