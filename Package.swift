@@ -174,7 +174,7 @@ let package = Package(
         .testTarget(name: "ProxyPluginTests", dependencies: ["ProxySandbox", "ProxyPlugin", "PushCore", "PushHTTP", "PushSandbox", "TestSupport"],
                     path: "Tests/ProxyPluginTests"),
         .testTarget(name: "PushPipelineTests", dependencies: [
-            "PushPipeline", "PushCore", "PushKafka", "PushInMemoryKafka", "PushHTTP", "PushSandbox", "ProxyPlugin", "FCMPlugin", "PushRedis", "TestSupport",
+            "PushPipeline", "PushCore", "PushKafka", "PushInMemoryKafka", "PushHTTP", "PushSandbox", "ProxySandbox", "ProxyPlugin", "FCMPlugin", "PushRedis", "TestSupport",
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], path: "Tests/PushPipelineTests"),
         .testTarget(name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "PushSandbox", "TestSupport"],

@@ -49,7 +49,7 @@ public enum BacklogBench {
         // first call, and every call produced in the second its metadata takes, waited for librdkafka's refresh.
         let unknown = producer.prepare(topics: [urgentTopic])
         if !unknown.isEmpty { progress("could not look up \(urgentTopic) yet: the first calls may wait for a metadata refresh") }
-        let calls = CallSource(jobs: jobs, producer: producer, topic: urgentTopic, interval: options.callInterval)
+        let calls = CallSource(producer: producer, topic: urgentTopic, interval: options.callInterval, job: jobs.call)
         calls.start()
         var lastProgress = ContinuousClock.now
         var snapshot = recorder.snapshot
@@ -80,17 +80,18 @@ public enum BacklogBench {
     }
 }
 
-/// Produces the `n`-th call every `interval` on a thread of its own until stopped.
+/// Produces the `n`-th job (a call, a quiet app's message) every `interval` on a thread of its own until stopped.
 final class CallSource: Sendable {
-    private let jobs: BenchJobs
+    private let job: @Sendable (_ number: Int, _ createdAt: Int64) -> (key: [UInt8], value: [UInt8])
     private let producer: KafkaProducer
     private let topic: String
     private let interval: Duration
     private let state = Mutex((produced: 0, stopping: false))
     private let finished = DispatchSemaphore(value: 0)
 
-    init(jobs: BenchJobs, producer: KafkaProducer, topic: String, interval: Duration) {
-        self.jobs = jobs
+    init(producer: KafkaProducer, topic: String, interval: Duration,
+         job: @escaping @Sendable (_ number: Int, _ createdAt: Int64) -> (key: [UInt8], value: [UInt8])) {
+        self.job = job
         self.producer = producer
         self.topic = topic
         self.interval = interval
@@ -108,7 +109,7 @@ final class CallSource: Sendable {
                     return state.produced - 1
                 }
                 guard let number else { break }
-                let call = jobs.call(number, createdAt: currentTimeMilliseconds())
+                let call = job(number, currentTimeMilliseconds())
                 let record = KafkaRecord(topic: topic, key: call.key, value: call.value)
                 Task { [producer] in try? await producer.send([record]) }
                 due += interval

@@ -55,6 +55,8 @@ public struct FIFOQueue<Element> {
 
     @inlinable public var isEmpty: Bool { head == items.count }
     @inlinable public var count: Int { items.count - head }
+    /// The oldest element, left in place.
+    @inlinable public var first: Element? { head < items.count ? items[head] : nil }
 
     @inlinable public mutating func append(_ element: Element) { items.append(element) }
 

@@ -16,7 +16,8 @@ import PushKafka
 /// normal lane leaves free, while the normal lane never takes the reserved part. A job whose
 /// targets wait for their app's slot (`AppConcurrencyLimits`) is parked: it does not count
 /// there, only against the lane's read-ahead bound (`readAheadJobs`). A lane at its read-ahead
-/// bound stops polling until a job finishes.
+/// bound stops polling until a job finishes. Each lane's capacity is shared between the apps
+/// with jobs in it (see `PipelineStateMachine`): jobs are decoded as they are consumed, so their app is known.
 ///
 /// A job with one target reserves its app slot, and its provider endpoint's, before its task
 /// exists: while a slot is taken, the job waits as a value in the slot's queue (a few hundred
@@ -25,6 +26,8 @@ import PushKafka
 /// for its app's slot is parked; one waiting for its endpoint's is in flight. A stop or a
 /// revocation withdraws such waiting jobs at once (they never sent anything).
 public final class DeliveryPipeline: Sendable {
+    typealias Machine = PipelineStateMachine<JobProcessor.AdmittedJob>
+
     private struct LaneTopic: Sendable {
         let lane: Lane
         let topic: String
@@ -32,7 +35,7 @@ public final class DeliveryPipeline: Sendable {
 
     /// What the consumer threads and the job tasks share, under one lock.
     private struct Shared {
-        var machine: PipelineStateMachine
+        var machine: Machine
         var consumers: [Lane: any MessageSource] = [:]
         /// Offsets the state machine let go, stored by their lane's consumer thread before it polls
         /// again: the only thread that stores the lane's offsets, so they reach the source in order.
@@ -49,7 +52,7 @@ public final class DeliveryPipeline: Sendable {
             return waiting
         }
         /// Started jobs waiting for their app's or endpoint's slot before their task exists, by ticket of `AppConcurrencyLimits.reserve`.
-        var waitingForSlot: [PipelineStateMachine.JobID: SlotWait] = [:]
+        var waitingForSlot: [Machine.JobID: SlotWait] = [:]
         /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
         var abandoning: Set<Lane> = []
         var runningThreads = 0
@@ -68,19 +71,19 @@ public final class DeliveryPipeline: Sendable {
     /// The job tasks that exist, so a drain can cancel them. A task is created outside the shared
     /// lock and registered just after; one that ended before it was registered is not kept.
     private struct JobTasks {
-        var running: [PipelineStateMachine.JobID: Task<Void, Never>] = [:]
-        var endedBeforeRegistered: Set<PipelineStateMachine.JobID> = []
+        var running: [Machine.JobID: Task<Void, Never>] = [:]
+        var endedBeforeRegistered: Set<Machine.JobID> = []
         var cancelledLanes: Set<Lane> = []
 
         /// false: the task's lane was cancelled already, so the task is to be cancelled too.
-        mutating func register(_ id: PipelineStateMachine.JobID, _ task: Task<Void, Never>) -> Bool {
+        mutating func register(_ id: Machine.JobID, _ task: Task<Void, Never>) -> Bool {
             if endedBeforeRegistered.remove(id) != nil { return true }
             if cancelledLanes.contains(id.lane) { return false }
             running[id] = task
             return true
         }
 
-        mutating func ended(_ id: PipelineStateMachine.JobID) {
+        mutating func ended(_ id: Machine.JobID) {
             if running.removeValue(forKey: id) == nil, !cancelledLanes.contains(id.lane) { endedBeforeRegistered.insert(id) }
         }
 
@@ -131,7 +134,7 @@ public final class DeliveryPipeline: Sendable {
             lanes.append(LaneTopic(lane: .urgent, topic: urgentTopic))
         }
         laneTopics = lanes
-        shared = Locked(Shared(machine: PipelineStateMachine(limits: .init(configuration), lanes: lanes.map(\.lane))))
+        shared = Locked(Shared(machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane))))
         wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
         let publisher = OutcomePublisher(producer: sink, outcomesTopic: configuration.outcomesTopic,
@@ -302,8 +305,10 @@ public final class DeliveryPipeline: Sendable {
             if let timestamp = message.timestamp { metrics.laneLag(lane, milliseconds: max(now.subtracting(saturating: timestamp), 0)) }
         }
         metrics.consumed.increment(by: messages.count)
+        // Decoded here, outside the lock: the state machine shares the lane between the jobs' apps.
+        let admitted = messages.map { processor.admit($0, lane: lane) }
         let (total, inLane) = perform { shared in
-            (shared.machine.consumed(messages, in: lane), (shared.machine.consumed, shared.machine.consumed(in: lane)))
+            (shared.machine.consumed(admitted, in: lane), (shared.machine.consumed, shared.machine.consumed(in: lane)))
         }
         metrics.inFlight.record(total)
         metrics.laneInFlight(lane, jobs: inLane)
@@ -311,7 +316,7 @@ public final class DeliveryPipeline: Sendable {
 
     /// Runs a state-machine event under the lock and queues the offsets it returns for their
     /// consumer thread; then starts the jobs it returns. Returns what the event returned besides.
-    private func perform<Result>(_ event: (inout Shared) -> ([PipelineStateMachine.Action], Result)) -> Result {
+    private func perform<Result>(_ event: (inout Shared) -> ([Machine.Action], Result)) -> Result {
         let (starts, result) = shared.withLock { shared in
             let (actions, result) = event(&shared)
             return (Self.queueOffsets(actions, in: &shared), result)
@@ -322,8 +327,8 @@ public final class DeliveryPipeline: Sendable {
 
     /// Queues the offsets among `actions` for their lane's consumer thread (a later offset of a
     /// partition replaces an earlier one); returns the jobs to start.
-    private static func queueOffsets(_ actions: [PipelineStateMachine.Action], in shared: inout Shared) -> [(PipelineStateMachine.JobID, KafkaMessage)] {
-        var starts: [(PipelineStateMachine.JobID, KafkaMessage)] = []
+    private static func queueOffsets(_ actions: [Machine.Action], in shared: inout Shared) -> [(Machine.JobID, JobProcessor.AdmittedJob)] {
+        var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
         for action in actions {
             switch action {
             case .start(let id, let message): starts.append((id, message))
@@ -338,22 +343,21 @@ public final class DeliveryPipeline: Sendable {
         for (topicPartition, offset) in offsets ?? [:] { consumer.storeOffset(offset, for: topicPartition) }
     }
 
-    /// Starts jobs the state machine let go: each is decoded (outside the lock), then either its
-    /// task starts or, when its one target's app slot is taken, it waits for the slot as a value
-    /// and is parked (which may let further jobs start); when its app's slot is free but its
+    /// Starts jobs the state machine let go (decoded when consumed): each job's task starts or, when its
+    /// one target's app slot is taken, it waits for the slot as a value and is parked (which may let further jobs start); when its app's slot is free but its
     /// origin's is not, it waits as a value too, in flight. The jobs of one batch take their slots
     /// under one hold of the lock (the consumer's batches are up to `batchSize` jobs).
-    private func begin(_ starts: [(PipelineStateMachine.JobID, KafkaMessage)]) {
+    private func begin(_ starts: [(Machine.JobID, JobProcessor.AdmittedJob)]) {
         var pending = starts
         while !pending.isEmpty {
-            let admittedJobs = pending.map { processor.admit($0.1, lane: $0.0.lane) }
-            var launches: [(PipelineStateMachine.JobID, JobProcessor.AdmittedJob, AppSlot?)] = []
+            var launches: [(Machine.JobID, JobProcessor.AdmittedJob, AppSlot?)] = []
             let waitUntil = ContinuousClock.now + configuration.longestSlotWait
-            var abandoned: [PipelineStateMachine.JobID] = []
-            let (more, woken) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Set<Lane>) in
-                var more: [(PipelineStateMachine.JobID, KafkaMessage)] = []
+            var abandoned: [Machine.JobID] = []
+            let (more, woken) = shared.withLock { shared -> ([(Machine.JobID, JobProcessor.AdmittedJob)], Set<Lane>) in
+                var more: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
                 var woken = Set<Lane>()
-                for ((id, message), admitted) in zip(pending, admittedJobs) {
+                for (id, admitted) in pending {
+                    let message = admitted.message
                     guard let scope = admitted.scope else {
                         launches.append((id, admitted, nil))
                         continue
@@ -395,15 +399,15 @@ public final class DeliveryPipeline: Sendable {
 
     /// A parked job got its app's slot and waits on for its origin's: it waits for the provider's
     /// capacity now, in flight again.
-    private func appSlotGranted(to id: PipelineStateMachine.JobID) {
+    private func appSlotGranted(to id: Machine.JobID) {
         perform { shared in
             (shared.abandoning.contains(id.lane) ? [] : shared.machine.parkingChanged(id, parked: false), ())
         }
     }
 
     /// A waiting job's slots were handed to it: its task starts (unless its lane is being abandoned).
-    private func slotGranted(_ slot: AppSlot, to id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob) {
-        let started = shared.withLock { shared -> [(PipelineStateMachine.JobID, KafkaMessage)]? in
+    private func slotGranted(_ slot: AppSlot, to id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob) {
+        let started = shared.withLock { shared -> [(Machine.JobID, JobProcessor.AdmittedJob)]? in
             shared.waitingForSlot[id] = nil
             guard !shared.abandoning.contains(id.lane) else { return nil }
             let actions = shared.machine.parkingChanged(id, parked: false)
@@ -427,8 +431,8 @@ public final class DeliveryPipeline: Sendable {
         guard !overdue.isEmpty else { return }
         let withdrawn = processor.appLimits.withdraw(Set(overdue.values.map(\.ticket)))
         let starting = overdue.filter { withdrawn.contains($0.value.ticket) }
-        let (more, stopping) = shared.withLock { shared -> ([(PipelineStateMachine.JobID, KafkaMessage)], Bool) in
-            var more: [(PipelineStateMachine.JobID, KafkaMessage)] = []
+        let (more, stopping) = shared.withLock { shared -> ([(Machine.JobID, JobProcessor.AdmittedJob)], Bool) in
+            var more: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
             for id in starting.keys { shared.waitingForSlot[id] = nil }
             // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
             guard !shared.abandoning.contains(lane) else { return ([], true) }
@@ -446,7 +450,7 @@ public final class DeliveryPipeline: Sendable {
     /// Gives up the jobs still waiting for an app slot that match (they never sent anything,
     /// so they stay uncommitted and are redelivered); returns how many.
     @discardableResult
-    private func withdrawWaiting(where matches: (PipelineStateMachine.JobID, SlotWait) -> Bool) -> Int {
+    private func withdrawWaiting(where matches: (Machine.JobID, SlotWait) -> Bool) -> Int {
         let waiting = shared.withLock { shared in shared.waitingForSlot.filter { matches($0.key, $0.value) } }
         guard !waiting.isEmpty else { return 0 }
         let withdrawn = processor.appLimits.withdraw(Set(waiting.values.map(\.ticket)))
@@ -457,12 +461,12 @@ public final class DeliveryPipeline: Sendable {
     }
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
-    private func launch(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool = false) {
+    private func launch(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool = false) {
         let task = start(id, admitted, slot: slot, slotWaitSpent: slotWaitSpent)
         if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
     }
 
-    private func start(_ id: PipelineStateMachine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
+    private func start(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
                        slotWaitSpent: Bool) -> Task<Void, Never> {
         let parking = JobParking(changed: { [weak self] parked in
             guard let self else { return }
@@ -498,7 +502,7 @@ public final class DeliveryPipeline: Sendable {
     /// Whether the drain cancelled the lane's jobs: a job recording or publishing its outcomes gives up at its next failure.
     private func isCancelled(_ lane: Lane) -> Bool { tasks.withLock { $0.cancelledLanes.contains(lane) } }
 
-    private func finish(_ id: PipelineStateMachine.JobID, completed: Bool) {
+    private func finish(_ id: Machine.JobID, completed: Bool) {
         let (total, inLane, woken) = perform { shared in
             (shared.machine.finished(id, completed: completed),
              (shared.machine.consumed, shared.machine.consumed(in: id.lane), shared.wakeWaiting()))
@@ -537,7 +541,7 @@ public final class DeliveryPipeline: Sendable {
     /// While `condition` holds and `deadline` has not passed, waits for the next finish or park;
     /// false once the condition no longer holds or the deadline passed.
     private func waitForJobs(in lane: Lane, until deadline: ContinuousClock.Instant,
-                             while condition: (PipelineStateMachine) -> Bool) -> Bool {
+                             while condition: (Machine) -> Bool) -> Bool {
         let left = deadline - ContinuousClock.now
         guard left > .zero else { return false }
         // Checked and registered under one lock, so a finish in between cannot be missed.

@@ -94,8 +94,10 @@ public final class JobProcessor: Sendable {
     /// reserves before it starts the job's task); nil for a job that is invalid, expired, has
     /// several targets (each waits for its own slot inside the task) or sends nothing.
     /// A class: the closures that start it (a slot's grant, its task) each hold it.
-    final class AdmittedJob: Sendable {
+    final class AdmittedJob: PipelineJob {
         let message: KafkaMessage
+        /// The app of its first target, whose share of the lane it takes; nil when it does not decode.
+        let tenant: Tenant?
         let lane: Lane
         let fallbackCreatedAt: Int64
         let decoded: Result<Job, JobRejection>
@@ -111,6 +113,7 @@ public final class JobProcessor: Sendable {
             self.decoded = decoded
             self.scope = scope
             self.deliveryLane = deliveryLane
+            tenant = (try? decoded.get()).flatMap(Tenant.init(of:))
         }
     }
 

@@ -9,7 +9,7 @@ public struct PipelineConfiguration: Sendable {
     public var outcomesTopic: String
     public var deadLetterTopic: String
     /// Jobs being worked on (consumed, not finished, not parked on an app limit) in both lanes
-    /// together; a lane at its limit stops polling.
+    /// together; a lane at its limit polls only to find other apps' jobs within its read-ahead bound.
     public var maximumInFlightJobs: Int
     /// The part of `maximumInFlightJobs` only the urgent lane may use. The urgent lane may also
     /// use whatever the normal lane leaves free; the normal lane never uses the reserved part.
@@ -18,6 +18,11 @@ public struct PipelineConfiguration: Sendable {
     /// Jobs consumed and not finished per lane, parked ones included: the read-ahead bound
     /// (and the uncommitted window). nil: twice `maximumInFlightJobs`.
     public var maximumReadAheadJobs: Int?
+    /// Each lane's capacity is shared between the apps with jobs in it (`PipelineStateMachine`): one app's
+    /// burst does not hold every place while another app's job waits in the read-ahead window. Off: ready jobs
+    /// start in the order consumed, whatever their app, and a lane at capacity consumes nothing more (the
+    /// baseline of `push-worker-dev bench --scenario burst --no-fair-share`).
+    public var sharesLanesBetweenApps = true
     /// Requests in flight per (provider, app); more wait for a slot of their app, parked.
     public var maximumInFlightPerApp: Int
     /// Requests in flight per provider origin (`DeliveryScope.origin`), all apps together: a job's

@@ -1,16 +1,42 @@
 import PushCore
 import PushKafka
 
+/// What the pipeline's state machine knows of a consumed job before it starts.
+protocol PipelineJob: Sendable {
+    var message: KafkaMessage { get }
+    /// The app whose share of its lane the job takes; nil when not known (a job that does not decode):
+    /// such jobs share one share.
+    var tenant: Tenant? { get }
+}
+
+/// An app as the lanes share their capacity between apps: the provider and `app` of a job's first target.
+/// Taken from the job, so a value from outside: kept only while a job of it is queued or running.
+struct Tenant: Hashable, Sendable {
+    let provider: ProviderID
+    let app: String
+
+    init(provider: ProviderID, app: String) {
+        self.provider = provider
+        self.app = app
+    }
+
+    /// The app of the job's first target; nil for a job without targets.
+    init?(of job: Job) {
+        guard let target = job.targets.first else { return nil }
+        self.init(provider: target.provider, app: target.app ?? "")
+    }
+}
+
 /// Admission, per-key order and offsets of consumed jobs, as one value with no I/O and no
 /// locks: the pipeline feeds it events (a batch consumed, a job parked or finished,
 /// partitions assigned or revoked, a stop) and carries out the actions it returns.
 ///
 /// A consumed job waits here as a value until it may start: its lane's turn under the
 /// in-flight limit (the urgent lane first, with its reserve) and no earlier job of the same
-/// Kafka key still queued or running in that lane. A lane consumes only what its free capacity
-/// could start (jobs parked on an app slot hold none), within its read-ahead bound (ready,
-/// running and parked jobs together). Offsets move per partition over the contiguous run of
-/// completed jobs.
+/// Kafka key still queued or running in that lane. A lane consumes what its free capacity
+/// could start (jobs parked on an app slot hold none), and at capacity what it needs to find
+/// other apps' jobs (see below), within its read-ahead bound (ready, running and parked jobs
+/// together). Offsets move per partition over the contiguous run of completed jobs.
 ///
 /// Jobs waiting behind an earlier job of their key take neither capacity nor read-ahead room, so one
 /// slow key (a user whose push service hangs) never stalls the lane: they count against a bound of
@@ -18,7 +44,17 @@ import PushKafka
 /// partitions that hold them are to be paused (`pausedPartitions`, which the lane's consumer thread
 /// follows), and the rest flow; they resume once the key's queue is down to half of that. What a stuck key costs is its partition: the jobs behind it in that
 /// partition wait, uncommitted.
-struct PipelineStateMachine {
+///
+/// Fair sharing between apps (`Tenant`): a lane's in-flight capacity is shared by the apps with jobs
+/// running or ready in it, each app's share being the capacity divided by their number. Of the ready
+/// jobs, the oldest of an app below its share starts first; the jobs of an app at or over its share
+/// are set aside (they wait as values, taking no capacity) while another app's job is ready, and start
+/// when no app below its share has one (work-conserving: one app alone uses the whole lane). A lane
+/// whose capacity is full and that holds no ready job of an app below its share goes on consuming
+/// within its read-ahead bound, so it sees the jobs of other apps behind one app's burst; an app's job
+/// it finds there starts at the next free place. Beyond the read-ahead window, Kafka's order within a
+/// partition holds: jobs still in the partition behind a burst wait for it.
+struct PipelineStateMachine<Job: PipelineJob> {
     struct Limits: Sendable, Equatable {
         /// Jobs running (started, not parked) in both lanes together.
         var maximumInFlight: Int
@@ -31,8 +67,11 @@ struct PipelineStateMachine {
         var maximumQueuedPerKey: Int
         /// Jobs waiting behind their keys, all keys of the lane together; past it the lane consumes nothing more.
         var maximumQueuedBehindKeys: Int
+        /// Whether apps share each lane's capacity (see the type); off, every app's share is the whole lane.
+        var sharesBetweenApps: Bool
 
-        init(maximumInFlight: Int, urgentReserved: Int, readAhead: Int) {
+        init(maximumInFlight: Int, urgentReserved: Int, readAhead: Int, sharesBetweenApps: Bool = true) {
+            self.sharesBetweenApps = sharesBetweenApps
             self.maximumInFlight = max(1, maximumInFlight)
             self.urgentReserved = max(0, min(urgentReserved, self.maximumInFlight / 2))
             self.readAhead = max(readAhead, self.maximumInFlight)
@@ -42,7 +81,8 @@ struct PipelineStateMachine {
 
         init(_ configuration: PipelineConfiguration) {
             self.init(maximumInFlight: configuration.maximumInFlightJobs,
-                      urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs)
+                      urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs,
+                      sharesBetweenApps: configuration.sharesLanesBetweenApps)
         }
     }
 
@@ -55,17 +95,29 @@ struct PipelineStateMachine {
 
     enum Action: Sendable {
         /// Work on the job now; report `finished` when its outcomes are acknowledged (or it was abandoned).
-        case start(JobID, KafkaMessage)
+        case start(JobID, Job)
         /// Store this offset (the next one to consume) of the lane's partition for the next commit.
         case storeOffset(Lane, TopicPartition, Int64)
     }
 
     private struct Entry {
         let id: JobID
-        let message: KafkaMessage
+        let job: Job
         let generation: UInt64
+        /// When the job's turn came (it became ready): ready jobs start in this order, apps' shares aside.
+        var turn: UInt64 = 0
 
+        var message: KafkaMessage { job.message }
         var key: MessageKey? { message.key.map(MessageKey.init) }
+    }
+
+    /// What one app has in a lane: jobs running and holding capacity, jobs ready (in `ready` or set
+    /// aside), and the jobs set aside while it held its share.
+    private struct TenantLoad {
+        var working = 0
+        var ready = 0
+        /// Oldest first; older than any job of the app still in `ready`.
+        var setAside = FIFOQueue<Entry>()
     }
 
     /// A Kafka key as a set member: hashed as one run of bytes, where an array of bytes hashes each byte on its own.
@@ -85,7 +137,7 @@ struct PipelineStateMachine {
                 left = waiting.count
                 if !waiting.isEmpty { behind[key] = waiting }
                 behindCount -= 1
-                ready.append(next)
+                makeReady(next)
             } else {
                 busyKeys.remove(key)
             }
@@ -117,9 +169,108 @@ struct PipelineStateMachine {
             }
         }
 
+        /// The job's turn came: it waits in `ready` for capacity.
+        mutating func makeReady(_ entry: Entry) {
+            var entry = entry
+            entry.turn = nextTurn
+            nextTurn += 1
+            tenants[entry.job.tenant, default: TenantLoad()].ready += 1
+            ready.append(entry)
+        }
+
+        /// Changes what the app holds, and forgets it once it holds nothing.
+        mutating func changeLoad(of tenant: Tenant?, working: Int = 0, ready: Int = 0) {
+            guard var load = tenants.removeValue(forKey: tenant) else {
+                if working > 0 || ready > 0 { tenants[tenant] = TenantLoad(working: max(working, 0), ready: max(ready, 0)) }
+                return
+            }
+            load.working += working
+            load.ready += ready
+            if load.working > 0 || load.ready > 0 { tenants[tenant] = load }
+        }
+
+        /// Each app's share of `capacity`: split evenly between the apps with jobs running or ready, rounded up;
+        /// without `sharing`, the whole of it for any app.
+        func share(of capacity: Int, sharing: Bool) -> Int {
+            guard sharing else { return Int.max }
+            return max(1, (capacity + tenants.count - 1) / max(tenants.count, 1))
+        }
+
+        func belowShare(_ tenant: Tenant?, _ share: Int) -> Bool { (tenants[tenant]?.working ?? 0) < share }
+
+        /// Sets aside the jobs at the front of `ready` of apps at or over their share, so that its first job,
+        /// if any, is one of an app below its share.
+        mutating func setAsideJobsOverShare(_ share: Int) {
+            while let front = ready.first, !belowShare(front.job.tenant, share) {
+                let entry = ready.popFirst()!
+                var load = tenants.removeValue(forKey: entry.job.tenant)!
+                load.setAside.append(entry)
+                tenants[entry.job.tenant] = load
+                setAsideTenants.insert(entry.job.tenant)
+            }
+        }
+
+        /// The set-aside app whose oldest job is the oldest, among the apps below their share (or among all).
+        func oldestSetAside(belowShare share: Int?) -> (tenant: Tenant?, turn: UInt64)? {
+            var oldest: (tenant: Tenant?, turn: UInt64)?
+            for tenant in setAsideTenants {
+                guard let load = tenants[tenant], let head = load.setAside.first else { continue }
+                if let share, load.working >= share { continue }
+                if oldest == nil || head.turn < oldest!.turn { oldest = (tenant, head.turn) }
+            }
+            return oldest
+        }
+
+        /// The ready job to start next in `capacity`: the oldest of an app below its share; when every app with
+        /// a job ready holds its share, the oldest ready job.
+        mutating func nextToStart(capacity: Int, sharing: Bool) -> Entry? {
+            let share = share(of: capacity, sharing: sharing)
+            setAsideJobsOverShare(share)
+            let setAside = setAsideTenants.isEmpty ? nil : oldestSetAside(belowShare: share)
+            if let front = ready.first, setAside == nil || front.turn < setAside!.turn { return ready.popFirst() }
+            guard let (tenant, _) = setAside ?? (setAsideTenants.isEmpty ? nil : oldestSetAside(belowShare: nil)) else { return nil }
+            var load = tenants.removeValue(forKey: tenant)!
+            let entry = load.setAside.popFirst()
+            if load.setAside.isEmpty { setAsideTenants.remove(tenant) }
+            tenants[tenant] = load
+            return entry
+        }
+
+        /// Whether a ready job of an app below its share waits for capacity (`capacity`: the lane's working jobs and free places).
+        func readyBelowShare(capacity: Int) -> Bool {
+            let share = share(of: capacity, sharing: true)
+            if let front = ready.first, belowShare(front.job.tenant, share) { return true }
+            return !setAsideTenants.isEmpty && oldestSetAside(belowShare: share) != nil
+        }
+
+        /// Ready jobs, `ready` and set aside, oldest turn first; leaves none.
+        mutating func takeReady() -> [Entry] {
+            var all = ready.removeAll()
+            for tenant in setAsideTenants { all += tenants[tenant]?.setAside.removeAll() ?? [] }
+            setAsideTenants.removeAll()
+            return all.sorted { $0.turn < $1.turn }
+        }
+
+        /// Counts each app's working and ready jobs again (after queued jobs were given up).
+        mutating func recountTenants() {
+            var counted: [Tenant?: TenantLoad] = [:]
+            for (sequence, entry) in running where !parked.contains(sequence) { counted[entry.job.tenant, default: TenantLoad()].working += 1 }
+            for entry in ready.removeAll() {
+                counted[entry.job.tenant, default: TenantLoad()].ready += 1
+                ready.append(entry)
+            }
+            tenants = counted
+        }
+
         var tracker = OffsetTracker()
-        /// Jobs whose turn came (no earlier job of their key is unfinished), oldest first.
+        /// Jobs whose turn came (no earlier job of their key is unfinished), by turn; see `setAsideJobsOverShare`.
         var ready = FIFOQueue<Entry>()
+        var nextTurn: UInt64 = 0
+        /// Apps with jobs running (not parked) or ready in the lane: at most one per such job, so bounded by
+        /// `readAhead` (ready ones) and the in-flight capacity (running ones).
+        var tenants: [Tenant?: TenantLoad] = [:]
+        /// Apps with jobs set aside.
+        var setAsideTenants = Set<Tenant?>()
         /// Jobs behind an unfinished earlier job of the same key, per key, oldest first.
         var behind: [MessageKey: FIFOQueue<Entry>] = [:]
         /// Keys with a job ready or running: the next job of such a key waits behind it.
@@ -157,17 +308,27 @@ struct PipelineStateMachine {
 
     // MARK: - Questions
 
-    /// How many more messages the lane may consume now: what its free capacity could start
-    /// beyond the jobs it already holds queued, within its read-ahead bound (0 while stopping).
-    /// A lane at capacity leaves the next messages in librdkafka's prefetch queue.
-    /// Jobs behind their keys take no room but their own bound's.
+    /// How many more messages the lane may consume now, within its read-ahead bound (0 while stopping):
+    /// what its free capacity could start beyond the jobs it already holds ready; with its capacity full,
+    /// as many as the bound allows while no ready job of an app below its share waits, so that it sees
+    /// the jobs of other apps behind one app's burst. A lane at capacity that holds such a job leaves the
+    /// next messages in librdkafka's prefetch queue. Jobs behind their keys take no room but their own bound's.
     func room(in lane: Lane) -> Int {
-        guard !stopRequested, let (consumed, ready, behind) = lanes.read(lane, { ($0.consumed, $0.readyCount, $0.behindCount) }) else { return 0 }
-        return max(0, min(limits.readAhead - (consumed - behind), freeCapacity(of: lane) - ready, limits.maximumQueuedBehindKeys - behind))
+        guard !stopRequested else { return 0 }
+        let free = freeCapacity(of: lane)
+        let sharing = limits.sharesBetweenApps
+        guard let (consumed, ready, behind, readsOn) = lanes.read(lane, { state in
+            (state.consumed, state.readyCount, state.behindCount, free == 0 && sharing && !state.readyBelowShare(capacity: state.working))
+        }) else { return 0 }
+        let capacityRoom = readsOn ? Int.max : free - ready
+        return max(0, min(limits.readAhead - (consumed - behind), capacityRoom, limits.maximumQueuedBehindKeys - behind))
     }
 
     /// Partitions of the lane to keep paused for keys whose jobs back up.
     func pausedPartitions(in lane: Lane) -> Set<TopicPartition> { lanes.read(lane) { Set($0.pausedFor.keys) } ?? [] }
+
+    /// Apps with jobs running or ready in the lane: at most the read-ahead bound plus the in-flight capacity.
+    func apps(in lane: Lane) -> Int { lanes.read(lane) { $0.tenants.count } ?? 0 }
 
     /// Jobs of the lane waiting behind their keys.
     func queuedBehindKeys(in lane: Lane) -> Int { lanes.read(lane) { $0.behindCount } ?? 0 }
@@ -205,15 +366,16 @@ struct PipelineStateMachine {
     /// A lane consumed these messages, in order: each waits for its turn; those whose turn came start.
     /// A message of a partition the lane no longer owns (revoked while its batch was read) is
     /// given up: its new owner gets it.
-    mutating func consumed(_ messages: [KafkaMessage], in lane: Lane) -> [Action] {
+    mutating func consumed(_ jobs: [Job], in lane: Lane) -> [Action] {
         guard lanes.contains(lane) else { return [] }
         var sequence = sequence
         let limits = limits
         lanes.update(lane) { state in
-            for message in messages where state.tracker.owns(message.topicPartition) {
+            for job in jobs where state.tracker.owns(job.message.topicPartition) {
+                let message = job.message
                 sequence += 1
                 let generation = state.tracker.begin(message.topicPartition, offset: message.offset)
-                let entry = Entry(id: JobID(lane: lane, sequence: sequence), message: message, generation: generation)
+                let entry = Entry(id: JobID(lane: lane, sequence: sequence), job: job, generation: generation)
                 state.queued += 1
                 if let key = entry.key {
                     if state.busyKeys.contains(key) {
@@ -227,7 +389,7 @@ struct PipelineStateMachine {
                     }
                     state.busyKeys.insert(key)
                 }
-                state.ready.append(entry)
+                state.makeReady(entry)
             }
         }
         self.sequence = sequence
@@ -237,12 +399,9 @@ struct PipelineStateMachine {
     /// A running job started or stopped waiting for an app slot: a parked job holds no in-flight capacity.
     mutating func parkingChanged(_ id: JobID, parked: Bool) -> [Action] {
         let changed = lanes.update(id.lane) { state in
-            guard state.running[id.sequence] != nil else { return false }
-            if parked {
-                state.parked.insert(id.sequence)
-            } else {
-                state.parked.remove(id.sequence)
-            }
+            guard let entry = state.running[id.sequence] else { return false }
+            let changed = parked ? state.parked.insert(id.sequence).inserted : state.parked.remove(id.sequence) != nil
+            if changed { state.changeLoad(of: entry.job.tenant, working: parked ? -1 : 1) }
             return true
         }
         return changed == true ? startAdmitted() : []
@@ -268,7 +427,7 @@ struct PipelineStateMachine {
         let limits = limits
         let ended = lanes.update(id.lane) { state -> (found: Bool, offset: (TopicPartition, Int64)?) in
             guard let entry = state.running.removeValue(forKey: id.sequence) else { return (false, nil) }
-            state.parked.remove(id.sequence)
+            if state.parked.remove(id.sequence) == nil { state.changeLoad(of: entry.job.tenant, working: -1) }
             if state.keyReleased.remove(id.sequence) == nil, let key = entry.key { state.releaseKey(key, limits: limits) }
             guard completed else { return (true, nil) }
             let topicPartition = entry.message.topicPartition
@@ -321,21 +480,25 @@ struct PipelineStateMachine {
 
     // MARK: - Admission
 
-    /// Starts ready jobs while capacity allows, the urgent lane's first.
+    /// Starts ready jobs while capacity allows, the urgent lane's first, each lane's apps within their shares.
     private mutating func startAdmitted() -> [Action] {
         var actions: [Action] = []
+        let sharing = limits.sharesBetweenApps
         for lane in [Lane.urgent, .normal] where lanes.contains(lane) {
             // Each job started takes exactly one of the lane's free places (both terms of `freeCapacity`
             // fall by one), so the count is taken once, not again after every start.
             var free = stopRequested ? 0 : freeCapacity(of: lane)
-            guard free > 0 else { continue }
             lanes.update(lane) { state in
-                while free > 0, let entry = state.ready.popFirst() {
+                let capacity = state.working + free
+                while free > 0, let entry = state.nextToStart(capacity: capacity, sharing: sharing) {
                     state.queued -= 1
+                    state.changeLoad(of: entry.job.tenant, working: 1, ready: -1)
                     state.running[entry.id.sequence] = entry
-                    actions.append(.start(entry.id, entry.message))
+                    actions.append(.start(entry.id, entry.job))
                     free -= 1
                 }
+                // What `room` reads: the first ready job is one of an app below its share, if any.
+                state.setAsideJobsOverShare(state.share(of: capacity, sharing: sharing))
             }
         }
         return actions
@@ -346,7 +509,7 @@ struct PipelineStateMachine {
         var state = lanes[lane]!
         var kept: [Entry] = []
         var dropped = 0
-        for entry in state.ready.removeAll() {
+        for entry in state.takeReady() {
             if drop(entry) { dropped += 1 } else { kept.append(entry) }
         }
         var behind: [MessageKey: FIFOQueue<Entry>] = [:]
@@ -378,10 +541,12 @@ struct PipelineStateMachine {
                 behind[key] = queue.isEmpty ? nil : queue
             }
         }
-        state.ready = ready
+        state.ready = FIFOQueue()
+        for entry in ready.removeAll() { state.makeReady(entry) }
         state.behind = behind
         state.busyKeys = busy
         state.behindCount = behind.values.reduce(0) { $0 + $1.count }
+        state.recountTenants()
         // Keys whose queue shrank with the drop hold their partitions no longer.
         for key in Array(state.stalled.keys) where (behind[key]?.count ?? 0) <= limits.maximumQueuedPerKey / 2 {
             state.unstall(key)

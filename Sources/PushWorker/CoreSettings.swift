@@ -23,11 +23,11 @@ enum CoreSettings {
     static let rdkafkaAllowUnsafe = Setting("PUSH_RDKAFKA_ALLOW_UNSAFE", .boolean, default: "false",
         "Lets through the librdkafka properties refused by default because they turn off the brokers' authentication, load or run code from outside the image, or break the delivery contract (offsets committed after the outcomes are acknowledged by every in-sync replica, none skipped): `enable.ssl.certificate.verification=false`, `ssl.endpoint.identification.algorithm=none`, `enable.sasl.oauthbearer.unsecure.jwt=true`, any `plugin.library.paths`, `ssl.engine.location` or `sasl.kerberos.kinit.cmd`, `acks`/`request.required.acks` other than `all`/`-1`, `enable.idempotence=false`, `enable.auto.commit=false`, `auto.commit.interval.ms=0`, `auto.offset.reset=latest` (`largest`, `end`) and `isolation.level=read_uncommitted` (logged as a warning when allowed). Not passed to librdkafka.")
     static let maxInFlight = Setting("PUSH_MAX_IN_FLIGHT", .integer(1...1_000_000), default: "1000",
-        "Jobs being worked on in both lanes together (consumed, not finished, not waiting for an app slot); a lane at its share stops polling.")
+        "Jobs being worked on in both lanes together (consumed, not finished, not waiting for an app slot); a lane at its share polls only to find other apps' jobs, within `PUSH_MAX_READ_AHEAD` ([fair sharing](delivery.md#semantics)).")
     static let urgentReservedInFlight = Setting("PUSH_URGENT_RESERVED_IN_FLIGHT", .integer(0...1_000_000), default: "100",
         "Part of `PUSH_MAX_IN_FLIGHT` only the urgent lane may use; the urgent lane may also use what the normal lane leaves free, never the reverse. At most half of `PUSH_MAX_IN_FLIGHT` (a smaller `PUSH_MAX_IN_FLIGHT` lowers the default reserve to its half).")
     static let maxReadAhead = Setting("PUSH_MAX_READ_AHEAD", default: "2 × PUSH_MAX_IN_FLIGHT",
-        "Jobs consumed but not finished per lane, including jobs waiting for an app slot: bounds memory and the uncommitted window when one app's endpoint stalls.")
+        "Jobs consumed but not finished per lane, including jobs waiting for an app slot: bounds memory and the uncommitted window when one app's endpoint stalls, and how far a lane at capacity reads ahead to find other apps' jobs behind one app's burst.")
     static let appMaxInFlight = Setting("PUSH_APP_MAX_IN_FLIGHT", .integer(1...1_000_000), default: "500",
         "Requests in flight per (provider, app); more wait for their app's slot without holding back other apps' jobs (`push_app_concurrency_limited_total`). The apps of one provider endpoint also share its bound (see `PUSH_HTTP_MAX_CONNECTIONS`).")
     static let shedLagMs = Setting("PUSH_SHED_LAG_MS", .integer(0...86_400_000), default: "0",

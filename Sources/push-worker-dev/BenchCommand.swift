@@ -17,16 +17,16 @@ struct BenchCommand: AsyncParsableCommand {
             (PUSH_MAX_IN_FLIGHT, PUSH_HTTP_MAX_CONNECTIONS, …). scripts/bench.sh runs it against nginx beside h2load.
             """)
 
-    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains), transport (the HTTP/2 client alone: --jobs requests to --endpoint), tenants (--apps APNs apps of as many teams, each with its own signing key, --jobs-per-app each; then the same jobs to one app) or spine (the pipeline alone: --jobs from an in-memory log, in-memory stores, a provider that answers at once).")
+    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains), transport (the HTTP/2 client alone: --jobs requests to --endpoint), tenants (--apps APNs apps of as many teams, each with its own signing key, --jobs-per-app each; then the same jobs to one app), burst (a quiet app's jobs beside one app's burst of --backlog jobs on the same topic) or spine (the pipeline alone: --jobs from an in-memory log, in-memory stores, a provider that answers at once).")
     var scenario = "throughput"
 
     @Option(help: "Jobs to deliver (throughput scenario).")
     var jobs = 200_000
 
-    @Option(help: "Chat jobs queued before the start (backlog scenario).")
+    @Option(help: "Chat jobs queued before the start (backlog scenario); the burst's jobs (burst scenario).")
     var backlog = 100_000
 
-    @Option(help: "Milliseconds between two calls (backlog scenario).")
+    @Option(help: "Milliseconds between two calls (backlog scenario), two quiet jobs (burst scenario).")
     var callIntervalMs = 100
 
     @Option(help: "APNs apps of as many Apple teams, each with its own signing key (tenants scenario).")
@@ -58,6 +58,9 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(help: "Give up after this many seconds.")
     var timeout = 900
+
+    @Flag(help: "Burst scenario: jobs start in the order consumed, whatever their app (the baseline of fair sharing).")
+    var noFairShare = false
 
     @Flag(help: "Time the hot pieces alone (decode, outcome encode, APNs token, Web Push encryption).")
     var micro = false
@@ -158,8 +161,19 @@ struct BenchCommand: AsyncParsableCommand {
             if let reportFile { try report.json().write(toFile: reportFile, atomically: true, encoding: .utf8) }
             if !report.complete { throw ExitCode(1) }
             return
+        case "burst":
+            var burstOptions = BurstBench.Options()
+            burstOptions.base = options
+            burstOptions.burst = backlog
+            burstOptions.quietInterval = .milliseconds(max(callIntervalMs, 1))
+            burstOptions.fairSharing = !noFairShare
+            let report = try await BurstBench.run(burstOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
+            print(json ? try report.json() : report.table())
+            if let reportFile { try report.json().write(toFile: reportFile, atomically: true, encoding: .utf8) }
+            if !report.complete { throw ExitCode(1) }
+            return
         default:
-            throw ValidationError("--scenario must be throughput, backlog, tenants, transport or spine")
+            throw ValidationError("--scenario must be throughput, backlog, tenants, burst, transport or spine")
         }
         let report = try await EndToEndBench.run(options, logger: Logger(label: "push-worker-bench"), progress: progress)
         print(json ? try report.json() : report.table())

@@ -159,7 +159,7 @@ struct OriginLimitTests {
 
 @Suite("Origin limits in the pipeline", .serialized)
 struct OriginLimitPipelineTests {
-    @Test("jobs whose endpoint's slots are taken wait in flight as values, without a task: consumption stops at the in-flight limit, and a stop gives them up unsent")
+    @Test("jobs whose endpoint's slots are taken wait in flight as values, without a task: none starts beyond the in-flight limit, the lane reads on only to its read-ahead bound, and a stop gives them up unsent")
     func jobsWaitForTheirOriginAsValues() async throws {
         _ = TestMetrics.registry
         let kafka = try KafkaFixture(partitions: 1)
@@ -193,7 +193,7 @@ struct OriginLimitPipelineTests {
         #expect(originRunning == 4)
         #expect(tasks == 4, "only the jobs sending have a task")
         #expect(waiting == 31, "the other jobs the normal lane may work on (35) wait for the origin as values")
-        #expect(consumed == 35, "a job waiting for its origin counts in flight: nothing more is consumed (read-ahead would allow 80)")
+        #expect(consumed == 80, "a job waiting for its origin counts in flight: the jobs read on to the read-ahead bound wait unstarted")
         #expect(waitingAfterStop == 0, "a stop gives up the jobs waiting for a slot at once")
         #expect(requestsAfterStop == requests, "slots freed by the stop's cancellations start none of the given-up jobs")
         #expect((TestMetrics.value(of: #"push_origin_concurrency_limited_total{provider="proxy"}"#) ?? 0) >= 31)

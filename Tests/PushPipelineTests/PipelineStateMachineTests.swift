@@ -8,15 +8,22 @@ import TestSupport
 /// The pipeline's admission, ordering and offsets, driven event by event without a broker.
 @Suite("Pipeline state machine")
 struct PipelineStateMachineTests {
-    typealias Machine = PipelineStateMachine
+    /// A consumed job as the state machine sees it: its message, and its app.
+    struct TestJob: PipelineJob {
+        let message: KafkaMessage
+        let tenant: Tenant?
+    }
+
+    typealias Machine = PipelineStateMachine<TestJob>
 
     static let normal = TopicPartition(topic: "push.jobs", partition: 0)
     static let other = TopicPartition(topic: "push.jobs", partition: 1)
     static let urgent = TopicPartition(topic: "push.jobs.urgent", partition: 0)
 
-    static func message(_ offset: Int64, key: String? = nil, in partition: TopicPartition = normal) -> KafkaMessage {
-        KafkaMessage(topicPartition: partition, offset: offset, key: key.map { Array($0.utf8) }, value: Array("\(offset)".utf8),
-                     timestamp: nil)
+    static func message(_ offset: Int64, key: String? = nil, app: String? = nil, in partition: TopicPartition = normal) -> TestJob {
+        TestJob(message: KafkaMessage(topicPartition: partition, offset: offset, key: key.map { Array($0.utf8) },
+                                      value: Array("\(offset)".utf8), timestamp: nil),
+                tenant: app.map { Tenant(provider: "apns", app: $0) })
     }
 
     static func machine(maximumInFlight: Int = 10, urgentReserved: Int = 0, readAhead: Int = 100,
@@ -29,7 +36,7 @@ struct PipelineStateMachineTests {
     }
 
     static func started(_ actions: [Machine.Action]) -> [Int64] {
-        actions.compactMap { if case .start(_, let message) = $0 { message.offset } else { nil } }
+        actions.compactMap { if case .start(_, let job) = $0 { job.message.offset } else { nil } }
     }
 
     static func ids(_ actions: [Machine.Action]) -> [Machine.JobID] {
@@ -53,18 +60,19 @@ struct PipelineStateMachineTests {
         #expect(Self.offsets(next) == [1])
     }
 
-    @Test("a lane consumes only what its free capacity could start; parked jobs free capacity, up to the read-ahead bound")
+    @Test("a lane consumes what its free capacity could start, and at capacity reads on up to its read-ahead bound; parked jobs free capacity")
     func room() {
         var machine = Self.machine(maximumInFlight: 2, readAhead: 4)
         #expect(machine.room(in: .normal) == 2)
         let first = Self.ids(machine.consumed([Self.message(0), Self.message(1)], in: .normal))
-        #expect(machine.room(in: .normal) == 0)
-        for id in first { _ = machine.parkingChanged(id, parked: true) }
-        #expect(machine.room(in: .normal) == 2)
+        #expect(machine.room(in: .normal) == 2, "at capacity it reads on, to see the jobs of other apps")
         _ = machine.consumed([Self.message(2), Self.message(3)], in: .normal)
+        #expect(machine.room(in: .normal) == 0, "the read-ahead bound")
+        for id in first { _ = machine.parkingChanged(id, parked: true) }
+        #expect(machine.running(in: .normal) == 4, "parked jobs free their capacity for the jobs read ahead")
         #expect(machine.room(in: .normal) == 0)
         _ = machine.finished(first[0], completed: true)
-        #expect(machine.room(in: .normal) == 0, "capacity is full again")
+        #expect(machine.room(in: .normal) == 1)
         _ = machine.parkingChanged(first[1], parked: false)
         #expect(machine.consumed(in: .normal) == 3)
     }
@@ -75,8 +83,8 @@ struct PipelineStateMachineTests {
         _ = machine.consumed([Self.message(0, key: "alice"), Self.message(1, key: "alice")], in: .normal)
         #expect(machine.room(in: .normal) == 2)
         var full = Self.machine(maximumInFlight: 1)
-        _ = full.consumed([Self.message(0, key: "alice"), Self.message(1, key: "bob")], in: .normal)
-        #expect(full.room(in: .normal) == 0, "bob's job is ready and waits for the capacity alice's holds")
+        _ = full.consumed([Self.message(0, key: "alice", app: "chat"), Self.message(1, key: "bob", app: "mail")], in: .normal)
+        #expect(full.room(in: .normal) == 0, "bob's job, of an app below its share, waits for the capacity alice's holds: nothing more is read")
     }
 
     @Test("jobs of one key run one after another in consumption order; other keys pass them")
@@ -234,7 +242,8 @@ struct PipelineStateMachineTests {
                     let partition = lane == .urgent ? Self.urgent : Self.normal
                     let messages = (0..<count).map { _ in
                         offsets[lane]! += 1
-                        return Self.message(offsets[lane]!, key: ["a", "b", "c", nil][Int(generator.next() % 4)], in: partition)
+                        return Self.message(offsets[lane]!, key: ["a", "b", "c", nil][Int(generator.next() % 4)],
+                                            app: ["burst", "burst", "quiet", nil][Int(generator.next() % 4)], in: partition)
                     }
                     actions = machine.consumed(messages, in: lane)
                 case 2 where !running.isEmpty:
@@ -251,8 +260,8 @@ struct PipelineStateMachineTests {
                     continue
                 }
                 var startedLanes = Set<Lane>()
-                for case .start(let id, let message) in actions {
-                    running[id] = message
+                for case .start(let id, let job) in actions {
+                    running[id] = job.message
                     startedLanes.insert(id.lane)
                 }
                 // An unparked job goes on whatever runs; a job only starts within capacity (the urgent one also within its reserve).
@@ -339,5 +348,114 @@ extension PipelineStateMachineTests {
         #expect(Self.started(afterFinish).isEmpty, "job 2 still waits for job 1, which holds the key now")
         #expect(Self.offsets(afterFinish) == [1])
         #expect(Self.started(machine.finished(Self.ids(afterRelease)[0], completed: true)) == [2])
+    }
+}
+
+/// Fair sharing of a lane between apps (`Tenant`): one app's burst never holds every place while another app's job waits.
+extension PipelineStateMachineTests {
+    /// Finishes the running job whose offset is `offset` and returns what that let start.
+    static func finish(_ offset: Int64, of running: inout [Int64: Machine.JobID], in machine: inout Machine) -> [Int64] {
+        let actions = machine.finished(running.removeValue(forKey: offset)!, completed: true)
+        for case .start(let id, let job) in actions { running[job.message.offset] = id }
+        return Self.started(actions)
+    }
+
+    static func record(_ actions: [Machine.Action], into running: inout [Int64: Machine.JobID]) {
+        for case .start(let id, let job) in actions { running[job.message.offset] = id }
+    }
+
+    @Test("one app alone uses the whole lane, and a lane at capacity reads on to find other apps' jobs")
+    func singleAppUsesTheWholeLane() {
+        var machine = Self.machine(maximumInFlight: 4, readAhead: 12)
+        let burst = machine.consumed((0..<10).map { Self.message($0, app: "burst") }, in: .normal)
+        #expect(Self.started(burst) == [0, 1, 2, 3], "no other app waits: every place is the burst's")
+        #expect(machine.room(in: .normal) == 2, "at capacity with no other app's job ready, the lane reads on to its read-ahead bound")
+        var running: [Int64: Machine.JobID] = [:]
+        Self.record(burst, into: &running)
+        #expect(Self.finish(0, of: &running, in: &machine) == [4], "the burst's next job takes the freed place")
+    }
+
+    @Test("a quiet app's job starts at the next free place, before the burst's backlog read ahead of it; then the lane reads no further")
+    func quietAppPassesTheBurst() {
+        var machine = Self.machine(maximumInFlight: 4, readAhead: 20)
+        var running: [Int64: Machine.JobID] = [:]
+        Self.record(machine.consumed((0..<14).map { Self.message($0, app: "burst") }, in: .normal), into: &running)
+        #expect(machine.room(in: .normal) == 6)
+        let quiet = machine.consumed([Self.message(14, app: "quiet"), Self.message(15, app: "quiet")], in: .normal)
+        #expect(Self.started(quiet).isEmpty, "every place is taken")
+        #expect(machine.room(in: .normal) == 0, "a job of an app below its share waits for capacity: nothing more is read")
+        #expect(Self.finish(0, of: &running, in: &machine) == [14], "the quiet app's job, not the burst's job 4, takes the freed place")
+        #expect(Self.finish(1, of: &running, in: &machine) == [15], "the quiet app is still below its share (2 of 4)")
+        #expect(Self.finish(2, of: &running, in: &machine) == [4], "no other app waits: the burst's backlog goes on, oldest first")
+        let offsets = machine.finished(running.removeValue(forKey: 14)!, completed: true)
+        #expect(Self.offsets(offsets).isEmpty, "offsets still move only over the contiguous run: jobs 3 and 4 are unfinished")
+    }
+
+    @Test("two busy apps share the lane evenly; the oldest job of the app below its share starts first")
+    func busyAppsShareEvenly() {
+        var machine = Self.machine(maximumInFlight: 4, readAhead: 40)
+        var running: [Int64: Machine.JobID] = [:]
+        Self.record(machine.consumed((0..<4).map { Self.message($0, app: "a") }, in: .normal), into: &running)
+        Self.record(machine.consumed((4..<10).map { Self.message($0, app: "a") } + (10..<20).map { Self.message($0, app: "b") }, in: .normal),
+                    into: &running)
+        #expect(Self.finish(0, of: &running, in: &machine) == [10])
+        #expect(Self.finish(1, of: &running, in: &machine) == [11], "b holds 1 of its share of 2")
+        #expect(Self.finish(2, of: &running, in: &machine) == [4], "b holds its share: a, below its own, goes on")
+        #expect(Self.finish(10, of: &running, in: &machine) == [12])
+        #expect(Self.finish(4, of: &running, in: &machine) == [5])
+        let apps = Dictionary(grouping: running.keys) { $0 < 10 ? "a" : "b" }.mapValues(\.count)
+        #expect(apps == ["a": 2, "b": 2])
+    }
+
+    @Test("a job set aside while its app held its share keeps its key's order: the user's next job, of another app, waits for it")
+    func setAsideKeepsKeyOrder() {
+        var machine = Self.machine(maximumInFlight: 2, readAhead: 20)
+        var running: [Int64: Machine.JobID] = [:]
+        let first = machine.consumed([Self.message(0, app: "burst"), Self.message(1, app: "burst"), Self.message(2, key: "alice", app: "burst"),
+                                      Self.message(3, key: "alice", app: "quiet"), Self.message(4, app: "quiet")], in: .normal)
+        Self.record(first, into: &running)
+        #expect(Self.started(first) == [0, 4], "a share of one place each: alice's quiet job waits behind her burst job, the other quiet job starts")
+        #expect(Self.finish(0, of: &running, in: &machine) == [1])
+        #expect(Self.finish(1, of: &running, in: &machine) == [2])
+        #expect(Self.finish(2, of: &running, in: &machine) == [3], "alice's next job starts once her first finished")
+    }
+
+    @Test("the urgent lane still starts first: a freed place goes to an urgent job before a quiet app's normal one")
+    func urgentFirstWithShares() {
+        var machine = Self.machine(maximumInFlight: 4, urgentReserved: 1)
+        var running: [Int64: Machine.JobID] = [:]
+        Self.record(machine.consumed((0..<10).map { Self.message($0, app: "burst") }, in: .normal), into: &running)
+        let urgent = machine.consumed([Self.message(0, app: "calls", in: Self.urgent), Self.message(1, app: "calls", in: Self.urgent)],
+                                      in: .urgent)
+        #expect(Self.started(urgent) == [0], "the reserve")
+        _ = machine.consumed([Self.message(10, app: "quiet")], in: .normal)
+        let freed = machine.finished(running.removeValue(forKey: 0)!, completed: true)
+        #expect(Self.ids(freed).map(\.lane) == [.urgent], "the urgent job takes the freed place; the quiet app's job waits for the next")
+        #expect(Self.finish(1, of: &running, in: &machine) == [10])
+    }
+
+    @Test("apps are forgotten with their last job: a revocation or a stop leaves no app behind")
+    func appsAreBounded() {
+        var machine = Self.machine(maximumInFlight: 2, readAhead: 20)
+        var running: [Int64: Machine.JobID] = [:]
+        Self.record(machine.consumed((0..<6).map { Self.message($0, app: "app-\($0 % 3)") }, in: .normal), into: &running)
+        #expect(machine.apps(in: .normal) == 3)
+        _ = machine.revoking([Self.normal], in: .normal)
+        #expect(machine.apps(in: .normal) == 2, "only the two running jobs' apps")
+        for offset in Array(running.keys) { _ = machine.finished(running.removeValue(forKey: offset)!, completed: false) }
+        #expect(machine.apps(in: .normal) == 0)
+    }
+}
+
+extension PipelineStateMachineTests {
+    @Test("without sharing, ready jobs start in the order consumed whatever their app, and a lane at capacity reads no further")
+    func sharingOff() {
+        var machine = Machine(limits: .init(maximumInFlight: 2, urgentReserved: 0, readAhead: 20, sharesBetweenApps: false), lanes: [.normal])
+        machine.assigned([Self.normal], in: .normal)
+        var running: [Int64: Machine.JobID] = [:]
+        Self.record(machine.consumed((0..<4).map { Self.message($0, app: "burst") } + [Self.message(4, app: "quiet")], in: .normal),
+                    into: &running)
+        #expect(machine.room(in: .normal) == 0)
+        #expect(Self.finish(0, of: &running, in: &machine) == [2])
     }
 }
