@@ -41,6 +41,23 @@ final class APNsConfigurationTests: Sendable {
         #expect(defaults.apns?.sandboxURL == "https://api.sandbox.push.apple.com")
     }
 
+    @Test("APNs connections live a day idle, with a PING after an hour of quiet; PUSH_APNS_IDLE_CONNECTION_S shortens the day, within 60 s … 7 days")
+    func idleConnectionTime() throws {
+        let keyFile = try writeKey()
+        let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+                    "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat"]
+        let defaults = try #require(try WorkerConfiguration.load(from: base).get().apns)
+        #expect(defaults.connectionLifetime == APNsProvider.connectionLifetime)
+        #expect(defaults.connectionLifetime.maximumIdleTime == .seconds(86_400))
+        let shorter = try #require(try WorkerConfiguration.load(from: base.merging(["PUSH_APNS_IDLE_CONNECTION_S": "600"]) { $1 }).get().apns)
+        #expect(shorter.connectionLifetime.maximumIdleTime == .seconds(600))
+        #expect(shorter.connectionLifetime.keepaliveInterval == .seconds(3600), "the keepalive PING stays")
+        for outside in ["59", "604801", "ten"] {
+            let lines = problems(base.merging(["PUSH_APNS_IDLE_CONNECTION_S": outside]) { $1 })
+            #expect(lines.count == 1 && lines.allSatisfy { $0.contains("PUSH_APNS_IDLE_CONNECTION_S") }, "\(outside): \(lines)")
+        }
+    }
+
     @Test("an incomplete shortcut or a key file that is not a key is one clear line each")
     func problemsAreClear() throws {
         #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": "/nonexistent.p8", "PUSH_APNS_KEY_ID": "ABC123DEFG"]).first

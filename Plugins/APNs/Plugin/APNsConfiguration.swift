@@ -75,6 +75,8 @@ public struct APNsConfiguration: Sendable {
     /// The app serving targets without `app`.
     public var defaultBundleId: String?
     public var timeout: Duration
+    /// How long its connections live idle, and their keepalive (`PUSH_APNS_IDLE_CONNECTION_S`; `APNsProvider.connectionLifetime`).
+    public var connectionLifetime = APNsProvider.connectionLifetime
 
     public static let productionHost = "https://api.push.apple.com"
     public static let sandboxHost = "https://api.sandbox.push.apple.com"

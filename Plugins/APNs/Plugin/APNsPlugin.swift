@@ -25,12 +25,14 @@ public struct APNsPlugin: ProviderPlugin {
         static let host = Setting("PUSH_APNS_HOST", "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests.")
         static let port = Setting("PUSH_APNS_PORT", .integer(1...65535), default: "443", "APNs port (Apple also listens on 2197).")
         static let caFile = Setting("PUSH_APNS_CA_FILE", .file, "PEM CA bundle trusted for APNs instead of the system store (sandboxes).")
+        static let idleConnectionS = Setting("PUSH_APNS_IDLE_CONNECTION_S", .integer(60...604_800), default: "86400",
+            "How long an APNs connection is kept without a request before it is closed (each signing key and client certificate has connections of its own; the next push opens one again). Apple asks to keep connections open and treats rapid connection and disconnection as a denial-of-service attack; a replica serving many rarely-sending teams may lower it to bound its open connections.")
         static let shortcut = [keyFile, keyId, teamId, bundleId]
     }
 
     public var settings: [Setting] {
         [Settings.keyFile, Settings.keyId, Settings.teamId, Settings.bundleId, Settings.topic, Settings.cancelPushType,
-         Settings.environment, Settings.pushKitTokens, Settings.host, Settings.port, Settings.caFile]
+         Settings.environment, Settings.pushKitTokens, Settings.host, Settings.port, Settings.caFile, Settings.idleConnectionS]
     }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
@@ -44,7 +46,8 @@ public struct APNsPlugin: ProviderPlugin {
             .init(name: "APNs \($0)", url: $0 + "/", tls: TLSOptions(caFile: configuration.caFile))
         }, appLabels: Set(configuration.apps.map(\.bundleId))) { context in
             try APNsProvider(configuration: configuration, transport: context.makeTransport("apns"), logger: context.logger,
-                             templates: context.templates, predecessor: context.predecessor as? APNsProvider)
+                             templates: context.templates, connectionLifetime: configuration.connectionLifetime,
+                             predecessor: context.predecessor as? APNsProvider)
         }
     }
 
@@ -90,12 +93,14 @@ public struct APNsPlugin: ProviderPlugin {
         for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
         guard !apps.isEmpty else {
             reader.refuseDependents([Settings.host, Settings.port, Settings.caFile, Settings.topic, Settings.cancelPushType,
-                                     Settings.environment, Settings.pushKitTokens],
+                                     Settings.environment, Settings.pushKitTokens, Settings.idleConnectionS],
                                     because: "no APNs app is configured")
             return nil
         }
         var configuration = APNsConfiguration(apps: apps, defaultBundleId: reader.string(Settings.bundleId),
                                               caFile: reader.readableFile(Settings.caFile))
+        configuration.connectionLifetime = HTTPConnectionLifetime(maximumIdleTime: .seconds(reader.integer(Settings.idleConnectionS)),
+                                                                  keepaliveInterval: APNsProvider.connectionLifetime.keepaliveInterval)
         if let host = reader.string(Settings.host) {
             let port = reader.integer(Settings.port)
             configuration.productionURL = "https://\(host):\(port)"
