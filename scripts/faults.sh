@@ -7,11 +7,10 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…] (push-worker-dev is taken from the same folder)
-#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls (the default), refused-origins
+#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls reload (the default), refused-origins
 #   (the worker's RSS after 80 000 refused Web Push hosts), sigterm (a ledger-checked
-#   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`), reload (APNs apps added, removed, rotated, broken
-#   and fixed in a Kubernetes-style secret volume while jobs flow; FAULTS_RELOAD_S sets PUSH_APPS_RELOAD_S, default 1:
-#   0 shows the checks fail when no version is applied)
+#   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
+#   reload: FAULTS_RELOAD_S sets PUSH_APPS_RELOAD_S (default 1; 0 shows its checks fail when no version is applied)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
 #   logs, manifest and provider record there. hostile-endpoints: FAULTS_HOSTILE_MARKERS=<m,…> limits it to some
 #   markers (scripts/ledger.py HOSTILE_MARKERS); FAULTS_WEBPUSH_POLICY=legacy gives the worker
@@ -19,7 +18,7 @@
 source "$(dirname "$0")/e2e-lib.sh"
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls reload)
 scale=${FAULTS_SCALE:-1}
 rows=${FAULTS_ROWS:-$work/rows.jsonl}
 : >"$rows"
@@ -549,7 +548,7 @@ stalls_leases() {
 # Live configuration (docs/configuration.md "Changing apps and credentials without a restart"): PUSH_APPS_FILE in a
 # directory laid out as a Kubernetes secret volume (files are links into `..data`, a link to a timestamped directory the
 # kubelet swaps), with apps of different teams and keys (`push-worker-dev sandbox --apns-teams`), while APNs jobs flow.
-# The sandbox's record names the key id that signed each request. Not in the default list.
+# The sandbox's record names the key id that signed each request.
 reload_publish() {  # "<team>:<key index> …" (the apps, key 0 is a team's first key) or "broken": a new version of the volume
     local secret=$dir/secret stamp old
     stamp="..$(date +%Y_%m_%d_%H_%M_%S.%N)"
