@@ -15,11 +15,11 @@ struct APNsSandboxTeamsTests {
         defer { tls.remove() }
         let record = tls.directory.appendingPathComponent("record").path
         let recorder = FaultInjector(SandboxFaults(), record: try AnswerRecord(path: record))
-        let instance = try await APNsSandboxInstance.start(tls: tls, teams: 2, keysPerTeam: 2) {
-            recorder.wrap($0, key: APNsSandbox.deviceToken, signer: APNsSandbox.signingKeyId)
-        }
+        let instance = try await APNsSandboxInstance.start(tls: tls, teams: 2, keysPerTeam: 2, wrap: { responder in
+            recorder.wrap(responder, key: APNsSandbox.deviceToken, signer: APNsSandbox.signingKeyId)
+        })
         let team = try #require(instance.teams.last)
-        #expect(instance.teams.map(\.bundleId) == ["com.example.app1", "com.example.app2"])
+        #expect(instance.teams.map { $0.bundleId } == ["com.example.app1", "com.example.app2"])
         let key = team.keys[1]
         let app = APNsApp(bundleId: team.bundleId, authentication: .token(keyFile: key.keyFile, keyId: key.keyId, teamId: team.teamId))
         let provider = try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: instance.server.baseURL,
