@@ -7,9 +7,10 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…] (push-worker-dev is taken from the same folder)
-#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls (the default), refused-origins
+#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls reload (the default), refused-origins
 #   (the worker's RSS after 80 000 refused Web Push hosts), sigterm (a ledger-checked
 #   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
+#   reload: FAULTS_RELOAD_S sets PUSH_APPS_RELOAD_S (default 1; 0 shows its checks fail when no version is applied)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
 #   logs, manifest and provider record there. hostile-endpoints: FAULTS_HOSTILE_MARKERS=<m,…> limits it to some
 #   markers (scripts/ledger.py HOSTILE_MARKERS); FAULTS_WEBPUSH_POLICY=legacy gives the worker
@@ -17,7 +18,7 @@
 source "$(dirname "$0")/e2e-lib.sh"
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls reload)
 scale=${FAULTS_SCALE:-1}
 rows=${FAULTS_ROWS:-$work/rows.jsonl}
 : >"$rows"
@@ -541,6 +542,124 @@ stalls_leases() {
     produce --prefix le --count "$jobs" --users 100
     check --timeout 300 --max-duplicates 1000 --max-unexplained-duplicates 0 --expect delivered --rss-pids "$pid_a,$pid_b"
     stop_worker a; stop_worker b
+    end
+}
+
+# Live configuration (docs/configuration.md "Changing apps and credentials without a restart"): PUSH_APPS_FILE in a
+# directory laid out as a Kubernetes secret volume (files are links into `..data`, a link to a timestamped directory the
+# kubelet swaps), with apps of different teams and keys (`push-worker-dev sandbox --apns-teams`), while APNs jobs flow.
+# The sandbox's record names the key id that signed each request.
+reload_publish() {  # "<team>:<key index> …" (the apps, key 0 is a team's first key) or "broken": a new version of the volume
+    local secret=$dir/secret stamp old
+    stamp="..$(date +%Y_%m_%d_%H_%M_%S.%N)"
+    old=$(readlink "$secret/..data" 2>/dev/null || true)
+    mkdir -p "$secret/$stamp"
+    if [ "$1" = broken ]; then
+        cp -a "$secret/..data/." "$secret/$stamp/"
+        printf '{"apns": [{"bundleId": ' >"$secret/$stamp/apps.json"
+    else
+        python3 - "$dir/sandbox/apns-teams.json" "$secret" "$secret/$stamp" "$@" <<'PY' || fail "could not write the apps file"
+import json, os, shutil, sys
+teams, secret, target = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+apps = []
+for spec in sys.argv[4:]:
+    team, index = (int(n) for n in spec.split(":"))
+    key = teams[team - 1]["keys"][index]
+    name = os.path.basename(key["keyFile"])
+    shutil.copy(key["keyFile"], os.path.join(target, name))
+    apps.append({"bundleId": teams[team - 1]["bundleId"], "keyFile": os.path.join(secret, name), "keyId": key["keyId"],
+                 "teamId": teams[team - 1]["teamId"]})
+json.dump({"apns": apps}, open(os.path.join(target, "apps.json"), "w"), indent=1)
+PY
+    fi
+    # As the kubelet does: the `..data` link replaced in one rename, links for new files, stale links and the old directory removed.
+    ln -s "$stamp" "$secret/..data_tmp"
+    mv -T "$secret/..data_tmp" "$secret/..data"
+    for file in "$secret/$stamp"/*; do ln -sfn "..data/$(basename "$file")" "$secret/$(basename "$file")"; done
+    for link in "$secret"/*; do [ -e "$link" ] || rm -f "$link"; done
+    [ -z "$old" ] || rm -rf "${secret:?}/$old"
+}
+metric_sample() {  # name metric [labels]: one sample's value as written (e.g. push_config_reloads_total '{result="failure"}')
+    curl -s "http://127.0.0.1:$(eval echo "\$http_port_$1")/metrics" | awk -v s="$2${3:-}" '$1 == s { v = $2 } END { print v }'
+}
+reload_applied() {  # what version: waits until push_config_version changes from $version; sets applied_at (ms)
+    local step
+    for step in $(seq 1 $(((reload_s + 5) * 10))); do
+        [ "$(metric_sample a push_config_version)" != "$version" ] && break
+        sleep 0.1
+    done
+    applied_at=$(date +%s%3N)
+    if [ "$(metric_sample a push_config_version)" = "$version" ]; then
+        echo "faults[reload]: the $1 version was not applied within $((reload_s + 5)) s"
+        not_applied+=("$1")
+    else
+        echo "faults[reload]: the $1 version applied within $((step / 10)).$((step % 10)) s"
+    fi
+    version=$(metric_sample a push_config_version)
+}
+produce_apns() { "$ledger_python" scripts/ledger.py produce-apns --brokers "$brokers" "$@" || fail "producing jobs failed"; }
+signed_by() { awk -v k="$1" '$5 == k' "$dir/record" 2>/dev/null | wc -l; }
+scenario_reload() {
+    local batch steady reload_s=${FAULTS_RELOAD_S:-1} version applied_at removed_at rotated_at not_applied=() failures
+    batch=$(scaled 100); steady=$(scaled 700)
+    begin reload "APNs apps of 5 teams in a secret volume (PUSH_APPS_RELOAD_S=$reload_s): add, remove, rotate a key, break, fix, while jobs flow"
+    start_kafka; start_sandbox --apns-teams 5; start_redis
+    local state=$dir/sandbox app1=com.example.app1 app2=com.example.app2 app3=com.example.app3 app4=com.example.app4 app5=com.example.app5
+    reload_publish 1:0 2:0 3:0
+    start_worker a PUSH_APPS_FILE="$dir/secret/apps.json" PUSH_APPS_RELOAD_S="$reload_s" PUSH_APNS_HOST=localhost \
+        PUSH_APNS_PORT="$(cat "$state/apns-port")" PUSH_APNS_CA_FILE="$state/ca.pem"
+    wait_ready a
+    version=$(metric_sample a push_config_version)
+    # Steady streams through every change: app1 (never changed), app3 (rotated from key 0 to key 1 on the way).
+    "$ledger_python" scripts/ledger.py produce-apns --brokers "$brokers" --manifest "$dir/manifest-steady1" --prefix st1 \
+        --count "$steady" --rate 30 --apps "$app1" --signers K001000000 --label steady &
+    local steady1=$!
+    "$ledger_python" scripts/ledger.py produce-apns --brokers "$brokers" --manifest "$dir/manifest-steady3" --prefix st3 \
+        --count "$steady" --rate 30 --apps "$app3" --signers K003000000,K003000001 --label steady &
+    local steady3=$!
+    # app2 before its removal: all answered before the removal, so none of its requests may come after it.
+    produce_apns --manifest "$dir/manifest" --prefix r2 --count "$batch" --rate 50 --apps "$app2" --signers K002000000 --label before
+    for _ in $(seq 1 300); do [ "$(signed_by K002000000)" -ge "$batch" ] && break; sleep 0.1; done
+    [ "$(signed_by K002000000)" -ge "$batch" ] || fail "only $(signed_by K002000000) of $batch app2 jobs reached the provider"
+    reload_publish 1:0 2:0 3:0 4:0
+    reload_applied added
+    produce_apns --manifest "$dir/manifest" --prefix a4 --count "$batch" --rate 50 --apps "$app4" --signers K004000000 --label added
+    reload_publish 1:0 3:0 4:0
+    reload_applied removed
+    removed_at=$applied_at
+    produce_apns --manifest "$dir/manifest" --prefix x2 --count "$batch" --rate 50 --apps "$app2" --expect failed \
+        --expect-reason "no APNs credentials for app $app2" --signers none --label removed
+    reload_publish 1:0 3:1 4:0
+    reload_applied rotated
+    rotated_at=$applied_at
+    produce_apns --manifest "$dir/manifest" --prefix o3 --count "$batch" --rate 50 --apps "$app3" --signers K003000001 --label rotated
+    failures=$(metric_sample a push_config_reloads_total '{result="failure"}')
+    reload_publish broken
+    for _ in $(seq 1 $(((reload_s + 5) * 10))); do
+        [ "$(metric_sample a push_config_reloads_total '{result="failure"}')" != "$failures" ] && break
+        sleep 0.1
+    done
+    echo "faults[reload]: broken version: push_config_reloads_total{result=\"failure\"} $failures -> $(metric_sample a push_config_reloads_total '{result="failure"}'), push_config_refused $(metric a push_config_refused)"
+    [ "$(metric_sample a push_config_reloads_total '{result="failure"}')" != "$failures" ] || not_applied+=("broken (no failure counted)")
+    [ "$(metric_sample a push_config_version)" = "$version" ] || fail "the broken version changed push_config_version"
+    # Nothing changed: the apps of the last good version serve, app2 stays removed, app3 signs with its new key.
+    produce_apns --manifest "$dir/manifest" --prefix b1 --count "$batch" --rate 50 --apps "$app1,$app4" --label broken
+    produce_apns --manifest "$dir/manifest" --prefix b3 --count "$batch" --rate 50 --apps "$app3" --signers K003000001 --label broken
+    produce_apns --manifest "$dir/manifest" --prefix b2 --count "$batch" --rate 50 --apps "$app2" --expect failed \
+        --expect-reason "no APNs credentials for app $app2" --signers none --label broken
+    reload_publish 1:0 3:1 4:0 5:0
+    reload_applied fixed
+    [ "$(metric a push_config_refused)" = 0 ] || not_applied+=("fixed (push_config_refused still $(metric a push_config_refused))")
+    produce_apns --manifest "$dir/manifest" --prefix f5 --count "$batch" --rate 50 --apps "$app5" --signers K005000000 --label fixed
+    wait "$steady1" || fail "producing the steady app1 jobs failed"
+    wait "$steady3" || fail "producing the steady app3 jobs failed"
+    cat "$dir/manifest-steady1" "$dir/manifest-steady3" >>"$dir/manifest"
+    # Requests already in flight when a key is rotated out finish on it: 1 s after the version was seen applied.
+    check --timeout 120 --max-duplicates 0 --forbid-signer "K002000000@$removed_at" --forbid-signer "K003000000@$((rotated_at + 1000))" \
+        --rss-pids "$pid_a"
+    echo "faults[reload]: requests signed per key: $(awk 'NF >= 5 { print $5 }' "$dir/record" | sort | uniq -c | awk '{ printf "%s×%s ", $2, $1 }')"
+    [ ${#not_applied[@]} -eq 0 ] || fail "versions not taken as they should be: ${not_applied[*]}"
+    stop_worker a
     end
 }
 

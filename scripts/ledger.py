@@ -8,9 +8,16 @@
       Produces N jobs, each with one APNs, one Web Push and one proxy target (against `push-worker-dev sandbox
       --hostile` state in D); some targets carry a hostile marker (HOSTILE_MARKERS) and the manifest says
       per target which final statuses are right for it.
+  ledger.py produce-apns --brokers B --manifest M --prefix P --count N --apps A,… [--rate R] [--expect S,…]
+                  [--expect-reason TEXT] [--signers KID,…] [--label L]
+      Produces N jobs of one APNs target each (binding "<P>-a-<i>", a token of its own), the apps (bundle ids)
+      taken in turn; the manifest marks each target "<L or apns>:<app>" (the row counts final statuses per app) and
+      says which final statuses (--expect, default delivered) and reason (--expect-reason, a substring) are right
+      for it, and which key ids may have signed its requests in the sandbox's record (--signers; "none": it must
+      never reach the provider).
   ledger.py check --brokers B --manifest M [--record R] [--max-duplicates D] [--expect delivered]
                   [--retry-after-ms MS] [--timeout S] [--scenario NAME] [--rss-kb KB] [--row FILE]
-                  [--alive-pids P,…] [--connect-log F]
+                  [--alive-pids P,…] [--connect-log F] [--forbid-signer KID@MS …]
       Reads push.outcomes and push.dlq from the beginning until every produced target has a
       final outcome and every hostile job a dead letter (or the timeout, or one of --alive-pids
       exiting), then verifies:
@@ -31,11 +38,14 @@
           (one whose connection broke right after is not counted: the worker may not have seen it).
         * with --connect-log (strace -e trace=connect of the worker), no connection attempt to an
           address that is not loopback (endpoints on private networks must be refused unsent);
-        * every pid of --alive-pids is still running.
+        * every pid of --alive-pids is still running;
+        * targets with an expected reason ended with a reason containing it; targets the manifest names signers
+          for were recorded (5th field of R) signed by those keys only; no request was signed with a key
+          of --forbid-signer KID@MS at or after MS (ms since the epoch).
       Prints one row (jobs in, final outcomes, lost, duplicates, replays, dead letters, peak RSS)
       and appends it as JSON to --row.
 """
-import argparse, ipaddress, json, os, re, sys, time
+import argparse, ipaddress, json, os, re, sys, time, zlib
 from collections import Counter, defaultdict
 from confluent_kafka import Consumer, Producer, TopicPartition, OFFSET_BEGINNING
 
@@ -264,6 +274,44 @@ def produce_endpoints(args):
         sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
 
 
+def produce_apns(args):
+    """Jobs of one APNs target each, for the apps in turn, at --rate; see the module doc."""
+    apps = [a for a in args.apps.split(",") if a]
+    expect = [s for s in args.expect.split(",") if s]
+    signers = [] if args.signers == "none" else [k for k in (args.signers or "").split(",") if k]
+    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 5})
+    now = int(time.time() * 1000)
+    manifest = open(args.manifest, "a")
+    started = time.time()
+    for i in range(args.count):
+        if args.rate:
+            time.sleep(max(0.0, started + i / args.rate - time.time()))
+        app, binding = apps[i % len(apps)], f"{args.prefix}-a-{i}"
+        token = f"a{zlib.crc32(args.prefix.encode()) & 0xfffffff:07x}{i:056x}"   # "a…": none of the sandbox's scripted prefixes
+        user = f"{args.prefix}-u-{i}"
+        job = {"v": 1, "id": f"{args.prefix}-{i}", "createdAt": now, "ttl": args.ttl, "kind": "message", "userId": user,
+               "notification": {"title": "reload", "body": f"job {i}"},
+               "targets": [{"bindingId": binding, "provider": "apns", "app": app, "token": token, "environment": "production"}]}
+        while True:
+            try:
+                producer.produce(args.topic, key=user.encode(), value=json.dumps(job, separators=(",", ":")).encode())
+                break
+            except BufferError:
+                producer.poll(0.1)
+        entry = {"id": job["id"], "key": user, "bindings": [binding], "expect": {binding: expect},
+                 "markers": {binding: f"{args.label or 'apns'}:{app}"}, "record_keys": {token: binding}}
+        if args.expect_reason:
+            entry["reasons"] = {binding: args.expect_reason}
+        if args.signers:
+            entry["signers"] = {binding: signers}
+        manifest.write(json.dumps(entry) + "\n")
+        producer.poll(0)
+    remaining = producer.flush(60)
+    manifest.close()
+    if remaining:
+        sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+
+
 def peak_rss_kb(pid):
     try:
         for line in open(f"/proc/{pid}/status"):
@@ -304,6 +352,7 @@ def non_loopback_connects(path):
 def check(args):
     jobs, binding_job, hostile = {}, {}, {}
     expected, marker_of, record_binding = {}, {}, {}   # per binding (produce-endpoints), record key -> binding
+    reasons, signers = {}, {}                          # per binding (produce-apns)
     for line in open(args.manifest):
         entry = json.loads(line)
         if "hostile" in entry:
@@ -315,6 +364,8 @@ def check(args):
             expected.update({b: set(v) for b, v in entry.get("expect", {}).items()})
             marker_of.update(entry.get("markers", {}))
             record_binding.update(entry.get("record_keys", {}))
+            reasons.update(entry.get("reasons", {}))
+            signers.update({b: set(v) for b, v in entry.get("signers", {}).items()})
     alive_pids = list(filter(None, (args.alive_pids or "").split(",")))
     gone = []
     rss_pids = list(filter(None, (args.rss_pids or "").split(",")))
@@ -382,6 +433,9 @@ def check(args):
     differing = [b for b, values in finals.items() if len(set(values)) > 1]
     replays = sum(len(values) - len(set(values)) for values in finals.values())
     duplicates, unexplained, retry_after_violations, min_gap = len(differing), len(differing), 0, None
+    wrong_reason = [b for b, text in reasons.items() for v in finals.get(b, []) if text not in (json.loads(v).get("reason") or "")]
+    forbidden = [(kid, int(at)) for kid, at in (f.split("@", 1) for f in args.forbid_signer)]
+    wrong_signer, forbidden_signed = [], []
     if args.record:
         # <ms> <target> <label> [<connection>]; a connection "breaks" at a reset, a GOAWAY or when it closed. An answer
         # given on a connection that broke within LOST_MS after it, or in the moment the closing
@@ -395,6 +449,11 @@ def check(args):
                 continue
             at, target, label, connection = int(parts[0]), parts[1], parts[2], parts[3] if len(parts) > 3 else "?"
             target = record_binding.get(target, target)
+            signer = parts[4] if len(parts) > 4 else None
+            if target in signers and signer not in signers[target]:
+                wrong_signer.append((target, signer))
+            if signer and any(signer == kid and at >= since for kid, since in forbidden):
+                forbidden_signed.append((target, signer, at))
             lines.append((at, target, label, connection))
             if label in ("reset", "closed") or label.startswith("goaway:"):
                 breaks[connection] += (at,)
@@ -449,6 +508,8 @@ def check(args):
         row["markers"] = {m: dict(c) for m, c in sorted(by_marker.items())}
     if args.connect_log:
         row["non_loopback_connects"] = len(connects)
+    if reasons or signers or forbidden:
+        row["wrong_reason"], row["wrong_signer"], row["forbidden_signer"] = len(wrong_reason), len(wrong_signer), len(forbidden_signed)
     if alive_pids:
         row["workers_gone"] = gone or [pid for pid in alive_pids if not running(pid)]
     print("ledger: " + json.dumps(row))
@@ -478,6 +539,13 @@ def check(args):
         problems.append(f"{len(connects)} connection attempts to addresses that are not loopback, e.g. {sorted(set(connects))[:5]}")
     if row.get("workers_gone"):
         problems.append(f"worker process(es) {row['workers_gone']} exited during the run")
+    if wrong_reason:
+        problems.append(f"{len(wrong_reason)} targets without their expected reason, e.g. {[(b, reasons[b]) for b in wrong_reason[:3]]}")
+    if wrong_signer:
+        problems.append(f"{len(wrong_signer)} provider requests signed by a key their target may not use (or unsent targets sent), "
+                        f"e.g. {wrong_signer[:5]}")
+    if forbidden_signed:
+        problems.append(f"{len(forbidden_signed)} provider requests signed with a key after it was dropped, e.g. {forbidden_signed[:5]}")
     if retry_after_violations:
         problems.append(f"{retry_after_violations} retries sooner than Retry-After ({args.retry_after_ms} ms)")
     for problem in problems:
@@ -518,6 +586,8 @@ def main():
     c.add_argument("--row")
     c.add_argument("--alive-pids", help="comma-separated worker pids that must stay up; the check ends soon after one exits")
     c.add_argument("--connect-log", help="strace -e trace=connect output of the worker")
+    c.add_argument("--forbid-signer", action="append", default=[],
+                   help="KID@MS: no request in the record may be signed with key id KID at or after MS (ms since the epoch)")
     e = sub.add_parser("produce-endpoints")
     e.add_argument("--brokers", required=True)
     e.add_argument("--topic", default="push.jobs")
@@ -529,6 +599,19 @@ def main():
     e.add_argument("--markers", help="comma-separated subset of the hostile markers (default: all)")
     e.add_argument("--ttl", type=int, default=60)
     e.add_argument("--rate", type=float, default=0, help="jobs per second (0: as fast as the broker takes them)")
+    a = sub.add_parser("produce-apns")
+    a.add_argument("--brokers", required=True)
+    a.add_argument("--topic", default="push.jobs")
+    a.add_argument("--manifest", required=True)
+    a.add_argument("--prefix", required=True)
+    a.add_argument("--count", type=int, required=True, help="jobs, one APNs target each")
+    a.add_argument("--apps", required=True, help="comma-separated bundle ids, taken in turn")
+    a.add_argument("--rate", type=float, default=0, help="jobs per second (0: as fast as the broker takes them)")
+    a.add_argument("--ttl", type=int, default=120)
+    a.add_argument("--expect", default="delivered", help="comma-separated final statuses that are right")
+    a.add_argument("--expect-reason", help="a substring the final outcome's reason must hold")
+    a.add_argument("--signers", help="comma-separated key ids that may sign these targets' requests; none: never sent")
+    a.add_argument("--label", help="marker prefix in the row (default apns)")
     r = sub.add_parser("produce-refused")
     r.add_argument("--brokers", required=True)
     r.add_argument("--topic", default="push.jobs")
@@ -537,7 +620,8 @@ def main():
     r.add_argument("--count", type=int, required=True, help="jobs, one Web Push target each, every one on another host")
     r.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker-dev sandbox` (for the subscription's keys)")
     args = parser.parse_args()
-    {"produce": produce, "produce-endpoints": produce_endpoints, "produce-refused": produce_refused, "check": check}[args.command](args)
+    {"produce": produce, "produce-endpoints": produce_endpoints, "produce-refused": produce_refused, "produce-apns": produce_apns,
+     "check": check}[args.command](args)
 
 
 if __name__ == "__main__":

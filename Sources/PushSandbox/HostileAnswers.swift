@@ -83,8 +83,9 @@ public final class HostileAnswers: Sendable {
     }
 
     /// Wraps `responder`. `key` names the target of a request (recorded; nil = not recorded,
-    /// never hostile), `marker` finds the behaviour in that key.
+    /// never hostile), `marker` finds the behaviour in that key, `signer` the credential that signed it (recorded).
     public func wrap(_ responder: @escaping SandboxServer.Responder, key: @escaping @Sendable (SandboxRequest) -> String?,
+                     signer: @escaping @Sendable (SandboxRequest) -> String? = { _ in nil },
                      marker: @escaping @Sendable (String) -> Behaviour?) -> SandboxServer.Responder {
         { [self] request in
             let normal = responder(request)
@@ -96,7 +97,7 @@ public final class HostileAnswers: Sendable {
                 // What the answer does to its connection stays (APNs raising its stream limit), unless it resets it.
                 if case nil = response.connectionAction { response.connectionAction = normal.connectionAction }
             }
-            record?.write(key: target, label: label, connection: request.connection)
+            record?.write(key: target, label: label, connection: request.connection, signer: signer(request))
             return response
         }
     }

@@ -37,7 +37,7 @@ public struct SandboxFaults: Sendable, Equatable {
 }
 
 /// Applies `SandboxFaults` around a responder and, optionally, records every answer as a
-/// line `<ms since epoch> <key> <status|reset|stall:status|goaway:status> <connection>` in a
+/// line `<ms since epoch> <key> <status|reset|stall:status|goaway:status> <connection> [<signer>]` in a
 /// file (an independent record of what the provider saw, for ledger checks; the connection
 /// number tells which answers a reset or GOAWAY may have kept from the client).
 public final class FaultInjector: Sendable {
@@ -63,9 +63,11 @@ public final class FaultInjector: Sendable {
 
     private enum Fault { case fail, reset, stall }
 
-    /// Wraps `responder`; `key` names the target a request is for (nil = never faulted, not recorded).
+    /// Wraps `responder`; `key` names the target a request is for (nil = never faulted, not recorded), `signer` the
+    /// credential that signed it (recorded when not nil).
     public func wrap(_ responder: @escaping SandboxServer.Responder,
-                     key: @escaping @Sendable (SandboxRequest) -> String?) -> SandboxServer.Responder {
+                     key: @escaping @Sendable (SandboxRequest) -> String?,
+                     signer: @escaping @Sendable (SandboxRequest) -> String? = { _ in nil }) -> SandboxServer.Responder {
         { [self] request in
             var response = responder(request)
             guard let target = key(request) else { return response }
@@ -98,7 +100,7 @@ public final class FaultInjector: Sendable {
                     label = "goaway:" + label
                 }
             }
-            record?.write(key: target, label: label, connection: request.connection)
+            record?.write(key: target, label: label, connection: request.connection, signer: signer(request))
             return response
         }
     }
@@ -126,9 +128,10 @@ public final class FaultInjector: Sendable {
 }
 
 /// The record of a sandbox's answers, one line each:
-/// `<ms since epoch> <key> <label> <connection>` (an independent account of what the provider
+/// `<ms since epoch> <key> <label> <connection> [<signer>]` (an independent account of what the provider
 /// saw, for ledger checks; the connection number tells which answers a reset or GOAWAY may
-/// have kept from the client). Lines are single `write`s to an `O_APPEND` file, so several
+/// have kept from the client; the signer, where the sandbox knows one, which credential signed the
+/// request, e.g. an APNs provider token's key id). Lines are single `write`s to an `O_APPEND` file, so several
 /// sandboxes may share one record.
 public final class AnswerRecord: Sendable {
     private let descriptor: Int32
@@ -147,9 +150,10 @@ public final class AnswerRecord: Sendable {
     }
 
     /// - Parameter label: the status, or what happened instead (`reset`, `stall`, `stall:<status>`, `goaway:<status>`).
-    public func write(key: String, label: String, connection: ObjectIdentifier?) {
+    public func write(key: String, label: String, connection: ObjectIdentifier?, signer: String? = nil) {
         let number = connection.map { UInt(bitPattern: $0.hashValue) } ?? 0
-        var bytes = Array("\(Int64(Date().timeIntervalSince1970 * 1000)) \(key) \(label) \(number)\n".utf8)
+        let signed = signer.map { " " + $0 } ?? ""
+        var bytes = Array("\(Int64(Date().timeIntervalSince1970 * 1000)) \(key) \(label) \(number)\(signed)\n".utf8)
         _ = bytes.withUnsafeMutableBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
     }
 }

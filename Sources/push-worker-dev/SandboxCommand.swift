@@ -18,7 +18,10 @@ struct Sandbox: AsyncParsableCommand {
             service-account.json (project \(FCMSandboxInstance.projectId); its token_uri points at the sandbox), \
             webpush-subscription.json (a subscription {endpoint, keys: {p256dh, auth}} the push-service sandbox holds the key of; \
             <endpoint>/<anything> is another endpoint with the same keys), webpush-url (the push service's origin), \
-            hms-url and hms-client-secret (Huawei app \(HMSSandboxInstance.appId); the token endpoint is <hms-url>\(HMSSandbox.tokenPath)).
+            hms-url and hms-client-secret (Huawei app \(HMSSandboxInstance.appId); the token endpoint is <hms-url>\(HMSSandbox.tokenPath)). \
+            With --apns-teams N, also apns-keys/AuthKey_<key id>.p8 and apns-teams.json, a list of \
+            {teamId, bundleId, keys: [{keyId, keyFile}]}: N more teams the APNs sandbox serves, each with one app and \
+            --apns-keys-per-team keys (for several apps and key rotation).
             """)
 
     @Option(help: "Directory for the CA, client certificate and the endpoint URL.")
@@ -63,8 +66,18 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "Push proxy faults: while a file exists at this path, every request is answered --fail-status (an outage).")
     var outageFile: String?
 
-    @Option(help: "Push proxy: append one line per answer (<ms> <endpointId> <status|reset|stall:…|goaway:…>) to this file.")
+    @Option(help: """
+        Append one line per answer to this file: <ms> <key> <status|reset|stall:…|goaway:…> <connection> [<signer>]. \
+        The push proxy's key is the endpointId; APNs requests are recorded too (key: the device token, signer: the \
+        provider token's key id).
+        """)
     var recordFile: String?
+
+    @Option(help: "APNs: serve this many more teams, one app and --apns-keys-per-team signing keys each (apns-teams.json).")
+    var apnsTeams = 0
+
+    @Option(help: "APNs: signing keys per team of --apns-teams.")
+    var apnsKeysPerTeam = 2
 
     @Flag(help: """
         Hostile endpoints in the APNs, Web Push and push-proxy sandboxes, chosen per target by a marker:         hostile/<behaviour> in a Web Push endpoint path or a proxy endpointId, or an APNs token starting         "\(HostileAnswers.apnsTokenPrefix)" + the behaviour's code (\(HostileAnswers.Behaviour.allCases.map { "\($0.rawValue) \($0.apnsCode)" }.joined(separator: ", "))).         Stalls and resets count against --max-faults-per-target. With --record-file, all three sandboxes record their         answers (keys: proxy endpointId, APNs token, Web Push path). The Web Push sandbox is then addressed as 127.0.0.1         (webpush-url in the state directory).
@@ -97,6 +110,11 @@ struct Sandbox: AsyncParsableCommand {
             ? ProxySandbox.respond : injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId)
         var wrapAPNs: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
         var wrapWebPush = wrapAPNs
+        if let record, !hostile {
+            // Recorded only: the fault options are the push proxy's.
+            let recorder = FaultInjector(SandboxFaults(), record: record)
+            wrapAPNs = { recorder.wrap($0, key: APNsSandbox.deviceToken, signer: APNsSandbox.signingKeyId) }
+        }
         let connectionClosed = record?.connectionClosed
         if hostile {
             var settings = HostileAnswers.Settings()
@@ -104,12 +122,14 @@ struct Sandbox: AsyncParsableCommand {
             settings.maximumPerTarget = maxFaultsPerTarget
             let answers = HostileAnswers(settings, record: record)
             responder = answers.wrap(responder, key: ProxySandbox.endpointId, marker: HostileAnswers.behaviour(markedIn:))
-            wrapAPNs = { answers.wrap($0, key: APNsSandbox.deviceToken, marker: HostileAnswers.behaviour(apnsToken:)) }
+            wrapAPNs = { answers.wrap($0, key: APNsSandbox.deviceToken, signer: APNsSandbox.signingKeyId,
+                                      marker: HostileAnswers.behaviour(apnsToken:)) }
             wrapWebPush = { answers.wrap($0, key: { $0.path }, marker: HostileAnswers.behaviour(markedIn:)) }
         }
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
                                                    connectionClosed: connectionClosed, responder: responder)
-        let apns = try await APNsSandboxInstance.start(tls: tls, connectionClosed: connectionClosed, wrap: wrapAPNs)
+        let apns = try await APNsSandboxInstance.start(tls: tls, teams: apnsTeams, keysPerTeam: apnsKeysPerTeam,
+                                                       connectionClosed: connectionClosed, wrap: wrapAPNs)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
         let hms = try await HMSSandboxInstance.start(tls: tls)
         let webPush = try await WebPushSandboxInstance.start(tls: tls, host: hostile ? "127.0.0.1" : "localhost",
@@ -129,6 +149,7 @@ struct Sandbox: AsyncParsableCommand {
             try? FileManager.default.removeItem(atPath: stateDir + "/" + name)
             try FileManager.default.copyItem(atPath: source, toPath: stateDir + "/" + name)
         }
+        if !apns.teams.isEmpty { try writeTeams(apns.teams) }
         let url = server.baseURL + ProxySandbox.path
         try url.write(toFile: stateDir + "/url", atomically: true, encoding: .utf8)
         FileHandle.standardOutput.write(Data((url + "\n").utf8))
@@ -141,5 +162,22 @@ struct Sandbox: AsyncParsableCommand {
         await fcm.server.stop()
         await hms.server.stop()
         await webPush.server.stop()
+    }
+
+    /// Copies the teams' keys into `apns-keys/` of the state directory and lists them, with those paths, in apns-teams.json.
+    private func writeTeams(_ teams: [APNsSandboxTeam]) throws {
+        let keys = stateDir + "/apns-keys"
+        try? FileManager.default.removeItem(atPath: keys)
+        try FileManager.default.createDirectory(atPath: keys, withIntermediateDirectories: true)
+        let copied = try teams.map { team in
+            APNsSandboxTeam(teamId: team.teamId, bundleId: team.bundleId, keys: try team.keys.map { key in
+                let path = keys + "/AuthKey_\(key.keyId).p8"
+                try FileManager.default.copyItem(atPath: key.keyFile, toPath: path)
+                return APNsSandboxTeam.Key(keyId: key.keyId, keyFile: path)
+            })
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        try encoder.encode(copied).write(to: URL(fileURLWithPath: stateDir + "/apns-teams.json"), options: .atomic)
     }
 }

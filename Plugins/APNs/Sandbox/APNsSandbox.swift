@@ -184,6 +184,64 @@ extension APNsSandbox {
         guard request.path.hasPrefix("/3/device/") else { return nil }
         return String(request.path.dropFirst("/3/device/".count))
     }
+
+    /// The `kid` of a request's provider token, verified or not (the record's signer); nil without one, and for a
+    /// key id that is not the ten alphanumerics Apple issues (the record is split on spaces).
+    public static func signingKeyId(of request: SandboxRequest) -> String? {
+        guard let authorization = request.header("authorization"), authorization.hasPrefix("bearer "),
+              let jwt = JSONWebToken.parse(String(authorization.dropFirst(7))),
+              case .string(let keyId)? = jwt.header["kid"], keyId.utf8.count == 10,
+              keyId.unicodeScalars.allSatisfy({ $0.isASCII && CharacterSet.alphanumerics.contains($0) })
+        else { return nil }
+        return keyId
+    }
+}
+
+/// Apps of other teams a sandbox also serves (`APNsSandboxInstance.start(teams:)`), for runs with several APNs apps:
+/// team `n` (from 1) is `TEAM0000nn`, owns the bundle id `com.example.app<n>` and `keysPerTeam` signing keys
+/// `K0nn00000k` (k from 0), each written as `AuthKey_<key id>.p8` into a directory, so an app can rotate to its
+/// team's next key.
+public struct APNsSandboxTeam: Sendable, Encodable {
+    public struct Key: Sendable, Encodable {
+        public let keyId: String
+        public let keyFile: String
+
+        public init(keyId: String, keyFile: String) {
+            self.keyId = keyId
+            self.keyFile = keyFile
+        }
+    }
+
+    public let teamId: String
+    public let bundleId: String
+    public let keys: [Key]
+
+    public init(teamId: String, bundleId: String, keys: [Key]) {
+        self.teamId = teamId
+        self.bundleId = bundleId
+        self.keys = keys
+    }
+
+    /// Generates `count` teams' keys into `directory`; returns the teams and the keys to register in the sandbox.
+    public static func generate(count: Int, keysPerTeam: Int, directory: URL) throws -> ([APNsSandboxTeam], [APNsSandbox.SigningKey]) {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var teams: [APNsSandboxTeam] = []
+        var signingKeys: [APNsSandbox.SigningKey] = []
+        for team in 0..<min(max(count, 0), 99) {
+            let teamId = String(format: "TEAM%06d", team + 1)
+            var keys: [Key] = []
+            for index in 0..<min(max(keysPerTeam, 1), 99) {
+                let keyId = String(format: "K%03d%06d", team + 1, index)
+                let key = try PrivateKey.generateP256()
+                let keyFile = directory.appendingPathComponent("AuthKey_\(keyId).p8").path
+                try key.pem().write(toFile: keyFile, atomically: true, encoding: .utf8)
+                keys.append(Key(keyId: keyId, keyFile: keyFile))
+                signingKeys.append(try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM()))
+            }
+            teams.append(APNsSandboxTeam(teamId: teamId, bundleId: "com.example.app\(team + 1)", keys: keys))
+        }
+        return (teams, signingKeys)
+    }
 }
 
 /// A running APNs sandbox with a freshly generated `.p8` signing key registered in it,
@@ -197,25 +255,33 @@ public struct APNsSandboxInstance: Sendable {
     public let sandbox: APNsSandbox
     /// The PKCS#8 PEM signing key (what Apple's `.p8` file holds), inside the TLS directory.
     public let keyFile: String
+    /// The other teams the sandbox serves besides `teamId` (their keys are inside the TLS directory, `apns-keys/`).
+    public let teams: [APNsSandboxTeam]
 
     /// New connections allow one stream until a token is accepted, as APNs does.
-    /// - Parameter wrap: applied to the sandbox's responder (fault injection, hostile answers).
+    /// - Parameters:
+    ///   - teams: how many other teams (`APNsSandboxTeam`) to serve besides `teamId`, with `keysPerTeam` keys each.
+    ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
     public static func start(tls: SandboxTLS, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
-                             port: Int = 0, connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
+                             port: Int = 0, teams teamCount: Int = 0, keysPerTeam: Int = 2,
+                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
                              wrap: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
         async throws -> APNsSandboxInstance {
         let key = try PrivateKey.generateP256()
         let keyFile = tls.directory.appendingPathComponent("AuthKey_\(keyId).p8").path
         try key.pem().write(toFile: keyFile, atomically: true, encoding: .utf8)
-        let sandbox = APNsSandbox(keys: [try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM())],
-                                  bundleIds: [bundleId], certificateAuthentication: certificateAuthentication,
+        let (teams, teamKeys) = teamCount > 0
+            ? try APNsSandboxTeam.generate(count: teamCount, keysPerTeam: keysPerTeam, directory: tls.directory.appendingPathComponent("apns-keys"))
+            : ([], [])
+        let sandbox = APNsSandbox(keys: [try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM())] + teamKeys,
+                                  bundleIds: Set([bundleId] + teams.map(\.bundleId)), certificateAuthentication: certificateAuthentication,
                                   goAwayEvery: goAwayEvery)
         let server = try await SandboxServer.start(tls: tls, requireClientCertificate: certificateAuthentication, port: port,
                                                    initialConcurrentStreams: 1, connectionClosed: { connection in
                                                        sandbox.connectionClosed(connection)
                                                        connectionClosed?(connection)
                                                    }, responder: wrap(sandbox.respond))
-        return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile)
+        return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile, teams: teams)
     }
 }
 
