@@ -94,6 +94,9 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private var pingInFlight: NIODeadline?
     private let pingTimeout: TimeAmount
     private(set) var capacity: Int
+    /// A stream of this connection was answered. Until then a server may hold the connection to a few streams on purpose:
+    /// APNs allows one until the connection's first provider token is accepted, then raises the limit.
+    private(set) var hasAnswered = false
 
     init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, lifetime: HTTPConnectionLifetime, framing: HTTP2FramingKind,
          eventLoop: any EventLoop) {
@@ -362,6 +365,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         if handingBack {
             origin?.streamEnded(handingBack: stream.transfer)
         } else {
+            if stream.status != nil { hasAnswered = true }
             origin?.requestFinished(stream.transfer.id)
             stream.transfer.complete(result ?? .success(stream.response))
             origin?.streamEnded()

@@ -10,7 +10,8 @@ import PushCore
 /// (the server announced SETTINGS_MAX_CONCURRENT_STREAMS 0 and never raised it) does that request
 /// fail as timed out, unsent. Urgent requests start before waiting normal ones, and normal ones
 /// leave `urgentReservedStreams` of the origin's streams free for urgent ones. A second connection
-/// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`.
+/// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`, but not while a
+/// connection not yet answered is held below its stream limit by the server (APNs, until a provider token is accepted).
 /// Once its last connection closed with nothing waiting or in flight it is unused, and tells `whenUnused`.
 /// A retired origin (its identity is no longer configured) still sends what waits for it, then closes each connection
 /// once its last stream ended.
@@ -133,6 +134,10 @@ final class HTTP2Origin {
         var usable = 0, halfFull = 0
         for connection in connections where connection.isUsable {
             if connection.isConnecting { return false }
+            // A server that holds a new connection to fewer streams until its first answer (APNs, until the first provider
+            // token is accepted) raises the limit then: a second connection now would double the connections of every
+            // signing key for nothing.
+            if !connection.hasAnswered, connection.capacity < configuration.maximumStreamsPerConnection { return false }
             usable += 1
             if connection.openStreams * 2 >= connection.capacity { halfFull += 1 }
         }

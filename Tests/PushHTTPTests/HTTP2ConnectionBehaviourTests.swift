@@ -210,6 +210,31 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
+    @Test("a server that allows one stream until its first answer, then many (APNs until a provider token is accepted), gets one connection for a burst, not two",
+          arguments: HTTP2FramingKind.allCases)
+    func lowInitialLimitOpensNoSecondConnection(_ framing: HTTP2FramingKind) async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 1) { request in
+            var response = SandboxResponse(status: 200)
+            // The first answer takes its time, so the burst below finds the connection ready and held to one stream.
+            if request.path == "/first" { response.delay = .seconds(2) }
+            response.connectionAction = .allowConcurrentStreams(1000)
+            return response
+        }
+        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 2), framing: framing)
+        defer { transport.shutdown() }
+        let tlsOptions = TLSOptions(caFile: tls.caFile)
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            group.addTask { try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: tlsOptions)).status }
+            try await Task.sleep(for: .seconds(1))
+            for _ in 0..<20 { group.addTask { try await transport.send(HTTPRequest(url: server.baseURL + "/burst", tls: tlsOptions)).status } }
+            for try await status in group { #expect(status == 200) }
+        }
+        #expect(Set(server.requests.compactMap(\.connection)).count == 1)
+        await server.stop()
+    }
+
     @Test("an origin whose connections all closed is forgotten: the transport's map of origins shrinks, and push_http2_origins follows",
           arguments: HTTP2FramingKind.allCases)
     func unusedOriginsAreForgotten(_ framing: HTTP2FramingKind) async throws {
