@@ -1,6 +1,6 @@
 import Logging
 
-/// `push-worker bench --scenario tenants --apps N`: a multi-tenant platform's load on one replica. N APNs apps
+/// `push-worker-dev bench --scenario tenants --apps N`: a multi-tenant platform's load on one replica. N APNs apps
 /// of N Apple teams, each with its own P-256 signing key, configured in a `PUSH_APPS_FILE`; an APNs endpoint that
 /// knows every key; N × `jobsPerApp` APNs alert jobs spread evenly over the apps. The same jobs then go to one app,
 /// and the report compares the two runs: what a tenant costs beyond the jobs it sends.
