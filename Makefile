@@ -3,7 +3,7 @@ export PATH := $(PATH):/opt/swift/usr/bin
 SWIFT_BUILD_FLAGS ?=
 FUZZ_SECONDS ?= 20
 
-.PHONY: demo test deps test-deps build build-dev
+.PHONY: demo test deps test-deps build build-dev format
 
 deps:
 	@scripts/install-deps.sh
@@ -13,6 +13,10 @@ test-deps:
 
 build: deps
 	swift build $(SWIFT_BUILD_FLAGS) --product push-worker
+
+## Rewrites every Swift file as swift format (configured by .swift-format) writes it; make test checks it.
+format:
+	swift format format --in-place --recursive --parallel Sources Plugins Tests fuzz/targets Package.swift
 
 ## The development executable: demo, bench, sandbox, kafka-mock.
 build-dev: deps
@@ -28,6 +32,7 @@ demo: build-dev
 ## fuzzing run), the Helm chart lint, the image's runtime-package check and the check that the production library and
 ## executable use no dev tools (by target dependencies, imports and the binary's symbols).
 test: test-deps
+	scripts/check-format.sh
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	scripts/swift-test.sh $(SWIFT_BUILD_FLAGS)
 	scripts/e2e-run.sh .build/debug/push-worker

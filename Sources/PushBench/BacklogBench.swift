@@ -18,10 +18,12 @@ public enum BacklogBench {
         public init() {}
     }
 
-    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> BacklogReport {
+    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> BacklogReport
+    {
         // The backlog is chat only: calls come on their own lane.
         let chat = options.base.mix.weights.filter { $0.kind != .apnsVoip }
-        let mix = try JobMix(parsing: chat.isEmpty ? "apns-alert=1" : chat.map { "\($0.kind.rawValue)=\($0.weight)" }.joined(separator: ","))
+        let mix = try JobMix(
+            parsing: chat.isEmpty ? "apns-alert=1" : chat.map { "\($0.kind.rawValue)=\($0.weight)" }.joined(separator: ","))
         let setup = try await EndToEndBench.prepare(options.base, mix: mix, extraProviders: ["apns"], logger: logger)
         let configuration = setup.configuration, jobs = setup.jobs
         guard let urgentTopic = configuration.pipeline.urgentTopic, urgentTopic != configuration.pipeline.jobsTopic else {
@@ -31,8 +33,10 @@ public enum BacklogBench {
         let worker = try Worker(configuration: configuration, logger: logger, observer: recorder)
 
         progress("queueing a backlog of \(options.backlog) chat jobs (\(mix)) in \(configuration.pipeline.jobsTopic)")
-        let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
-        try await EndToEndBench.produce(jobs, range: 0..<options.backlog, topic: configuration.pipeline.jobsTopic, producer: producer, rate: nil)
+        let producer = try KafkaProducer(
+            properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
+        try await EndToEndBench.produce(
+            jobs, range: 0..<options.backlog, topic: configuration.pipeline.jobsTopic, producer: producer, rate: nil)
 
         let cpuAtStart = ProcessResources.cpuSeconds()
         let running = Task { try await worker.run() }
@@ -58,7 +62,9 @@ public enum BacklogBench {
             snapshot = recorder.snapshot
             if ContinuousClock.now - lastProgress >= .seconds(5) {
                 lastProgress = .now
-                progress("\(snapshot.finished)/\(options.backlog) backlog jobs, \(snapshot.calls)/\(calls.produced) calls finished; call p99 so far \(snapshot.callLatency.valueAtPercentile(99)) ms")
+                progress(
+                    "\(snapshot.finished)/\(options.backlog) backlog jobs, \(snapshot.calls)/\(calls.produced) calls finished; call p99 so far \(snapshot.callLatency.valueAtPercentile(99)) ms"
+                )
             }
         }
         let callsProduced = calls.stop()
@@ -73,10 +79,11 @@ public enum BacklogBench {
         try await running.value
         producer.close()
         await setup.cleanUp()
-        return BacklogReport(options: options, mix: mix, configuration: configuration, backlogDone: backlogDone, final: final,
-                             callsProduced: callsProduced, cpuSeconds: cpuSeconds,
-                             kafka: setup.cluster == nil ? configuration.brokers : "embedded mock cluster",
-                             endpoint: options.base.endpoint ?? "built-in sandboxes (in this process)")
+        return BacklogReport(
+            options: options, mix: mix, configuration: configuration, backlogDone: backlogDone, final: final,
+            callsProduced: callsProduced, cpuSeconds: cpuSeconds,
+            kafka: setup.cluster == nil ? configuration.brokers : "embedded mock cluster",
+            endpoint: options.base.endpoint ?? "built-in sandboxes (in this process)")
     }
 }
 
@@ -89,8 +96,10 @@ final class CallSource: Sendable {
     private let state = Mutex((produced: 0, stopping: false))
     private let finished = DispatchSemaphore(value: 0)
 
-    init(producer: KafkaProducer, topic: String, interval: Duration,
-         job: @escaping @Sendable (_ number: Int, _ createdAt: Int64) -> (key: [UInt8], value: [UInt8])) {
+    init(
+        producer: KafkaProducer, topic: String, interval: Duration,
+        job: @escaping @Sendable (_ number: Int, _ createdAt: Int64) -> (key: [UInt8], value: [UInt8])
+    ) {
         self.job = job
         self.producer = producer
         self.topic = topic
@@ -150,8 +159,10 @@ public struct BacklogReport: Sendable, Codable {
     public let cpuSeconds: Double
     public let backlogOutcomes: [String: Int]
 
-    init(options: BacklogBench.Options, mix: JobMix, configuration: WorkerConfiguration, backlogDone: BenchRecorder.Snapshot,
-         final: BenchRecorder.Snapshot, callsProduced: Int, cpuSeconds: Double, kafka: String, endpoint: String) {
+    init(
+        options: BacklogBench.Options, mix: JobMix, configuration: WorkerConfiguration, backlogDone: BenchRecorder.Snapshot,
+        final: BenchRecorder.Snapshot, callsProduced: Int, cpuSeconds: Double, kafka: String, endpoint: String
+    ) {
         backlogJobs = options.backlog
         backlogFinished = backlogDone.finished
         self.mix = mix.description
@@ -160,7 +171,8 @@ public struct BacklogReport: Sendable, Codable {
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
         urgentReservedInFlight = configuration.pipeline.effectiveUrgentReservedInFlightJobs
-        callIntervalMs = Int(options.callInterval.components.seconds * 1000 + options.callInterval.components.attoseconds / 1_000_000_000_000_000)
+        callIntervalMs = Int(
+            options.callInterval.components.seconds * 1000 + options.callInterval.components.attoseconds / 1_000_000_000_000_000)
         self.callsProduced = callsProduced
         callsFinished = final.calls
         callLatencyMs = EndToEndReport.Latency(final.callLatency, unitsPerMillisecond: 1)
@@ -181,17 +193,25 @@ public struct BacklogReport: Sendable, Codable {
 
     public func table() -> String {
         func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
-        func outcomes(_ counts: [String: Int]) -> String { counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
+        func outcomes(_ counts: [String: Int]) -> String {
+            counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        }
         let rows: [(String, String)] = [
             ("scenario", "backlog: \(backlogJobs) chat jobs queued, then a call every \(callIntervalMs) ms on the urgent lane"),
-            ("backlog", "\(backlogFinished) of \(backlogJobs) finished" + (backlogFinished >= backlogJobs ? "" : "  ← INCOMPLETE (timeout)")),
+            (
+                "backlog",
+                "\(backlogFinished) of \(backlogJobs) finished" + (backlogFinished >= backlogJobs ? "" : "  ← INCOMPLETE (timeout)")
+            ),
             ("mix", mix),
             ("endpoint", endpoint),
             ("kafka", kafka),
             ("redis", redis),
             ("in flight", "\(maxInFlight) jobs, \(urgentReservedInFlight) reserved for the urgent lane"),
             ("calls", "\(callsFinished) of \(callsProduced) finished (\(outcomes(callOutcomes)))"),
-            ("call latency produced→acked", "p50 \(format(callLatencyMs.p50)) · p90 \(format(callLatencyMs.p90)) · p99 \(format(callLatencyMs.p99)) · max \(format(callLatencyMs.max)) ms"),
+            (
+                "call latency produced→acked",
+                "p50 \(format(callLatencyMs.p50)) · p90 \(format(callLatencyMs.p90)) · p99 \(format(callLatencyMs.p99)) · max \(format(callLatencyMs.max)) ms"
+            ),
             ("backlog drain", "\(format(drainJobsPerSecond, 0)) jobs/s over \(format(drainSeconds, 2)) s"),
             ("backlog outcomes", outcomes(backlogOutcomes)),
             ("CPU", "\(format(cpuSeconds, 1)) s (whole process)"),

@@ -34,9 +34,11 @@ struct BenchJobs: Sendable {
         var job = #"{"v":1,"id":"\#(id)","createdAt":\#(createdAt),"userId":"\#(user)","#
         switch kind {
         case .apnsVoip:
-            job += #""kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(index)","caller":"+4930123456","displayName":"Alice Example"},"#
+            job +=
+                #""kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(index)","caller":"+4930123456","displayName":"Alice Example"},"#
         default:
-            job += #""kind":"message","ttl":3600,"collapseKey":"chat-\#(index % 97)","notification":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window.","sound":"default","badge":3},"data":{"chatId":"chat-\#(index % 97)","messageId":"m-\#(index)"},"#
+            job +=
+                #""kind":"message","ttl":3600,"collapseKey":"chat-\#(index % 97)","notification":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window.","sound":"default","badge":3},"data":{"chatId":"chat-\#(index % 97)","messageId":"m-\#(index)"},"#
         }
         job += #""targets":[\#(target(kind, index))]}"#
         return Array(job.utf8)
@@ -46,14 +48,18 @@ struct BenchJobs: Sendable {
         let binding = "\(runId)-b\(index)"
         switch kind {
         case .apnsVoip:
-            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp(index))","token":"\#(apnsToken(index))","environment":"production","pushType":"voip"}"#
+            return
+                #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp(index))","token":"\#(apnsToken(index))","environment":"production","pushType":"voip"}"#
         case .apnsAlert:
-            return #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp(index))","token":"\#(apnsToken(index))","environment":"production"}"#
+            return
+                #"{"bindingId":"\#(binding)","provider":"apns","app":"\#(apnsApp(index))","token":"\#(apnsToken(index))","environment":"production"}"#
         case .fcm:
-            return #"{"bindingId":"\#(binding)","provider":"fcm","app":"\#(fcmProject)","token":"bench-\#(runId)-\#(index)","platform":"android"}"#
+            return
+                #"{"bindingId":"\#(binding)","provider":"fcm","app":"\#(fcmProject)","token":"bench-\#(runId)-\#(index)","platform":"android"}"#
         case .webpush:
             let subscription = webPush!
-            return #"{"bindingId":"\#(binding)","provider":"webpush","endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}"#
+            return
+                #"{"bindingId":"\#(binding)","provider":"webpush","endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}"#
         case .proxy:
             return #"{"bindingId":"\#(binding)","provider":"proxy","token":"bench-\#(index)","tokenType":"fcm","platform":"android"}"#
         }
@@ -70,7 +76,8 @@ struct BenchJobs: Sendable {
     /// The `number`-th call of the backlog scenario: a VoIP push to an iPhone, id `<run>-call-<n>`.
     func call(_ number: Int, createdAt: Int64) -> (key: [UInt8], value: [UInt8]) {
         let user = "\(runId)-callee\(number)"
-        let job = #"{"v":1,"id":"\#(runId)-call-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(number)","caller":"+4930123456","displayName":"Alice Example"},"targets":[{"bindingId":"\#(runId)-cb\#(number)","provider":"apns","app":"\#(apnsApps[0])","token":"\#(apnsToken(1_000_000_000 + number))","environment":"production","pushType":"voip"}]}"#
+        let job =
+            #"{"v":1,"id":"\#(runId)-call-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"call","ttl":30,"priority":"high","data":{"callId":"call-\#(number)","caller":"+4930123456","displayName":"Alice Example"},"targets":[{"bindingId":"\#(runId)-cb\#(number)","provider":"apns","app":"\#(apnsApps[0])","token":"\#(apnsToken(1_000_000_000 + number))","environment":"production","pushType":"voip"}]}"#
         return (Array(user.utf8), Array(job.utf8))
     }
 

@@ -34,13 +34,16 @@ public enum BurstBench {
         let worker = try Worker(configuration: configuration, logger: logger, observer: recorder)
 
         progress("queueing a burst of \(options.burst) APNs jobs of one app in \(jobsTopic)")
-        let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
+        let producer = try KafkaProducer(
+            properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
         try await EndToEndBench.produce(jobs, range: 0..<options.burst, topic: jobsTopic, producer: producer, rate: nil)
 
         let cpuAtStart = ProcessResources.cpuSeconds()
         let running = Task { try await worker.run() }
         let started = ContinuousClock.now
-        progress("worker started (apps share the lanes: \(options.fairSharing)); a quiet app's job every \(options.quietInterval) to \(jobsTopic)")
+        progress(
+            "worker started (apps share the lanes: \(options.fairSharing)); a quiet app's job every \(options.quietInterval) to \(jobsTopic)"
+        )
         while recorder.snapshot.burstFinished == 0, ContinuousClock.now - started < options.base.timeout {
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -53,7 +56,9 @@ public enum BurstBench {
             snapshot = recorder.snapshot
             if ContinuousClock.now - lastProgress >= .seconds(5) {
                 lastProgress = .now
-                progress("\(snapshot.burstFinished)/\(options.burst) burst jobs, \(snapshot.quietFinished)/\(quiet.produced) quiet jobs finished; quiet p99 so far \(snapshot.quietLatency.valueAtPercentile(99)) ms")
+                progress(
+                    "\(snapshot.burstFinished)/\(options.burst) burst jobs, \(snapshot.quietFinished)/\(quiet.produced) quiet jobs finished; quiet p99 so far \(snapshot.quietLatency.valueAtPercentile(99)) ms"
+                )
             }
         }
         let quietProduced = quiet.stop()
@@ -68,10 +73,11 @@ public enum BurstBench {
         try await running.value
         producer.close()
         await setup.cleanUp()
-        return BurstReport(options: options, configuration: configuration, burstDone: burstDone, final: final,
-                             quietProduced: quietProduced, cpuSeconds: cpuSeconds,
-                             kafka: setup.cluster == nil ? configuration.brokers : "embedded mock cluster",
-                             endpoint: options.base.endpoint ?? "built-in sandboxes (in this process)")
+        return BurstReport(
+            options: options, configuration: configuration, burstDone: burstDone, final: final,
+            quietProduced: quietProduced, cpuSeconds: cpuSeconds,
+            kafka: setup.cluster == nil ? configuration.brokers : "embedded mock cluster",
+            endpoint: options.base.endpoint ?? "built-in sandboxes (in this process)")
     }
 }
 
@@ -80,7 +86,8 @@ extension BenchJobs {
     /// id `<run>-quiet-<n>`.
     func quiet(_ number: Int, createdAt: Int64) -> (key: [UInt8], value: [UInt8]) {
         let user = "\(runId)-quiet\(number)"
-        let job = #"{"v":1,"id":"\#(runId)-quiet-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"message","ttl":3600,"notification":{"title":"Carol","body":"See you tomorrow"},"targets":[{"bindingId":"\#(runId)-qb\#(number)","provider":"fcm","app":"\#(fcmProject)","token":"bench-\#(runId)-quiet-\#(number)","platform":"android"}]}"#
+        let job =
+            #"{"v":1,"id":"\#(runId)-quiet-\#(number)","createdAt":\#(createdAt),"userId":"\#(user)","kind":"message","ttl":3600,"notification":{"title":"Carol","body":"See you tomorrow"},"targets":[{"bindingId":"\#(runId)-qb\#(number)","provider":"fcm","app":"\#(fcmProject)","token":"bench-\#(runId)-quiet-\#(number)","platform":"android"}]}"#
         return (Array(user.utf8), Array(job.utf8))
     }
 
@@ -150,8 +157,10 @@ public struct BurstReport: Sendable, Codable {
     public let cpuSeconds: Double
     public let burstOutcomes: [String: Int]
 
-    init(options: BurstBench.Options, configuration: WorkerConfiguration, burstDone: BurstRecorder.Snapshot,
-         final: BurstRecorder.Snapshot, quietProduced: Int, cpuSeconds: Double, kafka: String, endpoint: String) {
+    init(
+        options: BurstBench.Options, configuration: WorkerConfiguration, burstDone: BurstRecorder.Snapshot,
+        final: BurstRecorder.Snapshot, quietProduced: Int, cpuSeconds: Double, kafka: String, endpoint: String
+    ) {
         burstJobs = options.burst
         burstFinished = burstDone.burstFinished
         fairSharing = options.fairSharing
@@ -180,16 +189,24 @@ public struct BurstReport: Sendable, Codable {
 
     public func table() -> String {
         func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
-        func outcomes(_ counts: [String: Int]) -> String { counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
+        func outcomes(_ counts: [String: Int]) -> String {
+            counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        }
         let rows: [(String, String)] = [
-            ("scenario", "tenants: a burst of \(burstJobs) APNs jobs of one app queued, then a quiet FCM app's job every \(quietIntervalMs) ms on the same topic"),
+            (
+                "scenario",
+                "tenants: a burst of \(burstJobs) APNs jobs of one app queued, then a quiet FCM app's job every \(quietIntervalMs) ms on the same topic"
+            ),
             ("lanes shared between apps", fairSharing ? "yes" : "no (baseline: jobs start in the order consumed)"),
             ("burst", "\(burstFinished) of \(burstJobs) finished" + (burstFinished >= burstJobs ? "" : "  ← INCOMPLETE (timeout)")),
             ("endpoint", endpoint),
             ("kafka", kafka),
             ("in flight", "\(maxInFlight) jobs, read-ahead \(readAhead) per lane"),
             ("quiet jobs", "\(quietFinished) of \(quietProduced) finished (\(outcomes(quietOutcomes)))"),
-            ("quiet latency produced→acked", "p50 \(format(quietLatencyMs.p50)) · p90 \(format(quietLatencyMs.p90)) · p99 \(format(quietLatencyMs.p99)) · max \(format(quietLatencyMs.max)) ms"),
+            (
+                "quiet latency produced→acked",
+                "p50 \(format(quietLatencyMs.p50)) · p90 \(format(quietLatencyMs.p90)) · p99 \(format(quietLatencyMs.p99)) · max \(format(quietLatencyMs.max)) ms"
+            ),
             ("burst drain", "\(format(drainJobsPerSecond, 0)) jobs/s over \(format(drainSeconds, 2)) s"),
             ("burst outcomes", outcomes(burstOutcomes)),
             ("CPU", "\(format(cpuSeconds, 1)) s (whole process)"),

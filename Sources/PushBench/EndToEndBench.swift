@@ -92,12 +92,15 @@ public enum EndToEndBench {
         environment.merge(options.environment) { $1 }
 
         let configuration = try WorkerConfiguration.load(from: environment).get()
-        let jobs = BenchJobs(runId: runId, mix: mix, apnsApps: providers.apnsApps, fcmProject: providers.fcmProject,
-                             webPush: providers.webPush, users: 50_000)
+        let jobs = BenchJobs(
+            runId: runId, mix: mix, apnsApps: providers.apnsApps, fcmProject: providers.fcmProject,
+            webPush: providers.webPush, users: 50_000)
         return Setup(scratch: scratch, cluster: cluster, providers: providers, configuration: configuration, jobs: jobs)
     }
 
-    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> EndToEndReport {
+    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws
+        -> EndToEndReport
+    {
         let setup = try await prepare(options, mix: options.mix, logger: logger)
         let configuration = setup.configuration, jobs = setup.jobs, cluster = setup.cluster, providers = setup.providers
         defer { try? FileManager.default.removeItem(at: setup.scratch) }
@@ -110,8 +113,9 @@ public enum EndToEndBench {
 
         if options.rate == nil {
             progress("queueing \(options.jobs) jobs (\(options.mix)) in \(jobsTopic)")
-            let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers),
-                                             logger: logger)
+            let producer = try KafkaProducer(
+                properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers),
+                logger: logger)
             try await produce(jobs, range: 0..<options.jobs, topic: jobsTopic, producer: producer, rate: nil)
             producer.close()
             ProcessResources.resetPeak()
@@ -162,7 +166,9 @@ public enum EndToEndBench {
             }
             if ContinuousClock.now - lastProgress >= .seconds(5) {
                 lastProgress = .now
-                progress("\(finished.finished)/\(options.jobs) jobs finished, \(worker.pipeline.inFlightJobs) in flight, RSS \(ProcessResources.residentBytes() >> 20) MiB")
+                progress(
+                    "\(finished.finished)/\(options.jobs) jobs finished, \(worker.pipeline.inFlightJobs) in flight, RSS \(ProcessResources.residentBytes() >> 20) MiB"
+                )
             }
         }
         let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
@@ -176,13 +182,14 @@ public enum EndToEndBench {
         await providers.stop()
         withExtendedLifetime(cluster) {}
 
-        return EndToEndReport(options: options, configuration: configuration, snapshot: finished, cpuSeconds: cpuSeconds,
-                              allocations: allocations,
-                              cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0),
-                              emptyPipelineShare: pipelineSamples.taken > 0 ? Double(pipelineSamples.empty) / Double(pipelineSamples.taken) : nil,
-                              peakResidentBytes: peakResident, workerCreation: workerCreation, connections: connections,
-                              kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
-                              endpoint: options.endpoint ?? "built-in sandboxes (in this process)")
+        return EndToEndReport(
+            options: options, configuration: configuration, snapshot: finished, cpuSeconds: cpuSeconds,
+            allocations: allocations,
+            cores: flowing.map { $0.last.cores(since: $0.first) } ?? (0, 0, 0),
+            emptyPipelineShare: pipelineSamples.taken > 0 ? Double(pipelineSamples.empty) / Double(pipelineSamples.taken) : nil,
+            peakResidentBytes: peakResident, workerCreation: workerCreation, connections: connections,
+            kafka: cluster == nil ? configuration.brokers : "embedded mock cluster",
+            endpoint: options.endpoint ?? "built-in sandboxes (in this process)")
     }
 
     /// Produces in batches; with a rate, paces the batches every 10 ms.

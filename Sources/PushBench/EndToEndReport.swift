@@ -81,9 +81,12 @@ public struct EndToEndReport: Sendable, Codable {
     public let connections: Connections?
     public let outcomes: [String: Int]
 
-    init(options: EndToEndBench.Options, configuration: WorkerConfiguration, snapshot: BenchRecorder.Snapshot, cpuSeconds: Double,
-         allocations: UInt64?, cores: (process: Double, machineBusy: Double, machine: Double), emptyPipelineShare: Double?, peakResidentBytes: Int,
-         workerCreation: Duration, connections: Connections?, kafka: String, endpoint: String) {
+    init(
+        options: EndToEndBench.Options, configuration: WorkerConfiguration, snapshot: BenchRecorder.Snapshot, cpuSeconds: Double,
+        allocations: UInt64?, cores: (process: Double, machineBusy: Double, machine: Double), emptyPipelineShare: Double?,
+        peakResidentBytes: Int,
+        workerCreation: Duration, connections: Connections?, kafka: String, endpoint: String
+    ) {
         jobsRequested = options.jobs
         apps = options.apps
         jobsFinished = snapshot.finished
@@ -127,7 +130,7 @@ public struct EndToEndReport: Sendable, Codable {
             "p50 \(format(value.p50)) · p90 \(format(value.p90)) · p99 \(format(value.p99)) · max \(format(value.max)) ms"
         }
         var rows: [(String, String)] = [
-            ("jobs", "\(jobsFinished) of \(jobsRequested) finished" + (complete ? "" : "  ← INCOMPLETE (timeout)")),
+            ("jobs", "\(jobsFinished) of \(jobsRequested) finished" + (complete ? "" : "  ← INCOMPLETE (timeout)"))
         ]
         if let apps { rows.append(("APNs apps", "\(apps), each of its own team and signing key")) }
         rows += [
@@ -136,7 +139,10 @@ public struct EndToEndReport: Sendable, Codable {
             ("kafka", kafka),
             ("redis", redis),
             ("transport", transport),
-            ("in flight / connections", "\(maxInFlight) jobs (\(maxInFlightPerApp) per app\(maxInFlightPerOrigin.map { ", \($0) per endpoint" } ?? "")) / \(connectionsPerHost) per host"),
+            (
+                "in flight / connections",
+                "\(maxInFlight) jobs (\(maxInFlightPerApp) per app\(maxInFlightPerOrigin.map { ", \($0) per endpoint" } ?? "")) / \(connectionsPerHost) per host"
+            ),
             ("offered load", offeredRate.map { "\($0) jobs/s (produced during the run)" } ?? "all queued before the start"),
             ("throughput", "\(format(jobsPerSecond, 0)) jobs/s over \(format(seconds, 2)) s"),
             ("latency consumed→acked", latency(pipelineLatencyMs)),
@@ -145,17 +151,24 @@ public struct EndToEndReport: Sendable, Codable {
             ("latency produced→acked", latency(endToEndLatencyMs)),
             ("CPU per 1000 jobs", "\(format(cpuSecondsPer1000Jobs, 3)) s (whole process)"),
             ("allocations per job", allocationsPerJob.map { format($0, 0) } ?? "not counted (no jemalloc)"),
-            ("cores busy while flowing", "this process \(format(processCores, 2)), machine \(format(machineBusyCores, 2)) of \(format(machineCores, 1))"),
-            ("pipeline empty", emptyPipelineShare.map { "\(format($0 * 100)) % of the time jobs flowed (the consumer ran dry)" }
-                ?? "not measured (paced load)"),
+            (
+                "cores busy while flowing",
+                "this process \(format(processCores, 2)), machine \(format(machineBusyCores, 2)) of \(format(machineCores, 1))"
+            ),
+            (
+                "pipeline empty",
+                emptyPipelineShare.map { "\(format($0 * 100)) % of the time jobs flowed (the consumer ran dry)" }
+                    ?? "not measured (paced load)"
+            ),
             ("peak RSS", "\(format(peakResidentMB)) MB"),
             ("worker created in", "\(format(workerCreationSeconds * 1000, 0)) ms"),
         ]
         if let connections {
-            rows.append(("APNs connections", "\(connections.atEnd) open at the end, \(connections.peak) at most (port \(connections.port))"))
+            rows.append(
+                ("APNs connections", "\(connections.atEnd) open at the end, \(connections.peak) at most (port \(connections.port))"))
         }
         rows += [
-            ("outcomes", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
+            ("outcomes", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         ]
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")

@@ -15,7 +15,8 @@ enum OpenConnections {
             // Not `maxSplits`: the leading spaces that right-align `sl` would use up the splits.
             let fields = line.split(separator: " ")
             guard fields.count >= 4, fields[3] == "01", let colon = fields[2].lastIndex(of: ":"),
-                  Int(fields[2][fields[2].index(after: colon)...], radix: 16) == port else { continue }
+                Int(fields[2][fields[2].index(after: colon)...], radix: 16) == port
+            else { continue }
             count += 1
         }
         return count

@@ -53,8 +53,11 @@ enum ProcessResources {
         // (10 s); glibc's malloc_trim would not touch them. "arena.4096.purge" is
         // MALLCTL_ARENAS_ALL: every arena returns its unused dirty pages now.
         if let symbol = dlsym(nil, "mallctl") {
-            typealias Mallctl = @convention(c) (UnsafePointer<CChar>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?,
-                                                UnsafeMutableRawPointer?, Int) -> Int32
+            typealias Mallctl =
+                @convention(c) (
+                    UnsafePointer<CChar>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?,
+                    UnsafeMutableRawPointer?, Int
+                ) -> Int32
             _ = unsafeBitCast(symbol, to: Mallctl.self)("arena.4096.purge", nil, nil, nil, 0)
         } else if let symbol = dlsym(nil, "malloc_trim") {
             typealias MallocTrim = @convention(c) (Int) -> Int32
@@ -68,8 +71,11 @@ enum ProcessResources {
     /// report their counts to the arenas as they flush, so a count over a short span is approximate.
     static func allocations() -> UInt64? {
         guard let symbol = dlsym(nil, "mallctl") else { return nil }
-        typealias Mallctl = @convention(c) (UnsafePointer<CChar>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?,
-                                            UnsafeMutableRawPointer?, Int) -> Int32
+        typealias Mallctl =
+            @convention(c) (
+                UnsafePointer<CChar>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?,
+                UnsafeMutableRawPointer?, Int
+            ) -> Int32
         let mallctl = unsafeBitCast(symbol, to: Mallctl.self)
         // Writing "epoch" refreshes the statistics read below.
         var epoch: UInt64 = 1

@@ -31,9 +31,11 @@ struct Providers: Sendable {
         environment["PUSH_PROXY_URL"] = proxy.baseURL + ProxySandbox.path
         environment.merge(apns.workerEnvironment) { $1 }
         environment.merge(fcm.workerEnvironment) { $1 }
-        return Providers(environment: environment, apnsApps: [APNsSandboxInstance.bundleId], apnsPort: apns.server.port,
-                         fcmProject: FCMSandboxInstance.projectId,
-                         webPush: .init(endpoint: subscription.endpoint, p256dh: subscription.p256dh, auth: subscription.auth)) {
+        return Providers(
+            environment: environment, apnsApps: [APNsSandboxInstance.bundleId], apnsPort: apns.server.port,
+            fcmProject: FCMSandboxInstance.projectId,
+            webPush: .init(endpoint: subscription.endpoint, p256dh: subscription.p256dh, auth: subscription.auth)
+        ) {
             await proxy.stop()
             await apns.server.stop()
             await fcm.server.stop()
@@ -75,9 +77,12 @@ struct Providers: Sendable {
             "PUSH_FCM_CREDENTIALS_FILE": serviceAccount,
             "PUSH_FCM_ENDPOINT": base,
         ]) { $1 }
-        return Providers(environment: environment, apnsApps: ["com.example.chat"], apnsPort: url.port ?? 443, fcmProject: "bench-project",
-                         webPush: .init(endpoint: base + "/wp/bench", p256dh: Base64URL.encode(try browserKey.rawPublicKey()),
-                                        auth: Base64URL.encode(try RandomBytes.generate(16)))) {}
+        return Providers(
+            environment: environment, apnsApps: ["com.example.chat"], apnsPort: url.port ?? 443, fcmProject: "bench-project",
+            webPush: .init(
+                endpoint: base + "/wp/bench", p256dh: Base64URL.encode(try browserKey.rawPublicKey()),
+                auth: Base64URL.encode(try RandomBytes.generate(16)))
+        ) {}
     }
 
     /// `apps` APNs apps of as many Apple teams, each with a signing key of its own, in a `PUSH_APPS_FILE` as a
@@ -99,7 +104,9 @@ struct Providers: Sendable {
             let key = try PrivateKey.generateP256()
             let keyFile = keyDirectory.appendingPathComponent("AuthKey_\(keyId).p8").path
             try key.pem().write(toFile: keyFile, atomically: false, encoding: .utf8)
-            if endpoint == nil { signingKeys.append(try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM())) }
+            if endpoint == nil {
+                signingKeys.append(try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM()))
+            }
             bundleIds.append(bundleId)
             file.beginObject()
             file.member("bundleId", bundleId)
@@ -146,7 +153,9 @@ struct Providers: Sendable {
             "PUSH_WEBPUSH_ALLOWED_PORTS": String(webPushPort),
         ]
         if let caFile {
-            for name in ["PUSH_APNS_CA_FILE", "PUSH_FCM_CA_FILE", "PUSH_WEBPUSH_CA_FILE", "PUSH_PROXY_CA_FILE"] { environment[name] = caFile }
+            for name in ["PUSH_APNS_CA_FILE", "PUSH_FCM_CA_FILE", "PUSH_WEBPUSH_CA_FILE", "PUSH_PROXY_CA_FILE"] {
+                environment[name] = caFile
+            }
         }
         return environment
     }

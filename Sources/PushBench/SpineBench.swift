@@ -69,7 +69,8 @@ public enum SpineBench {
         // Job ids are unique per run: a Redis kept between runs holds no outcome recorded for them.
         for index in 0..<options.jobs {
             let user = "user-\(index % users)"
-            let job = #"{"v":1,"id":"spine-\#(createdAt)-\#(index)","createdAt":\#(createdAt),"ttl":3600,"kind":"message","userId":"\#(user)","#
+            let job =
+                #"{"v":1,"id":"spine-\#(createdAt)-\#(index)","createdAt":\#(createdAt),"ttl":3600,"kind":"message","userId":"\#(user)","#
                 + #""notification":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window."},"#
                 + #""data":{"chatId":"chat-42","messageId":"m-\#(index)"},"#
                 + #""targets":[{"bindingId":"b-\#(index)","provider":"proxy","token":"tok-\#(index % users)","tokenType":"fcm","platform":"android"}]}"#
@@ -83,10 +84,12 @@ public enum SpineBench {
             guard let url = RedisURL(text) else { throw BenchError("PUSH_REDIS_URL is not a redis:// URL") }
             return url
         }
-        let store: any DeliveryStore = redis.map { RedisDeliveryStore(client: RedisClient(url: $0, connections: options.redisConnections)) } ?? InMemoryDeliveryStore()
+        let store: any DeliveryStore =
+            redis.map { RedisDeliveryStore(client: RedisClient(url: $0, connections: options.redisConnections)) } ?? InMemoryDeliveryStore()
         let processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: logger)
-        let pipeline = DeliveryPipeline(configuration: configuration, sources: kafka.sources(group: "spine"), sink: kafka.sink,
-                                        processor: processor, logger: logger)
+        let pipeline = DeliveryPipeline(
+            configuration: configuration, sources: kafka.sources(group: "spine"), sink: kafka.sink,
+            processor: processor, logger: logger)
 
         ProcessResources.resetPeak()
         let cpuBefore = ProcessResources.cpuSeconds()
@@ -108,9 +111,11 @@ public enum SpineBench {
         let finished = kafka.sends
         pipeline.stop()
         try await running.value
-        return Report(jobs: options.jobs, store: redis.map { "Redis at \($0.host):\($0.port)" } ?? "in memory", finished: finished, maximumInFlight: options.maximumInFlight, seconds: seconds,
-                      jobsPerSecond: Double(finished) / seconds, cpuMicrosecondsPerJob: cpu * 1e6 / Double(max(finished, 1)),
-                      allocationsPerJob: allocations.map { Double($0) / Double(max(finished, 1)) },
-                      peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
+        return Report(
+            jobs: options.jobs, store: redis.map { "Redis at \($0.host):\($0.port)" } ?? "in memory", finished: finished,
+            maximumInFlight: options.maximumInFlight, seconds: seconds,
+            jobsPerSecond: Double(finished) / seconds, cpuMicrosecondsPerJob: cpu * 1e6 / Double(max(finished, 1)),
+            allocationsPerJob: allocations.map { Double($0) / Double(max(finished, 1)) },
+            peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
     }
 }

@@ -14,7 +14,8 @@ public enum TenantsBench {
         public init() {}
     }
 
-    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> TenantsReport {
+    public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> TenantsReport
+    {
         guard options.apps >= 1, options.jobsPerApp >= 1 else { throw BenchError("--apps and --jobs-per-app must be at least 1") }
         // Each run needs a Kafka of its own: a second consumer group on the same topic would read the first run's jobs too.
         guard options.base.environment["PUSH_KAFKA_BROKERS"] == nil else {
@@ -74,17 +75,22 @@ public struct TenantsReport: Sendable, Codable {
                 report.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
             ]
         }
-        let names = ["apps (each its own team and key)", "delivered", "seconds", "jobs/s", "CPU µs per job", "peak RSS MB",
-                     "APNs connections at end / peak", "worker created in ms", "outcomes"]
+        let names = [
+            "apps (each its own team and key)", "delivered", "seconds", "jobs/s", "CPU µs per job", "peak RSS MB",
+            "APNs connections at end / peak", "worker created in ms", "outcomes",
+        ]
         let (many, one) = (column(tenants), column(single))
         let width = names.map(\.count).max() ?? 0
         let valueWidth = max(many.map(\.count).max() ?? 0, 12)
         var lines = ["endpoint: \(tenants.endpoint); kafka: \(tenants.kafka); redis: \(tenants.redis); \(jobsPerApp) jobs per app"]
         for (index, name) in names.enumerated() {
-            lines.append(name.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
-                         + many[index].padding(toLength: valueWidth, withPad: " ", startingAt: 0) + "  " + one[index])
+            lines.append(
+                name.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+                    + many[index].padding(toLength: valueWidth, withPad: " ", startingAt: 0) + "  " + one[index])
         }
-        lines.append("CPU per job, \(tenants.apps ?? 1) apps ÷ 1 app".padding(toLength: width, withPad: " ", startingAt: 0) + "  " + format(cpuPerJobRatio, 2))
+        lines.append(
+            "CPU per job, \(tenants.apps ?? 1) apps ÷ 1 app".padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+                + format(cpuPerJobRatio, 2))
         return lines.joined(separator: "\n")
     }
 }

@@ -37,15 +37,19 @@ public enum TransportBench {
         }
     }
 
-    static let body = Array(#"{"aps":{"alert":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window."},"sound":"default","badge":3},"chatId":"chat-42","messageId":"m-123456","pad":"\#(String(repeating: "x", count: 110))"}"#.utf8)
+    static let body = Array(
+        #"{"aps":{"alert":{"title":"Bob","body":"Are we still on for lunch at noon? I booked the table by the window."},"sound":"default","badge":3},"chatId":"chat-42","messageId":"m-123456","pad":"\#(String(repeating: "x", count: 110))"}"#
+            .utf8)
 
     public static func run(_ options: Options) async throws -> Report {
-        let transport = options.client.makeTransport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: options.connections),
-                                                     name: "bench")
+        let transport = options.client.makeTransport(
+            configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: options.connections),
+            name: "bench")
         defer { transport.shutdown() }
-        let request = HTTPRequest(url: options.endpoint + "/3/device/be" + String(repeating: "0", count: 60) + "2a",
-                                  headers: [("apns-topic", "com.example.chat"), ("apns-push-type", "alert"), ("apns-priority", "10")],
-                                  body: body, tls: TLSOptions(caFile: options.caFile))
+        let request = HTTPRequest(
+            url: options.endpoint + "/3/device/be" + String(repeating: "0", count: 60) + "2a",
+            headers: [("apns-topic", "com.example.chat"), ("apns-push-type", "alert"), ("apns-priority", "10")],
+            body: body, tls: TLSOptions(caFile: options.caFile))
         // Warm-up: the connections open and the first requests run before the clock starts.
         _ = try await transport.send(request)
         ProcessResources.resetPeak()
@@ -71,9 +75,11 @@ public enum TransportBench {
         }
         let seconds = (ContinuousClock.now - started).seconds
         let cpu = ProcessResources.cpuSeconds() - cpuBefore
-        return Report(client: options.client.library, requests: options.requests, failures: failures, connections: options.connections, seconds: seconds,
-                      requestsPerSecond: Double(options.requests) / seconds, cpuMicrosecondsPerRequest: cpu * 1e6 / Double(options.requests),
-                      peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
+        return Report(
+            client: options.client.library, requests: options.requests, failures: failures, connections: options.connections,
+            seconds: seconds,
+            requestsPerSecond: Double(options.requests) / seconds, cpuMicrosecondsPerRequest: cpu * 1e6 / Double(options.requests),
+            peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)
     }
 }
 

@@ -22,8 +22,10 @@ public enum AlertFitting {
     ///   - limit: the provider's largest payload, in bytes.
     ///   - build: the payload for a notification (the job's, or a shortened copy).
     /// - Returns: nil when even an empty body and title do not fit.
-    public static func fit(_ notification: Notification?, limit: Int,
-                           build: (Notification?) -> [UInt8]) -> Fitted? {
+    public static func fit(
+        _ notification: Notification?, limit: Int,
+        build: (Notification?) -> [UInt8]
+    ) -> Fitted? {
         var payload = build(notification)
         guard payload.count > limit else { return Fitted(payload: payload, notification: notification, truncated: false) }
         guard var shortened = notification else { return nil }
@@ -58,8 +60,10 @@ public enum AlertFitting {
     /// override that replaces that text itself is not shortened, so then the payload must fit as the
     /// override gives it.
     /// - Parameter build: the payload for a notification, before the override.
-    public static func fit(_ notification: Notification?, limit: Int, override: JSONValue?,
-                           build: (Notification?) -> [UInt8]) -> Result<Fitted, PayloadTooLarge> {
+    public static func fit(
+        _ notification: Notification?, limit: Int, override: JSONValue?,
+        build: (Notification?) -> [UInt8]
+    ) -> Result<Fitted, PayloadTooLarge> {
         let plain = build(notification)
         let merged = PayloadOverride.apply(override, to: plain)
         guard merged.count > limit else { return .success(Fitted(payload: merged, notification: notification, truncated: false)) }

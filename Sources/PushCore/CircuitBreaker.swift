@@ -11,7 +11,8 @@
 /// never reports can hold a scope's sends back for good.
 public struct CircuitBreaker: Sendable, Equatable {
     public enum Cause: String, Sendable, Equatable {
-        case credentials, failureStorm = "failure_storm"
+        case credentials
+        case failureStorm = "failure_storm"
     }
 
     /// The one send a half-open circuit let through, until it reports or its lease ends.

@@ -20,7 +20,7 @@ public enum DeliveryResult: Sendable, Equatable {
     public var httpStatus: Int? {
         switch self {
         case .delivered(_, let status, _), .rejected(_, let status, _), .retryable(_, let status, _),
-             .failed(_, let status, _, _):
+            .failed(_, let status, _, _):
             status
         }
     }

@@ -22,8 +22,10 @@ public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
     /// (or its own limit is lower than they carry).
     public let origin: String?
 
-    public init(provider: ProviderID, key: String, metricLabel: String? = nil, inFlightLimit: Int? = nil,
-                part: String? = nil, origin: String? = nil) {
+    public init(
+        provider: ProviderID, key: String, metricLabel: String? = nil, inFlightLimit: Int? = nil,
+        part: String? = nil, origin: String? = nil
+    ) {
         self.provider = provider
         self.key = key
         self.metricLabel = metricLabel ?? key

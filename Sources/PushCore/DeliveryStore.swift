@@ -89,8 +89,10 @@ public struct RetryEntry: Sendable, Equatable {
     /// `<length of jobId>:<jobId>/<bindingId>`: unambiguous whatever the ids contain.
     public static func id(jobId: String, bindingId: String) -> String { "\(jobId.utf8.count):\(jobId)/\(bindingId)" }
 
-    public init(id: String, jobBytes: [UInt8], kafkaKey: [UInt8]?, fallbackCreatedAt: Int64, bindingId: String, attempts: Int,
-                lastReason: String, lastHTTPStatus: Int?) {
+    public init(
+        id: String, jobBytes: [UInt8], kafkaKey: [UInt8]?, fallbackCreatedAt: Int64, bindingId: String, attempts: Int,
+        lastReason: String, lastHTTPStatus: Int?
+    ) {
         self.id = id
         self.jobBytes = jobBytes
         self.kafkaKey = kafkaKey

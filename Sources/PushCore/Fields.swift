@@ -83,7 +83,8 @@ public struct Fields: Sendable {
         return string
     }
 
-    public mutating func optionalString(_ name: String, maximumLength: Int, content: Content = .identifier) throws(JobRejection) -> String? {
+    public mutating func optionalString(_ name: String, maximumLength: Int, content: Content = .identifier) throws(JobRejection) -> String?
+    {
         guard let value = take(name) else { return nil }
         guard case .string(let string) = value else {
             throw JobRejection(.invalidField, "\(path)\(name) must be a string, not \(value.typeName)")
@@ -132,8 +133,10 @@ public struct Fields: Sendable {
     }
 
     /// An array of at most `maximumCount` strings, each checked like `optionalString`.
-    public mutating func optionalStrings(_ name: String, maximumCount: Int, maximumLength: Int,
-                                         content: Content = .identifier) throws(JobRejection) -> [String]? {
+    public mutating func optionalStrings(
+        _ name: String, maximumCount: Int, maximumLength: Int,
+        content: Content = .identifier
+    ) throws(JobRejection) -> [String]? {
         guard let value = take(name) else { return nil }
         guard case .array(let elements) = value else { throw invalid(name, "must be an array of strings, not \(value.typeName)") }
         guard elements.count <= maximumCount else { throw invalid(name, "has \(elements.count) entries, the limit is \(maximumCount)") }

@@ -72,7 +72,8 @@ public final class InMemoryDeliveryStore: DeliveryStore {
         let now = clock()
         state.withLock { state in
             for outcome in outcomes {
-                state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
+                state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(
+                    value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
             }
         }
     }

@@ -50,7 +50,8 @@ struct IndexedMembers {
         guard let position = positions.removeValue(forKey: key) else { return }
         slots[position] = nil
         guard hasDuplicateNames,
-              let next = slots[(position + 1)...].firstIndex(where: { $0?.key == key }) else { return }
+            let next = slots[(position + 1)...].firstIndex(where: { $0?.key == key })
+        else { return }
         positions[key] = next
     }
 
@@ -74,8 +75,10 @@ public enum PayloadOverride {
 
     /// Refuses a member of an override that would change what the core or the plugin must decide
     /// (a device token, a recipient): `paths` are member paths inside `override`.
-    public static func refuse(_ paths: [[String]], in override: JSONValue, provider: ProviderID,
-                              because reason: String) throws(JobRejection) {
+    public static func refuse(
+        _ paths: [[String]], in override: JSONValue, provider: ProviderID,
+        because reason: String
+    ) throws(JobRejection) {
         for path in paths where override.value(at: path) != nil {
             throw JobRejection(.invalidField, "overrides.\(provider).\(path.joined(separator: ".")) cannot be overridden: \(reason)")
         }

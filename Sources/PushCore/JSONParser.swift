@@ -55,9 +55,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw failure("unexpected character")
         }
@@ -77,7 +83,10 @@ public struct JSONParser {
         guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth)") }
         index += 1
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object([]) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object([])
+        }
         let first = openMembers.count
         // Small objects (a job's are) are checked for duplicates by scanning: cheaper than hashing every name.
         var seen: Set<String>?
@@ -100,7 +109,10 @@ public struct JSONParser {
             openMembers.append((key, value))
             skipWhitespace()
             guard index < bytes.count else { throw failure("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
             if bytes[index] == UInt8(ascii: "}") {
                 index += 1
                 return .object(takeOpenMembers(from: first))
@@ -126,14 +138,23 @@ public struct JSONParser {
         index += 1
         var elements: [JSONValue] = []
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
         while true {
             skipWhitespace()
             elements.append(try parseValue(depth: depth))
             skipWhitespace()
             guard index < bytes.count else { throw failure("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(elements)
+            }
             throw failure("expected ',' or ']'")
         }
     }

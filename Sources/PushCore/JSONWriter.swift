@@ -16,10 +16,24 @@ public struct JSONWriter {
         return bytes
     }
 
-    public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); depth += 1 }
-    public mutating func endObject() { depth -= 1; bytes.append(UInt8(ascii: "}")) }
-    public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); depth += 1 }
-    public mutating func endArray() { depth -= 1; bytes.append(UInt8(ascii: "]")) }
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        depth += 1
+    }
+    public mutating func endObject() {
+        depth -= 1
+        bytes.append(UInt8(ascii: "}"))
+    }
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        depth += 1
+    }
+    public mutating func endArray() {
+        depth -= 1
+        bytes.append(UInt8(ascii: "]"))
+    }
 
     /// Starts an object member; the next value written is its value.
     public mutating func key(_ name: String) {
@@ -28,8 +42,14 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    public mutating func value(_ string: String) { separate(); appendQuoted(string) }
-    public mutating func value(_ integer: Int64) { separate(); bytes.append(contentsOf: String(integer).utf8) }
+    public mutating func value(_ string: String) {
+        separate()
+        appendQuoted(string)
+    }
+    public mutating func value(_ integer: Int64) {
+        separate()
+        bytes.append(contentsOf: String(integer).utf8)
+    }
     public mutating func value(_ integer: Int) { value(Int64(integer)) }
     /// A finite number as JSON writes it; NaN and infinities (which JSON cannot carry) as null.
     public mutating func value(_ double: Double) {
@@ -41,31 +61,55 @@ public struct JSONWriter {
             bytes.append(contentsOf: "\(double)".utf8)
         }
     }
-    public mutating func value(_ strings: [String]) { beginArray(); strings.forEach { value($0) }; endArray() }
-    public mutating func value(_ bool: Bool) { separate(); bytes.append(contentsOf: (bool ? "true" : "false").utf8) }
-    public mutating func null() { separate(); bytes.append(contentsOf: "null".utf8) }
+    public mutating func value(_ strings: [String]) {
+        beginArray()
+        strings.forEach { value($0) }
+        endArray()
+    }
+    public mutating func value(_ bool: Bool) {
+        separate()
+        bytes.append(contentsOf: (bool ? "true" : "false").utf8)
+    }
+    public mutating func null() {
+        separate()
+        bytes.append(contentsOf: "null".utf8)
+    }
 
     public mutating func value(_ json: JSONValue) {
         switch json {
         case .null: null()
         case .bool(let flag): value(flag)
         case .integer(let number): value(number)
-        case .double(let number): separate(); bytes.append(contentsOf: (number.isFinite ? "\(number)" : "null").utf8)
+        case .double(let number):
+            separate()
+            bytes.append(contentsOf: (number.isFinite ? "\(number)" : "null").utf8)
         case .string(let text): value(text)
         case .array(let elements):
-            beginArray(); elements.forEach { value($0) }; endArray()
+            beginArray()
+            elements.forEach { value($0) }
+            endArray()
         case .object(let members):
-            beginObject(); for member in members { key(member.key); value(member.value) }; endObject()
+            beginObject()
+            for member in members {
+                key(member.key)
+                value(member.value)
+            }
+            endObject()
         }
     }
 
     public mutating func member(_ name: String, _ string: String?) {
-        key(name); if let string { value(string) } else { null() }
+        key(name)
+        if let string { value(string) } else { null() }
     }
     public mutating func member(_ name: String, _ integer: Int64?) {
-        key(name); if let integer { value(integer) } else { null() }
+        key(name)
+        if let integer { value(integer) } else { null() }
     }
-    public mutating func member(_ name: String, _ bool: Bool) { key(name); value(bool) }
+    public mutating func member(_ name: String, _ bool: Bool) {
+        key(name)
+        value(bool)
+    }
 
     private mutating func separate() {
         guard depth > 0, let last = bytes.last else { return }

@@ -98,13 +98,17 @@ public struct Job: Sendable, Equatable {
         set { update { $0.targets = newValue } }
     }
 
-    public init(id: String, createdAt: Int64, ttl: Int64, kind: JobKind, priority: JobPriority, userId: String,
-                collapseKey: String? = nil, dedupeKey: String? = nil, notification: Notification? = nil,
-                data: [String: String] = [:], body: String? = nil, overrides: [ProviderID: JSONValue] = [:],
-                liveActivity: LiveActivity? = nil, targets: [Target]) {
-        box = Box(Fields(id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
-                         collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data, body: body,
-                         overrides: overrides, liveActivity: liveActivity.map(Indirect.init), targets: targets))
+    public init(
+        id: String, createdAt: Int64, ttl: Int64, kind: JobKind, priority: JobPriority, userId: String,
+        collapseKey: String? = nil, dedupeKey: String? = nil, notification: Notification? = nil,
+        data: [String: String] = [:], body: String? = nil, overrides: [ProviderID: JSONValue] = [:],
+        liveActivity: LiveActivity? = nil, targets: [Target]
+    ) {
+        box = Box(
+            Fields(
+                id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
+                collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data, body: body,
+                overrides: overrides, liveActivity: liveActivity.map(Indirect.init), targets: targets))
     }
 
     public var deadline: Deadline { Deadline(createdAt: createdAt, ttlSeconds: ttl) }
@@ -148,8 +152,10 @@ public struct Target: Sendable, Equatable {
     /// is sent, the outcome is `rejected` + `remove_binding`.
     public var isUnbound: Bool
 
-    public init(bindingId: String, provider: ProviderID, app: String? = nil, details: any TargetDetails = NoTargetDetails(),
-                isUnbound: Bool = false) {
+    public init(
+        bindingId: String, provider: ProviderID, app: String? = nil, details: any TargetDetails = NoTargetDetails(),
+        isUnbound: Bool = false
+    ) {
         self.bindingId = bindingId
         self.provider = provider
         self.app = app

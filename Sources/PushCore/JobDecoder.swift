@@ -83,9 +83,10 @@ public struct JobDecoder: Sendable {
         let targets = try decodeTargets(fields.required("targets"))
         try fields.rejectUnknown(allowed: Self.jobFields)
 
-        return Job(id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
-                   collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data,
-                   body: body, overrides: overrides, liveActivity: liveActivity, targets: targets)
+        return Job(
+            id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
+            collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data,
+            body: body, overrides: overrides, liveActivity: liveActivity, targets: targets)
     }
 
     private func decodeNotification(_ fields: Fields) throws(JobRejection) -> Notification {
@@ -100,7 +101,8 @@ public struct JobDecoder: Sendable {
         var overrides: [ProviderID: JSONValue] = [:]
         for (name, value) in fields.members {
             guard let format = formats.byProvider[ProviderID(name)] else {
-                throw fields.invalid(name, "is not a provider: overrides are keyed by one of \(formats.providerNames.joined(separator: ", "))")
+                throw fields.invalid(
+                    name, "is not a provider: overrides are keyed by one of \(formats.providerNames.joined(separator: ", "))")
             }
             guard case .object = value else { throw fields.invalid(name, "must be an object, not \(value.typeName)") }
             try format.checkOverride(value)
@@ -153,8 +155,9 @@ public struct JobDecoder: Sendable {
         }
         let providerName = try fields.requiredString("provider", maximumLength: 32)
         guard let format = formats.byProvider[ProviderID(providerName)] else {
-            throw JobRejection(.unknownProvider,
-                               "\(path)provider \"\(providerName)\" is not one of \(formats.providerNames.joined(separator: ", "))")
+            throw JobRejection(
+                .unknownProvider,
+                "\(path)provider \"\(providerName)\" is not one of \(formats.providerNames.joined(separator: ", "))")
         }
         let app = try fields.optionalString("app", maximumLength: limits.maximumIdentifierLength)
         let details = try format.decode(&fields)
@@ -187,7 +190,8 @@ public struct JobDecoder: Sendable {
         var fields = fields
         let path = fields.path
         if let other = SIPBinding.Notation.allCases.first(where: { $0 != notation && fields.has($0.rawValue) }) {
-            throw JobRejection(.invalidField, "\(path)\(notation.rawValue) and \(other.rawValue) cannot both be given: one binding per target")
+            throw JobRejection(
+                .invalidField, "\(path)\(notation.rawValue) and \(other.rawValue) cannot both be given: one binding per target")
         }
         let text = try fields.requiredString(notation.rawValue, maximumLength: 4096)
         let binding = try SIPBinding.parse(text, notation: notation, path: path)

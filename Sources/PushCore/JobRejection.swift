@@ -30,8 +30,9 @@ public struct JobLimits: Sendable, Equatable {
     public var maximumIdentifierLength: Int
     public var maximumTTLSeconds: Int64
 
-    public static let `default` = JobLimits(maximumBytes: 131_072, maximumTargets: 100,
-                                            maximumIdentifierLength: 256, maximumTTLSeconds: 2_419_200)
+    public static let `default` = JobLimits(
+        maximumBytes: 131_072, maximumTargets: 100,
+        maximumIdentifierLength: 256, maximumTTLSeconds: 2_419_200)
 
     public init(maximumBytes: Int, maximumTargets: Int, maximumIdentifierLength: Int, maximumTTLSeconds: Int64) {
         self.maximumBytes = maximumBytes

@@ -90,7 +90,10 @@ public struct FIFOQueue<Element> {
     }
 
     @inlinable public mutating func removeAll() -> [Element] {
-        defer { items.removeAll(); head = 0 }
+        defer {
+            items.removeAll()
+            head = 0
+        }
         return items[head...].map { $0! }
     }
 

@@ -19,8 +19,10 @@ public struct LiveActivity: Sendable, Equatable {
     /// The activity's static attributes; required to start an activity.
     public var attributes: JSONValue?
 
-    public init(event: Event, contentState: JSONValue, timestamp: Int64? = nil, staleDate: Int64? = nil,
-                dismissalDate: Int64? = nil, attributesType: String? = nil, attributes: JSONValue? = nil) {
+    public init(
+        event: Event, contentState: JSONValue, timestamp: Int64? = nil, staleDate: Int64? = nil,
+        dismissalDate: Int64? = nil, attributesType: String? = nil, attributes: JSONValue? = nil
+    ) {
         self.event = event
         self.contentState = contentState
         self.timestamp = timestamp

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An OS thread started under a name that `top -H`, `ps -L`, `perf` and `/proc/<pid>/task/*/comm`
@@ -20,14 +20,14 @@ public enum NamedThread {
     /// Names the calling thread for the kernel.
     public static func nameCurrentThread(_ name: String) {
         #if canImport(Glibc)
-        var truncated = Substring(name)
-        while truncated.utf8.count > 15 { truncated = truncated.dropLast() }
-        // What pthread_setname_np does, which Swift's Glibc module does not export.
-        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
-        guard descriptor >= 0 else { return }
-        defer { close(descriptor) }
-        var bytes = Array(truncated.utf8)
-        _ = write(descriptor, &bytes, bytes.count)
+            var truncated = Substring(name)
+            while truncated.utf8.count > 15 { truncated = truncated.dropLast() }
+            // What pthread_setname_np does, which Swift's Glibc module does not export.
+            let descriptor = open("/proc/thread-self/comm", O_WRONLY)
+            guard descriptor >= 0 else { return }
+            defer { close(descriptor) }
+            var bytes = Array(truncated.utf8)
+            _ = write(descriptor, &bytes, bytes.count)
         #endif
     }
 }

@@ -110,19 +110,22 @@ public struct Notification: Sendable, Equatable {
         set { setLessCommon(\.mutableContent, newValue) }
     }
 
-    public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, sound: Sound? = nil, badge: Int64? = nil,
-                threadId: String? = nil, category: String? = nil, interruptionLevel: InterruptionLevel? = nil,
-                relevanceScore: Double? = nil, image: String? = nil, channelId: String? = nil, tag: String? = nil,
-                color: String? = nil, icon: String? = nil, clickAction: String? = nil, locKey: String? = nil,
-                locArgs: [String]? = nil, titleLocKey: String? = nil, titleLocArgs: [String]? = nil, mutableContent: Bool? = nil) {
+    public init(
+        title: String? = nil, subtitle: String? = nil, body: String? = nil, sound: Sound? = nil, badge: Int64? = nil,
+        threadId: String? = nil, category: String? = nil, interruptionLevel: InterruptionLevel? = nil,
+        relevanceScore: Double? = nil, image: String? = nil, channelId: String? = nil, tag: String? = nil,
+        color: String? = nil, icon: String? = nil, clickAction: String? = nil, locKey: String? = nil,
+        locArgs: [String]? = nil, titleLocKey: String? = nil, titleLocArgs: [String]? = nil, mutableContent: Bool? = nil
+    ) {
         self.title = title
         self.body = body
         self.sound = sound
         self.badge = badge
-        let less = LessCommon(subtitle: subtitle, threadId: threadId, category: category, interruptionLevel: interruptionLevel,
-                              relevanceScore: relevanceScore, image: image, channelId: channelId, tag: tag, color: color, icon: icon,
-                              clickAction: clickAction, locKey: locKey, locArgs: locArgs, titleLocKey: titleLocKey,
-                              titleLocArgs: titleLocArgs, mutableContent: mutableContent)
+        let less = LessCommon(
+            subtitle: subtitle, threadId: threadId, category: category, interruptionLevel: interruptionLevel,
+            relevanceScore: relevanceScore, image: image, channelId: channelId, tag: tag, color: color, icon: icon,
+            clickAction: clickAction, locKey: locKey, locArgs: locArgs, titleLocKey: titleLocKey,
+            titleLocArgs: titleLocArgs, mutableContent: mutableContent)
         self.less = less == LessCommon() ? nil : Indirect(less)
     }
 
@@ -154,7 +157,9 @@ public struct Notification: Sendable, Equatable {
 
     /// How urgently the system presents the notification.
     public enum InterruptionLevel: String, Sendable, CaseIterable {
-        case passive, active, timeSensitive = "time-sensitive", critical
+        case passive, active
+        case timeSensitive = "time-sensitive"
+        case critical
     }
 }
 
@@ -174,7 +179,10 @@ extension Notification {
                 writer.beginObject()
                 writer.member("name", sound.name)
                 writer.member("critical", sound.isCritical)
-                if let volume = sound.volume { writer.key("volume"); writer.value(volume) }
+                if let volume = sound.volume {
+                    writer.key("volume")
+                    writer.value(volume)
+                }
                 writer.endObject()
             }
         }
@@ -182,14 +190,25 @@ extension Notification {
         for (name, value) in [("threadId", threadId), ("category", category), ("interruptionLevel", interruptionLevel?.rawValue)] {
             if let value { writer.member(name, value) }
         }
-        if let relevanceScore { writer.key("relevanceScore"); writer.value(relevanceScore) }
-        for (name, value) in [("image", image), ("channelId", channelId), ("tag", tag), ("color", color), ("icon", icon),
-                              ("clickAction", clickAction), ("locKey", locKey)] {
+        if let relevanceScore {
+            writer.key("relevanceScore")
+            writer.value(relevanceScore)
+        }
+        for (name, value) in [
+            ("image", image), ("channelId", channelId), ("tag", tag), ("color", color), ("icon", icon),
+            ("clickAction", clickAction), ("locKey", locKey),
+        ] {
             if let value { writer.member(name, value) }
         }
-        if let locArgs { writer.key("locArgs"); writer.value(locArgs) }
+        if let locArgs {
+            writer.key("locArgs")
+            writer.value(locArgs)
+        }
         if let titleLocKey { writer.member("titleLocKey", titleLocKey) }
-        if let titleLocArgs { writer.key("titleLocArgs"); writer.value(titleLocArgs) }
+        if let titleLocArgs {
+            writer.key("titleLocArgs")
+            writer.value(titleLocArgs)
+        }
         if let mutableContent { writer.member("mutableContent", mutableContent) }
         writer.endObject()
     }

@@ -28,18 +28,22 @@ struct NotificationDecoder {
         notification.icon = try fields.optionalString("icon", maximumLength: Self.identifierLimit)
         notification.clickAction = try fields.optionalString("clickAction", maximumLength: Self.urlLimit)
         notification.locKey = try fields.optionalString("locKey", maximumLength: Self.identifierLimit)
-        notification.locArgs = try fields.optionalStrings("locArgs", maximumCount: Self.localizationArgumentLimit,
-                                                          maximumLength: textLimit, content: .text)
+        notification.locArgs = try fields.optionalStrings(
+            "locArgs", maximumCount: Self.localizationArgumentLimit,
+            maximumLength: textLimit, content: .text)
         notification.titleLocKey = try fields.optionalString("titleLocKey", maximumLength: Self.identifierLimit)
-        notification.titleLocArgs = try fields.optionalStrings("titleLocArgs", maximumCount: Self.localizationArgumentLimit,
-                                                               maximumLength: textLimit, content: .text)
+        notification.titleLocArgs = try fields.optionalStrings(
+            "titleLocArgs", maximumCount: Self.localizationArgumentLimit,
+            maximumLength: textLimit, content: .text)
         notification.mutableContent = try fields.optionalBool("mutableContent")
         return notification
     }
 
     /// A name, or `{"name", "critical"?, "volume"?}` (volume 0…1).
     private func decodeSound(_ fields: inout Fields) throws(JobRejection) -> Notification.Sound? {
-        guard let value = fields.value("sound") else { return try fields.optionalString("sound", maximumLength: Self.identifierLimit).map { .init(name: $0) } }
+        guard let value = fields.value("sound") else {
+            return try fields.optionalString("sound", maximumLength: Self.identifierLimit).map { .init(name: $0) }
+        }
         switch value {
         case .object:
             guard var sound = try fields.optionalObject("sound") else { return nil }
@@ -69,18 +73,22 @@ struct NotificationDecoder {
 enum LiveActivityDecoder {
     static func decode(_ fields: Fields) throws(JobRejection) -> LiveActivity {
         var fields = fields
-        guard let event = LiveActivity.Event(rawValue: try fields.optionalChoice("event", of: LiveActivity.Event.allCases.map(\.rawValue)) ?? "") else {
+        guard
+            let event = LiveActivity.Event(
+                rawValue: try fields.optionalChoice("event", of: LiveActivity.Event.allCases.map(\.rawValue)) ?? "")
+        else {
             throw fields.invalid("event", "is required (start, update or end)")
         }
         guard let contentState = try fields.optionalObject("contentState") else {
             throw fields.invalid("contentState", "is required: the activity's content as an object")
         }
         let dates = 0...LiveActivity.latestDate
-        var activity = LiveActivity(event: event, contentState: .object(contentState.members),
-                                    timestamp: try fields.optionalInteger("timestamp", in: dates),
-                                    staleDate: try fields.optionalInteger("staleDate", in: dates),
-                                    dismissalDate: try fields.optionalInteger("dismissalDate", in: dates),
-                                    attributesType: try fields.optionalString("attributesType", maximumLength: NotificationDecoder.identifierLimit))
+        var activity = LiveActivity(
+            event: event, contentState: .object(contentState.members),
+            timestamp: try fields.optionalInteger("timestamp", in: dates),
+            staleDate: try fields.optionalInteger("staleDate", in: dates),
+            dismissalDate: try fields.optionalInteger("dismissalDate", in: dates),
+            attributesType: try fields.optionalString("attributesType", maximumLength: NotificationDecoder.identifierLimit))
         activity.attributes = try fields.optionalObject("attributes").map { .object($0.members) }
         if event == .start, activity.attributesType == nil || activity.attributes == nil {
             throw fields.invalid("a start event needs attributesType and attributes")

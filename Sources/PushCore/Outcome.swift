@@ -42,9 +42,11 @@ public struct Outcome: Sendable, Equatable {
     /// Milliseconds since the epoch when the outcome was decided.
     public var at: Int64
 
-    public init(jobId: String, userId: String, bindingId: String, provider: ProviderID, app: String?,
-                status: Status, reason: String? = nil, httpStatus: Int? = nil, providerMessageId: String? = nil,
-                action: Action = .none, invalidSince: Int64? = nil, attempts: Int, truncated: Bool = false, at: Int64) {
+    public init(
+        jobId: String, userId: String, bindingId: String, provider: ProviderID, app: String?,
+        status: Status, reason: String? = nil, httpStatus: Int? = nil, providerMessageId: String? = nil,
+        action: Action = .none, invalidSince: Int64? = nil, attempts: Int, truncated: Bool = false, at: Int64
+    ) {
         self.jobId = jobId
         self.userId = userId
         self.bindingId = bindingId
@@ -89,18 +91,19 @@ extension Outcome {
     /// Reads an outcome back from its contract JSON (as stored in idempotency records).
     public init?(json bytes: [UInt8]) {
         guard let document = try? JSONParser.parse(bytes), case .integer(1)? = document["v"],
-              case .string(let jobId)? = document["jobId"], case .string(let userId)? = document["userId"],
-              case .string(let bindingId)? = document["bindingId"],
-              case .string(let providerName)? = document["provider"],
-              case .string(let statusName)? = document["status"], let status = Status(rawValue: statusName),
-              case .string(let actionName)? = document["action"], let action = Action(rawValue: actionName),
-              case .integer(let attempts)? = document["attempts"], case .integer(let at)? = document["at"]
+            case .string(let jobId)? = document["jobId"], case .string(let userId)? = document["userId"],
+            case .string(let bindingId)? = document["bindingId"],
+            case .string(let providerName)? = document["provider"],
+            case .string(let statusName)? = document["status"], let status = Status(rawValue: statusName),
+            case .string(let actionName)? = document["action"], let action = Action(rawValue: actionName),
+            case .integer(let attempts)? = document["attempts"], case .integer(let at)? = document["at"]
         else { return nil }
         func string(_ name: String) -> String? { if case .string(let value)? = document[name] { value } else { nil } }
         func integer(_ name: String) -> Int64? { if case .integer(let value)? = document[name] { value } else { nil } }
-        self.init(jobId: jobId, userId: userId, bindingId: bindingId, provider: ProviderID(providerName), app: string("app"),
-                  status: status, reason: string("reason"), httpStatus: integer("httpStatus").map { Int($0) },
-                  providerMessageId: string("providerMessageId"), action: action, invalidSince: integer("invalidSince"),
-                  attempts: Int(attempts), truncated: document["truncated"] == .bool(true), at: at)
+        self.init(
+            jobId: jobId, userId: userId, bindingId: bindingId, provider: ProviderID(providerName), app: string("app"),
+            status: status, reason: string("reason"), httpStatus: integer("httpStatus").map { Int($0) },
+            providerMessageId: string("providerMessageId"), action: action, invalidSince: integer("invalidSince"),
+            attempts: Int(attempts), truncated: document["truncated"] == .bool(true), at: at)
     }
 }

@@ -1,8 +1,9 @@
 /// The one place where a plugin's classified result becomes an outcome's status and action.
 extension Outcome {
     public init(job: Job, target: Target, result: DeliveryResult, attempts: Int, at now: Int64) {
-        self.init(jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
-                  app: target.app, status: .failed, attempts: attempts, at: now)
+        self.init(
+            jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
+            app: target.app, status: .failed, attempts: attempts, at: now)
         httpStatus = result.httpStatus
         switch result {
         case .delivered(let messageId, _, let shortened):
@@ -25,18 +26,22 @@ extension Outcome {
     }
 
     /// An outcome decided by the pipeline without a provider answer (expired, deduplicated, no plugin…).
-    public init(job: Job, target: Target, status: Status, reason: String?, attempts: Int, at now: Int64,
-                httpStatus: Int? = nil, action: Action = .none) {
-        self.init(jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
-                  app: target.app, status: status, reason: reason, httpStatus: httpStatus, action: action,
-                  attempts: attempts, at: now)
+    public init(
+        job: Job, target: Target, status: Status, reason: String?, attempts: Int, at now: Int64,
+        httpStatus: Int? = nil, action: Action = .none
+    ) {
+        self.init(
+            jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
+            app: target.app, status: status, reason: reason, httpStatus: httpStatus, action: action,
+            attempts: attempts, at: now)
     }
 
     /// A target whose device unbound itself (RFC 8599 `pn-prid=null`, X-MPUSH `null`):
     /// nothing is sent, the upstream removes the binding.
     public init(unboundJob job: Job, target: Target, at now: Int64) {
-        self.init(job: job, target: target, status: .rejected,
-                  reason: "the device unbound itself (token null); not sent", attempts: 0, at: now, action: .removeBinding)
+        self.init(
+            job: job, target: target, status: .rejected,
+            reason: "the device unbound itself (token null); not sent", attempts: 0, at: now, action: .removeBinding)
     }
 
     /// A target not sent because the normal lane is overloaded and the job's TTL cannot be met (`ShedPolicy`).

@@ -11,7 +11,9 @@ public protocol PayloadTemplates: Sendable {
 /// No templates: every plugin builds its built-in payload.
 public struct BuiltInPayloads: PayloadTemplates {
     public init() {}
-    public func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? { nil }
+    public func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<
+        RenderedPayload, PayloadTemplateFailure
+    >? { nil }
 }
 
 /// Which template renders a payload.
@@ -113,9 +115,11 @@ public struct PayloadKeywords: Sendable, Equatable {
     public mutating func set(_ keyword: String, _ value: String) { values[keyword] = value }
 
     /// Every keyword, for the keyword table in docs/migration.md and the start-up check.
-    public static let names = ["PACKAGE", "TOKEN", "TO", "TOUSERNAME", "TYPE", "FROM", "FROMUSERNAME", "FROMDISPLAYNAME",
-                               "CALLID", "PRIORITY", "NPRIORITY", "APRIORITY", "APNSEXPIRATION", "TTLNUM", "PUSHTYPE", "SOUND", "MSG",
-                               "MESSAGE", "TITLE", "BODY", "BADGE", "COLLAPSEKEY", "JOBID", "USERID", "BINDINGID", "KIND"]
+    public static let names = [
+        "PACKAGE", "TOKEN", "TO", "TOUSERNAME", "TYPE", "FROM", "FROMUSERNAME", "FROMDISPLAYNAME",
+        "CALLID", "PRIORITY", "NPRIORITY", "APRIORITY", "APNSEXPIRATION", "TTLNUM", "PUSHTYPE", "SOUND", "MSG",
+        "MESSAGE", "TITLE", "BODY", "BADGE", "COLLAPSEKEY", "JOBID", "USERID", "BINDINGID", "KIND",
+    ]
 
     /// Mizu's rule: calls and cancels 10, wake-ups 5, others by the job's priority; a message that
     /// shows nothing is a background push, which Apple accepts at 5 only.

@@ -36,16 +36,20 @@ public struct RetryPolicy: Sendable, Equatable {
     ///   - random: returns a value in 0...upperBound (injected so tests can pin the jitter).
     /// A push the open circuit held back was not sent, so it spends no attempt: it is due
     /// when the circuit lets a probe through, spread by up to one backoff base, unless the TTL ends first.
-    public func decideHeldBack(now: Int64, deadline: Deadline, circuitRetryAfter: Duration,
-                               random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }) -> Decision {
+    public func decideHeldBack(
+        now: Int64, deadline: Deadline, circuitRetryAfter: Duration,
+        random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }
+    ) -> Decision {
         guard !deadline.isNowOrNever else { return .expired }
         let wait = circuitRetryAfter.clamped(to: Self.maximumRetryAfter).milliseconds
         let due = now.adding(saturating: max(0, wait)).adding(saturating: random(max(0, baseMilliseconds)))
         return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired
     }
 
-    public func decide(afterAttempt attempt: Int, now: Int64, deadline: Deadline, retryAfter: Duration?,
-                       random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }) -> Decision {
+    public func decide(
+        afterAttempt attempt: Int, now: Int64, deadline: Deadline, retryAfter: Duration?,
+        random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }
+    ) -> Decision {
         guard attempt < maximumAttempts else { return .exhausted }
         guard !deadline.isNowOrNever else { return .expired }
         var delay = random(backoffCeiling(afterAttempt: attempt))

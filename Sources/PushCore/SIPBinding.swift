@@ -41,8 +41,10 @@ public struct SIPBinding: Sendable, Equatable {
     /// The provider of a bare unbind's target and outcome.
     public static let bareUnbindProvider: ProviderID = "none"
 
-    public init(notation: Notation, provider: String, parameter: String? = nil, token: String?, environment: String? = nil,
-                path: String = "") {
+    public init(
+        notation: Notation, provider: String, parameter: String? = nil, token: String?, environment: String? = nil,
+        path: String = ""
+    ) {
         self.notation = notation
         self.provider = provider
         self.parameter = parameter
@@ -60,10 +62,11 @@ public struct SIPBinding: Sendable, Equatable {
     static let unboundToken = "null"
 
     public static func parse(_ text: String, notation: Notation, path: String = "") throws(JobRejection) -> SIPBinding {
-        let binding = switch notation {
-        case .rfc8599: try rfc8599(text, path: path)
-        case .xmpush: try xmpush(text, path: path)
-        }
+        let binding =
+            switch notation {
+            case .rfc8599: try rfc8599(text, path: path)
+            case .xmpush: try xmpush(text, path: path)
+            }
         for (part, value) in [("provider", binding.provider), ("parameter", binding.parameter), ("token", binding.token)]
         where value?.containsControlCharacter == true {
             // The value is not repeated: the token may be a device token.
@@ -91,8 +94,9 @@ public struct SIPBinding: Sendable, Equatable {
         }
         guard let provider = parameters["pn-provider"] else { throw invalid("pn-provider is required") }
         guard let prid = parameters["pn-prid"] else { throw invalid("pn-prid is required (null to unbind)") }
-        return SIPBinding(notation: .rfc8599, provider: provider, parameter: parameters["pn-param"],
-                          token: prid == unboundToken ? nil : prid, path: path)
+        return SIPBinding(
+            notation: .rfc8599, provider: provider, parameter: parameters["pn-param"],
+            token: prid == unboundToken ? nil : prid, path: path)
     }
 
     /// X-MPUSH environment prefixes: `s` sandbox, `p` production, `d` the default.
@@ -104,7 +108,8 @@ public struct SIPBinding: Sendable, Equatable {
         var rest = Substring(text)
         var environment: String?
         if let colon = rest.firstIndex(of: ":"), rest.distance(from: rest.startIndex, to: colon) == 1,
-           xmpushEnvironments.contains(String(rest[..<colon])) {
+            xmpushEnvironments.contains(String(rest[..<colon]))
+        {
             environment = String(rest[..<colon])
             rest = rest[rest.index(after: colon)...]
         }
@@ -112,8 +117,9 @@ public struct SIPBinding: Sendable, Equatable {
         guard parts.count == 3 else { throw invalid("must be [s|p|d:]provider:package:token") }
         let tokenText = String(parts[2])
         guard !tokenText.isEmpty else { throw invalid("the token is empty (null to unbind)") }
-        return SIPBinding(notation: .xmpush, provider: String(parts[0]), parameter: parts[1].isEmpty ? nil : String(parts[1]),
-                          token: tokenText == unboundToken ? nil : tokenText, environment: environment, path: path)
+        return SIPBinding(
+            notation: .xmpush, provider: String(parts[0]), parameter: parts[1].isEmpty ? nil : String(parts[1]),
+            token: tokenText == unboundToken ? nil : tokenText, environment: environment, path: path)
     }
 
     /// `%XX` escapes decoded (SIP URI parameter values); nil for a broken escape or invalid UTF-8.
@@ -121,7 +127,10 @@ public struct SIPBinding: Sendable, Equatable {
         var bytes: [UInt8] = []
         var iterator = text.utf8.makeIterator()
         while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else { bytes.append(byte); continue }
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
             guard let high = iterator.next().flatMap(\.hexValue), let low = iterator.next().flatMap(\.hexValue) else { return nil }
             bytes.append(high << 4 | low)
         }

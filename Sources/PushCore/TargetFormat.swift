@@ -42,12 +42,15 @@ extension TargetFormat {
 
     /// Accepts an override whose members are objects named in `members` (e.g. `payload`, `message`) and
     /// nothing at `protected` (member paths, e.g. `["message", "token"]`).
-    public func checkOverride(_ override: JSONValue, members: [String], protected: [[String]] = [],
-                              because reason: String = "") throws(JobRejection) {
+    public func checkOverride(
+        _ override: JSONValue, members: [String], protected: [[String]] = [],
+        because reason: String = ""
+    ) throws(JobRejection) {
         guard case .object(let entries) = override else { return }
         for (name, value) in entries {
             guard members.contains(name) else {
-                throw JobRejection(.invalidField, "overrides.\(provider).\(name) is not supported (\(provider) merges \(members.joined(separator: ", ")))")
+                throw JobRejection(
+                    .invalidField, "overrides.\(provider).\(name) is not supported (\(provider) merges \(members.joined(separator: ", ")))")
             }
             guard case .object = value else {
                 throw JobRejection(.invalidField, "overrides.\(provider).\(name) must be an object, not \(value.typeName)")
@@ -86,12 +89,15 @@ public struct TargetFormats: Sendable {
         switch binding.notation {
         case .rfc8599:
             guard let candidates = byRFC8599Provider[binding.provider], let first = candidates.first else {
-                throw binding.invalid("pn-provider \"\(binding.provider.prefix(16))\" is not one of \(byRFC8599Provider.keys.sorted().joined(separator: ", "))")
+                throw binding.invalid(
+                    "pn-provider \"\(binding.provider.prefix(16))\" is not one of \(byRFC8599Provider.keys.sorted().joined(separator: ", "))"
+                )
             }
             return candidates.first { $0.claims(binding, fields) } ?? first
         case .xmpush:
             guard let candidates = byXMPushLetter[binding.provider], let first = candidates.first else {
-                let meanings = Dictionary(byProvider.values.flatMap(\.xmpushProviders).map { ($0.letter, [$0.meaning]) }, uniquingKeysWith: +)
+                let meanings = Dictionary(
+                    byProvider.values.flatMap(\.xmpushProviders).map { ($0.letter, [$0.meaning]) }, uniquingKeysWith: +)
                 let known = meanings.keys.sorted().map { "\($0) (\(meanings[$0]!.sorted().joined(separator: " or ")))" }
                 throw binding.invalid("provider \"\(binding.provider.prefix(8))\" is not one of \(known.joined(separator: ", "))")
             }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A source of wall-clock milliseconds since the Unix epoch, injected where a rule depends on the time (tests pass

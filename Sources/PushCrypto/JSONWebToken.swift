@@ -9,8 +9,10 @@ public enum JSONWebToken {
     }
 
     /// `base64url(header).base64url(claims).base64url(signature)`; `header` gets `alg` and `typ` first.
-    public static func sign(algorithm: Algorithm, headerFields: [(String, String)] = [],
-                            claims: (inout JSONWriter) -> Void, key: PrivateKey) throws(CryptoError) -> String {
+    public static func sign(
+        algorithm: Algorithm, headerFields: [(String, String)] = [],
+        claims: (inout JSONWriter) -> Void, key: PrivateKey
+    ) throws(CryptoError) -> String {
         var header = JSONWriter(capacity: 64)
         header.beginObject()
         header.member("alg", algorithm.rawValue)
@@ -21,10 +23,11 @@ public enum JSONWebToken {
         claims(&body)
         body.endObject()
         let signingInput = Base64URL.encode(header.bytes) + "." + Base64URL.encode(body.bytes)
-        let signature: [UInt8] = switch algorithm {
-        case .es256: try key.signES256(Array(signingInput.utf8))
-        case .rs256: try key.signRS256(Array(signingInput.utf8))
-        }
+        let signature: [UInt8] =
+            switch algorithm {
+            case .es256: try key.signES256(Array(signingInput.utf8))
+            case .rs256: try key.signRS256(Array(signingInput.utf8))
+            }
         return signingInput + "." + Base64URL.encode(signature)
     }
 
@@ -47,8 +50,8 @@ public enum JSONWebToken {
     public static func parse(_ token: String) -> Parsed? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])),
-              let claimBytes = Base64URL.decode(String(parts[1])), let signature = Base64URL.decode(String(parts[2])),
-              let header = try? JSONParser.parse(headerBytes), let claims = try? JSONParser.parse(claimBytes)
+            let claimBytes = Base64URL.decode(String(parts[1])), let signature = Base64URL.decode(String(parts[2])),
+            let header = try? JSONParser.parse(headerBytes), let claims = try? JSONParser.parse(claimBytes)
         else { return nil }
         return Parsed(header: header, claims: claims, signingInput: Array("\(parts[0]).\(parts[1])".utf8), signature: signature)
     }

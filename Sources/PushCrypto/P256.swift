@@ -50,7 +50,7 @@ extension PrivateKey {
         // cofactor 1, so the full public-key check of EVP_PKEY_derive_set_peer (a second scalar
         // multiplication, half the cost of the derive) adds nothing.
         guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer_ex(context, peer.pointer, 0) == 1,
-              EVP_PKEY_derive(context, nil, &length) == 1
+            EVP_PKEY_derive(context, nil, &length) == 1
         else { throw .openSSL("ECDH") }
         var secret = [UInt8](repeating: 0, count: length)
         guard EVP_PKEY_derive(context, &secret, &length) == 1 else { throw .openSSL("ECDH derive") }
@@ -85,11 +85,11 @@ public enum AES128GCM {
         var length: Int32 = 0
         var finalLength: Int32 = 0
         guard EVP_EncryptInit_ex(context, EVP_aes_128_gcm(), nil, key, nonce) == 1,
-              EVP_EncryptUpdate(context, &output, &length, plaintext, Int32(plaintext.count)) == 1,
-              output.withUnsafeMutableBufferPointer({ EVP_EncryptFinal_ex(context, $0.baseAddress! + Int(length), &finalLength) }) == 1,
-              output.withUnsafeMutableBufferPointer({
-                  EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, 16, $0.baseAddress! + Int(length + finalLength))
-              }) == 1
+            EVP_EncryptUpdate(context, &output, &length, plaintext, Int32(plaintext.count)) == 1,
+            output.withUnsafeMutableBufferPointer({ EVP_EncryptFinal_ex(context, $0.baseAddress! + Int(length), &finalLength) }) == 1,
+            output.withUnsafeMutableBufferPointer({
+                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, 16, $0.baseAddress! + Int(length + finalLength))
+            }) == 1
         else { throw .openSSL("AES-128-GCM encrypt") }
         return Array(output.prefix(Int(length + finalLength) + 16))
     }
@@ -104,9 +104,9 @@ public enum AES128GCM {
         var length: Int32 = 0
         var finalLength: Int32 = 0
         guard EVP_DecryptInit_ex(context, EVP_aes_128_gcm(), nil, key, nonce) == 1,
-              EVP_DecryptUpdate(context, &output, &length, ciphertext, Int32(ciphertext.count)) == 1,
-              EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, 16, &tag) == 1,
-              output.withUnsafeMutableBufferPointer({ EVP_DecryptFinal_ex(context, $0.baseAddress! + Int(length), &finalLength) }) == 1
+            EVP_DecryptUpdate(context, &output, &length, ciphertext, Int32(ciphertext.count)) == 1,
+            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, 16, &tag) == 1,
+            output.withUnsafeMutableBufferPointer({ EVP_DecryptFinal_ex(context, $0.baseAddress! + Int(length), &finalLength) }) == 1
         else { return nil }
         return Array(output.prefix(Int(length + finalLength)))
     }

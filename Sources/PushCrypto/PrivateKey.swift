@@ -14,7 +14,7 @@ public final class PrivateKey: @unchecked Sendable {
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_group_name(context, "P-256") == 1,
-              EVP_PKEY_generate(context, &key) == 1, let key
+            EVP_PKEY_generate(context, &key) == 1, let key
         else { throw .openSSL("P-256 key generation") }
         return PrivateKey(owning: key)
     }
@@ -25,7 +25,7 @@ public final class PrivateKey: @unchecked Sendable {
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_rsa_keygen_bits(context, Int32(bits)) == 1,
-              EVP_PKEY_generate(context, &key) == 1, let key
+            EVP_PKEY_generate(context, &key) == 1, let key
         else { throw .openSSL("RSA key generation") }
         return PrivateKey(owning: key)
     }

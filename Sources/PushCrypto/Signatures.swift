@@ -4,17 +4,21 @@ extension PrivateKey {
     /// ES256 (ECDSA P-256 over SHA-256) as JWS wants it: raw r‖s, 64 bytes.
     public func signES256(_ message: [UInt8]) throws(CryptoError) -> [UInt8] {
         let der = try digestSign(message)
-        guard let signature = der.withUnsafeBufferPointer({ buffer -> OpaquePointer? in
-            var cursor = buffer.baseAddress
-            return d2i_ECDSA_SIG(nil, &cursor, buffer.count)
-        }) else { throw .openSSL("d2i_ECDSA_SIG") }
+        guard
+            let signature = der.withUnsafeBufferPointer({ buffer -> OpaquePointer? in
+                var cursor = buffer.baseAddress
+                return d2i_ECDSA_SIG(nil, &cursor, buffer.count)
+            })
+        else { throw .openSSL("d2i_ECDSA_SIG") }
         defer { ECDSA_SIG_free(signature) }
         var r: OpaquePointer?
         var s: OpaquePointer?
         ECDSA_SIG_get0(signature, &r, &s)
         var raw = [UInt8](repeating: 0, count: 64)
         guard let r, let s,
-              raw.withUnsafeMutableBufferPointer({ BN_bn2binpad(r, $0.baseAddress, 32) == 32 && BN_bn2binpad(s, $0.baseAddress! + 32, 32) == 32 })
+            raw.withUnsafeMutableBufferPointer({
+                BN_bn2binpad(r, $0.baseAddress, 32) == 32 && BN_bn2binpad(s, $0.baseAddress! + 32, 32) == 32
+            })
         else { throw .openSSL("BN_bn2binpad") }
         return raw
     }
@@ -68,7 +72,11 @@ public final class PublicKey: @unchecked Sendable {
         defer { ECDSA_SIG_free(signature) }
         let r = BN_bin2bn(raw, 32, nil)
         let s = raw.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress! + 32, 32, nil) }
-        guard ECDSA_SIG_set0(signature, r, s) == 1 else { BN_free(r); BN_free(s); return false }
+        guard ECDSA_SIG_set0(signature, r, s) == 1 else {
+            BN_free(r)
+            BN_free(s)
+            return false
+        }
         var derPointer: UnsafeMutablePointer<UInt8>?
         let length = i2d_ECDSA_SIG(signature, &derPointer)
         guard length > 0, let derPointer else { return false }

@@ -19,8 +19,10 @@ public enum WebPushEncryption {
     }
 
     /// Derives the content key and nonce (exposed for the RFC 8291 Appendix A check).
-    public static func keys(ecdhSecret: [UInt8], authSecret: [UInt8], uaPublic: [UInt8], asPublic: [UInt8],
-                            salt: [UInt8]) -> Keys {
+    public static func keys(
+        ecdhSecret: [UInt8], authSecret: [UInt8], uaPublic: [UInt8], asPublic: [UInt8],
+        salt: [UInt8]
+    ) -> Keys {
         let prkKey = HMACSHA256.authenticate(ecdhSecret, key: authSecret)
         let ikm = HMACSHA256.authenticate(Array("WebPush: info".utf8) + [0] + uaPublic + asPublic + [1], key: prkKey)
         let prk = HMACSHA256.authenticate(ikm, key: salt)
@@ -33,8 +35,10 @@ public enum WebPushEncryption {
     /// - Parameters:
     ///   - senderKey: a fresh P-256 key per message (injectable for the RFC's fixed example).
     ///   - salt: 16 random bytes per message.
-    public static func encrypt(_ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8],
-                               senderKey: PrivateKey, salt: [UInt8]) throws(CryptoError) -> [UInt8] {
+    public static func encrypt(
+        _ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8],
+        senderKey: PrivateKey, salt: [UInt8]
+    ) throws(CryptoError) -> [UInt8] {
         guard salt.count == 16 else { throw CryptoError("the salt is 16 bytes") }
         guard authSecret.count == 16 else { throw CryptoError("the auth secret is 16 bytes, got \(authSecret.count)") }
         guard plaintext.count + overhead <= Int(recordSize) + 86 else { throw CryptoError("the plaintext does not fit one record") }
@@ -43,15 +47,17 @@ public enum WebPushEncryption {
         let keys = keys(ecdhSecret: secret, authSecret: authSecret, uaPublic: uaPublic, asPublic: asPublic, salt: salt)
         let sealed = try AES128GCM.seal(plaintext + [0x02], key: keys.contentEncryptionKey, nonce: keys.nonce)
         let rs = recordSize
-        let header = salt + [UInt8(rs >> 24 & 0xFF), UInt8(rs >> 16 & 0xFF), UInt8(rs >> 8 & 0xFF), UInt8(rs & 0xFF)]
+        let header =
+            salt + [UInt8(rs >> 24 & 0xFF), UInt8(rs >> 16 & 0xFF), UInt8(rs >> 8 & 0xFF), UInt8(rs & 0xFF)]
             + [UInt8(asPublic.count)] + asPublic
         return header + sealed
     }
 
     /// Encrypts with a fresh sender key and random salt.
     public static func encrypt(_ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8]) throws(CryptoError) -> [UInt8] {
-        try encrypt(plaintext, uaPublic: uaPublic, authSecret: authSecret, senderKey: PrivateKey.generateP256(),
-                    salt: try RandomBytes.generate(16))
+        try encrypt(
+            plaintext, uaPublic: uaPublic, authSecret: authSecret, senderKey: PrivateKey.generateP256(),
+            salt: try RandomBytes.generate(16))
     }
 
     /// What a user agent does: decrypts a single-record body with its subscription key.

@@ -49,101 +49,165 @@ public enum Demo {
     }
 
     static func samples(now: Int64, browser: WebPushSandbox.Subscription) -> [SampleJob] {
-        func job(_ id: String, kind: String, user: String, ttl: Int = 60, createdAt: Int64? = nil, extra: String = "",
-                 targets: String) -> String {
+        func job(
+            _ id: String, kind: String, user: String, ttl: Int = 60, createdAt: Int64? = nil, extra: String = "",
+            targets: String
+        ) -> String {
             """
             {"v":1,"id":"\(id)","createdAt":\(createdAt ?? now),"ttl":\(ttl),"kind":"\(kind)","userId":"\(user)",\(extra)"targets":[\(targets)]}
             """
         }
-        let voip = #"{"bindingId":"alice-iphone","provider":"proxy","token":"a1b2c3d4e5f6","tokenType":"apnsVoip","platform":"ios","pushType":"voip"}"#
-        let apnsVoip = #"{"bindingId":"bob-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "b0", count: 32))","environment":"production","pushType":"voip"}"#
-        let rfc8599Voip = #"{"bindingId":"ivan-iphone","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "d2", count: 32))"}"#
+        let voip =
+            #"{"bindingId":"alice-iphone","provider":"proxy","token":"a1b2c3d4e5f6","tokenType":"apnsVoip","platform":"ios","pushType":"voip"}"#
+        let apnsVoip =
+            #"{"bindingId":"bob-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "b0", count: 32))","environment":"production","pushType":"voip"}"#
+        let rfc8599Voip =
+            #"{"bindingId":"ivan-iphone","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "d2", count: 32))"}"#
         let unboundPixel = #"{"bindingId":"ivan-old-pixel","xmpush":"a:example-project:null"}"#
-        let teamlessRFC8599 = #"{"bindingId":"ivan-ipad","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "e3", count: 32))"}"#
+        let teamlessRFC8599 =
+            #"{"bindingId":"ivan-ipad","rfc8599":"pn-provider=apns;pn-param=\#(APNsSandboxInstance.bundleId).voip;pn-prid=\#(String(repeating: "e3", count: 32))"}"#
         let bareNull = #"{"bindingId":"ivan-desk-phone","xmpush":"null"}"#
         // Linphone's iOS registration: a PushKit token for calls and a remote token for everything else, in one binding.
-        let linphoneDual = #"{"bindingId":"leo-iphone","rfc8599":"pn-provider=apns.dev;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip&remote;pn-prid=\#(String(repeating: "a7", count: 32)):voip&\#(String(repeating: "b8", count: 32)):remote"}"#
+        let linphoneDual =
+            #"{"bindingId":"leo-iphone","rfc8599":"pn-provider=apns.dev;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip&remote;pn-prid=\#(String(repeating: "a7", count: 32)):voip&\#(String(repeating: "b8", count: 32)):remote"}"#
         let ringingPhone = #"{"bindingId":"kate-phone","provider":"proxy","token":"kate-voip-1","tokenType":"apnsVoip","platform":"ios"}"#
         let fcmAndroid = #"{"bindingId":"frank-pixel","provider":"fcm","app":"example-project","token":"fcm-frank-1","platform":"android"}"#
         let fcmGone = #"{"bindingId":"old-tablet","provider":"fcm","token":"unregistered-tablet-7","platform":"android"}"#
-        let browserTarget = #"{"bindingId":"grace-firefox","provider":"webpush","endpoint":"\#(browser.endpoint)","keys":{"p256dh":"\#(browser.p256dh)","auth":"\#(browser.auth)"}}"#
-        let apnsGone = #"{"bindingId":"old-ipad","provider":"apns","token":"0410\#(String(repeating: "c1", count: 30))","environment":"sandbox"}"#
+        let browserTarget =
+            #"{"bindingId":"grace-firefox","provider":"webpush","endpoint":"\#(browser.endpoint)","keys":{"p256dh":"\#(browser.p256dh)","auth":"\#(browser.auth)"}}"#
+        let apnsGone =
+            #"{"bindingId":"old-ipad","provider":"apns","token":"0410\#(String(repeating: "c1", count: 30))","environment":"sandbox"}"#
         let android = #"{"bindingId":"alice-pixel","provider":"proxy","token":"fcm-token-123","tokenType":"fcm","platform":"android"}"#
         let huaweiPhone = #"{"bindingId":"judy-mate","provider":"hms","app":"\#(HMSSandboxInstance.appId)","token":"IQAAAACy0kYkAAAjudy"}"#
-        let frankIPhone = #"{"bindingId":"frank-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f4", count: 32))","environment":"production"}"#
-        let frankActivity = #"{"bindingId":"frank-iphone-activity","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f5", count: 32))","environment":"production","pushType":"liveactivity"}"#
-        let huaweiGone = #"{"bindingId":"judy-old-p30","provider":"hms","app":"\#(HMSSandboxInstance.appId)","token":"invalid-IQAAAACy0old"}"#
+        let frankIPhone =
+            #"{"bindingId":"frank-iphone","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f4", count: 32))","environment":"production"}"#
+        let frankActivity =
+            #"{"bindingId":"frank-iphone-activity","provider":"apns","app":"com.example.chat","token":"\#(String(repeating: "f5", count: 32))","environment":"production","pushType":"liveactivity"}"#
+        let huaweiGone =
+            #"{"bindingId":"judy-old-p30","provider":"hms","app":"\#(HMSSandboxInstance.appId)","token":"invalid-IQAAAACy0old"}"#
         return [
-            SampleJob(title: "incoming call", id: "call-1", key: "alice",
-                      json: job("call-1", kind: "call", user: "alice", ttl: 30,
-                                extra: #""priority":"high","data":{"callId":"c-77","caller":"bob"},"#, targets: voip + "," + android),
-                      expectedMessages: 2),
-            SampleJob(title: "VoIP call via APNs", id: "call-3", key: "bob",
-                      json: job("call-3", kind: "call", user: "bob", ttl: 30, extra: #""data":{"callId":"c-90","caller":"carol"},"#,
-                                targets: apnsVoip), expectedMessages: 1),
-            SampleJob(title: "SIP call to RFC 8599 / X-MPUSH bindings", id: "call-4", key: "ivan",
-                      json: job("call-4", kind: "call", user: "ivan", ttl: 30,
-                                extra: #""data":{"callId":"a84b4c76e66710@pc33","caller":"Alice","callerUsername":"1111"},"#,
-                                targets: [rfc8599Voip, teamlessRFC8599, unboundPixel, bareNull].joined(separator: ",")),
-                      expectedMessages: 4),
-            SampleJob(title: "Linphone dual binding rings (call → its VoIP token)", id: "call-7", key: "leo",
-                      json: job("call-7", kind: "call", user: "leo", ttl: 30, extra: #""data":{"callId":"c-93","caller":"ivan"},"#,
-                                targets: linphoneDual), expectedMessages: 1),
-            SampleJob(title: "message to the Linphone dual binding (→ its remote token)", id: "msg-10", key: "leo",
-                      json: job("msg-10", kind: "message", user: "leo", extra: #""notification":{"title":"Ivan","body":"Call me back"},"#,
-                                targets: linphoneDual), expectedMessages: 1),
-            SampleJob(title: "VoIP call via Huawei Push Kit", id: "call-5", key: "judy",
-                      json: job("call-5", kind: "call", user: "judy", ttl: 30, extra: #""data":{"callId":"c-91","caller":"ivan"},"#,
-                                targets: huaweiPhone + "," + huaweiGone), expectedMessages: 2),
-            SampleJob(title: "app deleted (APNs 410)", id: "msg-5", key: "bob",
-                      json: job("msg-5", kind: "message", user: "bob", extra: #""notification":{"title":"Carol","body":"Hi"},"#,
-                                targets: apnsGone), expectedMessages: 1),
-            SampleJob(title: "chat message via FCM", id: "msg-6", key: "frank",
-                      json: job("msg-6", kind: "message", user: "frank", extra: #""collapseKey":"chat-7","notification":{"title":"Erin","body":"Hello"},"data":{"chatId":"7"},"#,
-                                targets: fcmAndroid + "," + fcmGone), expectedMessages: 2),
-            SampleJob(title: "message to a browser (Web Push)", id: "msg-7", key: "grace",
-                      json: job("msg-7", kind: "message", user: "grace", extra: #""collapseKey":"chat-9","notification":{"title":"Frank","body":"See you"},"#,
-                                targets: browserTarget), expectedMessages: 1),
-            SampleJob(title: "rich chat message", id: "msg-8", key: "frank",
-                      json: job("msg-8", kind: "message", user: "frank", extra: ##""collapseKey":"chat-8","notification":{"title":"Erin","subtitle":"Lunch crew","body":"Pizza at 12?","sound":"message.caf","badge":2,"threadId":"chat-7","category":"MESSAGE_REPLY","interruptionLevel":"active","image":"https://cdn.example.com/pizza.jpg","channelId":"messages","tag":"chat-7","color":"#1e88e5"},"data":{"chatId":"7"},"overrides":{"fcm":{"message":{"android":{"direct_boot_ok":true}}}},"##,
-                                targets: frankIPhone + "," + fcmAndroid), expectedMessages: 2),
-            SampleJob(title: "localized missed-call alert", id: "msg-9", key: "frank",
-                      json: job("msg-9", kind: "message", user: "frank", extra: #""notification":{"titleLocKey":"MISSED_CALL_TITLE","locKey":"MISSED_CALL_BODY","locArgs":["Erin"],"interruptionLevel":"time-sensitive"},"#,
-                                targets: frankIPhone), expectedMessages: 1),
-            SampleJob(title: "Live Activity update (ongoing call)", id: "act-1", key: "frank",
-                      json: job("act-1", kind: "custom", user: "frank", extra: #""notification":{"title":"Call with Erin","body":"00:42"},"liveActivity":{"event":"update","contentState":{"status":"connected","seconds":42},"staleDate":4102444800},"#,
-                                targets: frankActivity), expectedMessages: 1),
-            SampleJob(title: "caller redials within 5 s", id: "call-1b", key: "alice",
-                      json: job("call-1b", kind: "call", user: "alice", ttl: 30,
-                                extra: #""data":{"callId":"c-78","caller":"bob"},"#, targets: voip),
-                      expectedMessages: 1),
-            SampleJob(title: "chat message", id: "msg-1", key: "alice",
-                      json: job("msg-1", kind: "message", user: "alice", ttl: 3600,
-                                extra: #""collapseKey":"chat-42","notification":{"title":"Bob","body":"Lunch?"},"#, targets: android),
-                      expectedMessages: 1),
-            SampleJob(title: "call cancelled", id: "cancel-1", key: "alice",
-                      json: job("cancel-1", kind: "cancel", user: "alice", ttl: 30, extra: #""data":{"callId":"c-77"},"#, targets: voip),
-                      expectedMessages: 1),
-            SampleJob(title: "call refused for now, then cancelled", id: "call-6", key: "ringing-kate",
-                      json: job("call-6", kind: "call", user: "ringing-kate", ttl: 30, extra: #""collapseKey":"call-k1","data":{"callId":"k1"},"#,
-                                targets: ringingPhone), expectedMessages: 1, needsRedis: true),
-            SampleJob(title: "the caller hangs up", id: "cancel-2", key: "ringing-kate",
-                      json: job("cancel-2", kind: "cancel", user: "ringing-kate", ttl: 30, extra: #""collapseKey":"call-k1","data":{"callId":"k1"},"#,
-                                targets: ringingPhone), expectedMessages: 1, needsRedis: true),
-            SampleJob(title: "user unknown to the proxy", id: "msg-2", key: "unknown-carol",
-                      json: job("msg-2", kind: "message", user: "unknown-carol", targets: #"{"bindingId":"carol-web","provider":"proxy","platform":"web"}"#),
-                      expectedMessages: 1),
-            SampleJob(title: "proxy keeps answering 503", id: "msg-3", key: "busy-dave",
-                      json: job("msg-3", kind: "message", user: "busy-dave", targets: #"{"bindingId":"dave-ipad","provider":"proxy","tokenType":"apns","token":"ffee","platform":"ios"}"#),
-                      expectedMessages: 2),
-            SampleJob(title: "stale call (TTL passed)", id: "call-2", key: "erin",
-                      json: job("call-2", kind: "call", user: "erin", ttl: 30, createdAt: now - 3_600_000, targets: #"{"bindingId":"erin-phone","provider":"proxy","pushType":"voip"}"#),
-                      expectedMessages: 1),
-            SampleJob(title: "malformed JSON", id: "-", key: "mallory",
-                      json: #"{"v":1,"id":"broken","kind":"call","targets":["#, expectedMessages: 1),
-            SampleJob(title: "unknown provider", id: "msg-4", key: "heidi",
-                      json: job("msg-4", kind: "message", user: "heidi", targets: #"{"bindingId":"frank-pager","provider":"pager"}"#),
-                      expectedMessages: 1),
+            SampleJob(
+                title: "incoming call", id: "call-1", key: "alice",
+                json: job(
+                    "call-1", kind: "call", user: "alice", ttl: 30,
+                    extra: #""priority":"high","data":{"callId":"c-77","caller":"bob"},"#, targets: voip + "," + android),
+                expectedMessages: 2),
+            SampleJob(
+                title: "VoIP call via APNs", id: "call-3", key: "bob",
+                json: job(
+                    "call-3", kind: "call", user: "bob", ttl: 30, extra: #""data":{"callId":"c-90","caller":"carol"},"#,
+                    targets: apnsVoip), expectedMessages: 1),
+            SampleJob(
+                title: "SIP call to RFC 8599 / X-MPUSH bindings", id: "call-4", key: "ivan",
+                json: job(
+                    "call-4", kind: "call", user: "ivan", ttl: 30,
+                    extra: #""data":{"callId":"a84b4c76e66710@pc33","caller":"Alice","callerUsername":"1111"},"#,
+                    targets: [rfc8599Voip, teamlessRFC8599, unboundPixel, bareNull].joined(separator: ",")),
+                expectedMessages: 4),
+            SampleJob(
+                title: "Linphone dual binding rings (call → its VoIP token)", id: "call-7", key: "leo",
+                json: job(
+                    "call-7", kind: "call", user: "leo", ttl: 30, extra: #""data":{"callId":"c-93","caller":"ivan"},"#,
+                    targets: linphoneDual), expectedMessages: 1),
+            SampleJob(
+                title: "message to the Linphone dual binding (→ its remote token)", id: "msg-10", key: "leo",
+                json: job(
+                    "msg-10", kind: "message", user: "leo", extra: #""notification":{"title":"Ivan","body":"Call me back"},"#,
+                    targets: linphoneDual), expectedMessages: 1),
+            SampleJob(
+                title: "VoIP call via Huawei Push Kit", id: "call-5", key: "judy",
+                json: job(
+                    "call-5", kind: "call", user: "judy", ttl: 30, extra: #""data":{"callId":"c-91","caller":"ivan"},"#,
+                    targets: huaweiPhone + "," + huaweiGone), expectedMessages: 2),
+            SampleJob(
+                title: "app deleted (APNs 410)", id: "msg-5", key: "bob",
+                json: job(
+                    "msg-5", kind: "message", user: "bob", extra: #""notification":{"title":"Carol","body":"Hi"},"#,
+                    targets: apnsGone), expectedMessages: 1),
+            SampleJob(
+                title: "chat message via FCM", id: "msg-6", key: "frank",
+                json: job(
+                    "msg-6", kind: "message", user: "frank",
+                    extra: #""collapseKey":"chat-7","notification":{"title":"Erin","body":"Hello"},"data":{"chatId":"7"},"#,
+                    targets: fcmAndroid + "," + fcmGone), expectedMessages: 2),
+            SampleJob(
+                title: "message to a browser (Web Push)", id: "msg-7", key: "grace",
+                json: job(
+                    "msg-7", kind: "message", user: "grace",
+                    extra: #""collapseKey":"chat-9","notification":{"title":"Frank","body":"See you"},"#,
+                    targets: browserTarget), expectedMessages: 1),
+            SampleJob(
+                title: "rich chat message", id: "msg-8", key: "frank",
+                json: job(
+                    "msg-8", kind: "message", user: "frank",
+                    extra:
+                        ##""collapseKey":"chat-8","notification":{"title":"Erin","subtitle":"Lunch crew","body":"Pizza at 12?","sound":"message.caf","badge":2,"threadId":"chat-7","category":"MESSAGE_REPLY","interruptionLevel":"active","image":"https://cdn.example.com/pizza.jpg","channelId":"messages","tag":"chat-7","color":"#1e88e5"},"data":{"chatId":"7"},"overrides":{"fcm":{"message":{"android":{"direct_boot_ok":true}}}},"##,
+                    targets: frankIPhone + "," + fcmAndroid), expectedMessages: 2),
+            SampleJob(
+                title: "localized missed-call alert", id: "msg-9", key: "frank",
+                json: job(
+                    "msg-9", kind: "message", user: "frank",
+                    extra:
+                        #""notification":{"titleLocKey":"MISSED_CALL_TITLE","locKey":"MISSED_CALL_BODY","locArgs":["Erin"],"interruptionLevel":"time-sensitive"},"#,
+                    targets: frankIPhone), expectedMessages: 1),
+            SampleJob(
+                title: "Live Activity update (ongoing call)", id: "act-1", key: "frank",
+                json: job(
+                    "act-1", kind: "custom", user: "frank",
+                    extra:
+                        #""notification":{"title":"Call with Erin","body":"00:42"},"liveActivity":{"event":"update","contentState":{"status":"connected","seconds":42},"staleDate":4102444800},"#,
+                    targets: frankActivity), expectedMessages: 1),
+            SampleJob(
+                title: "caller redials within 5 s", id: "call-1b", key: "alice",
+                json: job(
+                    "call-1b", kind: "call", user: "alice", ttl: 30,
+                    extra: #""data":{"callId":"c-78","caller":"bob"},"#, targets: voip),
+                expectedMessages: 1),
+            SampleJob(
+                title: "chat message", id: "msg-1", key: "alice",
+                json: job(
+                    "msg-1", kind: "message", user: "alice", ttl: 3600,
+                    extra: #""collapseKey":"chat-42","notification":{"title":"Bob","body":"Lunch?"},"#, targets: android),
+                expectedMessages: 1),
+            SampleJob(
+                title: "call cancelled", id: "cancel-1", key: "alice",
+                json: job("cancel-1", kind: "cancel", user: "alice", ttl: 30, extra: #""data":{"callId":"c-77"},"#, targets: voip),
+                expectedMessages: 1),
+            SampleJob(
+                title: "call refused for now, then cancelled", id: "call-6", key: "ringing-kate",
+                json: job(
+                    "call-6", kind: "call", user: "ringing-kate", ttl: 30, extra: #""collapseKey":"call-k1","data":{"callId":"k1"},"#,
+                    targets: ringingPhone), expectedMessages: 1, needsRedis: true),
+            SampleJob(
+                title: "the caller hangs up", id: "cancel-2", key: "ringing-kate",
+                json: job(
+                    "cancel-2", kind: "cancel", user: "ringing-kate", ttl: 30, extra: #""collapseKey":"call-k1","data":{"callId":"k1"},"#,
+                    targets: ringingPhone), expectedMessages: 1, needsRedis: true),
+            SampleJob(
+                title: "user unknown to the proxy", id: "msg-2", key: "unknown-carol",
+                json: job(
+                    "msg-2", kind: "message", user: "unknown-carol",
+                    targets: #"{"bindingId":"carol-web","provider":"proxy","platform":"web"}"#),
+                expectedMessages: 1),
+            SampleJob(
+                title: "proxy keeps answering 503", id: "msg-3", key: "busy-dave",
+                json: job(
+                    "msg-3", kind: "message", user: "busy-dave",
+                    targets: #"{"bindingId":"dave-ipad","provider":"proxy","tokenType":"apns","token":"ffee","platform":"ios"}"#),
+                expectedMessages: 2),
+            SampleJob(
+                title: "stale call (TTL passed)", id: "call-2", key: "erin",
+                json: job(
+                    "call-2", kind: "call", user: "erin", ttl: 30, createdAt: now - 3_600_000,
+                    targets: #"{"bindingId":"erin-phone","provider":"proxy","pushType":"voip"}"#),
+                expectedMessages: 1),
+            SampleJob(
+                title: "malformed JSON", id: "-", key: "mallory",
+                json: #"{"v":1,"id":"broken","kind":"call","targets":["#, expectedMessages: 1),
+            SampleJob(
+                title: "unknown provider", id: "msg-4", key: "heidi",
+                json: job("msg-4", kind: "message", user: "heidi", targets: #"{"bindingId":"frank-pager","provider":"pager"}"#),
+                expectedMessages: 1),
         ]
     }
 
@@ -186,18 +250,23 @@ public enum Demo {
             "PUSH_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
             "PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
             "PUSH_REDIS_URL": redis?.urlString,
-        ].compactMapValues { $0 }.merging(apns.workerEnvironment) { $1 }.merging(fcm.workerEnvironment) { $1 }.merging(hms.workerEnvironment) { $1 }
+        ].compactMapValues { $0 }.merging(apns.workerEnvironment) { $1 }.merging(fcm.workerEnvironment) { $1 }.merging(
+            hms.workerEnvironment
+        ) { $1 }
         let configuration = try WorkerConfiguration.load(from: environment).get()
         let worker = try Worker(configuration: configuration, logger: logger)
-        let reader = try KafkaTopicReader(bootstrapServers: cluster.bootstrapServers, topics: [outcomesTopic, dlqTopic],
-                                          logger: logger)
+        let reader = try KafkaTopicReader(
+            bootstrapServers: cluster.bootstrapServers, topics: [outcomesTopic, dlqTopic],
+            logger: logger)
         let all = samples(now: currentTimeMilliseconds(), browser: try webPush.sandbox.subscribe())
         let samples = all.filter { redis != nil || !$0.needsRedis }
-        let skipped = redis == nil
+        let skipped =
+            redis == nil
             ? all.filter(\.needsRedis).map { "\($0.title): needs redis-server (scripts/install-deps.sh --demo)" } : []
-        try await worker.producer.send(samples.map {
-            KafkaRecord(topic: jobsTopic, key: Array($0.key.utf8), value: Array($0.json.utf8))
-        })
+        try await worker.producer.send(
+            samples.map {
+                KafkaRecord(topic: jobsTopic, key: Array($0.key.utf8), value: Array($0.json.utf8))
+            })
 
         let running = Task { try await worker.run() }
         let expected = samples.reduce(0) { $0 + $1.expectedMessages }
@@ -215,7 +284,9 @@ public enum Demo {
             throw DemoError(message: "only \(messages.count) of \(expected) outcomes arrived within 60 s")
         }
         let proxyRequests = proxy.requests.compactMap { request -> (jobId: String, endpoints: [String])? in
-            guard let document = try? JSONParser.parse(request.body), case .array(let endpoints)? = document["endpointData"] else { return nil }
+            guard let document = try? JSONParser.parse(request.body), case .array(let endpoints)? = document["endpointData"] else {
+                return nil
+            }
             let ids = endpoints.compactMap { if case .string(let id)? = $0["endpointId"] { id } else { nil } }
             let jobId = samples.first { sample in ids.contains { sample.json.contains("\"bindingId\":\"\($0)\"") } }?.id ?? "-"
             return (jobId, ids)
@@ -232,8 +303,11 @@ public enum Demo {
                 }
                 let key = message.key.map { String(decoding: $0, as: UTF8.self) } ?? "-"
                 let title = samples.first { $0.key == key }?.title ?? "-"
-                rows.append(Row(title: title, jobId: "-", bindingId: "-", provider: "-", status: "→ DLQ", action: header(OutcomePublisher.codeHeader),
-                                httpStatus: "-", attempts: "-", reason: header(OutcomePublisher.reasonHeader)))
+                rows.append(
+                    Row(
+                        title: title, jobId: "-", bindingId: "-", provider: "-", status: "→ DLQ",
+                        action: header(OutcomePublisher.codeHeader),
+                        httpStatus: "-", attempts: "-", reason: header(OutcomePublisher.reasonHeader)))
                 continue
             }
             guard let outcome = try? JSONParser.parse(message.value) else { continue }
@@ -245,9 +319,11 @@ public enum Demo {
                 }
             }
             let jobId = text("jobId")
-            rows.append(Row(title: samples.first { $0.id == jobId }?.title ?? "-", jobId: jobId, bindingId: text("bindingId"),
-                            provider: text("provider"), status: text("status"), action: text("action"), httpStatus: text("httpStatus"),
-                            attempts: text("attempts"), reason: text("reason")))
+            rows.append(
+                Row(
+                    title: samples.first { $0.id == jobId }?.title ?? "-", jobId: jobId, bindingId: text("bindingId"),
+                    provider: text("provider"), status: text("status"), action: text("action"), httpStatus: text("httpStatus"),
+                    attempts: text("attempts"), reason: text("reason")))
         }
         let order = samples.map(\.title)
         func sortKey(_ row: Row) -> (Int, Int, String) {
@@ -262,7 +338,9 @@ public enum Demo {
         let shared = report.proxyRequests.filter { $0.endpoints.count > 1 }
         if !shared.isEmpty {
             lines.append("")
-            lines.append("push proxy: \(report.proxyRequests.count) requests for \(report.proxyRequests.map(\.endpoints.count).reduce(0, +)) endpoints; one request per job and user:")
+            lines.append(
+                "push proxy: \(report.proxyRequests.count) requests for \(report.proxyRequests.map(\.endpoints.count).reduce(0, +)) endpoints; one request per job and user:"
+            )
             lines += shared.map { "  \($0.jobId): endpointData [\($0.endpoints.joined(separator: ", "))]" }
         }
         if !report.skipped.isEmpty {
@@ -274,7 +352,9 @@ public enum Demo {
 
     public static func table(_ rows: [Row]) -> String {
         let header = ["job", "id", "binding", "provider", "status", "action", "http", "tries", "reason"]
-        let cells = rows.map { [$0.title, $0.jobId, $0.bindingId, $0.provider, $0.status, $0.action, $0.httpStatus, $0.attempts, $0.reason] }
+        let cells = rows.map {
+            [$0.title, $0.jobId, $0.bindingId, $0.provider, $0.status, $0.action, $0.httpStatus, $0.attempts, $0.reason]
+        }
         let widths = header.indices.map { column in
             ([header[column]] + cells.map { $0[column] }).map(\.count).max() ?? 0
         }

@@ -11,8 +11,10 @@ public final class CurlHTTPTransport: HTTPTransport {
 
     /// - Parameter pinnedResolutionLifetime: how long curl keeps a request's pinned address (and any address it looked up
     ///   itself) in its DNS cache after the last transfer that used it (`CURLOPT_DNS_CACHE_TIMEOUT`, whole seconds, at least 1).
-    public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
-                pinnedResolutionLifetime: Duration = .seconds(60)) {
+    public init(
+        configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
+        pinnedResolutionLifetime: Duration = .seconds(60)
+    ) {
         loop = CurlMultiLoop(configuration: configuration, name: name, dnsCacheLifetime: pinnedResolutionLifetime)
     }
 
@@ -73,7 +75,9 @@ final class TransferState {
             return
         }
         responseHeaderBytes += line.count
-        guard responseHeaders.count < HTTPResponse.maximumHeaderCount, responseHeaderBytes <= HTTPResponse.maximumHeaderBytes else { return }
+        guard responseHeaders.count < HTTPResponse.maximumHeaderCount, responseHeaderBytes <= HTTPResponse.maximumHeaderBytes else {
+            return
+        }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
         var start = colon + 1, end = line.count
@@ -83,8 +87,10 @@ final class TransferState {
         responseHeaders.append((name, String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)))
     }
 
-    init(pending: PendingTransfer, host: Substring, easy: CurlEasyHandle, headerList: CurlStringList, resolveList: CurlStringList?,
-         maximumResponseBytes: Int) {
+    init(
+        pending: PendingTransfer, host: Substring, easy: CurlEasyHandle, headerList: CurlStringList, resolveList: CurlStringList?,
+        maximumResponseBytes: Int
+    ) {
         id = pending.id
         self.host = host
         continuation = pending.continuation
@@ -148,7 +154,10 @@ final class CurlMultiLoop: @unchecked Sendable {
     deinit { curl_multi_cleanup(multi) }
 
     func nextTransferID() -> UInt64 {
-        inbox.withLock { $0.nextID += 1; return $0.nextID }
+        inbox.withLock {
+            $0.nextID += 1
+            return $0.nextID
+        }
     }
 
     func submit(_ transfer: PendingTransfer) {
@@ -157,7 +166,10 @@ final class CurlMultiLoop: @unchecked Sendable {
             inbox.pending.append(transfer)
             return true
         }
-        guard accepted else { transfer.continuation.resume(returning: .failure(.shutDown)); return }
+        guard accepted else {
+            transfer.continuation.resume(returning: .failure(.shutDown))
+            return
+        }
         curl_multi_wakeup(multi)
     }
 
@@ -168,7 +180,10 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     /// Fails what is in flight with `.shutDown` and waits for the loop thread to end.
     func stop() {
-        let first = stopOnce.withLock { stopped -> Bool in defer { stopped = true }; return !stopped }
+        let first = stopOnce.withLock { stopped -> Bool in
+            defer { stopped = true }
+            return !stopped
+        }
         guard first else { return }
         inbox.withLock { $0.stopping = true }
         curl_multi_wakeup(multi)
@@ -178,11 +193,19 @@ final class CurlMultiLoop: @unchecked Sendable {
     private func run() {
         while true {
             let (pending, cancelled, stopping) = inbox.withLock { inbox in
-                defer { inbox.pending.removeAll(keepingCapacity: true); inbox.cancelled.removeAll() }
+                defer {
+                    inbox.pending.removeAll(keepingCapacity: true)
+                    inbox.cancelled.removeAll()
+                }
                 return (inbox.pending, inbox.cancelled, inbox.stopping)
             }
             if stopping {
-                let queued = pending + waiting.values.flatMap { queue in var queue = queue; return queue.removeAll() }
+                let queued =
+                    pending
+                    + waiting.values.flatMap { queue in
+                        var queue = queue
+                        return queue.removeAll()
+                    }
                 waiting.removeAll()
                 for transfer in queued { transfer.continuation.resume(returning: .failure(.shutDown)) }
                 for state in Array(active.values) { complete(state, with: .failure(.shutDown)) }
@@ -212,7 +235,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private func admit(_ transfer: PendingTransfer) {
         let host = Self.host(of: transfer.request.url)
         let active = activePerHost[host, default: 0]
-        let startsNow = transfer.request.lane == .urgent
+        let startsNow =
+            transfer.request.lane == .urgent
             ? active < streamsPerHost && !(waiting[host]?.hasUrgent ?? false)
             : active < normalStreamsPerHost && (waiting[host]?.isEmpty ?? true)
         if startsNow {
@@ -239,7 +263,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     static func host(of url: String) -> Substring {
         let utf8 = url.utf8
         guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
-              utf8[colon...].starts(with: "://".utf8)
+            utf8[colon...].starts(with: "://".utf8)
         else { return Substring(url) }
         let authority = utf8.index(colon, offsetBy: 3)
         let path = utf8[authority...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
@@ -260,12 +284,18 @@ final class CurlMultiLoop: @unchecked Sendable {
         activePerHost[host, default: 0] += 1
         let request = transfer.request
         let easy: CurlEasyHandle
-        if let reused = idleHandles.popLast() { reused.reset(); easy = reused } else { easy = CurlEasyHandle() }
+        if let reused = idleHandles.popLast() {
+            reused.reset()
+            easy = reused
+        } else {
+            easy = CurlEasyHandle()
+        }
         var lines = request.headers.map { "\($0.name): \($0.value)" }
         lines.append("Expect:")
-        let state = TransferState(pending: transfer, host: host, easy: easy, headerList: CurlStringList(lines),
-                                  resolveList: request.pinnedResolution.map { CurlStringList([Self.expiringResolveEntry($0)]) },
-                                  maximumResponseBytes: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
+        let state = TransferState(
+            pending: transfer, host: host, easy: easy, headerList: CurlStringList(lines),
+            resolveList: request.pinnedResolution.map { CurlStringList([Self.expiringResolveEntry($0)]) },
+            maximumResponseBytes: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
         let context = Unmanaged.passUnretained(state).toOpaque()
 
         easy.set(CURLOPT_URL, request.url)
@@ -305,26 +335,30 @@ final class CurlMultiLoop: @unchecked Sendable {
             }
             if request.method != "POST" { easy.set(CURLOPT_CUSTOMREQUEST, request.method) }
         }
-        easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, context in
-            let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
-            let length = size * count
-            guard state.responseBody.count + length <= state.maximumResponseBytes else {
-                let room = state.maximumResponseBytes - state.responseBody.count
-                if let data, room > 0 { state.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: room)) }
-                state.bodyTooLarge = true
-                return 0
-            }
-            if let data { state.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
-            return length
-        })
+        easy.set(
+            CURLOPT_WRITEFUNCTION,
+            callback: { data, size, count, context in
+                let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
+                let length = size * count
+                guard state.responseBody.count + length <= state.maximumResponseBytes else {
+                    let room = state.maximumResponseBytes - state.responseBody.count
+                    if let data, room > 0 { state.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: room)) }
+                    state.bodyTooLarge = true
+                    return 0
+                }
+                if let data { state.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
+                return length
+            })
         easy.set(CURLOPT_WRITEDATA, pointer: context)
-        easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, context in
-            let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
-            let length = size * count
-            guard let data else { return length }
-            state.header(UnsafeRawBufferPointer(start: data, count: length))
-            return length
-        })
+        easy.set(
+            CURLOPT_HEADERFUNCTION,
+            callback: { data, size, count, context in
+                let state = Unmanaged<TransferState>.fromOpaque(context!).takeUnretainedValue()
+                let length = size * count
+                guard let data else { return length }
+                state.header(UnsafeRawBufferPointer(start: data, count: length))
+                return length
+            })
         easy.set(CURLOPT_HEADERDATA, pointer: context)
 
         active[easy.pointer] = state
@@ -333,8 +367,9 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func result(of state: TransferState, code: CURLcode) -> Result<HTTPResponse, HTTPTransportError> {
         let status = state.easy.responseCode
-        let response = HTTPResponse(status: status, headers: state.responseHeaders, body: state.responseBody,
-                                    bodyTruncated: state.bodyTooLarge)
+        let response = HTTPResponse(
+            status: status, headers: state.responseHeaders, body: state.responseBody,
+            bodyTruncated: state.bodyTooLarge)
         switch code {
         case CURLE_OK:
             return .success(response)
@@ -349,7 +384,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_CONNECT, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING:
             return .failure(.connectionFailed(describe(code)))
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE,
-             CURLE_SSL_CIPHER, CURLE_SSL_ENGINE_NOTFOUND:
+            CURLE_SSL_CIPHER, CURLE_SSL_ENGINE_NOTFOUND:
             return .failure(.tls(describe(code)))
         case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
             return .failure(.invalidRequest(describe(code)))

@@ -98,8 +98,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     /// APNs allows one until the connection's first provider token is accepted, then raises the limit.
     private(set) var hasAnswered = false
 
-    init(origin: HTTP2Origin, configuration: HTTPTransportConfiguration, lifetime: HTTPConnectionLifetime, framing: HTTP2FramingKind,
-         eventLoop: any EventLoop) {
+    init(
+        origin: HTTP2Origin, configuration: HTTPTransportConfiguration, lifetime: HTTPConnectionLifetime, framing: HTTP2FramingKind,
+        eventLoop: any EventLoop
+    ) {
         self.origin = origin
         maximumIdleTime = TimeAmount(lifetime.maximumIdleTime)
         keepaliveInterval = lifetime.keepaliveInterval.map(TimeAmount.init)
@@ -223,9 +225,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
                     try channel.pipeline.syncOperations.addHandlers([tls, bound.value])
                 }
             }
-        let connecting = if let pinned = key.pinned { bootstrap.connect(to: pinned.socketAddress) } else {
-            bootstrap.connect(host: key.host, port: key.port)
-        }
+        let connecting =
+            if let pinned = key.pinned { bootstrap.connect(to: pinned.socketAddress) } else {
+                bootstrap.connect(host: key.host, port: key.port)
+            }
         connecting
             .assumeIsolated()
             .whenComplete { [self] result in
@@ -294,7 +297,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         }
         let hasBody = request.method != "GET" && request.method != "HEAD"
         if hasBody && !hasContentLength { fields.append(("content-length", String(request.body.count))) }
-        let head = HTTP2RequestHead(method: request.method, authority: transfer.target.authority, path: transfer.target.path, fields: fields)
+        let head = HTTP2RequestHead(
+            method: request.method, authority: transfer.target.authority, path: transfer.target.path, fields: fields)
         let id: Int32
         switch framing.startStream(head, body: hasBody ? request.body : nil) {
         case .started(let started):
@@ -313,8 +317,9 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         if id >= Int32.max - 2 { phase = .draining }
         let sentAt = NIODeadline.now()
         let deadline = sentAt + TimeAmount(request.timeout)
-        streams[id] = Stream(transfer: transfer, responseLimit: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes),
-                             sentAt: sentAt, deadline: deadline)
+        streams[id] = Stream(
+            transfer: transfer, responseLimit: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes),
+            sentAt: sentAt, deadline: deadline)
         armTimeoutCheck(for: deadline)
         scheduleFlush()
     }
@@ -355,8 +360,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// Ends a stream once: answers its caller, frees its place, and resets it at the server if it is still open there.
-    private func end(_ id: Int32, resetting: Bool, with result: Result<HTTPResponse, HTTPTransportError>?,
-                     handingBack: Bool = false) {
+    private func end(
+        _ id: Int32, resetting: Bool, with result: Result<HTTPResponse, HTTPTransportError>?,
+        handingBack: Bool = false
+    ) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         if resetting, let framing {
             framing.resetStream(id)
@@ -452,7 +459,9 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     func receivedFieldSectionBeyondLimit(on id: Int32) {
         let limit = HTTP2ClientSettings.maximumHeaderListSize >> 10
-        end(id, resetting: true, with: .failure(.protocolError("the answer's header fields exceed \(limit) KiB (SETTINGS_MAX_HEADER_LIST_SIZE)")))
+        end(
+            id, resetting: true,
+            with: .failure(.protocolError("the answer's header fields exceed \(limit) KiB (SETTINGS_MAX_HEADER_LIST_SIZE)")))
     }
 
     func receivedEndOfHeaders(on id: Int32, endStream: Bool) {
@@ -492,7 +501,9 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             // A complete answer followed by RST_STREAM(NO_ERROR) (nginx, when it did not read the whole body) is still an answer.
             end(id, resetting: false, with: nil)
         } else {
-            end(id, resetting: false, with: .failure(.protocolError("the server reset the stream (\(HTTP2FramingKind.describe(errorCode: code)))")))
+            end(
+                id, resetting: false,
+                with: .failure(.protocolError("the server reset the stream (\(HTTP2FramingKind.describe(errorCode: code)))")))
         }
     }
 

@@ -94,7 +94,8 @@ public enum HTTP2FramingKind: String, Sendable, CaseIterable {
 
     /// Puts the framing between TLS and `connection` once the handshake chose h2, and sends the client preface.
     func install(in pipeline: ChannelPipeline.SynchronousOperations, below connection: some ChannelHandler & HTTP2FramingDelegate)
-        throws -> any HTTP2Framing {
+        throws -> any HTTP2Framing
+    {
         switch self {
         case .nio:
             let framing = NIOHTTP2Framing(delegate: connection)
@@ -110,9 +111,11 @@ public enum HTTP2FramingKind: String, Sendable, CaseIterable {
 
     /// A name of an RFC 9113 §7 error code for messages.
     static func describe(errorCode code: UInt32) -> String {
-        let names = ["NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
-                     "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
-                     "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"]
+        let names = [
+            "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
+            "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+            "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+        ]
         return code < names.count ? names[Int(code)] : "error code 0x\(String(code, radix: 16))"
     }
 }

@@ -60,8 +60,11 @@ final class HTTP2Origin {
     /// The transport no longer gives this origin new requests (`retire()`).
     private var retired = false
 
-    init(key: Key, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
-         contexts: TLSContextCache, whenUnused: @escaping (HTTP2Origin) -> Void) {
+    init(
+        key: Key, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop,
+        fallback: FallbackTransport,
+        contexts: TLSContextCache, whenUnused: @escaping (HTTP2Origin) -> Void
+    ) {
         self.key = key
         self.contexts = contexts
         self.whenUnused = whenUnused
@@ -75,7 +78,10 @@ final class HTTP2Origin {
     }
 
     func submit(_ transfer: HTTP2Transfer) {
-        if speaksOnlyHTTP1 { sendThroughFallback(transfer); return }
+        if speaksOnlyHTTP1 {
+            sendThroughFallback(transfer)
+            return
+        }
         waiting.append(transfer, lane: transfer.request.lane)
         dispatch()
         checkWaitingLater()
@@ -147,8 +153,9 @@ final class HTTP2Origin {
     }
 
     private func openConnection() {
-        let connection = HTTP2ClientConnection(origin: self, configuration: configuration, lifetime: key.lifetime,
-                                               framing: framing, eventLoop: eventLoop)
+        let connection = HTTP2ClientConnection(
+            origin: self, configuration: configuration, lifetime: key.lifetime,
+            framing: framing, eventLoop: eventLoop)
         connections.append(connection)
         connection.connect(to: key, contexts: contexts)
     }
@@ -271,6 +278,9 @@ private final class FallbackSends: Sendable {
     }
 
     func cancelAll() {
-        for task in running.withLock({ running in defer { running.removeAll() }; return Array(running.values) }) { task.cancel() }
+        for task in running.withLock({ running in
+            defer { running.removeAll() }
+            return Array(running.values)
+        }) { task.cancel() }
     }
 }

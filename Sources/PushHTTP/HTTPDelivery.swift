@@ -4,8 +4,10 @@ import PushCore
 /// failures into retryable results, and let the plugin classify real answers.
 public enum HTTPDelivery {
     /// Sends `delivery`'s request at the delivery's lane (urgent requests get streams first) and classifies the answer.
-    public static func send(_ request: HTTPRequest, for delivery: Delivery, over transport: any HTTPTransport,
-                            classify: (HTTPResponse) -> DeliveryResult) async -> DeliveryResult {
+    public static func send(
+        _ request: HTTPRequest, for delivery: Delivery, over transport: any HTTPTransport,
+        classify: (HTTPResponse) -> DeliveryResult
+    ) async -> DeliveryResult {
         var request = request
         request.lane = delivery.lane
         do {

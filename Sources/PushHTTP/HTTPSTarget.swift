@@ -17,7 +17,7 @@ struct HTTPSTarget: Hashable, Sendable {
         let bytes = Array(url.utf8)
         let scheme = Array("https://".utf8)
         guard bytes.count > scheme.count,
-              zip(bytes, scheme).allSatisfy({ ($0 | 0x20) == $1 })
+            zip(bytes, scheme).allSatisfy({ ($0 | 0x20) == $1 })
         else { return nil }
         let authorityStart = scheme.count
         var authorityEnd = authorityStart

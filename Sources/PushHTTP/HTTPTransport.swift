@@ -17,8 +17,10 @@ public struct TLSOptions: Sendable, Hashable {
     /// Password of the client key or PKCS#12 file.
     public var clientKeyPassword: String?
 
-    public init(caFile: String? = nil, clientCertificateFile: String? = nil, clientKeyFile: String? = nil,
-                clientCertificateFormat: CertificateFormat = .pem, clientKeyPassword: String? = nil) {
+    public init(
+        caFile: String? = nil, clientCertificateFile: String? = nil, clientKeyFile: String? = nil,
+        clientCertificateFormat: CertificateFormat = .pem, clientKeyPassword: String? = nil
+    ) {
         self.caFile = caFile
         self.clientCertificateFile = clientCertificateFile
         self.clientKeyFile = clientKeyFile
@@ -47,9 +49,11 @@ public struct HTTPTransportConfiguration: Sendable {
     /// flight are never dropped, so those (bounded by the requests in flight) may go beyond it.
     public var maximumOrigins: Int
 
-    public init(maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
-                maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil,
-                maximumIdleTime: Duration = .seconds(118), maximumOrigins: Int = 10_000) {
+    public init(
+        maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
+        maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil,
+        maximumIdleTime: Duration = .seconds(118), maximumOrigins: Int = 10_000
+    ) {
         self.urgentReservedStreams = urgentReservedStreams
         self.maximumIdleTime = maximumIdleTime
         self.maximumOrigins = maximumOrigins
@@ -117,10 +121,12 @@ public struct HTTPRequest: Sendable {
     /// identity, as `tls` is. nil: anyone's requests to the same host and TLS options may share it.
     public var connectionIdentity: ConnectionIdentity?
 
-    public init(method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
-                body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions(),
-                pinnedResolution: String? = nil, lane: Lane = .normal, maximumResponseBytes: Int? = nil,
-                connectionLifetime: HTTPConnectionLifetime? = nil, connectionIdentity: ConnectionIdentity? = nil) {
+    public init(
+        method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
+        body: [UInt8] = [], timeout: Duration = .seconds(10), tls: TLSOptions = TLSOptions(),
+        pinnedResolution: String? = nil, lane: Lane = .normal, maximumResponseBytes: Int? = nil,
+        connectionLifetime: HTTPConnectionLifetime? = nil, connectionIdentity: ConnectionIdentity? = nil
+    ) {
         self.connectionIdentity = connectionIdentity
         self.lane = lane
         self.connectionLifetime = connectionLifetime
@@ -158,9 +164,10 @@ extension HTTPRequest {
     static func isTokenCharacter(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): true
+            UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            true
         default: false
         }
     }

@@ -43,7 +43,8 @@ final class NGHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTTP
         // A device token or a subscription makes most paths unique (nghttp2 never indexes :path either).
         session.add(field: ":path", value: head.path, indexed: false)
         for field in head.fields {
-            session.add(field: field.name, value: field.value, indexed: fieldIndexing.indexing(name: field.name, value: field.value) == .indexable)
+            session.add(
+                field: field.name, value: field.value, indexed: fieldIndexing.indexing(name: field.name, value: field.value) == .indexable)
         }
         let id = session.submitRequest(hasBody: body != nil)
         if id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { return .noStreamLeft }
@@ -181,8 +182,10 @@ private struct PendingFields {
         return bytes.withUnsafeMutableBufferPointer { storage in
             guard var name = storage.baseAddress else { return submit(nil, 0) }
             for field in lengths {
-                entries.append(nghttp2_nv(name: name, value: name + field.name, namelen: field.name, valuelen: field.value,
-                                          flags: UInt8(field.indexed ? NGHTTP2_NV_FLAG_NONE.rawValue : NGHTTP2_NV_FLAG_NO_INDEX.rawValue)))
+                entries.append(
+                    nghttp2_nv(
+                        name: name, value: name + field.name, namelen: field.name, valuelen: field.value,
+                        flags: UInt8(field.indexed ? NGHTTP2_NV_FLAG_NONE.rawValue : NGHTTP2_NV_FLAG_NO_INDEX.rawValue)))
                 name += field.name + field.value
             }
             return entries.withUnsafeBufferPointer { submit($0.baseAddress, $0.count) }
@@ -200,7 +203,9 @@ private final class NGHTTP2Session {
 
     init(owner: UnsafeMutableRawPointer) throws {
         var callbacks: OpaquePointer?
-        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw HTTPTransportError.protocolError("nghttp2: out of memory") }
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
+            throw HTTPTransportError.protocolError("nghttp2: out of memory")
+        }
         defer { nghttp2_session_callbacks_del(callbacks) }
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, _, userData in
             NGHTTP2Framing.framing(userData).beginFieldSection()
@@ -211,9 +216,10 @@ private final class NGHTTP2Session {
         // megabytes. Past the bound, TEMPORAL_CALLBACK_FAILURE stops the callbacks for the rest of the block.
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
             guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
-            let kept = NGHTTP2Framing.framing(userData).received(field: UnsafeRawBufferPointer(start: name, count: nameLength),
-                                                                 value: UnsafeRawBufferPointer(start: value, count: valueLength),
-                                                                 on: frame.pointee.hd.stream_id)
+            let kept = NGHTTP2Framing.framing(userData).received(
+                field: UnsafeRawBufferPointer(start: name, count: nameLength),
+                value: UnsafeRawBufferPointer(start: value, count: valueLength),
+                on: frame.pointee.hd.stream_id)
             return kept ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
@@ -241,12 +247,15 @@ private final class NGHTTP2Session {
         let settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: 0),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(HTTP2ClientSettings.streamWindow)),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
-                                   value: UInt32(HTTP2ClientSettings.maximumHeaderListSize)),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(HTTP2ClientSettings.streamWindow)),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: UInt32(HTTP2ClientSettings.maximumHeaderListSize)),
         ]
         guard nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), settings, settings.count) == 0,
-              nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(HTTP2ClientSettings.connectionWindow)) == 0
+            nghttp2_session_set_local_window_size(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(HTTP2ClientSettings.connectionWindow)) == 0
         else { throw HTTPTransportError.protocolError("nghttp2: the client settings were refused") }
     }
 
@@ -263,7 +272,8 @@ private final class NGHTTP2Session {
         pending.submit { [session] entries, count in
             guard hasBody else { return nghttp2_submit_request(session, nil, entries, count, nil, nil) }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) { _, stream, buffer, length, flags, _, userData in
-                let read = NGHTTP2Framing.framing(userData).readBody(of: stream, into: UnsafeMutableRawBufferPointer(start: buffer, count: length))
+                let read = NGHTTP2Framing.framing(userData).readBody(
+                    of: stream, into: UnsafeMutableRawBufferPointer(start: buffer, count: length))
                 if read.end { flags!.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
                 return read.count
             }

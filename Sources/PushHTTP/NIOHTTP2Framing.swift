@@ -44,9 +44,12 @@ final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTT
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func openConnectionWindow() {
-        context?.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream,
-                                                  payload: .windowUpdate(windowSizeIncrement: HTTP2ClientSettings.connectionWindow - 65_535))),
-                       promise: nil)
+        context?.write(
+            wrapOutboundOut(
+                HTTP2Frame(
+                    streamID: .rootStream,
+                    payload: .windowUpdate(windowSizeIncrement: HTTP2ClientSettings.connectionWindow - 65_535))),
+            promise: nil)
         context?.flush()
     }
 
@@ -68,12 +71,14 @@ final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTT
             headers.add(name: field.name, value: field.value, indexing: fieldIndexing.indexing(name: field.name, value: field.value))
         }
         let streamID = HTTP2StreamID(id)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: body == nil)))),
-                      promise: nil)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: body == nil)))),
+            promise: nil)
         if let body {
             let buffer = context.channel.allocator.buffer(bytes: body)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
-                          promise: nil)
+            context.write(
+                wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
+                promise: nil)
         }
         readingStreams.insert(id)
         return .started(id)
@@ -85,8 +90,9 @@ final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTT
     }
 
     func sendPing() {
-        context?.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))),
-                       promise: nil)
+        context?.write(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))),
+            promise: nil)
     }
 
     func flush() { context?.flush() }
@@ -146,8 +152,9 @@ final class NIOHTTP2Framing: ChannelInboundHandler, RemovableChannelHandler, HTT
             return
         }
         guard remaining <= target / 2 else { return }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - remaining))),
-                      promise: nil)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - remaining))),
+            promise: nil)
         context.flush()
     }
 

@@ -26,8 +26,10 @@ public final class NIOHTTP2Transport: HTTPTransport {
         var submitted: [HTTP2Transfer] = []
     }
 
-    public init(configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
-                framing: HTTP2FramingKind = .nghttp2, fallback: (any HTTPTransport)? = nil) {
+    public init(
+        configuration: HTTPTransportConfiguration = HTTPTransportConfiguration(), name: String = "http",
+        framing: HTTP2FramingKind = .nghttp2, fallback: (any HTTPTransport)? = nil
+    ) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()
         self.eventLoop = eventLoop
@@ -37,9 +39,11 @@ public final class NIOHTTP2Transport: HTTPTransport {
         self.contexts = contexts
         // The loop was just made and runs nothing else yet: waiting for it here cannot deadlock.
         origins = try! eventLoop.submit {
-            NIOLoopBound(HTTP2Origins(configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
-                                      contexts: contexts, name: name),
-                         eventLoop: eventLoop)
+            NIOLoopBound(
+                HTTP2Origins(
+                    configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
+                    contexts: contexts, name: name),
+                eventLoop: eventLoop)
         }.wait()
     }
 
@@ -51,16 +55,20 @@ public final class NIOHTTP2Transport: HTTPTransport {
             pinned = PinnedAddress(resolution, for: target)
             guard pinned != nil else { throw .invalidRequest("the pinned resolution must name the URL's host and port and an IP address") }
         }
-        guard let id = state.withLock({ state -> UInt64? in
-            guard !state.stopped else { return nil }
-            state.nextID += 1
-            return state.nextID
-        }) else { throw .shutDown }
+        guard
+            let id = state.withLock({ state -> UInt64? in
+                guard !state.stopped else { return nil }
+                state.nextID += 1
+                return state.nextID
+            })
+        else { throw .shutDown }
         let origins = self.origins
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                submit(HTTP2Transfer(id: id, request: request, target: target, pinned: pinned, submittedAt: .now(),
-                                     continuation: continuation))
+                submit(
+                    HTTP2Transfer(
+                        id: id, request: request, target: target, pinned: pinned, submittedAt: .now(),
+                        continuation: continuation))
             }
         } onCancel: {
             // After the task that takes the request in: a cancel always finds its request submitted (or done).
@@ -95,7 +103,10 @@ public final class NIOHTTP2Transport: HTTPTransport {
 
     /// Fails what is queued or in flight with `.shutDown`, closes the connections and stops the thread.
     public func shutdown() {
-        let first = state.withLock { state -> Bool in defer { state.stopped = true }; return !state.stopped }
+        let first = state.withLock { state -> Bool in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
         guard first else { return }
         let origins = self.origins
         fallback.shutdown()
@@ -134,8 +145,10 @@ final class HTTP2Transfer: Sendable {
     let submittedAt: NIODeadline
     let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
 
-    init(id: UInt64, request: HTTPRequest, target: HTTPSTarget, pinned: PinnedAddress? = nil, submittedAt: NIODeadline,
-         continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>) {
+    init(
+        id: UInt64, request: HTTPRequest, target: HTTPSTarget, pinned: PinnedAddress? = nil, submittedAt: NIODeadline,
+        continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
+    ) {
         self.id = id
         self.request = request
         self.target = target
@@ -185,8 +198,10 @@ final class HTTP2Origins {
     /// Labelled by the transport's name, which the worker's plugins choose ("apns", "webpush"…), never by a host.
     private let originGauge: Gauge
 
-    init(configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
-         contexts: TLSContextCache, name: String) {
+    init(
+        configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
+        contexts: TLSContextCache, name: String
+    ) {
         self.contexts = contexts
         self.configuration = configuration
         self.framing = framing
@@ -199,18 +214,24 @@ final class HTTP2Origins {
     var count: Int { origins.count + retiring.count }
 
     func submit(_ transfer: HTTP2Transfer) {
-        guard !stopped else { transfer.complete(.failure(.shutDown)); return }
-        var key = HTTP2Origin.Key(host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls,
-                                  lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime,
-                                  identity: transfer.request.connectionIdentity)
+        guard !stopped else {
+            transfer.complete(.failure(.shutDown))
+            return
+        }
+        var key = HTTP2Origin.Key(
+            host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls,
+            lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime,
+            identity: transfer.request.connectionIdentity)
         key.pinned = transfer.pinned
         let origin: HTTP2Origin
         if let existing = origins[key] {
             origin = existing
         } else {
             makeRoom()
-            origin = HTTP2Origin(key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
-                                 contexts: contexts) {
+            origin = HTTP2Origin(
+                key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
+                contexts: contexts
+            ) {
                 [weak self] origin in self?.forget(origin)
             }
             origins[key] = origin
@@ -237,7 +258,8 @@ final class HTTP2Origins {
         guard origins.count >= max(1, configuration.maximumOrigins) else { return }
         origins = origins.filter { !$0.value.isUnused }
         if origins.count >= configuration.maximumOrigins,
-           let oldest = origins.values.lazy.filter(\.isIdle).min(by: { $0.lastUsed < $1.lastUsed }) {
+            let oldest = origins.values.lazy.filter(\.isIdle).min(by: { $0.lastUsed < $1.lastUsed })
+        {
             origins[oldest.key] = nil
             oldest.shutdown()
         }

@@ -37,8 +37,8 @@ public enum HTTPDate {
     /// `Sun, 06 Nov 1994 08:49:37 GMT`
     private static func imfFixdate(_ reader: inout Reader) -> Int64? {
         guard reader.word(in: dayNames) != nil, reader.literal(", "),
-              let day = reader.digits(2), reader.literal(" "), let month = reader.word(in: monthNames), reader.literal(" "),
-              let year = reader.digits(4), reader.literal(" "), let time = timeOfDay(&reader), reader.literal(" GMT"), reader.isAtEnd
+            let day = reader.digits(2), reader.literal(" "), let month = reader.word(in: monthNames), reader.literal(" "),
+            let year = reader.digits(4), reader.literal(" "), let time = timeOfDay(&reader), reader.literal(" GMT"), reader.isAtEnd
         else { return nil }
         return epochSeconds(year: year, month: month + 1, day: day, time: time)
     }
@@ -46,8 +46,8 @@ public enum HTTPDate {
     /// `Sunday, 06-Nov-94 08:49:37 GMT`: a two-digit year more than 50 years ahead is the past century's.
     private static func rfc850Date(_ reader: inout Reader, now: Date) -> Int64? {
         guard reader.word(in: longDayNames) != nil, reader.literal(", "),
-              let day = reader.digits(2), reader.literal("-"), let month = reader.word(in: monthNames), reader.literal("-"),
-              let shortYear = reader.digits(2), reader.literal(" "), let time = timeOfDay(&reader), reader.literal(" GMT"), reader.isAtEnd
+            let day = reader.digits(2), reader.literal("-"), let month = reader.word(in: monthNames), reader.literal("-"),
+            let shortYear = reader.digits(2), reader.literal(" "), let time = timeOfDay(&reader), reader.literal(" GMT"), reader.isAtEnd
         else { return nil }
         let currentYear = Calendar(identifier: .gregorian).dateComponents(in: .gmt, from: now).year ?? 1970
         var year = currentYear - currentYear % 100 + shortYear
@@ -75,7 +75,7 @@ public enum HTTPDate {
     /// `08:49:37`: hour 0…23, minute 0…59, second 0…60 (a leap second).
     private static func timeOfDay(_ reader: inout Reader) -> Int64? {
         guard let hour = reader.digits(2), reader.literal(":"), let minute = reader.digits(2), reader.literal(":"),
-              let second = reader.digits(2), hour <= 23, minute <= 59, second <= 60
+            let second = reader.digits(2), hour <= 23, minute <= 59, second <= 60
         else { return nil }
         return Int64(hour * 3600 + minute * 60 + second)
     }

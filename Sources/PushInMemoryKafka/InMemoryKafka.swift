@@ -44,8 +44,10 @@ public final class InMemoryKafka: Sendable {
             let topicPartition = TopicPartition(topic: record.topic, partition: Int32(partition))
             let offset = Int64(state.topics[record.topic]![partition].count)
             // In place: a copy of the partition would make every append cost the whole log.
-            state.topics[record.topic]![partition].append(KafkaMessage(topicPartition: topicPartition, offset: offset, key: record.key,
-                                                                        value: record.value, timestamp: timestamp, headers: record.headers))
+            state.topics[record.topic]![partition].append(
+                KafkaMessage(
+                    topicPartition: topicPartition, offset: offset, key: record.key,
+                    value: record.value, timestamp: timestamp, headers: record.headers))
             return ((topicPartition, offset), state.members.values.flatMap { $0 }.filter { $0.topic == record.topic })
         }
         for consumer in consumers { consumer.arrived() }
@@ -90,7 +92,9 @@ public final class InMemoryKafka: Sendable {
 
     func read(_ topicPartition: TopicPartition, from offset: Int64, maximum: Int) -> [KafkaMessage] {
         state.withLock { state in
-            guard let log = state.topics[topicPartition.topic]?[Int(topicPartition.partition)], offset < log.count, maximum > 0 else { return [] }
+            guard let log = state.topics[topicPartition.topic]?[Int(topicPartition.partition)], offset < log.count, maximum > 0 else {
+                return []
+            }
             return Array(log[Int(offset)..<min(log.count, Int(offset) + maximum)])
         }
     }
@@ -156,7 +160,9 @@ public final class InMemoryKafka: Sendable {
             state.refusedSends -= 1
             return true
         }
-        if refused { return completion(.failure(KafkaError(code: -195, message: "Local: Broker transport failure (refused by the in-memory log)"))) }
+        if refused {
+            return completion(.failure(KafkaError(code: -195, message: "Local: Broker transport failure (refused by the in-memory log)")))
+        }
         for record in records { append(record) }
         let waits = state.withLock { state in
             if state.holding { state.held.append { completion(.success(())) } }
@@ -171,8 +177,9 @@ private struct InMemorySources: MessageSourceFactory {
     let group: String
 
     func makeSource(lane: Lane, topic: String, rebalance: @escaping @Sendable (RebalanceEvent) -> Void) throws -> any MessageSource {
-        let consumer = InMemoryConsumer(kafka: kafka, group: lane == .urgent ? group + KafkaMessageSources.urgentGroupSuffix : group,
-                                        topic: topic, rebalance: rebalance)
+        let consumer = InMemoryConsumer(
+            kafka: kafka, group: lane == .urgent ? group + KafkaMessageSources.urgentGroupSuffix : group,
+            topic: topic, rebalance: rebalance)
         kafka.join(consumer)
         return consumer
     }
@@ -260,8 +267,10 @@ final class InMemoryConsumer: MessageSource {
     private func take(_ maximum: Int) -> [KafkaMessage] {
         let (positions, start) = state.withLock { state -> ([(TopicPartition, Int64)], Int) in
             guard !state.paused, !state.closed, let assigned = state.assigned else { return ([], 0) }
-            return (assigned.filter { !state.pausedPartitions.contains($0.key) }.sorted { $0.key.partition < $1.key.partition }
-                .map { ($0.key, $0.value) }, state.nextPartition)
+            return (
+                assigned.filter { !state.pausedPartitions.contains($0.key) }.sorted { $0.key.partition < $1.key.partition }
+                    .map { ($0.key, $0.value) }, state.nextPartition
+            )
         }
         guard !positions.isEmpty else { return [] }
         var messages: [KafkaMessage] = []

@@ -42,9 +42,11 @@ public final class KafkaConsumer: Sendable {
     ///   - properties: complete librdkafka properties (see `defaultProperties`).
     ///   - rebalance: called on the polling thread when partitions are assigned or about to be revoked.
     ///   - statistics: called with librdkafka's statistics JSON every `statistics.interval.ms` (when set).
-    public init(properties: [String: String], topics: [String], logger: Logger,
-                statistics: (@Sendable ([UInt8]) -> Void)? = nil,
-                rebalance: @escaping @Sendable (RebalanceEvent) -> Void) throws(KafkaError) {
+    public init(
+        properties: [String: String], topics: [String], logger: Logger,
+        statistics: (@Sendable ([UInt8]) -> Void)? = nil,
+        rebalance: @escaping @Sendable (RebalanceEvent) -> Void
+    ) throws(KafkaError) {
         precondition(properties["enable.auto.offset.store"] == "false", "offsets are stored by the pipeline only")
         self.logger = logger
         context = RDKafkaContext(logger: logger, rebalance: rebalance, statistics: statistics)
@@ -68,7 +70,8 @@ public final class KafkaConsumer: Sendable {
                 }
                 context.rebalance?(.assigned(topicPartitions))
             default:
-                context.logger.info("partitions revoked", metadata: ["partitions": "\(topicPartitions)", "reason": "\(KafkaError(error).message)"])
+                context.logger.info(
+                    "partitions revoked", metadata: ["partitions": "\(topicPartitions)", "reason": "\(KafkaError(error).message)"])
                 context.rebalance?(.revoking(topicPartitions))
                 let commitError = rd_kafka_commit(handle, nil, 0)
                 if commitError != RD_KAFKA_RESP_ERR_NO_ERROR, commitError != RD_KAFKA_RESP_ERR__NO_OFFSET {
@@ -104,10 +107,11 @@ public final class KafkaConsumer: Sendable {
         let key = raw.key.map { Array(UnsafeRawBufferPointer(start: $0, count: raw.key_len)) }
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let timestamp = rd_kafka_message_timestamp(message, &timestampType)
-        return KafkaMessage(topicPartition: TopicPartition(topic: topic, partition: raw.partition), offset: raw.offset,
-                            key: key, value: value,
-                            timestamp: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp,
-                            headers: readHeaders(message))
+        return KafkaMessage(
+            topicPartition: TopicPartition(topic: topic, partition: raw.partition), offset: raw.offset,
+            key: key, value: value,
+            timestamp: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp,
+            headers: readHeaders(message))
     }
 
     /// Up to `maximum` messages: waits up to `timeout` milliseconds for the first, then takes
@@ -141,7 +145,8 @@ public final class KafkaConsumer: Sendable {
         defer { rd_kafka_topic_partition_list_destroy(list) }
         let error = rd_kafka_offsets_store(handle, list)
         if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.debug("offset not stored", metadata: ["partition": "\(topicPartition)", "offset": "\(offset)", "error": "\(KafkaError(error))"])
+            logger.debug(
+                "offset not stored", metadata: ["partition": "\(topicPartition)", "offset": "\(offset)", "error": "\(KafkaError(error))"])
         }
     }
 
@@ -160,7 +165,9 @@ public final class KafkaConsumer: Sendable {
         withList(partitions) { rd_kafka_resume_partitions(handle, $0) }
     }
 
-    private func withList(_ partitions: [TopicPartition], _ body: (UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> rd_kafka_resp_err_t) {
+    private func withList(
+        _ partitions: [TopicPartition], _ body: (UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> rd_kafka_resp_err_t
+    ) {
         guard !partitions.isEmpty else { return }
         let list = RDKafkaTopicPartitionList.make(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
         defer { rd_kafka_topic_partition_list_destroy(list) }

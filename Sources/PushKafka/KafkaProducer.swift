@@ -79,8 +79,10 @@ public final class KafkaProducer: Sendable {
     /// - Parameters:
     ///   - properties: complete librdkafka properties (see `defaultProperties`).
     ///   - statistics: called with librdkafka's statistics JSON every `statistics.interval.ms` (5 s unless set).
-    public init(properties: [String: String], logger: Logger,
-                statistics: (@Sendable ([UInt8]) -> Void)? = nil) throws(KafkaError) {
+    public init(
+        properties: [String: String], logger: Logger,
+        statistics: (@Sendable ([UInt8]) -> Void)? = nil
+    ) throws(KafkaError) {
         self.logger = logger
         context = RDKafkaContext(logger: logger, statistics: statistics)
         var properties = properties
@@ -255,10 +257,11 @@ private func withHeaders<Result>(_ headers: [KafkaHeader], _ body: ([rd_kafka_vu
     for header in headers {
         var vu = rd_kafka_vu_t()
         vu.vtype = RD_KAFKA_VTYPE_HEADER
-        vu.u.header.name = UnsafePointer(strdup(header.name).map { pointer -> UnsafeMutablePointer<CChar> in
-            allocations.append(UnsafeMutableRawPointer(pointer))
-            return pointer
-        })
+        vu.u.header.name = UnsafePointer(
+            strdup(header.name).map { pointer -> UnsafeMutablePointer<CChar> in
+                allocations.append(UnsafeMutableRawPointer(pointer))
+                return pointer
+            })
         vu.u.header.val = UnsafeRawPointer(copy(header.value))
         vu.u.header.size = header.value.count
         values.append(vu)

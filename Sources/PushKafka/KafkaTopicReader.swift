@@ -10,10 +10,13 @@ public final class KafkaTopicReader: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 
-    public init(bootstrapServers: String, topics: [String], logger: Logger,
-                extraProperties: [String: String] = [:]) throws(KafkaError) {
-        var properties = KafkaConsumer.defaultProperties(bootstrapServers: bootstrapServers,
-                                                         groupId: "push-reader-\(UInt64.random(in: 0...UInt64.max))")
+    public init(
+        bootstrapServers: String, topics: [String], logger: Logger,
+        extraProperties: [String: String] = [:]
+    ) throws(KafkaError) {
+        var properties = KafkaConsumer.defaultProperties(
+            bootstrapServers: bootstrapServers,
+            groupId: "push-reader-\(UInt64.random(in: 0...UInt64.max))")
         properties["enable.auto.commit"] = "false"
         properties.merge(extraProperties) { $1 }
         let consumer = try KafkaConsumer(properties: properties, topics: topics, logger: logger) { _ in }

@@ -68,8 +68,10 @@ public struct KafkaMessage: Sendable {
     public var timestamp: Int64?
     public var headers: [KafkaHeader]
 
-    public init(topicPartition: TopicPartition, offset: Int64, key: [UInt8]?, value: [UInt8], timestamp: Int64?,
-                headers: [KafkaHeader] = []) {
+    public init(
+        topicPartition: TopicPartition, offset: Int64, key: [UInt8]?, value: [UInt8], timestamp: Int64?,
+        headers: [KafkaHeader] = []
+    ) {
         self.topicPartition = topicPartition
         self.offset = offset
         self.key = key

@@ -26,16 +26,18 @@ package enum RDKafkaConfig {
         rd_kafka_conf_set_log_cb(conf) { handle, level, facility, message in
             guard let handle, let opaque = rd_kafka_opaque(handle), let message else { return }
             let context = Unmanaged<RDKafkaContext>.fromOpaque(opaque).takeUnretainedValue()
-            let logLevel: Logger.Level = switch level {
-            case 0...2: .critical
-            case 3: .error
-            case 4: .warning
-            case 5: .notice
-            case 6: .info
-            default: .debug
-            }
-            context.logger.log(level: logLevel, "librdkafka: \(String(cString: message))",
-                               metadata: ["facility": "\(facility.map { String(cString: $0) } ?? "-")"])
+            let logLevel: Logger.Level =
+                switch level {
+                case 0...2: .critical
+                case 3: .error
+                case 4: .warning
+                case 5: .notice
+                case 6: .info
+                default: .debug
+                }
+            context.logger.log(
+                level: logLevel, "librdkafka: \(String(cString: message))",
+                metadata: ["facility": "\(facility.map { String(cString: $0) } ?? "-")"])
         }
     }
 
@@ -108,8 +110,10 @@ package final class RDKafkaContext: Sendable {
     let rebalance: (@Sendable (RebalanceEvent) -> Void)?
     let statistics: (@Sendable ([UInt8]) -> Void)?
 
-    package init(logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
-                 statistics: (@Sendable ([UInt8]) -> Void)? = nil) {
+    package init(
+        logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
+        statistics: (@Sendable ([UInt8]) -> Void)? = nil
+    ) {
         self.logger = logger
         self.rebalance = rebalance
         self.statistics = statistics

@@ -40,8 +40,9 @@ public enum MockKafkaControl: Equatable, Sendable {
             return .requestErrors(apiKey: api, count: try number(words[2]), error: error)
         case ("rtt", 3): return .roundTripTime(broker: try broker(words[1]), milliseconds: try number(words[2]))
         default:
-            throw Problem(description: "unknown command \"\(line)\" (broker-down|broker-up <id|all>, produce-errors <n>, "
-                + "request-errors <api> <n> <err>, rtt <id|all> <ms>)")
+            throw Problem(
+                description: "unknown command \"\(line)\" (broker-down|broker-up <id|all>, produce-errors <n>, "
+                    + "request-errors <api> <n> <err>, rtt <id|all> <ms>)")
         }
     }
 

@@ -193,9 +193,11 @@ public final class AppConcurrencyLimits: Sendable {
             if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, originLimit: originLimit) { return (.granted, 0) }
             state.nextID += 1
             let id = state.nextID
-            let waiter = Waiter(id: id, scope: key, lane: lane, resume: { [self] granted in
-                if granted { notify(.granted(AppSlot(scope: key, limits: self))) }
-            }, waitsForOrigin: { notify(.waitsForOrigin) })
+            let waiter = Waiter(
+                id: id, scope: key, lane: lane,
+                resume: { [self] granted in
+                    if granted { notify(.granted(AppSlot(scope: key, limits: self))) }
+                }, waitsForOrigin: { notify(.waitsForOrigin) })
             return (state.enter(waiter, appLimit: appLimit, originLimit: originLimit), id)
         }
         countWait(answer.0, of: key)
@@ -268,8 +270,9 @@ public final class AppConcurrencyLimits: Sendable {
         defer { timer.withLock { $0 }?.cancel() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<SlotWait, Never>) in
-                let waiter = Waiter(id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0 ? .granted : .cancelled) },
-                                    waitsForOrigin: nil, timedOut: { continuation.resume(returning: .timedOut) })
+                let waiter = Waiter(
+                    id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0 ? .granted : .cancelled) },
+                    waitsForOrigin: nil, timedOut: { continuation.resume(returning: .timedOut) })
                 let stage = state.withLock { state -> Stage? in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
                     if Task.isCancelled { return nil }
@@ -279,10 +282,12 @@ public final class AppConcurrencyLimits: Sendable {
                 countWait(stage, of: key)
                 if case .granted = stage { return continuation.resume(returning: .granted) }
                 guard let deadline else { return }
-                timer.withLock { $0 = Task { [self] in
-                    guard (try? await Task.sleep(until: deadline)) != nil else { return }
-                    takeOut(id, of: key)?.timedOut?()
-                } }
+                timer.withLock {
+                    $0 = Task { [self] in
+                        guard (try? await Task.sleep(until: deadline)) != nil else { return }
+                        takeOut(id, of: key)?.timedOut?()
+                    }
+                }
             }
         } onCancel: {
             takeOut(id, of: key)?.resume(false)
@@ -299,7 +304,8 @@ public final class AppConcurrencyLimits: Sendable {
                 return waiter
             }
             guard let origin = key.origin, state.origins[origin] != nil,
-                  let waiter = state.origins[origin]!.waiters.remove(where: { $0.id == id }) else { return nil }
+                let waiter = state.origins[origin]!.waiters.remove(where: { $0.id == id })
+            else { return nil }
             if state.origins[origin]!.isIdle { state.origins[origin] = nil }
             state.releaseApp(key, originLimit: originLimit, notices: &notices)
             return waiter

@@ -3,9 +3,11 @@ enum Backoff {
     /// Runs `operation` until it succeeds, with no task waiting for it: after a failure (told to `failed`) it
     /// waits `delay`, doubling up to `maximum`, and tries again. `done` gets the value, or nil once a failure
     /// finds `givingUp` true.
-    static func retry<T: Sendable>(_ operation: @escaping @Sendable (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void,
-                                   delay: Duration = .milliseconds(100), maximum: Duration, givingUp: @escaping @Sendable () -> Bool,
-                                   failed: @escaping @Sendable (any Error) -> Void, then done: @escaping @Sendable (T?) -> Void) {
+    static func retry<T: Sendable>(
+        _ operation: @escaping @Sendable (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void,
+        delay: Duration = .milliseconds(100), maximum: Duration, givingUp: @escaping @Sendable () -> Bool,
+        failed: @escaping @Sendable (any Error) -> Void, then done: @escaping @Sendable (T?) -> Void
+    ) {
         operation { result in
             switch result {
             case .success(let value):

@@ -48,14 +48,17 @@ public final class CircuitBreakers: Sendable {
     private let logger: Logger
     private let entriesGauge = Gauge(label: "push_circuit_breakers")
 
-    public init(settings: CircuitBreaker.Settings, metrics: PipelineMetrics, logger: Logger,
-                maximumEntries: Int = CircuitBreakers.defaultMaximumEntries, idleEviction: Duration? = nil) {
+    public init(
+        settings: CircuitBreaker.Settings, metrics: PipelineMetrics, logger: Logger,
+        maximumEntries: Int = CircuitBreakers.defaultMaximumEntries, idleEviction: Duration? = nil
+    ) {
         self.settings = settings
         self.metrics = metrics
         self.logger = logger
         self.maximumEntries = max(1, maximumEntries)
         // Long enough that an open circuit lives through its cool-down and a probe through its lease.
-        self.idleEviction = idleEviction?.milliseconds
+        self.idleEviction =
+            idleEviction?.milliseconds
             ?? max(600_000, 2 * settings.coolDownMilliseconds.adding(saturating: settings.probeLeaseMilliseconds))
     }
 
@@ -138,10 +141,12 @@ public final class CircuitBreakers: Sendable {
         guard let (opened, wasOpen, state) = change else { return }
         if opened {
             metrics.circuit(scope, open: true)
-            logger.warning("circuit opened: not sending to this scope during the cool-down", metadata: [
-                "provider": "\(scope.provider.rawValue)", "scope": "\(scope.key)", "state": "\(state)",
-                "coolDownMs": "\(settings.coolDownMilliseconds)",
-            ])
+            logger.warning(
+                "circuit opened: not sending to this scope during the cool-down",
+                metadata: [
+                    "provider": "\(scope.provider.rawValue)", "scope": "\(scope.key)", "state": "\(state)",
+                    "coolDownMs": "\(settings.coolDownMilliseconds)",
+                ])
         } else if wasOpen, case .closed = state {
             metrics.circuit(scope, open: false)
             logger.notice("circuit closed: sending again", metadata: ["provider": "\(scope.provider.rawValue)", "scope": "\(scope.key)"])

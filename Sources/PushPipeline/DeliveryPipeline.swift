@@ -114,18 +114,23 @@ public final class DeliveryPipeline: Sendable {
     /// The worker's pipeline: Kafka consumers for the lanes, `producer` for outcomes and dead letters.
     /// - Parameter consumerProperties: complete librdkafka consumer properties of the normal lane (see
     ///   `KafkaConsumer.defaultProperties`); the urgent lane uses them in a group of its own (`KafkaMessageSources`).
-    public convenience init(configuration: PipelineConfiguration, consumerProperties: [String: String], producer: KafkaProducer,
-                            processor: JobProcessor, logger: Logger, observer: (any PipelineObserver)? = nil) {
-        self.init(configuration: configuration,
-                  sources: KafkaMessageSources(consumerProperties: consumerProperties, metrics: processor.metrics, logger: logger),
-                  sink: producer, processor: processor, logger: logger, observer: observer)
+    public convenience init(
+        configuration: PipelineConfiguration, consumerProperties: [String: String], producer: KafkaProducer,
+        processor: JobProcessor, logger: Logger, observer: (any PipelineObserver)? = nil
+    ) {
+        self.init(
+            configuration: configuration,
+            sources: KafkaMessageSources(consumerProperties: consumerProperties, metrics: processor.metrics, logger: logger),
+            sink: producer, processor: processor, logger: logger, observer: observer)
     }
 
     /// - Parameters:
     ///   - sources: makes each lane's source (`jobsTopic`, and `urgentTopic` when it is another topic).
     ///   - sink: publishes outcomes and dead letters.
-    public init(configuration: PipelineConfiguration, sources: any MessageSourceFactory, sink: any MessageSink,
-                processor: JobProcessor, logger: Logger, observer: (any PipelineObserver)? = nil) {
+    public init(
+        configuration: PipelineConfiguration, sources: any MessageSourceFactory, sink: any MessageSink,
+        processor: JobProcessor, logger: Logger, observer: (any PipelineObserver)? = nil
+    ) {
         self.configuration = configuration
         self.observer = observer
         messageSources = sources
@@ -137,12 +142,14 @@ public final class DeliveryPipeline: Sendable {
         shared = Locked(Shared(machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane))))
         wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
-        let publisher = OutcomePublisher(producer: sink, outcomesTopic: configuration.outcomesTopic,
-                                         deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
+        let publisher = OutcomePublisher(
+            producer: sink, outcomesTopic: configuration.outcomesTopic,
+            deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
         self.publisher = publisher
         retryScheduler = processor.retryQueue.map {
-            RetryScheduler(queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger,
-                           observer: observer)
+            RetryScheduler(
+                queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger,
+                observer: observer)
         }
         self.logger = logger
     }
@@ -164,7 +171,10 @@ public final class DeliveryPipeline: Sendable {
         let (notJoined, stopping) = shared.withLock { ($0.machine.lanesNotJoined, $0.machine.stopRequested) }
         if stopping { return (false, "shutting down") }
         if let lane = notJoined.first {
-            return (false, lane == .normal ? "not yet joined the consumer group" : "the \(lane.rawValue) lane has not yet joined its consumer group")
+            return (
+                false,
+                lane == .normal ? "not yet joined the consumer group" : "the \(lane.rawValue) lane has not yet joined its consumer group"
+            )
         }
         if !processor.health.isHealthy { return (false, "shared store (Redis) unavailable") }
         return (true, "ready")
@@ -181,7 +191,9 @@ public final class DeliveryPipeline: Sendable {
         var consumers: [(LaneTopic, any MessageSource)] = []
         for source in laneTopics {
             let lane = source.lane
-            let consumer = try messageSources.makeSource(lane: lane, topic: source.topic) { [weak self] event in self?.handle(event, lane: lane) }
+            let consumer = try messageSources.makeSource(lane: lane, topic: source.topic) { [weak self] event in
+                self?.handle(event, lane: lane)
+            }
             consumers.append((source, consumer))
         }
         let retries = retryScheduler.map { scheduler in Task { await scheduler.run() } }
@@ -196,8 +208,9 @@ public final class DeliveryPipeline: Sendable {
                     // The first outcomes would otherwise wait about a second for a metadata refresh.
                     let unknown = publisher.prepareTopics()
                     if !unknown.isEmpty {
-                        logger.warning("could not look up the outcome topics yet; the first outcomes may wait for a metadata refresh",
-                                       metadata: ["topics": "\(unknown)"])
+                        logger.warning(
+                            "could not look up the outcome topics yet; the first outcomes may wait for a metadata refresh",
+                            metadata: ["topics": "\(unknown)"])
                     }
                     consumeLoop(consumer, lane: source.lane)
                     let last = shared.withLock { shared -> CheckedContinuation<Void, Never>? in
@@ -248,12 +261,17 @@ public final class DeliveryPipeline: Sendable {
                 shared.lastPoll[lane] = .now
                 let room = shared.machine.room(in: lane)
                 if room == 0 { shared.waiting.insert(lane) }
-                return (shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane),
-                        shared.machine.pausedPartitions(in: lane))
+                return (
+                    shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane),
+                    shared.machine.pausedPartitions(in: lane)
+                )
             }
             store(offsets, in: consumer)
             if stopping { break }
-            if pause { consumer.pauseAll(); logger.debug("consumer paused: shared store unavailable", metadata: ["lane": "\(lane.rawValue)"]) }
+            if pause {
+                consumer.pauseAll()
+                logger.debug("consumer paused: shared store unavailable", metadata: ["lane": "\(lane.rawValue)"])
+            }
             if resume {
                 consumer.resumeAll()
                 pausedForKeys = []
@@ -286,15 +304,19 @@ public final class DeliveryPipeline: Sendable {
         let resuming = paused.subtracting(wanted).sorted { $0.partition < $1.partition }
         if !pausing.isEmpty {
             consumer.pause(pausing)
-            logger.warning("a key's jobs back up behind its running job: its partitions paused, the others flow", metadata: [
-                "lane": "\(lane.rawValue)", "partitions": "\(pausing.map(\.description))",
-            ])
+            logger.warning(
+                "a key's jobs back up behind its running job: its partitions paused, the others flow",
+                metadata: [
+                    "lane": "\(lane.rawValue)", "partitions": "\(pausing.map(\.description))",
+                ])
         }
         if !resuming.isEmpty {
             consumer.resume(resuming)
-            logger.notice("partitions resumed: the key's queue went down", metadata: [
-                "lane": "\(lane.rawValue)", "partitions": "\(resuming.map(\.description))",
-            ])
+            logger.notice(
+                "partitions resumed: the key's queue went down",
+                metadata: [
+                    "lane": "\(lane.rawValue)", "partitions": "\(resuming.map(\.description))",
+                ])
         }
     }
 
@@ -378,14 +400,16 @@ public final class DeliveryPipeline: Sendable {
                         launches.append((id, admitted, slot))
                     case .waitingForApp(let ticket):
                         // Under this lock, so the grant (which takes it) comes after the park.
-                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
-                                                             admitted: admitted)
+                        shared.waitingForSlot[id] = SlotWait(
+                            ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
+                            admitted: admitted)
                         more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
                         woken.formUnion(shared.wakeWaiting())
                     case .waitingForOrigin(let ticket):
                         // Waits for the provider's capacity, in flight (not parked), as a value.
-                        shared.waitingForSlot[id] = SlotWait(ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
-                                                             admitted: admitted)
+                        shared.waitingForSlot[id] = SlotWait(
+                            ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
+                            admitted: admitted)
                     }
                 }
                 return (more, woken)
@@ -466,15 +490,19 @@ public final class DeliveryPipeline: Sendable {
         if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
     }
 
-    private func start(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
-                       slotWaitSpent: Bool) -> Task<Void, Never> {
-        let parking = JobParking(changed: { [weak self] parked in
-            guard let self else { return }
-            let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
-            for lane in woken { wake[lane]?.signal() }
-        }, releaseKey: { [weak self] in
-            self?.perform { shared in (shared.machine.releaseKey(of: id), ()) }
-        })
+    private func start(
+        _ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
+        slotWaitSpent: Bool
+    ) -> Task<Void, Never> {
+        let parking = JobParking(
+            changed: { [weak self] parked in
+                guard let self else { return }
+                let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
+                for lane in woken { wake[lane]?.signal() }
+            },
+            releaseKey: { [weak self] in
+                self?.perform { shared in (shared.machine.releaseKey(of: id), ()) }
+            })
         let startedAt = ContinuousClock.now
         let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
@@ -490,8 +518,9 @@ public final class DeliveryPipeline: Sendable {
                 let processedAt = ContinuousClock.now
                 publisher.publish(publications, encoded: encoded, givingUp: givingUp) { [self] completed in
                     if completed {
-                        observer?.acknowledged(publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
-                                               kafkaTimestamp: message.timestamp)
+                        observer?.acknowledged(
+                            publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
+                            kafkaTimestamp: message.timestamp)
                     }
                     finish(id, completed: completed)
                 }
@@ -504,8 +533,10 @@ public final class DeliveryPipeline: Sendable {
 
     private func finish(_ id: Machine.JobID, completed: Bool) {
         let (total, inLane, woken) = perform { shared in
-            (shared.machine.finished(id, completed: completed),
-             (shared.machine.consumed, shared.machine.consumed(in: id.lane), shared.wakeWaiting()))
+            (
+                shared.machine.finished(id, completed: completed),
+                (shared.machine.consumed, shared.machine.consumed(in: id.lane), shared.wakeWaiting())
+            )
         }
         for lane in woken { wake[lane]?.signal() }
         processor.metrics.inFlight.record(total)
@@ -532,16 +563,19 @@ public final class DeliveryPipeline: Sendable {
             // The last offsets of the revoked partitions, stored before they are committed and taken away.
             if let consumer { store(offsets, in: consumer) }
             if abandoned > 0 {
-                logger.warning("partitions revoked with jobs still in flight; they will be redelivered",
-                               metadata: ["jobs": "\(abandoned)", "partitions": "\(partitions)", "lane": "\(lane.rawValue)"])
+                logger.warning(
+                    "partitions revoked with jobs still in flight; they will be redelivered",
+                    metadata: ["jobs": "\(abandoned)", "partitions": "\(partitions)", "lane": "\(lane.rawValue)"])
             }
         }
     }
 
     /// While `condition` holds and `deadline` has not passed, waits for the next finish or park;
     /// false once the condition no longer holds or the deadline passed.
-    private func waitForJobs(in lane: Lane, until deadline: ContinuousClock.Instant,
-                             while condition: (Machine) -> Bool) -> Bool {
+    private func waitForJobs(
+        in lane: Lane, until deadline: ContinuousClock.Instant,
+        while condition: (Machine) -> Bool
+    ) -> Bool {
         let left = deadline - ContinuousClock.now
         guard left > .zero else { return false }
         // Checked and registered under one lock, so a finish in between cannot be missed.
@@ -566,8 +600,9 @@ public final class DeliveryPipeline: Sendable {
         let remaining = tasks.withLock { $0.cancel(lane: lane) }
         let inFlight = shared.withLock { $0.machine.running(in: lane) }
         if inFlight > 0 {
-            logger.warning("stopping with jobs in flight; they stay uncommitted and will be redelivered",
-                           metadata: ["jobs": "\(inFlight)", "lane": "\(lane.rawValue)"])
+            logger.warning(
+                "stopping with jobs in flight; they stay uncommitted and will be redelivered",
+                metadata: ["jobs": "\(inFlight)", "lane": "\(lane.rawValue)"])
             remaining.forEach { $0.cancel() }
             let cancelDeadline = ContinuousClock.now + .seconds(2)
             while waitForJobs(in: lane, until: cancelDeadline, while: { $0.running(in: lane) > 0 }) {}

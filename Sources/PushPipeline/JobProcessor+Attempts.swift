@@ -37,8 +37,9 @@ extension JobProcessor {
                 case .ended(let ended):
                     end = ended
                 case .answered(.retryable(let reason, let httpStatus, let retryAfter), let heldBack):
-                    end = await afterRetryable(reason: reason, httpStatus: httpStatus, retryAfter: retryAfter, heldBack: heldBack,
-                                               job, target, attempt: attempt, source: source, entryId: entryId)
+                    end = await afterRetryable(
+                        reason: reason, httpStatus: httpStatus, retryAfter: retryAfter, heldBack: heldBack,
+                        job, target, attempt: attempt, source: source, entryId: entryId)
                 case .answered(let result, _):
                     end = Self.final(result, job, target, attempt: attempt, at: clock())
                 }
@@ -62,8 +63,10 @@ extension JobProcessor {
 
     @inline(never)
     private static func expiredBeforeSending(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> AttemptEnd {
-        .finish(Outcome(job: job, target: target, status: .expired, reason: "TTL of \(job.ttl) s passed before sending",
-                        attempts: attempt - 1, at: now))
+        .finish(
+            Outcome(
+                job: job, target: target, status: .expired, reason: "TTL of \(job.ttl) s passed before sending",
+                attempts: attempt - 1, at: now))
     }
 
     /// One send, unless the provider is not enabled or the circuit holds it back: waits for the app's
@@ -71,7 +74,9 @@ extension JobProcessor {
     /// circuit let through as its probe gives the probe back whenever it ends without an answer.
     @inline(never)
     private func send(_ job: Job, _ target: Target, attempt: Int, source: Source, at now: Int64) async -> SendResult {
-        guard let provider = providers.provider(for: target.provider) else { return Self.notEnabled(job, target, attempt: attempt, at: now) }
+        guard let provider = providers.provider(for: target.provider) else {
+            return Self.notEnabled(job, target, attempt: attempt, at: now)
+        }
         let scope = provider.scope(of: target)
         let (permit, openScope, probes) = breakers.permit(scope, at: now)
         if let held = Self.heldBack(permit, openScope: openScope, target, at: now) {
@@ -90,9 +95,13 @@ extension JobProcessor {
             case .timedOut:
                 let waitedAt = clock()
                 breakers.giveBack(probes, at: waitedAt)
-                if job.deadline.isExpired(at: waitedAt, attempt: attempt) { return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: waitedAt) }
-                return .answered(.retryable(reason: "no slot of this app came free within \(configuration.longestSlotWait.milliseconds) ms; not sent",
-                                            httpStatus: nil), heldBack: true)
+                if job.deadline.isExpired(at: waitedAt, attempt: attempt) {
+                    return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: waitedAt)
+                }
+                return .answered(
+                    .retryable(
+                        reason: "no slot of this app came free within \(configuration.longestSlotWait.milliseconds) ms; not sent",
+                        httpStatus: nil), heldBack: true)
             }
         }
         // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
@@ -123,34 +132,50 @@ extension JobProcessor {
 
     @inline(never)
     private static func notEnabled(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> SendResult {
-        .ended(.finish(Outcome(job: job, target: target, status: .failed,
-                               reason: "provider \(target.provider.rawValue) is not enabled on this worker", attempts: attempt - 1, at: now)))
+        .ended(
+            .finish(
+                Outcome(
+                    job: job, target: target, status: .failed,
+                    reason: "provider \(target.provider.rawValue) is not enabled on this worker", attempts: attempt - 1, at: now)))
     }
 
     @inline(never)
     private static func expiredWaitingForSlot(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> SendResult {
-        .ended(.finish(Outcome(job: job, target: target, status: .expired,
-                               reason: "TTL of \(job.ttl) s passed while waiting for a slot of this app", attempts: attempt - 1, at: now)))
+        .ended(
+            .finish(
+                Outcome(
+                    job: job, target: target, status: .expired,
+                    reason: "TTL of \(job.ttl) s passed while waiting for a slot of this app", attempts: attempt - 1, at: now)))
     }
 
     /// The result to record instead of a send while the scope's circuit is open; nil when it may go out.
     @inline(never)
-    private static func heldBack(_ permit: CircuitBreaker.Permit, openScope: DeliveryScope, _ target: Target,
-                                 at now: Int64) -> (result: DeliveryResult, heldBack: Bool)? {
+    private static func heldBack(
+        _ permit: CircuitBreaker.Permit, openScope: DeliveryScope, _ target: Target,
+        at now: Int64
+    ) -> (result: DeliveryResult, heldBack: Bool)? {
         switch permit {
         case .allowed, .probe:
             return nil
         case .rejected(.credentials, _):
-            return (.failed(reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(openScope.key); not sent",
-                            httpStatus: nil, action: .checkCredentials), false)
+            return (
+                .failed(
+                    reason: "circuit open: \(target.provider.rawValue) rejected the credentials of \(openScope.key); not sent",
+                    httpStatus: nil, action: .checkCredentials), false
+            )
         case .rejected(.failureStorm, let retryAt):
-            return (.retryable(reason: "circuit open after a failure storm; not sent", httpStatus: nil,
-                               retryAfter: .milliseconds(max(retryAt.subtracting(saturating: now), 0))), true)
+            return (
+                .retryable(
+                    reason: "circuit open after a failure storm; not sent", httpStatus: nil,
+                    retryAfter: .milliseconds(max(retryAt.subtracting(saturating: now), 0))), true
+            )
         }
     }
 
     @inline(never)
-    private func recordSend(_ result: DeliveryResult, of target: Target, in scope: DeliveryScope, startedAt started: ContinuousClock.Instant) {
+    private func recordSend(
+        _ result: DeliveryResult, of target: Target, in scope: DeliveryScope, startedAt started: ContinuousClock.Instant
+    ) {
         let elapsed = (ContinuousClock.now - started).components
         metrics.requestDuration(target.provider, nanoseconds: elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
         breakers.record(result, in: scope, at: clock())
@@ -164,31 +189,44 @@ extension JobProcessor {
     /// After a retryable answer: a retry (from the retry queue, or after a wait in this task), or the
     /// end of the TTL or of the attempts. (Called only then: its frame is the largest of the steps.)
     @inline(never)
-    private func afterRetryable(reason: String, httpStatus: Int?, retryAfter: Duration?, heldBack: Bool, _ job: Job, _ target: Target,
-                                attempt: Int, source: Source, entryId: String?) async -> AttemptEnd {
+    private func afterRetryable(
+        reason: String, httpStatus: Int?, retryAfter: Duration?, heldBack: Bool, _ job: Job, _ target: Target,
+        attempt: Int, source: Source, entryId: String?
+    ) async -> AttemptEnd {
         let failedAt = clock()
         if let stopped = await cancelledCall(job, target, attempts: attempt, at: failedAt) { return stopped }
         // Attempts count sends: one the open circuit held back is tried again under the same number.
         let completed = heldBack ? attempt - 1 : attempt
-        let decision = heldBack
+        let decision =
+            heldBack
             ? configuration.retryPolicy.decideHeldBack(now: failedAt, deadline: job.deadline, circuitRetryAfter: retryAfter ?? .zero)
             : configuration.retryPolicy.decide(afterAttempt: attempt, now: failedAt, deadline: job.deadline, retryAfter: retryAfter)
         switch decision {
         case .retry(let dueAt):
-            logger.info("delivery will be retried", metadata: metadata(job, target, [
-                "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt.subtracting(saturating: failedAt))",
-            ]))
+            logger.info(
+                "delivery will be retried",
+                metadata: metadata(
+                    job, target,
+                    [
+                        "attempt": "\(attempt)", "reason": "\(reason)", "retryInMs": "\(dueAt.subtracting(saturating: failedAt))",
+                    ]))
             if let retryQueue {
-                let entry = RetryEntry(id: entryId ?? RetryEntry.id(jobId: job.id, bindingId: target.bindingId), jobBytes: source.value,
-                                       kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
-                                       bindingId: target.bindingId, attempts: completed, lastReason: reason,
-                                       lastHTTPStatus: httpStatus)
+                let entry = RetryEntry(
+                    id: entryId ?? RetryEntry.id(jobId: job.id, bindingId: target.bindingId), jobBytes: source.value,
+                    kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
+                    bindingId: target.bindingId, attempts: completed, lastReason: reason,
+                    lastHTTPStatus: httpStatus)
                 guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .done(.abandoned) }
                 metrics.retryScheduled(target.provider)
                 guard configuration.publishRetryingOutcomes else { return .done(.handedOff([])) }
-                return .done(.handedOff([.outcome(Outcome(job: job, target: target,
-                                                          result: .retryable(reason: reason, httpStatus: httpStatus, retryAfter: retryAfter),
-                                                          attempts: completed, at: failedAt))]))
+                return .done(
+                    .handedOff([
+                        .outcome(
+                            Outcome(
+                                job: job, target: target,
+                                result: .retryable(reason: reason, httpStatus: httpStatus, retryAfter: retryAfter),
+                                attempts: completed, at: failedAt))
+                    ]))
             }
             // As a hand-off to the retry queue would: the wait holds neither capacity nor the user's key, so the
             // user's next job (a cancel of this call) goes ahead; the cancel is checked before the next send.
@@ -198,13 +236,16 @@ extension JobProcessor {
             do { try await sleep(.milliseconds(dueAt.subtracting(saturating: failedAt))) } catch { return .done(.abandoned) }
             return .again(attempt: completed + 1)
         case .expired:
-            return .finish(Outcome(job: job, target: target, status: .expired,
-                                   reason: "TTL ends before a retry could be sent (last error: \(reason))",
-                                   attempts: completed, at: failedAt, httpStatus: httpStatus))
+            return .finish(
+                Outcome(
+                    job: job, target: target, status: .expired,
+                    reason: "TTL ends before a retry could be sent (last error: \(reason))",
+                    attempts: completed, at: failedAt, httpStatus: httpStatus))
         case .exhausted:
-            let outcome = Outcome(job: job, target: target, status: .failed,
-                                  reason: "\(attempt) attempts exhausted (last error: \(reason))",
-                                  attempts: attempt, at: failedAt, httpStatus: httpStatus)
+            let outcome = Outcome(
+                job: job, target: target, status: .failed,
+                reason: "\(attempt) attempts exhausted (last error: \(reason))",
+                attempts: attempt, at: failedAt, httpStatus: httpStatus)
             let rejection = JobRejection(.attemptsExhausted, "binding \(target.bindingId): \(outcome.reason!)")
             return .finish(outcome, deadLetter: .deadLetter(rejection, value: source.value, key: source.key, source: source.description))
         }
@@ -219,7 +260,9 @@ extension JobProcessor {
             return .done(.abandoned)
         }
         guard let cancellation = found, cancellation.stops(job) else { return nil }
-        return .finish(Outcome(job: job, target: target, status: .expired, reason: "cancelled by job \(cancellation.cancelJobId)",
-                               attempts: attempts, at: now))
+        return .finish(
+            Outcome(
+                job: job, target: target, status: .expired, reason: "cancelled by job \(cancellation.cancelJobId)",
+                attempts: attempts, at: now))
     }
 }

@@ -25,22 +25,27 @@ public final class JobProcessor: Sendable {
     let sleep: Sleep
     let logger: Logger
 
-    public convenience init(registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
-                            retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
-                            logger: Logger,
-                            clock: @escaping WallClock = currentTimeMilliseconds,
-                            sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
-        self.init(providers: LiveProviders(registry), configuration: configuration, store: store, retryQueue: retryQueue, health: health,
-                  metrics: metrics, logger: logger, clock: clock, sleep: sleep)
+    public convenience init(
+        registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
+        retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
+        logger: Logger,
+        clock: @escaping WallClock = currentTimeMilliseconds,
+        sleep: @escaping Sleep = { try await Task.sleep(for: $0) }
+    ) {
+        self.init(
+            providers: LiveProviders(registry), configuration: configuration, store: store, retryQueue: retryQueue, health: health,
+            metrics: metrics, logger: logger, clock: clock, sleep: sleep)
     }
 
     /// - Parameter providers: the providers, which live configuration may replace; the target formats of the registry
     ///   given first (every linked plugin's) stay.
-    public init(providers: LiveProviders, configuration: PipelineConfiguration, store: any DeliveryStore,
-                retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
-                logger: Logger,
-                clock: @escaping WallClock = currentTimeMilliseconds,
-                sleep: @escaping Sleep = { try await Task.sleep(for: $0) }) {
+    public init(
+        providers: LiveProviders, configuration: PipelineConfiguration, store: any DeliveryStore,
+        retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
+        logger: Logger,
+        clock: @escaping WallClock = currentTimeMilliseconds,
+        sleep: @escaping Sleep = { try await Task.sleep(for: $0) }
+    ) {
         decoder = JobDecoder(limits: configuration.jobLimits, formats: providers.current.formats)
         self.providers = providers
         self.configuration = configuration
@@ -49,8 +54,9 @@ public final class JobProcessor: Sendable {
         var circuitSettings = configuration.circuitBreaker
         circuitSettings.probeLeaseMilliseconds = max(1, configuration.probeLease.milliseconds)
         breakers = CircuitBreakers(settings: circuitSettings, metrics: metrics, logger: logger)
-        appLimits = AppConcurrencyLimits(limit: configuration.maximumInFlightPerApp, originLimit: configuration.maximumInFlightPerOrigin,
-                                         metrics: metrics)
+        appLimits = AppConcurrencyLimits(
+            limit: configuration.maximumInFlightPerApp, originLimit: configuration.maximumInFlightPerOrigin,
+            metrics: metrics)
         self.health = health
         self.metrics = metrics
         self.clock = clock
@@ -105,8 +111,10 @@ public final class JobProcessor: Sendable {
         /// The lane whose turn the job takes at its app slot (a call consumed on the normal lane goes urgent).
         let deliveryLane: Lane
 
-        init(message: KafkaMessage, lane: Lane, fallbackCreatedAt: Int64, decoded: Result<Job, JobRejection>, scope: DeliveryScope?,
-             deliveryLane: Lane) {
+        init(
+            message: KafkaMessage, lane: Lane, fallbackCreatedAt: Int64, decoded: Result<Job, JobRejection>, scope: DeliveryScope?,
+            deliveryLane: Lane
+        ) {
             self.message = message
             self.lane = lane
             self.fallbackCreatedAt = fallbackCreatedAt
@@ -123,12 +131,14 @@ public final class JobProcessor: Sendable {
         var scope: DeliveryScope?
         var deliveryLane = lane
         if case .success(let job) = decoded, job.targets.count == 1, !job.targets[0].isUnbound, !job.deadline.isExpired(at: clock()),
-           let provider = providers.provider(for: job.targets[0].provider) {
+            let provider = providers.provider(for: job.targets[0].provider)
+        {
             scope = provider.scope(of: job.targets[0])
             deliveryLane = Lane.delivery(consumedOn: lane, kind: job.kind)
         }
-        return AdmittedJob(message: message, lane: lane, fallbackCreatedAt: fallbackCreatedAt, decoded: decoded, scope: scope,
-                           deliveryLane: deliveryLane)
+        return AdmittedJob(
+            message: message, lane: lane, fallbackCreatedAt: fallbackCreatedAt, decoded: decoded, scope: scope,
+            deliveryLane: deliveryLane)
     }
 
     /// Processes a job consumed on `lane`, its final outcomes recorded.
@@ -144,9 +154,10 @@ public final class JobProcessor: Sendable {
     func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?, slotWaitSpent: Bool = false) async -> ProcessedTargets? {
         defer { slot?.giveBack() }
         let message = admitted.message
-        let source = Source(value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
-                            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
-                            slotWaitSpent: slotWaitSpent)
+        let source = Source(
+            value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
+            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
+            slotWaitSpent: slotWaitSpent)
         let job: Job
         switch admitted.decoded {
         case .success(let decoded): job = decoded
@@ -157,7 +168,9 @@ public final class JobProcessor: Sendable {
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
-            return ProcessedTargets(unlessAbandoned: [await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)])
+            return ProcessedTargets(unlessAbandoned: [
+                await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)
+            ])
         }
         return await handleEach(job, prior: prior, window: window, shed: shed, source: source)
     }
@@ -176,7 +189,8 @@ public final class JobProcessor: Sendable {
 
     private func deadLettered(_ rejection: JobRejection, source: Source) -> Publication {
         metrics.invalid(rejection.code)
-        logger.warning("invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(rejection)"])
+        logger.warning(
+            "invalid job sent to the dead-letter topic", metadata: ["source": "\(source.description)", "reason": "\(rejection)"])
         return .deadLetter(rejection, value: source.value, key: source.key, source: source.description)
     }
 
@@ -187,9 +201,11 @@ public final class JobProcessor: Sendable {
         let shed = configuration.shedPolicy.sheds(kind: job.kind, deadline: job.deadline, lane: lane, lagMilliseconds: lag, now: consumedAt)
         if shed {
             metrics.shed()
-            logger.info("lane overloaded: message shed instead of sent late", metadata: [
-                "jobId": "\(job.id)", "lagMs": "\(lag)", "remainingTtlMs": "\(job.deadline.remainingMilliseconds(at: consumedAt))",
-            ])
+            logger.info(
+                "lane overloaded: message shed instead of sent late",
+                metadata: [
+                    "jobId": "\(job.id)", "lagMs": "\(lag)", "remainingTtlMs": "\(job.deadline.remainingMilliseconds(at: consumedAt))",
+                ])
         }
         let window = job.deadline.isExpired(at: clock()) || shed ? 0 : configuration.dedupeWindows.window(for: job.kind)
         return (window, shed)
@@ -230,16 +246,20 @@ public final class JobProcessor: Sendable {
         }
         switch prior {
         case .alreadyFinished(let outcome):
-            logger.info("redelivered job: final outcome already recorded, not sent again",
-                        metadata: metadata(job, target, ["status": "\(outcome.status.rawValue)"]))
+            logger.info(
+                "redelivered job: final outcome already recorded, not sent again",
+                metadata: metadata(job, target, ["status": "\(outcome.status.rawValue)"]))
             return .done(.final([.outcome(outcome)]))
         case .inRetryQueue:
             logger.info("redelivered job: this target waits in the retry queue, which owns it", metadata: metadata(job, target))
             return .done(.handedOff([]))
         case .duplicate(let earlierJob):
-            return .finish(Outcome(job: job, target: target, status: .deduplicated,
-                                   reason: "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
-                                   attempts: 0, at: clock()))
+            return .finish(
+                Outcome(
+                    job: job, target: target, status: .deduplicated,
+                    reason:
+                        "job \(earlierJob) sent the same \(DedupeWindows.identity(of: job)) to this binding less than \(window) ms earlier",
+                    attempts: 0, at: clock()))
         case .fresh where shed:
             return .finish(Outcome(shedJob: job, target: target, at: clock()))
         case .fresh:
@@ -249,13 +269,16 @@ public final class JobProcessor: Sendable {
 
     /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number; its final outcome recorded.
     public func processRetry(_ entry: RetryEntry) async -> ProcessedJob {
-        let source = Source(value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
-                            origin: .retryEntry(id: entry.id))
+        let source = Source(
+            value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
+            origin: .retryEntry(id: entry.id))
         guard let job = try? decoder.decode(entry.jobBytes, fallbackCreatedAt: entry.fallbackCreatedAt),
-              let target = job.targets.first(where: { $0.bindingId == entry.bindingId })
+            let target = job.targets.first(where: { $0.bindingId == entry.bindingId })
         else {
-            let rejection = JobRejection(.invalidField, "retry entry \(entry.id) no longer decodes to a job with binding \(entry.bindingId)")
-            return .publish([.deadLetter(rejection, value: entry.jobBytes, key: entry.kafkaKey, source: source.description)], handedOff: false)
+            let rejection = JobRejection(
+                .invalidField, "retry entry \(entry.id) no longer decodes to a job with binding \(entry.bindingId)")
+            return .publish(
+                [.deadLetter(rejection, value: entry.jobBytes, key: entry.kafkaKey, source: source.description)], handedOff: false)
         }
         guard let earlier = await withStore({ try await store.recordedOutcome(jobId: job.id, bindingId: target.bindingId) }) else {
             return .abandoned
@@ -263,7 +286,10 @@ public final class JobProcessor: Sendable {
         if let outcome = earlier {
             return .publish([.outcome(outcome)], handedOff: false)
         }
-        return await recorded(ProcessedTargets(unlessAbandoned: [await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)]))
+        return await recorded(
+            ProcessedTargets(unlessAbandoned: [
+                await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)
+            ]))
     }
 
     enum TargetResult: Sendable {
@@ -302,7 +328,9 @@ public final class JobProcessor: Sendable {
                 logFinished(outcome)
                 publications.append(.outcome(outcome))
                 if let deadLetter { publications.append(deadLetter) }
-            case .handedOff(let items): publications += items; handedOff = true
+            case .handedOff(let items):
+                publications += items
+                handedOff = true
             case .abandoned: return .abandoned
             }
         }
@@ -330,21 +358,24 @@ public final class JobProcessor: Sendable {
 
     /// `recorded` with no task waiting: `then` runs once the store answered (on the store's thread), with the outcomes
     /// recorded and their JSON (what the outcomes topic gets), or with `.abandoned` when the store failed and `givingUp` says to stop.
-    func record(_ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool,
-                then done: @escaping @Sendable (ProcessedJob, [EncodedOutcome]) -> Void) {
+    func record(
+        _ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool,
+        then done: @escaping @Sendable (ProcessedJob, [EncodedOutcome]) -> Void
+    ) {
         let outcomes = processed.outcomesToRecord.map(EncodedOutcome.init)
         guard !outcomes.isEmpty else { return done(published(processed), []) }
         let retention = configuration.idempotencyRetention
-        Backoff.retry({ [store] answer in
-                          store.record(outcomes, retention: retention) { error in answer(error.map { .failure($0) } ?? .success(())) }
-                      },
-                      delay: Self.firstStoreRetry, maximum: Self.longestStoreRetry, givingUp: givingUp,
-                      failed: { [self] in storeFailed($0) },
-                      then: { [self] recorded in
-                          guard recorded != nil else { return done(.abandoned, []) }
-                          storeAnswered()
-                          done(published(processed), outcomes)
-                      })
+        Backoff.retry(
+            { [store] answer in
+                store.record(outcomes, retention: retention) { error in answer(error.map { .failure($0) } ?? .success(())) }
+            },
+            delay: Self.firstStoreRetry, maximum: Self.longestStoreRetry, givingUp: givingUp,
+            failed: { [self] in storeFailed($0) },
+            then: { [self] recorded in
+                guard recorded != nil else { return done(.abandoned, []) }
+                storeAnswered()
+                done(published(processed), outcomes)
+            })
     }
 
     /// The wait after a store operation failed, doubling from the first to the longest.
@@ -353,11 +384,14 @@ public final class JobProcessor: Sendable {
 
     private func logFinished(_ outcome: Outcome) {
         metrics.finished(outcome)
-        logger.info("delivery finished", metadata: [
-            "jobId": .string(outcome.jobId), "bindingId": .string(outcome.bindingId), "provider": .string(outcome.provider.rawValue),
-            "app": .string(outcome.app ?? "-"), "status": .string(outcome.status.rawValue), "attempts": .string(String(outcome.attempts)),
-            "httpStatus": .string(outcome.httpStatus.map(String.init) ?? "-"), "reason": .string(outcome.reason ?? "-"),
-        ])
+        logger.info(
+            "delivery finished",
+            metadata: [
+                "jobId": .string(outcome.jobId), "bindingId": .string(outcome.bindingId), "provider": .string(outcome.provider.rawValue),
+                "app": .string(outcome.app ?? "-"), "status": .string(outcome.status.rawValue),
+                "attempts": .string(String(outcome.attempts)),
+                "httpStatus": .string(outcome.httpStatus.map(String.init) ?? "-"), "reason": .string(outcome.reason ?? "-"),
+            ])
     }
 
     /// Runs a store operation until it succeeds, pausing intake while the store is down;
@@ -395,7 +429,9 @@ public final class JobProcessor: Sendable {
     }
 
     func metadata(_ job: Job, _ target: Target, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
-        extra.merging(["jobId": "\(job.id)", "bindingId": "\(target.bindingId)", "provider": "\(target.provider.rawValue)",
-                       "app": "\(target.app ?? "-")"]) { $1 }
+        extra.merging([
+            "jobId": "\(job.id)", "bindingId": "\(target.bindingId)", "provider": "\(target.provider.rawValue)",
+            "app": "\(target.app ?? "-")",
+        ]) { $1 }
     }
 }

@@ -66,18 +66,20 @@ public struct KafkaMessageSources: MessageSourceFactory {
         properties["group.id"] = (properties["group.id"] ?? "push-worker") + Self.urgentGroupSuffix
         // A broker answers a fetch as soon as data arrives, but one that holds an empty fetch for its
         // whole wait (librdkafka's mock cluster) would add up to this much to every call.
-        properties["fetch.wait.max.ms"] = properties["fetch.wait.max.ms"].flatMap(Int.init).map { String(min($0, Self.urgentFetchWaitMilliseconds)) }
+        properties["fetch.wait.max.ms"] =
+            properties["fetch.wait.max.ms"].flatMap(Int.init).map { String(min($0, Self.urgentFetchWaitMilliseconds)) }
             ?? String(Self.urgentFetchWaitMilliseconds)
         return properties
     }
 
     public func makeSource(lane: Lane, topic: String, rebalance: @escaping @Sendable (RebalanceEvent) -> Void) throws -> any MessageSource {
         let metrics = metrics
-        return try KafkaConsumer(properties: properties(of: lane), topics: [topic], logger: logger,
-                                 statistics: { json in
-                                     for (topic, partition, lag) in ConsumerLag.parse(json) {
-                                         metrics.consumerLag(topic: topic, partition: partition, messages: lag)
-                                     }
-                                 }, rebalance: rebalance)
+        return try KafkaConsumer(
+            properties: properties(of: lane), topics: [topic], logger: logger,
+            statistics: { json in
+                for (topic, partition, lag) in ConsumerLag.parse(json) {
+                    metrics.consumerLag(topic: topic, partition: partition, messages: lag)
+                }
+            }, rebalance: rebalance)
     }
 }

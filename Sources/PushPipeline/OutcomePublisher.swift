@@ -62,8 +62,9 @@ public struct OutcomePublisher: Sendable {
                 if let key, key.count > Self.maximumDeadLetterKeyBytes {
                     headers.append(KafkaHeader(Self.keyTruncatedHeader, String(key.count)))
                 }
-                return KafkaRecord(topic: deadLetterTopic, key: key.map { Array($0.prefix(Self.maximumDeadLetterKeyBytes)) },
-                                   value: Array(value.prefix(Self.maximumDeadLetterBytes)), headers: headers)
+                return KafkaRecord(
+                    topic: deadLetterTopic, key: key.map { Array($0.prefix(Self.maximumDeadLetterKeyBytes)) },
+                    value: Array(value.prefix(Self.maximumDeadLetterBytes)), headers: headers)
             }
         }
     }
@@ -83,15 +84,18 @@ public struct OutcomePublisher: Sendable {
     /// Publishes until acknowledged, with no task waiting; `acknowledged` gets true once every record is, or
     /// false when a send failed and `givingUp` says to stop (a stop). It runs on the producer's thread.
     /// `encoded`: outcomes among `publications` whose JSON is made already (the store recorded it), in order.
-    func publish(_ publications: [Publication], encoded: [EncodedOutcome] = [], givingUp: @escaping @Sendable () -> Bool,
-                 acknowledged: @escaping @Sendable (Bool) -> Void) {
+    func publish(
+        _ publications: [Publication], encoded: [EncodedOutcome] = [], givingUp: @escaping @Sendable () -> Bool,
+        acknowledged: @escaping @Sendable (Bool) -> Void
+    ) {
         let records = records(for: publications, encoded: encoded)
-        Backoff.retry({ [producer] answer in producer.send(records) { answer($0.mapError { $0 }) } },
-                      maximum: .seconds(5), givingUp: givingUp,
-                      failed: { [metrics, logger] error in
-                          metrics.publishFailures.increment()
-                          logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
-                      },
-                      then: { acknowledged($0 != nil) })
+        Backoff.retry(
+            { [producer] answer in producer.send(records) { answer($0.mapError { $0 }) } },
+            maximum: .seconds(5), givingUp: givingUp,
+            failed: { [metrics, logger] error in
+                metrics.publishFailures.increment()
+                logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
+            },
+            then: { acknowledged($0 != nil) })
     }
 }

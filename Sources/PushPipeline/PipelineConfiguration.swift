@@ -51,15 +51,17 @@ public struct PipelineConfiguration: Sendable {
     /// How long a stop waits for in-flight jobs before abandoning them to redelivery.
     public var shutdownGrace: Duration
 
-    public init(jobsTopic: String = "push.jobs", urgentTopic: String? = "push.jobs.urgent", outcomesTopic: String = "push.outcomes",
-                deadLetterTopic: String = "push.dlq", maximumInFlightJobs: Int = 1000,
-                urgentReservedInFlightJobs: Int = 100, maximumReadAheadJobs: Int? = nil, maximumInFlightPerApp: Int = 500,
-                maximumInFlightPerOrigin: Int? = nil, shedPolicy: ShedPolicy = .off,
-                retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
-                dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(86_400),
-                retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
-                publishRetryingOutcomes: Bool = false, circuitBreaker: CircuitBreaker.Settings = .default, attemptTimeout: Duration = .seconds(10),
-                revocationGrace: Duration = .seconds(5), shutdownGrace: Duration = .seconds(20)) {
+    public init(
+        jobsTopic: String = "push.jobs", urgentTopic: String? = "push.jobs.urgent", outcomesTopic: String = "push.outcomes",
+        deadLetterTopic: String = "push.dlq", maximumInFlightJobs: Int = 1000,
+        urgentReservedInFlightJobs: Int = 100, maximumReadAheadJobs: Int? = nil, maximumInFlightPerApp: Int = 500,
+        maximumInFlightPerOrigin: Int? = nil, shedPolicy: ShedPolicy = .off,
+        retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
+        dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(86_400),
+        retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
+        publishRetryingOutcomes: Bool = false, circuitBreaker: CircuitBreaker.Settings = .default, attemptTimeout: Duration = .seconds(10),
+        revocationGrace: Duration = .seconds(5), shutdownGrace: Duration = .seconds(20)
+    ) {
         self.jobsTopic = jobsTopic
         self.urgentTopic = urgentTopic
         self.urgentReservedInFlightJobs = urgentReservedInFlightJobs

@@ -59,9 +59,11 @@ public final class PipelineMetrics: Sendable {
         let labels = DeliveryLabels(provider: outcome.provider, app: appLabels.label(outcome.provider, outcome.app), status: outcome.status)
         deliveryCounters.withLock { counters in
             if let counter = counters[labels] { return counter }
-            let counter = Counter(label: "push_deliveries_total", dimensions: [
-                ("provider", labels.provider.rawValue), ("app", labels.app), ("status", labels.status.rawValue),
-            ])
+            let counter = Counter(
+                label: "push_deliveries_total",
+                dimensions: [
+                    ("provider", labels.provider.rawValue), ("app", labels.app), ("status", labels.status.rawValue),
+                ])
             counters[labels] = counter
             return counter
         }.increment()
@@ -70,8 +72,9 @@ public final class PipelineMetrics: Sendable {
     func requestDuration(_ provider: ProviderID, nanoseconds: Int64) {
         let timer = requestTimers.withLock { timers in
             if let timer = timers[provider] { return timer }
-            let timer = Timer(label: "push_provider_request_duration_seconds", dimensions: [("provider", provider.rawValue)],
-                              preferredDisplayUnit: .seconds)
+            let timer = Timer(
+                label: "push_provider_request_duration_seconds", dimensions: [("provider", provider.rawValue)],
+                preferredDisplayUnit: .seconds)
             timers[provider] = timer
             return timer
         }
@@ -83,8 +86,11 @@ public final class PipelineMetrics: Sendable {
     }
 
     func circuit(_ scope: DeliveryScope, open: Bool) {
-        Gauge(label: "push_circuit_open", dimensions: [("provider", scope.provider.rawValue), ("app", appLabels.label(scope.provider, scope.metricLabel))])
-            .record(open ? 1 : 0)
+        Gauge(
+            label: "push_circuit_open",
+            dimensions: [("provider", scope.provider.rawValue), ("app", appLabels.label(scope.provider, scope.metricLabel))]
+        )
+        .record(open ? 1 : 0)
     }
 
     func consumerLag(topic: String, partition: Int32, messages: Int64) {
@@ -96,7 +102,8 @@ public final class PipelineMetrics: Sendable {
         let labels = AppLabels(provider: scope.provider, app: appLabels.label(scope.provider, scope.metricLabel))
         appLimitedCounters.withLock { counters in
             if let counter = counters[labels] { return counter }
-            let counter = Counter(label: "push_app_concurrency_limited_total", dimensions: [("provider", labels.provider.rawValue), ("app", labels.app)])
+            let counter = Counter(
+                label: "push_app_concurrency_limited_total", dimensions: [("provider", labels.provider.rawValue), ("app", labels.app)])
             counters[labels] = counter
             return counter
         }.increment()
@@ -156,12 +163,14 @@ struct ProducerLatency: Equatable {
         var latencies: [ProducerLatency] = []
         for (_, broker) in brokers {
             guard case .integer(let node)? = broker["nodeid"], node >= 0,
-                  case .integer(let requests)? = broker["rtt"]?["cnt"], requests > 0,
-                  let p50 = microseconds(broker["rtt"]?["p50"]), let p99 = microseconds(broker["rtt"]?["p99"])
+                case .integer(let requests)? = broker["rtt"]?["cnt"], requests > 0,
+                let p50 = microseconds(broker["rtt"]?["p50"]), let p99 = microseconds(broker["rtt"]?["p99"])
             else { continue }
             let queue = microseconds(broker["int_latency"]?["p99"]) ?? 0
-            latencies.append(ProducerLatency(broker: String(node), roundTripP50: p50 / 1000, roundTripP99: p99 / 1000,
-                                             queueP99: queue / 1000))
+            latencies.append(
+                ProducerLatency(
+                    broker: String(node), roundTripP50: p50 / 1000, roundTripP99: p99 / 1000,
+                    queueP99: queue / 1000))
         }
         return latencies.sorted { $0.broker < $1.broker }
     }

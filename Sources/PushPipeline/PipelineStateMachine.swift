@@ -80,9 +80,10 @@ struct PipelineStateMachine<Job: PipelineJob> {
         }
 
         init(_ configuration: PipelineConfiguration) {
-            self.init(maximumInFlight: configuration.maximumInFlightJobs,
-                      urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs,
-                      sharesBetweenApps: configuration.sharesLanesBetweenApps)
+            self.init(
+                maximumInFlight: configuration.maximumInFlightJobs,
+                urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs,
+                sharesBetweenApps: configuration.sharesLanesBetweenApps)
         }
     }
 
@@ -254,7 +255,9 @@ struct PipelineStateMachine<Job: PipelineJob> {
         /// Counts each app's working and ready jobs again (after queued jobs were given up).
         mutating func recountTenants() {
             var counted: [Tenant?: TenantLoad] = [:]
-            for (sequence, entry) in running where !parked.contains(sequence) { counted[entry.job.tenant, default: TenantLoad()].working += 1 }
+            for (sequence, entry) in running where !parked.contains(sequence) {
+                counted[entry.job.tenant, default: TenantLoad()].working += 1
+            }
             for entry in ready.removeAll() {
                 counted[entry.job.tenant, default: TenantLoad()].ready += 1
                 ready.append(entry)
@@ -317,9 +320,16 @@ struct PipelineStateMachine<Job: PipelineJob> {
         guard !stopRequested else { return 0 }
         let free = freeCapacity(of: lane)
         let sharing = limits.sharesBetweenApps
-        guard let (consumed, ready, behind, readsOn) = lanes.read(lane, { state in
-            (state.consumed, state.readyCount, state.behindCount, free == 0 && sharing && !state.readyBelowShare(capacity: state.working))
-        }) else { return 0 }
+        guard
+            let (consumed, ready, behind, readsOn) = lanes.read(
+                lane,
+                { state in
+                    (
+                        state.consumed, state.readyCount, state.behindCount,
+                        free == 0 && sharing && !state.readyBelowShare(capacity: state.working)
+                    )
+                })
+        else { return 0 }
         let capacityRoom = readsOn ? Int.max : free - ready
         return max(0, min(limits.readAhead - (consumed - behind), capacityRoom, limits.maximumQueuedBehindKeys - behind))
     }
@@ -431,8 +441,11 @@ struct PipelineStateMachine<Job: PipelineJob> {
             if state.keyReleased.remove(id.sequence) == nil, let key = entry.key { state.releaseKey(key, limits: limits) }
             guard completed else { return (true, nil) }
             let topicPartition = entry.message.topicPartition
-            return (true, state.tracker.finish(topicPartition, offset: entry.message.offset, generation: entry.generation)
-                .map { (topicPartition, $0) })
+            return (
+                true,
+                state.tracker.finish(topicPartition, offset: entry.message.offset, generation: entry.generation)
+                    .map { (topicPartition, $0) }
+            )
         }
         guard let ended, ended.found else { return [] }
         var actions = startAdmitted()

@@ -27,8 +27,10 @@ final class RetryScheduler: Sendable {
         var lease: RetryLease?
     }
 
-    init(queue: any RetryQueue, processor: JobProcessor, publisher: OutcomePublisher, configuration: PipelineConfiguration,
-         logger: Logger, observer: (any PipelineObserver)? = nil) {
+    init(
+        queue: any RetryQueue, processor: JobProcessor, publisher: OutcomePublisher, configuration: PipelineConfiguration,
+        logger: Logger, observer: (any PipelineObserver)? = nil
+    ) {
         self.queue = queue
         self.observer = observer
         self.processor = processor
@@ -96,8 +98,9 @@ final class RetryScheduler: Sendable {
             return lost
         }
         for id in lost {
-            logger.warning("a retry's lease lapsed and another replica claimed it: this replica still finishes it, so the delivery may go out twice",
-                           metadata: ["entry": "\(id)"])
+            logger.warning(
+                "a retry's lease lapsed and another replica claimed it: this replica still finishes it, so the delivery may go out twice",
+                metadata: ["entry": "\(id)"])
         }
     }
 
@@ -106,14 +109,15 @@ final class RetryScheduler: Sendable {
         running.withLock { tasks in
             // Claimed again while it runs (its lease lapsed and nobody else took it): this claim's lease is the one held now.
             guard tasks[entry.id] == nil else { return tasks[entry.id]?.lease = claim.lease }
-            tasks[entry.id] = Running(task: Task { [self] in
-                await handle(entry)
-                let remaining = running.withLock { tasks -> Int in
-                    tasks.removeValue(forKey: entry.id)
-                    return tasks.count
-                }
-                processor.metrics.retriesInFlight.record(remaining)
-            }, lease: claim.lease)
+            tasks[entry.id] = Running(
+                task: Task { [self] in
+                    await handle(entry)
+                    let remaining = running.withLock { tasks -> Int in
+                        tasks.removeValue(forKey: entry.id)
+                        return tasks.count
+                    }
+                    processor.metrics.retriesInFlight.record(remaining)
+                }, lease: claim.lease)
             processor.metrics.retriesInFlight.record(tasks.count)
         }
     }

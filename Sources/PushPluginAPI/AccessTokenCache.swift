@@ -52,8 +52,10 @@ public actor AccessTokenCache {
     /// - Parameters:
     ///   - refreshMargin: milliseconds before expiry at which the token is fetched again.
     ///   - longestLifetimeSeconds: `expires_in` is a number from outside; it is clamped to 0…this.
-    public init(refreshMargin: Int64, longestLifetimeSeconds: Int64 = 86_400,
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, fetch: @escaping Fetch) {
+    public init(
+        refreshMargin: Int64, longestLifetimeSeconds: Int64 = 86_400,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, fetch: @escaping Fetch
+    ) {
         self.refreshMargin = refreshMargin
         self.longestLifetimeSeconds = longestLifetimeSeconds
         self.clock = clock
@@ -108,8 +110,10 @@ public actor AccessTokenCache {
         switch await fetch() {
         case .success(let grant):
             let lifetime = min(max(grant.lifetimeSeconds, 0), longestLifetimeSeconds)
-            return .success(Issued(token: grant.token, obtainedAt: obtainedAt,
-                                   expiresAt: obtainedAt.adding(saturating: lifetime.multiplied(saturating: 1000))))
+            return .success(
+                Issued(
+                    token: grant.token, obtainedAt: obtainedAt,
+                    expiresAt: obtainedAt.adding(saturating: lifetime.multiplied(saturating: 1000))))
         case .failure(let failure):
             return .failure(failure)
         }
@@ -124,8 +128,10 @@ extension AccessTokenCache {
     ///   - endpoint: how failures name the endpoint (`HMS token endpoint`).
     ///   - refused: what a refusal refused (`the grant`, `the client credentials`).
     ///   - refusalDetail: what of a refusal's body is worth telling (the endpoint's error fields).
-    public static func requestGrant(_ request: HTTPRequest, over transport: any HTTPTransport, endpoint: String, refused: String,
-                                    refusalDetail: (JSONValue?, Int) -> String) async -> Result<Grant, Failure> {
+    public static func requestGrant(
+        _ request: HTTPRequest, over transport: any HTTPTransport, endpoint: String, refused: String,
+        refusalDetail: (JSONValue?, Int) -> String
+    ) async -> Result<Grant, Failure> {
         let response: HTTPResponse
         do {
             response = try await transport.send(request)
@@ -140,7 +146,8 @@ extension AccessTokenCache {
             return .failure(.refused("\(endpoint) refused \(refused): \(refusalDetail(document, response.status))"))
         }
         guard case .string(let token)? = document?["access_token"], !token.isEmpty,
-              case .integer(let expiresIn)? = document?["expires_in"] else {
+            case .integer(let expiresIn)? = document?["expires_in"]
+        else {
             return .failure(.unavailable("\(endpoint) answered without access_token/expires_in"))
         }
         return .success(Grant(token: token, lifetimeSeconds: expiresIn))
@@ -157,5 +164,6 @@ extension AccessTokenCache {
     }
 
     /// RFC 3986 unreserved, ASCII only (`CharacterSet.alphanumerics` would let non-ASCII letters through unencoded).
-    private static let unreservedCharacters = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    private static let unreservedCharacters = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }

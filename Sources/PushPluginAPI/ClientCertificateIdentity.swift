@@ -11,7 +11,8 @@ extension TLSOptions {
     /// A provider reads it when it is built from its configuration, never per request.
     public var clientCertificateIdentity: ConnectionIdentity? {
         guard let certificateFile = clientCertificateFile,
-              let certificate = FileManager.default.contents(atPath: certificateFile) else { return nil }
+            let certificate = FileManager.default.contents(atPath: certificateFile)
+        else { return nil }
         // Each file hashed on its own, so no two pairs of files run together into the same bytes.
         var digests = Digest.sha256(Array(certificate))
         if let clientKeyFile, clientKeyFile != certificateFile {

@@ -61,9 +61,11 @@ public struct ConfiguredPlugin: Sendable {
         }
     }
 
-    public init(id: ProviderID, configuration: any Sendable, summary: [String], endpoints: [Endpoint] = [],
-                appLabels: Set<String> = [], requestTimeout: Duration = .seconds(10),
-                make: @escaping @Sendable (ProviderContext) throws -> any PushProvider) {
+    public init(
+        id: ProviderID, configuration: any Sendable, summary: [String], endpoints: [Endpoint] = [],
+        appLabels: Set<String> = [], requestTimeout: Duration = .seconds(10),
+        make: @escaping @Sendable (ProviderContext) throws -> any PushProvider
+    ) {
         self.id = id
         self.configuration = configuration
         self.summary = summary
@@ -90,8 +92,10 @@ public struct ProviderContext: Sendable {
     /// whose file did not change: Apple refuses a new token within 20 minutes of the last, `TooManyProviderTokenUpdates`).
     public let predecessor: (any PushProvider)?
 
-    public init(makeTransport: @escaping @Sendable (_ name: String) -> any HTTPTransport,
-                templates: any PayloadTemplates = BuiltInPayloads(), logger: Logger, predecessor: (any PushProvider)? = nil) {
+    public init(
+        makeTransport: @escaping @Sendable (_ name: String) -> any HTTPTransport,
+        templates: any PayloadTemplates = BuiltInPayloads(), logger: Logger, predecessor: (any PushProvider)? = nil
+    ) {
         self.makeTransport = makeTransport
         self.templates = templates
         self.logger = logger

@@ -52,8 +52,10 @@ public final class RedisClient: Sendable {
         var discovery: Task<Result<Topology, RedisError>, Never>?
     }
 
-    public init(url: RedisURL, connections: Int = 1, connectTimeout: Duration = .seconds(2),
-                commandTimeout: Duration = .seconds(2)) {
+    public init(
+        url: RedisURL, connections: Int = 1, connectTimeout: Duration = .seconds(2),
+        commandTimeout: Duration = .seconds(2)
+    ) {
         self.url = url
         self.connections = connections
         self.connectTimeout = connectTimeout
@@ -129,7 +131,8 @@ public final class RedisClient: Sendable {
 
     /// Several calls of one script in one pipeline (on a cluster, one round trip per node); the
     /// replies in order, error replies as values.
-    public func evaluateAll(_ script: RedisScript, calls: [(keys: [String], arguments: [[UInt8]])]) async throws(RedisError) -> [RedisValue] {
+    public func evaluateAll(_ script: RedisScript, calls: [(keys: [String], arguments: [[UInt8]])]) async throws(RedisError) -> [RedisValue]
+    {
         guard !calls.isEmpty else { return [] }
         var sha = scripts.withLock { $0[script.source] }
         if sha == nil {
@@ -155,8 +158,10 @@ public final class RedisClient: Sendable {
     /// `.unavailable` (the write may still reach a replica: callers retry an idempotent write). A node without
     /// replicas is not waited for. The wait is bounded below the connection's command timeout, which would
     /// otherwise drop the connection.
-    public func evaluateReplicated(_ script: RedisScript, keys: [String], arguments: [[UInt8]],
-                                   timeout: Duration) async throws(RedisError) -> RedisValue {
+    public func evaluateReplicated(
+        _ script: RedisScript, keys: [String], arguments: [[UInt8]],
+        timeout: Duration
+    ) async throws(RedisError) -> RedisValue {
         guard let key = keys.first, let node = try await node(serving: key) else { throw .unavailable("no Redis node serves the key") }
         let wait = await replicas(of: node) > 0 ? min(timeout, commandTimeout / 2) : nil
         var sha = scripts.withLock { $0[script.source] }
@@ -283,7 +288,10 @@ public final class RedisClient: Sendable {
             }
             if case .error(let message) = reply {
                 // Any other error (LOADING, a failover in progress) says nothing about the topology: ask again later.
-                guard case .unknown = previous, Self.meansSingleNode(message) else { lastError = .reply(message); continue }
+                guard case .unknown = previous, Self.meansSingleNode(message) else {
+                    lastError = .reply(message)
+                    continue
+                }
                 let topology = Topology.single(pool)
                 state.withLock { $0.topology = topology }
                 return topology
@@ -311,8 +319,9 @@ public final class RedisClient: Sendable {
     private func pool(for address: RedisNodeAddress) -> RedisNodePool {
         state.withLock { state in
             if let pool = state.pools[address] { return pool }
-            let pool = RedisNodePool(url: url, address: address, connections: connections,
-                                     connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+            let pool = RedisNodePool(
+                url: url, address: address, connections: connections,
+                connectTimeout: connectTimeout, commandTimeout: commandTimeout)
             state.pools[address] = pool
             return pool
         }
@@ -373,7 +382,9 @@ public final class RedisClient: Sendable {
             var results = [Result<[RedisValue], RedisError>?](repeating: nil, count: assignments.count)
             await withTaskGroup(of: (Int, Result<[RedisValue], RedisError>).self) { group in
                 for (index, (node, pieces)) in assignments.enumerated() {
-                    let commands = pieces.flatMap { piece in piece.asking == nil ? piece.commands : [RedisCommand("ASKING")] + piece.commands }
+                    let commands = pieces.flatMap { piece in
+                        piece.asking == nil ? piece.commands : [RedisCommand("ASKING")] + piece.commands
+                    }
                     let pool = pool(for: node)
                     group.addTask { (index, await pool.result(of: commands)) }
                 }

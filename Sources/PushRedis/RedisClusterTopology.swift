@@ -8,7 +8,8 @@ public enum RedisKeySlot {
         let bytes = Array(key)
         var hashed = bytes[...]
         if let open = bytes.firstIndex(of: UInt8(ascii: "{")),
-           let close = bytes[(open + 1)...].firstIndex(of: UInt8(ascii: "}")), close > open + 1 {
+            let close = bytes[(open + 1)...].firstIndex(of: UInt8(ascii: "}")), close > open + 1
+        {
             hashed = bytes[(open + 1)..<close]
         }
         return Int(crc16(hashed)) % count
@@ -72,10 +73,10 @@ public struct RedisSlotMap: Sendable, Equatable {
         var covered = 0
         for range in ranges {
             guard case .array(let fields) = range, fields.count >= 3,
-                  let start = fields[0].integer, let end = fields[1].integer,
-                  start >= 0, end < Int64(RedisKeySlot.count), start <= end,
-                  case .array(let master) = fields[2], master.count >= 2,
-                  let host = master[0].string, let port = master[1].integer, (1...65_535).contains(port)
+                let start = fields[0].integer, let end = fields[1].integer,
+                start >= 0, end < Int64(RedisKeySlot.count), start <= end,
+                case .array(let master) = fields[2], master.count >= 2,
+                let host = master[0].string, let port = master[1].integer, (1...65_535).contains(port)
             else { continue }
             let address = RedisNodeAddress(host: host.isEmpty || host == "?" ? announcedBy.host : host, port: Int(port))
             for slot in Int(start)...Int(end) { owners[slot] = address }
@@ -112,7 +113,7 @@ enum RedisRedirection: Equatable {
         switch parts.first {
         case "MOVED", "ASK":
             guard parts.count == 3, let slot = Int(parts[1]), (0..<RedisKeySlot.count).contains(slot),
-                  let address = RedisNodeAddress(redirectTarget: parts[2])
+                let address = RedisNodeAddress(redirectTarget: parts[2])
             else { return nil }
             self = parts[0] == "MOVED" ? .moved(slot: slot, to: address) : .ask(slot: slot, to: address)
         case "TRYAGAIN":

@@ -17,9 +17,11 @@ public final class RedisDeliveryStore: DeliveryStore {
         // and redeliveries, none for the usual first send.
         guard !held.isEmpty else { return states }
         let identity = DedupeWindows.identity(of: job)
-        let holders = try Self.checked(await client.pipeline(held.map {
-            RedisCommand("GET", RedisKeys.dedupe(bindingId: job.targets[$0].bindingId, identity: identity))
-        }))
+        let holders = try Self.checked(
+            await client.pipeline(
+                held.map {
+                    RedisCommand("GET", RedisKeys.dedupe(bindingId: job.targets[$0].bindingId, identity: identity))
+                }))
         for (index, holder) in zip(held, holders) {
             // An ended window (nil) or this job's own earlier claim (a redelivery) leaves the target fresh.
             if let holder = holder.string, holder != job.id { states[index] = .duplicate(ofJob: holder) }
@@ -70,7 +72,9 @@ public final class RedisDeliveryStore: DeliveryStore {
             if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) { return .alreadyFinished(outcome) }
             return (replies[base + 1].integer ?? 0) > 0 ? .inRetryQueue : .fresh
         }
-        let held = job.targets.indices.filter { dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + stride - 1] != .status("OK") }
+        let held = job.targets.indices.filter {
+            dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + stride - 1] != .status("OK")
+        }
         return (states, held)
     }
 
@@ -124,15 +128,17 @@ public final class RedisDeliveryStore: DeliveryStore {
         guard let key = CallCancellation.key(of: cancel), !cancel.targets.isEmpty else { return }
         let value = CallCancellation(cancelJobId: cancel.id, createdAt: cancel.createdAt).encoded
         let commands = cancel.targets.map { target in
-            RedisCommand("SET", RedisKeys.cancellation(bindingId: target.bindingId, userId: cancel.userId, key: key), value,
-                         "PX", String(max(retention.milliseconds, 1)))
+            RedisCommand(
+                "SET", RedisKeys.cancellation(bindingId: target.bindingId, userId: cancel.userId, key: key), value,
+                "PX", String(max(retention.milliseconds, 1)))
         }
         _ = try Self.checked(await client.pipeline(commands))
     }
 
     public func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation? {
         guard let key = CallCancellation.key(of: call) else { return nil }
-        let reply = try await client.command(RedisCommand("GET", RedisKeys.cancellation(bindingId: bindingId, userId: call.userId, key: key)))
+        let reply = try await client.command(
+            RedisCommand("GET", RedisKeys.cancellation(bindingId: bindingId, userId: call.userId, key: key)))
         return reply.string.flatMap(CallCancellation.init(encoded:))
     }
 }

@@ -52,9 +52,10 @@ final class RedisNodePool: Sendable {
         nodeURL.host = address.host
         nodeURL.port = address.port
         slots = (0..<max(connections, 1)).map { index in
-            Slot(connection: RedisConnection(url: nodeURL, connectTimeout: connectTimeout, commandTimeout: commandTimeout),
-                 queue: DispatchQueue(label: "redis-\(address)-\(index)"),
-                 completions: DispatchQueue(label: "redis-\(address)-\(index)-completions"))
+            Slot(
+                connection: RedisConnection(url: nodeURL, connectTimeout: connectTimeout, commandTimeout: commandTimeout),
+                queue: DispatchQueue(label: "redis-\(address)-\(index)"),
+                completions: DispatchQueue(label: "redis-\(address)-\(index)-completions"))
         }
     }
 

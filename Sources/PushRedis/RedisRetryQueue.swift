@@ -41,44 +41,49 @@ public final class RedisRetryQueue: RetryQueue {
         """
 
     /// KEYS: the index. ARGV: limit, lease (ms). Returns {lease end, ids}.
-    static let claimScript = RedisScript(serverNow + """
+    static let claimScript = RedisScript(
+        serverNow + """
 
-        local leaseEnd = string.format('%d', now + tonumber(ARGV[2]))
-        local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now), 'LIMIT', 0, tonumber(ARGV[1]))
-        for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], leaseEnd, id) end
-        return {leaseEnd, ids}
-        """)
+            local leaseEnd = string.format('%d', now + tonumber(ARGV[2]))
+            local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now), 'LIMIT', 0, tonumber(ARGV[1]))
+            for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], leaseEnd, id) end
+            return {leaseEnd, ids}
+            """)
 
     /// KEYS: the index. ARGV: lease (ms), then (id, lease end held) pairs. Returns {lease end, {1 renewed | 0 lost, ...}}.
-    static let renewScript = RedisScript(serverNow + """
+    static let renewScript = RedisScript(
+        serverNow + """
 
-        local leaseEnd = string.format('%d', now + tonumber(ARGV[1]))
-        local renewed = {}
-        for index = 2, #ARGV, 2 do
-            local score = redis.call('ZSCORE', KEYS[1], ARGV[index])
-            if score and tonumber(score) == tonumber(ARGV[index + 1]) then
-                redis.call('ZADD', KEYS[1], leaseEnd, ARGV[index])
-                renewed[#renewed + 1] = 1
-            else
-                renewed[#renewed + 1] = 0
+            local leaseEnd = string.format('%d', now + tonumber(ARGV[1]))
+            local renewed = {}
+            for index = 2, #ARGV, 2 do
+                local score = redis.call('ZSCORE', KEYS[1], ARGV[index])
+                if score and tonumber(score) == tonumber(ARGV[index + 1]) then
+                    redis.call('ZADD', KEYS[1], leaseEnd, ARGV[index])
+                    renewed[#renewed + 1] = 1
+                else
+                    renewed[#renewed + 1] = 0
+                end
             end
-        end
-        return {leaseEnd, renewed}
-        """)
+            return {leaseEnd, renewed}
+            """)
 
     /// KEYS: the entry's hash, its shard's index. ARGV: delay (ms), id, then the hash's (field, value) pairs.
-    static let scheduleScript = RedisScript(serverNow + """
+    static let scheduleScript = RedisScript(
+        serverNow + """
 
-        redis.call('HSET', KEYS[1], unpack(ARGV, 3))
-        redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[1])), ARGV[2])
-        return 1
-        """)
+            redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+            redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[1])), ARGV[2])
+            return 1
+            """)
 
     /// - Parameters:
     ///   - clock: this replica's clock (ms), only to turn a hand-off's due time into a delay.
     ///   - replicationTimeout: how long a hand-off waits for a replica of its node to acknowledge it.
-    public init(client: RedisClient, logger: Logger = Logger(label: "push-worker.retry-queue"),
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, replicationTimeout: Duration = .seconds(1)) {
+    public init(
+        client: RedisClient, logger: Logger = Logger(label: "push-worker.retry-queue"),
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, replicationTimeout: Duration = .seconds(1)
+    ) {
         self.client = client
         self.logger = logger
         self.clock = clock
@@ -94,7 +99,10 @@ public final class RedisRetryQueue: RetryQueue {
         let shard = Self.shard(of: entry.id)
         let delay = min(max(0, dueAt.subtracting(saturating: clock())), Self.maximumDelayMilliseconds)
         var arguments: [[UInt8]] = [Array(String(delay).utf8), Array(entry.id.utf8)]
-        func field(_ name: String, _ value: [UInt8]) { arguments.append(Array(name.utf8)); arguments.append(value) }
+        func field(_ name: String, _ value: [UInt8]) {
+            arguments.append(Array(name.utf8))
+            arguments.append(value)
+        }
         field("job", entry.jobBytes)
         field("key", entry.kafkaKey ?? [])
         field("hasKey", Array((entry.kafkaKey == nil ? "0" : "1").utf8))
@@ -103,9 +111,10 @@ public final class RedisRetryQueue: RetryQueue {
         field("attempts", Array(String(entry.attempts).utf8))
         field("reason", Array(entry.lastReason.utf8))
         field("httpStatus", Array((entry.lastHTTPStatus.map(String.init) ?? "").utf8))
-        _ = try await client.evaluateReplicated(Self.scheduleScript,
-                                                keys: [RedisKeys.retryEntry(entry.id, shard: shard), RedisKeys.retryIndex(shard: shard)],
-                                                arguments: arguments, timeout: replicationTimeout)
+        _ = try await client.evaluateReplicated(
+            Self.scheduleScript,
+            keys: [RedisKeys.retryEntry(entry.id, shard: shard), RedisKeys.retryIndex(shard: shard)],
+            arguments: arguments, timeout: replicationTimeout)
     }
 
     public func claimDue(limit: Int, lease: Duration) async throws -> [RetryClaim] {
@@ -154,15 +163,20 @@ public final class RedisRetryQueue: RetryQueue {
         let shards = Self.shards
         var asked: [Int] = []
         for index in shards.indices where quotas[index] > 0 { asked.append(index) }
-        let replies = try await client.evaluateAll(Self.claimScript, calls: asked.map { index in
-            (keys: [RedisKeys.retryIndex(shard: shards[index])],
-             arguments: [Array(String(quotas[index]).utf8), Array(String(lease.milliseconds).utf8)])
-        })
+        let replies = try await client.evaluateAll(
+            Self.claimScript,
+            calls: asked.map { index in
+                (
+                    keys: [RedisKeys.retryIndex(shard: shards[index])],
+                    arguments: [Array(String(quotas[index]).utf8), Array(String(lease.milliseconds).utf8)]
+                )
+            })
         var claimed = [[RetryLease]](repeating: [], count: shards.count)
         for (index, reply) in zip(asked, replies) {
             if case .error(let message) = reply { throw RedisError.reply(message) }
             guard case .array(let parts) = reply, parts.count == 2, let end = parts[0].string.flatMap({ Int64($0) }),
-                  case .array(let ids) = parts[1] else { throw RedisError.reply("unexpected claim reply: \(reply)") }
+                case .array(let ids) = parts[1]
+            else { throw RedisError.reply("unexpected claim reply: \(reply)") }
             claimed[index] = ids.compactMap(\.string).map { RetryLease(id: $0, end: end) }
         }
         return claimed
@@ -176,15 +190,21 @@ public final class RedisRetryQueue: RetryQueue {
             positions[Self.shard(of: held.id), default: []].append(position)
         }
         let groups = Array(positions)
-        let replies = try await client.evaluateAll(Self.renewScript, calls: groups.map { shard, members in
-            (keys: [RedisKeys.retryIndex(shard: shard)],
-             arguments: [Array(String(lease.milliseconds).utf8)] + members.flatMap { [Array(leases[$0].id.utf8), Array(String(leases[$0].end).utf8)] })
-        })
+        let replies = try await client.evaluateAll(
+            Self.renewScript,
+            calls: groups.map { shard, members in
+                (
+                    keys: [RedisKeys.retryIndex(shard: shard)],
+                    arguments: [Array(String(lease.milliseconds).utf8)]
+                        + members.flatMap { [Array(leases[$0].id.utf8), Array(String(leases[$0].end).utf8)] }
+                )
+            })
         var renewed = [RetryLease?](repeating: nil, count: leases.count)
         for ((_, members), reply) in zip(groups, replies) {
             if case .error(let message) = reply { throw RedisError.reply(message) }
             guard case .array(let parts) = reply, parts.count == 2, let end = parts[0].string.flatMap({ Int64($0) }),
-                  case .array(let flags) = parts[1], flags.count == members.count else { throw RedisError.reply("unexpected renewal reply: \(reply)") }
+                case .array(let flags) = parts[1], flags.count == members.count
+            else { throw RedisError.reply("unexpected renewal reply: \(reply)") }
             for (position, flag) in zip(members, flags) where flag.integer == 1 {
                 renewed[position] = RetryLease(id: leases[position].id, end: end)
             }
@@ -212,14 +232,18 @@ public final class RedisRetryQueue: RetryQueue {
         let damaged = RedisKeys.damagedRetryEntry(id, shard: shard)
         if exists { commands.insert(RedisCommand("RENAME", RedisKeys.retryEntry(id, shard: shard), damaged), at: 0) }
         try await transactions([commands])
-        logger.error("damaged retry record taken out of the queue: its delivery is not retried", metadata: [
-            "entry": "\(id)", "keptAt": "\(exists ? damaged : "nowhere: the index named no record")",
-        ])
+        logger.error(
+            "damaged retry record taken out of the queue: its delivery is not retried",
+            metadata: [
+                "entry": "\(id)", "keptAt": "\(exists ? damaged : "nowhere: the index named no record")",
+            ])
     }
 
     public func complete(_ id: String) async throws {
         let shard = Self.shard(of: id)
-        try await transactions([[RedisCommand("DEL", RedisKeys.retryEntry(id, shard: shard)), RedisCommand("ZREM", RedisKeys.retryIndex(shard: shard), id)]])
+        try await transactions([
+            [RedisCommand("DEL", RedisKeys.retryEntry(id, shard: shard)), RedisCommand("ZREM", RedisKeys.retryIndex(shard: shard), id)]
+        ])
     }
 
     public func count() async throws -> Int {
@@ -261,11 +285,13 @@ public final class RedisRetryQueue: RetryQueue {
             fields[name] = value
         }
         func text(_ name: String) -> String? { fields[name].map { String(decoding: $0, as: UTF8.self) } }
-        guard let job = fields["job"], let binding = text("binding"), let attempts = text("attempts").flatMap(Int.init), (0...Self.maximumRecordedAttempts).contains(attempts),
-              let fallback = text("fallbackCreatedAt").flatMap(Int64.init)
+        guard let job = fields["job"], let binding = text("binding"), let attempts = text("attempts").flatMap(Int.init),
+            (0...Self.maximumRecordedAttempts).contains(attempts),
+            let fallback = text("fallbackCreatedAt").flatMap(Int64.init)
         else { return nil }
-        return RetryEntry(id: id, jobBytes: job, kafkaKey: text("hasKey") == "1" ? fields["key"] : nil,
-                          fallbackCreatedAt: fallback, bindingId: binding, attempts: attempts,
-                          lastReason: text("reason") ?? "", lastHTTPStatus: text("httpStatus").flatMap(Int.init))
+        return RetryEntry(
+            id: id, jobBytes: job, kafkaKey: text("hasKey") == "1" ? fields["key"] : nil,
+            fallbackCreatedAt: fallback, bindingId: binding, attempts: attempts,
+            lastReason: text("reason") ?? "", lastHTTPStatus: text("httpStatus").flatMap(Int.init))
     }
 }

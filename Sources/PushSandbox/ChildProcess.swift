@@ -27,8 +27,10 @@ public final class ChildProcess: Sendable {
     /// The exit status once collected.
     private let collected = Mutex<Int32?>(nil)
 
-    public init(executable: String, arguments: [String],
-                standardInput: Stream = .null, standardOutput: Stream = .null, standardError: Stream = .null) throws {
+    public init(
+        executable: String, arguments: [String],
+        standardInput: Stream = .null, standardOutput: Stream = .null, standardError: Stream = .null
+    ) throws {
         var actions = posix_spawn_file_actions_t()
         try Self.check(posix_spawn_file_actions_init(&actions), "posix_spawn_file_actions_init")
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -53,15 +55,17 @@ public final class ChildProcess: Sendable {
         sigemptyset(&mask)
         try Self.check(posix_spawnattr_setsigdefault(&attributes, &defaults), "posix_spawnattr_setsigdefault")
         try Self.check(posix_spawnattr_setsigmask(&attributes, &mask), "posix_spawnattr_setsigmask")
-        try Self.check(posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)), "posix_spawnattr_setflags")
+        try Self.check(
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)), "posix_spawnattr_setflags")
 
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         var pid = pid_t()
         let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         guard status == 0 else {
-            throw NSError(domain: NSPOSIXErrorDomain, code: Int(status),
-                          userInfo: [NSLocalizedDescriptionKey: "cannot start \(executable): \(String(cString: strerror(status)))"])
+            throw NSError(
+                domain: NSPOSIXErrorDomain, code: Int(status),
+                userInfo: [NSLocalizedDescriptionKey: "cannot start \(executable): \(String(cString: strerror(status)))"])
         }
         processIdentifier = pid
     }
@@ -110,7 +114,10 @@ public final class ChildProcess: Sendable {
             repeat { result = waitpid(processIdentifier, &raw, blocking ? 0 : WNOHANG) } while result == -1 && errno == EINTR
             guard result != 0 else { return nil }
             // -1: the child was collected elsewhere, which nothing here does; report an unknown status rather than wait forever.
-            guard result == processIdentifier else { collected = -1; return -1 }
+            guard result == processIdentifier else {
+                collected = -1
+                return -1
+            }
             let signal = raw & 0x7f
             collected = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
             return collected
@@ -119,6 +126,8 @@ public final class ChildProcess: Sendable {
 
     private static func check(_ status: Int32, _ call: String) throws {
         guard status != 0 else { return }
-        throw NSError(domain: NSPOSIXErrorDomain, code: Int(status), userInfo: [NSLocalizedDescriptionKey: "\(call): \(String(cString: strerror(status)))"])
+        throw NSError(
+            domain: NSPOSIXErrorDomain, code: Int(status),
+            userInfo: [NSLocalizedDescriptionKey: "\(call): \(String(cString: strerror(status)))"])
     }
 }

@@ -84,9 +84,11 @@ public final class HostileAnswers: Sendable {
 
     /// Wraps `responder`. `key` names the target of a request (recorded; nil = not recorded,
     /// never hostile), `marker` finds the behaviour in that key, `signer` the credential that signed it (recorded).
-    public func wrap(_ responder: @escaping SandboxServer.Responder, key: @escaping @Sendable (SandboxRequest) -> String?,
-                     signer: @escaping @Sendable (SandboxRequest) -> String? = { _ in nil },
-                     marker: @escaping @Sendable (String) -> Behaviour?) -> SandboxServer.Responder {
+    public func wrap(
+        _ responder: @escaping SandboxServer.Responder, key: @escaping @Sendable (SandboxRequest) -> String?,
+        signer: @escaping @Sendable (SandboxRequest) -> String? = { _ in nil },
+        marker: @escaping @Sendable (String) -> Behaviour?
+    ) -> SandboxServer.Responder {
         { [self] request in
             let normal = responder(request)
             guard let target = key(request) else { return normal }

@@ -22,10 +22,13 @@ public final class RedisClusterProcesses: @unchecked Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("redis-cluster-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var nodes: [RedisServerProcess] = []
-        for _ in 0..<(masters * (1 + replicasPerMaster)) { nodes.append(try await RedisServerProcess.launchClusterNode(in: directory.path)) }
+        for _ in 0..<(masters * (1 + replicasPerMaster)) {
+            nodes.append(try await RedisServerProcess.launchClusterNode(in: directory.path))
+        }
         let cluster = RedisClusterProcesses(nodes: nodes, directory: directory, hasReplicas: replicasPerMaster > 0)
-        let created = try await RedisCLI.run(["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" }
-                                             + ["--cluster-replicas", String(replicasPerMaster), "--cluster-yes"])
+        let created = try await RedisCLI.run(
+            ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" }
+                + ["--cluster-replicas", String(replicasPerMaster), "--cluster-yes"])
         guard created.status == 0 else { throw failure("redis-cli --cluster create failed: \(created.output.suffix(500))") }
         try await cluster.waitUntilServing()
         return cluster

@@ -27,8 +27,11 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// A replica of `master` (`--replicaof`), started and accepting connections; its first sync may still be under way.
     public static func launchReplica(of master: RedisServerProcess) async throws -> RedisServerProcess {
-        try await launch { RedisServerProcess(port: try allocatePort(clusterBus: false), password: master.password,
-                                              clusterDirectory: nil, replicaOf: master.port) }
+        try await launch {
+            RedisServerProcess(
+                port: try allocatePort(clusterBus: false), password: master.password,
+                clusterDirectory: nil, replicaOf: master.port)
+        }
     }
 
     /// A node with cluster support on (`--cluster-enabled yes`), not yet part of a cluster; its
@@ -62,8 +65,9 @@ public final class RedisServerProcess: @unchecked Sendable {
         while ContinuousClock.now < deadline {
             if lock.withLock({ process?.hasExited ?? false }) {
                 stop()
-                throw NSError(domain: "redis-server", code: Self.exitedAtStart,
-                              userInfo: [NSLocalizedDescriptionKey: "redis-server exited at start on port \(port) (port taken?)"])
+                throw NSError(
+                    domain: "redis-server", code: Self.exitedAtStart,
+                    userInfo: [NSLocalizedDescriptionKey: "redis-server exited at start on port \(port) (port taken?)"])
             }
             if Self.canConnect(port: port) { return }
             try await Task.sleep(for: .milliseconds(25))
@@ -82,15 +86,19 @@ public final class RedisServerProcess: @unchecked Sendable {
     private func spawn() throws {
         try lock.withLock {
             guard process == nil else { return }
-            var arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--daemonize", "no", "--loglevel", "warning",
-                             // A replica's first copy starts at once, not after the default 5 s wait for more replicas.
-                             "--repl-diskless-sync-delay", "0"]
+            var arguments = [
+                "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--daemonize", "no", "--loglevel", "warning",
+                // A replica's first copy starts at once, not after the default 5 s wait for more replicas.
+                "--repl-diskless-sync-delay", "0",
+            ]
             if let password { arguments += ["--requirepass", password, "--masterauth", password] }
             if let replicaOf { arguments += ["--replicaof", "127.0.0.1", String(replicaOf)] }
             if let clusterDirectory {
-                arguments += ["--cluster-enabled", "yes", "--cluster-config-file", "\(clusterDirectory)/nodes-\(port).conf",
-                              "--cluster-node-timeout", "2000", "--dir", clusterDirectory]
+                arguments += [
+                    "--cluster-enabled", "yes", "--cluster-config-file", "\(clusterDirectory)/nodes-\(port).conf",
+                    "--cluster-node-timeout", "2000", "--dir", clusterDirectory,
+                ]
             }
             process = try ChildProcess(executable: Self.executable, arguments: arguments)
         }
@@ -110,7 +118,8 @@ public final class RedisServerProcess: @unchecked Sendable {
     }
 
     static var executable: String {
-        for candidate in ["/usr/bin/redis-server", "/usr/local/bin/redis-server"] where FileManager.default.isExecutableFile(atPath: candidate) {
+        for candidate in ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+        where FileManager.default.isExecutableFile(atPath: candidate) {
             return candidate
         }
         return "/usr/bin/redis-server"

@@ -65,16 +65,19 @@ public final class FaultInjector: Sendable {
 
     /// Wraps `responder`; `key` names the target a request is for (nil = never faulted, not recorded), `signer` the
     /// credential that signed it (recorded when not nil).
-    public func wrap(_ responder: @escaping SandboxServer.Responder,
-                     key: @escaping @Sendable (SandboxRequest) -> String?,
-                     signer: @escaping @Sendable (SandboxRequest) -> String? = { _ in nil }) -> SandboxServer.Responder {
+    public func wrap(
+        _ responder: @escaping SandboxServer.Responder,
+        key: @escaping @Sendable (SandboxRequest) -> String?,
+        signer: @escaping @Sendable (SandboxRequest) -> String? = { _ in nil }
+    ) -> SandboxServer.Responder {
         { [self] request in
             var response = responder(request)
             guard let target = key(request) else { return response }
             var label = String(response.status)
             if let outageFile = faults.outageFile, access(outageFile, F_OK) == 0 {
-                response = SandboxResponse(status: faults.failStatus,
-                                           headers: faults.retryAfterSeconds.map { [("retry-after", String($0))] } ?? [])
+                response = SandboxResponse(
+                    status: faults.failStatus,
+                    headers: faults.retryAfterSeconds.map { [("retry-after", String($0))] } ?? [])
                 label = "outage:\(faults.failStatus)"
             } else if let prefix = faults.slowTargetPrefix, target.hasPrefix(prefix) {
                 response.delay = .milliseconds(faults.slowMilliseconds)
@@ -83,8 +86,9 @@ public final class FaultInjector: Sendable {
                 let (fault, goAway) = decide(target)
                 switch fault {
                 case .fail?:
-                    response = SandboxResponse(status: faults.failStatus,
-                                               headers: faults.retryAfterSeconds.map { [("retry-after", String($0))] } ?? [])
+                    response = SandboxResponse(
+                        status: faults.failStatus,
+                        headers: faults.retryAfterSeconds.map { [("retry-after", String($0))] } ?? [])
                     label = String(faults.failStatus)
                 case .reset?:
                     response.connectionAction = .reset
@@ -115,10 +119,15 @@ public final class FaultInjector: Sendable {
             state.random ^= state.random >> 27
             let draw = Double((state.random &* 2_685_821_657_736_338_717) >> 11) / Double(1 << 53)
             let fault: Fault?
-            if draw < faults.failShare { fault = .fail }
-            else if draw < faults.failShare + faults.resetShare { fault = .reset }
-            else if draw < faults.failShare + faults.resetShare + faults.stallShare { fault = .stall }
-            else { fault = nil }
+            if draw < faults.failShare {
+                fault = .fail
+            } else if draw < faults.failShare + faults.resetShare {
+                fault = .reset
+            } else if draw < faults.failShare + faults.resetShare + faults.stallShare {
+                fault = .stall
+            } else {
+                fault = nil
+            }
             guard let fault, state.faultsPerTarget[target, default: 0] < faults.maximumFaultsPerTarget else { return (nil, goAway) }
             state.faultsPerTarget[target, default: 0] += 1
             return (fault, goAway)

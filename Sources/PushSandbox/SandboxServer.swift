@@ -78,10 +78,12 @@ public final class SandboxServer: Sendable {
     /// - Parameter requireClientCertificate: demand a client certificate issued by the sandbox CA (mutual TLS).
     /// - Parameter initialConcurrentStreams: SETTINGS_MAX_CONCURRENT_STREAMS announced on every new connection.
     /// - Parameter connectionClosed: called with `SandboxRequest.connection` of each connection that closes (either side).
-    public static func start(tls: SandboxTLS, requireClientCertificate: Bool = false, port: Int = 0,
-                             initialConcurrentStreams: Int = 100,
-                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
-                             responder: @escaping Responder) async throws -> SandboxServer {
+    public static func start(
+        tls: SandboxTLS, requireClientCertificate: Bool = false, port: Int = 0,
+        initialConcurrentStreams: Int = 100,
+        connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
+        responder: @escaping Responder
+    ) async throws -> SandboxServer {
         var configuration = try tls.serverConfiguration(applicationProtocols: ["h2"])
         // Idle clients do not answer close_notify; do not hold a stop for them.
         configuration.shutdownTimeout = .milliseconds(100)
@@ -183,15 +185,19 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
             body.append(contentsOf: buffer.readBytes(length: buffer.readableBytes) ?? [])
         case .end:
             guard let head else { return }
-            let request = SandboxRequest(method: head.method.rawValue, path: head.uri,
-                                         headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body,
-                                         receivedAt: .now, connection: context.channel.parent.map { ObjectIdentifier($0) })
+            let request = SandboxRequest(
+                method: head.method.rawValue, path: head.uri,
+                headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body,
+                receivedAt: .now, connection: context.channel.parent.map { ObjectIdentifier($0) })
             record(request)
             let response = responder(request)
             if let delay = response.delay {
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000
-                                                                + delay.components.attoseconds / 1_000_000_000)) {
+                context.eventLoop.scheduleTask(
+                    in: .nanoseconds(
+                        Int64(delay.components.seconds) * 1_000_000_000
+                            + delay.components.attoseconds / 1_000_000_000)
+                ) {
                     let (handler, context) = loopBound.value
                     handler.write(response, context: context)
                 }
@@ -211,9 +217,11 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
                 connection.eventLoop.scheduleTask(in: .milliseconds(50)) { connection.close(promise: nil) }
             }
         case .allowConcurrentStreams(let count):
-            connection.writeAndFlush(HTTP2Frame(streamID: .rootStream,
-                                                payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: count)]))),
-                                     promise: nil)
+            connection.writeAndFlush(
+                HTTP2Frame(
+                    streamID: .rootStream,
+                    payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: count)]))),
+                promise: nil)
         case .reset:
             connection.close(promise: nil)
         case .gracefulGoAway:
@@ -231,8 +239,12 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
         }
         var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
         headers.replaceOrAdd(name: "content-length", value: "\(response.generatedBodyBytes ?? response.body.count)")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: response.status),
-                                                             headers: headers))), promise: nil)
+        context.write(
+            wrapOutboundOut(
+                .head(
+                    HTTPResponseHead(
+                        version: .http2, status: .init(statusCode: response.status),
+                        headers: headers))), promise: nil)
         if let size = response.generatedBodyBytes {
             writeGenerated(remaining: size, then: response.connectionAction, context: context)
             return

@@ -19,19 +19,21 @@ public struct SandboxTLS: Sendable {
         let server = try authority.issueServerCertificate(names: serverNames)
         let client = try authority.issueClientCertificate(commonName: "push-worker")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("push-sandbox-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         func write(_ name: String, _ contents: String) throws -> String {
             let url = directory.appendingPathComponent(name)
             try contents.write(to: url, atomically: true, encoding: .utf8)
             return url.path
         }
-        return SandboxTLS(directory: directory,
-                          caFile: try write("ca.pem", authority.certificatePEM),
-                          serverCertificate: server,
-                          caCertificatePEM: authority.certificatePEM,
-                          clientCertificateFile: try write("client.pem", client.certificatePEM),
-                          clientKeyFile: try write("client-key.pem", client.privateKeyPEM))
+        return SandboxTLS(
+            directory: directory,
+            caFile: try write("ca.pem", authority.certificatePEM),
+            serverCertificate: server,
+            caCertificatePEM: authority.certificatePEM,
+            clientCertificateFile: try write("client.pem", client.certificatePEM),
+            clientKeyFile: try write("client-key.pem", client.privateKeyPEM))
     }
 
     /// Removes the certificate directory.

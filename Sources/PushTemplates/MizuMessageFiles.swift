@@ -52,9 +52,11 @@ public enum MizuMessageFiles {
         while index < characters.count {
             if characters[index] == "{", index + 1 < characters.count, characters[index + 1] == "{" { insideTag = true }
             if characters[index] == "}", index + 1 < characters.count, characters[index + 1] == "}" { insideTag = false }
-            let startsWord = index == 0 || !(characters[index - 1].isUppercase || characters[index - 1].isNumber || characters[index - 1] == "_")
+            let startsWord =
+                index == 0 || !(characters[index - 1].isUppercase || characters[index - 1].isNumber || characters[index - 1] == "_")
             if !insideTag, startsWord, characters[index].isUppercase,
-               let keyword = keywords.first(where: { matches($0, characters, at: index) }) {
+                let keyword = keywords.first(where: { matches($0, characters, at: index) })
+            {
                 output += "{{\(keyword)}}"
                 counts[keyword, default: 0] += 1
                 index += keyword.count

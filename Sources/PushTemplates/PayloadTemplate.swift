@@ -59,12 +59,15 @@ struct PayloadTemplate: Sendable {
 enum SampleDelivery {
     static func make(target: Target, kind: JobKind) -> Delivery {
         let hostile = #"Q "quoted" \back\slash"#
-        let job = Job(id: "template-check", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high,
-                      userId: "callee \"2222\"", collapseKey: "collapse\"key", dedupeKey: nil,
-                      notification: Notification(title: "Title \(hostile)", body: "Body\nline 2 \(hostile)", sound: "ring\".wav", badge: 3),
-                      data: ["callId": "call\"id", "caller": "Caller \(hostile)", "callerUsername": "1111\"",
-                             "callerDisplayName": #"Display "},"x":""#, "msg": "msg \(hostile)"],
-                      targets: [])
+        let job = Job(
+            id: "template-check", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high,
+            userId: "callee \"2222\"", collapseKey: "collapse\"key", dedupeKey: nil,
+            notification: Notification(title: "Title \(hostile)", body: "Body\nline 2 \(hostile)", sound: "ring\".wav", badge: 3),
+            data: [
+                "callId": "call\"id", "caller": "Caller \(hostile)", "callerUsername": "1111\"",
+                "callerDisplayName": #"Display "},"x":""#, "msg": "msg \(hostile)",
+            ],
+            targets: [])
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)
     }
 }

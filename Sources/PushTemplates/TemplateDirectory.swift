@@ -39,8 +39,10 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
     }
 
     /// Loads every template; nil and one line per problem when any is broken (start-up refuses them).
-    public static func load(path: String, shapes: [any TemplateShape],
-                            defaultSounds: [JobKind: String] = [:]) -> Result<TemplateDirectory, ConfigurationProblems> {
+    public static func load(
+        path: String, shapes: [any TemplateShape],
+        defaultSounds: [JobKind: String] = [:]
+    ) -> Result<TemplateDirectory, ConfigurationProblems> {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
             return .failure(ConfigurationProblems(lines: ["\(path) is not a directory"]))
@@ -64,7 +66,9 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
     /// The keys that have a template file, for logs and `check-config`.
     public var sources: [String] { state.withLock { $0.loaded.keys.sorted() } }
 
-    public func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+    public func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<
+        RenderedPayload, PayloadTemplateFailure
+    >? {
         let candidates = [(key.app, key.kind.rawValue), (key.app, "default"), ("default", key.kind.rawValue), ("default", "default")]
         let template: PayloadTemplate? = state.withLock { state in
             for (app, kind) in candidates {
@@ -101,8 +105,9 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
             }
             guard let key = file.key, let shape = shapes[key.provider] else { continue }
             do {
-                let template = try PayloadTemplate(text: file.text, shape: shape, app: key.app, kind: key.kind,
-                                                   source: relative)
+                let template = try PayloadTemplate(
+                    text: file.text, shape: shape, app: key.app, kind: key.kind,
+                    source: relative)
                 loaded[relative] = (file.text, key, template)
                 report.changed.append(relative)
             } catch {
@@ -126,7 +131,8 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
         for providerName in visible(path) {
             let provider = ProviderID(providerName)
             guard shapes[provider] != nil else {
-                problems.append((providerName, "not a provider with templates (\(shapes.keys.sorted().map(\.rawValue).joined(separator: ", ")))"))
+                problems.append(
+                    (providerName, "not a provider with templates (\(shapes.keys.sorted().map(\.rawValue).joined(separator: ", ")))"))
                 continue
             }
             for app in visible("\(path)/\(providerName)") {
@@ -134,7 +140,11 @@ public final class TemplateDirectory: PayloadTemplates, Sendable {
                     let relative = "\(providerName)/\(app)/\(file)"
                     let kindName = file.hasSuffix(".mustache") ? String(file.dropLast(".mustache".count)) : nil
                     guard let kindName, kindName == "default" || JobKind(rawValue: kindName) != nil else {
-                        problems.append((relative, "name must be <kind>.mustache with kind one of \(JobKind.allCases.map(\.rawValue).joined(separator: ", ")) or default"))
+                        problems.append(
+                            (
+                                relative,
+                                "name must be <kind>.mustache with kind one of \(JobKind.allCases.map(\.rawValue).joined(separator: ", ")) or default"
+                            ))
                         continue
                     }
                     guard let text = try? String(contentsOfFile: "\(path)/\(relative)", encoding: .utf8) else {

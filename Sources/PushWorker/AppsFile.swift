@@ -22,7 +22,8 @@ enum AppsFile {
         var sections: [String: [JSONValue]] = [:]
         for (section, value) in members {
             guard known.contains(section) else {
-                reader.problem("PUSH_APPS_FILE: section \"\(section)\" is not supported (supported: \(known.sorted().joined(separator: ", ")))")
+                reader.problem(
+                    "PUSH_APPS_FILE: section \"\(section)\" is not supported (supported: \(known.sorted().joined(separator: ", ")))")
                 continue
             }
             guard case .array(let entries) = value else {

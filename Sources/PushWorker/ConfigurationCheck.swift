@@ -26,7 +26,8 @@ public enum ConfigurationCheck {
         case .success(let loaded): configuration = loaded
         case .failure(let errors): return errors.problems
         }
-        var problems = configuration.unknownVariables.map { "\($0) is not a push-worker variable (a typo?)" } + configuration.removedVariables
+        var problems =
+            configuration.unknownVariables.map { "\($0) is not a push-worker variable (a typo?)" } + configuration.removedVariables
         problems += await unreachable(endpoints(of: configuration), timeout: timeout)
         return problems
     }
@@ -60,7 +61,10 @@ public enum ConfigurationCheck {
                     case .tcp(let host, let port):
                         do {
                             let channel = try await ClientBootstrap(group: group)
-                                .connectTimeout(.nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))
+                                .connectTimeout(
+                                    .nanoseconds(
+                                        Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+                                )
                                 .connect(host: host, port: port).get()
                             try? await channel.close()
                             return (index, nil)

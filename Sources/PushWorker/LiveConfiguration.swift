@@ -59,9 +59,12 @@ public final class LiveConfiguration: Sendable {
     /// - Parameters:
     ///   - plugins: the plugins start-up configured from `source`, whose providers `providers` holds.
     ///   - version: the files' content as it was before those plugins read them.
-    init(source: ProviderSource, version: ConfigurationVersion, plugins: [ConfiguredPlugin], attemptTimeout: Duration, providers: LiveProviders,
-         formats: [any TargetFormat], context: ProviderContext, transports: ProviderTransports, breakers: CircuitBreakers,
-         metrics: PipelineMetrics, logger: Logger) {
+    init(
+        source: ProviderSource, version: ConfigurationVersion, plugins: [ConfiguredPlugin], attemptTimeout: Duration,
+        providers: LiveProviders,
+        formats: [any TargetFormat], context: ProviderContext, transports: ProviderTransports, breakers: CircuitBreakers,
+        metrics: PipelineMetrics, logger: Logger
+    ) {
         self.source = source
         self.attemptTimeout = attemptTimeout
         self.providers = providers
@@ -103,9 +106,11 @@ public final class LiveConfiguration: Sendable {
                 failed.increment()
                 refusedGauge.record(1)
                 for problem in errors.problems {
-                    logger.error("configuration reload refused; the last good version stays in use", metadata: [
-                        "problem": "\(problem)", "version": "\(version.shortHex)", "running": "\(state.loaded.shortHex)",
-                    ])
+                    logger.error(
+                        "configuration reload refused; the last good version stays in use",
+                        metadata: [
+                            "problem": "\(problem)", "version": "\(version.shortHex)", "running": "\(state.loaded.shortHex)",
+                        ])
                 }
                 return .refused(errors.problems)
             }
@@ -160,16 +165,20 @@ public final class LiveConfiguration: Sendable {
         lastSuccessGauge.record(Date().timeIntervalSince1970)
     }
 
-    private func logApplied(_ version: ConfigurationVersion, changed: Set<ProviderID>,
-                            before: [ProviderID: ConfiguredPlugin], after: [ProviderID: ConfiguredPlugin]) {
+    private func logApplied(
+        _ version: ConfigurationVersion, changed: Set<ProviderID>,
+        before: [ProviderID: ConfiguredPlugin], after: [ProviderID: ConfiguredPlugin]
+    ) {
         for id in changed.sorted(by: { $0.rawValue < $1.rawValue }) {
             let old = before[id]?.appLabels ?? [], new = after[id]?.appLabels ?? []
-            logger.notice("configuration reloaded", metadata: [
-                "provider": "\(id)", "version": "\(version.shortHex)",
-                "added": "\(new.subtracting(old).sorted().joined(separator: ","))",
-                "removed": "\(old.subtracting(new).sorted().joined(separator: ","))",
-                "enabled": "\(after[id] != nil)",
-            ])
+            logger.notice(
+                "configuration reloaded",
+                metadata: [
+                    "provider": "\(id)", "version": "\(version.shortHex)",
+                    "added": "\(new.subtracting(old).sorted().joined(separator: ","))",
+                    "removed": "\(old.subtracting(new).sorted().joined(separator: ","))",
+                    "enabled": "\(after[id] != nil)",
+                ])
         }
         if changed.isEmpty { logger.notice("configuration reloaded; no provider changed", metadata: ["version": "\(version.shortHex)"]) }
     }

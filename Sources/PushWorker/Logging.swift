@@ -95,10 +95,11 @@ public enum LogSetup {
     /// Installs the process-wide log handler once.
     public static func bootstrap(format: LogFormat, level: Logger.Level) {
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler = switch format {
-            case .json: JSONLogHandler(label: label)
-            case .text: StreamLogHandler.standardError(label: label)
-            }
+            var handler: any LogHandler =
+                switch format {
+                case .json: JSONLogHandler(label: label)
+                case .text: StreamLogHandler.standardError(label: label)
+                }
             handler.logLevel = level
             return handler
         }

@@ -23,8 +23,10 @@ public struct OperationsEndpoint: Sendable, Equatable {
     /// in one segment), short enough that clients dripping bytes cannot hold places for long.
     public static let defaultRequestHeadTimeout = Duration.seconds(5)
 
-    public init(bindAddress: String, port: Int, idleTimeout: Duration, maximumConnections: Int,
-                requestHeadTimeout: Duration = defaultRequestHeadTimeout) {
+    public init(
+        bindAddress: String, port: Int, idleTimeout: Duration, maximumConnections: Int,
+        requestHeadTimeout: Duration = defaultRequestHeadTimeout
+    ) {
         self.bindAddress = bindAddress
         self.port = port
         self.idleTimeout = idleTimeout
@@ -49,8 +51,10 @@ public final class OperationsServer: Sendable {
     /// The address and port actually bound.
     public let localAddress: SocketAddress?
 
-    public static func start(_ endpoint: OperationsEndpoint, registry: PrometheusCollectorRegistry,
-                             liveness: @escaping Check, readiness: @escaping Check) async throws -> OperationsServer {
+    public static func start(
+        _ endpoint: OperationsEndpoint, registry: PrometheusCollectorRegistry,
+        liveness: @escaping Check, readiness: @escaping Check
+    ) async throws -> OperationsServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let slots = ConnectionSlots(limit: endpoint.maximumConnections)
         let idleTimeout = TimeAmount(endpoint.idleTimeout)
@@ -246,8 +250,10 @@ private final class OperationsHandler: ChannelInboundHandler {
     private let readiness: OperationsServer.Check
     private var head: HTTPRequestHead?
 
-    init(registry: PrometheusCollectorRegistry, slots: ConnectionSlots,
-         liveness: @escaping OperationsServer.Check, readiness: @escaping OperationsServer.Check) {
+    init(
+        registry: PrometheusCollectorRegistry, slots: ConnectionSlots,
+        liveness: @escaping OperationsServer.Check, readiness: @escaping OperationsServer.Check
+    ) {
         self.registry = registry
         self.slots = slots
         self.liveness = liveness

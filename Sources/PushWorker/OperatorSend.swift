@@ -19,8 +19,11 @@ public enum OperatorSend {
         public var data: [String: String]
         public var ttlSeconds: Int64
 
-        public init(target: [(name: String, value: String)], objects: [(name: String, members: [(name: String, value: String)])] = [], kind: JobKind = .message,
-                    title: String? = nil, body: String? = nil, data: [String: String] = [:], ttlSeconds: Int64 = 60) {
+        public init(
+            target: [(name: String, value: String)], objects: [(name: String, members: [(name: String, value: String)])] = [],
+            kind: JobKind = .message,
+            title: String? = nil, body: String? = nil, data: [String: String] = [:], ttlSeconds: Int64 = 60
+        ) {
             self.target = target
             self.objects = objects
             self.kind = kind
@@ -47,7 +50,9 @@ public enum OperatorSend {
                 case .success(let response):
                     lines.append("answer:   HTTP \(response.status)")
                     // Only the push's own body: a token grant's answer holds a bearer token.
-                    if last { lines.append("body:     \(response.body.isEmpty ? "(empty)" : String(decoding: response.body, as: UTF8.self))") }
+                    if last {
+                        lines.append("body:     \(response.body.isEmpty ? "(empty)" : String(decoding: response.body, as: UTF8.self))")
+                    }
                 case .failure(let error):
                     lines.append("answer:   no response: \(error)")
                 }
@@ -81,7 +86,8 @@ public enum OperatorSend {
         let now = currentTimeMilliseconds()
         let job: Job
         do {
-            job = try JobDecoder(formats: TargetFormats(configuration.targetFormats)).decode(jobJSON(options, now: now), fallbackCreatedAt: now)
+            job = try JobDecoder(formats: TargetFormats(configuration.targetFormats)).decode(
+                jobJSON(options, now: now), fallbackCreatedAt: now)
         } catch {
             throw Refused(problems: ["target: \(error.message)"])
         }
@@ -96,7 +102,8 @@ public enum OperatorSend {
                 recorders.withLock { $0.append(recorder) }
                 return recorder
             }
-            registry = try Worker.makeRegistry(configuration, context: Worker.context(configuration, transports: transports, logger: logger))
+            registry = try Worker.makeRegistry(
+                configuration, context: Worker.context(configuration, transports: transports, logger: logger))
         } catch {
             throw Refused(problems: ["\(target.provider.rawValue): \(error)"])
         }
@@ -107,7 +114,8 @@ public enum OperatorSend {
         let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: now))
         await registry.shutdown()
         let exchanges = recorders.withLock { $0 }.flatMap(\.exchanges)
-        return Report(exchanges: exchanges, outcome: Outcome(job: job, target: target, result: result, attempts: 1, at: currentTimeMilliseconds()))
+        return Report(
+            exchanges: exchanges, outcome: Outcome(job: job, target: target, result: result, attempts: 1, at: currentTimeMilliseconds()))
     }
 
     /// A one-target job in the contract's JSON.

@@ -52,7 +52,9 @@ public struct ProviderSource: Sendable {
             reader.problem("no provider is configured any more; set one of: " + linked.map(\.configuredBy).joined(separator: "; "))
         }
         for plugin in enabled where plugin.requestTimeout > attemptTimeout {
-            reader.problem("\(plugin.id) requests may take \(plugin.requestTimeout), longer than the attempt timeout of \(attemptTimeout) this worker started with; restart to enable it")
+            reader.problem(
+                "\(plugin.id) requests may take \(plugin.requestTimeout), longer than the attempt timeout of \(attemptTimeout) this worker started with; restart to enable it"
+            )
         }
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         return .success(enabled)

@@ -1,6 +1,6 @@
 import Dispatch
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// SIGHUP: re-read `PUSH_APPS_FILE` and the credential files now (`Worker.reloadConfiguration`; the watcher does it

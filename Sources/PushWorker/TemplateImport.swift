@@ -23,8 +23,9 @@ public enum TemplateImport {
             let conversion = MizuMessageFiles.convert(text)
             let destination = "\(output)/\(template)"
             do {
-                try FileManager.default.createDirectory(atPath: (destination as NSString).deletingLastPathComponent,
-                                                        withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    atPath: (destination as NSString).deletingLastPathComponent,
+                    withIntermediateDirectories: true)
                 try conversion.template.write(toFile: destination, atomically: true, encoding: .utf8)
             } catch {
                 lines.append("\(file): cannot write \(destination): \(error)")

@@ -17,28 +17,41 @@ struct UnsafeKafkaProperty: Sendable {
     let consequence: String
 
     static let all: [UnsafeKafkaProperty] = [
-        UnsafeKafkaProperty(name: "enable.ssl.certificate.verification", unsafeValue: isFalse,
-                            consequence: "turns off verification of the brokers' TLS certificates"),
-        UnsafeKafkaProperty(name: "ssl.endpoint.identification.algorithm", unsafeValue: { $0.normalized == "none" },
-                            consequence: "turns off the check that a broker's certificate names its host"),
-        UnsafeKafkaProperty(name: "enable.sasl.oauthbearer.unsecure.jwt", unsafeValue: isTrue,
-                            consequence: "authenticates with librdkafka's unsigned test tokens (for development only)"),
-        UnsafeKafkaProperty(name: "plugin.library.paths", unsafeValue: nil,
-                            consequence: "loads shared libraries into the worker"),
-        UnsafeKafkaProperty(name: "ssl.engine.location", unsafeValue: nil,
-                            consequence: "loads an OpenSSL engine library into the worker"),
-        UnsafeKafkaProperty(name: "sasl.kerberos.kinit.cmd", unsafeValue: nil,
-                            consequence: "runs a shell command of its own"),
+        UnsafeKafkaProperty(
+            name: "enable.ssl.certificate.verification", unsafeValue: isFalse,
+            consequence: "turns off verification of the brokers' TLS certificates"),
+        UnsafeKafkaProperty(
+            name: "ssl.endpoint.identification.algorithm", unsafeValue: { $0.normalized == "none" },
+            consequence: "turns off the check that a broker's certificate names its host"),
+        UnsafeKafkaProperty(
+            name: "enable.sasl.oauthbearer.unsecure.jwt", unsafeValue: isTrue,
+            consequence: "authenticates with librdkafka's unsigned test tokens (for development only)"),
+        UnsafeKafkaProperty(
+            name: "plugin.library.paths", unsafeValue: nil,
+            consequence: "loads shared libraries into the worker"),
+        UnsafeKafkaProperty(
+            name: "ssl.engine.location", unsafeValue: nil,
+            consequence: "loads an OpenSSL engine library into the worker"),
+        UnsafeKafkaProperty(
+            name: "sasl.kerberos.kinit.cmd", unsafeValue: nil,
+            consequence: "runs a shell command of its own"),
         UnsafeKafkaProperty(name: "acks", unsafeValue: isNotAll, consequence: acknowledgedBeforeReplicated),
         UnsafeKafkaProperty(name: "request.required.acks", unsafeValue: isNotAll, consequence: acknowledgedBeforeReplicated),
-        UnsafeKafkaProperty(name: "enable.idempotence", unsafeValue: isFalse,
-                            consequence: "turns off the idempotent outcome producer: a batch resent after a broker error can be written twice or out of order, and acks=all is no longer enforced"),
+        UnsafeKafkaProperty(
+            name: "enable.idempotence", unsafeValue: isFalse,
+            consequence:
+                "turns off the idempotent outcome producer: a batch resent after a broker error can be written twice or out of order, and acks=all is no longer enforced"
+        ),
         UnsafeKafkaProperty(name: "enable.auto.commit", unsafeValue: isFalse, consequence: commitsOnlyOnRebalance),
         UnsafeKafkaProperty(name: "auto.commit.interval.ms", unsafeValue: { $0.normalized == "0" }, consequence: commitsOnlyOnRebalance),
-        UnsafeKafkaProperty(name: "auto.offset.reset", unsafeValue: { ["largest", "latest", "end"].contains($0.normalized) },
-                            consequence: "starts a new consumer group, or a partition whose committed offset the topic no longer holds, at its end: the jobs before it are never delivered"),
-        UnsafeKafkaProperty(name: "isolation.level", unsafeValue: { $0.normalized == "read_uncommitted" },
-                            consequence: "reads jobs of transactions their producer aborted: pushes it took back are sent"),
+        UnsafeKafkaProperty(
+            name: "auto.offset.reset", unsafeValue: { ["largest", "latest", "end"].contains($0.normalized) },
+            consequence:
+                "starts a new consumer group, or a partition whose committed offset the topic no longer holds, at its end: the jobs before it are never delivered"
+        ),
+        UnsafeKafkaProperty(
+            name: "isolation.level", unsafeValue: { $0.normalized == "read_uncommitted" },
+            consequence: "reads jobs of transactions their producer aborted: pushes it took back are sent"),
     ]
 
     private static let acknowledgedBeforeReplicated =

@@ -33,16 +33,19 @@ public struct Worker: Sendable {
         }
         var producerProperties = KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers)
         producerProperties.merge(configuration.rdkafkaProperties) { $1 }
-        var consumerProperties = KafkaConsumer.defaultProperties(bootstrapServers: configuration.brokers,
-                                                                 groupId: configuration.groupId)
+        var consumerProperties = KafkaConsumer.defaultProperties(
+            bootstrapServers: configuration.brokers,
+            groupId: configuration.groupId)
         consumerProperties.merge(configuration.rdkafkaProperties) { $1 }
         // Producer-only properties would make the consumer refuse to start, and vice versa.
         consumerProperties = consumerProperties.filter { !Self.producerOnly.contains($0.key) }
         producerProperties = producerProperties.filter { !Self.consumerOnly.contains($0.key) }
-        let metrics = PipelineMetrics(appLabels: MetricAppLabels(
-            Dictionary(configuration.plugins.map { ($0.id, $0.appLabels) }) { $0.union($1) }))
-        producer = try KafkaProducer(properties: producerProperties, logger: logger,
-                                     statistics: { metrics.producerLatency(fromStatistics: $0) })
+        let metrics = PipelineMetrics(
+            appLabels: MetricAppLabels(
+                Dictionary(configuration.plugins.map { ($0.id, $0.appLabels) }) { $0.union($1) }))
+        producer = try KafkaProducer(
+            properties: producerProperties, logger: logger,
+            statistics: { metrics.producerLatency(fromStatistics: $0) })
         let store: any DeliveryStore
         let retryQueue: (any RetryQueue)?
         if let url = configuration.redisURL {
@@ -55,14 +58,17 @@ public struct Worker: Sendable {
             retryQueue = nil
             logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
         }
-        let processor = JobProcessor(providers: providers, configuration: configuration.pipeline, store: store,
-                                     retryQueue: retryQueue, metrics: metrics, logger: logger)
+        let processor = JobProcessor(
+            providers: providers, configuration: configuration.pipeline, store: store,
+            retryQueue: retryQueue, metrics: metrics, logger: logger)
         liveConfiguration = LiveConfiguration(
-            source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins, attemptTimeout: configuration.pipeline.attemptTimeout,
+            source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins,
+            attemptTimeout: configuration.pipeline.attemptTimeout,
             providers: providers, formats: configuration.targetFormats, context: context, transports: transports,
             breakers: processor.circuitBreakers, metrics: metrics, logger: logger)
-        pipeline = DeliveryPipeline(configuration: configuration.pipeline, consumerProperties: consumerProperties,
-                                    producer: producer, processor: processor, logger: logger, observer: observer)
+        pipeline = DeliveryPipeline(
+            configuration: configuration.pipeline, consumerProperties: consumerProperties,
+            producer: producer, processor: processor, logger: logger, observer: observer)
     }
 
     /// Runs until `pipeline.stop()`, then closes the producer and the plugins.
@@ -97,21 +103,28 @@ public struct Worker: Sendable {
     }
 
     /// The transports of the configured HTTP client. `wrap` lets a caller observe each (`push-worker send`).
-    static func transports(_ configuration: WorkerConfiguration,
-                           wrap: @escaping @Sendable (any HTTPTransport) -> any HTTPTransport = { $0 }) -> ProviderTransports {
+    static func transports(
+        _ configuration: WorkerConfiguration,
+        wrap: @escaping @Sendable (any HTTPTransport) -> any HTTPTransport = { $0 }
+    ) -> ProviderTransports {
         let transportConfiguration = HTTPTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
         return ProviderTransports { name in wrap(NIOHTTP2Transport(configuration: transportConfiguration, name: name)) }
     }
 
     static func context(_ configuration: WorkerConfiguration, transports: ProviderTransports, logger: Logger) -> ProviderContext {
-        ProviderContext(makeTransport: { transports.transport(named: $0) }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)
+        ProviderContext(
+            makeTransport: { transports.transport(named: $0) }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)
     }
 
-    static let producerOnly: Set<String> = ["enable.idempotence", "acks", "linger.ms", "compression.type",
-                                             "message.timeout.ms", "batch.size", "queue.buffering.max.messages"]
-    static let consumerOnly: Set<String> = ["auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms",
-                                             "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
-                                             "partition.assignment.strategy", "enable.partition.eof",
-                                             "group.instance.id", "fetch.min.bytes", "fetch.wait.max.ms",
-                                             "queued.max.messages.kbytes"]
+    static let producerOnly: Set<String> = [
+        "enable.idempotence", "acks", "linger.ms", "compression.type",
+        "message.timeout.ms", "batch.size", "queue.buffering.max.messages",
+    ]
+    static let consumerOnly: Set<String> = [
+        "auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms",
+        "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
+        "partition.assignment.strategy", "enable.partition.eof",
+        "group.instance.id", "fetch.min.bytes", "fetch.wait.max.ms",
+        "queued.max.messages.kbytes",
+    ]
 }

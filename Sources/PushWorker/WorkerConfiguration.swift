@@ -53,11 +53,15 @@ public struct WorkerConfiguration: Sendable {
     /// The configured plugin of `provider`, if it is enabled.
     public func plugin(_ provider: ProviderID) -> ConfiguredPlugin? { plugins.first { $0.id == provider } }
 
-    public static func load(from environment: [String: String], requireBrokers: Bool = true,
-                            plugins linked: [any ProviderPlugin] = LinkedPlugins.all) -> Result<WorkerConfiguration, ConfigurationErrors> {
+    public static func load(
+        from environment: [String: String], requireBrokers: Bool = true,
+        plugins linked: [any ProviderPlugin] = LinkedPlugins.all
+    ) -> Result<WorkerConfiguration, ConfigurationErrors> {
         var reader = SettingsReader(environment)
         let brokers = reader.string(CoreSettings.kafkaBrokers) ?? ""
-        if requireBrokers, brokers.isEmpty { reader.problem("PUSH_KAFKA_BROKERS is required: the Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092") }
+        if requireBrokers, brokers.isEmpty {
+            reader.problem("PUSH_KAFKA_BROKERS is required: the Kafka bootstrap servers, e.g. kafka-0:9092,kafka-1:9092")
+        }
         let groupId = reader.string(CoreSettings.kafkaGroupId) ?? ""
         var pipeline = PipelineConfiguration(
             jobsTopic: reader.string(CoreSettings.jobsTopic) ?? "",
@@ -67,7 +71,9 @@ public struct WorkerConfiguration: Sendable {
         pipeline.maximumInFlightJobs = reader.integer(CoreSettings.maxInFlight)
         pipeline.urgentReservedInFlightJobs = reader.integer(CoreSettings.urgentReservedInFlight)
         if reader.isSet(CoreSettings.urgentReservedInFlight), pipeline.urgentReservedInFlightJobs > pipeline.maximumInFlightJobs / 2 {
-            reader.problem("PUSH_URGENT_RESERVED_IN_FLIGHT (\(pipeline.urgentReservedInFlightJobs)) must be at most half of PUSH_MAX_IN_FLIGHT (\(pipeline.maximumInFlightJobs))")
+            reader.problem(
+                "PUSH_URGENT_RESERVED_IN_FLIGHT (\(pipeline.urgentReservedInFlightJobs)) must be at most half of PUSH_MAX_IN_FLIGHT (\(pipeline.maximumInFlightJobs))"
+            )
         }
         if reader.isSet(CoreSettings.maxReadAhead) {
             let readAhead = reader.integer(CoreSettings.maxReadAhead.name, default: 2 * pipeline.maximumInFlightJobs, in: 1...10_000_000)
@@ -82,9 +88,12 @@ public struct WorkerConfiguration: Sendable {
         pipeline.jobLimits.maximumBytes = reader.integer(CoreSettings.maxJobBytes)
         let retryBase = reader.integer(CoreSettings.retryBaseMs)
         let retryMaximum = reader.integer(CoreSettings.retryMaxMs)
-        if retryMaximum < retryBase { reader.problem("PUSH_RETRY_MAX_MS (\(retryMaximum)) must not be below PUSH_RETRY_BASE_MS (\(retryBase))") }
-        pipeline.retryPolicy = RetryPolicy(baseMilliseconds: Int64(retryBase), maximumMilliseconds: Int64(retryMaximum),
-                                           maximumAttempts: reader.integer(CoreSettings.maxAttempts))
+        if retryMaximum < retryBase {
+            reader.problem("PUSH_RETRY_MAX_MS (\(retryMaximum)) must not be below PUSH_RETRY_BASE_MS (\(retryBase))")
+        }
+        pipeline.retryPolicy = RetryPolicy(
+            baseMilliseconds: Int64(retryBase), maximumMilliseconds: Int64(retryMaximum),
+            maximumAttempts: reader.integer(CoreSettings.maxAttempts))
         pipeline.shutdownGrace = .seconds(reader.integer(CoreSettings.shutdownGraceS))
         for kind in JobKind.allCases {
             guard let setting = CoreSettings.dedupeWindows[kind] else { continue }
@@ -99,15 +108,21 @@ public struct WorkerConfiguration: Sendable {
         var redisURL: RedisURL?
         if let text = reader.string(CoreSettings.redisUrl) {
             redisURL = RedisURL(text)
-            if redisURL == nil { reader.problem("PUSH_REDIS_URL must look like redis://[:password@]host:port/db or, for a Redis Cluster, redis://[:password@]host:port,host:port/0, got \"\(RedisURL.masked(text))\"") }
+            if redisURL == nil {
+                reader.problem(
+                    "PUSH_REDIS_URL must look like redis://[:password@]host:port/db or, for a Redis Cluster, redis://[:password@]host:port,host:port/0, got \"\(RedisURL.masked(text))\""
+                )
+            }
         }
         let redisConnections = reader.integer(CoreSettings.redisConnections)
         let connections = reader.integer(CoreSettings.httpMaxConnections)
         // Twice the streams an origin's connections carry: requests being prepared or read need slots too.
-        pipeline.maximumInFlightPerOrigin = 2 * connections * HTTPTransportConfiguration(maximumConnectionsPerHost: connections).maximumStreamsPerConnection
+        pipeline.maximumInFlightPerOrigin =
+            2 * connections * HTTPTransportConfiguration(maximumConnectionsPerHost: connections).maximumStreamsPerConnection
         let bindAddress = reader.string(CoreSettings.httpBind) ?? ""
         if !OperationsEndpoint.isBindableAddress(bindAddress) {
-            reader.problem("PUSH_HTTP_BIND must be an IPv4 or IPv6 address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::, got \"\(bindAddress)\"")
+            reader.problem(
+                "PUSH_HTTP_BIND must be an IPv4 or IPv6 address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::, got \"\(bindAddress)\"")
         }
         let operations = OperationsEndpoint(
             bindAddress: bindAddress,
@@ -124,11 +139,12 @@ public struct WorkerConfiguration: Sendable {
         if let path = reader.string(CoreSettings.templatesDir) {
             var sounds: [JobKind: String] = [:]
             for kind in JobKind.allCases {
-                let setting = switch kind {
-                case .call: CoreSettings.soundCall
-                case .message: CoreSettings.soundMessage
-                case .cancel, .custom, .wake: CoreSettings.soundOther
-                }
+                let setting =
+                    switch kind {
+                    case .call: CoreSettings.soundCall
+                    case .message: CoreSettings.soundMessage
+                    case .cancel, .custom, .wake: CoreSettings.soundOther
+                    }
                 sounds[kind] = reader.string(setting)
             }
             switch TemplateDirectory.load(path: path, shapes: linked.compactMap(\.templateShape), defaultSounds: sounds) {
@@ -142,16 +158,23 @@ public struct WorkerConfiguration: Sendable {
         if let longest = enabled.map(\.requestTimeout).max() { pipeline.attemptTimeout = longest }
         let leaseFloor = pipeline.attemptTimeout + CoreSettings.retryLeaseMargin
         if pipeline.retryLease < leaseFloor {
-            reader.problem("PUSH_RETRY_LEASE_MS (\(pipeline.retryLease.milliseconds)) must be at least the longest request timeout of the enabled providers plus \(CoreSettings.retryLeaseMargin.milliseconds / 1000) s (\(leaseFloor.milliseconds)): a lease that lapses during a send lets another replica send the same retry")
+            reader.problem(
+                "PUSH_RETRY_LEASE_MS (\(pipeline.retryLease.milliseconds)) must be at least the longest request timeout of the enabled providers plus \(CoreSettings.retryLeaseMargin.milliseconds / 1000) s (\(leaseFloor.milliseconds)): a lease that lapses during a send lets another replica send the same retry"
+            )
         }
         // A provider whose configuration was refused has said why already.
         if enabled.isEmpty, requireBrokers, !aProviderWasRefused {
-            reader.problem("no provider is configured; set one of: " + linked.map(\.configuredBy).joined(separator: "; ") + " (see push-worker run --help)")
+            reader.problem(
+                "no provider is configured; set one of: " + linked.map(\.configuredBy).joined(separator: "; ")
+                    + " (see push-worker run --help)")
         }
 
         let levelName = reader.string(CoreSettings.logLevel) ?? ""
         let level = Logger.Level(rawValue: levelName)
-        if level == nil { reader.problem("PUSH_LOG_LEVEL must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(levelName)\"") }
+        if level == nil {
+            reader.problem(
+                "PUSH_LOG_LEVEL must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(levelName)\"")
+        }
         let formatName = reader.string(CoreSettings.logFormat) ?? ""
         let format = LogFormat(rawValue: formatName)
         if format == nil { reader.problem("PUSH_LOG_FORMAT must be json or text, got \"\(formatName)\"") }
@@ -170,20 +193,23 @@ public struct WorkerConfiguration: Sendable {
 
         let known = Set(ConfigurationReference.variables(plugins: linked).map(\.name))
         let unknown = environment.keys.filter {
-            $0.hasPrefix("PUSH_") && !known.contains($0) && CoreSettings.removed[$0] == nil && !$0.hasPrefix(ConfigurationReference.rdkafkaPrefix)
+            $0.hasPrefix("PUSH_") && !known.contains($0) && CoreSettings.removed[$0] == nil
+                && !$0.hasPrefix(ConfigurationReference.rdkafkaPrefix)
         }.sorted()
         let removed = CoreSettings.removed.filter { environment[$0.key] != nil }.sorted { $0.key < $1.key }
             .map { "\($0.key) was removed and is ignored: \($0.value)" }
 
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
-        return .success(WorkerConfiguration(
-            brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-            allowedUnsafeKafkaSettings: unsafeKafkaSettings,
-            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections, plugins: enabled, targetFormats: linked.map(\.targetFormat),
-            templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
-            logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown,
-            removedVariables: removed,
-            providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
-            providerVersion: providerVersion))
+        return .success(
+            WorkerConfiguration(
+                brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
+                allowedUnsafeKafkaSettings: unsafeKafkaSettings,
+                maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections,
+                plugins: enabled, targetFormats: linked.map(\.targetFormat),
+                templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
+                logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown,
+                removedVariables: removed,
+                providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
+                providerVersion: providerVersion))
     }
 }

@@ -17,7 +17,10 @@ struct BenchCommand: AsyncParsableCommand {
             (PUSH_MAX_IN_FLIGHT, PUSH_HTTP_MAX_CONNECTIONS, …). scripts/bench.sh runs it against nginx beside h2load.
             """)
 
-    @Option(help: "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains), transport (the HTTP/2 client alone: --jobs requests to --endpoint), tenants (--apps APNs apps of as many teams, each with its own signing key, --jobs-per-app each; then the same jobs to one app), burst (a quiet app's jobs beside one app's burst of --backlog jobs on the same topic) or spine (the pipeline alone: --jobs from an in-memory log, in-memory stores, a provider that answers at once).")
+    @Option(
+        help:
+            "throughput (jobs through the pipeline), backlog (calls on the urgent lane while a chat backlog drains), transport (the HTTP/2 client alone: --jobs requests to --endpoint), tenants (--apps APNs apps of as many teams, each with its own signing key, --jobs-per-app each; then the same jobs to one app), burst (a quiet app's jobs beside one app's burst of --backlog jobs on the same topic) or spine (the pipeline alone: --jobs from an in-memory log, in-memory stores, a provider that answers at once)."
+    )
     var scenario = "throughput"
 
     @Option(help: "Jobs to deliver (throughput scenario).")
@@ -47,7 +50,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 connections per provider host (sets PUSH_HTTP_MAX_CONNECTIONS).")
     var connections: Int?
 
-    @Option(help: "Jobs being worked on at most (sets PUSH_MAX_IN_FLIGHT, and PUSH_APP_MAX_IN_FLIGHT unless it is set: the bench's jobs go to one app per provider; PUSH_MAX_READ_AHEAD, twice that by default, bounds the jobs consumed and unfinished).")
+    @Option(
+        help:
+            "Jobs being worked on at most (sets PUSH_MAX_IN_FLIGHT, and PUSH_APP_MAX_IN_FLIGHT unless it is set: the bench's jobs go to one app per provider; PUSH_MAX_READ_AHEAD, twice that by default, bounds the jobs consumed and unfinished)."
+    )
     var inFlight: Int?
 
     @Option(help: "Produce the jobs at this rate (jobs/s) while the pipeline runs, instead of queueing them all first.")

@@ -18,11 +18,12 @@ struct KafkaMock: AsyncParsableCommand {
     @Option(help: "Also write the bootstrap servers to this file.")
     var bootstrapFile: String?
 
-    @Option(help: """
-        Create a FIFO at this path and read fault-injection commands from it, one per line: \
-        broker-down <id|all>, broker-up <id|all>, produce-errors <n>, request-errors <apiKey> <n> <errorCode>, \
-        rtt <id|all> <ms>. Each command is acknowledged on standard output ("control: ok <command>").
-        """)
+    @Option(
+        help: """
+            Create a FIFO at this path and read fault-injection commands from it, one per line: \
+            broker-down <id|all>, broker-up <id|all>, produce-errors <n>, request-errors <apiKey> <n> <errorCode>, \
+            rtt <id|all> <ms>. Each command is acknowledged on standard output ("control: ok <command>").
+            """)
     var control: String?
 
     func run() async throws {

@@ -10,7 +10,8 @@ import WebPushSandbox
 
 struct Sandbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run push-proxy, APNs, FCM, Web Push and Huawei Push Kit sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
+        abstract:
+            "Run push-proxy, APNs, FCM, Web Push and Huawei Push Kit sandboxes (HTTP/2 over TLS on loopback, throwaway CA) for local runs and tests.",
         discussion: """
             Writes into --state-dir: ca.pem, client.pem and client-key.pem (mutual TLS), url (the push-proxy endpoint), \
             apns-port and AuthKey_\(APNsSandboxInstance.keyId).p8 (the APNs signing key; key id \(APNsSandboxInstance.keyId), \
@@ -66,11 +67,12 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "Push proxy faults: while a file exists at this path, every request is answered --fail-status (an outage).")
     var outageFile: String?
 
-    @Option(help: """
-        Append one line per answer to this file: <ms> <key> <status|reset|stall:…|goaway:…> <connection> [<signer>]. \
-        The push proxy's key is the endpointId; APNs requests are recorded too (key: the device token, signer: the \
-        provider token's key id).
-        """)
+    @Option(
+        help: """
+            Append one line per answer to this file: <ms> <key> <status|reset|stall:…|goaway:…> <connection> [<signer>]. \
+            The push proxy's key is the endpointId; APNs requests are recorded too (key: the device token, signer: the \
+            provider token's key id).
+            """)
     var recordFile: String?
 
     @Option(help: "APNs: serve this many more teams, one app and --apns-keys-per-team signing keys each (apns-teams.json).")
@@ -79,9 +81,10 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "APNs: signing keys per team of --apns-teams.")
     var apnsKeysPerTeam = 2
 
-    @Flag(help: """
-        Hostile endpoints in the APNs, Web Push and push-proxy sandboxes, chosen per target by a marker:         hostile/<behaviour> in a Web Push endpoint path or a proxy endpointId, or an APNs token starting         "\(HostileAnswers.apnsTokenPrefix)" + the behaviour's code (\(HostileAnswers.Behaviour.allCases.map { "\($0.rawValue) \($0.apnsCode)" }.joined(separator: ", "))).         Stalls and resets count against --max-faults-per-target. With --record-file, all three sandboxes record their         answers (keys: proxy endpointId, APNs token, Web Push path). The Web Push sandbox is then addressed as 127.0.0.1         (webpush-url in the state directory).
-        """)
+    @Flag(
+        help: """
+            Hostile endpoints in the APNs, Web Push and push-proxy sandboxes, chosen per target by a marker:         hostile/<behaviour> in a Web Push endpoint path or a proxy endpointId, or an APNs token starting         "\(HostileAnswers.apnsTokenPrefix)" + the behaviour's code (\(HostileAnswers.Behaviour.allCases.map { "\($0.rawValue) \($0.apnsCode)" }.joined(separator: ", "))).         Stalls and resets count against --max-faults-per-target. With --record-file, all three sandboxes record their         answers (keys: proxy endpointId, APNs token, Web Push path). The Web Push sandbox is then addressed as 127.0.0.1         (webpush-url in the state directory).
+            """)
     var hostile = false
 
     @Option(help: "Hostile endpoints: how long a stalled answer waits (longer than the worker's request timeout).")
@@ -106,7 +109,8 @@ struct Sandbox: AsyncParsableCommand {
         let record = try recordFile.map(AnswerRecord.init(path:))
         // Hostile mode records every sandbox's answers itself (hostile or not); otherwise the proxy's injector does.
         let injector = FaultInjector(faults, record: hostile ? nil : record)
-        var responder: SandboxServer.Responder = faults.isEmpty && recordFile == nil
+        var responder: SandboxServer.Responder =
+            faults.isEmpty && recordFile == nil
             ? ProxySandbox.respond : injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId)
         var wrapAPNs: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
         var wrapWebPush = wrapAPNs
@@ -122,18 +126,24 @@ struct Sandbox: AsyncParsableCommand {
             settings.maximumPerTarget = maxFaultsPerTarget
             let answers = HostileAnswers(settings, record: record)
             responder = answers.wrap(responder, key: ProxySandbox.endpointId, marker: HostileAnswers.behaviour(markedIn:))
-            wrapAPNs = { answers.wrap($0, key: APNsSandbox.deviceToken, signer: APNsSandbox.signingKeyId,
-                                      marker: HostileAnswers.behaviour(apnsToken:)) }
+            wrapAPNs = {
+                answers.wrap(
+                    $0, key: APNsSandbox.deviceToken, signer: APNsSandbox.signingKeyId,
+                    marker: HostileAnswers.behaviour(apnsToken:))
+            }
             wrapWebPush = { answers.wrap($0, key: { $0.path }, marker: HostileAnswers.behaviour(markedIn:)) }
         }
-        let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate, port: port,
-                                                   connectionClosed: connectionClosed, responder: responder)
-        let apns = try await APNsSandboxInstance.start(tls: tls, teams: apnsTeams, keysPerTeam: apnsKeysPerTeam,
-                                                       connectionClosed: connectionClosed, wrap: wrapAPNs)
+        let server = try await SandboxServer.start(
+            tls: tls, requireClientCertificate: requireClientCertificate, port: port,
+            connectionClosed: connectionClosed, responder: responder)
+        let apns = try await APNsSandboxInstance.start(
+            tls: tls, teams: apnsTeams, keysPerTeam: apnsKeysPerTeam,
+            connectionClosed: connectionClosed, wrap: wrapAPNs)
         let fcm = try await FCMSandboxInstance.start(tls: tls)
         let hms = try await HMSSandboxInstance.start(tls: tls)
-        let webPush = try await WebPushSandboxInstance.start(tls: tls, host: hostile ? "127.0.0.1" : "localhost",
-                                                             connectionClosed: connectionClosed, wrap: wrapWebPush)
+        let webPush = try await WebPushSandboxInstance.start(
+            tls: tls, host: hostile ? "127.0.0.1" : "localhost",
+            connectionClosed: connectionClosed, wrap: wrapWebPush)
         let subscription = try webPush.sandbox.subscribe(id: "sandbox-subscription")
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
         try #"{"endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}"#
@@ -143,9 +153,11 @@ struct Sandbox: AsyncParsableCommand {
             .write(toFile: stateDir + "/webpush-url", atomically: true, encoding: .utf8)
         try fcm.server.baseURL.write(toFile: stateDir + "/fcm-url", atomically: true, encoding: .utf8)
         try hms.server.baseURL.write(toFile: stateDir + "/hms-url", atomically: true, encoding: .utf8)
-        for (name, source) in [("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile),
-                               ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile), ("service-account.json", fcm.credentialsFile),
-                               ("hms-client-secret", hms.clientSecretFile)] {
+        for (name, source) in [
+            ("ca.pem", tls.caFile), ("client.pem", tls.clientCertificateFile), ("client-key.pem", tls.clientKeyFile),
+            ("AuthKey_\(APNsSandboxInstance.keyId).p8", apns.keyFile), ("service-account.json", fcm.credentialsFile),
+            ("hms-client-secret", hms.clientSecretFile),
+        ] {
             try? FileManager.default.removeItem(atPath: stateDir + "/" + name)
             try FileManager.default.copyItem(atPath: source, toPath: stateDir + "/" + name)
         }
@@ -170,11 +182,13 @@ struct Sandbox: AsyncParsableCommand {
         try? FileManager.default.removeItem(atPath: keys)
         try FileManager.default.createDirectory(atPath: keys, withIntermediateDirectories: true)
         let copied = try teams.map { team in
-            APNsSandboxTeam(teamId: team.teamId, bundleId: team.bundleId, keys: try team.keys.map { key in
-                let path = keys + "/AuthKey_\(key.keyId).p8"
-                try FileManager.default.copyItem(atPath: key.keyFile, toPath: path)
-                return APNsSandboxTeam.Key(keyId: key.keyId, keyFile: path)
-            })
+            APNsSandboxTeam(
+                teamId: team.teamId, bundleId: team.bundleId,
+                keys: try team.keys.map { key in
+                    let path = keys + "/AuthKey_\(key.keyId).p8"
+                    try FileManager.default.copyItem(atPath: key.keyFile, toPath: path)
+                    return APNsSandboxTeam.Key(keyId: key.keyId, keyFile: path)
+                })
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -56,21 +56,31 @@ struct Run: AsyncParsableCommand {
             operations = try await OperationsServer.start(
                 endpoint, registry: registry,
                 liveness: { worker.pipeline.isAlive ? (true, "alive") : (false, "the consumer thread has not polled for 30 s") },
-                readiness: { let state = worker.pipeline.readiness; return (state.ready, state.reason) })
+                readiness: {
+                    let state = worker.pipeline.readiness
+                    return (state.ready, state.reason)
+                })
         } catch {
-            FileHandle.standardError.write(Data("configuration: cannot listen on PUSH_HTTP_BIND \(endpoint.bindAddress), PUSH_HTTP_PORT \(endpoint.port): \(error)\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "configuration: cannot listen on PUSH_HTTP_BIND \(endpoint.bindAddress), PUSH_HTTP_PORT \(endpoint.port): \(error)\n"
+                        .utf8))
             throw ExitCode(2)
         }
-        logger.info("operations endpoint listening", metadata: [
-            "address": "\(endpoint.bindAddress)", "port": "\(operations.port)",
-        ])
+        logger.info(
+            "operations endpoint listening",
+            metadata: [
+                "address": "\(endpoint.bindAddress)", "port": "\(operations.port)",
+            ])
         let signals = StopSignals { worker.pipeline.stop() }
         let hangUp = ReloadSignal { _ = worker.reloadConfiguration() }
-        logger.info("push-worker started", metadata: [
-            "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",
-            "topic": "\(configuration.pipeline.jobsTopic)",
-            "providers": "\(configuration.enabledProviders.map(\.rawValue).sorted().joined(separator: ","))",
-        ])
+        logger.info(
+            "push-worker started",
+            metadata: [
+                "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",
+                "topic": "\(configuration.pipeline.jobsTopic)",
+                "providers": "\(configuration.enabledProviders.map(\.rawValue).sorted().joined(separator: ","))",
+            ])
         try await worker.run()
         await operations.stop()
         withExtendedLifetime((signals, hangUp)) {}
@@ -91,8 +101,11 @@ struct VAPIDKeys: AsyncParsableCommand {
 
     func run() async throws {
         let key = try keyFile.map(VAPIDKeyFile.load) ?? PrivateKey.generateP256()
-        if let output, !FileManager.default.createFile(atPath: output, contents: Data(try key.pem().utf8),
-                                                        attributes: [.posixPermissions: 0o600]) {
+        if let output,
+            !FileManager.default.createFile(
+                atPath: output, contents: Data(try key.pem().utf8),
+                attributes: [.posixPermissions: 0o600])
+        {
             throw ValidationError("cannot write \(output)")
         }
         print(try VAPIDKeyFile.describe(key))
@@ -101,14 +114,16 @@ struct VAPIDKeys: AsyncParsableCommand {
 
 struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send one push with the configured credentials (PUSH_* variables) to one token or endpoint, print the provider's answer and the outcome.",
+        abstract:
+            "Send one push with the configured credentials (PUSH_* variables) to one token or endpoint, print the provider's answer and the outcome.",
         discussion: """
             Like the Mizu gateway's sendpush: checks credentials and tokens without Kafka. Give the binding as native fields \
             (--provider with --token or --endpoint/--p256dh/--auth) or as a SIP binding string (--rfc8599 or --xmpush). \
             Exits 0 when the provider accepted the push, 1 otherwise, 2 for configuration or argument problems.
             """)
 
-    @Option(help: ArgumentHelp("One of \(LinkedPlugins.all.map(\.id.rawValue).joined(separator: ", ")) (with native fields).")) var provider: String?
+    @Option(help: ArgumentHelp("One of \(LinkedPlugins.all.map(\.id.rawValue).joined(separator: ", ")) (with native fields)."))
+    var provider: String?
     @Option(help: "The target's app: APNs bundle id, FCM project id, HMS app id, proxy app.") var app: String?
     @Option(help: "Device token (APNs hex, FCM registration token, HMS push token, proxy token).") var token: String?
     @Option(help: "APNs environment: production or sandbox.") var environment: String?
@@ -123,8 +138,9 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Job kind: call, message, cancel, custom or wake.") var kind = "message"
     @Option(help: "Notification title.") var title: String?
     @Option(help: "Notification body.") var body: String?
-    @Option(name: [.customLong("caller"), .customLong("from")],
-            help: "Caller or sender (data.caller, the FROM template keyword; FCM reserves data.from).") var caller: String?
+    @Option(
+        name: [.customLong("caller"), .customLong("from")],
+        help: "Caller or sender (data.caller, the FROM template keyword; FCM reserves data.from).") var caller: String?
     @Option(help: "Call id (data.callId).") var callId: String?
     @Option(help: "TTL in seconds.") var ttl: Int64 = 60
 
@@ -144,13 +160,15 @@ struct Send: AsyncParsableCommand {
         var data: [String: String] = [:]
         data["caller"] = caller
         data["callId"] = callId
-        let options = OperatorSend.Options(target: fields.compactMap { name, value in value.map { (name, $0) } }, objects: objects,
-                                           kind: jobKind, title: title, body: body, data: data, ttlSeconds: ttl)
+        let options = OperatorSend.Options(
+            target: fields.compactMap { name, value in value.map { (name, $0) } }, objects: objects,
+            kind: jobKind, title: title, body: body, data: data, ttlSeconds: ttl)
         LogSetup.bootstrap(format: .text, level: .error)
         let report: OperatorSend.Report
         do {
-            report = try await OperatorSend.run(environment: ProcessInfo.processInfo.environment, options: options,
-                                                logger: Logger(label: "push-worker-send"))
+            report = try await OperatorSend.run(
+                environment: ProcessInfo.processInfo.environment, options: options,
+                logger: Logger(label: "push-worker-send"))
         } catch {
             for problem in error.problems { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
             throw ExitCode(2)
@@ -164,8 +182,8 @@ struct CheckConfig: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
         abstract: "Validate the PUSH_* environment, credential files and payload templates, and reach every configured endpoint.",
-        discussion: "Prints one line per problem and exits 1 when there is any (0 and \"configuration OK\" otherwise). " +
-            "Endpoints: Kafka brokers and Redis by TCP connect; APNs, FCM (API and token endpoint) and the push proxy by TLS + HTTP.")
+        discussion: "Prints one line per problem and exits 1 when there is any (0 and \"configuration OK\" otherwise). "
+            + "Endpoints: Kafka brokers and Redis by TCP connect; APNs, FCM (API and token endpoint) and the push proxy by TLS + HTTP.")
 
     @Option(help: "Seconds to wait for each endpoint.") var timeout = 3
 

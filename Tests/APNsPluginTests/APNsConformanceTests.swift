@@ -10,7 +10,9 @@ import TestSupport
 /// action, retry and circuit; each request row must name tests that exist.
 @Suite("APNs conformance (docs/providers/apns.md)")
 struct APNsConformanceTests {
-    static func answer(_ status: Int, _ reason: String? = nil, _ extra: String = "", headers: [(name: String, value: String)] = []) -> HTTPResponse {
+    static func answer(_ status: Int, _ reason: String? = nil, _ extra: String = "", headers: [(name: String, value: String)] = [])
+        -> HTTPResponse
+    {
         HTTPResponse(status: status, headers: headers, body: Array((reason.map { #"{"reason":"\#($0)"\#(extra)}"# } ?? "").utf8))
     }
 
@@ -55,7 +57,9 @@ struct APNsConformanceTests {
     /// Rows whose binding named no environment (the app's default was used).
     static let environmentGuessed: Set<String> = ["APNS-A35"]
 
-    @Test("every answer row gives the outcome, action, retry and circuit the table says", arguments: ConformanceTable.answerRows("apns", prefix: "APNS"))
+    @Test(
+        "every answer row gives the outcome, action, retry and circuit the table says",
+        arguments: ConformanceTable.answerRows("apns", prefix: "APNS"))
     func answerRow(_ row: ConformanceTable.Row) throws {
         let response = try #require(Self.answers[row.id], "\(row.id) has no answer in this test")
         let result = APNsResponse.classify(response, environmentNamed: !Self.environmentGuessed.contains(row.id))
@@ -74,22 +78,25 @@ struct APNsConformanceTests {
 
     @Test("410 Unregistered carries invalidSince from Apple's millisecond timestamp")
     func unregisteredSince() {
-        #expect(APNsResponse.classify(Self.answer(410, "Unregistered", #","timestamp":1795000000000"#))
-            == .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: 1_795_000_000_000))
+        #expect(
+            APNsResponse.classify(Self.answer(410, "Unregistered", #","timestamp":1795000000000"#))
+                == .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: 1_795_000_000_000))
     }
 
     @Test("a data-only message is a background push: priority 5, content-available 1, no alert")
     func dataOnlyMessage() throws {
         for notification in [nil, Notification()] {
-            let built = try APNsRequest.build(APNsRulesTests.delivery(kind: .message, priority: .high, notification: notification),
-                                              app: APNsRulesTests.app)
+            let built = try APNsRequest.build(
+                APNsRulesTests.delivery(kind: .message, priority: .high, notification: notification),
+                app: APNsRulesTests.app)
             let headers = Dictionary(built.headers.map { ($0.name, $0.value) }) { first, _ in first }
             #expect(headers["apns-push-type"] == "background")
             #expect(headers["apns-priority"] == "5")
             #expect(headers["apns-topic"] == "com.example.chat")
             #expect(String(decoding: built.payload, as: UTF8.self) == #"{"aps":{"content-available":1},"callId":"c-77"}"#)
         }
-        let badgeOnly = try APNsRequest.build(APNsRulesTests.delivery(kind: .message, notification: Notification(badge: 2)), app: APNsRulesTests.app)
+        let badgeOnly = try APNsRequest.build(
+            APNsRulesTests.delivery(kind: .message, notification: Notification(badge: 2)), app: APNsRulesTests.app)
         #expect(badgeOnly.pushType == .alert, "a badge is something to show")
     }
 
@@ -113,7 +120,10 @@ struct APNsConformanceTests {
         #expect(result == .failed(reason: "DeviceTokenNotForTopic", httpStatus: 400, action: .checkCredentials, blame: .request))
         #expect(Outcome(job: delivery.job, target: delivery.target, result: result, attempts: 1, at: 0).status == .failed)
         fixture.sandbox.register(token: token, bundleId: APNsSandboxFixture.bundleId)
-        guard case .delivered = await provider.deliver(delivery) else { Issue.record("the app's own token should deliver"); return }
+        guard case .delivered = await provider.deliver(delivery) else {
+            Issue.record("the app's own token should deliver")
+            return
+        }
         await provider.shutdown()
         await fixture.stop()
     }

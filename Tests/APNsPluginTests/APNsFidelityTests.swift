@@ -15,12 +15,15 @@ struct APNsFidelityTests {
     static let tokenApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
     static let certificateApp = APNsApp(bundleId: "com.example.chat", authentication: .certificate(TLSOptions()))
 
-    static func delivery(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 30, target: Target? = nil,
-                         pushType: String? = nil, notification: PushCore.Notification? = Notification(title: "Bob", body: "Hi"),
-                         liveActivity: LiveActivity? = nil) -> Delivery {
+    static func delivery(
+        kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 30, target: Target? = nil,
+        pushType: String? = nil, notification: PushCore.Notification? = Notification(title: "Bob", body: "Hi"),
+        liveActivity: LiveActivity? = nil
+    ) -> Delivery {
         let target = target ?? Target.apns("b1", app: "com.example.chat", token: token, pushType: pushType)
-        let job = Job(id: "fidelity-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
-                      notification: notification, data: ["callId": "c-1"], liveActivity: liveActivity, targets: [target])
+        let job = Job(
+            id: "fidelity-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
+            notification: notification, data: ["callId": "c-1"], liveActivity: liveActivity, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_001_000)
     }
 
@@ -29,22 +32,29 @@ struct APNsFidelityTests {
     }
 
     func provider(_ fixture: APNsSandboxFixture) throws -> APNsProvider {
-        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                          authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        return try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
-                                                                 sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-                                transport: CurlHTTPTransport(), logger: testLogger())
+        let app = APNsApp(
+            bundleId: APNsSandboxFixture.bundleId,
+            authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        return try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [app], productionURL: fixture.server.baseURL,
+                sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
+            transport: CurlHTTPTransport(), logger: testLogger())
     }
 
     /// A sandbox without a server that authenticates by certificate (so no provider token is needed), and its answer.
-    static func answer(_ sandbox: APNsSandbox, pushType: String?, topicSuffix: String = "", priority: String? = nil,
-                       expiration: String? = nil, body: String, token: String = token) -> (status: Int, reason: String?) {
+    static func answer(
+        _ sandbox: APNsSandbox, pushType: String?, topicSuffix: String = "", priority: String? = nil,
+        expiration: String? = nil, body: String, token: String = token
+    ) -> (status: Int, reason: String?) {
         var headers: [(name: String, value: String)] = [("apns-topic", "com.example.chat" + topicSuffix)]
         if let pushType { headers.append(("apns-push-type", pushType)) }
         if let priority { headers.append(("apns-priority", priority)) }
         if let expiration { headers.append(("apns-expiration", expiration)) }
-        let response = sandbox.respond(to: SandboxRequest(method: "POST", path: "/3/device/\(token)", headers: headers,
-                                                          body: Array(body.utf8), receivedAt: .now, connection: nil))
+        let response = sandbox.respond(
+            to: SandboxRequest(
+                method: "POST", path: "/3/device/\(token)", headers: headers,
+                body: Array(body.utf8), receivedAt: .now, connection: nil))
         let reason: String? = if case .string(let text)? = try? JSONParser.parse(response.body)["reason"] { text } else { nil }
         return (response.status, reason)
     }
@@ -66,28 +76,39 @@ struct APNsFidelityTests {
     @Test("the sandbox accepts a Push to Talk push at another priority or expiration, as APNs does, and records it as dropped")
     func sandboxPushToTalk() {
         let sandbox = Self.certificateSandbox()
-        #expect(Self.answer(sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "10", expiration: "0", body: #"{"aps":{}}"#).status == 200)
+        #expect(
+            Self.answer(sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "10", expiration: "0", body: #"{"aps":{}}"#)
+                .status == 200)
         #expect(sandbox.deviceDrops.isEmpty)
-        #expect(Self.answer(sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "5", expiration: "0", body: #"{"aps":{}}"#).status == 200)
-        #expect(Self.answer(sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "10", expiration: "1795310030", body: #"{"aps":{}}"#).status == 200)
+        #expect(
+            Self.answer(sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "5", expiration: "0", body: #"{"aps":{}}"#)
+                .status == 200)
+        #expect(
+            Self.answer(
+                sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "10", expiration: "1795310030", body: #"{"aps":{}}"#
+            ).status == 200)
         #expect(sandbox.deviceDrops == Array(repeating: "pushtotalk needs apns-priority 10 and apns-expiration 0", count: 2))
     }
 
     // MARK: item 2, token-only push types
 
-    @Test("location, Live Activity, widget and control pushes are refused with certificate authentication, unsent",
-          arguments: [APNsPushType.location, .liveactivity, .widgets, .controls])
+    @Test(
+        "location, Live Activity, widget and control pushes are refused with certificate authentication, unsent",
+        arguments: [APNsPushType.location, .liveactivity, .widgets, .controls])
     func tokenOnlyPushTypes(_ pushType: APNsPushType) throws {
         let delivery = Self.delivery(pushType: pushType.rawValue, liveActivity: LiveActivity(event: .update, contentState: .object([])))
-        #expect(throws: APNsRequest.Refusal.needsTokenAuthentication(pushType)) { try APNsRequest.build(delivery, app: Self.certificateApp) }
+        #expect(throws: APNsRequest.Refusal.needsTokenAuthentication(pushType)) {
+            try APNsRequest.build(delivery, app: Self.certificateApp)
+        }
         #expect((try? APNsRequest.build(delivery, app: Self.tokenApp)) != nil, "token authentication sends it")
     }
 
     @Test("the sandbox answers TopicDisallowed to a token-only push type over a certificate connection")
     func sandboxTokenOnlyPushTypes() {
         let sandbox = Self.certificateSandbox()
-        #expect(Self.answer(sandbox, pushType: "widgets", topicSuffix: ".push-type.widgets", body: #"{"aps":{"content-changed":true}}"#)
-            == (400, "TopicDisallowed"))
+        #expect(
+            Self.answer(sandbox, pushType: "widgets", topicSuffix: ".push-type.widgets", body: #"{"aps":{"content-changed":true}}"#)
+                == (400, "TopicDisallowed"))
         #expect(Self.answer(sandbox, pushType: "alert", body: #"{"aps":{"alert":"hi"}}"#).status == 200)
     }
 
@@ -101,12 +122,16 @@ struct APNsFidelityTests {
         let target = Target.apns("b1", app: APNsSandboxFixture.bundleId, token: Self.token, pushType: "liveactivity")
         for notification in [nil, Notification(sound: "ring.caf")] {
             let result = await provider.deliver(Self.delivery(target: target, notification: notification, liveActivity: start))
-            #expect(result == .failed(reason: "a Live Activity start needs an alert (a title or body) and the job's notification has none; not sent",
-                                      httpStatus: nil))
+            #expect(
+                result
+                    == .failed(
+                        reason: "a Live Activity start needs an alert (a title or body) and the job's notification has none; not sent",
+                        httpStatus: nil))
         }
         #expect(fixture.server.requests.isEmpty)
         guard case .delivered = await provider.deliver(Self.delivery(target: target, liveActivity: start)) else {
-            Issue.record("a start with an alert is sent"); return
+            Issue.record("a start with an alert is sent")
+            return
         }
         #expect(fixture.sandbox.deviceDrops.isEmpty)
         await provider.shutdown()
@@ -115,25 +140,34 @@ struct APNsFidelityTests {
 
     @Test("a localized Live Activity alert has title and body as {loc-key, loc-args}, never flat title-loc-key")
     func localizedLiveActivityAlert() throws {
-        let notification = Notification(title: "Bob", sound: "ring.caf", locKey: "CALL_BODY", locArgs: ["Bob"],
-                                        titleLocKey: "CALL_TITLE", titleLocArgs: ["Bob"])
-        let built = try APNsRequest.build(Self.delivery(pushType: "liveactivity", notification: notification,
-                                                        liveActivity: LiveActivity(event: .update, contentState: .object([]))),
-                                          app: Self.tokenApp)
+        let notification = Notification(
+            title: "Bob", sound: "ring.caf", locKey: "CALL_BODY", locArgs: ["Bob"],
+            titleLocKey: "CALL_TITLE", titleLocArgs: ["Bob"])
+        let built = try APNsRequest.build(
+            Self.delivery(
+                pushType: "liveactivity", notification: notification,
+                liveActivity: LiveActivity(event: .update, contentState: .object([]))),
+            app: Self.tokenApp)
         let alert = try #require(try JSONParser.parse(built.payload)["aps"]?["alert"])
-        #expect(alert == .object([("title", .object([("loc-key", .string("CALL_TITLE")), ("loc-args", .array([.string("Bob")]))])),
-                                  ("body", .object([("loc-key", .string("CALL_BODY")), ("loc-args", .array([.string("Bob")]))])),
-                                  ("sound", .string("ring.caf"))]))
+        #expect(
+            alert
+                == .object([
+                    ("title", .object([("loc-key", .string("CALL_TITLE")), ("loc-args", .array([.string("Bob")]))])),
+                    ("body", .object([("loc-key", .string("CALL_BODY")), ("loc-args", .array([.string("Bob")]))])),
+                    ("sound", .string("ring.caf")),
+                ]))
         #expect(APNsPayloadRules.problem(in: built.payload, pushType: "liveactivity") == nil)
     }
 
     @Test("the sandbox records a Live Activity start without an alert, or an alert with flat title-loc-key, as dropped by the device")
     func sandboxLiveActivityAlert() {
         let start = #""event":"start","timestamp":1,"content-state":{},"attributes-type":"A","attributes":{}"#
-        #expect(APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start)}}"#.utf8), pushType: "liveactivity") == "a start event needs an alert")
+        #expect(
+            APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start)}}"#.utf8), pushType: "liveactivity") == "a start event needs an alert")
         #expect(APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start),"alert":{"title":"Bob"}}}"#.utf8), pushType: "liveactivity") == nil)
-        #expect(APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start),"alert":{"title-loc-key":"T"}}}"#.utf8), pushType: "liveactivity")
-            == "a Live Activity alert has title, body and sound only, not title-loc-key")
+        #expect(
+            APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start),"alert":{"title-loc-key":"T"}}}"#.utf8), pushType: "liveactivity")
+                == "a Live Activity alert has title, body and sound only, not title-loc-key")
     }
 
     // MARK: item 4, widgets and controls
@@ -144,8 +178,9 @@ struct APNsFidelityTests {
         let payload = try JSONParser.parse(built.payload)
         #expect(payload["aps"] == .object([("content-changed", .bool(true))]))
         #expect(APNsPayloadRules.problem(in: built.payload, pushType: pushType) == nil)
-        #expect(APNsPayloadRules.problem(in: Array(#"{"aps":{"alert":"hi"}}"#.utf8), pushType: pushType)
-            == "a \(pushType) push's aps must be {\"content-changed\": true}")
+        #expect(
+            APNsPayloadRules.problem(in: Array(#"{"aps":{"alert":"hi"}}"#.utf8), pushType: pushType)
+                == "a \(pushType) push's aps must be {\"content-changed\": true}")
     }
 
     // MARK: item 5, PushKit tokens
@@ -157,14 +192,22 @@ struct APNsFidelityTests {
         fixture.sandbox.register(token: Self.token, bundleId: APNsSandboxFixture.bundleId, pushKit: true)
         let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
         for kind in ["message", "wake", "cancel", "custom"] {
-            let result = await provider.deliver(try APNsSIPBindingTests.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: kind,
-                                                                                 notification: #""notification":{"title":"Bob","body":"Hi"},"#))
-            guard case .failed(let reason, nil, .none, _) = result else { Issue.record("\(kind): \(result)"); continue }
+            let result = await provider.deliver(
+                try APNsSIPBindingTests.delivery(
+                    target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: kind,
+                    notification: #""notification":{"title":"Bob","body":"Hi"},"#))
+            guard case .failed(let reason, nil, .none, _) = result else {
+                Issue.record("\(kind): \(result)")
+                continue
+            }
             #expect(reason.hasPrefix("the binding is a PushKit (VoIP) token, for calls only: a \(kind) push would go as"))
         }
         #expect(fixture.server.requests.isEmpty)
         let call = await provider.deliver(try APNsSIPBindingTests.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#))
-        guard case .delivered(_, 200, _) = call else { Issue.record("a call is sent: \(call)"); return }
+        guard case .delivered(_, 200, _) = call else {
+            Issue.record("a call is sent: \(call)")
+            return
+        }
         #expect(fixture.server.requests.first?.header("apns-push-type") == "voip")
         await provider.shutdown()
         await fixture.stop()
@@ -177,7 +220,8 @@ struct APNsFidelityTests {
         sandbox.register(token: pushKit, bundleId: "com.example.chat", pushKit: true)
         sandbox.register(token: Self.token, bundleId: "com.example.chat")
         #expect(Self.answer(sandbox, pushType: "voip", topicSuffix: ".voip", body: #"{"aps":{}}"#, token: pushKit).status == 200)
-        #expect(Self.answer(sandbox, pushType: "alert", body: #"{"aps":{"alert":"hi"}}"#, token: pushKit) == (400, "DeviceTokenNotForTopic"))
+        #expect(
+            Self.answer(sandbox, pushType: "alert", body: #"{"aps":{"alert":"hi"}}"#, token: pushKit) == (400, "DeviceTokenNotForTopic"))
         #expect(Self.answer(sandbox, pushType: "voip", topicSuffix: ".voip", body: #"{"aps":{}}"#) == (400, "DeviceTokenNotForTopic"))
     }
 
@@ -189,8 +233,11 @@ struct APNsFidelityTests {
         let provider = try provider(fixture)
         let dead = "0400" + String(repeating: "ab", count: 30)
         let guessed = await provider.deliver(APNsSandboxTests.delivery(token: dead, kind: .message))
-        #expect(guessed == .failed(reason: "BadDeviceToken in the app's default environment (the binding names none): kept", httpStatus: 400,
-                                   action: .checkCredentials, blame: .request))
+        #expect(
+            guessed
+                == .failed(
+                    reason: "BadDeviceToken in the app's default environment (the binding names none): kept", httpStatus: 400,
+                    action: .checkCredentials, blame: .request))
         let named = await provider.deliver(APNsSandboxTests.delivery(token: dead, kind: .message, environment: "production"))
         #expect(named == .rejected(reason: "BadDeviceToken", httpStatus: 400))
         await provider.shutdown()
@@ -205,8 +252,9 @@ struct APNsFidelityTests {
         app.topicOverride = "com.example.whitelabel"
         #expect(Self.headers(try APNsRequest.build(Self.delivery(kind: .call), app: app))["apns-topic"] == "com.example.whitelabel.voip")
         #expect(Self.headers(try APNsRequest.build(Self.delivery(), app: app))["apns-topic"] == "com.example.whitelabel")
-        #expect(Self.headers(try APNsRequest.build(Self.delivery(pushType: "complication"), app: app))["apns-topic"]
-            == "com.example.whitelabel.complication")
+        #expect(
+            Self.headers(try APNsRequest.build(Self.delivery(pushType: "complication"), app: app))["apns-topic"]
+                == "com.example.whitelabel.complication")
     }
 
     // MARK: item 9, the sandbox is Apple's
@@ -222,7 +270,9 @@ struct APNsFidelityTests {
     func sandboxNeverAnswersBadPayload() {
         let sandbox = Self.certificateSandbox()
         #expect(Self.answer(sandbox, pushType: "alert", body: "not json").status == 200)
-        #expect(Self.answer(sandbox, pushType: "background", priority: "5", body: #"{"aps":{"content-available":1,"alert":"hi"}}"#).status == 200)
+        #expect(
+            Self.answer(sandbox, pushType: "background", priority: "5", body: #"{"aps":{"content-available":1,"alert":"hi"}}"#).status
+                == 200)
         #expect(sandbox.deviceDrops == ["the payload is not a JSON object", "a background push carries no alert, sound or badge"])
     }
 }

@@ -10,25 +10,34 @@ import APNsSandbox
 struct APNsRichNotificationTests {
     static let token = String(repeating: "ab", count: 32)
 
-    static func delivery(_ notification: PushCore.Notification?, pushType: String? = nil, data: [String: String] = [:],
-                         overrides: [ProviderID: JSONValue] = [:], liveActivity: LiveActivity? = nil) -> Delivery {
+    static func delivery(
+        _ notification: PushCore.Notification?, pushType: String? = nil, data: [String: String] = [:],
+        overrides: [ProviderID: JSONValue] = [:], liveActivity: LiveActivity? = nil
+    ) -> Delivery {
         let target = Target.apns("b1", app: APNsSandboxFixture.bundleId, token: token, pushType: pushType)
-        let job = Job(id: "rich-1", createdAt: 1_795_310_000_000, ttl: 600, kind: .message, priority: .high, userId: "alice",
-                      notification: notification, data: data, overrides: overrides, liveActivity: liveActivity, targets: [target])
+        let job = Job(
+            id: "rich-1", createdAt: 1_795_310_000_000, ttl: 600, kind: .message, priority: .high, userId: "alice",
+            notification: notification, data: data, overrides: overrides, liveActivity: liveActivity, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
     }
 
     func provider(_ fixture: APNsSandboxFixture) throws -> APNsProvider {
-        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                          authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        return try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
-                                                                 sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-                                transport: CurlHTTPTransport(), logger: testLogger())
+        let app = APNsApp(
+            bundleId: APNsSandboxFixture.bundleId,
+            authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        return try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [app], productionURL: fixture.server.baseURL,
+                sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
+            transport: CurlHTTPTransport(), logger: testLogger())
     }
 
     func aps(_ delivery: Delivery) throws -> JSONValue {
-        let built = try APNsRequest.build(delivery, app: APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                                                                  authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
+        let built = try APNsRequest.build(
+            delivery,
+            app: APNsApp(
+                bundleId: APNsSandboxFixture.bundleId,
+                authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
         return try #require(try JSONParser.parse(built.payload)["aps"])
     }
 
@@ -71,12 +80,17 @@ struct APNsRichNotificationTests {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let result = await provider.deliver(Self.delivery(Self.chat))
-        guard case .delivered(_, 200, false) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(_, 200, false) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
         await provider.shutdown()
         await fixture.stop()
     }
 
-    @Test("the sandbox answers 200 as APNs does and records what the device drops: a bad interruption level, relevance score, critical flag or volume")
+    @Test(
+        "the sandbox answers 200 as APNs does and records what the device drops: a bad interruption level, relevance score, critical flag or volume"
+    )
     func sandboxChecks() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
@@ -86,7 +100,10 @@ struct APNsRichNotificationTests {
             .object([("sound", .object([("critical", .integer(1)), ("name", .string("a")), ("volume", .double(1.5))]))]),
         ] {
             let delivery = Self.delivery(Notification(title: "t"), overrides: ["apns": .object([("payload", .object([("aps", aps)]))])])
-            guard case .delivered(_, 200, _) = await provider.deliver(delivery) else { Issue.record("APNs accepts it"); return }
+            guard case .delivered(_, 200, _) = await provider.deliver(delivery) else {
+                Issue.record("APNs accepts it")
+                return
+            }
         }
         #expect(fixture.sandbox.deviceDrops.count == 4)
         await provider.shutdown()
@@ -95,13 +112,21 @@ struct APNsRichNotificationTests {
 
     @Test("overrides.apns.payload is merged last into the payload and never changes the headers")
     func overrideMerged() throws {
-        let override: JSONValue = .object([("payload", .object([
-            ("aps", .object([("sound", .string("custom.caf")), ("badge", .null), ("target-content-id", .string("chat-42"))])),
-            ("custom", .object([("k", .integer(1))])),
-        ]))])
+        let override: JSONValue = .object([
+            (
+                "payload",
+                .object([
+                    ("aps", .object([("sound", .string("custom.caf")), ("badge", .null), ("target-content-id", .string("chat-42"))])),
+                    ("custom", .object([("k", .integer(1))])),
+                ])
+            )
+        ])
         let delivery = Self.delivery(Notification(title: "t", sound: "ping.caf", badge: 2), overrides: ["apns": override])
-        let built = try APNsRequest.build(delivery, app: APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                                                                  authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
+        let built = try APNsRequest.build(
+            delivery,
+            app: APNsApp(
+                bundleId: APNsSandboxFixture.bundleId,
+                authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
         let payload = try JSONParser.parse(built.payload)
         #expect(payload["aps"]?["sound"] == .string("custom.caf"))
         #expect(payload["aps"]?["badge"] == nil)
@@ -112,36 +137,50 @@ struct APNsRichNotificationTests {
         #expect(built.headers.first { $0.name == "apns-push-type" }?.value == "alert")
     }
 
-    @Test("a job of 30 targets with a 9 000-member override and a long alert: every target's payload is built and refused as too large, with its merged size")
+    @Test(
+        "a job of 30 targets with a 9 000-member override and a long alert: every target's payload is built and refused as too large, with its merged size"
+    )
     func largeOverrideEveryTarget() throws {
         let override: JSONValue = .object([("payload", .object((0..<9_000).map { ("k\($0)", .integer(Int64($0))) }))])
         let targets = (0..<30).map { Target.apns("b\($0)", app: APNsSandboxFixture.bundleId, token: Self.token) }
-        let job = Job(id: "big-override", createdAt: 0, ttl: 600, kind: .message, priority: .high, userId: "alice",
-                      notification: Notification(title: "Bob", body: String(repeating: "ü", count: 2_000)),
-                      overrides: ["apns": override], targets: targets)
+        let job = Job(
+            id: "big-override", createdAt: 0, ttl: 600, kind: .message, priority: .high, userId: "alice",
+            notification: Notification(title: "Bob", body: String(repeating: "ü", count: 2_000)),
+            overrides: ["apns": override], targets: targets)
         let app = APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: .token(keyFile: "-", keyId: "k", teamId: "t"))
         for target in targets {
             do {
                 _ = try APNsRequest.build(Delivery(job: job, target: target, attempt: 1, now: 0), app: app)
                 Issue.record("expected \(target.bindingId) to be refused")
             } catch {
-                guard case .payloadTooLarge(let size, 4096) = error else { Issue.record("\(error)"); continue }
+                guard case .payloadTooLarge(let size, 4096) = error else {
+                    Issue.record("\(error)")
+                    continue
+                }
                 #expect(size > 9_000 * 8)
             }
         }
     }
 
-    @Test("an override that leaves the alert alone is merged once into the shortened payload: the body is cut, the override's members are all there")
+    @Test(
+        "an override that leaves the alert alone is merged once into the shortened payload: the body is cut, the override's members are all there"
+    )
     func overrideWithTruncatedAlert() throws {
         let override: JSONValue = .object([("payload", .object((0..<100).map { ("k\($0)", .integer(Int64($0))) }))])
         let delivery = Self.delivery(Notification(title: "Bob", body: String(repeating: "ü", count: 3_000)), overrides: ["apns": override])
-        let built = try APNsRequest.build(delivery, app: APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                                                                  authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
+        let built = try APNsRequest.build(
+            delivery,
+            app: APNsApp(
+                bundleId: APNsSandboxFixture.bundleId,
+                authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
         #expect(built.truncated)
         #expect(built.payload.count <= 4096)
         let payload = try JSONParser.parse(built.payload)
         #expect(payload["k99"] == .integer(99))
-        guard case .string(let body)? = payload["aps"]?["alert"]?["body"] else { Issue.record("no body"); return }
+        guard case .string(let body)? = payload["aps"]?["alert"]?["body"] else {
+            Issue.record("no body")
+            return
+        }
         #expect(body.hasSuffix("…"))
     }
 
@@ -151,11 +190,17 @@ struct APNsRichNotificationTests {
         let provider = try provider(fixture)
         let body = String(repeating: "ü", count: 3000)
         let result = await provider.deliver(Self.delivery(Notification(title: "Bob", body: body)))
-        guard case .delivered(_, 200, true) = result else { Issue.record("expected a truncated delivery: \(result)"); return }
+        guard case .delivered(_, 200, true) = result else {
+            Issue.record("expected a truncated delivery: \(result)")
+            return
+        }
         let request = try #require(fixture.server.requests.last)
         #expect(request.body.count <= 4096)
         let sent = try #require(try JSONParser.parse(request.body)["aps"]?["alert"]?["body"])
-        guard case .string(let text) = sent else { Issue.record("no body"); return }
+        guard case .string(let text) = sent else {
+            Issue.record("no body")
+            return
+        }
         #expect(text.hasSuffix("…"))
         #expect(try JSONParser.parse(request.body)["aps"]?["alert"]?["title"] == .string("Bob"))
         await provider.shutdown()
@@ -165,10 +210,12 @@ struct APNsRichNotificationTests {
     @Test("a VoIP push may use 5120 bytes before it is shortened")
     func voipLimit() throws {
         let target = Target.apns("b1", app: APNsSandboxFixture.bundleId, token: Self.token, pushType: "voip")
-        let job = Job(id: "v", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
-                      notification: Notification(body: String(repeating: "a", count: 6000)), targets: [target])
-        let built = try APNsRequest.build(Delivery(job: job, target: target, attempt: 1, now: 0),
-                                          app: APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
+        let job = Job(
+            id: "v", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
+            notification: Notification(body: String(repeating: "a", count: 6000)), targets: [target])
+        let built = try APNsRequest.build(
+            Delivery(job: job, target: target, attempt: 1, now: 0),
+            app: APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: .token(keyFile: "-", keyId: "k", teamId: "t")))
         #expect(built.truncated)
         #expect(built.payload.count <= 5120 && built.payload.count > 4096)
     }
@@ -178,23 +225,33 @@ struct APNsRichNotificationTests {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let result = await provider.deliver(Self.delivery(Notification(body: "short"), data: ["blob": String(repeating: "x", count: 5000)]))
-        guard case .failed(let reason, nil, _, _) = result else { Issue.record("expected failed: \(result)"); return }
+        guard case .failed(let reason, nil, _, _) = result else {
+            Issue.record("expected failed: \(result)")
+            return
+        }
         #expect(reason.hasPrefix("PayloadTooLarge"))
         #expect(fixture.server.requests.isEmpty)
         await provider.shutdown()
         await fixture.stop()
     }
 
-    static let activity = LiveActivity(event: .update, contentState: .object([("status", .string("connected")), ("seconds", .integer(42))]),
-                                       timestamp: 1_795_310_000, staleDate: 1_795_310_600)
+    static let activity = LiveActivity(
+        event: .update, contentState: .object([("status", .string("connected")), ("seconds", .integer(42))]),
+        timestamp: 1_795_310_000, staleDate: 1_795_310_600)
 
-    @Test("a Live Activity update goes as push type liveactivity to <bundle>.push-type.liveactivity with event, timestamp and content-state")
+    @Test(
+        "a Live Activity update goes as push type liveactivity to <bundle>.push-type.liveactivity with event, timestamp and content-state")
     func liveActivityUpdate() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
-        let result = await provider.deliver(Self.delivery(Notification(title: "Call with Bob", body: "00:42"), pushType: "liveactivity",
-                                                          liveActivity: Self.activity))
-        guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
+        let result = await provider.deliver(
+            Self.delivery(
+                Notification(title: "Call with Bob", body: "00:42"), pushType: "liveactivity",
+                liveActivity: Self.activity))
+        guard case .delivered(_, 200, _) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
         let request = try #require(fixture.server.requests.last)
         #expect(request.header("apns-topic") == APNsSandboxFixture.bundleId + ".push-type.liveactivity")
         #expect(request.header("apns-push-type") == "liveactivity")
@@ -212,11 +269,17 @@ struct APNsRichNotificationTests {
     func liveActivityStartAndEnd() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
-        let start = LiveActivity(event: .start, contentState: .object([("status", .string("ringing"))]),
-                                 attributesType: "CallAttributes", attributes: .object([("caller", .string("Bob"))]))
-        guard case .delivered = await provider.deliver(Self.delivery(Notification(title: "Bob is calling"), pushType: "liveactivity",
-                                                                     liveActivity: start)) else {
-            Issue.record("start not delivered"); return
+        let start = LiveActivity(
+            event: .start, contentState: .object([("status", .string("ringing"))]),
+            attributesType: "CallAttributes", attributes: .object([("caller", .string("Bob"))]))
+        guard
+            case .delivered = await provider.deliver(
+                Self.delivery(
+                    Notification(title: "Bob is calling"), pushType: "liveactivity",
+                    liveActivity: start))
+        else {
+            Issue.record("start not delivered")
+            return
         }
         let startRequest = try #require(fixture.server.requests.last)
         let started = try #require(try JSONParser.parse(startRequest.body)["aps"])
@@ -225,7 +288,8 @@ struct APNsRichNotificationTests {
         #expect(started["timestamp"] == .integer(1_795_310_000))
         let end = LiveActivity(event: .end, contentState: .object([]), dismissalDate: 1_795_311_000)
         guard case .delivered = await provider.deliver(Self.delivery(nil, pushType: "liveactivity", liveActivity: end)) else {
-            Issue.record("end not delivered"); return
+            Issue.record("end not delivered")
+            return
         }
         let endRequest = try #require(fixture.server.requests.last)
         let ended = try #require(try JSONParser.parse(endRequest.body)["aps"])
@@ -241,8 +305,12 @@ struct APNsRichNotificationTests {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let override: JSONValue = .object([("payload", .object([("aps", .object([("event", .null)]))]))])
-        let result = await provider.deliver(Self.delivery(nil, pushType: "liveactivity", overrides: ["apns": override], liveActivity: Self.activity))
-        guard case .delivered(_, 200, _) = result else { Issue.record("APNs accepts it: \(result)"); return }
+        let result = await provider.deliver(
+            Self.delivery(nil, pushType: "liveactivity", overrides: ["apns": override], liveActivity: Self.activity))
+        guard case .delivered(_, 200, _) = result else {
+            Issue.record("APNs accepts it: \(result)")
+            return
+        }
         #expect(fixture.sandbox.deviceDrops == ["aps.event must be start, update or end"])
         await provider.shutdown()
         await fixture.stop()
@@ -253,7 +321,8 @@ struct APNsRichNotificationTests {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let result = await provider.deliver(Self.delivery(Notification(title: "t"), pushType: "liveactivity"))
-        #expect(result == .failed(reason: "the target's push type is liveactivity and the job has no liveActivity; not sent", httpStatus: nil))
+        #expect(
+            result == .failed(reason: "the target's push type is liveactivity and the job has no liveActivity; not sent", httpStatus: nil))
         #expect(fixture.server.requests.isEmpty)
         await provider.shutdown()
         await fixture.stop()

@@ -10,13 +10,16 @@ struct APNsRulesTests {
     static let app = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
     static let token = "a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1"
 
-    static func delivery(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 30, pushType: String? = nil,
-                         collapseKey: String? = nil, notification: Notification? = Notification(title: "Bob", body: "Hi", sound: "default", badge: 3),
-                         data: [String: String] = ["callId": "c-77"], bindingId: String = "b1", attempt: Int = 1) -> Delivery {
+    static func delivery(
+        kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 30, pushType: String? = nil,
+        collapseKey: String? = nil, notification: Notification? = Notification(title: "Bob", body: "Hi", sound: "default", badge: 3),
+        data: [String: String] = ["callId": "c-77"], bindingId: String = "b1", attempt: Int = 1
+    ) -> Delivery {
         let target = Target.apns(bindingId, app: "com.example.chat", token: token, pushType: pushType)
-        let job = Job(id: "job-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
-                      collapseKey: collapseKey, notification: notification, data: data,
-                      liveActivity: pushType == "liveactivity" ? LiveActivity(event: .update, contentState: .object([])) : nil, targets: [target])
+        let job = Job(
+            id: "job-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
+            collapseKey: collapseKey, notification: notification, data: data,
+            liveActivity: pushType == "liveactivity" ? LiveActivity(event: .update, contentState: .object([])) : nil, targets: [target])
         return Delivery(job: job, target: target, attempt: attempt, now: 1_795_310_001_000)
     }
 
@@ -56,13 +59,15 @@ struct APNsRulesTests {
         #expect(try APNsRequest.build(Self.delivery(kind: .message, pushType: "complication"), app: Self.app).pushType == .complication)
     }
 
-    @Test("every push type's topic suffix is Apple's", arguments: [
-        ("alert", "com.example.chat"), ("background", "com.example.chat"), ("voip", "com.example.chat.voip"),
-        ("complication", "com.example.chat.complication"), ("fileprovider", "com.example.chat.pushkit.fileprovider"),
-        ("location", "com.example.chat.location-query"), ("pushtotalk", "com.example.chat.voip-ptt"),
-        ("liveactivity", "com.example.chat.push-type.liveactivity"), ("widgets", "com.example.chat.push-type.widgets"),
-        ("controls", "com.example.chat.push-type.controls"), ("mdm", "com.example.chat"),
-    ])
+    @Test(
+        "every push type's topic suffix is Apple's",
+        arguments: [
+            ("alert", "com.example.chat"), ("background", "com.example.chat"), ("voip", "com.example.chat.voip"),
+            ("complication", "com.example.chat.complication"), ("fileprovider", "com.example.chat.pushkit.fileprovider"),
+            ("location", "com.example.chat.location-query"), ("pushtotalk", "com.example.chat.voip-ptt"),
+            ("liveactivity", "com.example.chat.push-type.liveactivity"), ("widgets", "com.example.chat.push-type.widgets"),
+            ("controls", "com.example.chat.push-type.controls"), ("mdm", "com.example.chat"),
+        ])
     func topics(_ pushType: String, _ topic: String) throws {
         // A `voip` binding is a PushKit token, which takes calls only.
         #expect(try headers(Self.delivery(kind: pushType == "voip" ? .call : .message, pushType: pushType))["apns-topic"] == topic)
@@ -70,8 +75,9 @@ struct APNsRulesTests {
 
     @Test("a configured topic replaces the derived one (Mizu pushnotification_topic)")
     func topicOverride() throws {
-        let app = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
-                          topicOverride: "com.apple.mgmt.External.1234")
+        let app = APNsApp(
+            bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+            topicOverride: "com.apple.mgmt.External.1234")
         #expect(try headers(Self.delivery(pushType: "mdm"), app: app)["apns-topic"] == "com.apple.mgmt.External.1234")
     }
 
@@ -119,8 +125,9 @@ struct APNsRulesTests {
     @Test("the alert payload has aps alert, sound, badge, mutable-content and the data at the top level")
     func alertPayload() throws {
         let payload = try APNsRequest.build(Self.delivery(), app: Self.app).payload
-        #expect(String(decoding: payload, as: UTF8.self)
-            == #"{"aps":{"alert":{"title":"Bob","body":"Hi"},"sound":"default","badge":3,"mutable-content":1},"callId":"c-77"}"#)
+        #expect(
+            String(decoding: payload, as: UTF8.self)
+                == #"{"aps":{"alert":{"title":"Bob","body":"Hi"},"sound":"default","badge":3,"mutable-content":1},"callId":"c-77"}"#)
     }
 
     @Test("payload limits: 4096 bytes, 5120 for VoIP, refused before any request")
@@ -142,12 +149,17 @@ struct APNsRulesTests {
 
     @Test("apps without a client certificate share the endpoint's origin; an app with one has an origin of its own in each environment")
     func scopesNameTheirConnections() throws {
-        let certificate = APNsApp(bundleId: "com.example.voip", authentication: .certificate(TLSOptions(clientCertificateFile: "/dev/null")))
-        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [certificate], productionURL: "https://apns.test",
-                                                                         sandboxURL: "https://sandbox.apns.test"),
-                                        transport: CurlHTTPTransport(), logger: Logger(label: "test"))
+        let certificate = APNsApp(
+            bundleId: "com.example.voip", authentication: .certificate(TLSOptions(clientCertificateFile: "/dev/null")))
+        let provider = try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [certificate], productionURL: "https://apns.test",
+                sandboxURL: "https://sandbox.apns.test"),
+            transport: CurlHTTPTransport(), logger: Logger(label: "test"))
         func origin(_ app: String, _ environment: String? = nil) -> String? {
-            provider.scope(of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa", environment: environment))).origin
+            provider.scope(
+                of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa", environment: environment))
+            ).origin
         }
         #expect(origin("com.example.chat") == "https://apns.test")
         #expect(origin("com.example.other") == origin("com.example.chat"))

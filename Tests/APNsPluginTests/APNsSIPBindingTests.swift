@@ -11,17 +11,21 @@ struct APNsSIPBindingTests {
     static let token = String(repeating: "cd", count: 32)
 
     static func delivery(target: String, kind: String = "call", notification: String = "") throws -> Delivery {
-        let json = #"{"v":1,"id":"sip-1","kind":"\#(kind)","userId":"alice",\#(notification)"data":{"callId":"c-9","caller":"bob"},"targets":[\#(target)]}"#
+        let json =
+            #"{"v":1,"id":"sip-1","kind":"\#(kind)","userId":"alice",\#(notification)"data":{"callId":"c-9","caller":"bob"},"targets":[\#(target)]}"#
         let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())
         return Delivery(job: job, target: job.targets[0], attempt: 1, now: currentTimeMilliseconds())
     }
 
     func provider(_ fixture: APNsSandboxFixture, templates: any PayloadTemplates = BuiltInPayloads()) throws -> APNsProvider {
-        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                          authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        return try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
-                                                                 sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-                                transport: CurlHTTPTransport(), logger: testLogger(), templates: templates)
+        let app = APNsApp(
+            bundleId: APNsSandboxFixture.bundleId,
+            authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        return try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [app], productionURL: fixture.server.baseURL,
+                sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
+            transport: CurlHTTPTransport(), logger: testLogger(), templates: templates)
     }
 
     @Test("an RFC 8599 APNs binding with service voip delivers a call with topic <bundle>.voip and push type voip")
@@ -30,7 +34,10 @@ struct APNsSIPBindingTests {
         let provider = try provider(fixture)
         let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
         let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#))
-        guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(_, 200, _) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
         let request = try #require(fixture.server.requests.first)
         #expect(request.path == "/3/device/\(Self.token)")
         #expect(request.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")
@@ -42,18 +49,29 @@ struct APNsSIPBindingTests {
     static let voipToken = String(repeating: "1f", count: 32)
     static let remoteToken = String(repeating: "2e", count: 32)
 
-    @Test("a Linphone dual binding (voip&remote, either order): a call goes to the VoIP token as voip, a message to the remote token as alert, each on its own topic",
-          arguments: ["voip&remote", "remote&voip"])
+    @Test(
+        "a Linphone dual binding (voip&remote, either order): a call goes to the VoIP token as voip, a message to the remote token as alert, each on its own topic",
+        arguments: ["voip&remote", "remote&voip"])
     func dualBinding(_ services: String) async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         fixture.sandbox.register(token: Self.voipToken, bundleId: APNsSandboxFixture.bundleId, pushKit: true)
         fixture.sandbox.register(token: Self.remoteToken, bundleId: APNsSandboxFixture.bundleId)
-        let prid = services == "voip&remote" ? "\(Self.voipToken):voip&\(Self.remoteToken):remote" : "\(Self.remoteToken):remote&\(Self.voipToken):voip"
-        let target = #"{"bindingId":"b1","rfc8599":"pn-provider=apns.dev;pn-param=\#(APNsSandboxFixture.teamId).\#(APNsSandboxFixture.bundleId).\#(services);pn-prid=\#(prid)"}"#
-        guard case .delivered(_, 200, _) = await provider.deliver(try Self.delivery(target: target)) else { Issue.record("call not delivered"); return }
-        let message = await provider.deliver(try Self.delivery(target: target, kind: "message", notification: #""notification":{"title":"Bob","body":"Hi"},"#))
-        guard case .delivered(_, 200, _) = message else { Issue.record("message not delivered: \(message)"); return }
+        let prid =
+            services == "voip&remote"
+            ? "\(Self.voipToken):voip&\(Self.remoteToken):remote" : "\(Self.remoteToken):remote&\(Self.voipToken):voip"
+        let target =
+            #"{"bindingId":"b1","rfc8599":"pn-provider=apns.dev;pn-param=\#(APNsSandboxFixture.teamId).\#(APNsSandboxFixture.bundleId).\#(services);pn-prid=\#(prid)"}"#
+        guard case .delivered(_, 200, _) = await provider.deliver(try Self.delivery(target: target)) else {
+            Issue.record("call not delivered")
+            return
+        }
+        let message = await provider.deliver(
+            try Self.delivery(target: target, kind: "message", notification: #""notification":{"title":"Bob","body":"Hi"},"#))
+        guard case .delivered(_, 200, _) = message else {
+            Issue.record("message not delivered: \(message)")
+            return
+        }
         let requests = fixture.server.requests
         #expect(requests.map(\.path) == ["/3/device/\(Self.voipToken)", "/3/device/\(Self.remoteToken)"])
         #expect(requests.map { $0.header("apns-push-type") } == ["voip", "alert"])
@@ -65,13 +83,17 @@ struct APNsSIPBindingTests {
     @Test("pn-provider=apns.dev is Apple's sandbox environment; pn-param without a service, or with remote, is an ordinary device token")
     func flexisipForms() throws {
         let bundle = APNsSandboxFixture.bundleId
-        for (binding, environment) in [("pn-provider=apns.dev;pn-param=ABCD123456.\(bundle);pn-prid=\(Self.token)", "sandbox"),
-                                       ("pn-provider=apns;pn-param=ABCD123456.\(bundle).remote;pn-prid=\(Self.token):remote", "production")] {
-            let delivery = try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: "message",
-                                             notification: #""notification":{"title":"Bob","body":"Hi"},"#)
+        for (binding, environment) in [
+            ("pn-provider=apns.dev;pn-param=ABCD123456.\(bundle);pn-prid=\(Self.token)", "sandbox"),
+            ("pn-provider=apns;pn-param=ABCD123456.\(bundle).remote;pn-prid=\(Self.token):remote", "production"),
+        ] {
+            let delivery = try Self.delivery(
+                target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: "message",
+                notification: #""notification":{"title":"Bob","body":"Hi"},"#)
             #expect(delivery.target.app == bundle)
             #expect(delivery.target.details(APNsTarget.self) == APNsTarget(token: Self.token, environment: environment, notation: .rfc8599))
-            let built = try APNsRequest.build(delivery, app: APNsApp(bundleId: bundle, authentication: .token(keyFile: "-", keyId: "K", teamId: "T")))
+            let built = try APNsRequest.build(
+                delivery, app: APNsApp(bundleId: bundle, authentication: .token(keyFile: "-", keyId: "K", teamId: "T")))
             #expect(built.pushType == .alert)
             #expect(built.headers.first { $0.name == "apns-topic" }?.value == bundle)
         }
@@ -81,9 +103,14 @@ struct APNsSIPBindingTests {
     func xmpushBinding() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
-        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","xmpush":"s:i:\#(APNsSandboxFixture.bundleId):\#(Self.token)"}"#, kind: "message",
-                                                              notification: #""notification":{"title":"Bob","body":"Hi"},"#))
-        guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
+        let result = await provider.deliver(
+            try Self.delivery(
+                target: #"{"bindingId":"b1","xmpush":"s:i:\#(APNsSandboxFixture.bundleId):\#(Self.token)"}"#, kind: "message",
+                notification: #""notification":{"title":"Bob","body":"Hi"},"#))
+        guard case .delivered(_, 200, _) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
         let request = try #require(fixture.server.requests.first)
         #expect(request.header("apns-topic") == APNsSandboxFixture.bundleId)
         #expect(request.header("apns-push-type") == "alert")
@@ -94,7 +121,9 @@ struct APNsSIPBindingTests {
     /// Renders a fixed document for every key, as a template directory would.
     struct FixedTemplate: PayloadTemplates {
         let document: JSONValue
-        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<
+            RenderedPayload, PayloadTemplateFailure
+        >? {
             .success(RenderedPayload(document: document, source: "apns/default/default.mustache"))
         }
     }
@@ -102,10 +131,14 @@ struct APNsSIPBindingTests {
     @Test("a template's payload is sent without Mizu's headers block; headers still follow the binding rules")
     func templatePayload() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let document = try JSONParser.parse(Array(#"{"headers":{"apns-topic":"wrong.topic"},"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#.utf8))
+        let document = try JSONParser.parse(
+            Array(#"{"headers":{"apns-topic":"wrong.topic"},"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#.utf8))
         let provider = try provider(fixture, templates: FixedTemplate(document: document))
         let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","token":"\#(Self.token)"}"#))
-        guard case .delivered(_, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(_, 200, _) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
         let request = try #require(fixture.server.requests.first)
         #expect(String(decoding: request.body, as: UTF8.self) == #"{"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#)
         #expect(request.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")
@@ -115,20 +148,25 @@ struct APNsSIPBindingTests {
 
     @Test("a cancel takes the app's cancel push type; to a PushKit token (RFC 8599 service voip) it goes only when that type is voip")
     func cancelPushTypePerBindingAndApp() throws {
-        let alertApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
-                               cancelPushType: .alert)
-        let native = try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","app":"com.example.chat","token":"\#(Self.token)"}"#, kind: "cancel")
+        let alertApp = APNsApp(
+            bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+            cancelPushType: .alert)
+        let native = try Self.delivery(
+            target: #"{"bindingId":"b1","provider":"apns","app":"com.example.chat","token":"\#(Self.token)"}"#, kind: "cancel")
         let alert = try APNsRequest.build(native, app: alertApp)
         #expect(alert.pushType == .background, "an alert-type cancel that shows nothing goes as a background push")
         #expect(alert.headers.first { $0.name == "apns-topic" }?.value == "com.example.chat")
-        let voipBinding = try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(Self.token)"}"#, kind: "cancel")
+        let voipBinding = try Self.delivery(
+            target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(Self.token)"}"#,
+            kind: "cancel")
         #expect(throws: APNsRequest.Refusal.destination(.notForPushKitToken(.background, notation: .rfc8599))) {
             try APNsRequest.build(voipBinding, app: alertApp)
         }
         let defaultApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"))
         #expect(try APNsRequest.build(native, app: defaultApp).pushType == .background, "alert by default; nothing shows")
-        let voipApp = APNsApp(bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
-                              cancelPushType: .voip)
+        let voipApp = APNsApp(
+            bundleId: "com.example.chat", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+            cancelPushType: .voip)
         #expect(try APNsRequest.build(native, app: voipApp).pushType == .voip)
         let voip = try APNsRequest.build(voipBinding, app: voipApp)
         #expect(voip.pushType == .voip)

@@ -9,12 +9,15 @@ import APNsSandbox
 
 @Suite("APNs plugin over HTTP/2 + TLS against the APNs sandbox")
 struct APNsSandboxTests {
-    static func delivery(token: String, kind: JobKind = .call, environment: String? = nil, bindingId: String = "b1",
-                         pushType: String? = nil) -> Delivery {
+    static func delivery(
+        token: String, kind: JobKind = .call, environment: String? = nil, bindingId: String = "b1",
+        pushType: String? = nil
+    ) -> Delivery {
         let target = Target.apns(bindingId, app: APNsSandboxFixture.bundleId, token: token, environment: environment, pushType: pushType)
-        let job = Job(id: "job-\(bindingId)", createdAt: currentTimeMilliseconds(), ttl: 30, kind: kind, priority: .high,
-                      userId: "alice", notification: Notification(title: "Bob", body: "Calling"), data: ["callId": "c-1"],
-                      targets: [target])
+        let job = Job(
+            id: "job-\(bindingId)", createdAt: currentTimeMilliseconds(), ttl: 30, kind: kind, priority: .high,
+            userId: "alice", notification: Notification(title: "Bob", body: "Calling"), data: ["callId": "c-1"],
+            targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
     }
 
@@ -22,15 +25,21 @@ struct APNsSandboxTests {
 
     /// libcurl's connection set-up gets the sends' timeout: many sends at once open extra connections, and on
     /// loaded CI cores a handshake took longer than the default 5 s (the sends ended `request timed out`).
-    func provider(_ fixture: APNsSandboxFixture, sandboxURL: String? = nil,
-                  authentication: APNsApp.Authentication? = nil, timeout: Duration = .seconds(10)) throws -> APNsProvider {
-        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: authentication
-            ?? .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        return try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
-                                                                 sandboxURL: sandboxURL ?? fixture.server.baseURL,
-                                                                 caFile: fixture.tls.caFile, timeout: timeout),
-                                transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
-                                logger: testLogger())
+    func provider(
+        _ fixture: APNsSandboxFixture, sandboxURL: String? = nil,
+        authentication: APNsApp.Authentication? = nil, timeout: Duration = .seconds(10)
+    ) throws -> APNsProvider {
+        let app = APNsApp(
+            bundleId: APNsSandboxFixture.bundleId,
+            authentication: authentication
+                ?? .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        return try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [app], productionURL: fixture.server.baseURL,
+                sandboxURL: sandboxURL ?? fixture.server.baseURL,
+                caFile: fixture.tls.caFile, timeout: timeout),
+            transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+            logger: testLogger())
     }
 
     @Test("a VoIP call is accepted by the sandbox's checks and delivered with its apns-id")
@@ -38,7 +47,10 @@ struct APNsSandboxTests {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let result = await provider.deliver(Self.delivery(token: Self.liveToken))
-        guard case .delivered(let messageId?, 200, _) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(let messageId?, 200, _) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
         let request = try #require(fixture.server.requests.first)
         #expect(request.header("apns-id") == messageId)
         #expect(request.header("apns-topic") == "com.example.chat.voip")
@@ -49,7 +61,9 @@ struct APNsSandboxTests {
         await fixture.stop()
     }
 
-    @Test("410 Unregistered yields rejected with invalidSince from Apple's timestamp; 400 BadDeviceToken rejected when the binding names its environment; 503 retryable")
+    @Test(
+        "410 Unregistered yields rejected with invalidSince from Apple's timestamp; 400 BadDeviceToken rejected when the binding names its environment; 503 retryable"
+    )
     func scriptedAnswers() async throws {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
@@ -67,12 +81,15 @@ struct APNsSandboxTests {
     func environments() async throws {
         let production = try await APNsSandboxFixture.start()
         let development = try await SandboxServer.start(tls: production.tls, responder: production.sandbox.respond)
-        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                          authentication: .token(keyFile: production.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: production.server.baseURL,
-                                                                         sandboxURL: development.baseURL,
-                                                                         caFile: production.tls.caFile),
-                                        transport: CurlHTTPTransport(), logger: testLogger())
+        let app = APNsApp(
+            bundleId: APNsSandboxFixture.bundleId,
+            authentication: .token(keyFile: production.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        let provider = try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [app], productionURL: production.server.baseURL,
+                sandboxURL: development.baseURL,
+                caFile: production.tls.caFile),
+            transport: CurlHTTPTransport(), logger: testLogger())
         _ = await provider.deliver(Self.delivery(token: Self.liveToken, environment: "production"))
         _ = await provider.deliver(Self.delivery(token: Self.liveToken, environment: "sandbox"))
         _ = await provider.deliver(Self.delivery(token: Self.liveToken))
@@ -136,26 +153,34 @@ struct APNsSandboxTests {
     }
 
     // The transport's idle time of 1 s stands for its 118 s, the keepalive interval of 1 s for Apple's hour.
-    @Test("APNs connections outlive the transport's idle time: a push after it goes over the same connection",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "APNs connections outlive the transport's idle time: a push after it goes over the same connection",
+        arguments: HTTP2FramingKind.allCases)
     func connectionOutlivesTheIdleTime(_ framing: HTTP2FramingKind) async throws {
         let closed = Locked(0)
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let sandbox = try await APNsSandboxInstance.start(tls: tls, connectionClosed: { _ in closed.withLock { $0 += 1 } })
-        let app = APNsApp(bundleId: APNsSandboxFixture.bundleId,
-                          authentication: .token(keyFile: sandbox.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
-                                          name: "apns", framing: framing)
-        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: sandbox.server.baseURL,
-                                                                         sandboxURL: sandbox.server.baseURL, caFile: tls.caFile),
-                                        transport: transport, logger: testLogger(),
-                                        connectionLifetime: HTTPConnectionLifetime(maximumIdleTime: .seconds(3600), keepaliveInterval: .seconds(1)))
+        let app = APNsApp(
+            bundleId: APNsSandboxFixture.bundleId,
+            authentication: .token(keyFile: sandbox.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
+            name: "apns", framing: framing)
+        let provider = try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [app], productionURL: sandbox.server.baseURL,
+                sandboxURL: sandbox.server.baseURL, caFile: tls.caFile),
+            transport: transport, logger: testLogger(),
+            connectionLifetime: HTTPConnectionLifetime(maximumIdleTime: .seconds(3600), keepaliveInterval: .seconds(1)))
         let first = await provider.deliver(Self.delivery(token: Self.liveToken, bindingId: "k1"))
         try await Task.sleep(for: .milliseconds(2500))
         let second = await provider.deliver(Self.delivery(token: Self.liveToken, bindingId: "k2"))
         for result in [first, second] {
-            guard case .delivered = result else { Issue.record("not delivered: \(result)"); continue }
+            guard case .delivered = result else {
+                Issue.record("not delivered: \(result)")
+                continue
+            }
         }
         #expect(closed.withLock { $0 } == 0, "no connection closed: both pushes went over the first one")
         await provider.shutdown()
@@ -165,15 +190,20 @@ struct APNsSandboxTests {
     @Test("certificate authentication: the app's client certificate is the credential; without it nothing is delivered")
     func certificateAuthentication() async throws {
         let fixture = try await APNsSandboxFixture.start(certificateAuthentication: true)
-        let withCertificate = try provider(fixture, authentication: .certificate(TLSOptions(
-            clientCertificateFile: fixture.tls.clientCertificateFile, clientKeyFile: fixture.tls.clientKeyFile)))
+        let withCertificate = try provider(
+            fixture,
+            authentication: .certificate(
+                TLSOptions(
+                    clientCertificateFile: fixture.tls.clientCertificateFile, clientKeyFile: fixture.tls.clientKeyFile)))
         guard case .delivered = await withCertificate.deliver(Self.delivery(token: Self.liveToken)) else {
-            Issue.record("certificate-authenticated push not delivered"); return
+            Issue.record("certificate-authenticated push not delivered")
+            return
         }
         #expect(fixture.server.requests.allSatisfy { $0.header("authorization") == nil })
         let withoutCertificate = try provider(fixture, authentication: .certificate(TLSOptions()))
         guard case .retryable = await withoutCertificate.deliver(Self.delivery(token: Self.liveToken)) else {
-            Issue.record("a handshake without the certificate must not deliver"); return
+            Issue.record("a handshake without the certificate must not deliver")
+            return
         }
         await withCertificate.shutdown()
         await withoutCertificate.shutdown()
@@ -184,16 +214,22 @@ struct APNsSandboxTests {
     func voipCertificateBesideAlertCredentials() async throws {
         let fixture = try await APNsSandboxFixture.start(certificateAuthentication: true)
         var app = APNsApp(bundleId: APNsSandboxFixture.bundleId, authentication: .certificate(TLSOptions()))
-        app.voipAuthentication = .certificate(TLSOptions(clientCertificateFile: fixture.tls.clientCertificateFile,
-                                                         clientKeyFile: fixture.tls.clientKeyFile))
-        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [app], productionURL: fixture.server.baseURL,
-                                                                         sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-                                        transport: CurlHTTPTransport(), logger: testLogger())
+        app.voipAuthentication = .certificate(
+            TLSOptions(
+                clientCertificateFile: fixture.tls.clientCertificateFile,
+                clientKeyFile: fixture.tls.clientKeyFile))
+        let provider = try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: [app], productionURL: fixture.server.baseURL,
+                sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
+            transport: CurlHTTPTransport(), logger: testLogger())
         guard case .delivered = await provider.deliver(Self.delivery(token: Self.liveToken, kind: .call)) else {
-            Issue.record("the VoIP push did not go with the VoIP certificate"); return
+            Issue.record("the VoIP push did not go with the VoIP certificate")
+            return
         }
         guard case .retryable = await provider.deliver(Self.delivery(token: Self.liveToken, kind: .message, bindingId: "b2")) else {
-            Issue.record("the alert push must use the app's own (here: missing) certificate"); return
+            Issue.record("the alert push must use the app's own (here: missing) certificate")
+            return
         }
         #expect(fixture.server.requests.map { $0.header("apns-push-type") } == ["voip"])
         await provider.shutdown()
@@ -209,7 +245,10 @@ struct APNsSandboxTests {
         var job = delivery.job
         job.data = ["blob": String(repeating: "x", count: 5000)]
         delivery = Delivery(job: job, target: target, attempt: 1, now: delivery.now)
-        guard case .failed(let reason, nil, .none, _) = await provider.deliver(delivery) else { Issue.record("expected failed"); return }
+        guard case .failed(let reason, nil, .none, _) = await provider.deliver(delivery) else {
+            Issue.record("expected failed")
+            return
+        }
         #expect(reason.hasPrefix("PayloadTooLarge"))
         #expect(fixture.server.requests.isEmpty)
         await provider.shutdown()
@@ -221,9 +260,11 @@ struct APNsSandboxTests {
         let fixture = try await APNsSandboxFixture.start()
         let provider = try provider(fixture)
         let target = Target.apns("b", app: "com.other.app", token: Self.liveToken)
-        let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 30, kind: .message, priority: .high, userId: "u", targets: [target])
-        #expect(await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
-            == .failed(reason: "no APNs credentials for app com.other.app", httpStatus: nil))
+        let job = Job(
+            id: "j", createdAt: currentTimeMilliseconds(), ttl: 30, kind: .message, priority: .high, userId: "u", targets: [target])
+        #expect(
+            await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
+                == .failed(reason: "no APNs credentials for app com.other.app", httpStatus: nil))
         await provider.shutdown()
         await fixture.stop()
     }

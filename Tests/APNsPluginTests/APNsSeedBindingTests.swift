@@ -14,17 +14,20 @@ struct APNsSeedBindingTests {
     }
 
     static func app(environment: APNsEnvironment = .production, pushKit: Bool = false) -> APNsApp {
-        APNsApp(bundleId: "com.example.app", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
-                defaultEnvironment: environment, xmpushTokensArePushKit: pushKit)
+        APNsApp(
+            bundleId: "com.example.app", authentication: .token(keyFile: "-", keyId: "K", teamId: "T"),
+            defaultEnvironment: environment, xmpushTokensArePushKit: pushKit)
     }
 
     @Test("X-MPUSH d: and no prefix take the app's configured environment; s: and p: choose their own")
     func defaultEnvironment() throws {
         let sandboxByDefault = Self.app(environment: .sandbox)
-        for (binding, expected) in [("d:i:com.example.app:\(Self.token)", APNsEnvironment.sandbox),
-                                    ("i:com.example.app:\(Self.token)", .sandbox),
-                                    ("p:i:com.example.app:\(Self.token)", .production),
-                                    ("s:i:com.example.app:\(Self.token)", .sandbox)] {
+        for (binding, expected) in [
+            ("d:i:com.example.app:\(Self.token)", APNsEnvironment.sandbox),
+            ("i:com.example.app:\(Self.token)", .sandbox),
+            ("p:i:com.example.app:\(Self.token)", .production),
+            ("s:i:com.example.app:\(Self.token)", .sandbox),
+        ] {
             let target = try Self.delivery(#"{"bindingId":"b1","xmpush":"\#(binding)"}"#).target
             #expect(sandboxByDefault.environment(of: target) == expected, "\(binding)")
         }
@@ -39,20 +42,27 @@ struct APNsSeedBindingTests {
         let app = Self.app(pushKit: true)
         let xmpush = #"{"bindingId":"b1","xmpush":"i:com.example.app:\#(Self.token)"}"#
         #expect(try APNsRequest.build(Self.delivery(xmpush, kind: "call"), app: app).pushType == .voip)
-        #expect(throws: APNsRequest.Refusal.destination(.notForPushKitToken(.alert, notation: .xmpush))) { try APNsRequest.build(Self.delivery(xmpush), app: app) }
+        #expect(throws: APNsRequest.Refusal.destination(.notForPushKitToken(.alert, notation: .xmpush))) {
+            try APNsRequest.build(Self.delivery(xmpush), app: app)
+        }
         let native = #"{"bindingId":"b1","provider":"apns","app":"com.example.app","token":"\#(Self.token)"}"#
         #expect(try APNsRequest.build(Self.delivery(native), app: app).pushType == .alert, "native targets are plain APNs tokens")
-        #expect(try APNsRequest.build(Self.delivery(xmpush), app: Self.app()).pushType == .alert,
-                "without the declaration an i: token is a plain APNs token")
+        #expect(
+            try APNsRequest.build(Self.delivery(xmpush), app: Self.app()).pushType == .alert,
+            "without the declaration an i: token is a plain APNs token")
     }
 
     @Test("a push refused for a PushKit token ends failed with the reason, never a binding removal")
     func pushKitRefusalOutcome() async throws {
-        let provider = try APNsProvider(configuration: APNsConfiguration(apps: [
-            APNsApp(bundleId: "com.example.app", authentication: .certificate(.init()), xmpushTokensArePushKit: true),
-        ]), transport: UnreachableTransport(), logger: testLogger())
+        let provider = try APNsProvider(
+            configuration: APNsConfiguration(apps: [
+                APNsApp(bundleId: "com.example.app", authentication: .certificate(.init()), xmpushTokensArePushKit: true)
+            ]), transport: UnreachableTransport(), logger: testLogger())
         let result = await provider.deliver(try Self.delivery(#"{"bindingId":"b1","xmpush":"i:com.example.app:\#(Self.token)"}"#))
-        guard case .failed(let reason, nil, .none, _) = result else { Issue.record("expected failed without action, got \(result)"); return }
+        guard case .failed(let reason, nil, .none, _) = result else {
+            Issue.record("expected failed without action, got \(result)")
+            return
+        }
         #expect(reason.contains("PushKit"))
         #expect(reason.contains("not sent"))
     }

@@ -12,19 +12,25 @@ import FCMSandbox
 /// Issue 40's FCM rules, each against the FCM sandbox where the rule is about what FCM receives or answers.
 @Suite("FCM fidelity: Google's own 404, quota floor, payload size, collapse ids, priorities, platforms")
 struct FCMFidelityTests {
-    static func provider(_ instance: FCMSandboxInstance, tls: SandboxTLS, endpoint: String? = nil,
-                         packages: [String: String] = [:], iosPackages: Set<String> = []) throws -> FCMProvider {
-        var configuration = FCMConfiguration(accounts: [try ServiceAccount(contentsOfFile: instance.credentialsFile)], packages: packages,
-                                             endpoint: endpoint ?? instance.server.baseURL, caFile: tls.caFile)
+    static func provider(
+        _ instance: FCMSandboxInstance, tls: SandboxTLS, endpoint: String? = nil,
+        packages: [String: String] = [:], iosPackages: Set<String> = []
+    ) throws -> FCMProvider {
+        var configuration = FCMConfiguration(
+            accounts: [try ServiceAccount(contentsOfFile: instance.credentialsFile)], packages: packages,
+            endpoint: endpoint ?? instance.server.baseURL, caFile: tls.caFile)
         configuration.iosPackages = iosPackages
         return try FCMProvider(configuration: configuration, transport: CurlHTTPTransport())
     }
 
-    static func delivery(_ target: Target, kind: JobKind = .message, collapseKey: String? = nil,
-                         notification: PushCore.Notification? = PushCore.Notification(title: "T", body: "B")) -> Delivery {
+    static func delivery(
+        _ target: Target, kind: JobKind = .message, collapseKey: String? = nil,
+        notification: PushCore.Notification? = PushCore.Notification(title: "T", body: "B")
+    ) -> Delivery {
         let now = currentTimeMilliseconds()
-        let job = Job(id: "j", createdAt: now, ttl: 60, kind: kind, priority: .high, userId: "u", collapseKey: collapseKey,
-                      notification: notification, data: ["k": "v"], targets: [target])
+        let job = Job(
+            id: "j", createdAt: now, ttl: 60, kind: kind, priority: .high, userId: "u", collapseKey: collapseKey,
+            notification: notification, data: ["k": "v"], targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: now)
     }
 
@@ -40,8 +46,10 @@ struct FCMFidelityTests {
         // A wrong PUSH_FCM_ENDPOINT: Google's front end answers its HTML 404 page.
         let provider = try Self.provider(instance, tls: tls, endpoint: instance.server.baseURL + "/wrong-prefix")
         let processor = FCMConformanceTests().processor([provider])
-        let outcomes = FCMConformanceTests.outcomes(await processor.process(FCMConformanceTests.job(
-            "html-404", targets: FCMConformanceTests.fcmTarget("android-1", token: "tok-1", platform: "android"))))
+        let outcomes = FCMConformanceTests.outcomes(
+            await processor.process(
+                FCMConformanceTests.job(
+                    "html-404", targets: FCMConformanceTests.fcmTarget("android-1", token: "tok-1", platform: "android"))))
         #expect(outcomes["android-1"]?.status == .failed)
         #expect(outcomes["android-1"]?.action == .checkCredentials, "the binding is kept")
         #expect(outcomes["android-1"]?.reason?.contains("PUSH_FCM_ENDPOINT") == true, "\(outcomes["android-1"]?.reason ?? "no reason")")
@@ -49,7 +57,8 @@ struct FCMFidelityTests {
         // Google's own NOT_FOUND still removes the binding.
         let google = try Self.provider(instance, tls: tls)
         guard case .rejected(_, 404?, _) = await google.deliver(Self.delivery(.fcm("b", token: "notfound-1", platform: "android"))) else {
-            Issue.record("Google's NOT_FOUND should reject the token"); return
+            Issue.record("Google's NOT_FOUND should reject the token")
+            return
         }
         await provider.shutdown()
         await google.shutdown()
@@ -61,7 +70,10 @@ struct FCMFidelityTests {
     func rateLimitedWithoutDetail() async throws {
         let harness = try await FCMHarness.start()
         let result = await harness.provider.deliver(FCMHarness.delivery(token: "ratelimited-1"))
-        guard case .retryable(_, 429?, let after?) = result else { Issue.record("got \(result)"); return }
+        guard case .retryable(_, 429?, let after?) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(after == .seconds(60))
         await harness.stop()
     }
@@ -73,15 +85,24 @@ struct FCMFidelityTests {
         let provider = try Self.provider(instance, tls: tls)
         // A subtitle makes the apns block carry the whole alert: the body travels twice, the message is over 4096 bytes.
         let body = String(repeating: "b", count: 2500)
-        let delivery = Self.delivery(.fcm("ios", token: "tok-ios", platform: "ios"), notification: PushCore.Notification(title: "T", subtitle: "S", body: body))
-        guard case .delivered(_, 200?, let truncated) = await provider.deliver(delivery) else { Issue.record("not delivered"); return }
+        let delivery = Self.delivery(
+            .fcm("ios", token: "tok-ios", platform: "ios"), notification: PushCore.Notification(title: "T", subtitle: "S", body: body))
+        guard case .delivered(_, 200?, let truncated) = await provider.deliver(delivery) else {
+            Issue.record("not delivered")
+            return
+        }
         #expect(!truncated)
         let message = try sentMessage(instance)
         #expect(message["notification"]?["body"] == .string(body))
         #expect(instance.server.requests.last!.body.count > 4096, "the whole message is over 4096 bytes; its payload is not")
         // A payload over the limit is shortened until data and notification fit.
-        let long = Self.delivery(.fcm("android", token: "tok-a", platform: "android"), notification: PushCore.Notification(title: "T", body: String(repeating: "x", count: 5000)))
-        guard case .delivered(_, 200?, true) = await provider.deliver(long) else { Issue.record("not delivered truncated"); return }
+        let long = Self.delivery(
+            .fcm("android", token: "tok-a", platform: "android"),
+            notification: PushCore.Notification(title: "T", body: String(repeating: "x", count: 5000)))
+        guard case .delivered(_, 200?, true) = await provider.deliver(long) else {
+            Issue.record("not delivered truncated")
+            return
+        }
         #expect(FCMMessageRulesMirror.payloadBytes(try sentMessage(instance)) <= 4096)
         await provider.shutdown()
         await instance.server.stop()
@@ -107,14 +128,16 @@ struct FCMFidelityTests {
         let provider = try Self.provider(instance, tls: tls)
         let key = String(repeating: "k", count: 100)
         guard case .delivered = await provider.deliver(Self.delivery(.fcm("ios", token: "tok", platform: "ios"), collapseKey: key)) else {
-            Issue.record("not delivered"); return
+            Issue.record("not delivered")
+            return
         }
         let header = try sentMessage(instance)["apns"]?["headers"]?["apns-collapse-id"]
         #expect(header == .string(AppleCollapseId.header(for: key)))
         #expect(AppleCollapseId.header(for: key).utf8.count == 64)
         #expect(AppleCollapseId.header(for: "short") == "short")
-        let refused = try await Self.send(FCMHarnessOf(instance: instance, provider: provider),
-                                          #"{"message":{"token":"tok","notification":{"title":"T"},"apns":{"headers":{"apns-collapse-id":"\#(key)"}}}}"#)
+        let refused = try await Self.send(
+            FCMHarnessOf(instance: instance, provider: provider),
+            #"{"message":{"token":"tok","notification":{"title":"T"},"apns":{"headers":{"apns-collapse-id":"\#(key)"}}}}"#)
         #expect(refused.status == 400, "the sandbox refuses what APNs would")
         await provider.shutdown()
         await instance.server.stop()
@@ -137,15 +160,19 @@ struct FCMFidelityTests {
     func iosPackageSaysThePlatform() async throws {
         let tls = try SandboxTLS.make()
         let instance = try await FCMSandboxInstance.start(tls: tls)
-        let provider = try Self.provider(instance, tls: tls, packages: ["com.example.ios": FCMSandboxInstance.projectId],
-                                         iosPackages: ["com.example.ios"])
-        let json = #"{"v":1,"id":"j1","kind":"call","userId":"u","data":{"callId":"c"},"targets":[{"bindingId":"b1","rfc8599":"pn-provider=fcm;pn-param=com.example.ios;pn-prid=fcm-ios-token"}]}"#
+        let provider = try Self.provider(
+            instance, tls: tls, packages: ["com.example.ios": FCMSandboxInstance.projectId],
+            iosPackages: ["com.example.ios"])
+        let json =
+            #"{"v":1,"id":"j1","kind":"call","userId":"u","data":{"callId":"c"},"targets":[{"bindingId":"b1","rfc8599":"pn-provider=fcm;pn-param=com.example.ios;pn-prid=fcm-ios-token"}]}"#
         let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())
         let target = job.targets[0]
         #expect(provider.scope(of: target).key == FCMSandboxInstance.projectId)
         #expect(provider.scope(of: target).part == "ios")
-        guard case .delivered = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())) else {
-            Issue.record("not delivered"); return
+        guard case .delivered = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
+        else {
+            Issue.record("not delivered")
+            return
         }
         let message = try sentMessage(instance)
         #expect(message["apns"]?["headers"]?["apns-push-type"] == .string("background"))
@@ -173,9 +200,11 @@ struct FCMFidelityTests {
         let transport = CurlHTTPTransport()
         defer { transport.shutdown() }
         let ca = caFile ?? harness.instance.server.tls.caFile
-        return try await transport.send(HTTPRequest(url: "\(harness.instance.server.baseURL)/v1/projects/\(FCMSandboxInstance.projectId)/messages:send",
-                                                    headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json")],
-                                                    body: Array(body.utf8), timeout: .seconds(10), tls: TLSOptions(caFile: ca)))
+        return try await transport.send(
+            HTTPRequest(
+                url: "\(harness.instance.server.baseURL)/v1/projects/\(FCMSandboxInstance.projectId)/messages:send",
+                headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json")],
+                body: Array(body.utf8), timeout: .seconds(10), tls: TLSOptions(caFile: ca)))
     }
 }
 

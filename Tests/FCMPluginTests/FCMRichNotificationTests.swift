@@ -15,11 +15,14 @@ struct FCMRichNotificationTests {
         channelId: "messages", tag: "chat-42", color: "#112233", icon: "ic_chat", clickAction: "OPEN_CHAT", locKey: "MSG",
         locArgs: ["Bob"], titleLocKey: "TITLE", titleLocArgs: ["Bob"], mutableContent: true)
 
-    static func delivery(_ notification: PushCore.Notification?, token: String = "live-1", platform: String = "android",
-                         overrides: [ProviderID: JSONValue] = [:], data: [String: String] = [:]) -> Delivery {
+    static func delivery(
+        _ notification: PushCore.Notification?, token: String = "live-1", platform: String = "android",
+        overrides: [ProviderID: JSONValue] = [:], data: [String: String] = [:]
+    ) -> Delivery {
         let target = Target.fcm("b", token: token, platform: platform)
-        let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .high, userId: "u",
-                      notification: notification, data: data, overrides: overrides, targets: [target])
+        let job = Job(
+            id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .high, userId: "u",
+            notification: notification, data: data, overrides: overrides, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
     }
 
@@ -30,8 +33,12 @@ struct FCMRichNotificationTests {
     @Test("Android fields go to android.notification under Firebase's names; the image to message.notification")
     func androidMapping() throws {
         let message = try Self.message(Self.delivery(Self.chat))
-        #expect(message["notification"] == .object([("title", .string("Bob")), ("body", .string("Lunch?")),
-                                                      ("image", .string("https://example.com/a.png"))]))
+        #expect(
+            message["notification"]
+                == .object([
+                    ("title", .string("Bob")), ("body", .string("Lunch?")),
+                    ("image", .string("https://example.com/a.png")),
+                ]))
         let android = try #require(message["android"]?["notification"])
         #expect(android["channel_id"] == .string("messages"))
         #expect(android["tag"] == .string("chat-42"))
@@ -65,7 +72,10 @@ struct FCMRichNotificationTests {
         let harness = try await FCMHarness.start()
         for platform in ["android", "ios"] {
             let result = await harness.provider.deliver(Self.delivery(Self.chat, platform: platform))
-            guard case .delivered(_, 200?, false) = result else { Issue.record("\(platform): \(result)"); continue }
+            guard case .delivered(_, 200?, false) = result else {
+                Issue.record("\(platform): \(result)")
+                continue
+            }
         }
         await harness.stop()
     }
@@ -73,21 +83,34 @@ struct FCMRichNotificationTests {
     @Test("the sandbox refuses an unknown android.notification name and a color not in #rrggbb, as FCM does")
     func sandboxChecks() async throws {
         let harness = try await FCMHarness.start()
-        for android: JSONValue in [.object([("chanel_id", .string("x"))]), .object([("color", .string("red"))]),
-                                   .object([("notification_count", .string("4"))])] {
+        for android: JSONValue in [
+            .object([("chanel_id", .string("x"))]), .object([("color", .string("red"))]),
+            .object([("notification_count", .string("4"))]),
+        ] {
             let override: JSONValue = .object([("message", .object([("android", .object([("notification", android)]))]))])
             let result = await harness.provider.deliver(Self.delivery(Notification(title: "t"), overrides: ["fcm": override]))
-            guard case .failed(_, 400?, _, _) = result else { Issue.record("expected INVALID_ARGUMENT for \(android): \(result)"); continue }
+            guard case .failed(_, 400?, _, _) = result else {
+                Issue.record("expected INVALID_ARGUMENT for \(android): \(result)")
+                continue
+            }
         }
         await harness.stop()
     }
 
     @Test("overrides.fcm.message is merged last; the token stays the target's")
     func overrideMerged() async throws {
-        let override: JSONValue = .object([("message", .object([
-            ("android", .object([("direct_boot_ok", .bool(true)), ("notification", .object([("visibility", .string("PRIVATE"))]))])),
-            ("fcm_options", .object([("analytics_label", .string("chat"))])),
-        ]))])
+        let override: JSONValue = .object([
+            (
+                "message",
+                .object([
+                    (
+                        "android",
+                        .object([("direct_boot_ok", .bool(true)), ("notification", .object([("visibility", .string("PRIVATE"))]))])
+                    ),
+                    ("fcm_options", .object([("analytics_label", .string("chat"))])),
+                ])
+            )
+        ])
         let message = try Self.message(Self.delivery(Notification(title: "t", channelId: "messages"), overrides: ["fcm": override]))
         #expect(message["token"] == .string("live-1"))
         #expect(message["android"]?["direct_boot_ok"] == .bool(true))
@@ -96,7 +119,10 @@ struct FCMRichNotificationTests {
         #expect(message["fcm_options"]?["analytics_label"] == .string("chat"))
         let harness = try await FCMHarness.start()
         let result = await harness.provider.deliver(Self.delivery(Notification(title: "t"), overrides: ["fcm": override]))
-        guard case .delivered = result else { Issue.record("\(result)"); return }
+        guard case .delivered = result else {
+            Issue.record("\(result)")
+            return
+        }
         await harness.stop()
     }
 
@@ -105,7 +131,10 @@ struct FCMRichNotificationTests {
         let harness = try await FCMHarness.start()
         let override: JSONValue = .object([("message", .object([("data", .object([("from", .string("x"))]))]))])
         let result = await harness.provider.deliver(Self.delivery(Notification(title: "t"), overrides: ["fcm": override]))
-        guard case .failed(let reason, nil, _, _) = result else { Issue.record("\(result)"); return }
+        guard case .failed(let reason, nil, _, _) = result else {
+            Issue.record("\(result)")
+            return
+        }
         #expect(reason.hasSuffix("(overrides.fcm)"))
         await harness.stop()
     }
@@ -114,21 +143,32 @@ struct FCMRichNotificationTests {
     func truncated() async throws {
         let harness = try await FCMHarness.start()
         let result = await harness.provider.deliver(Self.delivery(Notification(title: "Bob", body: String(repeating: "日本", count: 1000))))
-        guard case .delivered(_, 200?, true) = result else { Issue.record("expected truncated delivery: \(result)"); return }
+        guard case .delivered(_, 200?, true) = result else {
+            Issue.record("expected truncated delivery: \(result)")
+            return
+        }
         let request = try #require(harness.instance.server.requests.last { $0.path.hasSuffix("messages:send") })
         let body = try #require(try JSONParser.parse(request.body)["message"]?["notification"]?["body"])
-        guard case .string(let text) = body else { Issue.record("no body"); return }
+        guard case .string(let text) = body else {
+            Issue.record("no body")
+            return
+        }
         #expect(text.hasSuffix("…"))
-        #expect(FCMMessageRulesMirror.payloadBytes(try #require(try JSONParser.parse(request.body)["message"])) <= 4096,
-                "data and notification fit Firebase's 4096 bytes")
+        #expect(
+            FCMMessageRulesMirror.payloadBytes(try #require(try JSONParser.parse(request.body)["message"])) <= 4096,
+            "data and notification fit Firebase's 4096 bytes")
         await harness.stop()
     }
 
     @Test("a message too large even with an empty body fails before any request")
     func cannotFit() async throws {
         let harness = try await FCMHarness.start()
-        let result = await harness.provider.deliver(Self.delivery(Notification(body: "b"), data: ["blob": String(repeating: "x", count: 5000)]))
-        guard case .failed(let reason, nil, _, _) = result else { Issue.record("\(result)"); return }
+        let result = await harness.provider.deliver(
+            Self.delivery(Notification(body: "b"), data: ["blob": String(repeating: "x", count: 5000)]))
+        guard case .failed(let reason, nil, _, _) = result else {
+            Issue.record("\(result)")
+            return
+        }
         #expect(reason.hasSuffix("not sent"))
         #expect(!harness.instance.server.requests.contains { $0.path.hasSuffix("messages:send") })
         await harness.stop()

@@ -22,10 +22,12 @@ struct FCMHarness {
         let tls = try SandboxTLS.make()
         let instance = try await FCMSandboxInstance.start(tls: tls, clock: { clock.milliseconds })
         let account = try ServiceAccount(contentsOfFile: instance.credentialsFile)
-        let provider = try FCMProvider(configuration: FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL,
-                                                                       caFile: tls.caFile, timeout: timeout),
-                                       transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
-                                       clock: { clock.milliseconds })
+        let provider = try FCMProvider(
+            configuration: FCMConfiguration(
+                accounts: [account], endpoint: instance.server.baseURL,
+                caFile: tls.caFile, timeout: timeout),
+            transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+            clock: { clock.milliseconds })
         return FCMHarness(tls: tls, instance: instance, provider: provider)
     }
 
@@ -37,8 +39,9 @@ struct FCMHarness {
 
     static func delivery(token: String, kind: JobKind = .message, index: Int = 0) -> Delivery {
         let target = Target.fcm("b\(index)", token: token, platform: "android")
-        let job = Job(id: "j\(index)", createdAt: currentTimeMilliseconds(), ttl: 60, kind: kind, priority: .high, userId: "u",
-                      notification: Notification(title: "T", body: "B"), data: ["k": "v"], targets: [target])
+        let job = Job(
+            id: "j\(index)", createdAt: currentTimeMilliseconds(), ttl: 60, kind: kind, priority: .high, userId: "u",
+            notification: Notification(title: "T", body: "B"), data: ["k": "v"], targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
     }
 }
@@ -49,10 +52,14 @@ struct FCMSandboxTests {
     func oneTokenForManySends() async throws {
         let harness = try await FCMHarness.start(timeout: .seconds(60))
         let results = await withTaskGroup(of: DeliveryResult.self) { group in
-            for index in 0..<1000 { group.addTask { await harness.provider.deliver(FCMHarness.delivery(token: "tok-\(index)", index: index)) } }
+            for index in 0..<1000 {
+                group.addTask { await harness.provider.deliver(FCMHarness.delivery(token: "tok-\(index)", index: index)) }
+            }
             return await group.reduce(into: [DeliveryResult]()) { $0.append($1) }
         }
-        let unexpected = results.filter { if case .delivered(let name?, 200, _) = $0 { !name.hasPrefix("projects/example-project/messages/") } else { true } }
+        let unexpected = results.filter {
+            if case .delivered(let name?, 200, _) = $0 { !name.hasPrefix("projects/example-project/messages/") } else { true }
+        }
         #expect(unexpected.isEmpty, "not delivered as expected: \(unexpected)")
         #expect(harness.instance.sandbox.tokenRequestCount == 1)
         await harness.stop()
@@ -68,26 +75,30 @@ struct FCMSandboxTests {
         #expect(harness.instance.sandbox.tokenRequestCount == 1)
         clock.advance(minutes: 1)
         guard case .delivered = await harness.provider.deliver(FCMHarness.delivery(token: "tok")) else {
-            Issue.record("not delivered after the refresh"); return
+            Issue.record("not delivered after the refresh")
+            return
         }
         #expect(harness.instance.sandbox.tokenRequestCount == 2)
         await harness.stop()
     }
 
-    @Test("every scripted error code comes back with the right status and action", arguments: [
-        ("unregistered-1", "rejected", Outcome.Action.removeBinding),
-        ("badtoken-1", "rejected", .removeBinding),
-        ("mismatch-1", "failed", .checkCredentials),
-        ("quota-1", "retryable", .none),
-        ("unavailable-1", "retryable", .none),
-        ("internal-1", "retryable", .none),
-        ("thirdparty-1", "failed", .checkCredentials),
-    ])
+    @Test(
+        "every scripted error code comes back with the right status and action",
+        arguments: [
+            ("unregistered-1", "rejected", Outcome.Action.removeBinding),
+            ("badtoken-1", "rejected", .removeBinding),
+            ("mismatch-1", "failed", .checkCredentials),
+            ("quota-1", "retryable", .none),
+            ("unavailable-1", "retryable", .none),
+            ("internal-1", "retryable", .none),
+            ("thirdparty-1", "failed", .checkCredentials),
+        ])
     func scriptedErrors(_ token: String, _ kind: String, _ action: Outcome.Action) async throws {
         let harness = try await FCMHarness.start()
         let result = await harness.provider.deliver(FCMHarness.delivery(token: token))
-        let outcome = Outcome(job: FCMHarness.delivery(token: token).job, target: FCMHarness.delivery(token: token).target,
-                              result: result, attempts: 1, at: 0)
+        let outcome = Outcome(
+            job: FCMHarness.delivery(token: token).job, target: FCMHarness.delivery(token: token).target,
+            result: result, attempts: 1, at: 0)
         switch (kind, result) {
         case ("rejected", .rejected), ("retryable", .retryable), ("failed", .failed): break
         default: Issue.record("\(token): expected \(kind), got \(result)")
@@ -105,14 +116,18 @@ struct FCMSandboxTests {
         clock.advance(minutes: 10)
         harness.instance.sandbox.revokeAccessTokens()
         guard case .retryable(_, 401?, _) = await harness.provider.deliver(FCMHarness.delivery(token: "tok")) else {
-            Issue.record("an old token refused should be retried with a new one"); return
+            Issue.record("an old token refused should be retried with a new one")
+            return
         }
         guard case .delivered = await harness.provider.deliver(FCMHarness.delivery(token: "tok")) else {
-            Issue.record("the renewed token should deliver"); return
+            Issue.record("the renewed token should deliver")
+            return
         }
         harness.instance.sandbox.revokeAccessTokens()
-        #expect(await harness.provider.deliver(FCMHarness.delivery(token: "tok"))
-            == .failed(reason: "UNAUTHENTICATED: Request had invalid authentication credentials.", httpStatus: 401, action: .checkCredentials))
+        #expect(
+            await harness.provider.deliver(FCMHarness.delivery(token: "tok"))
+                == .failed(
+                    reason: "UNAUTHENTICATED: Request had invalid authentication credentials.", httpStatus: 401, action: .checkCredentials))
         #expect(harness.instance.sandbox.tokenRequestCount == 2)
         await harness.stop()
     }
@@ -124,17 +139,22 @@ struct FCMSandboxTests {
         harness.instance.sandbox.setTokenEndpointDown(true)
         for index in 0..<50 {
             guard case .retryable = await harness.provider.deliver(FCMHarness.delivery(token: "tok", index: index)) else {
-                Issue.record("expected retryable while the token endpoint is down"); return
+                Issue.record("expected retryable while the token endpoint is down")
+                return
             }
         }
-        #expect(harness.instance.sandbox.tokenRequestCount <= 2, "negative caching: \(harness.instance.sandbox.tokenRequestCount) token requests for 50 sends")
+        #expect(
+            harness.instance.sandbox.tokenRequestCount <= 2,
+            "negative caching: \(harness.instance.sandbox.tokenRequestCount) token requests for 50 sends")
         harness.instance.sandbox.setTokenEndpointDown(false)
         guard case .retryable = await harness.provider.deliver(FCMHarness.delivery(token: "tok")) else {
-            Issue.record("within the failure backoff the endpoint is not asked again"); return
+            Issue.record("within the failure backoff the endpoint is not asked again")
+            return
         }
         clock.advance(minutes: 2)
         guard case .delivered = await harness.provider.deliver(FCMHarness.delivery(token: "tok")) else {
-            Issue.record("delivery should resume once the endpoint is back and the backoff has passed"); return
+            Issue.record("delivery should resume once the endpoint is back and the backoff has passed")
+            return
         }
         await harness.stop()
     }
@@ -145,10 +165,13 @@ struct FCMSandboxTests {
         let instance = try await FCMSandboxInstance.start(tls: tls)
         var account = try ServiceAccount(contentsOfFile: instance.credentialsFile)
         account.privateKeyPEM = try PushCryptoKeys.freshRSA()
-        let provider = try FCMProvider(configuration: FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL,
-                                                                       caFile: tls.caFile), transport: CurlHTTPTransport())
+        let provider = try FCMProvider(
+            configuration: FCMConfiguration(
+                accounts: [account], endpoint: instance.server.baseURL,
+                caFile: tls.caFile), transport: CurlHTTPTransport())
         guard case .failed(let reason, nil, .checkCredentials, _) = await provider.deliver(FCMHarness.delivery(token: "tok")) else {
-            Issue.record("expected a credentials failure"); return
+            Issue.record("expected a credentials failure")
+            return
         }
         #expect(reason.contains("invalid_grant"))
         await provider.shutdown()
@@ -160,9 +183,11 @@ struct FCMSandboxTests {
 @Suite("FCM token endpoint outage in the pipeline")
 struct FCMCircuitTests {
     static func message(_ id: String, provider: String, app: String) -> KafkaMessage {
-        let json = #"{"v":1,"id":"\#(id)","kind":"message","ttl":30,"userId":"u","targets":[{"bindingId":"b-\#(id)","provider":"\#(provider)","app":"\#(app)","token":"tok-\#(id)"}]}"#
-        return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
-                            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+        let json =
+            #"{"v":1,"id":"\#(id)","kind":"message","ttl":30,"userId":"u","targets":[{"bindingId":"b-\#(id)","provider":"\#(provider)","app":"\#(app)","token":"tok-\#(id)"}]}"#
+        return KafkaMessage(
+            topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
     }
 
     @Test("the token endpoint down opens the project's circuit after the threshold; other providers keep delivering")
@@ -172,8 +197,9 @@ struct FCMCircuitTests {
         let proxy = ScriptedProvider { _ in .delivered(providerMessageId: nil, httpStatus: 200) }
         var configuration = PipelineConfiguration(retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
         configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: 3, coolDownMilliseconds: 60_000)
-        let processor = JobProcessor(registry: ProviderRegistry([harness.provider, proxy]), configuration: configuration,
-                                     store: InMemoryDeliveryStore(), retryQueue: nil, logger: testLogger())
+        let processor = JobProcessor(
+            registry: ProviderRegistry([harness.provider, proxy]), configuration: configuration,
+            store: InMemoryDeliveryStore(), retryQueue: nil, logger: testLogger())
         var last: ProcessedJob?
         for index in 0..<6 { last = await processor.process(Self.message("f\(index)", provider: "fcm", app: FCMSandboxInstance.projectId)) }
         #expect(processor.circuitBreakers.openCircuits.keys.map(\.description) == ["fcm/example-project"])
@@ -185,7 +211,11 @@ struct FCMCircuitTests {
         }
         #expect(harness.instance.sandbox.tokenRequestCount <= 2)
         guard case .publish(let publications, _) = await processor.process(Self.message("p1", provider: "proxy", app: "acme")),
-              case .outcome(let outcome)? = publications.first else { Issue.record("no outcome"); return }
+            case .outcome(let outcome)? = publications.first
+        else {
+            Issue.record("no outcome")
+            return
+        }
         #expect(outcome.status == .delivered)
         await harness.stop()
     }

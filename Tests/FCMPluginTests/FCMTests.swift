@@ -8,12 +8,15 @@ import TestSupport
 
 @Suite("FCM v1 message mapping")
 struct FCMMessageTests {
-    static func body(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 45, platform: String? = nil,
-                     collapseKey: String? = nil) throws -> JSONValue {
+    static func body(
+        kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 45, platform: String? = nil,
+        collapseKey: String? = nil
+    ) throws -> JSONValue {
         let target = Target.fcm("b", app: "example-project", token: "tok-1", platform: platform)
-        let job = Job(id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
-                      collapseKey: collapseKey, notification: Notification(title: "Bob", body: "Hi", sound: "ring", badge: 2),
-                      data: ["callId": "c-1", "caller": "bob"], targets: [target])
+        let job = Job(
+            id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
+            collapseKey: collapseKey, notification: Notification(title: "Bob", body: "Hi", sound: "ring", badge: 2),
+            data: ["callId": "c-1", "caller": "bob"], targets: [target])
         return try JSONParser.parse(FCMMessage.body(Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)))
     }
 
@@ -23,8 +26,12 @@ struct FCMMessageTests {
         #expect(message["token"] == .string("tok-1"))
         #expect(message["data"] == .object([("callId", .string("c-1")), ("caller", .string("bob"))]))
         #expect(message["notification"] == .object([("title", .string("Bob")), ("body", .string("Hi"))]))
-        #expect(message["android"] == .object([("priority", .string("normal")), ("ttl", .string("45s")), ("collapse_key", .string("chat-42")),
-                                               ("notification", .object([("sound", .string("ring")), ("notification_count", .integer(2))]))]))
+        #expect(
+            message["android"]
+                == .object([
+                    ("priority", .string("normal")), ("ttl", .string("45s")), ("collapse_key", .string("chat-42")),
+                    ("notification", .object([("sound", .string("ring")), ("notification_count", .integer(2))])),
+                ]))
         #expect(message["apns"] == nil)
         #expect(message["webpush"] == nil)
     }
@@ -39,8 +46,12 @@ struct FCMMessageTests {
     @Test("an iOS token gets an apns block; a data-only push to iOS is a background push with apns-priority 5")
     func iosBlock() throws {
         let call = try #require(try Self.body(kind: .call, platform: "ios")["message"]?["apns"])
-        #expect(call["headers"] == .object([("apns-priority", .string("5")), ("apns-push-type", .string("background")),
-                                            ("apns-expiration", .string("1795310045"))]))
+        #expect(
+            call["headers"]
+                == .object([
+                    ("apns-priority", .string("5")), ("apns-push-type", .string("background")),
+                    ("apns-expiration", .string("1795310045")),
+                ]))
         #expect(call["payload"] == .object([("aps", .object([("content-available", .integer(1))]))]))
         let message = try #require(try Self.body(kind: .message, platform: "ios")["message"]?["apns"])
         #expect(message["headers"]?["apns-priority"] == .string("10"))

@@ -66,18 +66,22 @@ struct HMSConfigurationTests {
     func appsFileSection() throws {
         let files = try SecretFiles()
         defer { files.remove() }
-        let (configuration, problems) = Self.configure(["PUSH_HMS_APP_ID": "104000001", "PUSH_HMS_CLIENT_SECRET_FILE": files.secretFile], apps: [
-            Self.entry([("appId", "104000002"), ("clientSecretFile", files.secretFile)]),
-            Self.entry([("appId", "104000003"), ("clientId", "777"), ("clientSecretFile", files.secretFile)]),
-        ])
+        let (configuration, problems) = Self.configure(
+            ["PUSH_HMS_APP_ID": "104000001", "PUSH_HMS_CLIENT_SECRET_FILE": files.secretFile],
+            apps: [
+                Self.entry([("appId", "104000002"), ("clientSecretFile", files.secretFile)]),
+                Self.entry([("appId", "104000003"), ("clientId", "777"), ("clientSecretFile", files.secretFile)]),
+            ])
         #expect(problems.isEmpty)
         #expect(configuration?.apps.map(\.appId) == ["104000001", "104000002", "104000003"])
         #expect(configuration?.apps.map(\.clientId) == ["104000001", "104000002", "777"])
         #expect(configuration?.defaultAppId == "104000001")
-        let (_, duplicate) = Self.configure([:], apps: [
-            Self.entry([("appId", "104000002"), ("clientSecretFile", files.secretFile)]),
-            Self.entry([("appId", "104000002"), ("clientSecretFile", files.secretFile)]),
-        ])
+        let (_, duplicate) = Self.configure(
+            [:],
+            apps: [
+                Self.entry([("appId", "104000002"), ("clientSecretFile", files.secretFile)]),
+                Self.entry([("appId", "104000002"), ("clientSecretFile", files.secretFile)]),
+            ])
         #expect(duplicate == ["HMS app 104000002 is configured twice"])
         let (_, incomplete) = Self.configure([:], apps: [Self.entry([("appId", "104000002")])])
         #expect(incomplete == ["PUSH_APPS_FILE hms[0]: appId and clientSecretFile are required"])
@@ -85,7 +89,9 @@ struct HMSConfigurationTests {
 
     @Test("a missing client secret file is one problem line")
     func missingSecretFile() {
-        let (configuration, problems) = Self.configure(["PUSH_HMS_APP_ID": "104000001", "PUSH_HMS_CLIENT_SECRET_FILE": "/nonexistent/hms-secret"])
+        let (configuration, problems) = Self.configure([
+            "PUSH_HMS_APP_ID": "104000001", "PUSH_HMS_CLIENT_SECRET_FILE": "/nonexistent/hms-secret",
+        ])
         #expect(configuration == nil)
         #expect(problems == ["PUSH_HMS_CLIENT_SECRET_FILE: /nonexistent/hms-secret does not exist or is not readable"])
         let (_, unset) = Self.configure(["PUSH_HMS_APP_ID": "104000001"])
@@ -100,11 +106,12 @@ struct HMSConfigurationTests {
             "PUSH_HMS_CLIENT_ID": "555", "PUSH_HMS_CLIENT_SECRET_FILE": files.secretFile, "PUSH_HMS_ENDPOINT": "https://localhost",
         ])
         #expect(configuration == nil)
-        #expect(problems == [
-            "PUSH_HMS_CLIENT_ID is set but PUSH_HMS_APP_ID is not",
-            "PUSH_HMS_CLIENT_SECRET_FILE is set but PUSH_HMS_APP_ID is not",
-            "PUSH_HMS_ENDPOINT is set but no HMS app is configured",
-        ])
+        #expect(
+            problems == [
+                "PUSH_HMS_CLIENT_ID is set but PUSH_HMS_APP_ID is not",
+                "PUSH_HMS_CLIENT_SECRET_FILE is set but PUSH_HMS_APP_ID is not",
+                "PUSH_HMS_ENDPOINT is set but no HMS app is configured",
+            ])
         #expect(Self.configure([:]).1.isEmpty, "nothing set: HMS is simply off")
     }
 
@@ -121,14 +128,20 @@ struct HMSConfigurationTests {
         let files = try SecretFiles()
         defer { files.remove() }
         let plugin = HMSPlugin()
-        #expect(plugin.settings.map(\.name) == ["PUSH_HMS_APP_ID", "PUSH_HMS_CLIENT_ID", "PUSH_HMS_CLIENT_SECRET_FILE",
-                                                "PUSH_HMS_TOKEN_URL", "PUSH_HMS_ENDPOINT", "PUSH_HMS_CA_FILE"])
+        #expect(
+            plugin.settings.map(\.name) == [
+                "PUSH_HMS_APP_ID", "PUSH_HMS_CLIENT_ID", "PUSH_HMS_CLIENT_SECRET_FILE",
+                "PUSH_HMS_TOKEN_URL", "PUSH_HMS_ENDPOINT", "PUSH_HMS_CA_FILE",
+            ])
         #expect(plugin.appsFileSection == "hms")
         var reader = SettingsReader(["PUSH_HMS_APP_ID": "104000001", "PUSH_HMS_CLIENT_SECRET_FILE": files.secretFile])
         let configured = try #require(plugin.configure(&reader, apps: []))
         #expect(configured.summary == ["hms app 104000001: client 104000001, secret from \(files.secretFile)"])
         #expect(!configured.summary.joined().contains("s3cr3t"))
-        #expect(configured.endpoints.map(\.url) == ["https://push-api.cloud.huawei.com/", "https://oauth-login.cloud.huawei.com/oauth2/v3/token"])
+        #expect(
+            configured.endpoints.map(\.url) == [
+                "https://push-api.cloud.huawei.com/", "https://oauth-login.cloud.huawei.com/oauth2/v3/token",
+            ])
     }
 
     @Test("an hms target needs a token without control characters, at most 4096 bytes")
@@ -150,21 +163,25 @@ struct HMSConfigurationTests {
         let expiresIn: String
 
         func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
-            HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"CgB6.t","expires_in":\#(expiresIn),"token_type":"Bearer"}"#.utf8))
+            HTTPResponse(
+                status: 200, headers: [], body: Array(#"{"access_token":"CgB6.t","expires_in":\#(expiresIn),"token_type":"Bearer"}"#.utf8))
         }
 
         func closeConnections(except live: Set<ConnectionIdentity>) {}
         func shutdown() {}
     }
 
-    @Test("an absurd expires_in is clamped to a day: the token is used, nothing traps", arguments: [
-        "99999999999999999", "9223372036854775807", "-9223372036854775808", "0",
-    ])
+    @Test(
+        "an absurd expires_in is clamped to a day: the token is used, nothing traps",
+        arguments: [
+            "99999999999999999", "9223372036854775807", "-9223372036854775808", "0",
+        ])
     func absurdLifetime(_ expiresIn: String) async throws {
         let now: Int64 = 1_795_310_000_000
         let app = HMSConfiguration.App(appId: "1", clientSecret: "s", clientSecretFile: "/dev/null")
-        let tokens = HMSAccessTokens(app: app, tokenURL: "https://oauth.example/token", transport: TokenEndpoint(expiresIn: expiresIn),
-                                     tls: TLSOptions(), clock: { now })
+        let tokens = HMSAccessTokens(
+            app: app, tokenURL: "https://oauth.example/token", transport: TokenEndpoint(expiresIn: expiresIn),
+            tls: TLSOptions(), clock: { now })
         #expect(try await tokens.token() == "CgB6.t")
     }
 }

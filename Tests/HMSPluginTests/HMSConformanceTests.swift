@@ -44,7 +44,9 @@ struct HMSConformanceTests {
     /// Rows whose target named no app (the default app sent the push); every other row's target named its app.
     static let defaultAppRows: Set<String> = ["HMS-A23"]
 
-    @Test("every answer row gives the outcome, action, retry and circuit the table says", arguments: ConformanceTable.answerRows("hms", prefix: "HMS"))
+    @Test(
+        "every answer row gives the outcome, action, retry and circuit the table says",
+        arguments: ConformanceTable.answerRows("hms", prefix: "HMS"))
     func answerRow(_ row: ConformanceTable.Row) throws {
         let response = try #require(Self.answers[row.id], "\(row.id) has no answer in this test")
         let result = HMSResponse.classify(HMSAnswer(response), token: Self.token, targetNamesApp: !Self.defaultAppRows.contains(row.id))

@@ -14,9 +14,15 @@ struct HMSFidelityTests {
     func allTokensInvalidNeedsANamedApp() async throws {
         let harness = try await HMSHarness.start()
         let named = await harness.provider.deliver(HMSHarness.delivery(token: "invalid-1"))
-        guard case .rejected(_, 400?, _) = named else { Issue.record("named app: \(named)"); return }
+        guard case .rejected(_, 400?, _) = named else {
+            Issue.record("named app: \(named)")
+            return
+        }
         let guessed = await harness.provider.deliver(HMSHarness.delivery(token: "invalid-2", app: nil, index: 1))
-        guard case .failed(let reason, 400?, .checkCredentials, .request) = guessed else { Issue.record("default app: \(guessed)"); return }
+        guard case .failed(let reason, 400?, .checkCredentials, .request) = guessed else {
+            Issue.record("default app: \(guessed)")
+            return
+        }
         #expect(reason.contains("80300007") && reason.contains("another app"))
         await harness.stop()
     }
@@ -27,7 +33,10 @@ struct HMSFidelityTests {
         let cases: [(JobKind, Bool)] = [(.message, true), (.custom, true), (.call, false), (.cancel, false), (.wake, false)]
         for (index, (kind, shown)) in cases.enumerated() {
             let result = await harness.provider.deliver(HMSHarness.delivery(token: "tok", kind: kind, index: index))
-            guard case .delivered = result else { Issue.record("\(kind): \(result)"); continue }
+            guard case .delivered = result else {
+                Issue.record("\(kind): \(result)")
+                continue
+            }
             let message = try #require(try harness.sentBody(index)["message"])
             let notification = message["android"]?["notification"]
             #expect((notification != nil) == shown, "\(kind)")
@@ -43,8 +52,9 @@ struct HMSFidelityTests {
     @Test("a message without a title stays a data message: Huawei requires title and body in a notification message")
     func bodyAloneIsData() {
         let target = Target.hms("b", app: HMSSandboxInstance.appId, token: "tok")
-        let job = Job(id: "j", createdAt: 0, ttl: 60, kind: .message, priority: .high, userId: "u",
-                      notification: PushCore.Notification(body: "Hi"), targets: [target])
+        let job = Job(
+            id: "j", createdAt: 0, ttl: 60, kind: .message, priority: .high, userId: "u",
+            notification: PushCore.Notification(body: "Hi"), targets: [target])
         #expect(HMSMessage.shownNotification(job) == nil)
     }
 
@@ -55,9 +65,11 @@ struct HMSFidelityTests {
         let transport = CurlHTTPTransport()
         func send(_ notification: String) async throws -> String {
             let body = #"{"validate_only":false,"message":{"data":"{}","android":{"notification":\#(notification)},"token":["tok"]}}"#
-            let response = try await transport.send(HTTPRequest(url: "\(harness.instance.server.baseURL)/v1/\(HMSSandboxInstance.appId)/messages:send",
-                                                                headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json")],
-                                                                body: Array(body.utf8), timeout: .seconds(10), tls: TLSOptions(caFile: harness.tls.caFile)))
+            let response = try await transport.send(
+                HTTPRequest(
+                    url: "\(harness.instance.server.baseURL)/v1/\(HMSSandboxInstance.appId)/messages:send",
+                    headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json")],
+                    body: Array(body.utf8), timeout: .seconds(10), tls: TLSOptions(caFile: harness.tls.caFile)))
             return (try? JSONParser.parse(response.body)["code"]).flatMap { if case .string(let code) = $0 { code } else { nil } } ?? "?"
         }
         #expect(try await send(#"{"title":"T","body":"B"}"#) == "80100001")

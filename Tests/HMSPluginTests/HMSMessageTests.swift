@@ -8,9 +8,12 @@ struct HMSMessageTests {
 
     static func android(ttl: Int64 = 60, at now: Int64 = now, collapseKey: String? = nil) throws -> JSONValue {
         let target = Target.hms("b", app: "104000001", token: "tok")
-        let job = Job(id: "j", createdAt: Self.now, ttl: ttl, kind: .message, priority: .normal, userId: "u", collapseKey: collapseKey,
-                      targets: [target])
-        return try #require(try JSONParser.parse(HMSMessage.body(Delivery(job: job, target: target, attempt: 1, now: now), tokens: ["tok"]))["message"]?["android"])
+        let job = Job(
+            id: "j", createdAt: Self.now, ttl: ttl, kind: .message, priority: .normal, userId: "u", collapseKey: collapseKey,
+            targets: [target])
+        return try #require(
+            try JSONParser.parse(HMSMessage.body(Delivery(job: job, target: target, attempt: 1, now: now), tokens: ["tok"]))["message"]?[
+                "android"])
     }
 
     @Test("ttl is the remaining TTL in seconds, at least 1 s and at most 15 days")
@@ -34,7 +37,8 @@ struct HMSMessageTests {
     @Test("data is the job's body, else its summary JSON")
     func data() throws {
         let target = Target.hms("b", token: "tok")
-        var job = Job(id: "j", createdAt: Self.now, ttl: 60, kind: .call, priority: .high, userId: "u", data: ["callId": "c-1"], targets: [target])
+        var job = Job(
+            id: "j", createdAt: Self.now, ttl: 60, kind: .call, priority: .high, userId: "u", data: ["callId": "c-1"], targets: [target])
         #expect(HMSMessage.data(job) == #"{"jobId":"j","kind":"call","data":{"callId":"c-1"}}"#)
         job.body = "opaque-blob"
         #expect(HMSMessage.data(job) == "opaque-blob")

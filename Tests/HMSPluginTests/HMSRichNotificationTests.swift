@@ -10,8 +10,9 @@ struct HMSRichNotificationTests {
     static func delivery(_ notification: PushCore.Notification, overrides: [ProviderID: JSONValue] = [:]) -> Delivery {
         let now = currentTimeMilliseconds()
         let target = Target.hms("b", app: HMSSandboxInstance.appId, token: "tok-1")
-        let job = Job(id: "j", createdAt: now, ttl: 60, kind: .message, priority: .high, userId: "u", notification: notification,
-                      overrides: overrides, targets: [target])
+        let job = Job(
+            id: "j", createdAt: now, ttl: 60, kind: .message, priority: .high, userId: "u", notification: notification,
+            overrides: overrides, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: now)
     }
 
@@ -23,8 +24,12 @@ struct HMSRichNotificationTests {
     @Test("the data message's summary carries the notification fields (Huawei data messages have no other place)")
     func fieldsInData() async throws {
         let harness = try await HMSHarness.start()
-        let result = await harness.provider.deliver(Self.delivery(Notification(title: "Bob", body: "Hi", channelId: "messages", tag: "chat-42")))
-        guard case .delivered(_, 200?, false) = result else { Issue.record("\(result)"); return }
+        let result = await harness.provider.deliver(
+            Self.delivery(Notification(title: "Bob", body: "Hi", channelId: "messages", tag: "chat-42")))
+        guard case .delivered(_, 200?, false) = result else {
+            Issue.record("\(result)")
+            return
+        }
         let notification = try data(harness.sentBody())["notification"]
         #expect(notification?["channelId"] == .string("messages"))
         #expect(notification?["tag"] == .string("chat-42"))
@@ -47,9 +52,15 @@ struct HMSRichNotificationTests {
     func truncated() async throws {
         let harness = try await HMSHarness.start()
         let result = await harness.provider.deliver(Self.delivery(Notification(title: "Bob", body: String(repeating: "ü", count: 3000))))
-        guard case .delivered(_, 200?, true) = result else { Issue.record("\(result)"); return }
+        guard case .delivered(_, 200?, true) = result else {
+            Issue.record("\(result)")
+            return
+        }
         let body = try data(harness.sentBody())["notification"]?["body"]
-        guard case .string(let text)? = body else { Issue.record("no body"); return }
+        guard case .string(let text)? = body else {
+            Issue.record("no body")
+            return
+        }
         #expect(text.hasSuffix("…"))
         await harness.stop()
     }

@@ -16,15 +16,19 @@ struct HMSHarness {
     /// - Parameter timeout: per push request; tests of many sends at once raise it, as the suites share CI's two cores.
     ///   It bounds the connection set-up too: libcurl's connect timeout (5 s by default) covers the TLS handshake of each
     ///   extra connection that many sends open, and on loaded CI cores that took longer (the sends ended `request timed out`).
-    static func start(clock: FakeClock = FakeClock(), secret: String = HMSSandboxInstance.clientSecret,
-                      extraApps: [HMSConfiguration.App] = [], timeout: Duration = .seconds(10)) async throws -> HMSHarness {
+    static func start(
+        clock: FakeClock = FakeClock(), secret: String = HMSSandboxInstance.clientSecret,
+        extraApps: [HMSConfiguration.App] = [], timeout: Duration = .seconds(10)
+    ) async throws -> HMSHarness {
         let tls = try SandboxTLS.make()
         let instance = try await HMSSandboxInstance.start(tls: tls, clock: { clock.milliseconds })
         let app = HMSConfiguration.App(appId: HMSSandboxInstance.appId, clientSecret: secret, clientSecretFile: instance.clientSecretFile)
-        let configuration = HMSConfiguration(apps: [app] + extraApps, defaultAppId: HMSSandboxInstance.appId, tokenURL: instance.tokenURL,
-                                             endpoint: instance.server.baseURL, caFile: tls.caFile, timeout: timeout)
-        let provider = HMSProvider(configuration: configuration, transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
-                                       clock: { clock.milliseconds })
+        let configuration = HMSConfiguration(
+            apps: [app] + extraApps, defaultAppId: HMSSandboxInstance.appId, tokenURL: instance.tokenURL,
+            endpoint: instance.server.baseURL, caFile: tls.caFile, timeout: timeout)
+        let provider = HMSProvider(
+            configuration: configuration, transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+            clock: { clock.milliseconds })
         return HMSHarness(tls: tls, instance: instance, provider: provider)
     }
 
@@ -36,13 +40,16 @@ struct HMSHarness {
 
     var tokenRequests: Int { instance.sandbox.tokenRequestCount }
 
-    static func delivery(token: String, app: String? = HMSSandboxInstance.appId, kind: JobKind = .message,
-                         priority: JobPriority = .high, ttl: Int64 = 60, body: String? = nil, collapseKey: String? = nil,
-                         data: [String: String] = ["chatId": "7"], index: Int = 0) -> Delivery {
+    static func delivery(
+        token: String, app: String? = HMSSandboxInstance.appId, kind: JobKind = .message,
+        priority: JobPriority = .high, ttl: Int64 = 60, body: String? = nil, collapseKey: String? = nil,
+        data: [String: String] = ["chatId": "7"], index: Int = 0
+    ) -> Delivery {
         let now = currentTimeMilliseconds()
         let target = Target.hms("b\(index)", app: app, token: token)
-        let job = Job(id: "j\(index)", createdAt: now, ttl: ttl, kind: kind, priority: priority, userId: "u", collapseKey: collapseKey,
-                      notification: Notification(title: "Bob", body: "Hi"), data: data, body: body, targets: [target])
+        let job = Job(
+            id: "j\(index)", createdAt: now, ttl: ttl, kind: kind, priority: priority, userId: "u", collapseKey: collapseKey,
+            notification: Notification(title: "Bob", body: "Hi"), data: data, body: body, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: now)
     }
 
@@ -61,7 +68,10 @@ struct HMSSandboxTests {
         let harness = try await HMSHarness.start()
         let delivery = HMSHarness.delivery(token: "tok-1")
         let result = await harness.provider.deliver(delivery)
-        guard case .delivered(let requestId?, 200?, _) = result else { Issue.record("got \(result)"); return }
+        guard case .delivered(let requestId?, 200?, _) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         let request = try #require(harness.instance.sendRequests.first)
         #expect(request.method == "POST")
         #expect(request.path == "/v1/\(HMSSandboxInstance.appId)/messages:send")
@@ -74,7 +84,8 @@ struct HMSSandboxTests {
         #expect(message["token"] == .array([.string("tok-1")]))
         #expect(message["data"] == .string(String(decoding: delivery.job.summaryJSON(), as: UTF8.self)))
         #expect(message["notification"] == nil, "the data and android.notification carry the text")
-        #expect(message["android"]?["notification"]?["click_action"]?["type"] == .integer(3), "a message with text is a notification message")
+        #expect(
+            message["android"]?["notification"]?["click_action"]?["type"] == .integer(3), "a message with text is a notification message")
         #expect(message["android"]?["urgency"] == .string("HIGH"))
         #expect(message["android"]?["category"] == nil)
         #expect(message["android"]?["ttl"] == .string("60s"))
@@ -86,14 +97,19 @@ struct HMSSandboxTests {
     func oneTokenForManySends() async throws {
         let harness = try await HMSHarness.start(timeout: .seconds(60))
         let results = await withTaskGroup(of: DeliveryResult.self) { group in
-            for index in 0..<200 { group.addTask { await harness.provider.deliver(HMSHarness.delivery(token: "tok-\(index)", index: index)) } }
+            for index in 0..<200 {
+                group.addTask { await harness.provider.deliver(HMSHarness.delivery(token: "tok-\(index)", index: index)) }
+            }
             return await group.reduce(into: [DeliveryResult]()) { $0.append($1) }
         }
         let undelivered = results.filter { if case .delivered = $0 { false } else { true } }
         #expect(undelivered.isEmpty, "not delivered: \(undelivered)")
         #expect(harness.tokenRequests == 1)
         let form = HMSSandbox.formFields(try #require(harness.instance.server.requests.first { $0.path == HMSSandbox.tokenPath }).body)
-        #expect(form == ["grant_type": "client_credentials", "client_id": HMSSandboxInstance.appId, "client_secret": HMSSandboxInstance.clientSecret])
+        #expect(
+            form == [
+                "grant_type": "client_credentials", "client_id": HMSSandboxInstance.appId, "client_secret": HMSSandboxInstance.clientSecret,
+            ])
         await harness.stop()
     }
 
@@ -107,7 +123,8 @@ struct HMSSandboxTests {
         #expect(harness.tokenRequests == 1)
         clock.advance(minutes: 1)
         guard case .delivered = await harness.provider.deliver(HMSHarness.delivery(token: "tok")) else {
-            Issue.record("not delivered after the refresh"); return
+            Issue.record("not delivered after the refresh")
+            return
         }
         #expect(harness.tokenRequests == 2)
         await harness.stop()
@@ -121,7 +138,8 @@ struct HMSSandboxTests {
         clock.advance(minutes: 10)
         harness.instance.sandbox.revokeAccessTokens()
         guard case .delivered = await harness.provider.deliver(HMSHarness.delivery(token: "tok")) else {
-            Issue.record("a revoked token should be renewed and the push sent again"); return
+            Issue.record("a revoked token should be renewed and the push sent again")
+            return
         }
         #expect(harness.tokenRequests == 2)
         #expect(harness.instance.sendRequests.count == 3, "the first push, the refused one, its resend")
@@ -136,7 +154,9 @@ struct HMSSandboxTests {
         clock.advance(minutes: 10)
         harness.instance.sandbox.revokeAccessTokens()
         let results = await withTaskGroup(of: DeliveryResult.self) { group in
-            for index in 0..<50 { group.addTask { await harness.provider.deliver(HMSHarness.delivery(token: "tok-\(index)", index: index)) } }
+            for index in 0..<50 {
+                group.addTask { await harness.provider.deliver(HMSHarness.delivery(token: "tok-\(index)", index: index)) }
+            }
             return await group.reduce(into: [DeliveryResult]()) { $0.append($1) }
         }
         #expect(results.filter { if case .delivered = $0 { true } else { false } }.count == 50)
@@ -160,7 +180,10 @@ struct HMSSandboxTests {
         let harness = try await HMSHarness.start(secret: "not-the-secret")
         for index in 0..<50 {
             let result = await harness.provider.deliver(HMSHarness.delivery(token: "tok", index: index))
-            guard case .failed(let reason, nil, .checkCredentials, .scope) = result else { Issue.record("got \(result)"); return }
+            guard case .failed(let reason, nil, .checkCredentials, .scope) = result else {
+                Issue.record("got \(result)")
+                return
+            }
             #expect(reason.contains("sub_error 12304"), "\(reason)")
             #expect(!reason.contains("not-the-secret"))
         }
@@ -173,25 +196,35 @@ struct HMSSandboxTests {
     func appsAreSeparateScopes() async throws {
         let other = HMSConfiguration.App(appId: "104000002", clientSecret: "unknown-to-huawei", clientSecretFile: "/dev/null")
         let harness = try await HMSHarness.start(extraApps: [other])
-        guard case .failed(_, nil, .checkCredentials, .scope) = await harness.provider.deliver(HMSHarness.delivery(token: "tok", app: "104000002")) else {
-            Issue.record("the unknown client should be refused"); return
+        guard
+            case .failed(_, nil, .checkCredentials, .scope) = await harness.provider.deliver(
+                HMSHarness.delivery(token: "tok", app: "104000002"))
+        else {
+            Issue.record("the unknown client should be refused")
+            return
         }
-        guard case .delivered = await harness.provider.deliver(HMSHarness.delivery(token: "tok")) else { Issue.record("app 1 should deliver"); return }
+        guard case .delivered = await harness.provider.deliver(HMSHarness.delivery(token: "tok")) else {
+            Issue.record("app 1 should deliver")
+            return
+        }
         let scope = { (app: String) in harness.provider.scope(of: .hms("b", app: app, token: "t")).description }
         #expect(scope("104000002") == "hms/104000002")
         #expect(scope(HMSSandboxInstance.appId) == "hms/\(HMSSandboxInstance.appId)")
-        #expect(harness.provider.scope(of: .hms("b", token: "t")).description == "hms/\(HMSSandboxInstance.appId)", "no app: the default app")
+        #expect(
+            harness.provider.scope(of: .hms("b", token: "t")).description == "hms/\(HMSSandboxInstance.appId)", "no app: the default app")
         await harness.stop()
     }
 
-    @Test("every scripted answer comes back with the right status and action", arguments: [
-        ("invalid-1", "rejected", Outcome.Action.removeBinding),
-        ("partial-1", "rejected", .removeBinding),
-        ("reasoned-1", "rejected", .removeBinding),
-        ("nopermission-1", "failed", .checkCredentials),
-        ("busy-1", "retryable", .none),
-        ("internal-1", "retryable", .none),
-    ])
+    @Test(
+        "every scripted answer comes back with the right status and action",
+        arguments: [
+            ("invalid-1", "rejected", Outcome.Action.removeBinding),
+            ("partial-1", "rejected", .removeBinding),
+            ("reasoned-1", "rejected", .removeBinding),
+            ("nopermission-1", "failed", .checkCredentials),
+            ("busy-1", "retryable", .none),
+            ("internal-1", "retryable", .none),
+        ])
     func scriptedAnswers(_ token: String, _ kind: String, _ action: Outcome.Action) async throws {
         let harness = try await HMSHarness.start()
         let delivery = HMSHarness.delivery(token: token)
@@ -216,7 +249,10 @@ struct HMSSandboxTests {
         ]
         for (index, (kind, priority, urgency, category)) in cases.enumerated() {
             let result = await harness.provider.deliver(HMSHarness.delivery(token: "tok", kind: kind, priority: priority, index: index))
-            guard case .delivered = result else { Issue.record("\(kind): \(result)"); continue }
+            guard case .delivered = result else {
+                Issue.record("\(kind): \(result)")
+                continue
+            }
             let android = try #require(try harness.sentBody(index)["message"]?["android"])
             #expect(android["urgency"] == .string(urgency), "\(kind)")
             #expect(android["category"] == category.map(JSONValue.string), "\(kind)")
@@ -228,12 +264,18 @@ struct HMSSandboxTests {
     func oversizedMessage() async throws {
         let harness = try await HMSHarness.start()
         let big = HMSHarness.delivery(token: "tok", body: String(repeating: "x", count: 4096))
-        guard case .failed(let reason, nil, .none, _) = await harness.provider.deliver(big) else { Issue.record("expected a refusal"); return }
+        guard case .failed(let reason, nil, .none, _) = await harness.provider.deliver(big) else {
+            Issue.record("expected a refusal")
+            return
+        }
         #expect(reason.contains("4096") && reason.hasSuffix("not sent"))
         #expect(harness.instance.sendRequests.isEmpty)
         let longToken = String(repeating: "t", count: 4000)
         let fits = HMSHarness.delivery(token: longToken, body: String(repeating: "x", count: 3800))
-        guard case .delivered = await harness.provider.deliver(fits) else { Issue.record("the token does not count toward 4096 bytes"); return }
+        guard case .delivered = await harness.provider.deliver(fits) else {
+            Issue.record("the token does not count toward 4096 bytes")
+            return
+        }
         await harness.stop()
     }
 
@@ -243,10 +285,12 @@ struct HMSSandboxTests {
         let accessToken = try await #require(harness.provider.accessTokens(for: HMSSandboxInstance.appId)).token()
         let transport = CurlHTTPTransport()
         func code(_ message: String) async throws -> String? {
-            let response = try await transport.send(HTTPRequest(
-                url: "\(harness.instance.server.baseURL)/v1/\(HMSSandboxInstance.appId)/messages:send",
-                headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json")],
-                body: Array(#"{"validate_only":false,"message":\#(message)}"#.utf8), timeout: .seconds(10), tls: TLSOptions(caFile: harness.tls.caFile)))
+            let response = try await transport.send(
+                HTTPRequest(
+                    url: "\(harness.instance.server.baseURL)/v1/\(HMSSandboxInstance.appId)/messages:send",
+                    headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json")],
+                    body: Array(#"{"validate_only":false,"message":\#(message)}"#.utf8), timeout: .seconds(10),
+                    tls: TLSOptions(caFile: harness.tls.caFile)))
             return HMSAnswer(response).code
         }
         let thousandAndOne = (0...1000).map { #""t\#($0)""# }.joined(separator: ",")
@@ -270,14 +314,24 @@ struct HMSSandboxTests {
     @Test("reasons never carry the device token or the client secret")
     func reasonsRedactTheToken() async throws {
         let token = "invalid-0123456789abcdef0123456789"
-        let answer = HMSAnswer(HTTPResponse(status: 400, headers: [],
-                                            body: Array(#"{"code":"80300007","msg":"token \#(token) is invalid","requestId":"1"}"#.utf8)))
-        guard case .rejected(let reason, 400?, _) = HMSResponse.classify(answer, token: token, targetNamesApp: true) else { Issue.record("expected rejected"); return }
+        let answer = HMSAnswer(
+            HTTPResponse(
+                status: 400, headers: [],
+                body: Array(#"{"code":"80300007","msg":"token \#(token) is invalid","requestId":"1"}"#.utf8)))
+        guard case .rejected(let reason, 400?, _) = HMSResponse.classify(answer, token: token, targetNamesApp: true) else {
+            Issue.record("expected rejected")
+            return
+        }
         #expect(!reason.contains(token))
         #expect(reason.contains(Redaction.token(token)))
-        let partial = HMSAnswer(HTTPResponse(status: 200, headers: [],
-                                             body: Array(#"{"code":"80100000","msg":"{\"illegal_tokens\":[\"\#(token)\"]}","requestId":"1"}"#.utf8)))
-        guard case .rejected(let partialReason, _, _) = HMSResponse.classify(partial, token: token, targetNamesApp: true) else { Issue.record("expected rejected"); return }
+        let partial = HMSAnswer(
+            HTTPResponse(
+                status: 200, headers: [],
+                body: Array(#"{"code":"80100000","msg":"{\"illegal_tokens\":[\"\#(token)\"]}","requestId":"1"}"#.utf8)))
+        guard case .rejected(let partialReason, _, _) = HMSResponse.classify(partial, token: token, targetNamesApp: true) else {
+            Issue.record("expected rejected")
+            return
+        }
         #expect(!partialReason.contains(token))
         let configured = HMSConfiguration.App(appId: "1", clientSecret: "s3cr3t", clientSecretFile: "/run/secrets/hms")
         #expect(!configured.description.contains("s3cr3t") && !String(reflecting: configured).contains("s3cr3t"))

@@ -25,7 +25,9 @@ struct ProxyConformanceTests {
         "PROXY-A09": answer(429, retryAfter: "2"),
     ]
 
-    @Test("every answer row gives the outcome, action, retry and circuit the table says", arguments: ConformanceTable.answerRows("proxy", prefix: "PROXY"))
+    @Test(
+        "every answer row gives the outcome, action, retry and circuit the table says",
+        arguments: ConformanceTable.answerRows("proxy", prefix: "PROXY"))
     func answerRow(_ row: ConformanceTable.Row) throws {
         let response = try #require(Self.answers[row.id], "\(row.id) has no answer in this test")
         let result = ProxyProvider.classify(response)

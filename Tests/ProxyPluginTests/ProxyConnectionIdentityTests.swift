@@ -20,7 +20,9 @@ private final class IdentityRecordingTransport: HTTPTransport {
 
 @Suite("Push proxy: a client certificate is one per connection")
 struct ProxyConnectionIdentityTests {
-    @Test("a proxy's client certificate is the connection identity of its requests, by content: the same path with a new certificate is a new identity")
+    @Test(
+        "a proxy's client certificate is the connection identity of its requests, by content: the same path with a new certificate is a new identity"
+    )
     func certificateContentIsTheIdentity() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("proxy-identity-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -39,7 +41,9 @@ struct ProxyConnectionIdentityTests {
         try "certificate two".write(toFile: certificate, atomically: true, encoding: .utf8)
         let rotated = ProxyProvider(configuration: configuration, transport: transport)
         #expect(rotated.connectionIdentities.count == 1 && rotated.connectionIdentities != provider.connectionIdentities)
-        #expect(ProxyProvider(configuration: ProxyConfiguration(url: "https://proxy.example/push"), transport: transport).connectionIdentities.isEmpty,
-                "without a client certificate, no identity: every request may share the proxy's connections")
+        #expect(
+            ProxyProvider(configuration: ProxyConfiguration(url: "https://proxy.example/push"), transport: transport).connectionIdentities
+                .isEmpty,
+            "without a client certificate, no identity: every request may share the proxy's connections")
     }
 }

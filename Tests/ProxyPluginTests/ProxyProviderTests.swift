@@ -10,18 +10,24 @@ import ProxySandbox
 struct ProxyProviderTests {
     static let now: Int64 = 1_795_310_010_000
 
-    static func delivery(kind: JobKind = .call, userId: String = "alice", ttl: Int64 = 30, body: String? = nil,
-                         target: Target = Target.proxy("b4", token: "abcdef", tokenType: "apnsVoip", platform: "ios")) -> Delivery {
-        let job = Job(id: "j1", createdAt: now - 10_000, ttl: ttl, kind: kind, priority: .high, userId: userId,
-                      notification: Notification(title: "Bob", body: "Hi"), data: ["callId": "c-77"], body: body,
-                      targets: [target])
+    static func delivery(
+        kind: JobKind = .call, userId: String = "alice", ttl: Int64 = 30, body: String? = nil,
+        target: Target = Target.proxy("b4", token: "abcdef", tokenType: "apnsVoip", platform: "ios")
+    ) -> Delivery {
+        let job = Job(
+            id: "j1", createdAt: now - 10_000, ttl: ttl, kind: kind, priority: .high, userId: userId,
+            notification: Notification(title: "Bob", body: "Hi"), data: ["callId": "c-77"], body: body,
+            targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: now)
     }
 
     @Test("the request entity has exactly the spec's fields, expiry being the remaining TTL")
     func requestEntity() throws {
         let body = ProxyRequestBody.encode(Self.delivery(body: "opaque-sdk-payload"))
-        #expect(String(decoding: body, as: UTF8.self) == #"{"version":"0.2","expiry":20,"userId":"alice","isStatus":false,"body":"opaque-sdk-payload","endpointData":[{"endpointId":"b4","platform":"ios","tokenType":"apnsVoip","token":"abcdef","pushType":"voip"}]}"#)
+        #expect(
+            String(decoding: body, as: UTF8.self)
+                == #"{"version":"0.2","expiry":20,"userId":"alice","isStatus":false,"body":"opaque-sdk-payload","endpointData":[{"endpointId":"b4","platform":"ios","tokenType":"apnsVoip","token":"abcdef","pushType":"voip"}]}"#
+        )
         #expect(try ProxySandbox.validate(body).get() == "alice")
     }
 
@@ -50,7 +56,10 @@ struct ProxyProviderTests {
     @Test("without an opaque body the proxy gets the notification and data as JSON")
     func derivedBody() throws {
         let document = try JSONParser.parse(ProxyRequestBody.encode(Self.delivery(kind: .message)))
-        guard case .string(let text)? = document["body"] else { Issue.record("body missing"); return }
+        guard case .string(let text)? = document["body"] else {
+            Issue.record("body missing")
+            return
+        }
         #expect(text == #"{"jobId":"j1","kind":"message","notification":{"title":"Bob","body":"Hi"},"data":{"callId":"c-77"}}"#)
     }
 
@@ -60,16 +69,17 @@ struct ProxyProviderTests {
         #expect(document["expiry"] == .integer(0))
     }
 
-    @Test("status table: 200 done; 400/404 failed without resend; 403 remove binding; 500 retry; 503 retry after Retry-After",
-          arguments: [
-              (200, nil as String?, DeliveryResult.delivered(providerMessageId: nil, httpStatus: 200)),
-              (400, nil, .failed(reason: "proxy could not understand the request", httpStatus: 400)),
-              (403, nil, .rejected(reason: "proxy does not know this user", httpStatus: 403)),
-              (404, nil, .failed(reason: "proxy is not operational at this URL", httpStatus: 404)),
-              (500, nil, .retryable(reason: "proxy answered 500", httpStatus: 500)),
-              (503, "9", .retryable(reason: "proxy unavailable", httpStatus: 503, retryAfter: .seconds(9))),
-              (502, nil, .retryable(reason: "proxy answered 502", httpStatus: 502)),
-          ])
+    @Test(
+        "status table: 200 done; 400/404 failed without resend; 403 remove binding; 500 retry; 503 retry after Retry-After",
+        arguments: [
+            (200, nil as String?, DeliveryResult.delivered(providerMessageId: nil, httpStatus: 200)),
+            (400, nil, .failed(reason: "proxy could not understand the request", httpStatus: 400)),
+            (403, nil, .rejected(reason: "proxy does not know this user", httpStatus: 403)),
+            (404, nil, .failed(reason: "proxy is not operational at this URL", httpStatus: 404)),
+            (500, nil, .retryable(reason: "proxy answered 500", httpStatus: 500)),
+            (503, "9", .retryable(reason: "proxy unavailable", httpStatus: 503, retryAfter: .seconds(9))),
+            (502, nil, .retryable(reason: "proxy answered 502", httpStatus: 502)),
+        ])
     func statusTable(_ status: Int, _ retryAfter: String?, _ expected: DeliveryResult) {
         let response = HTTPResponse(status: status, headers: retryAfter.map { [("retry-after", $0)] } ?? [], body: [])
         #expect(ProxyProvider.classify(response) == expected)
@@ -78,13 +88,17 @@ struct ProxyProviderTests {
     @Test("through the sandbox over HTTP/2 + TLS: delivered, 403 rejected, 503 retryable with its Retry-After")
     func endToEnd() async throws {
         let sandbox = try await ProxySandboxFixture.start()
-        let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                                     transport: CurlHTTPTransport())
+        let provider = ProxyProvider(
+            configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+            transport: CurlHTTPTransport())
         #expect(await provider.deliver(Self.delivery(userId: "alice")) == .delivered(providerMessageId: nil, httpStatus: 200))
-        #expect(await provider.deliver(Self.delivery(userId: "unknown-zed"))
-            == .rejected(reason: "proxy does not know user unknown-zed: stop pushing to it until it registers a new endpoint", httpStatus: 403))
-        #expect(await provider.deliver(Self.delivery(userId: "busy-zed"))
-            == .retryable(reason: "proxy unavailable", httpStatus: 503, retryAfter: .seconds(1)))
+        #expect(
+            await provider.deliver(Self.delivery(userId: "unknown-zed"))
+                == .rejected(
+                    reason: "proxy does not know user unknown-zed: stop pushing to it until it registers a new endpoint", httpStatus: 403))
+        #expect(
+            await provider.deliver(Self.delivery(userId: "busy-zed"))
+                == .retryable(reason: "proxy unavailable", httpStatus: 503, retryAfter: .seconds(1)))
         let recorded = sandbox.server.requests
         #expect(recorded.count == 3)
         #expect(recorded.allSatisfy { $0.method == "POST" && $0.header("content-type") == "application/json" })
@@ -94,8 +108,9 @@ struct ProxyProviderTests {
 
     static func userJob(_ userId: String, bindings: [String], app: String? = nil) -> [Delivery] {
         let targets = bindings.map { Target.proxy($0, app: app, token: "tok-\($0)", tokenType: "fcm", platform: "android") }
-        let job = Job(id: "j-\(userId)", createdAt: now - 1000, ttl: 30, kind: .message, priority: .high, userId: userId,
-                      notification: Notification(title: "Bob", body: "Hi"), targets: targets)
+        let job = Job(
+            id: "j-\(userId)", createdAt: now - 1000, ttl: 30, kind: .message, priority: .high, userId: userId,
+            notification: Notification(title: "Bob", body: "Hi"), targets: targets)
         return targets.map { Delivery(job: job, target: $0, attempt: 1, now: now) }
     }
 
@@ -106,13 +121,19 @@ struct ProxyProviderTests {
         }
     }
 
-    @Test("a user's endpoints at one proxy go out in one request (endpointData), each getting the answer; a 403 rejects them all naming the user")
+    @Test(
+        "a user's endpoints at one proxy go out in one request (endpointData), each getting the answer; a 403 rejects them all naming the user"
+    )
     func oneRequestPerUser() async throws {
         let sandbox = try await ProxySandboxFixture.start()
-        let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                                     transport: CurlHTTPTransport())
+        let provider = ProxyProvider(
+            configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+            transport: CurlHTTPTransport())
         let delivered = await Self.deliverTogether(provider, Self.userJob("alice", bindings: ["phone", "tablet"]))
-        #expect(delivered == ["phone": .delivered(providerMessageId: nil, httpStatus: 200), "tablet": .delivered(providerMessageId: nil, httpStatus: 200)])
+        #expect(
+            delivered == [
+                "phone": .delivered(providerMessageId: nil, httpStatus: 200), "tablet": .delivered(providerMessageId: nil, httpStatus: 200),
+            ])
         let rejected = await Self.deliverTogether(provider, Self.userJob("unknown-zed", bindings: ["z1", "z2"]))
         let reason = "proxy does not know user unknown-zed: stop pushing to it until it registers a new endpoint"
         #expect(rejected == ["z1": .rejected(reason: reason, httpStatus: 403), "z2": .rejected(reason: reason, httpStatus: 403)])
@@ -128,8 +149,9 @@ struct ProxyProviderTests {
     @Test("a target whose partner never comes (deduplicated, finished) goes out alone after the gathering window")
     func lateMembersDoNotHoldTheRequest() async throws {
         let sandbox = try await ProxySandboxFixture.start()
-        let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                                     transport: CurlHTTPTransport())
+        let provider = ProxyProvider(
+            configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+            transport: CurlHTTPTransport())
         let alone = Self.userJob("alice", bindings: ["phone", "tablet"])[0]
         #expect(await provider.deliver(alone) == .delivered(providerMessageId: nil, httpStatus: 200))
         #expect(sandbox.server.requests.count == 1)
@@ -145,14 +167,20 @@ struct ProxyProviderTests {
             defaultEndpoint: ProxyEndpoint(url: fallback.url, tls: TLSOptions(caFile: fallback.tls.caFile)),
             endpoints: ["acme": ProxyEndpoint(url: acme.url, tls: TLSOptions(caFile: acme.tls.caFile))])
         let provider = ProxyProvider(configuration: configuration, transport: CurlHTTPTransport())
-        #expect(await provider.deliver(Self.userJob("alice", bindings: ["a"], app: "acme")[0]) == .delivered(providerMessageId: nil, httpStatus: 200))
-        #expect(await provider.deliver(Self.userJob("bob", bindings: ["b"], app: "other")[0]) == .delivered(providerMessageId: nil, httpStatus: 200))
+        #expect(
+            await provider.deliver(Self.userJob("alice", bindings: ["a"], app: "acme")[0])
+                == .delivered(providerMessageId: nil, httpStatus: 200))
+        #expect(
+            await provider.deliver(Self.userJob("bob", bindings: ["b"], app: "other")[0])
+                == .delivered(providerMessageId: nil, httpStatus: 200))
         #expect(acme.server.requests.count == 1)
         #expect(fallback.server.requests.count == 1)
-        let onlyAcme = ProxyProvider(configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
-                                     transport: CurlHTTPTransport())
+        let onlyAcme = ProxyProvider(
+            configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
+            transport: CurlHTTPTransport())
         guard case .failed(let reason, nil, _, _) = await onlyAcme.deliver(Self.userJob("bob", bindings: ["b"], app: "other")[0]) else {
-            Issue.record("a target of an app without a proxy must fail"); return
+            Issue.record("a target of an app without a proxy must fail")
+            return
         }
         #expect(reason == "no push proxy for app other")
         await provider.shutdown()
@@ -166,11 +194,13 @@ struct ProxyProviderTests {
         let shared = ProxyEndpoint(url: "https://proxy.example", tls: TLSOptions(clientCertificateFile: "/etc/push/a.pem"))
         var otherIdentity = shared
         otherIdentity.tls.clientCertificateFile = "/etc/push/b.pem"
-        let configuration = ProxyConfiguration(defaultEndpoint: ProxyEndpoint(url: "https://default.example"),
-                                               endpoints: ["a": shared, "b": shared, "c": otherIdentity])
+        let configuration = ProxyConfiguration(
+            defaultEndpoint: ProxyEndpoint(url: "https://default.example"),
+            endpoints: ["a": shared, "b": shared, "c": otherIdentity])
         let provider = ProxyProvider(configuration: configuration, transport: CurlHTTPTransport())
-        let onlyApps = ProxyProvider(configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
-                                     transport: CurlHTTPTransport())
+        let onlyApps = ProxyProvider(
+            configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
+            transport: CurlHTTPTransport())
         func scope(_ app: String, of provider: ProxyProvider) -> DeliveryScope {
             provider.scope(of: Self.userJob("u", bindings: ["x"], app: app)[0].target)
         }
@@ -178,7 +208,8 @@ struct ProxyProviderTests {
         #expect(scope("a", of: provider).origin != nil)
         #expect(scope("a", of: provider).origin == scope("b", of: provider).origin)
         #expect(scope("a", of: provider).origin != scope("c", of: provider).origin)
-        #expect(scope("x", of: provider).origin == scope("y", of: provider).origin, "apps without a proxy of their own share the default one")
+        #expect(
+            scope("x", of: provider).origin == scope("y", of: provider).origin, "apps without a proxy of their own share the default one")
         #expect(scope("x", of: provider).origin != scope("a", of: provider).origin)
         #expect(scope("x", of: onlyApps).origin == nil)
         await provider.shutdown()
@@ -189,29 +220,39 @@ struct ProxyProviderTests {
     func mutualTLS() async throws {
         let sandbox = try await ProxySandboxFixture.start(requireClientCertificate: true)
         let withCertificate = ProxyProvider(
-            configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile,
-                                                                                clientCertificateFile: sandbox.tls.clientCertificateFile,
-                                                                                clientKeyFile: sandbox.tls.clientKeyFile)),
+            configuration: ProxyConfiguration(
+                url: sandbox.url,
+                tls: TLSOptions(
+                    caFile: sandbox.tls.caFile,
+                    clientCertificateFile: sandbox.tls.clientCertificateFile,
+                    clientKeyFile: sandbox.tls.clientKeyFile)),
             transport: CurlHTTPTransport())
         #expect(await withCertificate.deliver(Self.delivery()) == .delivered(providerMessageId: nil, httpStatus: 200))
-        let withoutCertificate = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                                               transport: CurlHTTPTransport())
+        let withoutCertificate = ProxyProvider(
+            configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+            transport: CurlHTTPTransport())
         guard case .retryable = await withoutCertificate.deliver(Self.delivery()) else {
-            Issue.record("a handshake without the client certificate must not count as delivered"); return
+            Issue.record("a handshake without the client certificate must not count as delivered")
+            return
         }
         await withCertificate.shutdown()
         await withoutCertificate.shutdown()
         await sandbox.stop()
     }
 
-    @Test("the sandbox refuses entities that break the spec", arguments: [
-        #"{"version":"0.1","expiry":1,"userId":"u","body":"b","endpointData":[{"endpointId":"e"}]}"#,
-        #"{"version":"0.2","userId":"u","body":"b","endpointData":[{"endpointId":"e"}]}"#,
-        #"{"version":"0.2","expiry":1,"userId":"u","body":"b","endpointData":[]}"#,
-        #"{"version":"0.2","expiry":1,"userId":"u","body":"b","endpointData":[{"endpointId":"e","tokenType":"apns"}]}"#,
-        #"{"version":"0.2","expiry":1,"userId":"u","body":"b","endpointData":[{"endpointId":"e","pushType":"alert"}]}"#,
-    ])
+    @Test(
+        "the sandbox refuses entities that break the spec",
+        arguments: [
+            #"{"version":"0.1","expiry":1,"userId":"u","body":"b","endpointData":[{"endpointId":"e"}]}"#,
+            #"{"version":"0.2","userId":"u","body":"b","endpointData":[{"endpointId":"e"}]}"#,
+            #"{"version":"0.2","expiry":1,"userId":"u","body":"b","endpointData":[]}"#,
+            #"{"version":"0.2","expiry":1,"userId":"u","body":"b","endpointData":[{"endpointId":"e","tokenType":"apns"}]}"#,
+            #"{"version":"0.2","expiry":1,"userId":"u","body":"b","endpointData":[{"endpointId":"e","pushType":"alert"}]}"#,
+        ])
     func sandboxValidation(_ entity: String) {
-        guard case .failure = ProxySandbox.validate(Array(entity.utf8)) else { Issue.record("accepted: \(entity)"); return }
+        guard case .failure = ProxySandbox.validate(Array(entity.utf8)) else {
+            Issue.record("accepted: \(entity)")
+            return
+        }
     }
 }

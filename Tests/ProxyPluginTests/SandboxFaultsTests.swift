@@ -18,13 +18,16 @@ struct SandboxFaultsTests {
         defer { try? FileManager.default.removeItem(atPath: record) }
         let injector = try FaultInjector(faults, recordFile: record)
         let sandbox = try await ProxySandboxFixture.start(responder: injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId))
-        let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                                     transport: CurlHTTPTransport())
+        let provider = ProxyProvider(
+            configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+            transport: CurlHTTPTransport())
         let unavailable = DeliveryResult.retryable(reason: "proxy unavailable", httpStatus: 503, retryAfter: .seconds(1))
         #expect(await provider.deliver(ProxyProviderTests.delivery()) == unavailable)
         #expect(await provider.deliver(ProxyProviderTests.delivery()) == unavailable)
         #expect(await provider.deliver(ProxyProviderTests.delivery()) == .delivered(providerMessageId: nil, httpStatus: 200))
-        let labels = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n").map { $0.split(separator: " ").dropFirst().prefix(2).joined(separator: " ") }
+        let labels = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n").map {
+            $0.split(separator: " ").dropFirst().prefix(2).joined(separator: " ")
+        }
         #expect(labels == ["b4 503", "b4 503", "b4 200"])
         await provider.shutdown()
         await sandbox.stop()
@@ -37,8 +40,9 @@ struct SandboxFaultsTests {
         faults.maximumFaultsPerTarget = 1
         let injector = try FaultInjector(faults)
         let sandbox = try await ProxySandboxFixture.start(responder: injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId))
-        let provider = ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                                     transport: CurlHTTPTransport())
+        let provider = ProxyProvider(
+            configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+            transport: CurlHTTPTransport())
         guard case .retryable = await provider.deliver(ProxyProviderTests.delivery()) else {
             Issue.record("a reset connection should be retryable")
             return

@@ -27,10 +27,13 @@ struct BenchTests {
 
     @Test("every generated job passes the production decoder, with one binding of its own")
     func jobsDecode() throws {
-        let jobs = BenchJobs(runId: "rtest", mix: JobMix.default, apnsApps: ["com.example.chat"], fcmProject: "p",
-                             webPush: .init(endpoint: "https://push.example.net/wp/1", p256dh: "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM",
-                                            auth: "tBHItJI5svbpez7KI4CCXg"),
-                             users: 10)
+        let jobs = BenchJobs(
+            runId: "rtest", mix: JobMix.default, apnsApps: ["com.example.chat"], fcmProject: "p",
+            webPush: .init(
+                endpoint: "https://push.example.net/wp/1",
+                p256dh: "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM",
+                auth: "tBHItJI5svbpez7KI4CCXg"),
+            users: 10)
         var bindings = Set<String>()
         for index in 0..<200 {
             let job = try JobDecoder().decode(jobs.value(index, createdAt: 1_795_310_000_000), fallbackCreatedAt: 0)
@@ -66,9 +69,11 @@ struct BenchTests {
         let jobs = BenchJobs(runId: "rsplit", mix: JobMix.default, apnsApps: ["a"], fcmProject: "p", webPush: nil, users: 10)
         let recorder = BenchRecorder(jobs: jobs)
         let started = ContinuousClock.now - .milliseconds(10)
-        let outcome = Outcome(jobId: "rsplit-1", userId: "u", bindingId: "b", provider: .apns, app: nil, status: .delivered, attempts: 1, at: 0)
-        recorder.acknowledged([.outcome(outcome)], timeline: JobTimeline(started: started, processed: started + .milliseconds(3)),
-                              kafkaTimestamp: nil)
+        let outcome = Outcome(
+            jobId: "rsplit-1", userId: "u", bindingId: "b", provider: .apns, app: nil, status: .delivered, attempts: 1, at: 0)
+        recorder.acknowledged(
+            [.outcome(outcome)], timeline: JobTimeline(started: started, processed: started + .milliseconds(3)),
+            kafkaTimestamp: nil)
         let snapshot = recorder.snapshot
         #expect((2_990...3_010).contains(snapshot.processingLatency.valueAtPercentile(50)))
         #expect(snapshot.publishingLatency.valueAtPercentile(50) >= 6_990)

@@ -22,7 +22,7 @@ struct AlertFittingTests {
 
     @Test("the body is shortened first, on a UTF-8 boundary, ending with an ellipsis, to exactly fit or less")
     func bodyFirst() throws {
-        let body = String(repeating: "ü", count: 100) // 2 bytes each
+        let body = String(repeating: "ü", count: 100)  // 2 bytes each
         let fitted = try #require(AlertFitting.fit(Notification(title: "Title", body: body), limit: 120, build: Self.payload))
         #expect(fitted.truncated)
         #expect(fitted.payload.count <= 120)
@@ -34,8 +34,10 @@ struct AlertFittingTests {
 
     @Test("the title is shortened only once the body is empty")
     func titleSecond() throws {
-        let fitted = try #require(AlertFitting.fit(Notification(title: String(repeating: "€", count: 50), body: "body text"), limit: 60,
-                                                   build: Self.payload))
+        let fitted = try #require(
+            AlertFitting.fit(
+                Notification(title: String(repeating: "€", count: 50), body: "body text"), limit: 60,
+                build: Self.payload))
         #expect(fitted.notification?.body == "")
         #expect(fitted.notification?.title?.hasSuffix("…") == true)
         #expect(fitted.payload.count <= 60)
@@ -73,24 +75,28 @@ struct AlertFittingTests {
         #expect(PayloadOverride.apply(nil, to: Array("{}".utf8)) == Array("{}".utf8))
     }
 
-    @Test("a 9 000-member override merged into a 9 000-member document: null removes, values replace in place, new members are appended in the patch's order")
+    @Test(
+        "a 9 000-member override merged into a 9 000-member document: null removes, values replace in place, new members are appended in the patch's order"
+    )
     func largeMergePatch() {
         let count = 9_000
         let document = JSONValue.object((0..<count).map { ("k\($0)", .integer(Int64($0))) })
-        let patch = JSONValue.object((0..<count).map { index -> (key: String, value: JSONValue) in
-            switch index % 3 {
-            case 0: ("k\(index)", .null)
-            case 1: ("k\(index)", .object([("replaced", .bool(true)), ("dropped", .null)]))
-            default: ("n\(index)", .integer(Int64(index)))
-            }
-        })
-        let expected = JSONValue.object((0..<count).compactMap { index -> (key: String, value: JSONValue)? in
-            switch index % 3 {
-            case 0: nil
-            case 1: ("k\(index)", .object([("replaced", .bool(true))]))
-            default: ("k\(index)", .integer(Int64(index)))
-            }
-        } + stride(from: 2, to: count, by: 3).map { ("n\($0)", .integer(Int64($0))) })
+        let patch = JSONValue.object(
+            (0..<count).map { index -> (key: String, value: JSONValue) in
+                switch index % 3 {
+                case 0: ("k\(index)", .null)
+                case 1: ("k\(index)", .object([("replaced", .bool(true)), ("dropped", .null)]))
+                default: ("n\(index)", .integer(Int64(index)))
+                }
+            })
+        let expected = JSONValue.object(
+            (0..<count).compactMap { index -> (key: String, value: JSONValue)? in
+                switch index % 3 {
+                case 0: nil
+                case 1: ("k\(index)", .object([("replaced", .bool(true))]))
+                default: ("k\(index)", .integer(Int64(index)))
+                }
+            } + stride(from: 2, to: count, by: 3).map { ("n\($0)", .integer(Int64($0))) })
         #expect(document.merging(patch) == expected)
     }
 
@@ -114,14 +120,17 @@ struct AlertFittingTests {
             .object([("extra", .string("\u{1}\n\"")), ("title", .object([]))]),
             .object([("gone", .null), ("n", .integer(12_345))]),
         ]
-        let notifications = [Notification(title: "Title", body: String(repeating: "ab€\n", count: 30)),
-                             Notification(title: String(repeating: "é", count: 60), body: "b"), Notification(body: "short")]
+        let notifications = [
+            Notification(title: "Title", body: String(repeating: "ab€\n", count: 30)),
+            Notification(title: String(repeating: "é", count: 60), body: "b"), Notification(body: "short"),
+        ]
         for override in overrides {
             for notification in notifications {
                 for limit in [40, 60, 90, 150, 400] {
                     let once = try? AlertFitting.fit(notification, limit: limit, override: override, build: Self.payload).get()
-                    #expect(once == Self.fittedMergingEachStep(notification, limit: limit, override: override),
-                            "\(override) \(notification) \(limit)")
+                    #expect(
+                        once == Self.fittedMergingEachStep(notification, limit: limit, override: override),
+                        "\(override) \(notification) \(limit)")
                 }
             }
         }
@@ -135,15 +144,19 @@ struct AlertFittingTests {
             try AlertFitting.fit(notification, limit: 100, override: override, build: Self.payload).get()
         }
         let fits = AlertFitting.fit(notification, limit: 120, override: override, build: Self.payload)
-        #expect(try fits.get() == AlertFitting.Fitted(payload: Array(#"{"title":"Title","body":"\#(String(repeating: "o", count: 80))"}"#.utf8),
-                                                       notification: notification, truncated: false))
+        #expect(
+            try fits.get()
+                == AlertFitting.Fitted(
+                    payload: Array(#"{"title":"Title","body":"\#(String(repeating: "o", count: 80))"}"#.utf8),
+                    notification: notification, truncated: false))
     }
 
     @Test("a 9 000-member override larger than the limit is refused with its merged size")
     func largeOverrideRefused() {
         let override = JSONValue.object((0..<9_000).map { ("k\($0)", .integer(1)) })
-        let result = AlertFitting.fit(Notification(title: "T", body: String(repeating: "b", count: 3_000)), limit: 4_096,
-                                      override: override, build: Self.payload)
+        let result = AlertFitting.fit(
+            Notification(title: "T", body: String(repeating: "b", count: 3_000)), limit: 4_096,
+            override: override, build: Self.payload)
         guard case .failure(let tooLarge) = result else {
             Issue.record("expected the payload to be refused")
             return

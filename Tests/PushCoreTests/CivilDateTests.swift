@@ -21,8 +21,9 @@ struct CivilDateTests {
         #expect(CivilDate.date(daysSinceEpoch: 2_932_896) == (9999, 12, 31))
     }
 
-    @Test("a day the calendar does not have is no date; a day count beyond the years 0…9999 is clamped, never trapped on",
-          arguments: [(1900, 2, 29), (2023, 2, 29), (2024, 4, 31), (2024, 13, 1), (2024, 0, 1), (10_000, 1, 1), (-1, 12, 31), (2024, 1, 0)])
+    @Test(
+        "a day the calendar does not have is no date; a day count beyond the years 0…9999 is clamped, never trapped on",
+        arguments: [(1900, 2, 29), (2023, 2, 29), (2024, 4, 31), (2024, 13, 1), (2024, 0, 1), (10_000, 1, 1), (-1, 12, 31), (2024, 1, 0)])
     func outside(_ date: (Int, Int, Int)) {
         #expect(CivilDate.daysSinceEpoch(year: date.0, month: date.1, day: date.2) == nil)
     }

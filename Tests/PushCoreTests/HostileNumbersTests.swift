@@ -24,8 +24,9 @@ struct HostileNumbersTests {
         let policy = RetryPolicy.default
         let now: Int64 = 1_795_310_000_000
         let deadline = Deadline(createdAt: now, ttlSeconds: 30)
-        let decision = policy.decide(afterAttempt: 1, now: now, deadline: deadline, retryAfter: .seconds(99_999_999_999_999_999),
-                                     random: { $0 })
+        let decision = policy.decide(
+            afterAttempt: 1, now: now, deadline: deadline, retryAfter: .seconds(99_999_999_999_999_999),
+            random: { $0 })
         #expect(decision == .expired)
         let held = policy.decideHeldBack(now: now, deadline: deadline, circuitRetryAfter: .seconds(Int64.max), random: { $0 })
         #expect(held == .expired)
@@ -35,14 +36,17 @@ struct HostileNumbersTests {
     func retryAfterCappedAtOneDay() {
         let now: Int64 = 1_795_310_000_000
         let deadline = Deadline(createdAt: now, ttlSeconds: 2_419_200)
-        let decision = RetryPolicy.default.decide(afterAttempt: 1, now: now, deadline: deadline,
-                                                  retryAfter: .seconds(99_999_999_999_999_999), random: { $0 })
+        let decision = RetryPolicy.default.decide(
+            afterAttempt: 1, now: now, deadline: deadline,
+            retryAfter: .seconds(99_999_999_999_999_999), random: { $0 })
         #expect(decision == .retry(atMilliseconds: now + 86_400_000))
-        let shortHint = RetryPolicy.default.decide(afterAttempt: 1, now: now, deadline: deadline, retryAfter: .seconds(7), random: { _ in 0 })
+        let shortHint = RetryPolicy.default.decide(
+            afterAttempt: 1, now: now, deadline: deadline, retryAfter: .seconds(7), random: { _ in 0 })
         #expect(shortHint == .retry(atMilliseconds: now + 7000))
     }
 
-    @Test("extreme clocks and creation times give answers, not traps", arguments: [Int64.min, Int64.min + 1, -1, 0, Int64.max - 1, Int64.max])
+    @Test(
+        "extreme clocks and creation times give answers, not traps", arguments: [Int64.min, Int64.min + 1, -1, 0, Int64.max - 1, Int64.max])
     func extremeTimes(_ value: Int64) {
         let deadline = Deadline(createdAt: value, ttlSeconds: 2_419_200)
         _ = deadline.expiresAt
@@ -56,6 +60,7 @@ struct HostileNumbersTests {
         breaker.record(.failed(reason: "x", httpStatus: 403, action: .checkCredentials), at: value)
         _ = breaker.permit(at: value)
         _ = breaker.permit(at: .max)
-        _ = ShedPolicy(lagThresholdMilliseconds: 1).sheds(kind: .message, deadline: deadline, lane: .normal, lagMilliseconds: .max, now: value)
+        _ = ShedPolicy(lagThresholdMilliseconds: 1).sheds(
+            kind: .message, deadline: deadline, lane: .normal, lagMilliseconds: .max, now: value)
     }
 }

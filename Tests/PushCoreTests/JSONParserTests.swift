@@ -15,13 +15,15 @@ struct JSONParserTests {
     }
 
     /// Objects of up to 16 members are checked by scanning, larger ones with a set: both ways, wherever the repeat falls.
-    static let duplicates: [String] = [#"{"id":"a","id":"b"}"#] + [1, 15, 16, 17, 40].flatMap { count -> [String] in
-        let members = (0..<count).map { #""m\#($0)":\#($0)"# }
-        return [
-            "{" + (members + [#""m0":"again""#]).joined(separator: ",") + "}",
-            "{" + (members + [#""m\#(count - 1)":"again""#]).joined(separator: ",") + "}",
-        ]
-    }
+    static let duplicates: [String] =
+        [#"{"id":"a","id":"b"}"#]
+        + [1, 15, 16, 17, 40].flatMap { count -> [String] in
+            let members = (0..<count).map { #""m\#($0)":\#($0)"# }
+            return [
+                "{" + (members + [#""m0":"again""#]).joined(separator: ",") + "}",
+                "{" + (members + [#""m\#(count - 1)":"again""#]).joined(separator: ",") + "}",
+            ]
+        }
 
     @Test("duplicate member names are refused", arguments: duplicates)
     func duplicateKeys(_ text: String) {
@@ -32,7 +34,10 @@ struct JSONParserTests {
     func manyMembers() throws {
         for count in [15, 16, 17, 70] {
             let text = "{" + (0..<count).map { #""m\#($0)":\#($0)"# }.joined(separator: ",") + "}"
-            guard case .object(let members) = try parse(text) else { Issue.record("not an object"); continue }
+            guard case .object(let members) = try parse(text) else {
+                Issue.record("not an object")
+                continue
+            }
             #expect(members.map(\.key) == (0..<count).map { "m\($0)" })
         }
     }
@@ -40,9 +45,15 @@ struct JSONParserTests {
     @Test("objects nested in objects and arrays each keep their own members, in document order")
     func nestedObjectsKeepTheirMembers() throws {
         let value = try parse(#"{"a":1,"inner":{"x":"1","y":{"deep":true},"z":[{"p":1,"q":2},{}]},"b":2,"list":[{"k":"v"}],"c":3}"#)
-        guard case .object(let outer) = value else { Issue.record("not an object"); return }
+        guard case .object(let outer) = value else {
+            Issue.record("not an object")
+            return
+        }
         #expect(outer.map(\.key) == ["a", "inner", "b", "list", "c"])
-        guard case .object(let inner)? = value["inner"] else { Issue.record("inner is not an object"); return }
+        guard case .object(let inner)? = value["inner"] else {
+            Issue.record("inner is not an object")
+            return
+        }
         #expect(inner.map(\.key) == ["x", "y", "z"])
         #expect(value["inner"]?["y"] == .object([("deep", .bool(true))]))
         #expect(value["inner"]?["z"] == .array([.object([("p", .integer(1)), ("q", .integer(2))]), .object([])]))
@@ -50,18 +61,22 @@ struct JSONParserTests {
         #expect(value["c"] == .integer(3))
     }
 
-    @Test("malformed documents are refused", arguments: [
-        "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "tru", "\"abc", "{\"a\" 1}", "[1] x", "\"\\x\"", "\"\\ud800\"",
-        "\"a\u{01}b\"", "99999999999999999999", "1e999",
-    ])
+    @Test(
+        "malformed documents are refused",
+        arguments: [
+            "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "tru", "\"abc", "{\"a\" 1}", "[1] x", "\"\\x\"", "\"\\ud800\"",
+            "\"a\u{01}b\"", "99999999999999999999", "1e999",
+        ])
     func malformed(_ text: String) {
         #expect(throws: JSONParser.Failure.self) { try parse(text) }
     }
 
-    @Test("invalid UTF-8 inside a string is refused, with or without escapes beside it", arguments: [
-        [0xC3, 0x28], [0x80], [0xFF], [0xC0, 0xAF], [0xE0, 0x80, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
-        [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0x61, 0xE2, 0x28, 0xA1],
-    ] as [[UInt8]])
+    @Test(
+        "invalid UTF-8 inside a string is refused, with or without escapes beside it",
+        arguments: [
+            [0xC3, 0x28], [0x80], [0xFF], [0xC0, 0xAF], [0xE0, 0x80, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
+            [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0x61, 0xE2, 0x28, 0xA1],
+        ] as [[UInt8]])
     func invalidUTF8(_ sequence: [UInt8]) {
         for escapeBeside in [false, true] {
             let content = sequence + (escapeBeside ? Array("\\n".utf8) : [])
@@ -73,8 +88,10 @@ struct JSONParserTests {
     @Test("a string is accepted exactly when its bytes are valid UTF-8, and read back byte for byte")
     func utf8AcceptedExactlyWhenValid() throws {
         var generator = SystemRandomNumberGenerator()
-        let pieces: [[UInt8]] = [[0x61], [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0x80], [0xC3], [0xE2, 0x82],
-                                 [0xED, 0xA0, 0x80], [0xF8], [0xC1, 0x81], [0xF4, 0x90, 0x80, 0x80], [0xEF, 0xBF, 0xBD]]
+        let pieces: [[UInt8]] = [
+            [0x61], [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0x80], [0xC3], [0xE2, 0x82],
+            [0xED, 0xA0, 0x80], [0xF8], [0xC1, 0x81], [0xF4, 0x90, 0x80, 0x80], [0xEF, 0xBF, 0xBD],
+        ]
         for _ in 0..<2_000 {
             var content: [UInt8] = []
             for _ in 0..<Int.random(in: 0...6, using: &generator) { content += pieces.randomElement(using: &generator)! }
@@ -117,8 +134,9 @@ struct JSONParserTests {
         #expect(value["list"] == .array([.bool(true), .integer(1)]))
     }
 
-    @Test("every control character, quote and backslash is escaped wherever it falls; other text is copied as it is",
-          arguments: ["", "plain", "\"", "\\", "a\u{1F}", "\u{0}b", "a\"b\\c\nd", "é😀\t", String(repeating: "x", count: 300) + "\u{7}"])
+    @Test(
+        "every control character, quote and backslash is escaped wherever it falls; other text is copied as it is",
+        arguments: ["", "plain", "\"", "\\", "a\u{1F}", "\u{0}b", "a\"b\\c\nd", "é😀\t", String(repeating: "x", count: 300) + "\u{7}"])
     func writerEscapes(_ text: String) throws {
         var writer = JSONWriter()
         writer.value(text)

@@ -42,7 +42,10 @@ struct LaneQueueTests {
         var queue = LaneQueue<Int>()
         var next = 0, expected = 0
         for _ in 0..<10 {
-            for _ in 0..<3000 { queue.append(next, lane: .normal); next += 1 }
+            for _ in 0..<3000 {
+                queue.append(next, lane: .normal)
+                next += 1
+            }
             for _ in 0..<2500 {
                 #expect(queue.popFirst() == expected)
                 expected += 1

@@ -33,15 +33,18 @@ struct NotificationValueTests {
         fieldByField.interruptionLevel = .timeSensitive
         fieldByField.relevanceScore = 0.5
         fieldByField.clickAction = "OPEN_CHAT"
-        #expect(fieldByField == Notification(title: "Bob", interruptionLevel: .timeSensitive, relevanceScore: 0.5, clickAction: "OPEN_CHAT"))
-        #expect(fieldByField != Notification(title: "Bob", interruptionLevel: .timeSensitive, relevanceScore: 0.6, clickAction: "OPEN_CHAT"))
+        #expect(
+            fieldByField == Notification(title: "Bob", interruptionLevel: .timeSensitive, relevanceScore: 0.5, clickAction: "OPEN_CHAT"))
+        #expect(
+            fieldByField != Notification(title: "Bob", interruptionLevel: .timeSensitive, relevanceScore: 0.6, clickAction: "OPEN_CHAT"))
     }
 
     @Test("a job's live activity reads back as set, and a changed copy leaves the original unchanged")
     func liveActivityIsAValue() {
         let activity = LiveActivity(event: .update, contentState: .object([(key: "score", value: .integer(1))]), staleDate: 1_800_000_000)
-        let original = Job(id: "j1", createdAt: 0, ttl: 60, kind: .custom, priority: .normal, userId: "u1", liveActivity: activity,
-                           targets: [Target(bindingId: "b1", provider: "apns")])
+        let original = Job(
+            id: "j1", createdAt: 0, ttl: 60, kind: .custom, priority: .normal, userId: "u1", liveActivity: activity,
+            targets: [Target(bindingId: "b1", provider: "apns")])
         var copy = original
         copy.liveActivity?.event = .end
         #expect(original.liveActivity == activity)

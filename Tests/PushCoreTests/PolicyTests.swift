@@ -49,13 +49,15 @@ struct RetryPolicyTests {
     func fullJitter() {
         var asked: [Int64] = []
         let decision = policy.decide(afterAttempt: 3, now: 100, deadline: deadline, retryAfter: nil) { upper in
-            asked.append(upper); return upper / 2
+            asked.append(upper)
+            return upper / 2
         }
         #expect(asked == [4000])
         #expect(decision == .retry(atMilliseconds: 2100))
         for _ in 0..<200 {
             guard case .retry(let at) = policy.decide(afterAttempt: 2, now: 0, deadline: deadline, retryAfter: nil) else {
-                Issue.record("expected a retry"); return
+                Issue.record("expected a retry")
+                return
             }
             #expect((0...2000).contains(at))
         }
@@ -88,15 +90,20 @@ struct RetryPolicyTests {
 
 @Suite("Outcome contract")
 struct OutcomeTests {
-    let job = Job(id: "j1", createdAt: 0, ttl: 30, kind: .call, priority: .high, userId: "alice",
-                  targets: [Target(bindingId: "b1", provider: "apns", app: "com.example.chat")])
+    let job = Job(
+        id: "j1", createdAt: 0, ttl: 30, kind: .call, priority: .high, userId: "alice",
+        targets: [Target(bindingId: "b1", provider: "apns", app: "com.example.chat")])
 
     @Test("an outcome encodes every contract field in order, nulls included")
     func encoding() {
-        let outcome = Outcome(job: job, target: job.targets[0],
-                              result: .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: 1_795_310_000_000),
-                              attempts: 1, at: 1_795_310_000_123)
-        #expect(String(decoding: outcome.encoded(), as: UTF8.self) == #"{"v":1,"jobId":"j1","userId":"alice","bindingId":"b1","provider":"apns","app":"com.example.chat","status":"rejected","reason":"Unregistered","httpStatus":410,"providerMessageId":null,"action":"remove_binding","invalidSince":1795310000000,"attempts":1,"at":1795310000123}"#)
+        let outcome = Outcome(
+            job: job, target: job.targets[0],
+            result: .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: 1_795_310_000_000),
+            attempts: 1, at: 1_795_310_000_123)
+        #expect(
+            String(decoding: outcome.encoded(), as: UTF8.self)
+                == #"{"v":1,"jobId":"j1","userId":"alice","bindingId":"b1","provider":"apns","app":"com.example.chat","status":"rejected","reason":"Unregistered","httpStatus":410,"providerMessageId":null,"action":"remove_binding","invalidSince":1795310000000,"attempts":1,"at":1795310000123}"#
+        )
     }
 
     @Test("a dead target yields rejected with remove_binding")
@@ -108,9 +115,10 @@ struct OutcomeTests {
 
     @Test("credential failures carry check_credentials, other failures none")
     func failures() {
-        let credentials = Outcome(job: job, target: job.targets[0],
-                                  result: .failed(reason: "InvalidProviderToken", httpStatus: 403, action: .checkCredentials),
-                                  attempts: 1, at: 0)
+        let credentials = Outcome(
+            job: job, target: job.targets[0],
+            result: .failed(reason: "InvalidProviderToken", httpStatus: 403, action: .checkCredentials),
+            attempts: 1, at: 0)
         #expect(credentials.status == .failed)
         #expect(credentials.action == .checkCredentials)
         let payload = Outcome(job: job, target: job.targets[0], result: .failed(reason: "bad", httpStatus: 400), attempts: 1, at: 0)
@@ -119,8 +127,9 @@ struct OutcomeTests {
 
     @Test("a delivery carries the provider's message id")
     func delivered() {
-        let outcome = Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
-                              attempts: 2, at: 0)
+        let outcome = Outcome(
+            job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
+            attempts: 2, at: 0)
         #expect(outcome.status == .delivered)
         #expect(outcome.providerMessageId == "m-1")
         #expect(outcome.attempts == 2)
@@ -138,7 +147,10 @@ struct CircuitBreakerTests {
         let opened = breaker.record(.failed(reason: "BadCertificate", httpStatus: 403, action: .checkCredentials), at: 0)
         #expect(opened)
         #expect(breaker.permit(at: 999) == .rejected(cause: .credentials, retryAt: 1000))
-        guard case .probe = breaker.permit(at: 1000) else { Issue.record("the first send after the cool-down is the probe"); return }
+        guard case .probe = breaker.permit(at: 1000) else {
+            Issue.record("the first send after the cool-down is the probe")
+            return
+        }
         if case .rejected = breaker.permit(at: 1001) {} else { Issue.record("only one probe while half-open") }
         breaker.record(.delivered(providerMessageId: nil, httpStatus: 200), at: 1002)
         #expect(breaker.state == .closed(consecutiveFailures: 0))
@@ -172,10 +184,16 @@ struct CircuitBreakerTests {
     func probeGivenBack() {
         var breaker = CircuitBreaker(settings: .init(failureThreshold: 3, coolDownMilliseconds: 1000, probeLeaseMilliseconds: 60_000))
         breaker.record(.failed(reason: "x", httpStatus: 403, action: .checkCredentials), at: 0)
-        guard case .probe(let abandoned) = breaker.permit(at: 1000) else { Issue.record("no probe after the cool-down"); return }
+        guard case .probe(let abandoned) = breaker.permit(at: 1000) else {
+            Issue.record("no probe after the cool-down")
+            return
+        }
         #expect(!breaker.permit(at: 1001).isAllowed, "one probe at a time")
         breaker.giveBack(abandoned)
-        guard case .probe(let next) = breaker.permit(at: 1002) else { Issue.record("the probe given back still holds the circuit"); return }
+        guard case .probe(let next) = breaker.permit(at: 1002) else {
+            Issue.record("the probe given back still holds the circuit")
+            return
+        }
         breaker.giveBack(abandoned)
         #expect(!breaker.permit(at: 1003).isAllowed, "giving back an old probe again does not release the current one")
         breaker.record(.delivered(providerMessageId: nil, httpStatus: 200), at: 1004)
@@ -187,11 +205,20 @@ struct CircuitBreakerTests {
     func probeLeaseEnds() {
         var breaker = CircuitBreaker(settings: .init(failureThreshold: 1, coolDownMilliseconds: 1000, probeLeaseMilliseconds: 5000))
         breaker.record(.retryable(reason: "503", httpStatus: 503), at: 0)
-        guard case .probe(let silent) = breaker.permit(at: 1000) else { Issue.record("no probe after the cool-down"); return }
+        guard case .probe(let silent) = breaker.permit(at: 1000) else {
+            Issue.record("no probe after the cool-down")
+            return
+        }
         #expect(silent.leaseEnd == 6000)
-        guard case .rejected(_, let retryAt) = breaker.permit(at: 5999) else { Issue.record("a second probe inside the lease"); return }
+        guard case .rejected(_, let retryAt) = breaker.permit(at: 5999) else {
+            Issue.record("a second probe inside the lease")
+            return
+        }
         #expect(retryAt <= 6000, "held-back sends are due no later than the lease's end")
-        guard case .probe(let replacement) = breaker.permit(at: 6000) else { Issue.record("the lapsed probe still holds the circuit"); return }
+        guard case .probe(let replacement) = breaker.permit(at: 6000) else {
+            Issue.record("the lapsed probe still holds the circuit")
+            return
+        }
         #expect(replacement.number != silent.number)
         breaker.record(.retryable(reason: "503", httpStatus: 503), at: 6001)
         #expect(breaker.state == .open(cause: .failureStorm, until: 7001), "the replacement probe's failure opens it again")
@@ -205,7 +232,8 @@ struct InMemoryDeliveryStoreTests {
     }
 
     static func job(_ index: Int) -> Job {
-        Job(id: "j\(index)", createdAt: 0, ttl: 30, kind: .message, priority: .normal, userId: "u\(index)",
+        Job(
+            id: "j\(index)", createdAt: 0, ttl: 30, kind: .message, priority: .normal, userId: "u\(index)",
             dedupeKey: "d\(index)", targets: [Target(bindingId: "b\(index)", provider: "apns")])
     }
 
@@ -215,8 +243,9 @@ struct InMemoryDeliveryStoreTests {
         let store = InMemoryDeliveryStore(clock: { now.milliseconds.withLock { $0 } })
         for index in 0..<3000 {
             _ = try await store.prepare(Self.job(index), dedupeWindow: 1000)
-            try await store.record(Outcome(job: Self.job(index), target: Self.job(index).targets[0], status: .delivered, reason: nil, attempts: 1, at: 0),
-                                   retention: .seconds(1))
+            try await store.record(
+                Outcome(job: Self.job(index), target: Self.job(index).targets[0], status: .delivered, reason: nil, attempts: 1, at: 0),
+                retention: .seconds(1))
         }
         #expect(store.heldEntries == 6000)
         now.milliseconds.withLock { $0 += 2000 }
@@ -225,8 +254,9 @@ struct InMemoryDeliveryStoreTests {
         #expect(store.heldEntries >= 1, "live claims must stay")
         let again = try await store.prepare(Self.job(8999), dedupeWindow: 60_000)
         #expect(again == [.fresh], "the same job is not a duplicate of itself")
-        let other = Job(id: "other", createdAt: 0, ttl: 30, kind: .message, priority: .normal, userId: "u8999",
-                        dedupeKey: "d8999", targets: [Target(bindingId: "b8999", provider: "apns")])
+        let other = Job(
+            id: "other", createdAt: 0, ttl: 30, kind: .message, priority: .normal, userId: "u8999",
+            dedupeKey: "d8999", targets: [Target(bindingId: "b8999", provider: "apns")])
         #expect(try await store.prepare(other, dedupeWindow: 60_000) == [.duplicate(ofJob: "j8999")], "a live claim was swept")
     }
 }

@@ -12,7 +12,8 @@ struct WebPushEncryptionTests {
     static let uaPublic = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
     static let salt = "DGv6ra1nlYgDCS1FRnbzlw"
     static let authSecret = "BTBZMqHH6r4Tts7J_aSIgg"
-    static let body = "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN"
+    static let body =
+        "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN"
 
     func decode(_ text: String) throws -> [UInt8] { try #require(Base64URL.decode(text)) }
 
@@ -22,16 +23,18 @@ struct WebPushEncryptionTests {
         #expect(try sender.rawPublicKey() == decode(Self.asPublic))
         let secret = try sender.sharedSecret(withPeer: decode(Self.uaPublic))
         #expect(Base64URL.encode(secret) == "kyrL1jIIOHEzg3sM2ZWRHDRB62YACZhhSlknJ672kSs")
-        let keys = WebPushEncryption.keys(ecdhSecret: secret, authSecret: try decode(Self.authSecret), uaPublic: try decode(Self.uaPublic),
-                                          asPublic: try decode(Self.asPublic), salt: try decode(Self.salt))
+        let keys = WebPushEncryption.keys(
+            ecdhSecret: secret, authSecret: try decode(Self.authSecret), uaPublic: try decode(Self.uaPublic),
+            asPublic: try decode(Self.asPublic), salt: try decode(Self.salt))
         #expect(Base64URL.encode(keys.contentEncryptionKey) == "oIhVW04MRdy2XN9CiKLxTg")
         #expect(Base64URL.encode(keys.nonce).hasPrefix("4h_95klXJ5E"))
     }
 
     @Test("the RFC's example message is reproduced byte for byte from its fixed keys and salt")
     func rfcExample() throws {
-        let body = try WebPushEncryption.encrypt(Self.plaintext, uaPublic: decode(Self.uaPublic), authSecret: decode(Self.authSecret),
-                                                 senderKey: PrivateKey.p256(rawPrivateKey: decode(Self.asPrivate)), salt: decode(Self.salt))
+        let body = try WebPushEncryption.encrypt(
+            Self.plaintext, uaPublic: decode(Self.uaPublic), authSecret: decode(Self.authSecret),
+            senderKey: PrivateKey.p256(rawPrivateKey: decode(Self.asPrivate)), salt: decode(Self.salt))
         #expect(Base64URL.encode(body) == Self.body)
     }
 

@@ -30,8 +30,9 @@ struct ConnectionIdentityTests {
     static let teamA = ConnectionIdentity("TEAMAAAAAA/KEYAAAAAAA")
     static let teamB = ConnectionIdentity("TEAMBBBBBB/KEYBBBBBBB")
 
-    @Test("requests of one identity share a connection; another identity, or none, gets connections of its own",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "requests of one identity share a connection; another identity, or none, gets connections of its own",
+        arguments: HTTP2FramingKind.allCases)
     func identitiesDoNotShare(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -55,8 +56,9 @@ struct ConnectionIdentityTests {
         await server.stop()
     }
 
-    @Test("closeConnections(except:) lets a removed identity's waiting and running requests finish, then closes its connection; a live identity keeps its own",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "closeConnections(except:) lets a removed identity's waiting and running requests finish, then closes its connection; a live identity keeps its own",
+        arguments: HTTP2FramingKind.allCases)
     func retiredIdentityFinishesThenCloses(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -66,32 +68,43 @@ struct ConnectionIdentityTests {
             log.received(request)
             return SandboxResponse(status: 200, delay: request.path.hasPrefix("/slow") ? .milliseconds(300) : nil)
         }
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(3600)),
-                                          framing: framing)
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(3600)),
+            framing: framing)
         defer { transport.shutdown() }
         let options = TLSOptions(caFile: tls.caFile)
-        #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/b1", tls: options, connectionIdentity: Self.teamB)).status == 200)
+        #expect(
+            try await transport.send(HTTPRequest(url: server.baseURL + "/b1", tls: options, connectionIdentity: Self.teamB)).status == 200)
         let sending = (0..<3).map { index in
-            Task { try await transport.send(HTTPRequest(url: server.baseURL + "/slow\(index)", tls: options, connectionIdentity: Self.teamA)).status }
+            Task {
+                try await transport.send(HTTPRequest(url: server.baseURL + "/slow\(index)", tls: options, connectionIdentity: Self.teamA))
+                    .status
+            }
         }
         let deadline = ContinuousClock.now + .seconds(10)
         while server.requests.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         transport.closeConnections(except: [Self.teamB])
-        for task in sending { #expect(try await task.value == 200, "a request of the removed identity sent before the removal is answered") }
+        for task in sending {
+            #expect(try await task.value == 200, "a request of the removed identity sent before the removal is answered")
+        }
         let connectionOfA = log.connection(of: "/slow0")
         while !log.isClosed(connectionOfA), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(log.isClosed(connectionOfA), "the removed identity's connection closed once its requests ended")
         #expect(Set((0..<3).map { log.connection(of: "/slow\($0)") }).count == 1, "its waiting requests went over the same connection")
         #expect(!log.isClosed(log.connection(of: "/b1")), "the live identity's connection stays open")
-        #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/b2", tls: options, connectionIdentity: Self.teamB)).status == 200)
+        #expect(
+            try await transport.send(HTTPRequest(url: server.baseURL + "/b2", tls: options, connectionIdentity: Self.teamB)).status == 200)
         #expect(log.connection(of: "/b2") == log.connection(of: "/b1"))
         // The identity used again (an app added back): its old connection is closed, so this one goes over a new one.
-        #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/a-again", tls: options, connectionIdentity: Self.teamA)).status == 200)
+        #expect(
+            try await transport.send(HTTPRequest(url: server.baseURL + "/a-again", tls: options, connectionIdentity: Self.teamA)).status
+                == 200)
         await server.stop()
     }
 
-    @Test("connections with the same TLS options share one TLS context; the same path with new content builds a new one",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "connections with the same TLS options share one TLS context; the same path with new content builds a new one",
+        arguments: HTTP2FramingKind.allCases)
     func tlsContextsAreBuiltOncePerContent(_ framing: HTTP2FramingKind) async throws {
         _ = TestMetrics.registry
         let tls = try SandboxTLS.make()
@@ -99,20 +112,29 @@ struct ConnectionIdentityTests {
         var servers: [SandboxServer] = []
         for _ in 0..<3 { servers.append(try await SandboxServer.start(tls: tls) { _ in SandboxResponse(status: 200) }) }
         let name = "tls-contexts-\(framing)"
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(3600)), name: name, framing: framing)
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(3600)), name: name, framing: framing)
         defer { transport.shutdown() }
         // A CA bundle of its own, to be replaced at the same path as a Kubernetes secret volume would.
         let caFile = tls.directory.appendingPathComponent("rotated-ca.pem").path
         try tls.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         let options = TLSOptions(caFile: caFile)
         // Two origins (hosts) and two identities: three connections, one context.
-        #expect(try await transport.send(HTTPRequest(url: servers[0].baseURL + "/", tls: options, connectionIdentity: Self.teamA)).status == 200)
-        #expect(try await transport.send(HTTPRequest(url: servers[0].baseURL + "/", tls: options, connectionIdentity: Self.teamB)).status == 200)
-        #expect(try await transport.send(HTTPRequest(url: servers[1].baseURL + "/", tls: options, connectionIdentity: Self.teamA)).status == 200)
+        #expect(
+            try await transport.send(HTTPRequest(url: servers[0].baseURL + "/", tls: options, connectionIdentity: Self.teamA)).status == 200
+        )
+        #expect(
+            try await transport.send(HTTPRequest(url: servers[0].baseURL + "/", tls: options, connectionIdentity: Self.teamB)).status == 200
+        )
+        #expect(
+            try await transport.send(HTTPRequest(url: servers[1].baseURL + "/", tls: options, connectionIdentity: Self.teamA)).status == 200
+        )
         #expect(transport.tlsContextBuilds == 1)
         #expect(TestMetrics.value(of: #"push_http_tls_contexts{client="\#(name)"}"#) == 1)
         try ("# rotated\n" + tls.caCertificatePEM).write(toFile: caFile, atomically: true, encoding: .utf8)
-        #expect(try await transport.send(HTTPRequest(url: servers[2].baseURL + "/", tls: options, connectionIdentity: Self.teamA)).status == 200)
+        #expect(
+            try await transport.send(HTTPRequest(url: servers[2].baseURL + "/", tls: options, connectionIdentity: Self.teamA)).status == 200
+        )
         #expect(transport.tlsContextBuilds == 2, "the new content made a context of its own")
         for server in servers { await server.stop() }
     }

@@ -7,8 +7,9 @@ struct CurlPinnedResolutionTests {
     /// What a transfer's failure says about where curl got the address from: a refused connection means it had
     /// one (the pin), "could not resolve" means it had none and asked DNS for a name that does not exist.
     static func failure(_ transport: CurlHTTPTransport, pinned: Bool) async -> String {
-        let request = HTTPRequest(url: "https://pinned-host.invalid:1/x", timeout: .seconds(30),
-                                  pinnedResolution: pinned ? "pinned-host.invalid:1:127.0.0.1" : nil)
+        let request = HTTPRequest(
+            url: "https://pinned-host.invalid:1/x", timeout: .seconds(30),
+            pinnedResolution: pinned ? "pinned-host.invalid:1:127.0.0.1" : nil)
         do {
             let response = try await transport.send(request)
             return "answered \(response.status)"

@@ -12,8 +12,9 @@ import TestSupport
 
 @Suite("How the HTTP/2 clients use their connections: shutdown notices, flow control, the urgent reserve")
 struct HTTP2ConnectionBehaviourTests {
-    @Test("a server's graceful GOAWAY ends its connection without losing a request: new ones go to a new connection",
-          arguments: TransportKind.allCases)
+    @Test(
+        "a server's graceful GOAWAY ends its connection without losing a request: new ones go to a new connection",
+        arguments: TransportKind.allCases)
     func gracefulGoAway(_ kind: TransportKind) async throws {
         // The last answer of each round announces the shutdown, so no request is in flight when the
         // sandbox closes the connection a second later (a real server would finish open streams first).
@@ -46,8 +47,9 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    @Test("a request above the last stream a GOAWAY names was not processed: the swift-nio client sends it again on a new connection (RFC 9113 §6.8)",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a request above the last stream a GOAWAY names was not processed: the swift-nio client sends it again on a new connection (RFC 9113 §6.8)",
+        arguments: HTTP2FramingKind.allCases)
     func unprocessedStreamsAreSentAgain(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -78,8 +80,9 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    @Test("an answer larger than the initial flow-control windows arrives whole, again and again on one connection",
-          arguments: TransportKind.allCases)
+    @Test(
+        "an answer larger than the initial flow-control windows arrives whole, again and again on one connection",
+        arguments: TransportKind.allCases)
     func largeAnswersKeepTheWindowsOpen(_ kind: TransportKind) async throws {
         let size = 2_500_000
         let sandbox = try await ProxySandboxFixture.start { _ in
@@ -90,8 +93,10 @@ struct HTTP2ConnectionBehaviourTests {
         let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
         defer { transport.shutdown() }
         for _ in 0..<3 {
-            let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/big", tls: TLSOptions(caFile: sandbox.tls.caFile),
-                                                                maximumResponseBytes: 3_000_000))
+            let response = try await transport.send(
+                HTTPRequest(
+                    url: sandbox.server.baseURL + "/big", tls: TLSOptions(caFile: sandbox.tls.caFile),
+                    maximumResponseBytes: 3_000_000))
             #expect(response.status == 200)
             #expect(response.body.count == size)
             #expect(!response.bodyTruncated)
@@ -99,8 +104,9 @@ struct HTTP2ConnectionBehaviourTests {
         await sandbox.stop()
     }
 
-    @Test("answers cut at the limit do not use up the connection's flow-control window: later answers still arrive",
-          arguments: TransportKind.allCases)
+    @Test(
+        "answers cut at the limit do not use up the connection's flow-control window: later answers still arrive",
+        arguments: TransportKind.allCases)
     func cutAnswersKeepTheConnectionWindow(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start { request in
             var response = SandboxResponse(status: 200, body: Array("small".utf8))
@@ -111,8 +117,10 @@ struct HTTP2ConnectionBehaviourTests {
         defer { transport.shutdown() }
         let tls = TLSOptions(caFile: sandbox.tls.caFile)
         for index in 0..<20 {
-            let cut = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/huge\(index)", timeout: .seconds(5), tls: tls,
-                                                           maximumResponseBytes: 1000))
+            let cut = try await transport.send(
+                HTTPRequest(
+                    url: sandbox.server.baseURL + "/huge\(index)", timeout: .seconds(5), tls: tls,
+                    maximumResponseBytes: 1000))
             #expect(cut.bodyTruncated && cut.body.count == 1000)
         }
         let after = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/small", timeout: .seconds(5), tls: tls))
@@ -120,16 +128,19 @@ struct HTTP2ConnectionBehaviourTests {
         await sandbox.stop()
     }
 
-    @Test("an urgent request starts before normal ones waiting for a stream, on the streams kept for urgent ones",
-          arguments: TransportKind.allCases)
+    @Test(
+        "an urgent request starts before normal ones waiting for a stream, on the streams kept for urgent ones",
+        arguments: TransportKind.allCases)
     func urgentRequestsPassTheQueue(_ kind: TransportKind) async throws {
         // The slow answers must outlast the wait for three of them below, on a machine as loaded as CI's
         // (and the slow requests' timeout must outlast the answers).
         let sandbox = try await ProxySandboxFixture.start { request in
             request.path.hasPrefix("/slow") ? SandboxResponse(status: 200, delay: .seconds(12)) : SandboxResponse(status: 204)
         }
-        let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumStreamsPerConnection: 4,
-                                                             urgentReservedStreams: 1))
+        let transport = kind.make(
+            HTTPTransportConfiguration(
+                maximumConnectionsPerHost: 1, maximumStreamsPerConnection: 4,
+                urgentReservedStreams: 1))
         defer { transport.shutdown() }
         let tls = TLSOptions(caFile: sandbox.tls.caFile)
         let slowDone = RequestCounter()
@@ -144,8 +155,9 @@ struct HTTP2ConnectionBehaviourTests {
         let urgent = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/call", tls: tls, lane: .urgent))
         #expect(urgent.status == 204)
         #expect(slowDone.count == 0, "the call did not wait for a slow request to end")
-        #expect(sandbox.server.requests.filter { $0.path.hasPrefix("/slow") }.count == 3,
-                "normal requests left the reserved stream free")
+        #expect(
+            sandbox.server.requests.filter { $0.path.hasPrefix("/slow") }.count == 3,
+            "normal requests left the reserved stream free")
         for task in slow { _ = try await task.value }
         await sandbox.stop()
     }
@@ -172,15 +184,17 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    @Test("a connection idle past its idle time is closed by its own timer, with no further request to its origin",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a connection idle past its idle time is closed by its own timer, with no further request to its origin",
+        arguments: HTTP2FramingKind.allCases)
     func idleConnectionIsClosedByItsTimer(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let closed = RequestCounter()
         let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) }
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
-                                          framing: framing)
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
+            framing: framing)
         defer { transport.shutdown() }
         #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/once", tls: TLSOptions(caFile: tls.caFile))).status == 200)
         let deadline = ContinuousClock.now + .seconds(10)
@@ -189,8 +203,9 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    @Test("requests that ask for a connection lifetime of their own keep their connection past the transport's idle time",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "requests that ask for a connection lifetime of their own keep their connection past the transport's idle time",
+        arguments: HTTP2FramingKind.allCases)
     func requestedIdleTime(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -199,8 +214,9 @@ struct HTTP2ConnectionBehaviourTests {
         let configuration = HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1))
         let transport = NIOHTTP2Transport(configuration: configuration, framing: framing)
         defer { transport.shutdown() }
-        let request = HTTPRequest(url: server.baseURL + "/kept", tls: TLSOptions(caFile: tls.caFile),
-                                  connectionLifetime: HTTPConnectionLifetime(maximumIdleTime: .seconds(3600)))
+        let request = HTTPRequest(
+            url: server.baseURL + "/kept", tls: TLSOptions(caFile: tls.caFile),
+            connectionLifetime: HTTPConnectionLifetime(maximumIdleTime: .seconds(3600)))
         #expect(try await transport.send(request).status == 200)
         try await Task.sleep(for: .milliseconds(2500))
         #expect(closed.count == 0)
@@ -210,8 +226,9 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    @Test("a server that allows one stream until its first answer, then many (APNs until a provider token is accepted), gets one connection for a burst, not two",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a server that allows one stream until its first answer, then many (APNs until a provider token is accepted), gets one connection for a burst, not two",
+        arguments: HTTP2FramingKind.allCases)
     func lowInitialLimitOpensNoSecondConnection(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -228,15 +245,18 @@ struct HTTP2ConnectionBehaviourTests {
         try await withThrowingTaskGroup(of: Int.self) { group in
             group.addTask { try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: tlsOptions)).status }
             try await Task.sleep(for: .seconds(1))
-            for _ in 0..<20 { group.addTask { try await transport.send(HTTPRequest(url: server.baseURL + "/burst", tls: tlsOptions)).status } }
+            for _ in 0..<20 {
+                group.addTask { try await transport.send(HTTPRequest(url: server.baseURL + "/burst", tls: tlsOptions)).status }
+            }
             for try await status in group { #expect(status == 200) }
         }
         #expect(Set(server.requests.compactMap(\.connection)).count == 1)
         await server.stop()
     }
 
-    @Test("an origin whose connections all closed is forgotten: the transport's map of origins shrinks, and push_http2_origins follows",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "an origin whose connections all closed is forgotten: the transport's map of origins shrinks, and push_http2_origins follows",
+        arguments: HTTP2FramingKind.allCases)
     func unusedOriginsAreForgotten(_ framing: HTTP2FramingKind) async throws {
         _ = TestMetrics.registry
         let tls = try SandboxTLS.make()
@@ -246,7 +266,8 @@ struct HTTP2ConnectionBehaviourTests {
         let name = "origins-\(framing)"
         // Long enough that a loaded machine opens all three and reads both counts before the first one's idle time ends
         // (a full test run on 2 cores has stalled the task pool for over 5 s).
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(15)), name: name, framing: framing)
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(15)), name: name, framing: framing)
         defer { transport.shutdown() }
         for server in servers {
             #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/x", tls: TLSOptions(caFile: tls.caFile))).status == 200)
@@ -260,18 +281,21 @@ struct HTTP2ConnectionBehaviourTests {
         for server in servers { await server.stop() }
     }
 
-    @Test("at maximumOrigins a new origin takes the place of the least recently used idle one, whose connection closes",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "at maximumOrigins a new origin takes the place of the least recently used idle one, whose connection closes",
+        arguments: HTTP2FramingKind.allCases)
     func originsAreBounded(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let closed = RequestCounter()
         var servers: [SandboxServer] = []
         for _ in 0..<3 {
-            servers.append(try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) })
+            servers.append(
+                try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) })
         }
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(3600), maximumOrigins: 2),
-                                          framing: framing)
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(3600), maximumOrigins: 2),
+            framing: framing)
         defer { transport.shutdown() }
         for server in servers {
             #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/x", tls: TLSOptions(caFile: tls.caFile))).status == 200)
@@ -283,8 +307,9 @@ struct HTTP2ConnectionBehaviourTests {
         for server in servers { await server.stop() }
     }
 
-    @Test("a server that allows no concurrent streams and never raises the limit: the request fails as timed out after its timeout, unsent",
-          arguments: TransportKind.allCases)
+    @Test(
+        "a server that allows no concurrent streams and never raises the limit: the request fails as timed out after its timeout, unsent",
+        arguments: TransportKind.allCases)
     func noStreamEverAllowed(_ kind: TransportKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -306,8 +331,9 @@ struct HTTP2ConnectionBehaviourTests {
     }
 
     // libcurl runs a request's timeout from when it takes the request, its wait for a stream included.
-    @Test("a slow server that allows one stream at a time: the swift-nio client's requests wait longer than their timeout for it, and all are answered",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a slow server that allows one stream at a time: the swift-nio client's requests wait longer than their timeout for it, and all are answered",
+        arguments: HTTP2FramingKind.allCases)
     func slowProgressIsNotATimeout(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -320,7 +346,9 @@ struct HTTP2ConnectionBehaviourTests {
         #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: options)).status == 200)
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<6 {
-                group.addTask { try await transport.send(HTTPRequest(url: server.baseURL + "/r\(index)", timeout: .seconds(1), tls: options)).status }
+                group.addTask {
+                    try await transport.send(HTTPRequest(url: server.baseURL + "/r\(index)", timeout: .seconds(1), tls: options)).status
+                }
             }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
@@ -353,17 +381,20 @@ struct HTTPSTargetTests {
         #expect(literal.host == "::1" && literal.port == 8443)
     }
 
-    @Test("anything but an https URL with a host and a valid port is refused", arguments: [
-        "http://example.com/", "https://", "https:///path", "https://user@example.com/", "https://example.com:0/",
-        "https://example.com:65536/", "https://example.com:80a/", "https://[::1/", "ftp://example.com", "example.com",
-    ])
+    @Test(
+        "anything but an https URL with a host and a valid port is refused",
+        arguments: [
+            "http://example.com/", "https://", "https:///path", "https://user@example.com/", "https://example.com:0/",
+            "https://example.com:65536/", "https://example.com:80a/", "https://[::1/", "ftp://example.com", "example.com",
+        ])
     func refused(_ url: String) { #expect(HTTPSTarget(url) == nil) }
 }
 
 @Suite("A host that speaks only HTTP/1.1")
 struct HTTP1OnlyHostTests {
-    @Test("the swift-nio client hands every request to a host whose TLS handshake chose HTTP/1.1 to libcurl, which answers it",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "the swift-nio client hands every request to a host whose TLS handshake chose HTTP/1.1 to libcurl, which answers it",
+        arguments: HTTP2FramingKind.allCases)
     func fallsBackToLibcurl(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -371,8 +402,10 @@ struct HTTP1OnlyHostTests {
         let transport = NIOHTTP2Transport(framing: framing)
         defer { transport.shutdown() }
         for index in 0..<3 {
-            let response = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/h1/\(index)", body: Array("x".utf8),
-                                                                tls: TLSOptions(caFile: tls.caFile)))
+            let response = try await transport.send(
+                HTTPRequest(
+                    url: "https://localhost:\(server.port)/h1/\(index)", body: Array("x".utf8),
+                    tls: TLSOptions(caFile: tls.caFile)))
             #expect(response.status == 202)
             #expect(response.header("x-protocol") == "HTTP/1.1")
         }
@@ -422,7 +455,9 @@ private struct HTTP1Server {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
-            case .head(let head): hangs = head.uri.hasPrefix("/hang"); return
+            case .head(let head):
+                hangs = head.uri.hasPrefix("/hang")
+                return
             case .body: return
             case .end: break
             }
@@ -460,8 +495,9 @@ final class RequestCounter: Sendable {
 
 @Suite("A connection whose peer vanished")
 struct DeadConnectionTests {
-    @Test("when nothing arrives during a whole request timeout, a PING unanswered closes the connection; the next request opens a new one",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "when nothing arrives during a whole request timeout, a PING unanswered closes the connection; the next request opens a new one",
+        arguments: HTTP2FramingKind.allCases)
     func unansweredPingClosesTheConnection(_ framing: HTTP2FramingKind) async throws {
         let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200) }
         let relay = try await BlackholeRelay.start(to: sandbox.server.port)

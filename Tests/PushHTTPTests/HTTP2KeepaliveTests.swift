@@ -5,10 +5,13 @@ import Testing
 
 @Suite("Long-lived HTTP/2 connections: a PING keeps an idle connection and finds a dead one")
 struct HTTP2KeepaliveTests {
-    static func request(_ server: RawTLSServer, _ tls: SandboxTLS, keepalive: Duration?, pingTimeout: Duration = .seconds(5)) -> HTTPRequest {
-        HTTPRequest(url: "https://localhost:\(server.port)/k", tls: TLSOptions(caFile: tls.caFile),
-                    connectionLifetime: HTTPConnectionLifetime(maximumIdleTime: .seconds(3600), keepaliveInterval: keepalive,
-                                                               pingTimeout: pingTimeout))
+    static func request(_ server: RawTLSServer, _ tls: SandboxTLS, keepalive: Duration?, pingTimeout: Duration = .seconds(5)) -> HTTPRequest
+    {
+        HTTPRequest(
+            url: "https://localhost:\(server.port)/k", tls: TLSOptions(caFile: tls.caFile),
+            connectionLifetime: HTTPConnectionLifetime(
+                maximumIdleTime: .seconds(3600), keepaliveInterval: keepalive,
+                pingTimeout: pingTimeout))
     }
 
     /// Waits (at most 10 s) for `condition`; the checks after it say what was expected.
@@ -17,15 +20,17 @@ struct HTTP2KeepaliveTests {
         while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
     }
 
-    @Test("a connection that heard nothing for its keepalive interval sends a PING and, answered, stays open past the transport's idle time",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a connection that heard nothing for its keepalive interval sends a PING and, answered, stays open past the transport's idle time",
+        arguments: HTTP2FramingKind.allCases)
     func answeredPingKeepsTheConnection(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let record = PingWatcher.Record()
         let server = try await RawTLSServer.start(tls: tls) { PingWatcher(record: record, answersPings: true) }
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
-                                          framing: framing)
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1, maximumIdleTime: .seconds(1)),
+            framing: framing)
         defer { transport.shutdown() }
         let request = Self.request(server, tls, keepalive: .seconds(1))
         #expect(try await transport.send(request).status == 200)
@@ -37,7 +42,9 @@ struct HTTP2KeepaliveTests {
         try await server.stop()
     }
 
-    @Test("a keepalive PING left unanswered closes the idle connection; the next request opens a new one", arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a keepalive PING left unanswered closes the idle connection; the next request opens a new one",
+        arguments: HTTP2FramingKind.allCases)
     func unansweredPingClosesTheIdleConnection(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }

@@ -31,8 +31,9 @@ struct HTTPTransportTests {
 
     static func echo(_ request: SandboxRequest) -> SandboxResponse {
         if request.path.hasPrefix("/slow") { return SandboxResponse(status: 200, delay: .seconds(2)) }
-        return SandboxResponse(status: 201, headers: [("x-seen-method", request.method), ("retry-after", "3")],
-                               body: request.body.reversed())
+        return SandboxResponse(
+            status: 201, headers: [("x-seen-method", request.method), ("retry-after", "3")],
+            body: request.body.reversed())
     }
 
     @Test("a POST gets the status, lower-cased headers and body back over HTTP/2", arguments: TransportKind.allCases)
@@ -40,9 +41,11 @@ struct HTTPTransportTests {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
         let transport = kind.make()
         defer { transport.shutdown() }
-        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x",
-                                                            headers: [("content-type", "application/json"), ("x-custom", "1")],
-                                                            body: Array("abc".utf8), tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        let response = try await transport.send(
+            HTTPRequest(
+                url: sandbox.server.baseURL + "/x",
+                headers: [("content-type", "application/json"), ("x-custom", "1")],
+                body: Array("abc".utf8), tls: TLSOptions(caFile: sandbox.tls.caFile)))
         #expect(response.status == 201)
         #expect(response.header("X-Seen-Method") == "POST")
         #expect(response.body == Array("cba".utf8))
@@ -60,8 +63,11 @@ struct HTTPTransportTests {
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<500 {
                 group.addTask {
-                    try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/n\(index)", body: [UInt8(index % 256)],
-                                                         timeout: Self.concurrentTimeout, tls: TLSOptions(caFile: sandbox.tls.caFile))).status
+                    try await transport.send(
+                        HTTPRequest(
+                            url: sandbox.server.baseURL + "/n\(index)", body: [UInt8(index % 256)],
+                            timeout: Self.concurrentTimeout, tls: TLSOptions(caFile: sandbox.tls.caFile))
+                    ).status
                 }
             }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -77,14 +83,17 @@ struct HTTPTransportTests {
         let transport = kind.make()
         defer { transport.shutdown() }
         await #expect(throws: HTTPTransportError.timedOut) {
-            try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow", timeout: .milliseconds(300),
-                                                 tls: TLSOptions(caFile: sandbox.tls.caFile)))
+            try await transport.send(
+                HTTPRequest(
+                    url: sandbox.server.baseURL + "/slow", timeout: .milliseconds(300),
+                    tls: TLSOptions(caFile: sandbox.tls.caFile)))
         }
         await sandbox.stop()
     }
 
-    @Test("requests on one connection time out each at its own deadline: a short timeout sent after a long one fails at its own, before the answer it would otherwise get, and the others are answered",
-          arguments: TransportKind.allCases)
+    @Test(
+        "requests on one connection time out each at its own deadline: a short timeout sent after a long one fails at its own, before the answer it would otherwise get, and the others are answered",
+        arguments: TransportKind.allCases)
     func timeoutsOfDifferentLengths(_ kind: TransportKind) async throws {
         let sandbox = try await ProxySandboxFixture.start(responder: Self.echo)
         let transport = kind.make(HTTPTransportConfiguration(maximumConnectionsPerHost: 1))
@@ -125,7 +134,10 @@ struct HTTPTransportTests {
             _ = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x"))
             Issue.record("a self-signed sandbox was trusted without its CA")
         } catch {
-            guard case .tls = error else { Issue.record("expected a TLS error, got \(error)"); return }
+            guard case .tls = error else {
+                Issue.record("expected a TLS error, got \(error)")
+                return
+            }
         }
         await sandbox.stop()
     }
@@ -139,9 +151,12 @@ struct HTTPTransportTests {
         await #expect(throws: HTTPTransportError.self) {
             try await transport.send(HTTPRequest(url: url, tls: TLSOptions(caFile: sandbox.tls.caFile)))
         }
-        let response = try await transport.send(HTTPRequest(url: url, tls: TLSOptions(
-            caFile: sandbox.tls.caFile, clientCertificateFile: sandbox.tls.clientCertificateFile,
-            clientKeyFile: sandbox.tls.clientKeyFile)))
+        let response = try await transport.send(
+            HTTPRequest(
+                url: url,
+                tls: TLSOptions(
+                    caFile: sandbox.tls.caFile, clientCertificateFile: sandbox.tls.clientCertificateFile,
+                    clientKeyFile: sandbox.tls.clientKeyFile)))
         #expect(response.status == 201)
         await sandbox.stop()
     }
@@ -153,11 +168,18 @@ struct HTTPTransportTests {
         defer { transport.shutdown() }
         for _ in 0..<3 {
             do {
-                _ = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/mtls", tls: TLSOptions(
-                    caFile: sandbox.tls.caFile, clientCertificateFile: "/nonexistent/client.pem", clientKeyFile: "/nonexistent/client.key")))
+                _ = try await transport.send(
+                    HTTPRequest(
+                        url: sandbox.server.baseURL + "/mtls",
+                        tls: TLSOptions(
+                            caFile: sandbox.tls.caFile, clientCertificateFile: "/nonexistent/client.pem",
+                            clientKeyFile: "/nonexistent/client.key")))
                 Issue.record("a request went out without its client certificate")
             } catch {
-                guard case .tls = error else { Issue.record("expected a TLS error, got \(error)"); return }
+                guard case .tls = error else {
+                    Issue.record("expected a TLS error, got \(error)")
+                    return
+                }
             }
         }
         #expect(sandbox.server.requests.isEmpty)
@@ -208,9 +230,11 @@ struct RetryAfterTests {
         #expect(RetryAfter.parse("Wed, 21 Oct 2015 07:28:30 GMT", now: now) == .seconds(30))
     }
 
-    @Test("the obsolete RFC 850 and asctime forms are read too (RFC 9110 §5.6.7)", arguments: [
-        "Wednesday, 21-Oct-15 07:28:30 GMT", "Wed Oct 21 07:28:30 2015",
-    ])
+    @Test(
+        "the obsolete RFC 850 and asctime forms are read too (RFC 9110 §5.6.7)",
+        arguments: [
+            "Wednesday, 21-Oct-15 07:28:30 GMT", "Wed Oct 21 07:28:30 2015",
+        ])
     func obsoleteDates(_ value: String) {
         let now = Date(timeIntervalSince1970: 1_445_412_480)  // Wed, 21 Oct 2015 07:28:00 GMT
         #expect(RetryAfter.parse(value, now: now) == .seconds(30))
@@ -225,16 +249,20 @@ struct RetryAfterTests {
     @Test("a date in the past means now")
     func pastDate() { #expect(RetryAfter.parse("Sun, 06 Nov 1994 08:49:37 GMT") == .zero) }
 
-    @Test("a text that is not exactly an HTTP-date is ignored, whatever bytes it holds", arguments: [
-        "", "soon", "-3", "Wed, 30 Feb 2015 07:28:30 GMT", "Wed, 21 Oct 2015 24:00:00 GMT", "wed, 21 Oct 2015 07:28:30 GMT",
-        "Wed, 21 Oct 2015 07:28:30 UTC", "Wed, 21 Oct 2015 07:28:30 GMT x", "Fri, 3\u{5BB}\u{9A}\u{1C}\0 999 2\u{F}:59 GMT",
-        "Wed,\u{00A0}21 Oct 2015 07:28:30 GMT", "Wed, 2\u{0661} Oct 2015 07:28:30 GMT",
-    ])
+    @Test(
+        "a text that is not exactly an HTTP-date is ignored, whatever bytes it holds",
+        arguments: [
+            "", "soon", "-3", "Wed, 30 Feb 2015 07:28:30 GMT", "Wed, 21 Oct 2015 24:00:00 GMT", "wed, 21 Oct 2015 07:28:30 GMT",
+            "Wed, 21 Oct 2015 07:28:30 UTC", "Wed, 21 Oct 2015 07:28:30 GMT x", "Fri, 3\u{5BB}\u{9A}\u{1C}\0 999 2\u{F}:59 GMT",
+            "Wed,\u{00A0}21 Oct 2015 07:28:30 GMT", "Wed, 2\u{0661} Oct 2015 07:28:30 GMT",
+        ])
     func invalid(_ value: String) { #expect(RetryAfter.parse(value) == nil) }
 
-    @Test("an absurd delay, beyond Int64 or far in the future, counts as one day", arguments: [
-        "99999999999999999", "9223372036854775807", "99999999999999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT",
-    ])
+    @Test(
+        "an absurd delay, beyond Int64 or far in the future, counts as one day",
+        arguments: [
+            "99999999999999999", "9223372036854775807", "99999999999999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT",
+        ])
     func absurd(_ value: String) { #expect(RetryAfter.parse(value) == RetryPolicy.maximumRetryAfter) }
 }
 
@@ -245,14 +273,20 @@ struct HostileTransportTests {
         let sandbox = try await ProxySandboxFixture.start(responder: HTTPTransportTests.echo)
         let transport = kind.make()
         defer { transport.shutdown() }
-        for headers in [[("apns-collapse-id", "x\r\napns-push-type: voip")], [("apns-collapse-id", "x\0y")], [("bad name", "v")], [("bad\"name", "v")], [("", "v")]] {
+        for headers in [
+            [("apns-collapse-id", "x\r\napns-push-type: voip")], [("apns-collapse-id", "x\0y")], [("bad name", "v")], [("bad\"name", "v")],
+            [("", "v")],
+        ] {
             await #expect(throws: HTTPTransportError.self) {
-                try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", headers: headers,
-                                                     tls: TLSOptions(caFile: sandbox.tls.caFile)))
+                try await transport.send(
+                    HTTPRequest(
+                        url: sandbox.server.baseURL + "/x", headers: headers,
+                        tls: TLSOptions(caFile: sandbox.tls.caFile)))
             }
         }
         await #expect(throws: HTTPTransportError.self) {
-            try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x\r\nHost: evil", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+            try await transport.send(
+                HTTPRequest(url: sandbox.server.baseURL + "/x\r\nHost: evil", tls: TLSOptions(caFile: sandbox.tls.caFile)))
         }
         #expect(sandbox.server.requests.isEmpty)
         await sandbox.stop()
@@ -264,13 +298,16 @@ struct HostileTransportTests {
         let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 201, headers: [("location", "/m/1")], body: huge) }
         let transport = kind.make()
         defer { transport.shutdown() }
-        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile),
-                                                            maximumResponseBytes: 4096))
+        let response = try await transport.send(
+            HTTPRequest(
+                url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile),
+                maximumResponseBytes: 4096))
         #expect(response.status == 201)
         #expect(response.header("location") == "/m/1")
         #expect(response.body.count == 4096)
         #expect(response.bodyTruncated)
-        let unlimited = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        let unlimited = try await transport.send(
+            HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
         #expect(unlimited.body.count == HTTPTransportConfiguration().maximumResponseBytes, "the transport's own limit applies")
         await sandbox.stop()
     }
@@ -281,7 +318,8 @@ struct HostileTransportTests {
         let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200, headers: headers) }
         let transport = kind.make()
         defer { transport.shutdown() }
-        let response = try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+        let response = try await transport.send(
+            HTTPRequest(url: sandbox.server.baseURL + "/x", tls: TLSOptions(caFile: sandbox.tls.caFile)))
         #expect(response.status == 200)
         #expect(response.headers.count <= HTTPResponse.maximumHeaderCount)
         await sandbox.stop()

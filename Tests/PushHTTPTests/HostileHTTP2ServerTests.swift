@@ -23,15 +23,18 @@ struct HostileHTTP2ServerTests {
         defer { transport.shutdown() }
         let started = ContinuousClock.now
         await #expect(throws: HTTPTransportError.self) {
-            try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/x", body: Array("{}".utf8), timeout: .seconds(20),
-                                                 tls: TLSOptions(caFile: tls.caFile)))
+            try await transport.send(
+                HTTPRequest(
+                    url: "https://localhost:\(server.port)/x", body: Array("{}".utf8), timeout: .seconds(20),
+                    tls: TLSOptions(caFile: tls.caFile)))
         }
         #expect(ContinuousClock.now - started < .seconds(10))
         try await server.stop()
     }
 
-    @Test("random frames after a valid preface: every request ends, with an answer or an error, and the process lives",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "random frames after a valid preface: every request ends, with an answer or an error, and the process lives",
+        arguments: HTTP2FramingKind.allCases)
     func randomFrames(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -44,8 +47,9 @@ struct HostileHTTP2ServerTests {
         let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: 1), framing: framing)
         defer { transport.shutdown() }
         for index in 0..<40 {
-            let request = HTTPRequest(url: "https://localhost:\(server.port)/r\(index)", body: Array("{}".utf8), timeout: .seconds(3),
-                                      tls: TLSOptions(caFile: tls.caFile))
+            let request = HTTPRequest(
+                url: "https://localhost:\(server.port)/r\(index)", body: Array("{}".utf8), timeout: .seconds(3),
+                tls: TLSOptions(caFile: tls.caFile))
             do throws(HTTPTransportError) {
                 _ = try await transport.send(request)
             } catch {
@@ -56,8 +60,9 @@ struct HostileHTTP2ServerTests {
         try await server.stop()
     }
 
-    @Test("a stream the server refuses (RST_STREAM REFUSED_STREAM) was not processed: the request is sent again and answered (RFC 9113 §8.7)",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a stream the server refuses (RST_STREAM REFUSED_STREAM) was not processed: the request is sent again and answered (RFC 9113 §8.7)",
+        arguments: HTTP2FramingKind.allCases)
     func refusedStreamIsSentAgain(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -65,8 +70,10 @@ struct HostileHTTP2ServerTests {
         let server = try await RawTLSServer.start(tls: tls) { StreamRefuser(refusals: 1, requests: requests) }
         let transport = NIOHTTP2Transport(framing: framing)
         defer { transport.shutdown() }
-        let response = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/x", body: Array("{}".utf8),
-                                                            tls: TLSOptions(caFile: tls.caFile)))
+        let response = try await transport.send(
+            HTTPRequest(
+                url: "https://localhost:\(server.port)/x", body: Array("{}".utf8),
+                tls: TLSOptions(caFile: tls.caFile)))
         #expect(response.status == 200)
         #expect(requests.count == 2)
         try await server.stop()
@@ -81,8 +88,10 @@ struct HostileHTTP2ServerTests {
         let transport = NIOHTTP2Transport(framing: framing)
         defer { transport.shutdown() }
         do throws(HTTPTransportError) {
-            _ = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/x", body: Array("{}".utf8),
-                                                     tls: TLSOptions(caFile: tls.caFile)))
+            _ = try await transport.send(
+                HTTPRequest(
+                    url: "https://localhost:\(server.port)/x", body: Array("{}".utf8),
+                    tls: TLSOptions(caFile: tls.caFile)))
             Issue.record("a request refused every time was answered")
         } catch {
             #expect(error.description.contains("refused the request 4 times"), "\(error)")
@@ -91,11 +100,12 @@ struct HostileHTTP2ServerTests {
         try await server.stop()
     }
 
-    @Test("""
-          an answer whose HPACK-compressed fields decode past SETTINGS_MAX_HEADER_LIST_SIZE (5 KB on the wire, 4 MB decoded) fails \
-          its request while decoding; nghttp2 resets only that stream and its connection carries the next request, \
-          swift-nio-http2 ends the connection and the next request goes over a new one
-          """, arguments: HTTP2FramingKind.allCases)
+    @Test(
+        """
+        an answer whose HPACK-compressed fields decode past SETTINGS_MAX_HEADER_LIST_SIZE (5 KB on the wire, 4 MB decoded) fails \
+        its request while decoding; nghttp2 resets only that stream and its connection carries the next request, \
+        swift-nio-http2 ends the connection and the next request goes over a new one
+        """, arguments: HTTP2FramingKind.allCases)
     func fieldSectionBeyondTheLimit(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -105,7 +115,8 @@ struct HostileHTTP2ServerTests {
         defer { transport.shutdown() }
         let options = TLSOptions(caFile: tls.caFile)
         do throws(HTTPTransportError) {
-            let response = try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/bomb", timeout: .seconds(5), tls: options))
+            let response = try await transport.send(
+                HTTPRequest(url: "https://localhost:\(server.port)/bomb", timeout: .seconds(5), tls: options))
             Issue.record("answered with \(response.status) and \(response.headers.count) fields")
         } catch {
             #expect(error != .timedOut, "failed while decoding, not at the timeout")
@@ -142,8 +153,10 @@ final class StreamRefuser: ChannelInboundHandler {
 
     static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) -> [UInt8] {
         let length = UInt32(payload.count)
-        return [UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), type, flags,
-                UInt8(stream >> 24 & 0x7F), UInt8(stream >> 16 & 0xFF), UInt8(stream >> 8 & 0xFF), UInt8(stream & 0xFF)] + payload
+        return [
+            UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), type, flags,
+            UInt8(stream >> 24 & 0x7F), UInt8(stream >> 16 & 0xFF), UInt8(stream >> 8 & 0xFF), UInt8(stream & 0xFF),
+        ] + payload
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

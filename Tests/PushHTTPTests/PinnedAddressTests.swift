@@ -32,8 +32,9 @@ struct PinnedAddressTests {
         return (server, tls)
     }
 
-    @Test("a pinned request reaches the sandbox on 127.0.0.1 by a name that does not resolve, over the HTTP/2 client, not libcurl",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "a pinned request reaches the sandbox on 127.0.0.1 by a name that does not resolve, over the HTTP/2 client, not libcurl",
+        arguments: HTTP2FramingKind.allCases)
     func pinnedRequestUsesTheHTTP2Client(_ framing: HTTP2FramingKind) async throws {
         let (server, tls) = try await Self.answering()
         defer { tls.remove() }
@@ -41,9 +42,10 @@ struct PinnedAddressTests {
         let transport = NIOHTTP2Transport(framing: framing, fallback: fallback)
         defer { transport.shutdown() }
         for index in 0..<3 {
-            let response = try await transport.send(HTTPRequest(
-                url: "https://\(Self.name):\(server.port)/s/\(index)", tls: TLSOptions(caFile: tls.caFile),
-                pinnedResolution: "\(Self.name):\(server.port):127.0.0.1"))
+            let response = try await transport.send(
+                HTTPRequest(
+                    url: "https://\(Self.name):\(server.port)/s/\(index)", tls: TLSOptions(caFile: tls.caFile),
+                    pinnedResolution: "\(Self.name):\(server.port):127.0.0.1"))
             #expect(response.status == 201)
             #expect(response.header("x-authority") == "\(Self.name):\(server.port)", "the request names the host, not the address")
         }
@@ -53,8 +55,9 @@ struct PinnedAddressTests {
         await server.stop()
     }
 
-    @Test("the certificate is checked against the URL's host: a certificate for other names is refused although the address is the pinned one",
-          arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "the certificate is checked against the URL's host: a certificate for other names is refused although the address is the pinned one",
+        arguments: HTTP2FramingKind.allCases)
     func certificateIsCheckedAgainstTheName(_ framing: HTTP2FramingKind) async throws {
         // The server is the one on the pinned address, with a certificate for other names than the request's.
         let tls = try SandboxTLS.make(serverNames: ["localhost", "other.pinned.invalid"])
@@ -62,27 +65,35 @@ struct PinnedAddressTests {
         let server = try await SandboxServer.start(tls: tls) { _ in SandboxResponse(status: 201) }
         let transport = NIOHTTP2Transport(framing: framing, fallback: UnusedFallback())
         defer { transport.shutdown() }
-        let request = HTTPRequest(url: "https://\(Self.name):\(server.port)/s", tls: TLSOptions(caFile: tls.caFile),
-                                  pinnedResolution: "\(Self.name):\(server.port):127.0.0.1")
+        let request = HTTPRequest(
+            url: "https://\(Self.name):\(server.port)/s", tls: TLSOptions(caFile: tls.caFile),
+            pinnedResolution: "\(Self.name):\(server.port):127.0.0.1")
         do {
             let response = try await transport.send(request)
             Issue.record("answered \(response.status) with a certificate for another name")
         } catch {
-            guard case .tls = error else { Issue.record("expected a TLS failure, got \(error)"); return }
+            guard case .tls = error else {
+                Issue.record("expected a TLS failure, got \(error)")
+                return
+            }
         }
         #expect(server.requests.isEmpty)
         await server.stop()
     }
 
-    @Test("a certificate that names the pinned address itself is accepted: it proves the server is the address that was checked (swift-nio-ssl matches IP names against the address connected to)")
+    @Test(
+        "a certificate that names the pinned address itself is accepted: it proves the server is the address that was checked (swift-nio-ssl matches IP names against the address connected to)"
+    )
     func certificateForThePinnedAddress() async throws {
         let tls = try SandboxTLS.make(serverNames: ["127.0.0.1"])
         defer { tls.remove() }
         let server = try await SandboxServer.start(tls: tls) { _ in SandboxResponse(status: 201) }
         let transport = NIOHTTP2Transport(fallback: UnusedFallback())
         defer { transport.shutdown() }
-        let response = try await transport.send(HTTPRequest(url: "https://\(Self.name):\(server.port)/s", tls: TLSOptions(caFile: tls.caFile),
-                                                            pinnedResolution: "\(Self.name):\(server.port):127.0.0.1"))
+        let response = try await transport.send(
+            HTTPRequest(
+                url: "https://\(Self.name):\(server.port)/s", tls: TLSOptions(caFile: tls.caFile),
+                pinnedResolution: "\(Self.name):\(server.port):127.0.0.1"))
         #expect(response.status == 201)
         await server.stop()
     }
@@ -91,11 +102,14 @@ struct PinnedAddressTests {
     func theAddressIsPartOfTheOrigin() async throws {
         let (server, tls) = try await Self.answering()
         defer { tls.remove() }
-        let transport = NIOHTTP2Transport(configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(60)), fallback: UnusedFallback())
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(60)), fallback: UnusedFallback())
         defer { transport.shutdown() }
         let url = "https://\(Self.name):\(server.port)/s"
         let options = TLSOptions(caFile: tls.caFile)
-        #expect(try await transport.send(HTTPRequest(url: url, tls: options, pinnedResolution: "\(Self.name):\(server.port):127.0.0.1")).status == 201)
+        #expect(
+            try await transport.send(HTTPRequest(url: url, tls: options, pinnedResolution: "\(Self.name):\(server.port):127.0.0.1")).status
+                == 201)
         // Nothing listens on 127.0.0.2: reusing the open connection to 127.0.0.1 would answer 201.
         await #expect(throws: HTTPTransportError.self) {
             try await transport.send(HTTPRequest(url: url, tls: options, pinnedResolution: "\(Self.name):\(server.port):127.0.0.2"))
@@ -104,10 +118,12 @@ struct PinnedAddressTests {
         await server.stop()
     }
 
-    @Test("a pin that names another host or port, or no IP address, is refused unsent instead of being ignored", arguments: [
-        "other.invalid:443:127.0.0.1", "push.pinned.invalid:444:127.0.0.1", "push.pinned.invalid:443:localhost",
-        "push.pinned.invalid:443:", "push.pinned.invalid:443",
-    ])
+    @Test(
+        "a pin that names another host or port, or no IP address, is refused unsent instead of being ignored",
+        arguments: [
+            "other.invalid:443:127.0.0.1", "push.pinned.invalid:444:127.0.0.1", "push.pinned.invalid:443:localhost",
+            "push.pinned.invalid:443:", "push.pinned.invalid:443",
+        ])
     func mismatchedPinIsRefused(_ resolution: String) async throws {
         let fallback = UnusedFallback()
         let transport = NIOHTTP2Transport(fallback: fallback)
@@ -115,7 +131,10 @@ struct PinnedAddressTests {
         let error = await #expect(throws: HTTPTransportError.self) {
             try await transport.send(HTTPRequest(url: "https://\(Self.name)/s", pinnedResolution: resolution))
         }
-        guard case .invalidRequest? = error else { Issue.record("expected invalidRequest, got \(String(describing: error))"); return }
+        guard case .invalidRequest? = error else {
+            Issue.record("expected invalidRequest, got \(String(describing: error))")
+            return
+        }
         #expect(fallback.requests == 0)
     }
 

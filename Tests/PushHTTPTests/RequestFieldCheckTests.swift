@@ -7,14 +7,18 @@ struct RequestFieldCheckTests {
 
     @Test("a request of provider-like fields passes")
     func ordinaryRequestPasses() {
-        let request = HTTPRequest(url: "https://api.push.apple.com/3/device/0a1b2c", headers: [
-            ("authorization", "bearer eyJhbGciOiJFUzI1NiJ9.e30.sig"), ("apns-topic", "com.example.chat"), ("apns-push-type", "alert"),
-            ("x-note", "tab\tinside is allowed"), ("content-type", "application/json; charset=utf-8"),
-        ])
+        let request = HTTPRequest(
+            url: "https://api.push.apple.com/3/device/0a1b2c",
+            headers: [
+                ("authorization", "bearer eyJhbGciOiJFUzI1NiJ9.e30.sig"), ("apns-topic", "com.example.chat"), ("apns-push-type", "alert"),
+                ("x-note", "tab\tinside is allowed"), ("content-type", "application/json; charset=utf-8"),
+            ])
         #expect(request.unsafeFieldDescription == nil)
     }
 
-    @Test("a header value with any control character but tab is refused, wherever it falls", arguments: Array(0..<0x20).filter { $0 != 0x09 } + [0x7F])
+    @Test(
+        "a header value with any control character but tab is refused, wherever it falls",
+        arguments: Array(0..<0x20).filter { $0 != 0x09 } + [0x7F])
     func controlCharacterInValueIsRefused(_ byte: Int) {
         for position in ["start", "middle", "end"] {
             let control = String(UnicodeScalar(UInt8(byte)))
@@ -32,7 +36,8 @@ struct RequestFieldCheckTests {
     @Test("a header name is accepted exactly when it is a non-empty token: letters, digits and !#$%&'*+-.^_`|~")
     func headerNamesMustBeTokens() {
         for byte in UInt8(0)...UInt8(0x7F) {
-            let isToken = (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            let isToken =
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
                 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || Self.tokenPunctuation.contains(byte)
             let name = "x-" + String(UnicodeScalar(byte)) + "-name"
             let refused = HTTPRequest(url: "https://example.com/", headers: [(name, "v")]).unsafeFieldDescription != nil

@@ -11,8 +11,9 @@ struct KafkaRoundTripTests {
         let kafka = try KafkaFixture()
         let producer = try kafka.producer()
         let records = (0..<50).map { index in
-            KafkaRecord(topic: kafka.outcomesTopic, key: Array("key-\(index % 5)".utf8), value: Array("value-\(index)".utf8),
-                        headers: [KafkaHeader("h", "v\(index)")])
+            KafkaRecord(
+                topic: kafka.outcomesTopic, key: Array("key-\(index % 5)".utf8), value: Array("value-\(index)".utf8),
+                headers: [KafkaHeader("h", "v\(index)")])
         }
         try await producer.send(records)
         let reader = try kafka.reader(topics: [kafka.outcomesTopic])
@@ -46,7 +47,7 @@ struct KafkaRoundTripTests {
         }
         try await Task.sleep(for: .milliseconds(300))
         let probeStarted = ContinuousClock.now
-        await Task.detached { }.value
+        await Task.detached {}.value
         // Senders that held their threads would free them only with the answer, after 25 s. Generous, as the other
         // suites keep CI's two cores busy.
         #expect(ContinuousClock.now - probeStarted < .seconds(20), "senders waiting for room held the threads every task runs on")
@@ -59,7 +60,9 @@ struct KafkaRoundTripTests {
         #expect(Set(messages.map(\.valueString)) == Set((0..<senders).map { "r\($0)" } + ["warm"]))
     }
 
-    @Test("a send with a completion calls it once, after every record is acknowledged, also when records had to wait for room in a full local queue")
+    @Test(
+        "a send with a completion calls it once, after every record is acknowledged, also when records had to wait for room in a full local queue"
+    )
     func completionAfterEveryAcknowledgement() async throws {
         let kafka = try KafkaFixture()
         var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
@@ -69,7 +72,10 @@ struct KafkaRoundTripTests {
         let calls = Mutex<[Result<Void, KafkaError>]>([])
         let result = await withCheckedContinuation { continuation in
             producer.send(records) { result in
-                let first = calls.withLock { calls in calls.append(result); return calls.count == 1 }
+                let first = calls.withLock { calls in
+                    calls.append(result)
+                    return calls.count == 1
+                }
                 if first { continuation.resume(returning: result) }
             }
         }
@@ -82,8 +88,9 @@ struct KafkaRoundTripTests {
         #expect(calls.withLock { $0.count } == 1)
     }
 
-    @Test("send fails when the broker never acknowledges within message.timeout.ms, awaited or with a completion",
-          arguments: [false, true])
+    @Test(
+        "send fails when the broker never acknowledges within message.timeout.ms, awaited or with a completion",
+        arguments: [false, true])
     func unacknowledgedSendFails(withCompletion: Bool) async throws {
         let kafka = try KafkaFixture()
         var properties = KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)

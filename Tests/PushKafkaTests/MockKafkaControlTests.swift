@@ -35,8 +35,9 @@ struct MockKafkaControlTests {
     func downAndUp() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("control.test", partitions: 1)
-        let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
-                                         logger: testLogger())
+        let producer = try KafkaProducer(
+            properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
+            logger: testLogger())
         defer { producer.close() }
         try await producer.send([KafkaRecord(topic: "control.test", key: nil, value: Array("before".utf8))])
         try MockKafkaControl.parse("broker-down all").apply(to: cluster)
@@ -66,8 +67,9 @@ struct MockKafkaConnectionTests {
     func acceptedConnectionsSendAtOnce() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("nagle.test", partitions: 1)
-        let producer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
-                                         logger: testLogger())
+        let producer = try KafkaProducer(
+            properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
+            logger: testLogger())
         defer { producer.close() }
         try await producer.send([KafkaRecord(topic: "nagle.test", key: nil, value: Array("outcome".utf8))])
         let connections = Self.nagleOffOnBrokerSide(of: cluster)

@@ -15,30 +15,40 @@ struct CancelStopsCallTests {
         return isStatus == .bool(false) ? SandboxResponse(status: 503, headers: [("retry-after", "1")]) : SandboxResponse(status: 200)
     }
 
-    static func job(id: String, kind: String, collapseKey: String, userId: String = "alice", createdAt: Int64 = currentTimeMilliseconds(),
-                    bindings: [String]) -> [UInt8] {
+    static func job(
+        id: String, kind: String, collapseKey: String, userId: String = "alice", createdAt: Int64 = currentTimeMilliseconds(),
+        bindings: [String]
+    ) -> [UInt8] {
         let targets = bindings.map { proxyTarget($0) }.joined(separator: ",")
-        return Array(#"{"v":1,"id":"\#(id)","createdAt":\#(createdAt),"ttl":60,"kind":"\#(kind)","userId":"\#(userId)","collapseKey":"\#(collapseKey)","targets":[\#(targets)]}"#.utf8)
+        return Array(
+            #"{"v":1,"id":"\#(id)","createdAt":\#(createdAt),"ttl":60,"kind":"\#(kind)","userId":"\#(userId)","collapseKey":"\#(collapseKey)","targets":[\#(targets)]}"#
+                .utf8)
     }
 
     static func isCall(_ request: SandboxRequest) -> Bool {
         (try? JSONParser.parse(request.body))?["isStatus"] == .bool(false)
     }
 
-    @Test("a call retrying from the Redis queue ends expired \"cancelled by job <id>\" on the cancel's bindings and is not sent again; a call with another key keeps retrying")
+    @Test(
+        "a call retrying from the Redis queue ends expired \"cancelled by job <id>\" on the cancel's bindings and is not sent again; a call with another key keeps retrying"
+    )
     func cancelStopsRetryingCall() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start(responder: Self.refuseCalls)
         let redis = try await RedisServerProcess.launch()
         let client = redis.client()
-        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, store: RedisDeliveryStore(client: client),
-                                          retryQueue: RedisRetryQueue(client: client)) {
+        let harness = try PipelineHarness(
+            kafka: kafka, sandbox: sandbox, store: RedisDeliveryStore(client: client),
+            retryQueue: RedisRetryQueue(client: client)
+        ) {
             $0.retryPolicy = RetryPolicy(baseMilliseconds: 50, maximumMilliseconds: 200, maximumAttempts: 100)
         }
-        try await produce(kafka, [
-            ("alice", Self.job(id: "call-1", kind: "call", collapseKey: "c-7", bindings: ["phone", "tablet"])),
-            ("bob", Self.job(id: "call-2", kind: "call", collapseKey: "c-8", userId: "bob", bindings: ["bob-phone"])),
-        ])
+        try await produce(
+            kafka,
+            [
+                ("alice", Self.job(id: "call-1", kind: "call", collapseKey: "c-7", bindings: ["phone", "tablet"])),
+                ("bob", Self.job(id: "call-2", kind: "call", collapseKey: "c-8", userId: "bob", bindings: ["bob-phone"])),
+            ])
         let reader = try kafka.reader()
         let running = harness.start()
         // Let each call be refused twice, so it waits in the retry queue.
@@ -72,7 +82,9 @@ struct CancelStopsCallTests {
         #expect(bobCallsAfter.count >= 1, "bob's call kept retrying (the queue was running)")
     }
 
-    @Test("without Redis a call's retry waits in its task without its key: the cancel behind it goes out at once and no retry is sent after it")
+    @Test(
+        "without Redis a call's retry waits in its task without its key: the cancel behind it goes out at once and no retry is sent after it"
+    )
     func cancelStopsCallRetryingInProcess() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start(responder: Self.refuseCalls)
@@ -106,15 +118,20 @@ struct CancelStopsCallTests {
         let store = InMemoryDeliveryStore()
         let now = currentTimeMilliseconds()
         let decoder = JobDecoder()
-        let cancel = try decoder.decode(Self.job(id: "cancel-1", kind: "cancel", collapseKey: "c-7", createdAt: now, bindings: ["phone"]),
-                                        fallbackCreatedAt: now)
+        let cancel = try decoder.decode(
+            Self.job(id: "cancel-1", kind: "cancel", collapseKey: "c-7", createdAt: now, bindings: ["phone"]),
+            fallbackCreatedAt: now)
         try await store.recordCancellation(cancel, retention: .seconds(60))
-        let earlier = try decoder.decode(Self.job(id: "call-1", kind: "call", collapseKey: "c-7", createdAt: now - 1000, bindings: ["phone"]),
-                                         fallbackCreatedAt: now)
-        let later = try decoder.decode(Self.job(id: "call-2", kind: "call", collapseKey: "c-7", createdAt: now + 1000, bindings: ["phone"]),
-                                       fallbackCreatedAt: now)
-        let otherUser = try decoder.decode(Self.job(id: "call-3", kind: "call", collapseKey: "c-7", userId: "bob", createdAt: now - 1000,
-                                                    bindings: ["phone"]), fallbackCreatedAt: now)
+        let earlier = try decoder.decode(
+            Self.job(id: "call-1", kind: "call", collapseKey: "c-7", createdAt: now - 1000, bindings: ["phone"]),
+            fallbackCreatedAt: now)
+        let later = try decoder.decode(
+            Self.job(id: "call-2", kind: "call", collapseKey: "c-7", createdAt: now + 1000, bindings: ["phone"]),
+            fallbackCreatedAt: now)
+        let otherUser = try decoder.decode(
+            Self.job(
+                id: "call-3", kind: "call", collapseKey: "c-7", userId: "bob", createdAt: now - 1000,
+                bindings: ["phone"]), fallbackCreatedAt: now)
         #expect(try await store.cancellation(of: earlier, bindingId: "phone").map { $0.stops(earlier) } == true)
         #expect(try await store.cancellation(of: later, bindingId: "phone").map { $0.stops(later) } == false)
         #expect(try await store.cancellation(of: otherUser, bindingId: "phone") == nil)
@@ -129,8 +146,9 @@ struct SlotWaitBoundTests {
         let kafka = try KafkaFixture(partitions: 1)
         // The first request holds the app's one slot for 8 s.
         let sandbox = try await ProxySandboxFixture.start { request in
-            String(decoding: request.body, as: UTF8.self).contains("hung") ? SandboxResponse(status: 200, delay: .seconds(8))
-                                                                         : SandboxResponse(status: 200)
+            String(decoding: request.body, as: UTF8.self).contains("hung")
+                ? SandboxResponse(status: 200, delay: .seconds(8))
+                : SandboxResponse(status: 200)
         }
         let queue = RecordingRetryQueue()
         let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, retryQueue: queue) {

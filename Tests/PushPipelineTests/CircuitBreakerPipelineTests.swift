@@ -9,9 +9,11 @@ import TestSupport
 @Suite("Circuit breaking per (provider, app)")
 struct CircuitBreakerPipelineTests {
     static func message(_ id: String, app: String) -> KafkaMessage {
-        let json = #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","targets":[{"bindingId":"b-\#(id)","provider":"proxy","app":"\#(app)"}]}"#
-        return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
-                            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+        let json =
+            #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","targets":[{"bindingId":"b-\#(id)","provider":"proxy","app":"\#(app)"}]}"#
+        return KafkaMessage(
+            topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
     }
 
     static func outcome(_ processed: ProcessedJob) -> Outcome? {
@@ -19,22 +21,27 @@ struct CircuitBreakerPipelineTests {
         return outcome
     }
 
-    func processor(_ provider: ScriptedProvider, failures: Int = 3, clock: FakeClock = FakeClock(),
-                   onSleep: @escaping @Sendable (Int64) -> Void = { _ in }) -> JobProcessor {
+    func processor(
+        _ provider: ScriptedProvider, failures: Int = 3, clock: FakeClock = FakeClock(),
+        onSleep: @escaping @Sendable (Int64) -> Void = { _ in }
+    ) -> JobProcessor {
         var configuration = PipelineConfiguration(retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
         configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: failures, coolDownMilliseconds: 60_000)
-        return JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
-                            retryQueue: nil, logger: testLogger(), clock: { clock.milliseconds }, sleep: { duration in
-                                onSleep(duration.milliseconds)
-                                clock.advance(milliseconds: duration.milliseconds)
-                            })
+        return JobProcessor(
+            registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+            retryQueue: nil, logger: testLogger(), clock: { clock.milliseconds },
+            sleep: { duration in
+                onSleep(duration.milliseconds)
+                clock.advance(milliseconds: duration.milliseconds)
+            })
     }
 
     @Test("rejected credentials open the app's circuit: later pushes fail with check_credentials unsent; other apps flow")
     func credentialFailureOpensCircuit() async throws {
         let provider = ScriptedProvider { target in
-            target.app == "revoked" ? .failed(reason: "InvalidProviderToken", httpStatus: 403, action: .checkCredentials)
-                                    : .delivered(providerMessageId: nil, httpStatus: 200)
+            target.app == "revoked"
+                ? .failed(reason: "InvalidProviderToken", httpStatus: 403, action: .checkCredentials)
+                : .delivered(providerMessageId: nil, httpStatus: 200)
         }
         let processor = processor(provider)
         let first = try #require(Self.outcome(await processor.process(Self.message("1", app: "revoked"))))
@@ -54,8 +61,9 @@ struct CircuitBreakerPipelineTests {
     func failureStorm() async throws {
         let sends = Atomic<Int>(0)
         let provider = ScriptedProvider { _ in
-            sends.add(1, ordering: .relaxed).newValue <= 3 ? .retryable(reason: "proxy answered 502", httpStatus: 502)
-                                                            : .delivered(providerMessageId: nil, httpStatus: 200)
+            sends.add(1, ordering: .relaxed).newValue <= 3
+                ? .retryable(reason: "proxy answered 502", httpStatus: 502)
+                : .delivered(providerMessageId: nil, httpStatus: 200)
         }
         let clock = FakeClock()
         let slept = Mutex<[Int64]>([])
@@ -74,23 +82,28 @@ struct CircuitBreakerPipelineTests {
     }
 
     static func message(_ id: String, app: String, ttl: Int) -> KafkaMessage {
-        let json = #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","ttl":\#(ttl),"targets":[{"bindingId":"b-\#(id)","provider":"proxy","app":"\#(app)"}]}"#
-        return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
-                            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+        let json =
+            #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","ttl":\#(ttl),"targets":[{"bindingId":"b-\#(id)","provider":"proxy","app":"\#(app)"}]}"#
+        return KafkaMessage(
+            topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
     }
 
     @Test("a probe whose send expired waiting for its app's slot gives the circuit back: the app's next push goes out")
     func abandonedProbeIsGivenBack() async throws {
         let failing = Atomic<Bool>(true)
         let provider = ScriptedProvider { _ in
-            failing.load(ordering: .relaxed) ? .retryable(reason: "proxy answered 503", httpStatus: 503)
-                                             : .delivered(providerMessageId: nil, httpStatus: 200)
+            failing.load(ordering: .relaxed)
+                ? .retryable(reason: "proxy answered 503", httpStatus: 503)
+                : .delivered(providerMessageId: nil, httpStatus: 200)
         }
-        var configuration = PipelineConfiguration(maximumInFlightPerApp: 1,
-                                                  retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
+        var configuration = PipelineConfiguration(
+            maximumInFlightPerApp: 1,
+            retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
         configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: 1, coolDownMilliseconds: 100)
-        let processor = JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
-                                     retryQueue: nil, logger: testLogger())
+        let processor = JobProcessor(
+            registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+            retryQueue: nil, logger: testLogger())
         #expect(Self.outcome(await processor.process(Self.message("outage", app: "a", ttl: 60)))?.status == .failed)
         #expect(processor.circuitBreakers.openCircuits.count == 1)
         failing.store(false, ordering: .relaxed)
@@ -114,8 +127,9 @@ struct CircuitBreakerPipelineTests {
         let provider = ScriptedProvider { _ in .delivered(providerMessageId: nil, httpStatus: 200) }
         let queue = RecordingRetryQueue()
         let configuration = PipelineConfiguration(maximumInFlightPerApp: 1, attemptTimeout: .milliseconds(100))
-        let processor = JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
-                                     retryQueue: queue, logger: testLogger())
+        let processor = JobProcessor(
+            registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+            retryQueue: queue, logger: testLogger())
         let scope = DeliveryScope(provider: .proxy, key: "slow")
         #expect(await processor.appLimits.acquire(scope, lane: .normal, parking: nil))
         _ = await processor.process(Self.message("waits", app: "slow", ttl: 3600))
@@ -142,23 +156,27 @@ final class RecordingRetryQueue: RetryQueue {
 @Suite("A failure stops no more than the scope its provider names")
 struct DeliveryScopeTests {
     static func message(_ id: String, bindingId: String, app: String, extra: String = "") -> KafkaMessage {
-        let json = #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","targets":[{"bindingId":"\#(bindingId)","provider":"proxy","app":"\#(app)"\#(extra)}]}"#
-        return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
-                            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+        let json =
+            #"{"v":1,"id":"\#(id)","kind":"message","userId":"u","targets":[{"bindingId":"\#(bindingId)","provider":"proxy","app":"\#(app)"\#(extra)}]}"#
+        return KafkaMessage(
+            topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
     }
 
     func processor(_ provider: ScriptedProvider) -> JobProcessor {
         var configuration = PipelineConfiguration(retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
         configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: 3, coolDownMilliseconds: 60_000)
-        return JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
-                            retryQueue: nil, logger: testLogger())
+        return JobProcessor(
+            registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+            retryQueue: nil, logger: testLogger())
     }
 
     @Test("a credential failure blamed on one request ends that target failed and opens no circuit")
     func perTargetCredentialFailure() async throws {
         let provider = ScriptedProvider(scope: { _ in DeliveryScope(provider: .proxy, key: "origin") }) { target in
-            target.bindingId == "b-0" ? .failed(reason: "403", httpStatus: 403, action: .checkCredentials, blame: .request)
-                                      : .delivered(providerMessageId: nil, httpStatus: 201)
+            target.bindingId == "b-0"
+                ? .failed(reason: "403", httpStatus: 403, action: .checkCredentials, blame: .request)
+                : .delivered(providerMessageId: nil, httpStatus: 201)
         }
         let processor = processor(provider)
         var statuses: [Outcome.Status] = []
@@ -176,15 +194,19 @@ struct DeliveryScopeTests {
         let provider = ScriptedProvider(scope: { target in
             DeliveryScope(provider: .proxy, key: "\(target.app ?? "-")/\(target.details(ProxyTarget.self)?.tokenType ?? "production")")
         }) { target in
-            target.details(ProxyTarget.self)?.tokenType == "cookie" ? .failed(reason: "BadCertificateEnvironment", httpStatus: 403, action: .checkCredentials)
-                                         : .delivered(providerMessageId: nil, httpStatus: 200)
+            target.details(ProxyTarget.self)?.tokenType == "cookie"
+                ? .failed(reason: "BadCertificateEnvironment", httpStatus: 403, action: .checkCredentials)
+                : .delivered(providerMessageId: nil, httpStatus: 200)
         }
         let processor = processor(provider)
-        let sandboxFailure = try #require(CircuitBreakerPipelineTests.outcome(await processor.process(
-            Self.message("1", bindingId: "b1", app: "chat", extra: #","token":"t","tokenType":"cookie""#))))
+        let sandboxFailure = try #require(
+            CircuitBreakerPipelineTests.outcome(
+                await processor.process(
+                    Self.message("1", bindingId: "b1", app: "chat", extra: #","token":"t","tokenType":"cookie""#))))
         #expect(sandboxFailure.status == .failed)
         #expect(processor.circuitBreakers.openCircuits.keys.map(\.description) == ["proxy/chat/cookie"])
-        let production = try #require(CircuitBreakerPipelineTests.outcome(await processor.process(Self.message("2", bindingId: "b2", app: "chat"))))
+        let production = try #require(
+            CircuitBreakerPipelineTests.outcome(await processor.process(Self.message("2", bindingId: "b2", app: "chat"))))
         #expect(production.status == .delivered)
     }
 
@@ -226,8 +248,9 @@ struct CircuitBreakerBoundTests {
 
     @Test("failing origins beyond the bound evict the longest unused; idle ones are forgotten")
     func failingBreakersAreBounded() {
-        let breakers = CircuitBreakers(settings: .default, metrics: PipelineMetrics(), logger: testLogger(),
-                                       maximumEntries: 1000, idleEviction: .seconds(60))
+        let breakers = CircuitBreakers(
+            settings: .default, metrics: PipelineMetrics(), logger: testLogger(),
+            maximumEntries: 1000, idleEviction: .seconds(60))
         for index in 0..<100_000 {
             breakers.record(.retryable(reason: "503", httpStatus: 503), in: Self.scope(index), at: Int64(index))
         }

@@ -108,7 +108,9 @@ private final class RecordFailingStore: DeliveryStore {
     func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {
         try await store.recordedOutcome(jobId: jobId, bindingId: bindingId)
     }
-    func recordCancellation(_ cancel: Job, retention: Duration) async throws { try await store.recordCancellation(cancel, retention: retention) }
+    func recordCancellation(_ cancel: Job, retention: Duration) async throws {
+        try await store.recordCancellation(cancel, retention: retention)
+    }
     func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation? {
         try await store.cancellation(of: call, bindingId: bindingId)
     }
@@ -119,15 +121,18 @@ private struct InMemoryHarness {
     let pipeline: DeliveryPipeline
     let registry: ProviderRegistry
 
-    init(kafka: InMemoryKafka, provider: any PushProvider, store: any DeliveryStore, group: String = "push-worker",
-         configure: (inout PipelineConfiguration) -> Void = { _ in }) {
+    init(
+        kafka: InMemoryKafka, provider: any PushProvider, store: any DeliveryStore, group: String = "push-worker",
+        configure: (inout PipelineConfiguration) -> Void = { _ in }
+    ) {
         self.kafka = kafka
         var configuration = PipelineConfiguration(shutdownGrace: .seconds(2))
         configure(&configuration)
         registry = ProviderRegistry([provider])
         let processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: testLogger())
-        pipeline = DeliveryPipeline(configuration: configuration, sources: kafka.sources(group: group), sink: kafka.sink,
-                                    processor: processor, logger: testLogger())
+        pipeline = DeliveryPipeline(
+            configuration: configuration, sources: kafka.sources(group: group), sink: kafka.sink,
+            processor: processor, logger: testLogger())
     }
 
     func start() -> Task<Void, any Error> { Task { try await pipeline.run() } }
@@ -142,8 +147,10 @@ private func appendJobs(_ kafka: InMemoryKafka, users: Int, jobsPerUser: Int, pr
     for index in 0..<jobsPerUser {
         for user in 0..<users {
             let id = "\(prefix)-\(user)-\(index)"
-            kafka.append(KafkaRecord(topic: "push.jobs", key: Array("user-\(user)".utf8),
-                                     value: jobJSON(id: id, userId: "user-\(user)", targets: [proxyTarget("b-\(user)-\(index)")])))
+            kafka.append(
+                KafkaRecord(
+                    topic: "push.jobs", key: Array("user-\(user)".utf8),
+                    value: jobJSON(id: id, userId: "user-\(user)", targets: [proxyTarget("b-\(user)-\(index)")])))
         }
     }
 }
@@ -234,7 +241,9 @@ private func outcomeJobIds(_ kafka: InMemoryKafka) -> [String] {
 
 @Suite("The pipeline against an in-memory source and sink: offsets, order and redelivery without a broker", .serialized)
 struct InMemoryPipelineTests {
-    @Test("no offset is stored before the sink acknowledges the job's outcome; a stop then leaves every job to the next worker, which does not send again")
+    @Test(
+        "no offset is stored before the sink acknowledges the job's outcome; a stop then leaves every job to the next worker, which does not send again"
+    )
     func offsetsWaitForAcknowledgement() async throws {
         let kafka = sixJobsLog()
         let provider = RecordingProvider()
@@ -256,7 +265,9 @@ struct InMemoryPipelineTests {
         #expect(outcomeJobIds(kafka).count == 12, "each job's outcome once per worker: held by the first, republished by the second")
     }
 
-    @Test("a stop while the store refuses to record: the jobs waiting to record give up, nothing is published or committed, the next worker finishes them")
+    @Test(
+        "a stop while the store refuses to record: the jobs waiting to record give up, nothing is published or committed, the next worker finishes them"
+    )
     func stopWhileRecordsFail() async throws {
         let kafka = sixJobsLog()
         let provider = RecordingProvider()
@@ -311,9 +322,11 @@ struct InMemoryPipelineTests {
         kafka.rebalance(group: "push-worker")
         try await waitUntil(timeout: .seconds(60)) { kafka.committed(group: "push-worker") != committedBefore }
         let held = kafka.committed(group: "push-worker")
-        let partitionOfHeldUser = TopicPartition(topic: "push.jobs", partition: Int32(InMemoryKafka.partition(of: Array("user-0".utf8), among: 2)))
-        #expect(held[partitionOfHeldUser, default: 0] < endOffsets(kafka, "push.jobs")[partitionOfHeldUser]!,
-                "the held user's partition was committed past its unfinished job")
+        let partitionOfHeldUser = TopicPartition(
+            topic: "push.jobs", partition: Int32(InMemoryKafka.partition(of: Array("user-0".utf8), among: 2)))
+        #expect(
+            held[partitionOfHeldUser, default: 0] < endOffsets(kafka, "push.jobs")[partitionOfHeldUser]!,
+            "the held user's partition was committed past its unfinished job")
         provider.releaseAll()
         try await waitUntil(timeout: .seconds(60)) {
             Set(outcomeJobIds(kafka)).count == 12 && kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs")
@@ -349,10 +362,12 @@ struct InMemoryPipelineTests {
         let sources = ThreadCheckingSources(kafka.sources(group: "push-worker"))
         let configuration = PipelineConfiguration(shutdownGrace: .seconds(2))
         let registry = ProviderRegistry([provider])
-        let processor = JobProcessor(registry: registry, configuration: configuration, store: InMemoryDeliveryStore(), retryQueue: nil,
-                                     logger: testLogger())
-        let pipeline = DeliveryPipeline(configuration: configuration, sources: sources, sink: kafka.sink, processor: processor,
-                                        logger: testLogger())
+        let processor = JobProcessor(
+            registry: registry, configuration: configuration, store: InMemoryDeliveryStore(), retryQueue: nil,
+            logger: testLogger())
+        let pipeline = DeliveryPipeline(
+            configuration: configuration, sources: sources, sink: kafka.sink, processor: processor,
+            logger: testLogger())
         let running = Task { try await pipeline.run() }
         try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
         pipeline.stop()
@@ -378,8 +393,9 @@ struct OutcomeRecordTests {
 
     @Test("each outcome's record carries its own contract JSON, in order, whether the store's encoding came with it or not")
     func recordsKeepEachOutcomesJSON() {
-        let publisher = OutcomePublisher(producer: InMemoryKafka().sink, outcomesTopic: "push.outcomes", deadLetterTopic: "push.dlq",
-                                         metrics: PipelineMetrics(), logger: testLogger())
+        let publisher = OutcomePublisher(
+            producer: InMemoryKafka().sink, outcomesTopic: "push.outcomes", deadLetterTopic: "push.dlq",
+            metrics: PipelineMetrics(), logger: testLogger())
         let recordedEarlier = outcome("b0", status: .rejected)
         let (first, second) = (outcome("b1"), outcome("b2"))
         let deadLetter = Publication.deadLetter(JobRejection(.invalidJSON, "broken"), value: Array("{".utf8), key: nil, source: "t/0@1")

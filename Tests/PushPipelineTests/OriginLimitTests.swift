@@ -19,7 +19,9 @@ struct OriginLimitTests {
         var granted: [String: AppSlot] { state.withLock { $0.granted } }
         var movedToOrigin: [String] { state.withLock { $0.movedToOrigin } }
 
-        func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal, in limits: AppConcurrencyLimits) -> AppConcurrencyLimits.Reservation {
+        func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal, in limits: AppConcurrencyLimits)
+            -> AppConcurrencyLimits.Reservation
+        {
             limits.reserve(scope, lane: lane) { event in
                 switch event {
                 case .waitsForOrigin: self.state.withLock { $0.movedToOrigin.append(name) }
@@ -34,9 +36,10 @@ struct OriginLimitTests {
         let limits = AppConcurrencyLimits(limit: 5, originLimit: 2, metrics: PipelineMetrics())
         let tickets = Tickets()
         guard case .granted(let first) = tickets.reserve("a1", scope("a"), in: limits),
-              case .granted(let second) = tickets.reserve("b1", scope("b"), in: limits),
-              case .waitingForOrigin = tickets.reserve("a2", scope("a"), in: limits),
-              case .waitingForOrigin = tickets.reserve("b2", scope("b"), in: limits) else {
+            case .granted(let second) = tickets.reserve("b1", scope("b"), in: limits),
+            case .waitingForOrigin = tickets.reserve("a2", scope("a"), in: limits),
+            case .waitingForOrigin = tickets.reserve("b2", scope("b"), in: limits)
+        else {
             Issue.record("the origin's two slots were not shared by both apps")
             return
         }
@@ -62,9 +65,10 @@ struct OriginLimitTests {
         let limits = AppConcurrencyLimits(limit: 1, originLimit: 1, metrics: PipelineMetrics())
         let tickets = Tickets()
         guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
-              case .waitingForApp = tickets.reserve("a2", scope("a"), in: limits),
-              case .waitingForOrigin = tickets.reserve("b1", scope("b"), in: limits),
-              case .waitingForOrigin = tickets.reserve("c1", scope("c"), lane: .urgent, in: limits) else {
+            case .waitingForApp = tickets.reserve("a2", scope("a"), in: limits),
+            case .waitingForOrigin = tickets.reserve("b1", scope("b"), in: limits),
+            case .waitingForOrigin = tickets.reserve("c1", scope("c"), lane: .urgent, in: limits)
+        else {
             Issue.record("unexpected first answers")
             return
         }
@@ -92,8 +96,9 @@ struct OriginLimitTests {
             }
         }
         guard case .waitingForOrigin = tickets.reserve("m9", scope("chat"), in: limits),
-              case .granted(let call) = tickets.reserve("call", scope("voip"), lane: .urgent, in: limits),
-              case .waitingForOrigin = tickets.reserve("call2", scope("voip"), lane: .urgent, in: limits) else {
+            case .granted(let call) = tickets.reserve("call", scope("voip"), lane: .urgent, in: limits),
+            case .waitingForOrigin = tickets.reserve("call2", scope("voip"), lane: .urgent, in: limits)
+        else {
             Issue.record("the urgent share was not kept for urgent requests")
             return
         }
@@ -109,9 +114,10 @@ struct OriginLimitTests {
         let limits = AppConcurrencyLimits(limit: 1, originLimit: 1, metrics: PipelineMetrics())
         let tickets = Tickets()
         guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
-              case .waitingForOrigin(let b1) = tickets.reserve("b1", scope("b"), in: limits),
-              case .waitingForApp(let b2) = tickets.reserve("b2", scope("b"), in: limits),
-              case .waitingForApp(let b3) = tickets.reserve("b3", scope("b"), in: limits) else {
+            case .waitingForOrigin(let b1) = tickets.reserve("b1", scope("b"), in: limits),
+            case .waitingForApp(let b2) = tickets.reserve("b2", scope("b"), in: limits),
+            case .waitingForApp(let b3) = tickets.reserve("b3", scope("b"), in: limits)
+        else {
             Issue.record("unexpected first answers")
             return
         }
@@ -148,7 +154,8 @@ struct OriginLimitTests {
         let unlimited = AppConcurrencyLimits(limit: 3, metrics: PipelineMetrics())
         for app in ["a", "b", "c"] {
             guard case .granted = shared.reserve(scope(app, origin: nil), lane: .normal, notify: { _ in }),
-                  case .granted = unlimited.reserve(scope(app), lane: .normal, notify: { _ in }) else {
+                case .granted = unlimited.reserve(scope(app), lane: .normal, notify: { _ in })
+            else {
                 Issue.record("a request without a shared bound waited")
                 return
             }
@@ -159,7 +166,9 @@ struct OriginLimitTests {
 
 @Suite("Origin limits in the pipeline", .serialized)
 struct OriginLimitPipelineTests {
-    @Test("jobs whose endpoint's slots are taken wait in flight as values, without a task: none starts beyond the in-flight limit, the lane reads on only to its read-ahead bound, and a stop gives them up unsent")
+    @Test(
+        "jobs whose endpoint's slots are taken wait in flight as values, without a task: none starts beyond the in-flight limit, the lane reads on only to its read-ahead bound, and a stop gives them up unsent"
+    )
     func jobsWaitForTheirOriginAsValues() async throws {
         _ = TestMetrics.registry
         let kafka = try KafkaFixture(partitions: 1)
@@ -171,9 +180,14 @@ struct OriginLimitPipelineTests {
             $0.maximumInFlightPerOrigin = 4
         }
         // Two apps on the one proxy endpoint; its answers hang, so the first four requests hold the origin's slots.
-        try await produce(kafka, (0..<100).map { index in
-            ("hang-u\(index)", jobJSON(id: "j\(index)", userId: "hang-u\(index)", targets: [appTarget("b\(index)", app: "app-\(index % 2)")]))
-        })
+        try await produce(
+            kafka,
+            (0..<100).map { index in
+                (
+                    "hang-u\(index)",
+                    jobJSON(id: "j\(index)", userId: "hang-u\(index)", targets: [appTarget("b\(index)", app: "app-\(index % 2)")])
+                )
+            })
         let running = harness.start()
         let deadline = ContinuousClock.now + .seconds(25)
         while harness.pipeline.jobsWaitingForAppSlot < 31 || sandbox.server.requests.count < 4, ContinuousClock.now < deadline {

@@ -21,15 +21,20 @@ struct PipelineStateMachineTests {
     static let urgent = TopicPartition(topic: "push.jobs.urgent", partition: 0)
 
     static func message(_ offset: Int64, key: String? = nil, app: String? = nil, in partition: TopicPartition = normal) -> TestJob {
-        TestJob(message: KafkaMessage(topicPartition: partition, offset: offset, key: key.map { Array($0.utf8) },
-                                      value: Array("\(offset)".utf8), timestamp: nil),
-                tenant: app.map { Tenant(provider: "apns", app: $0) })
+        TestJob(
+            message: KafkaMessage(
+                topicPartition: partition, offset: offset, key: key.map { Array($0.utf8) },
+                value: Array("\(offset)".utf8), timestamp: nil),
+            tenant: app.map { Tenant(provider: "apns", app: $0) })
     }
 
-    static func machine(maximumInFlight: Int = 10, urgentReserved: Int = 0, readAhead: Int = 100,
-                        lanes: [Lane] = [.normal, .urgent]) -> Machine {
-        var machine = Machine(limits: .init(maximumInFlight: maximumInFlight, urgentReserved: urgentReserved, readAhead: readAhead),
-                              lanes: lanes)
+    static func machine(
+        maximumInFlight: Int = 10, urgentReserved: Int = 0, readAhead: Int = 100,
+        lanes: [Lane] = [.normal, .urgent]
+    ) -> Machine {
+        var machine = Machine(
+            limits: .init(maximumInFlight: maximumInFlight, urgentReserved: urgentReserved, readAhead: readAhead),
+            lanes: lanes)
         machine.assigned([normal, other], in: .normal)
         if lanes.contains(.urgent) { machine.assigned([urgent], in: .urgent) }
         return machine
@@ -60,7 +65,9 @@ struct PipelineStateMachineTests {
         #expect(Self.offsets(next) == [1])
     }
 
-    @Test("a lane consumes what its free capacity could start, and at capacity reads on up to its read-ahead bound; parked jobs free capacity")
+    @Test(
+        "a lane consumes what its free capacity could start, and at capacity reads on up to its read-ahead bound; parked jobs free capacity"
+    )
     func room() {
         var machine = Self.machine(maximumInFlight: 2, readAhead: 4)
         #expect(machine.room(in: .normal) == 2)
@@ -84,14 +91,18 @@ struct PipelineStateMachineTests {
         #expect(machine.room(in: .normal) == 2)
         var full = Self.machine(maximumInFlight: 1)
         _ = full.consumed([Self.message(0, key: "alice", app: "chat"), Self.message(1, key: "bob", app: "mail")], in: .normal)
-        #expect(full.room(in: .normal) == 0, "bob's job, of an app below its share, waits for the capacity alice's holds: nothing more is read")
+        #expect(
+            full.room(in: .normal) == 0, "bob's job, of an app below its share, waits for the capacity alice's holds: nothing more is read")
     }
 
     @Test("jobs of one key run one after another in consumption order; other keys pass them")
     func perKeyOrder() {
         var machine = Self.machine(maximumInFlight: 10)
-        let actions = machine.consumed([Self.message(0, key: "alice"), Self.message(1, key: "alice"), Self.message(2, key: "bob"),
-                                        Self.message(3, key: "alice"), Self.message(4)], in: .normal)
+        let actions = machine.consumed(
+            [
+                Self.message(0, key: "alice"), Self.message(1, key: "alice"), Self.message(2, key: "bob"),
+                Self.message(3, key: "alice"), Self.message(4),
+            ], in: .normal)
         #expect(Self.started(actions) == [0, 2, 4])
         let afterFirst = machine.finished(Self.ids(actions)[0], completed: true)
         #expect(Self.started(afterFirst) == [1])
@@ -102,8 +113,10 @@ struct PipelineStateMachineTests {
     @Test("an offset is stored only when every earlier job of its partition completed")
     func watermark() {
         var machine = Self.machine(maximumInFlight: 10)
-        let ids = Self.ids(machine.consumed([Self.message(10), Self.message(11), Self.message(12), Self.message(0, in: Self.other)],
-                                            in: .normal))
+        let ids = Self.ids(
+            machine.consumed(
+                [Self.message(10), Self.message(11), Self.message(12), Self.message(0, in: Self.other)],
+                in: .normal))
         #expect(Self.offsets(machine.finished(ids[2], completed: true)).isEmpty)
         #expect(Self.offsets(machine.finished(ids[1], completed: true)).isEmpty)
         #expect(Self.offsets(machine.finished(ids[3], completed: true)) == [1])
@@ -154,8 +167,9 @@ struct PipelineStateMachineTests {
     @Test("revoked partitions give up their queued jobs at once and count only their running ones; other partitions go on")
     func revocation() {
         var machine = Self.machine(maximumInFlight: 2)
-        let actions = machine.consumed([Self.message(0), Self.message(1), Self.message(2), Self.message(0, in: Self.other)],
-                                       in: .normal)
+        let actions = machine.consumed(
+            [Self.message(0), Self.message(1), Self.message(2), Self.message(0, in: Self.other)],
+            in: .normal)
         #expect(Self.started(actions) == [0, 1])
         #expect(machine.revoking([Self.normal], in: .normal) == 2)
         #expect(machine.queued(in: .normal) == 1)
@@ -172,9 +186,12 @@ struct PipelineStateMachineTests {
     @Test("a revocation keeps each surviving key's jobs in order behind the one still running")
     func revocationKeepsKeyOrder() {
         var machine = Self.machine(maximumInFlight: 10)
-        let actions = machine.consumed([Self.message(0, key: "alice"), Self.message(1, key: "bob", in: Self.other),
-                                        Self.message(1, key: "alice"), Self.message(2, key: "bob", in: Self.other),
-                                        Self.message(3, key: "bob", in: Self.other)], in: .normal)
+        let actions = machine.consumed(
+            [
+                Self.message(0, key: "alice"), Self.message(1, key: "bob", in: Self.other),
+                Self.message(1, key: "alice"), Self.message(2, key: "bob", in: Self.other),
+                Self.message(3, key: "bob", in: Self.other),
+            ], in: .normal)
         #expect(Self.started(actions) == [0, 1])
         #expect(machine.revoking([Self.normal], in: .normal) == 1)
         #expect(machine.queued(in: .normal) == 2)
@@ -224,7 +241,9 @@ struct PipelineStateMachineTests {
         #expect(machine.consumed == 0)
     }
 
-    @Test("under any sequence of events no job starts beyond capacity, read-ahead and the bound behind keys are never exceeded, the counts agree, and each key runs one job at a time")
+    @Test(
+        "under any sequence of events no job starts beyond capacity, read-ahead and the bound behind keys are never exceeded, the counts agree, and each key runs one job at a time"
+    )
     func randomEvents() {
         var generator = SplitMix(seed: 7)
         for _ in 0..<200 {
@@ -242,8 +261,9 @@ struct PipelineStateMachineTests {
                     let partition = lane == .urgent ? Self.urgent : Self.normal
                     let messages = (0..<count).map { _ in
                         offsets[lane]! += 1
-                        return Self.message(offsets[lane]!, key: ["a", "b", "c", nil][Int(generator.next() % 4)],
-                                            app: ["burst", "burst", "quiet", nil][Int(generator.next() % 4)], in: partition)
+                        return Self.message(
+                            offsets[lane]!, key: ["a", "b", "c", nil][Int(generator.next() % 4)],
+                            app: ["burst", "burst", "quiet", nil][Int(generator.next() % 4)], in: partition)
                     }
                     actions = machine.consumed(messages, in: lane)
                 case 2 where !running.isEmpty:
@@ -318,8 +338,9 @@ struct PipelineStateMachineTests {
         var machine = Self.machine(maximumInFlight: 2, readAhead: 2)
         #expect(machine.limits.maximumQueuedBehindKeys == 4)
         _ = machine.consumed([Self.message(0, key: "a"), Self.message(1, key: "b")], in: .normal)
-        _ = machine.consumed([Self.message(2, key: "a"), Self.message(3, key: "b"), Self.message(4, key: "a"), Self.message(5, key: "b")],
-                             in: .normal)
+        _ = machine.consumed(
+            [Self.message(2, key: "a"), Self.message(3, key: "b"), Self.message(4, key: "a"), Self.message(5, key: "b")],
+            in: .normal)
         #expect(machine.queuedBehindKeys(in: .normal) == 4)
         #expect(machine.room(in: .normal) == 0)
     }
@@ -336,10 +357,13 @@ struct PipelineStateMachineTests {
 }
 
 extension PipelineStateMachineTests {
-    @Test("a job waiting for a retry in its task lets its key go: the key's next job starts, and the first one's finish releases nothing twice")
+    @Test(
+        "a job waiting for a retry in its task lets its key go: the key's next job starts, and the first one's finish releases nothing twice"
+    )
     func releasedKeyGoesToTheNextJob() {
         var machine = Self.machine(maximumInFlight: 10)
-        let first = machine.consumed([Self.message(0, key: "alice"), Self.message(1, key: "alice"), Self.message(2, key: "alice")], in: .normal)
+        let first = machine.consumed(
+            [Self.message(0, key: "alice"), Self.message(1, key: "alice"), Self.message(2, key: "alice")], in: .normal)
         #expect(Self.started(first) == [0])
         let afterRelease = machine.releaseKey(of: Self.ids(first)[0])
         #expect(Self.started(afterRelease) == [1])
@@ -396,8 +420,9 @@ extension PipelineStateMachineTests {
         var machine = Self.machine(maximumInFlight: 4, readAhead: 40)
         var running: [Int64: Machine.JobID] = [:]
         Self.record(machine.consumed((0..<4).map { Self.message($0, app: "a") }, in: .normal), into: &running)
-        Self.record(machine.consumed((4..<10).map { Self.message($0, app: "a") } + (10..<20).map { Self.message($0, app: "b") }, in: .normal),
-                    into: &running)
+        Self.record(
+            machine.consumed((4..<10).map { Self.message($0, app: "a") } + (10..<20).map { Self.message($0, app: "b") }, in: .normal),
+            into: &running)
         #expect(Self.finish(0, of: &running, in: &machine) == [10])
         #expect(Self.finish(1, of: &running, in: &machine) == [11], "b holds 1 of its share of 2")
         #expect(Self.finish(2, of: &running, in: &machine) == [4], "b holds its share: a, below its own, goes on")
@@ -411,10 +436,15 @@ extension PipelineStateMachineTests {
     func setAsideKeepsKeyOrder() {
         var machine = Self.machine(maximumInFlight: 2, readAhead: 20)
         var running: [Int64: Machine.JobID] = [:]
-        let first = machine.consumed([Self.message(0, app: "burst"), Self.message(1, app: "burst"), Self.message(2, key: "alice", app: "burst"),
-                                      Self.message(3, key: "alice", app: "quiet"), Self.message(4, app: "quiet")], in: .normal)
+        let first = machine.consumed(
+            [
+                Self.message(0, app: "burst"), Self.message(1, app: "burst"), Self.message(2, key: "alice", app: "burst"),
+                Self.message(3, key: "alice", app: "quiet"), Self.message(4, app: "quiet"),
+            ], in: .normal)
         Self.record(first, into: &running)
-        #expect(Self.started(first) == [0, 4], "a share of one place each: alice's quiet job waits behind her burst job, the other quiet job starts")
+        #expect(
+            Self.started(first) == [0, 4],
+            "a share of one place each: alice's quiet job waits behind her burst job, the other quiet job starts")
         #expect(Self.finish(0, of: &running, in: &machine) == [1])
         #expect(Self.finish(1, of: &running, in: &machine) == [2])
         #expect(Self.finish(2, of: &running, in: &machine) == [3], "alice's next job starts once her first finished")
@@ -425,8 +455,9 @@ extension PipelineStateMachineTests {
         var machine = Self.machine(maximumInFlight: 4, urgentReserved: 1)
         var running: [Int64: Machine.JobID] = [:]
         Self.record(machine.consumed((0..<10).map { Self.message($0, app: "burst") }, in: .normal), into: &running)
-        let urgent = machine.consumed([Self.message(0, app: "calls", in: Self.urgent), Self.message(1, app: "calls", in: Self.urgent)],
-                                      in: .urgent)
+        let urgent = machine.consumed(
+            [Self.message(0, app: "calls", in: Self.urgent), Self.message(1, app: "calls", in: Self.urgent)],
+            in: .urgent)
         #expect(Self.started(urgent) == [0], "the reserve")
         _ = machine.consumed([Self.message(10, app: "quiet")], in: .normal)
         let freed = machine.finished(running.removeValue(forKey: 0)!, completed: true)
@@ -450,11 +481,13 @@ extension PipelineStateMachineTests {
 extension PipelineStateMachineTests {
     @Test("without sharing, ready jobs start in the order consumed whatever their app, and a lane at capacity reads no further")
     func sharingOff() {
-        var machine = Machine(limits: .init(maximumInFlight: 2, urgentReserved: 0, readAhead: 20, sharesBetweenApps: false), lanes: [.normal])
+        var machine = Machine(
+            limits: .init(maximumInFlight: 2, urgentReserved: 0, readAhead: 20, sharesBetweenApps: false), lanes: [.normal])
         machine.assigned([Self.normal], in: .normal)
         var running: [Int64: Machine.JobID] = [:]
-        Self.record(machine.consumed((0..<4).map { Self.message($0, app: "burst") } + [Self.message(4, app: "quiet")], in: .normal),
-                    into: &running)
+        Self.record(
+            machine.consumed((0..<4).map { Self.message($0, app: "burst") } + [Self.message(4, app: "quiet")], in: .normal),
+            into: &running)
         #expect(machine.room(in: .normal) == 0)
         #expect(Self.finish(0, of: &running, in: &machine) == [2])
     }

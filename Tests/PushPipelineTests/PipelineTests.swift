@@ -18,21 +18,29 @@ struct PipelineHarness {
 
     let processor: JobProcessor
 
-    init(kafka: KafkaFixture, sandbox: ProxySandboxFixture, group: String = "push-worker",
-         store: any DeliveryStore = InMemoryDeliveryStore(), retryQueue: (any RetryQueue)? = nil,
-         metrics: PipelineMetrics = PipelineMetrics(), configure: (inout PipelineConfiguration) -> Void = { _ in }) throws {
+    init(
+        kafka: KafkaFixture, sandbox: ProxySandboxFixture, group: String = "push-worker",
+        store: any DeliveryStore = InMemoryDeliveryStore(), retryQueue: (any RetryQueue)? = nil,
+        metrics: PipelineMetrics = PipelineMetrics(), configure: (inout PipelineConfiguration) -> Void = { _ in }
+    ) throws {
         self.kafka = kafka
         self.sandbox = sandbox
-        var configuration = PipelineConfiguration(retryPolicy: RetryPolicy(baseMilliseconds: 50, maximumMilliseconds: 200, maximumAttempts: 3),
-                                                  shutdownGrace: .seconds(2))
+        var configuration = PipelineConfiguration(
+            retryPolicy: RetryPolicy(baseMilliseconds: 50, maximumMilliseconds: 200, maximumAttempts: 3),
+            shutdownGrace: .seconds(2))
         configure(&configuration)
-        registry = ProviderRegistry([ProxyProvider(configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                                                   transport: CurlHTTPTransport())])
+        registry = ProviderRegistry([
+            ProxyProvider(
+                configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
+                transport: CurlHTTPTransport())
+        ])
         producer = try kafka.producer()
-        processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: retryQueue,
-                                 metrics: metrics, logger: testLogger())
-        pipeline = DeliveryPipeline(configuration: configuration, consumerProperties: kafka.consumerProperties(group: group),
-                                    producer: producer, processor: processor, logger: testLogger())
+        processor = JobProcessor(
+            registry: registry, configuration: configuration, store: store, retryQueue: retryQueue,
+            metrics: metrics, logger: testLogger())
+        pipeline = DeliveryPipeline(
+            configuration: configuration, consumerProperties: kafka.consumerProperties(group: group),
+            producer: producer, processor: processor, logger: testLogger())
     }
 
     func start() -> Task<Void, any Error> { Task { try await pipeline.run() } }
@@ -62,11 +70,13 @@ struct PipelineTests {
         let kafka = try KafkaFixture()
         let sandbox = try await ProxySandboxFixture.start()
         let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox)
-        try await produce(kafka, [
-            ("alice", jobJSON(id: "j1", kind: "call", targets: [proxyTarget("a1")])),
-            ("bob", jobJSON(id: "j2", userId: "bob", targets: [proxyTarget("b1"), proxyTarget("b2")])),
-            ("carol", jobJSON(id: "j3", userId: "unknown-carol", targets: [proxyTarget("c1"), proxyTarget("c2"), proxyTarget("c3")])),
-        ])
+        try await produce(
+            kafka,
+            [
+                ("alice", jobJSON(id: "j1", kind: "call", targets: [proxyTarget("a1")])),
+                ("bob", jobJSON(id: "j2", userId: "bob", targets: [proxyTarget("b1"), proxyTarget("b2")])),
+                ("carol", jobJSON(id: "j3", userId: "unknown-carol", targets: [proxyTarget("c1"), proxyTarget("c2"), proxyTarget("c3")])),
+            ])
         let reader = try kafka.reader()
         let running = harness.start()
         _ = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 6 }
@@ -103,12 +113,14 @@ struct PipelineTests {
         let broken = Array(#"{"v":1,"id":"x","kind":"call""#.utf8)
         let hostile: [UInt8] = [0xFF, 0x00, 0xFE]
         let version2 = Array(#"{"v":2,"id":"j-v2","kind":"message","userId":"u","targets":[{"bindingId":"m0","provider":"proxy"}]}"#.utf8)
-        try await produce(kafka, [
-            ("mallory", broken),
-            ("mallory", hostile),
-            ("mallory", version2),
-            ("alice", jobJSON(id: "after", targets: [proxyTarget("a1")])),
-        ])
+        try await produce(
+            kafka,
+            [
+                ("mallory", broken),
+                ("mallory", hostile),
+                ("mallory", version2),
+                ("alice", jobJSON(id: "after", targets: [proxyTarget("a1")])),
+            ])
         let reader = try kafka.reader()
         let running = harness.start()
         let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= 4 }
@@ -136,12 +148,17 @@ struct PipelineTests {
         let sandbox = try await ProxySandboxFixture.start()
         let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox)
         // 1.2 MB: above the producer's default message.max.bytes (1,000,000), as in the flood scenario.
-        let huge = Array(#"{"v":1,"id":"huge","body":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1_200_000) + Array(#""}"#.utf8)
-        let bigProducer = try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
-                                                .merging(["message.max.bytes": "4000000"]) { $1 }, logger: testLogger())
-        try await bigProducer.send([KafkaRecord(topic: kafka.jobsTopic, key: Array("mallory".utf8), value: huge),
-                                    KafkaRecord(topic: kafka.jobsTopic, key: Array("alice".utf8),
-                                                value: jobJSON(id: "after-huge", targets: [proxyTarget("a1")]))])
+        let huge =
+            Array(#"{"v":1,"id":"huge","body":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1_200_000) + Array(#""}"#.utf8)
+        let bigProducer = try KafkaProducer(
+            properties: KafkaProducer.defaultProperties(bootstrapServers: kafka.cluster.bootstrapServers)
+                .merging(["message.max.bytes": "4000000"]) { $1 }, logger: testLogger())
+        try await bigProducer.send([
+            KafkaRecord(topic: kafka.jobsTopic, key: Array("mallory".utf8), value: huge),
+            KafkaRecord(
+                topic: kafka.jobsTopic, key: Array("alice".utf8),
+                value: jobJSON(id: "after-huge", targets: [proxyTarget("a1")])),
+        ])
         bigProducer.close()
         let reader = try kafka.reader()
         let running = harness.start()
@@ -166,7 +183,10 @@ struct PipelineTests {
         try await produce(kafka, [("alice", jobJSON(id: "unacked", targets: [proxyTarget("a1")]))])
         kafka.cluster.failNextProduceRequests(100_000)  // retriable errors until cleared: no outcome is acknowledged
 
-        let first = try PipelineHarness(kafka: kafka, sandbox: sandbox) { $0.shutdownGrace = .zero; $0.revocationGrace = .zero }
+        let first = try PipelineHarness(kafka: kafka, sandbox: sandbox) {
+            $0.shutdownGrace = .zero
+            $0.revocationGrace = .zero
+        }
         let firstRun = first.start()
         try await waitUntil(timeout: .seconds(20)) { sandbox.server.requests.count >= 1 }
         try await Task.sleep(for: .milliseconds(500))
@@ -196,7 +216,8 @@ struct PipelineTests {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
         let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) { $0.maximumInFlightJobs = 3 }
-        try await produce(kafka, (0..<9).map { ("user-\($0)", jobJSON(id: "slow-\($0)", userId: "slow-\($0)", targets: [proxyTarget("s\($0)")])) })
+        try await produce(
+            kafka, (0..<9).map { ("user-\($0)", jobJSON(id: "slow-\($0)", userId: "slow-\($0)", targets: [proxyTarget("s\($0)")])) })
         let reader = try kafka.reader()
         let running = harness.start()
         var (highest, highestStarted) = (0, 0)
@@ -221,11 +242,13 @@ struct PipelineTests {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
         let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox)
-        try await produce(kafka, [
-            ("user-k", jobJSON(id: "first", kind: "call", userId: "slow-k", targets: [proxyTarget("k1")])),
-            ("user-k", jobJSON(id: "second", kind: "cancel", userId: "k", targets: [proxyTarget("k1")])),
-            ("other", jobJSON(id: "unrelated", userId: "o", targets: [proxyTarget("o1")])),
-        ])
+        try await produce(
+            kafka,
+            [
+                ("user-k", jobJSON(id: "first", kind: "call", userId: "slow-k", targets: [proxyTarget("k1")])),
+                ("user-k", jobJSON(id: "second", kind: "cancel", userId: "k", targets: [proxyTarget("k1")])),
+                ("other", jobJSON(id: "unrelated", userId: "o", targets: [proxyTarget("o1")])),
+            ])
         let reader = try kafka.reader()
         let running = harness.start()
         _ = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 3 }
@@ -271,7 +294,10 @@ struct PipelineTests {
 func waitUntil(timeout: Duration, _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
-        guard ContinuousClock.now < deadline else { Issue.record("condition not met within \(timeout)"); return }
+        guard ContinuousClock.now < deadline else {
+            Issue.record("condition not met within \(timeout)")
+            return
+        }
         try await Task.sleep(for: .milliseconds(50))
     }
 }

@@ -33,17 +33,30 @@ struct PriorityLaneTests {
         let kafka = try KafkaFixture(partitions: 2)
         let sandbox = try await ProxySandboxFixture.start()
         // A modest in-flight limit keeps this test from flooding the cooperative pool that parallel suites share.
-        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) { $0.maximumInFlightJobs = 100; $0.urgentReservedInFlightJobs = 10 }
-        try await produce(kafka, topic: kafka.jobsTopic, (0..<backlog).map { index in
-            ("chat-u\(index % 500)", jobJSON(id: "m\(index)", userId: "chat-u\(index % 500)", targets: [proxyTarget("mb\(index)")]))
-        })
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) {
+            $0.maximumInFlightJobs = 100
+            $0.urgentReservedInFlightJobs = 10
+        }
+        try await produce(
+            kafka, topic: kafka.jobsTopic,
+            (0..<backlog).map { index in
+                ("chat-u\(index % 500)", jobJSON(id: "m\(index)", userId: "chat-u\(index % 500)", targets: [proxyTarget("mb\(index)")]))
+            })
         let reader = try kafka.reader()
         let running = harness.start()
         // The backlog is being worked on when the call comes in.
         _ = await reader.wait(timeout: .seconds(60)) { outcomes($0).count >= 150 }
         let producedAt = ContinuousClock.now
-        try await produce(kafka, topic: kafka.urgentTopic, [("callee", jobJSON(id: "the-call", kind: "call", userId: "callee", ttl: 30,
-                                                                              targets: [proxyTarget("callee-phone")]))])
+        try await produce(
+            kafka, topic: kafka.urgentTopic,
+            [
+                (
+                    "callee",
+                    jobJSON(
+                        id: "the-call", kind: "call", userId: "callee", ttl: 30,
+                        targets: [proxyTarget("callee-phone")])
+                )
+            ])
         let all = await reader.wait(timeout: .seconds(120)) { outcomes($0).count >= backlog + 1 }
         let elapsed = ContinuousClock.now - producedAt
         try await harness.stop(running)
@@ -55,10 +68,13 @@ struct PriorityLaneTests {
         let position = try #require(published.firstIndex { $0.json?["jobId"] == .string("the-call") })
         #expect(published[position].json?["status"] == .string("delivered"))
         // Most of the backlog was still queued when the call's outcome came out.
-        #expect(position < backlog / 2, "the call came out after \(position) of \(backlog) message outcomes (\(elapsed) after it was produced)")
+        #expect(
+            position < backlog / 2, "the call came out after \(position) of \(backlog) message outcomes (\(elapsed) after it was produced)")
     }
 
-    @Test("a stalled app (its endpoint hangs) does not stop other apps' deliveries from the same partition; its waiting jobs hold no task and a stop gives them up unsent")
+    @Test(
+        "a stalled app (its endpoint hangs) does not stop other apps' deliveries from the same partition; its waiting jobs hold no task and a stop gives them up unsent"
+    )
     func stalledAppDoesNotBlockOthers() async throws {
         _ = TestMetrics.registry
         let kafka = try KafkaFixture(partitions: 1)
@@ -73,9 +89,17 @@ struct PriorityLaneTests {
         var jobs: [(key: String, value: [UInt8])] = []
         for index in 0..<300 {
             if index % 5 == 0 {  // 60 stalled jobs: more than the 35 the normal lane may work on at once
-                jobs.append(("hang-u\(index)", jobJSON(id: "s\(index)", userId: "hang-u\(index)", targets: [appTarget("sb\(index)", app: "stalled")])))
+                jobs.append(
+                    (
+                        "hang-u\(index)",
+                        jobJSON(id: "s\(index)", userId: "hang-u\(index)", targets: [appTarget("sb\(index)", app: "stalled")])
+                    ))
             } else {
-                jobs.append(("u\(index)", jobJSON(id: "h\(index)", userId: "u\(index)", targets: [appTarget("hb\(index)", app: "healthy-\(index % 2)")])))
+                jobs.append(
+                    (
+                        "u\(index)",
+                        jobJSON(id: "h\(index)", userId: "u\(index)", targets: [appTarget("hb\(index)", app: "healthy-\(index % 2)")])
+                    ))
             }
         }
         try await produce(kafka, topic: kafka.jobsTopic, jobs)
@@ -120,10 +144,12 @@ struct PriorityLaneTests {
         func job(_ id: String, _ kind: String, ttl: Int) -> (key: String, value: [UInt8]) {
             (id, jobJSON(id: id, kind: kind, userId: id, ttl: ttl, createdAt: producedAt, targets: [proxyTarget("b-\(id)")]))
         }
-        try await produce(kafka, topic: kafka.jobsTopic, [
-            job("short-message-1", "message", ttl: 12), job("call-1", "call", ttl: 12), job("cancel-1", "cancel", ttl: 12),
-            job("short-message-2", "message", ttl: 12), job("long-message", "message", ttl: 3600), job("wake-1", "wake", ttl: 12),
-        ])
+        try await produce(
+            kafka, topic: kafka.jobsTopic,
+            [
+                job("short-message-1", "message", ttl: 12), job("call-1", "call", ttl: 12), job("cancel-1", "cancel", ttl: 12),
+                job("short-message-2", "message", ttl: 12), job("long-message", "message", ttl: 3600), job("wake-1", "wake", ttl: 12),
+            ])
         try await produce(kafka, topic: kafka.urgentTopic, [job("urgent-message", "message", ttl: 12)])
         try await Task.sleep(for: .seconds(4))
         let reader = try kafka.reader()
@@ -135,7 +161,9 @@ struct PriorityLaneTests {
 
         var statuses: [String: (String, String?)] = [:]
         for message in outcomes(received) {
-            guard let json = message.json, case .string(let id)? = json["jobId"], case .string(let status)? = json["status"] else { continue }
+            guard let json = message.json, case .string(let id)? = json["jobId"], case .string(let status)? = json["status"] else {
+                continue
+            }
             if case .string(let reason)? = json["reason"] { statuses[id] = (status, reason) } else { statuses[id] = (status, nil) }
         }
         #expect(statuses.count == 7)
@@ -165,12 +193,24 @@ struct PriorityLaneTests {
     @Test("a request waiting for its app's slot gives way to an urgent one and gives up on cancellation")
     func appSlotsPreferUrgentAndCancel() async throws {
         let limits = AppConcurrencyLimits(limit: 1, metrics: PipelineMetrics())
-        let target = DeliveryScope.app(of: try #require(JobDecoder().decode(jobJSON(id: "j", targets: [appTarget("b", app: "a")]), fallbackCreatedAt: 0).targets.first))
+        let target = DeliveryScope.app(
+            of: try #require(JobDecoder().decode(jobJSON(id: "j", targets: [appTarget("b", app: "a")]), fallbackCreatedAt: 0).targets.first)
+        )
         #expect(await limits.acquire(target, lane: .normal, parking: nil))
         let order = OrderLog()
-        let normal = Task { if await limits.acquire(target, lane: .normal, parking: nil) { order.append("normal"); limits.release(target) } }
+        let normal = Task {
+            if await limits.acquire(target, lane: .normal, parking: nil) {
+                order.append("normal")
+                limits.release(target)
+            }
+        }
         try await Task.sleep(for: .milliseconds(100))
-        let urgent = Task { if await limits.acquire(target, lane: .urgent, parking: nil) { order.append("urgent"); limits.release(target) } }
+        let urgent = Task {
+            if await limits.acquire(target, lane: .urgent, parking: nil) {
+                order.append("urgent")
+                limits.release(target)
+            }
+        }
         try await Task.sleep(for: .milliseconds(100))
         let cancelled = Task { await limits.acquire(target, lane: .normal, parking: nil) }
         try await Task.sleep(for: .milliseconds(100))
@@ -185,7 +225,9 @@ struct PriorityLaneTests {
 }
 
 extension PriorityLaneTests {
-    @Test("a job reserves its app slot without a task: it waits in the same queue as running requests, urgent first, until granted once or withdrawn")
+    @Test(
+        "a job reserves its app slot without a task: it waits in the same queue as running requests, urgent first, until granted once or withdrawn"
+    )
     func reservationsWaitAsValues() async throws {
         let limits = AppConcurrencyLimits(limit: 1, metrics: PipelineMetrics())
         let scope = DeliveryScope(provider: .proxy, key: "a")
@@ -197,7 +239,8 @@ extension PriorityLaneTests {
         }
         #expect(await limits.acquire(scope, lane: .normal, parking: nil))
         guard case .waitingForApp(let normal) = reserve("normal", .normal), case .waitingForApp(let urgent) = reserve("urgent", .urgent),
-              case .waitingForApp(let withdrawn) = reserve("withdrawn", .normal) else {
+            case .waitingForApp(let withdrawn) = reserve("withdrawn", .normal)
+        else {
             Issue.record("a reservation took a slot held by a running request")
             return
         }

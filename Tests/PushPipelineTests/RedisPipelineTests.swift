@@ -25,7 +25,10 @@ final class FailFirst: Sendable {
         let document = try? JSONParser.parse(request.body)
         guard case .array(let endpoints)? = document?["endpointData"], case .string(let binding)? = endpoints.first?["endpointId"]
         else { return SandboxResponse(status: 400) }
-        let count = seen.withLock { $0[binding, default: 0] += 1; return $0[binding]! }
+        let count = seen.withLock {
+            $0[binding, default: 0] += 1
+            return $0[binding]!
+        }
         if count <= failures { return SandboxResponse(status: status, headers: retryAfter.map { [("retry-after", $0)] } ?? []) }
         return SandboxResponse(status: 200)
     }
@@ -33,21 +36,27 @@ final class FailFirst: Sendable {
 
 func bindingOf(_ request: SandboxRequest) -> String {
     guard case .array(let endpoints)? = (try? JSONParser.parse(request.body))?["endpointData"],
-          case .string(let binding)? = endpoints.first?["endpointId"] else { return "" }
+        case .string(let binding)? = endpoints.first?["endpointId"]
+    else { return "" }
     return binding
 }
 
 @Suite("Pipeline with Redis: dedupe, idempotency, TTL, the retry queue and outages", .serialized)
 struct RedisPipelineTests {
-    func harness(_ kafka: KafkaFixture, _ sandbox: ProxySandboxFixture, _ redis: RedisServerProcess, group: String = "push-worker",
-                 configure: (inout PipelineConfiguration) -> Void = { _ in }) throws -> PipelineHarness {
+    func harness(
+        _ kafka: KafkaFixture, _ sandbox: ProxySandboxFixture, _ redis: RedisServerProcess, group: String = "push-worker",
+        configure: (inout PipelineConfiguration) -> Void = { _ in }
+    ) throws -> PipelineHarness {
         try harness(kafka, sandbox, client: redis.client(), group: group, configure: configure)
     }
 
-    func harness(_ kafka: KafkaFixture, _ sandbox: ProxySandboxFixture, client: RedisClient, group: String = "push-worker",
-                 configure: (inout PipelineConfiguration) -> Void = { _ in }) throws -> PipelineHarness {
-        try PipelineHarness(kafka: kafka, sandbox: sandbox, group: group, store: RedisDeliveryStore(client: client),
-                            retryQueue: RedisRetryQueue(client: client), configure: configure)
+    func harness(
+        _ kafka: KafkaFixture, _ sandbox: ProxySandboxFixture, client: RedisClient, group: String = "push-worker",
+        configure: (inout PipelineConfiguration) -> Void = { _ in }
+    ) throws -> PipelineHarness {
+        try PipelineHarness(
+            kafka: kafka, sandbox: sandbox, group: group, store: RedisDeliveryStore(client: client),
+            retryQueue: RedisRetryQueue(client: client), configure: configure)
     }
 
     @Test("two pushes to one binding inside the window: one delivered, one deduplicated; per-kind windows; after the window both deliver")
@@ -57,12 +66,14 @@ struct RedisPipelineTests {
         let redis = try await RedisServerProcess.launch()
         // call-2 is checked only once call-1 is done (one key, one order): the window leaves room for a slow machine.
         let harness = try harness(kafka, sandbox, redis) { $0.dedupeWindows = DedupeWindows(milliseconds: [.call: 8000, .message: 0]) }
-        try await produce(kafka, [
-            ("alice", jobJSON(id: "call-1", kind: "call", targets: [proxyTarget("b1")])),
-            ("alice", jobJSON(id: "call-2", kind: "call", targets: [proxyTarget("b1")])),
-            ("alice", jobJSON(id: "msg-1", kind: "message", targets: [proxyTarget("b1")])),
-            ("alice", jobJSON(id: "msg-2", kind: "message", targets: [proxyTarget("b1")])),
-        ])
+        try await produce(
+            kafka,
+            [
+                ("alice", jobJSON(id: "call-1", kind: "call", targets: [proxyTarget("b1")])),
+                ("alice", jobJSON(id: "call-2", kind: "call", targets: [proxyTarget("b1")])),
+                ("alice", jobJSON(id: "msg-1", kind: "message", targets: [proxyTarget("b1")])),
+                ("alice", jobJSON(id: "msg-2", kind: "message", targets: [proxyTarget("b1")])),
+            ])
         let reader = try kafka.reader()
         let running = harness.start()
         _ = await reader.wait(timeout: .seconds(30)) { outcomes($0).count >= 4 }
@@ -73,12 +84,19 @@ struct RedisPipelineTests {
         reader.stop()
         await sandbox.stop()
 
-        let status = Dictionary(outcomes(messages).compactMap { message -> (String, String)? in
-            guard case .string(let job)? = message.json?["jobId"], case .string(let status)? = message.json?["status"] else { return nil }
-            return (job, status)
-        }) { first, _ in first }
-        #expect(status == ["call-1": "delivered", "call-2": "deduplicated", "msg-1": "delivered", "msg-2": "delivered",
-                           "call-3": "delivered"])
+        let status = Dictionary(
+            outcomes(messages).compactMap { message -> (String, String)? in
+                guard case .string(let job)? = message.json?["jobId"], case .string(let status)? = message.json?["status"] else {
+                    return nil
+                }
+                return (job, status)
+            }
+        ) { first, _ in first }
+        #expect(
+            status == [
+                "call-1": "delivered", "call-2": "deduplicated", "msg-1": "delivered", "msg-2": "delivered",
+                "call-3": "delivered",
+            ])
         #expect(sandbox.server.requests.count == 4)
     }
 
@@ -169,8 +187,9 @@ struct RedisPipelineTests {
         #expect(outcome["reason"] == .string("TTL ends before a retry could be sent (last error: proxy unavailable)"))
     }
 
-    @Test("two workers share the queue: every retry is sent exactly once, even when a rebalance redelivers jobs",
-          arguments: RedisDeployment.allCases)
+    @Test(
+        "two workers share the queue: every retry is sent exactly once, even when a rebalance redelivers jobs",
+        arguments: RedisDeployment.allCases)
     func twoSchedulers(_ deployment: RedisDeployment) async throws {
         let kafka = try KafkaFixture(partitions: 2)
         let responder = FailFirst(status: 500)
@@ -231,9 +250,11 @@ struct RedisPipelineTests {
         let redis = try await RedisServerProcess.launch()
         let queue = RedisRetryQueue(client: redis.client())
         let job = jobJSON(id: "orphan", targets: [proxyTarget("b1")])
-        try await queue.schedule(RetryEntry(id: "orphan/b1", jobBytes: job, kafkaKey: Array("alice".utf8), fallbackCreatedAt: 0,
-                                            bindingId: "b1", attempts: 1, lastReason: "proxy answered 500", lastHTTPStatus: 500),
-                                 dueAt: 0)
+        try await queue.schedule(
+            RetryEntry(
+                id: "orphan/b1", jobBytes: job, kafkaKey: Array("alice".utf8), fallbackCreatedAt: 0,
+                bindingId: "b1", attempts: 1, lastReason: "proxy answered 500", lastHTTPStatus: 500),
+            dueAt: 0)
         let claimedAt = ContinuousClock.now
         #expect(try await queue.claimDue(limit: 10, lease: .seconds(3)).count == 1)  // the worker that dies
 
@@ -260,9 +281,11 @@ struct RedisPipelineTests {
         let redis = try await RedisServerProcess.launch()
         let queue = RedisRetryQueue(client: redis.client())
         let job = jobJSON(id: "slow", targets: [proxyTarget("b1")])
-        try await queue.schedule(RetryEntry(id: "slow/b1", jobBytes: job, kafkaKey: Array("alice".utf8), fallbackCreatedAt: 0,
-                                            bindingId: "b1", attempts: 1, lastReason: "proxy answered 500", lastHTTPStatus: 500),
-                                 dueAt: 0)
+        try await queue.schedule(
+            RetryEntry(
+                id: "slow/b1", jobBytes: job, kafkaKey: Array("alice".utf8), fallbackCreatedAt: 0,
+                bindingId: "b1", attempts: 1, lastReason: "proxy answered 500", lastHTTPStatus: 500),
+            dueAt: 0)
         let reader = try kafka.reader()
         // One retry at a time: the worker does not claim (and so re-lease) the entry it runs itself.
         let worker = try harness(kafka, sandbox, redis) {

@@ -8,8 +8,9 @@ import TestSupport
 @Suite("SIP bindings and cancels in the pipeline")
 struct SIPBindingPipelineTests {
     static func message(_ json: String) -> KafkaMessage {
-        KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
-                     value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+        KafkaMessage(
+            topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+            value: Array(json.utf8), timestamp: currentTimeMilliseconds())
     }
 
     static func outcomes(_ processed: ProcessedJob) -> [Outcome] {
@@ -20,8 +21,9 @@ struct SIPBindingPipelineTests {
     func processor(_ provider: ScriptedProvider, windows: DedupeWindows = .default) -> JobProcessor {
         var configuration = PipelineConfiguration()
         configuration.dedupeWindows = windows
-        return JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
-                            retryQueue: nil, logger: testLogger())
+        return JobProcessor(
+            registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+            retryQueue: nil, logger: testLogger())
     }
 
     @Test("X-MPUSH null alone (the seed's unregister) yields rejected + remove_binding, provider none, 0 attempts, nothing sent")
@@ -39,7 +41,8 @@ struct SIPBindingPipelineTests {
     @Test("pn-prid=null yields rejected + remove_binding with no provider call; the job's other targets are sent")
     func unboundTargetIsRejectedUnsent() async throws {
         let provider = ScriptedProvider(id: .fcm, format: FCMTargetFormat()) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
-        let job = #"{"v":1,"id":"j1","kind":"call","userId":"alice","targets":[{"bindingId":"gone","rfc8599":"pn-provider=fcm;pn-param=dead-project;pn-prid=null"},{"bindingId":"live","xmpush":"a:live-project:tok-1"}]}"#
+        let job =
+            #"{"v":1,"id":"j1","kind":"call","userId":"alice","targets":[{"bindingId":"gone","rfc8599":"pn-provider=fcm;pn-param=dead-project;pn-prid=null"},{"bindingId":"live","xmpush":"a:live-project:tok-1"}]}"#
         let outcomes = Self.outcomes(await processor(provider).process(Self.message(job)))
         let gone = try #require(outcomes.first { $0.bindingId == "gone" })
         #expect(gone.status == .rejected)
@@ -56,12 +59,15 @@ struct SIPBindingPipelineTests {
         let provider = ScriptedProvider { _ in .delivered(providerMessageId: nil, httpStatus: 200) }
         let processor = processor(provider, windows: DedupeWindows(milliseconds: [.call: 5_000, .cancel: 5_000]))
         func job(_ id: String, _ kind: String) -> KafkaMessage {
-            Self.message(#"{"v":1,"id":"\#(id)","kind":"\#(kind)","userId":"alice","collapseKey":"call-77","data":{"callId":"call-77"},"targets":[{"bindingId":"b1","provider":"proxy","app":"p"}]}"#)
+            Self.message(
+                #"{"v":1,"id":"\#(id)","kind":"\#(kind)","userId":"alice","collapseKey":"call-77","data":{"callId":"call-77"},"targets":[{"bindingId":"b1","provider":"proxy","app":"p"}]}"#
+            )
         }
         #expect(Self.outcomes(await processor.process(job("call-77", "call"))).first?.status == .delivered)
         #expect(Self.outcomes(await processor.process(job("cancel-77", "cancel"))).first?.status == .delivered)
-        #expect(Self.outcomes(await processor.process(job("cancel-77b", "cancel"))).first?.status == .deduplicated,
-                "a second cancel of the same call inside the cancel window is still a duplicate")
+        #expect(
+            Self.outcomes(await processor.process(job("cancel-77b", "cancel"))).first?.status == .deduplicated,
+            "a second cancel of the same call inside the cancel window is still a duplicate")
         #expect(provider.calls(for: "p") == 2)
     }
 }

@@ -30,11 +30,16 @@ struct TenantSharingTests {
             $0.sharesLanesBetweenApps = sharing
         }
         let producer = try kafka.producer()
-        try await producer.send((0..<burst).map { index in
-            KafkaRecord(topic: kafka.jobsTopic, key: Array("burst-u\(index)".utf8),
-                        value: jobJSON(id: "b\(index)", userId: "burst-u\(index)", targets: [appTarget("bb\(index)", app: "burst")]))
-        } + [KafkaRecord(topic: kafka.jobsTopic, key: Array("quiet-u".utf8),
-                         value: jobJSON(id: "the-quiet-one", userId: "quiet-u", targets: [appTarget("qb", app: "quiet")]))])
+        try await producer.send(
+            (0..<burst).map { index in
+                KafkaRecord(
+                    topic: kafka.jobsTopic, key: Array("burst-u\(index)".utf8),
+                    value: jobJSON(id: "b\(index)", userId: "burst-u\(index)", targets: [appTarget("bb\(index)", app: "burst")]))
+            } + [
+                KafkaRecord(
+                    topic: kafka.jobsTopic, key: Array("quiet-u".utf8),
+                    value: jobJSON(id: "the-quiet-one", userId: "quiet-u", targets: [appTarget("qb", app: "quiet")]))
+            ])
         producer.close()
         let reader = try kafka.reader()
         let running = harness.start()

@@ -30,8 +30,9 @@ struct ChildProcessTests {
         let input = try temporaryFile(), output = try temporaryFile()
         defer { for file in [input, output] { try? FileManager.default.removeItem(atPath: file) } }
         try Data("from the file\n".utf8).write(to: URL(fileURLWithPath: input))
-        let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "cat; echo to-error >&2"],
-                                     standardInput: .file(input), standardOutput: .file(output), standardError: .standardOutput)
+        let child = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "cat; echo to-error >&2"],
+            standardInput: .file(input), standardOutput: .file(output), standardError: .standardOutput)
         #expect(await child.exitStatus() == 0)
         #expect(try String(contentsOfFile: output, encoding: .utf8) == "from the file\nto-error\n")
     }

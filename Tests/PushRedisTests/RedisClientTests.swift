@@ -25,36 +25,49 @@ struct RedisClientTests {
         #expect(RedisURL("redis://host:99999") == nil)
         #expect(RedisURL("redis://host/x") == nil)
         let seeds = try #require(RedisURL("redis://:pw@10.0.0.1:7000,10.0.0.2,[::1]:7002/0"))
-        #expect(seeds.seeds == [RedisNodeAddress(host: "10.0.0.1", port: 7000), RedisNodeAddress(host: "10.0.0.2", port: 6379),
-                                RedisNodeAddress(host: "::1", port: 7002)])
+        #expect(
+            seeds.seeds == [
+                RedisNodeAddress(host: "10.0.0.1", port: 7000), RedisNodeAddress(host: "10.0.0.2", port: 6379),
+                RedisNodeAddress(host: "::1", port: 7002),
+            ])
         #expect(seeds.host == "10.0.0.1" && seeds.port == 7000)
         #expect(seeds.description == "redis://:***@10.0.0.1:7000,10.0.0.2:6379,[::1]:7002/0")
         #expect(RedisURL("redis://a:1,,b:2") == nil)
     }
 
-    @Test("a pipeline of commands is answered in order in one call; error replies come back as values",
-          arguments: RedisDeployment.allCases)
+    @Test(
+        "a pipeline of commands is answered in order in one call; error replies come back as values",
+        arguments: RedisDeployment.allCases)
     func pipeline(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
         let client = server.client()
-        let replies = try await client.pipeline((0..<1000).map { RedisCommand("SET", "k\($0)", "v\($0)", "NX", "PX", "10000") }
-                                                + [RedisCommand("GET", "k7"), RedisCommand("INCR", "k7"), RedisCommand("GET", "missing")])
+        let replies = try await client.pipeline(
+            (0..<1000).map { RedisCommand("SET", "k\($0)", "v\($0)", "NX", "PX", "10000") }
+                + [RedisCommand("GET", "k7"), RedisCommand("INCR", "k7"), RedisCommand("GET", "missing")])
         #expect(replies.count == 1003)
         #expect(replies[0] == .status("OK"))
         #expect(replies[1000].string == "v7")
-        guard case .error(let message) = replies[1001] else { Issue.record("expected an error reply"); return }
+        guard case .error(let message) = replies[1001] else {
+            Issue.record("expected an error reply")
+            return
+        }
         #expect(message.contains("not an integer"))
         #expect(replies[1002] == .null)
     }
 
     @Test("a pipeline is written as RESP arrays of bulk strings, all commands in one buffer")
     func requestEncoding() {
-        let request = RedisProtocol.request([RedisCommand("GET", "k"), RedisCommand([Array("SET".utf8), Array("key".utf8), [0, 13, 10, 255], []])])
-        let expected = Array("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*4\r\n$3\r\nSET\r\n$3\r\nkey\r\n$4\r\n".utf8) + [0, 13, 10, 255]
+        let request = RedisProtocol.request([
+            RedisCommand("GET", "k"), RedisCommand([Array("SET".utf8), Array("key".utf8), [0, 13, 10, 255], []]),
+        ])
+        let expected =
+            Array("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*4\r\n$3\r\nSET\r\n$3\r\nkey\r\n$4\r\n".utf8) + [0, 13, 10, 255]
             + Array("\r\n$0\r\n\r\n".utf8)
         #expect(request == expected)
-        #expect(RedisProtocol.request([RedisCommand((0..<12).map { _ in Array(repeating: 120, count: 1234) })]).starts(with: Array("*12\r\n$1234\r\n".utf8)))
+        #expect(
+            RedisProtocol.request([RedisCommand((0..<12).map { _ in Array(repeating: 120, count: 1234) })]).starts(
+                with: Array("*12\r\n$1234\r\n".utf8)))
     }
 
     @Test("a key written into a command is the key's text, its length counted in bytes, for ids of any script")
@@ -74,7 +87,8 @@ struct RedisClientTests {
     @Test("a command keeps its arguments as written: binary ones, empty ones, and the key a cluster routes it by")
     func commandArguments() {
         let binary: [UInt8] = [0, 13, 10, 36, 255]
-        #expect(RedisCommand([Array("SET".utf8), binary, [], Array("PX".utf8)]).arguments == [Array("SET".utf8), binary, [], Array("PX".utf8)])
+        #expect(
+            RedisCommand([Array("SET".utf8), binary, [], Array("PX".utf8)]).arguments == [Array("SET".utf8), binary, [], Array("PX".utf8)])
         #expect(RedisCommand("GET", "push:{b:1:x}:sent:1:y").firstKey == Array("push:{b:1:x}:sent:1:y".utf8))
         #expect(RedisCommand("EVALSHA", "abc", "2", "k1", "k2", "arg").firstKey == Array("k1".utf8))
         #expect(RedisCommand("EVALSHA", "abc", "0", "arg").firstKey == nil)
@@ -89,8 +103,10 @@ struct RedisClientTests {
         defer { server.stop() }
         let client = server.client()
         let value: [UInt8] = Array("\r\n*1\r\n$3\r\nDEL\r\n".utf8) + [0, 255] + Array(repeating: 36, count: 70_000)
-        let replies = try await client.pipeline([RedisCommand([Array("SET".utf8), Array("binary".utf8), value]), RedisCommand("GET", "binary"),
-                                                 RedisCommand([Array("SET".utf8), Array("empty".utf8), []]), RedisCommand("STRLEN", "empty")])
+        let replies = try await client.pipeline([
+            RedisCommand([Array("SET".utf8), Array("binary".utf8), value]), RedisCommand("GET", "binary"),
+            RedisCommand([Array("SET".utf8), Array("empty".utf8), []]), RedisCommand("STRLEN", "empty"),
+        ])
         #expect(replies[0] == .status("OK"))
         #expect(replies[1] == .bulk(value))
         #expect(replies[3] == .integer(0))
@@ -114,7 +130,10 @@ struct RedisClientTests {
             _ = try await client.command(RedisCommand("PING"))
             Issue.record("a command to a stopped server succeeded")
         } catch {
-            guard case .unavailable = error else { Issue.record("expected unavailable, got \(error)"); return }
+            guard case .unavailable = error else {
+                Issue.record("expected unavailable, got \(error)")
+                return
+            }
         }
         try await server.start()
         #expect(await client.ping())
@@ -134,7 +153,8 @@ struct RedisClientTests {
 @Suite("Dedupe windows and idempotency records in Redis")
 struct RedisDeliveryStoreTests {
     static func job(_ id: String, kind: JobKind = .call, dedupeKey: String? = nil, bindings: [String] = ["b1"]) -> Job {
-        Job(id: id, createdAt: 0, ttl: 60, kind: kind, priority: .high, userId: "u", dedupeKey: dedupeKey,
+        Job(
+            id: id, createdAt: 0, ttl: 60, kind: kind, priority: .high, userId: "u", dedupeKey: dedupeKey,
             targets: bindings.map { Target(bindingId: $0, provider: "proxy") })
     }
 
@@ -145,8 +165,11 @@ struct RedisDeliveryStoreTests {
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 60_000) == [.fresh])
         #expect(try await store.prepare(Self.job("j2"), dedupeWindow: 60_000) == [.duplicate(ofJob: "j1")])
-        #expect(try await store.prepare(Self.job("j3", bindings: ["b2"]), dedupeWindow: 60_000) == [.fresh], "other bindings are independent")
-        #expect(try await store.prepare(Self.job("j4", dedupeKey: "other"), dedupeWindow: 60_000) == [.fresh], "other identities are independent")
+        #expect(
+            try await store.prepare(Self.job("j3", bindings: ["b2"]), dedupeWindow: 60_000) == [.fresh], "other bindings are independent")
+        #expect(
+            try await store.prepare(Self.job("j4", dedupeKey: "other"), dedupeWindow: 60_000) == [.fresh],
+            "other identities are independent")
     }
 
     @Test("each target of one job gets its own answer: recorded, duplicate of another job, or fresh", arguments: RedisDeployment.allCases)
@@ -156,13 +179,16 @@ struct RedisDeliveryStoreTests {
         let store = RedisDeliveryStore(client: server.client())
         #expect(try await store.prepare(Self.job("earlier", bindings: ["b2", "b4"]), dedupeWindow: 60_000) == [.fresh, .fresh])
         let job = Self.job("j1", bindings: ["b1", "b2", "b3", "b4"])
-        let recorded = Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200), attempts: 1, at: 1)
+        let recorded = Outcome(
+            job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200), attempts: 1, at: 1)
         try await store.record(recorded, retention: .seconds(60))
-        #expect(try await store.prepare(job, dedupeWindow: 60_000)
-                    == [.alreadyFinished(recorded), .duplicate(ofJob: "earlier"), .fresh, .duplicate(ofJob: "earlier")])
-        #expect(try await store.prepare(job, dedupeWindow: 60_000)
-                    == [.alreadyFinished(recorded), .duplicate(ofJob: "earlier"), .fresh, .duplicate(ofJob: "earlier")],
-                "asked again (a redelivery), the answers stay")
+        #expect(
+            try await store.prepare(job, dedupeWindow: 60_000)
+                == [.alreadyFinished(recorded), .duplicate(ofJob: "earlier"), .fresh, .duplicate(ofJob: "earlier")])
+        #expect(
+            try await store.prepare(job, dedupeWindow: 60_000)
+                == [.alreadyFinished(recorded), .duplicate(ofJob: "earlier"), .fresh, .duplicate(ofJob: "earlier")],
+            "asked again (a redelivery), the answers stay")
     }
 
     @Test("the same job redelivered is not a duplicate of itself", arguments: RedisDeployment.allCases)
@@ -192,28 +218,37 @@ struct RedisDeliveryStoreTests {
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         let job = Self.job("j1", bindings: ["b1", "b2"])
-        let outcome = Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
-                              attempts: 1, at: 1234)
+        let outcome = Outcome(
+            job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
+            attempts: 1, at: 1234)
         try await store.record(outcome, retention: .seconds(60))
         #expect(try await store.prepare(job, dedupeWindow: 5000) == [.alreadyFinished(outcome), .fresh])
         #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b1") == outcome)
         #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b2") == nil)
     }
 
-    @Test("outcomes recorded with no task waiting are each stored whole, the client's first command included; the completion comes once",
-          arguments: RedisDeployment.allCases)
+    @Test(
+        "outcomes recorded with no task waiting are each stored whole, the client's first command included; the completion comes once",
+        arguments: RedisDeployment.allCases)
     func recordWithCompletion(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
         let job = Self.job("j2", bindings: ["b1", "b2", "b3"])
         let outcomes = job.targets.map { target in
-            Outcome(job: job, target: target, result: .delivered(providerMessageId: "m-\(target.bindingId)", httpStatus: 200), attempts: 1, at: 99)
+            Outcome(
+                job: job, target: target, result: .delivered(providerMessageId: "m-\(target.bindingId)", httpStatus: 200), attempts: 1,
+                at: 99)
         }
         let calls = Mutex(0)
         let error = await withCheckedContinuation { continuation in
             store.record(outcomes.map(EncodedOutcome.init), retention: .seconds(60)) { error in
-                if calls.withLock({ calls in calls += 1; return calls == 1 }) { continuation.resume(returning: error) }
+                if calls.withLock({ calls in
+                    calls += 1
+                    return calls == 1
+                }) {
+                    continuation.resume(returning: error)
+                }
             }
         }
         #expect(error == nil)
@@ -223,7 +258,9 @@ struct RedisDeliveryStoreTests {
         #expect(calls.withLock { $0 } == 1)
     }
 
-    @Test("ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y", arguments: RedisDeployment.allCases)
+    @Test(
+        "ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y",
+        arguments: RedisDeployment.allCases)
     func keysAreUnambiguous(_ deployment: RedisDeployment) async throws {
         #expect(RedisKeys.sent(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.sent(bindingId: "a", jobId: "x}:sent:y"))
         #expect(RedisKeys.dedupe(bindingId: "a}:dd:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:dd:y"))
@@ -232,12 +269,16 @@ struct RedisDeliveryStoreTests {
         let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
-        let crafted = Job(id: "y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
-                          targets: [Target(bindingId: "a}:sent:x", provider: "proxy")])
-        let victim = Job(id: "x}:sent:y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
-                         targets: [Target(bindingId: "a", provider: "proxy")])
-        try await store.record(Outcome(job: crafted, target: crafted.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
-                                       attempts: 1, at: 1), retention: .seconds(60))
+        let crafted = Job(
+            id: "y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
+            targets: [Target(bindingId: "a}:sent:x", provider: "proxy")])
+        let victim = Job(
+            id: "x}:sent:y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
+            targets: [Target(bindingId: "a", provider: "proxy")])
+        try await store.record(
+            Outcome(
+                job: crafted, target: crafted.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
+                attempts: 1, at: 1), retention: .seconds(60))
         #expect(try await store.prepare(victim, dedupeWindow: 0) == [.fresh], "the victim's target is not taken for already sent")
     }
 }
@@ -246,10 +287,12 @@ struct RedisDeliveryStoreTests {
 struct RedisRetryQueueTests {
     @Test("a stored attempt count beyond any real history is a damaged record, not a number to add to")
     func damagedAttemptsRefused() {
-        let reply = RedisValue.array(["job", "{}", "binding", "b1", "attempts", "\(Int.max)", "fallbackCreatedAt", "0"]
-            .map { RedisValue.bulk(Array($0.utf8)) })
+        let reply = RedisValue.array(
+            ["job", "{}", "binding", "b1", "attempts", "\(Int.max)", "fallbackCreatedAt", "0"]
+                .map { RedisValue.bulk(Array($0.utf8)) })
         #expect(RedisRetryQueue.entry(id: "1:j/b1", from: reply) == nil)
-        let sane = RedisValue.array(["job", "{}", "binding", "b1", "attempts", "3", "fallbackCreatedAt", "0"].map { RedisValue.bulk(Array($0.utf8)) })
+        let sane = RedisValue.array(
+            ["job", "{}", "binding", "b1", "attempts", "3", "fallbackCreatedAt", "0"].map { RedisValue.bulk(Array($0.utf8)) })
         #expect(RedisRetryQueue.entry(id: "1:j/b1", from: sane)?.attempts == 3)
     }
 
@@ -260,16 +303,19 @@ struct RedisRetryQueueTests {
         let client = server.client()
         let queue = RedisRetryQueue(client: client, logger: testLogger())
         try await queue.schedule(Self.entry("1:j/b1"), dueAt: 0)
-        _ = try await client.command(RedisCommand("HSET", RedisKeys.retryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "attempts", "-3"))
+        _ = try await client.command(
+            RedisCommand("HSET", RedisKeys.retryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "attempts", "-3"))
         #expect(try await queue.claimDue(limit: 10, lease: .seconds(30)).isEmpty)
         #expect(try await queue.count() == 0)
-        let kept = try await client.command(RedisCommand("HGET", RedisKeys.damagedRetryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "job"))
+        let kept = try await client.command(
+            RedisCommand("HGET", RedisKeys.damagedRetryEntry("1:j/b1", shard: RedisRetryQueue.shard(of: "1:j/b1")), "job"))
         #expect(kept.string == #"{"v":1}"#, "the job bytes are still there for the operator")
     }
 
     static func entry(_ id: String, attempts: Int = 1) -> RetryEntry {
-        RetryEntry(id: id, jobBytes: Array(#"{"v":1}"#.utf8), kafkaKey: Array("alice".utf8), fallbackCreatedAt: 5,
-                   bindingId: "b1", attempts: attempts, lastReason: "proxy answered 500", lastHTTPStatus: 500)
+        RetryEntry(
+            id: id, jobBytes: Array(#"{"v":1}"#.utf8), kafkaKey: Array("alice".utf8), fallbackCreatedAt: 5,
+            bindingId: "b1", attempts: attempts, lastReason: "proxy answered 500", lastHTTPStatus: 500)
     }
 
     @Test("an entry is claimed only when due, whole, and is gone once completed", arguments: RedisDeployment.allCases)
@@ -389,8 +435,9 @@ struct RetryLeaseTests {
         #expect(try await queue.claimDue(limit: 10, lease: .seconds(60)).isEmpty)
     }
 
-    @Test("a replica whose clock is an hour off neither takes leased entries nor delays or hastens due ones",
-          arguments: [Int64(3_600_000), -3_600_000])
+    @Test(
+        "a replica whose clock is an hour off neither takes leased entries nor delays or hastens due ones",
+        arguments: [Int64(3_600_000), -3_600_000])
     func skewedClock(_ skew: Int64) async throws {
         let server = try await RedisServerProcess.launch()
         defer { server.stop() }
@@ -424,7 +471,8 @@ struct RedisRetryShardTests {
         #expect(perShard.count == RedisRetryQueue.shardCount && perShard.allSatisfy { $0 > 0 }, "every shard holds entries: \(perShard)")
         let first = try await queue.claimDue(limit: 50, lease: .seconds(60))
         #expect(first.count == 50)
-        #expect(Set(first.map { RedisRetryQueue.shard(of: $0.entry.id) }).count == RedisRetryQueue.shardCount, "one claim reaches every shard")
+        #expect(
+            Set(first.map { RedisRetryQueue.shard(of: $0.entry.id) }).count == RedisRetryQueue.shardCount, "one claim reaches every shard")
         var all = first.map(\.entry.id)
         while true {
             let claimed = try await queue.claimDue(limit: 37, lease: .seconds(60))
@@ -443,12 +491,15 @@ struct RetryOwnershipTests {
         defer { server.stop() }
         let client = server.client()
         let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2", "b3"])
-        try await RedisRetryQueue(client: client).schedule(RetryEntry(
-            id: RetryEntry.id(jobId: "j1", bindingId: "b2"), jobBytes: [], kafkaKey: nil, fallbackCreatedAt: 0,
-            bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
+        try await RedisRetryQueue(client: client).schedule(
+            RetryEntry(
+                id: RetryEntry.id(jobId: "j1", bindingId: "b2"), jobBytes: [], kafkaKey: nil, fallbackCreatedAt: 0,
+                bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
         let store = RedisDeliveryStore(client: client)
         #expect(try await store.prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue, .fresh])
-        #expect(try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .fresh], "with the dedupe claims between the checks")
+        #expect(
+            try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .fresh],
+            "with the dedupe claims between the checks")
     }
 
     @Test("a target's retry entry key, as the checks write it, is the retry queue's: one key, in the entry's shard")

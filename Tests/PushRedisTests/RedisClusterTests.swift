@@ -21,25 +21,31 @@ struct RedisKeySlotTests {
         #expect(RedisKeySlot.of("foo{}{bar}") == RedisKeySlot.of("foo{}{bar}"), "an empty tag means the whole key")
         #expect(RedisKeySlot.of("foo{}{bar}") != RedisKeySlot.of("bar"))
         #expect(RedisKeySlot.of("foo{{bar}}zap") == RedisKeySlot.of("{bar"))
-        #expect(RedisKeySlot.of(RedisKeys.sent(bindingId: "b1", jobId: "j1")) == RedisKeySlot.of(RedisKeys.dedupe(bindingId: "b1", identity: "x")),
-                "everything about one binding shares its slot")
+        #expect(
+            RedisKeySlot.of(RedisKeys.sent(bindingId: "b1", jobId: "j1"))
+                == RedisKeySlot.of(RedisKeys.dedupe(bindingId: "b1", identity: "x")),
+            "everything about one binding shares its slot")
     }
 
-    @Test("only an error that says so makes a node a single node: a loading or failing cluster node is asked again", arguments: [
-        ("ERR This instance has cluster support disabled", true),
-        ("NOPERM User worker has no permissions to run the 'cluster|slots' command", true),
-        ("ERR unknown command 'CLUSTER', with args beginning with: 'SLOTS' ", true),
-        ("LOADING Redis is loading the dataset in memory", false),
-        ("CLUSTERDOWN The cluster is down", false),
-        ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", false),
-    ])
+    @Test(
+        "only an error that says so makes a node a single node: a loading or failing cluster node is asked again",
+        arguments: [
+            ("ERR This instance has cluster support disabled", true),
+            ("NOPERM User worker has no permissions to run the 'cluster|slots' command", true),
+            ("ERR unknown command 'CLUSTER', with args beginning with: 'SLOTS' ", true),
+            ("LOADING Redis is loading the dataset in memory", false),
+            ("CLUSTERDOWN The cluster is down", false),
+            ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", false),
+        ])
     func singleNodeAnswers(_ message: String, single: Bool) {
         #expect(RedisClient.meansSingleNode(message) == single)
     }
 
     @Test("redirections are read from error replies; anything else is not one")
     func redirections() {
-        #expect(RedisRedirection(.error("MOVED 3999 127.0.0.1:6381")) == .moved(slot: 3999, to: RedisNodeAddress(host: "127.0.0.1", port: 6381)))
+        #expect(
+            RedisRedirection(.error("MOVED 3999 127.0.0.1:6381")) == .moved(slot: 3999, to: RedisNodeAddress(host: "127.0.0.1", port: 6381))
+        )
         #expect(RedisRedirection(.error("ASK 3999 [::1]:6381")) == .ask(slot: 3999, to: RedisNodeAddress(host: "::1", port: 6381)))
         #expect(RedisRedirection(.error("TRYAGAIN Multiple keys request during rehashing of slot")) == .tryAgain)
         #expect(RedisRedirection(.error("CLUSTERDOWN The cluster is down")) == .clusterDown)
@@ -60,8 +66,10 @@ struct RedisClusterTests {
         let store = RedisDeliveryStore(client: client)
         for index in 0..<60 {
             let job = RedisDeliveryStoreTests.job("j\(index)", bindings: ["binding-\(index)"])
-            try await store.record(Outcome(job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
-                                           attempts: 1, at: 1), retention: .seconds(60))
+            try await store.record(
+                Outcome(
+                    job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
+                    attempts: 1, at: 1), retention: .seconds(60))
         }
         #expect(client.isCluster == true)
         #expect(client.clusterMasters.count == 3)
@@ -114,18 +122,23 @@ struct RedisClusterTests {
         let keys = (0..<300).map { "key-\($0)" }
         _ = try await client.pipeline(keys.map { RedisCommand("SET", $0, "v-\($0)") })
         let masters = await cluster.masterPorts()
-        let from = await RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        let to = await RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        _ = await RedisClusterProcesses.run(["--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
-                                       "--cluster-slots", "600", "--cluster-yes"])
+        let from = await RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        let to = await RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        _ = await RedisClusterProcesses.run([
+            "--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
+            "--cluster-slots", "600", "--cluster-yes",
+        ])
         try await cluster.waitUntilServing()
         let replies = try await client.pipeline(keys.map { RedisCommand("GET", $0) })
         #expect(replies.map(\.string) == keys.map { "v-\($0)" })
         _ = try await client.command(RedisCommand("GET", keys[0]))
         let fresh = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
         _ = try await fresh.command(RedisCommand("GET", keys[0]))
-        #expect(keys.filter { client.master(ofKey: $0) != fresh.master(ofKey: $0) }.isEmpty,
-                "the client's map agrees with a newly read one")
+        #expect(
+            keys.filter { client.master(ofKey: $0) != fresh.master(ofKey: $0) }.isEmpty,
+            "the client's map agrees with a newly read one")
         #expect(keys.contains { fresh.master(ofKey: $0)?.port == masters[1] && RedisKeySlot.of($0) < 600 }, "some keys moved")
     }
 
@@ -155,8 +168,9 @@ struct RedisClusterTests {
     func survivesFailover() async throws {
         let cluster = try await RedisClusterProcesses.launch(masters: 3, replicasPerMaster: 1)
         defer { cluster.stop() }
-        let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1, connectTimeout: .milliseconds(300),
-                                 commandTimeout: .milliseconds(500))
+        let client = RedisClient(
+            url: RedisURL(cluster.urlString)!, connections: 1, connectTimeout: .milliseconds(300),
+            commandTimeout: .milliseconds(500))
         let keys = (0..<100).map { "k\($0)" }
         _ = try await client.pipeline(keys.map { RedisCommand("SET", $0, "v") })
         // Replication is asynchronous: give the replicas a moment to hold the keys before the master dies.
@@ -166,9 +180,11 @@ struct RedisClusterTests {
         let deadline = ContinuousClock.now + .seconds(20)
         var values: [String?] = []
         while ContinuousClock.now < deadline {
-            if let replies = try? await client.pipeline(keys.map { RedisCommand("GET", $0) }), !replies.contains(where: {
-                if case .error = $0 { true } else { false }
-            }) {
+            if let replies = try? await client.pipeline(keys.map { RedisCommand("GET", $0) }),
+                !replies.contains(where: {
+                    if case .error = $0 { true } else { false }
+                })
+            {
                 values = replies.map(\.string)
                 break
             }

@@ -26,7 +26,10 @@ struct DurableHandOffTests {
     @Test("a hand-off returns once the replica has the entry")
     func handOffReachesTheReplica() async throws {
         let (master, replica) = try await Self.replicatedServer()
-        defer { master.stop(); replica.stop() }
+        defer {
+            master.stop()
+            replica.stop()
+        }
         let queue = RedisRetryQueue(client: master.client(), replicationTimeout: .milliseconds(500))
         try await queue.schedule(RedisRetryQueueTests.entry("r1"), dueAt: 0)
         let onReplica = try await replica.client().command(
@@ -37,7 +40,10 @@ struct DurableHandOffTests {
     @Test("with the replica frozen (SIGSTOP), a hand-off throws once the wait is over instead of reporting it done")
     func frozenReplicaFailsTheHandOff() async throws {
         let (master, replica) = try await Self.replicatedServer()
-        defer { master.stop(); replica.stop() }
+        defer {
+            master.stop()
+            replica.stop()
+        }
         let queue = RedisRetryQueue(client: master.client(), replicationTimeout: .milliseconds(300))
         try await queue.schedule(RedisRetryQueueTests.entry("before"), dueAt: 0)
         replica.pause()
@@ -61,9 +67,11 @@ struct DurableHandOffTests {
     func clusterWaitsOnTheOwningMaster() async throws {
         let cluster = try await RedisClusterProcesses.launch(masters: 3, replicasPerMaster: 1)
         defer { cluster.stop() }
-        let queue = RedisRetryQueue(client: RedisClient(url: RedisURL(cluster.urlString)!, connections: 1,
-                                                        connectTimeout: .milliseconds(500), commandTimeout: .seconds(2)),
-                                    replicationTimeout: .seconds(1))
+        let queue = RedisRetryQueue(
+            client: RedisClient(
+                url: RedisURL(cluster.urlString)!, connections: 1,
+                connectTimeout: .milliseconds(500), commandTimeout: .seconds(2)),
+            replicationTimeout: .seconds(1))
         // Loaded everywhere first: a NOSCRIPT answer would send the script again, with a WAIT of its own.
         _ = await cluster.onEachMaster(["script", "load", RedisRetryQueue.scheduleScript.source])
         _ = await cluster.onEachMaster(["config", "resetstat"])

@@ -129,14 +129,19 @@ final class PayloadTemplateTests: Sendable {
     /// The template rules of the plugins with templates.
     static let shapes = [APNsPlugin().templateShape, FCMPlugin().templateShape].compactMap { $0 }
 
-    static func delivery(provider: ProviderID, kind: JobKind = .call, data: [String: String] = [:],
-                         notification: PushCore.Notification? = nil) -> Delivery {
-        let target: Target = provider == .apns ? .apns("b1", app: "com.example.voip", token: String(repeating: "c0", count: 32))
+    static func delivery(
+        provider: ProviderID, kind: JobKind = .call, data: [String: String] = [:],
+        notification: PushCore.Notification? = nil
+    ) -> Delivery {
+        let target: Target =
+            provider == .apns
+            ? .apns("b1", app: "com.example.voip", token: String(repeating: "c0", count: 32))
             : .fcm("b1", app: "com.example.voip", token: "fcm-token-1")
-        let job = Job(id: "j1", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high, userId: "2222",
-                      notification: notification,
-                      data: data.isEmpty ? ["callId": "call-abc", "caller": "alice smith", "callerUsername": "1111"] : data,
-                      targets: [target])
+        let job = Job(
+            id: "j1", createdAt: 1_795_310_000_000, ttl: 30, kind: kind, priority: .high, userId: "2222",
+            notification: notification,
+            data: data.isEmpty ? ["callId": "call-abc", "caller": "alice smith", "callerUsername": "1111"] : data,
+            targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_010_000)
     }
 
@@ -170,16 +175,20 @@ final class PayloadTemplateTests: Sendable {
     /// Where the shipped FCM template corrects the seed's fcmmessage.txt: APNs wants `apns-expiration` in
     /// seconds since the epoch, not a relative TTL, and `PACKAGE` is the Firebase project, not a bundle id,
     /// so `apns-topic` is left to FCM (the iOS app registered in the project).
-    static let mizuFCMCorrected = mizuFCMMessage
+    static let mizuFCMCorrected =
+        mizuFCMMessage
         .replacingOccurrences(of: #""apns-expiration": "TTLNUM""#, with: #""apns-expiration": "APNSEXPIRATION""#)
         .replacingOccurrences(of: #""apns-push-type": "PUSHTYPE","#, with: #""apns-push-type": "PUSHTYPE""#)
         .split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.contains("apns-topic") }.joined(separator: "\n")
 
-    @Test("the shipped Mizu FCM template renders the seed's fcmmessage.txt as equal JSON, with apns-expiration in epoch seconds and no <project>.voip topic")
+    @Test(
+        "the shipped Mizu FCM template renders the seed's fcmmessage.txt as equal JSON, with apns-expiration in epoch seconds and no <project>.voip topic"
+    )
     func mizuFCM() throws {
         let templates = try TemplateDirectory.load(path: Self.mizuTemplates, shapes: Self.shapes).get()
-        let delivery = Self.delivery(provider: .fcm, kind: .message, data: ["caller": "alice", "callId": "m-1"],
-                                     notification: PushCore.Notification(title: "alice", body: "lunch at noon", sound: "chat.wav"))
+        let delivery = Self.delivery(
+            provider: .fcm, kind: .message, data: ["caller": "alice", "callId": "m-1"],
+            notification: PushCore.Notification(title: "alice", body: "lunch at noon", sound: "chat.wav"))
         let keywords = PayloadKeywords(delivery: delivery, app: "com.example.voip")
         #expect(!Self.mizuFCMCorrected.contains("apns-topic"))
         let expected = try JSONParser.parse(Array(Self.mizuSubstitute(Self.mizuFCMCorrected, keywords.values).utf8))
@@ -194,8 +203,10 @@ final class PayloadTemplateTests: Sendable {
 
     @Test("a hostile display name stays inside its JSON string")
     func hostileDisplayName() throws {
-        let root = try directory(["apns/com.example.voip/call.mustache":
-            #"{"aps":{"alert":{"title":"{{FROMDISPLAYNAME}}","body":"{{data.note}}"}}}"#])
+        let root = try directory([
+            "apns/com.example.voip/call.mustache":
+                #"{"aps":{"alert":{"title":"{{FROMDISPLAYNAME}}","body":"{{data.note}}"}}}"#
+        ])
         let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes).get()
         let hostile = #""},"x":""#
         let delivery = Self.delivery(provider: .apns, data: ["callerDisplayName": hostile, "note": "a\\\"b\n</script>"])
@@ -255,14 +266,18 @@ final class PayloadTemplateTests: Sendable {
         #expect(try tag(.message, app: "com.other") == .string("default-message"))
         #expect(try tag(.cancel, app: "com.other") == .string("default-default"))
         let fcm = Self.delivery(provider: .fcm)
-        #expect(templates.render(PayloadTemplateKey(provider: .fcm, app: "p", kind: .call), keywords: PayloadKeywords(delivery: fcm, app: "p")) == nil)
+        #expect(
+            templates.render(PayloadTemplateKey(provider: .fcm, app: "p", kind: .call), keywords: PayloadKeywords(delivery: fcm, app: "p"))
+                == nil)
     }
 
     @Test("SOUND defaults per kind (pushnotification_sound_call/chat/other) when the job names no sound; the job's own sound wins")
     func defaultSounds() throws {
         let root = try directory(["apns/default/default.mustache": #"{"aps": {"sound": "{{SOUND}}"}}"#])
-        let templates = try TemplateDirectory.load(path: root, shapes: Self.shapes,
-                                                   defaultSounds: [.call: "ring.caf", .message: "chat.caf", .cancel: "other.caf"]).get()
+        let templates = try TemplateDirectory.load(
+            path: root, shapes: Self.shapes,
+            defaultSounds: [.call: "ring.caf", .message: "chat.caf", .cancel: "other.caf"]
+        ).get()
         func sound(_ kind: JobKind, _ notification: PushCore.Notification? = nil) throws -> JSONValue? {
             try render(templates, Self.delivery(provider: .apns, kind: kind, notification: notification), app: "com.example.voip")
                 .document["aps"]?["sound"]
@@ -290,7 +305,9 @@ final class PayloadTemplateTests: Sendable {
         #expect(try render(templates, delivery).document["v"] == .integer(2))
         try FileManager.default.removeItem(atPath: root + "/" + file)
         #expect(templates.reload().changed == [file])
-        #expect(templates.render(PayloadTemplateKey(provider: .apns, app: "com.example.voip", kind: .call),
-                                 keywords: PayloadKeywords(delivery: delivery, app: "com.example.voip")) == nil)
+        #expect(
+            templates.render(
+                PayloadTemplateKey(provider: .apns, app: "com.example.voip", kind: .call),
+                keywords: PayloadKeywords(delivery: delivery, app: "com.example.voip")) == nil)
     }
 }

@@ -13,16 +13,25 @@ struct DemoTests {
         #expect(statuses["incoming call"] == ["delivered", "delivered"])
         #expect(statuses["VoIP call via APNs"] == ["delivered"])
         #expect(statuses["SIP call to RFC 8599 / X-MPUSH bindings"]?.sorted() == ["delivered", "delivered", "rejected", "rejected"])
-        #expect(rows.first { $0.bindingId == "ivan-ipad" }.map { ($0.provider, $0.status) } ?? ("", "") == ("apns", "delivered"),
-                "an RFC 8599 binding without the team id")
-        #expect(rows.first { $0.bindingId == "ivan-desk-phone" }.map { ($0.provider, $0.status, $0.action) } ?? ("", "", "")
+        #expect(
+            rows.first { $0.bindingId == "ivan-ipad" }.map { ($0.provider, $0.status) } ?? ("", "") == ("apns", "delivered"),
+            "an RFC 8599 binding without the team id")
+        #expect(
+            rows.first { $0.bindingId == "ivan-desk-phone" }.map { ($0.provider, $0.status, $0.action) } ?? ("", "", "")
                 == ("none", "rejected", "remove_binding"), "X-MPUSH null alone")
         #expect(rows.first { $0.jobId == "call-6" }.map { ($0.status, $0.reason) } ?? ("", "") == ("expired", "cancelled by job cancel-2"))
         #expect(statuses["the caller hangs up"] == ["delivered"])
-        #expect(report.proxyRequests.contains { $0.jobId == "call-1" && $0.endpoints.sorted() == ["alice-iphone", "alice-pixel"] },
-                "one proxy request for a user's two endpoints")
-        #expect(rows.first { $0.bindingId == "ivan-iphone" }.map { ($0.provider, $0.status, $0.httpStatus) } ?? ("", "", "") == ("apns", "delivered", "200"))
-        #expect(rows.first { $0.bindingId == "ivan-old-pixel" }.map { ($0.provider, $0.action, $0.attempts) } ?? ("", "", "") == ("fcm", "remove_binding", "0"))
+        #expect(
+            report.proxyRequests.contains { $0.jobId == "call-1" && $0.endpoints.sorted() == ["alice-iphone", "alice-pixel"] },
+            "one proxy request for a user's two endpoints")
+        #expect(
+            rows.first { $0.bindingId == "ivan-iphone" }.map { ($0.provider, $0.status, $0.httpStatus) } ?? ("", "", "") == (
+                "apns", "delivered", "200"
+            ))
+        #expect(
+            rows.first { $0.bindingId == "ivan-old-pixel" }.map { ($0.provider, $0.action, $0.attempts) } ?? ("", "", "") == (
+                "fcm", "remove_binding", "0"
+            ))
         #expect(statuses["VoIP call via Huawei Push Kit"] == ["delivered", "rejected"])
         #expect(rows.first { $0.bindingId == "judy-old-p30" }.map { ($0.provider, $0.action) } ?? ("", "") == ("hms", "remove_binding"))
         #expect(statuses["app deleted (APNs 410)"] == ["rejected"])
@@ -32,7 +41,8 @@ struct DemoTests {
         #expect(statuses["message to a browser (Web Push)"] == ["delivered"])
         #expect(statuses["rich chat message"] == ["delivered", "delivered"])
         #expect(statuses["localized missed-call alert"] == ["delivered"])
-        #expect(rows.first { $0.bindingId == "frank-iphone-activity" }.map { ($0.provider, $0.status) } ?? ("", "") == ("apns", "delivered"))
+        #expect(
+            rows.first { $0.bindingId == "frank-iphone-activity" }.map { ($0.provider, $0.status) } ?? ("", "") == ("apns", "delivered"))
         #expect(statuses["caller redials within 5 s"] == ["deduplicated"])
         #expect(statuses["chat message"] == ["delivered"])
         #expect(statuses["call cancelled"] == ["delivered"])

@@ -63,7 +63,8 @@ final class FCMConfigurationTests: Sendable {
         let first = try writeServiceAccount(projectId: "project-a")
         let second = try writeServiceAccount(projectId: "project-b")
         let apps = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
-        try #"{"fcm": [{"credentialsFile": "\#(first)"}, {"credentialsFile": "\#(second)"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        try #"{"fcm": [{"credentialsFile": "\#(first)"}, {"credentialsFile": "\#(second)"}]}"#.write(
+            toFile: apps, atomically: true, encoding: .utf8)
         let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
         #expect(configuration.fcm?.accounts.map(\.projectId) == ["project-a", "project-b"])
         #expect(configuration.fcm?.defaultProjectId == nil)
@@ -72,46 +73,63 @@ final class FCMConfigurationTests: Sendable {
     @Test("iOS bundle ids come from PUSH_FCM_IOS_PACKAGES or an apps-file entry's iosPackages: they name the project and say the platform")
     func iosPackages() throws {
         let account = try writeServiceAccount(projectId: "project-a")
-        let shortcut = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": account,
-                                                           "PUSH_FCM_IOS_PACKAGES": "com.example.ios"]).get()
+        let shortcut = try WorkerConfiguration.load(from: [
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": account,
+            "PUSH_FCM_IOS_PACKAGES": "com.example.ios",
+        ]).get()
         let fcm = try #require(shortcut.fcm)
         #expect(fcm.projectId(for: "com.example.ios") == "project-a")
         #expect(fcm.platform(of: .fcm("b", app: "com.example.ios", token: "t")) == "ios")
-        #expect(fcm.platform(of: .fcm("b", app: "com.example.ios", token: "t", platform: "android")) == "android", "the target's own word wins")
+        #expect(
+            fcm.platform(of: .fcm("b", app: "com.example.ios", token: "t", platform: "android")) == "android", "the target's own word wins")
         #expect(fcm.platform(of: .fcm("b", app: "project-a", token: "t")) == nil)
         let apps = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
-        try #"{"fcm": [{"credentialsFile": "\#(account)", "iosPackages": ["com.a.ios"]}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
+        try #"{"fcm": [{"credentialsFile": "\#(account)", "iosPackages": ["com.a.ios"]}]}"#.write(
+            toFile: apps, atomically: true, encoding: .utf8)
         let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
         #expect(fromFile.fcm?.platform(of: .fcm("b", app: "com.a.ios", token: "t")) == "ios")
-        try #"{"fcm": [{"credentialsFile": "\#(account)", "iosPackages": "com.a.ios"}]}"#.write(toFile: apps, atomically: true, encoding: .utf8)
-        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["PUSH_APPS_FILE fcm[0]: iosPackages must be an array of package names"])
+        try #"{"fcm": [{"credentialsFile": "\#(account)", "iosPackages": "com.a.ios"}]}"#.write(
+            toFile: apps, atomically: true, encoding: .utf8)
+        #expect(
+            problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == [
+                "PUSH_APPS_FILE fcm[0]: iosPackages must be an array of package names"
+            ])
     }
 
     @Test("package names of a project come from PUSH_FCM_PACKAGES or an apps-file entry's packages; one package names one project")
     func packages() throws {
         let first = try writeServiceAccount(projectId: "project-a")
         let second = try writeServiceAccount(projectId: "project-b")
-        let shortcut = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": first,
-                                                           "PUSH_FCM_PACKAGES": "com.voip.phone, com.voip.tablet"]).get()
+        let shortcut = try WorkerConfiguration.load(from: [
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": first,
+            "PUSH_FCM_PACKAGES": "com.voip.phone, com.voip.tablet",
+        ]).get()
         #expect(shortcut.fcm?.packages == ["com.voip.phone": "project-a", "com.voip.tablet": "project-a"])
         let apps = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
-        try #"{"fcm": [{"credentialsFile": "\#(first)", "packages": ["com.a.phone"]}, {"credentialsFile": "\#(second)", "packages": ["com.b.phone"]}]}"#
+        try
+            #"{"fcm": [{"credentialsFile": "\#(first)", "packages": ["com.a.phone"]}, {"credentialsFile": "\#(second)", "packages": ["com.b.phone"]}]}"#
             .write(toFile: apps, atomically: true, encoding: .utf8)
         let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]).get()
         #expect(fromFile.fcm?.projectId(for: "com.b.phone") == "project-b")
         #expect(fromFile.fcm?.projectId(for: "project-a") == "project-a")
         try #"{"fcm": [{"credentialsFile": "\#(first)", "packages": ["com.x"]}, {"credentialsFile": "\#(second)", "packages": ["com.x"]}]}"#
             .write(toFile: apps, atomically: true, encoding: .utf8)
-        #expect(problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == ["FCM package com.x is listed for projects project-a and project-b"])
+        #expect(
+            problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": apps]) == [
+                "FCM package com.x is listed for projects project-a and project-b"
+            ])
     }
 
     @Test("the metrics' app labels are the configured projects, their package names and each project's platform parts; nothing else")
     func appLabels() throws {
         let first = try writeServiceAccount(projectId: "project-a")
-        let configuration = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": first,
-                                                                "PUSH_FCM_PACKAGES": "com.voip.phone"]).get()
-        #expect(configuration.plugin(.fcm)?.appLabels
-            == ["project-a", "com.voip.phone", "project-a/android", "project-a/ios", "project-a/web"])
+        let configuration = try WorkerConfiguration.load(from: [
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": first,
+            "PUSH_FCM_PACKAGES": "com.voip.phone",
+        ]).get()
+        #expect(
+            configuration.plugin(.fcm)?.appLabels
+                == ["project-a", "com.voip.phone", "project-a/android", "project-a/ios", "project-a/web"])
     }
 
     @Test("PUSH_FCM_REMOVE_NOTIFICATION chooses which template outputs lose their notification blocks: calls (default), never, always")
@@ -119,8 +137,11 @@ final class FCMConfigurationTests: Sendable {
         let file = try writeServiceAccount()
         let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_FCM_CREDENTIALS_FILE": file]
         #expect(try WorkerConfiguration.load(from: base).get().fcm?.removeNotification == .dataOnlyKinds)
-        #expect(try WorkerConfiguration.load(from: base.merging(["PUSH_FCM_REMOVE_NOTIFICATION": "never"]) { $1 }).get().fcm?.removeNotification == .never)
-        #expect(problems(base.merging(["PUSH_FCM_REMOVE_NOTIFICATION": "2"]) { $1 })
-            == ["PUSH_FCM_REMOVE_NOTIFICATION must be one of calls, never, always, got \"2\""])
+        #expect(
+            try WorkerConfiguration.load(from: base.merging(["PUSH_FCM_REMOVE_NOTIFICATION": "never"]) { $1 }).get().fcm?.removeNotification
+                == .never)
+        #expect(
+            problems(base.merging(["PUSH_FCM_REMOVE_NOTIFICATION": "2"]) { $1 })
+                == ["PUSH_FCM_REMOVE_NOTIFICATION must be one of calls, never, always, got \"2\""])
     }
 }

@@ -8,8 +8,9 @@ struct JSONLogHandlerTests {
     private func line(handlerMetadata: Logger.Metadata, event metadata: Logger.Metadata?) throws -> [String: String] {
         var handler = JSONLogHandler(label: "push-worker")
         handler.metadata = handlerMetadata
-        let event = LogEvent(level: .info, message: "delivery finished", metadata: metadata, source: "PushPipeline",
-                             file: #fileID, function: #function, line: #line)
+        let event = LogEvent(
+            level: .info, message: "delivery finished", metadata: metadata, source: "PushPipeline",
+            file: #fileID, function: #function, line: #line)
         let bytes = handler.line(for: event, at: 1_795_487_286_700)
         #expect(bytes.last == 0x0A)
         #expect(bytes.dropLast().contains(0x0A) == false)
@@ -19,9 +20,11 @@ struct JSONLogHandlerTests {
 
     @Test("a line is one JSON object: ts, level, label, msg, then every metadata value as text")
     func fields() throws {
-        let object = try line(handlerMetadata: [:], event: [
-            "jobId": "j-1", "attempts": .stringConvertible(3), "tags": ["a", "b"], "quote": "say \"hi\"\n",
-        ])
+        let object = try line(
+            handlerMetadata: [:],
+            event: [
+                "jobId": "j-1", "attempts": .stringConvertible(3), "tags": ["a", "b"], "quote": "say \"hi\"\n",
+            ])
         #expect(object["ts"] == "2026-11-24T02:28:06.700Z")
         #expect(object["level"] == "info")
         #expect(object["label"] == "push-worker")
@@ -105,7 +108,10 @@ struct LogLineOutputTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("log-\(UUID().uuidString)").path
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         try #require(descriptor >= 0)
-        defer { close(descriptor); unlink(path) }
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
         let output = LogLineOutput(descriptor: descriptor, batchDelay: .seconds(60))
         let long = line(String(repeating: "x", count: 1023))
         let count = LogLineOutput.maximumWaitingBytes / long.count + 1

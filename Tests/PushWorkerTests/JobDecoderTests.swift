@@ -17,21 +17,31 @@ struct JobDecoderTests {
     }
 
     func rejection(_ text: String) -> JobRejection? {
-        do { _ = try decode(text); return nil } catch { return error }
+        do {
+            _ = try decode(text)
+            return nil
+        } catch { return error }
     }
 
     static let proxyTarget = #"{"bindingId":"p1","provider":"proxy"}"#
 
     @Test("a contract v1 target member another provider uses is still accepted and ignored; a member v1 never had is refused")
     func priorTargetMembersTolerated() throws {
-        let webPush = #"{"bindingId":"w","provider":"webpush","endpoint":"https://push.example.net/s/1","keys":{"p256dh":"k","auth":"a"},"platform":"web","token":"t"}"#
+        let webPush =
+            #"{"bindingId":"w","provider":"webpush","endpoint":"https://push.example.net/s/1","keys":{"p256dh":"k","auth":"a"},"platform":"web","token":"t"}"#
         let fcm = #"{"bindingId":"f","provider":"fcm","token":"t","environment":"production","tokenType":"fcm"}"#
         let job = try decode(#"{"v":1,"id":"a","kind":"message","userId":"u","targets":[\#(webPush),\#(fcm)]}"#)
         #expect(job.targets.map(\.provider) == ["webpush", "fcm"])
-        #expect(rejection(#"{"v":1,"id":"a","kind":"message","userId":"u","targets":[{"bindingId":"f","provider":"fcm","token":"t","colour":"red"}]}"#)?.message
-            == "targets[0].colour is not a field of the v1 contract")
-        #expect(rejection(#"{"v":1,"id":"a","kind":"message","userId":"u","targets":[{"bindingId":"f","provider":"fcm","token":"t","platform":7}]}"#)?.message
-            == "targets[0].platform must be a string, not number")
+        #expect(
+            rejection(
+                #"{"v":1,"id":"a","kind":"message","userId":"u","targets":[{"bindingId":"f","provider":"fcm","token":"t","colour":"red"}]}"#
+            )?.message
+                == "targets[0].colour is not a field of the v1 contract")
+        #expect(
+            rejection(
+                #"{"v":1,"id":"a","kind":"message","userId":"u","targets":[{"bindingId":"f","provider":"fcm","token":"t","platform":7}]}"#)?
+                .message
+                == "targets[0].platform must be a string, not number")
     }
 
     @Test("the documented example decodes field for field")
@@ -86,43 +96,79 @@ struct JobDecoderTests {
         #expect(wake.priority == .normal)
     }
 
-    @Test("an unknown or missing contract version is rejected as unsupported_version", arguments: [
-        #"{"v":2,"id":"a","kind":"call","userId":"u","targets":[]}"#,
-        #"{"id":"a","kind":"call","userId":"u","targets":[]}"#,
-        #"{"v":"1","id":"a","kind":"call","userId":"u","targets":[]}"#,
-    ])
+    @Test(
+        "an unknown or missing contract version is rejected as unsupported_version",
+        arguments: [
+            #"{"v":2,"id":"a","kind":"call","userId":"u","targets":[]}"#,
+            #"{"id":"a","kind":"call","userId":"u","targets":[]}"#,
+            #"{"v":"1","id":"a","kind":"call","userId":"u","targets":[]}"#,
+        ])
     func unsupportedVersion(_ text: String) {
         #expect(rejection(text)?.code == .unsupportedVersion)
     }
 
     @Test("a message above the size limit is rejected before parsing")
     func tooLarge() {
-        let limited = JobDecoder(limits: JobLimits(maximumBytes: 100, maximumTargets: 100, maximumIdentifierLength: 256,
-                                                   maximumTTLSeconds: 100))
+        let limited = JobDecoder(
+            limits: JobLimits(
+                maximumBytes: 100, maximumTargets: 100, maximumIdentifierLength: 256,
+                maximumTTLSeconds: 100))
         let text = #"{"v":1,"id":"a","kind":"call","userId":"u","body":"\#(String(repeating: "x", count: 200))","targets":[]}"#
         #expect(throws: JobRejection(.tooLarge, "message is \(text.utf8.count) bytes, the limit is 100")) {
             try limited.decode(Array(text.utf8), fallbackCreatedAt: 0)
         }
     }
 
-    @Test("rejections name the field and the rule", arguments: [
-        (#"{"v":1,"kind":"call","userId":"u","targets":[{"bindingId":"p1","provider":"proxy"}]}"#, "id is required and must be a non-empty string"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u"}"#, "targets is required"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[]}"#, "targets must not be empty"),
-        (#"{"v":1,"id":"a","kind":"ring","userId":"u","targets":[]}"#, "kind must be one of call, message, cancel, custom, wake"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","ttl":-1,"targets":[]}"#, "ttl must be between 0 and 2419200"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","ttl":1.5,"targets":[]}"#, "ttl must be an integer, not number"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","data":{"n":1},"targets":[]}"#, "data.n must be a string, not number (provider data values are strings)"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","collapse_key":"x","targets":[{"bindingId":"p1","provider":"proxy"}]}"#, "collapse_key is not a field of the v1 contract"),
-        (#"{"v":1,"id":"a\u0000b","kind":"call","userId":"u","targets":[]}"#, "id contains a NUL character"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"xyz"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"0123456789abcd"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"0123456789abcdef0"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"éééééééééééééééé"}]}"#, "targets[0].token must be an even number (≥ 16) of hex digits for apns"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"webpush","endpoint":"https://x"}]}"#, "targets[0].keys (p256dh, auth) are required for webpush"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy"},{"bindingId":"b","provider":"proxy"}]}"#, "targets[1].bindingId \"b\" appears twice"),
-        (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy","pushType":"alert"}]}"#, "targets[0].pushType must be one of im, voip"),
-    ])
+    @Test(
+        "rejections name the field and the rule",
+        arguments: [
+            (
+                #"{"v":1,"kind":"call","userId":"u","targets":[{"bindingId":"p1","provider":"proxy"}]}"#,
+                "id is required and must be a non-empty string"
+            ),
+            (#"{"v":1,"id":"a","kind":"call","userId":"u"}"#, "targets is required"),
+            (#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[]}"#, "targets must not be empty"),
+            (#"{"v":1,"id":"a","kind":"ring","userId":"u","targets":[]}"#, "kind must be one of call, message, cancel, custom, wake"),
+            (#"{"v":1,"id":"a","kind":"call","userId":"u","ttl":-1,"targets":[]}"#, "ttl must be between 0 and 2419200"),
+            (#"{"v":1,"id":"a","kind":"call","userId":"u","ttl":1.5,"targets":[]}"#, "ttl must be an integer, not number"),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","data":{"n":1},"targets":[]}"#,
+                "data.n must be a string, not number (provider data values are strings)"
+            ),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","collapse_key":"x","targets":[{"bindingId":"p1","provider":"proxy"}]}"#,
+                "collapse_key is not a field of the v1 contract"
+            ),
+            (#"{"v":1,"id":"a\u0000b","kind":"call","userId":"u","targets":[]}"#, "id contains a NUL character"),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"xyz"}]}"#,
+                "targets[0].token must be an even number (≥ 16) of hex digits for apns"
+            ),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"0123456789abcd"}]}"#,
+                "targets[0].token must be an even number (≥ 16) of hex digits for apns"
+            ),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"0123456789abcdef0"}]}"#,
+                "targets[0].token must be an even number (≥ 16) of hex digits for apns"
+            ),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"éééééééééééééééé"}]}"#,
+                "targets[0].token must be an even number (≥ 16) of hex digits for apns"
+            ),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"webpush","endpoint":"https://x"}]}"#,
+                "targets[0].keys (p256dh, auth) are required for webpush"
+            ),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy"},{"bindingId":"b","provider":"proxy"}]}"#,
+                "targets[1].bindingId \"b\" appears twice"
+            ),
+            (
+                #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"proxy","pushType":"alert"}]}"#,
+                "targets[0].pushType must be one of im, voip"
+            ),
+        ])
     func fieldRejections(_ text: String, _ message: String) {
         let rejection = rejection(text)
         #expect(rejection?.message == message)
@@ -130,11 +176,15 @@ struct JobDecoderTests {
 
     // Apple's documentation gives the token as bytes (`Data`) and no length: the floor of 16 hex digits
     // (8 bytes) is the worker's own, against truncated tokens; digits come in pairs, one per byte.
-    @Test("an APNs token of 16 hex digits, or longer and even, in either case, is accepted", arguments: [
-        "0123456789abcdef", "0123456789ABCDEF01", String(repeating: "a1", count: 100),
-    ])
+    @Test(
+        "an APNs token of 16 hex digits, or longer and even, in either case, is accepted",
+        arguments: [
+            "0123456789abcdef", "0123456789ABCDEF01", String(repeating: "a1", count: 100),
+        ])
     func apnsTokenLengths(_ token: String) {
-        #expect(rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"\#(token)"}]}"#) == nil)
+        #expect(
+            rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[{"bindingId":"b","provider":"apns","token":"\#(token)"}]}"#)
+                == nil)
     }
 
     @Test("an unknown provider is rejected as unknown_provider")
@@ -146,8 +196,9 @@ struct JobDecoderTests {
     @Test("more targets than the limit are rejected")
     func tooManyTargets() {
         let targets = (0...100).map { #"{"bindingId":"b\#($0)","provider":"proxy"}"# }.joined(separator: ",")
-        #expect(rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(targets)]}"#)?.message
-            == "targets has 101 entries, the limit is 100")
+        #expect(
+            rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(targets)]}"#)?.message
+                == "targets has 101 entries, the limit is 100")
     }
 
     @Test("invalid JSON and non-object documents are rejected as invalid_json", arguments: ["not json", "[1,2]", "{\"v\":1,"])

@@ -11,7 +11,7 @@ import Testing
 import TestSupport
 @testable import PushWorker
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A worker's providers and the live configuration that replaces them, wired as `Worker` wires them, in front of an
@@ -35,7 +35,9 @@ final class LiveConfigurationHarness: Sendable {
     struct Key: Sendable {
         let id: String
         let key: PrivateKey
-        var signingKey: APNsSandbox.SigningKey { get throws { try APNsSandbox.SigningKey(keyId: id, teamId: LiveConfigurationHarness.team, publicKeyPEM: key.publicKeyPEM()) } }
+        var signingKey: APNsSandbox.SigningKey {
+            get throws { try APNsSandbox.SigningKey(keyId: id, teamId: LiveConfigurationHarness.team, publicKeyPEM: key.publicKeyPEM()) }
+        }
     }
 
     static let team = "TEAM123456"
@@ -43,18 +45,22 @@ final class LiveConfigurationHarness: Sendable {
     /// - Parameters:
     ///   - sandboxKeys: the keys the sandbox accepts tokens of.
     ///   - environment: `PUSH_*` settings beside the sandbox's host, port and CA; `write` prepares the files first.
-    init(sandboxKeys: [Key], bundleIds: Set<String>, circuitFailures: Int = 1000,
-         environment: (ScratchDirectory) throws -> [String: String]) async throws {
+    init(
+        sandboxKeys: [Key], bundleIds: Set<String>, circuitFailures: Int = 1000,
+        environment: (ScratchDirectory) throws -> [String: String]
+    ) async throws {
         _ = TestMetrics.registry
         scratch = try ScratchDirectory()
         tls = try SandboxTLS.make()
         sandbox = APNsSandbox(keys: try sandboxKeys.map { try $0.signingKey }, bundleIds: bundleIds)
         let closed = closed
         let sandbox = sandbox
-        server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 1, connectionClosed: { connection in
-            sandbox.connectionClosed(connection)
-            closed.ids.withLock { _ = $0.insert(connection) }
-        }, responder: sandbox.respond)
+        server = try await SandboxServer.start(
+            tls: tls, initialConcurrentStreams: 1,
+            connectionClosed: { connection in
+                sandbox.connectionClosed(connection)
+                closed.ids.withLock { _ = $0.insert(connection) }
+            }, responder: sandbox.respond)
         var variables = try environment(scratch)
         variables.merge(["PUSH_APNS_HOST": "localhost", "PUSH_APNS_PORT": String(server.port), "PUSH_APNS_CA_FILE": tls.caFile]) { $1 }
         let configuration = try WorkerConfiguration.load(from: variables, requireBrokers: false).get()
@@ -66,11 +72,14 @@ final class LiveConfigurationHarness: Sendable {
         var pipeline = configuration.pipeline
         pipeline.retryPolicy = RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1)
         pipeline.circuitBreaker = CircuitBreaker.Settings(failureThreshold: circuitFailures, coolDownMilliseconds: 600_000)
-        processor = JobProcessor(providers: providers, configuration: pipeline, store: InMemoryDeliveryStore(), retryQueue: nil,
-                                 metrics: metrics, logger: logger)
-        live = LiveConfiguration(source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins, attemptTimeout: pipeline.attemptTimeout,
-                                 providers: providers, formats: configuration.targetFormats, context: context, transports: transports,
-                                 breakers: processor.circuitBreakers, metrics: metrics, logger: logger)
+        processor = JobProcessor(
+            providers: providers, configuration: pipeline, store: InMemoryDeliveryStore(), retryQueue: nil,
+            metrics: metrics, logger: logger)
+        live = LiveConfiguration(
+            source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins,
+            attemptTimeout: pipeline.attemptTimeout,
+            providers: providers, formats: configuration.targetFormats, context: context, transports: transports,
+            breakers: processor.circuitBreakers, metrics: metrics, logger: logger)
     }
 
     deinit {
@@ -101,8 +110,9 @@ final class LiveConfigurationHarness: Sendable {
     func send(to bundleId: String, token: String = "00aa" + String(repeating: "0", count: 60)) async throws -> Outcome {
         let id = UUID().uuidString
         let target = #"{"bindingId":"b-\#(id)","provider":"apns","app":"\#(bundleId)","token":"\#(token)"}"#
-        let message = KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
-                                   value: jobJSON(id: id, targets: [target]), timestamp: currentTimeMilliseconds())
+        let message = KafkaMessage(
+            topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil,
+            value: jobJSON(id: id, targets: [target]), timestamp: currentTimeMilliseconds())
         guard case .publish(let publications, _) = await processor.process(message), case .outcome(let outcome)? = publications.first else {
             throw Unexpected("no outcome")
         }
@@ -115,7 +125,8 @@ final class LiveConfigurationHarness: Sendable {
     /// The key id of a request's provider token.
     static func keyId(of request: SandboxRequest) -> String? {
         guard let bearer = request.header("authorization")?.dropFirst("bearer ".count),
-              let token = JSONWebToken.parse(String(bearer)), case .string(let kid)? = token.header["kid"] else { return nil }
+            let token = JSONWebToken.parse(String(bearer)), case .string(let kid)? = token.header["kid"]
+        else { return nil }
         return kid
     }
 
@@ -135,7 +146,10 @@ final class LiveConfigurationHarness: Sendable {
         }
     }
 
-    struct Unexpected: Error { let what: String; init(_ what: String) { self.what = what } }
+    struct Unexpected: Error {
+        let what: String
+        init(_ what: String) { self.what = what }
+    }
 }
 
 /// A Kubernetes secret volume: each file a link through `..data` to a timestamped directory, the whole version swapped
@@ -164,7 +178,9 @@ struct SecretVolume {
         for (name, content) in files { try content.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8) }
         let staged = root.appendingPathComponent("..data_tmp").path
         try FileManager.default.createSymbolicLink(atPath: staged, withDestinationPath: version)
-        guard rename(staged, root.appendingPathComponent("..data").path) == 0 else { throw LiveConfigurationHarness.Unexpected("rename failed") }
+        guard rename(staged, root.appendingPathComponent("..data").path) == 0 else {
+            throw LiveConfigurationHarness.Unexpected("rename failed")
+        }
     }
 }
 
@@ -192,13 +208,16 @@ struct LiveConfigurationTests {
         // Past the second of that token's `iat`: a token signed anew after the reload would differ.
         try await Task.sleep(for: .milliseconds(1100))
 
-        try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-                                               LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile)])
-            .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+        try LiveConfigurationHarness.appsFile([
+            LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
+            LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
+        ])
+        .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
         #expect(harness.live.check() == .applied([.apns]))
         #expect(try await harness.send(to: Self.phone).status == .delivered)
-        #expect(harness.server.requests.last?.header("authorization") == tokenBefore,
-                "the key did not change, so its provider token is kept (Apple refuses a new one within 20 minutes)")
+        #expect(
+            harness.server.requests.last?.header("authorization") == tokenBefore,
+            "the key did not change, so its provider token is kept (Apple refuses a new one within 20 minutes)")
         #expect(try await harness.send(to: Self.chat).status == .delivered)
         #expect(TestMetrics.value(of: #"push_deliveries_total{provider="apns",app="\#(Self.phone)",status="delivered"}"#) ?? 0 >= 1)
         #expect(harness.live.check() == .unchanged)
@@ -208,12 +227,15 @@ struct LiveConfigurationTests {
     @Test("an app removed from PUSH_APPS_FILE ends failed with no credentials, and its circuit breaker is forgotten")
     func removedAppEndsFailed() async throws {
         let key = try LiveConfigurationHarness.key("KEY1111111")
-        let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone], circuitFailures: 1) { scratch in
+        let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone], circuitFailures: 1) {
+            scratch in
             let keyFile = try LiveConfigurationHarness.write(key, to: scratch.url.appendingPathComponent("key.p8").path)
             let apps = scratch.url.appendingPathComponent("apps.json").path
-            try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-                                                   LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile)])
-                .write(toFile: apps, atomically: true, encoding: .utf8)
+            try LiveConfigurationHarness.appsFile([
+                LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
+                LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
+            ])
+            .write(toFile: apps, atomically: true, encoding: .utf8)
             return ["PUSH_APPS_FILE": apps]
         }
         let keyFile = harness.scratch.url.appendingPathComponent("key.p8").path
@@ -243,9 +265,11 @@ struct LiveConfigurationTests {
             let chatFile = try LiveConfigurationHarness.write(chatKey, to: scratch.url.appendingPathComponent("chat.p8").path)
             let phoneFile = try LiveConfigurationHarness.write(phoneKey, to: scratch.url.appendingPathComponent("phone.p8").path)
             let apps = scratch.url.appendingPathComponent("apps.json").path
-            try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: chatKey, file: chatFile),
-                                                   LiveConfigurationHarness.app(Self.phone, key: phoneKey, file: phoneFile)])
-                .write(toFile: apps, atomically: true, encoding: .utf8)
+            try LiveConfigurationHarness.appsFile([
+                LiveConfigurationHarness.app(Self.chat, key: chatKey, file: chatFile),
+                LiveConfigurationHarness.app(Self.phone, key: phoneKey, file: phoneFile),
+            ])
+            .write(toFile: apps, atomically: true, encoding: .utf8)
             return ["PUSH_APPS_FILE": apps]
         }
         #expect(try await harness.send(to: Self.chat).status == .delivered)
@@ -277,10 +301,14 @@ struct LiveConfigurationTests {
         let old = try LiveConfigurationHarness.key("KEYOLD0000"), new = try LiveConfigurationHarness.key("KEYNEW0000")
         let volume = Mutex<SecretVolume?>(nil)
         let harness = try await LiveConfigurationHarness(sandboxKeys: [new], bundleIds: [Self.chat]) { scratch in
-            let made = try SecretVolume(in: scratch, files: [
-                "key.p8": try old.key.pem(),
-                "apps.json": LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: old, file: scratch.url.appendingPathComponent("secret/key.p8").path)]),
-            ])
+            let made = try SecretVolume(
+                in: scratch,
+                files: [
+                    "key.p8": try old.key.pem(),
+                    "apps.json": LiveConfigurationHarness.appsFile([
+                        LiveConfigurationHarness.app(Self.chat, key: old, file: scratch.url.appendingPathComponent("secret/key.p8").path)
+                    ]),
+                ])
             volume.withLock { $0 = made }
             return ["PUSH_APPS_FILE": made.path("apps.json")]
         }
@@ -292,7 +320,8 @@ struct LiveConfigurationTests {
 
         try secret.publish([
             "key.p8": try new.key.pem(),
-            "apps.json": LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: new, file: secret.path("key.p8"))]),
+            "apps.json": LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: new, file: secret.path("key.p8"))]
+            ),
         ])
         #expect(harness.live.check() == .applied([.apns]))
         #expect(try await harness.send(to: Self.chat).status == .delivered)
@@ -305,8 +334,10 @@ struct LiveConfigurationTests {
         let wrong = try LiveConfigurationHarness.key("KEY1111111"), right = try LiveConfigurationHarness.key("KEY1111111")
         let harness = try await LiveConfigurationHarness(sandboxKeys: [right], bundleIds: [Self.chat]) { scratch in
             let keyFile = try LiveConfigurationHarness.write(wrong, to: scratch.url.appendingPathComponent("AuthKey.p8").path)
-            return ["PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "KEY1111111", "PUSH_APNS_TEAM_ID": LiveConfigurationHarness.team,
-                    "PUSH_APNS_BUNDLE_ID": Self.chat]
+            return [
+                "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "KEY1111111", "PUSH_APNS_TEAM_ID": LiveConfigurationHarness.team,
+                "PUSH_APNS_BUNDLE_ID": Self.chat,
+            ]
         }
         #expect(try await harness.send(to: Self.chat).httpStatus == 403)
         try LiveConfigurationHarness.write(right, to: harness.scratch.url.appendingPathComponent("AuthKey.p8").path)
@@ -315,8 +346,9 @@ struct LiveConfigurationTests {
         await harness.stop()
     }
 
-    @Test("a broken version (unparsable file, missing key file, a key that is no key, one bad app among good ones) keeps the last good one whole and counts a failure once",
-          arguments: ["unparsable", "missing key", "bad key", "one bad app"])
+    @Test(
+        "a broken version (unparsable file, missing key file, a key that is no key, one bad app among good ones) keeps the last good one whole and counts a failure once",
+        arguments: ["unparsable", "missing key", "bad key", "one bad app"])
     func brokenVersionKeepsTheLastGood(breakage: String) async throws {
         let key = try LiveConfigurationHarness.key("KEY1111111")
         let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone]) { scratch in
@@ -343,12 +375,17 @@ struct LiveConfigurationTests {
             expected = "PUSH_APPS_FILE apns[0] (\(Self.chat)): key file \(keyFile) is not a PEM private key (an APNs .p8 file is one)"
         default:
             let missing = directory.appendingPathComponent("missing.p8").path
-            try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-                                                   LiveConfigurationHarness.app(Self.phone, key: key, file: missing)])
-                .write(toFile: apps, atomically: true, encoding: .utf8)
+            try LiveConfigurationHarness.appsFile([
+                LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
+                LiveConfigurationHarness.app(Self.phone, key: key, file: missing),
+            ])
+            .write(toFile: apps, atomically: true, encoding: .utf8)
             expected = "PUSH_APPS_FILE apns[1] (\(Self.phone)): key file \(missing) does not exist or is not readable"
         }
-        guard case .refused(let problems) = harness.live.check() else { Issue.record("the broken version was applied"); return }
+        guard case .refused(let problems) = harness.live.check() else {
+            Issue.record("the broken version was applied")
+            return
+        }
         #expect(problems.contains(expected), "\(problems)")
         #expect(harness.live.loadedVersion == version)
         #expect(TestMetrics.value(of: #"push_config_reloads_total{result="failure"}"#) == failures + 1)
@@ -359,9 +396,11 @@ struct LiveConfigurationTests {
         #expect(try await harness.send(to: Self.phone).status == .failed, "no part of a refused version is applied")
 
         try LiveConfigurationHarness.write(key, to: keyFile)
-        try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-                                               LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile)])
-            .write(toFile: apps, atomically: true, encoding: .utf8)
+        try LiveConfigurationHarness.appsFile([
+            LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
+            LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
+        ])
+        .write(toFile: apps, atomically: true, encoding: .utf8)
         #expect(harness.live.check() == .applied([.apns]))
         #expect(TestMetrics.value(of: "push_config_refused") == 0)
         #expect(try await harness.send(to: Self.phone).status == .delivered)
@@ -381,9 +420,11 @@ struct LiveConfigurationTests {
         let keyFile = harness.scratch.url.appendingPathComponent("key.p8").path
         let reloads = AsyncStream.makeStream(of: LiveConfiguration.Reload.self)
         let hangUp = ReloadSignal { [live = harness.live] in reloads.continuation.yield(live.check(force: true)) }
-        try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-                                               LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile)])
-            .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+        try LiveConfigurationHarness.appsFile([
+            LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
+            LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
+        ])
+        .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
         // A bound, not a timing assertion: a signal that never arrives fails the test instead of hanging it.
         let bound = Task {
             try await Task.sleep(for: .seconds(30))
@@ -400,11 +441,14 @@ struct LiveConfigurationTests {
         await harness.stop()
     }
 
-    @Test("under load: add, remove, rotate, break and fix while jobs flow — every job ends once, nothing launched after a removal reaches the provider, nothing launched after a rotation is signed with the old key")
+    @Test(
+        "under load: add, remove, rotate, break and fix while jobs flow — every job ends once, nothing launched after a removal reaches the provider, nothing launched after a rotation is signed with the old key"
+    )
     func changesUnderLoad() async throws {
         let tablet = "com.example.tablet"
         let first = try LiveConfigurationHarness.key("KEYFIRST00"), second = try LiveConfigurationHarness.key("KEYSECOND0")
-        let harness = try await LiveConfigurationHarness(sandboxKeys: [first, second], bundleIds: [Self.chat, Self.phone, tablet]) { scratch in
+        let harness = try await LiveConfigurationHarness(sandboxKeys: [first, second], bundleIds: [Self.chat, Self.phone, tablet]) {
+            scratch in
             try LiveConfigurationHarness.write(first, to: scratch.url.appendingPathComponent("first.p8").path)
             try LiveConfigurationHarness.write(second, to: scratch.url.appendingPathComponent("second.p8").path)
             let apps = scratch.url.appendingPathComponent("apps.json").path
@@ -417,12 +461,14 @@ struct LiveConfigurationTests {
         let directory = harness.scratch.url
         let firstFile = directory.appendingPathComponent("first.p8").path, secondFile = directory.appendingPathComponent("second.p8").path
         func publish(_ entries: [String]) throws {
-            try LiveConfigurationHarness.appsFile(entries).write(toFile: directory.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+            try LiveConfigurationHarness.appsFile(entries).write(
+                toFile: directory.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
         }
         let apps = [Self.chat, Self.phone, tablet]
         /// One phase: `perApp` jobs per app in flight while `change` runs; the outcomes by app and device token.
         func phase(_ number: Int, perApp: Int = 30, change: () throws -> LiveConfiguration.Reload) async throws
-            -> (reload: LiveConfiguration.Reload, outcomes: [(app: String, token: String, outcome: Outcome)]) {
+            -> (reload: LiveConfiguration.Reload, outcomes: [(app: String, token: String, outcome: Outcome)])
+        {
             try await withThrowingTaskGroup(of: (String, String, Outcome).self) { group in
                 for index in 0..<perApp {
                     for (appIndex, app) in apps.enumerated() {
@@ -453,8 +499,11 @@ struct LiveConfigurationTests {
 
         // 1. Add the tablet app.
         let added = try await phase(1) {
-            try publish([LiveConfigurationHarness.app(Self.chat, key: first, file: firstFile), LiveConfigurationHarness.app(Self.phone, key: first, file: firstFile),
-                         LiveConfigurationHarness.app(tablet, key: first, file: firstFile)])
+            try publish([
+                LiveConfigurationHarness.app(Self.chat, key: first, file: firstFile),
+                LiveConfigurationHarness.app(Self.phone, key: first, file: firstFile),
+                LiveConfigurationHarness.app(tablet, key: first, file: firstFile),
+            ])
             return harness.live.check()
         }
         count(added)
@@ -463,7 +512,10 @@ struct LiveConfigurationTests {
 
         // 2. Remove the phone app.
         let removed = try await phase(2) {
-            try publish([LiveConfigurationHarness.app(Self.chat, key: first, file: firstFile), LiveConfigurationHarness.app(tablet, key: first, file: firstFile)])
+            try publish([
+                LiveConfigurationHarness.app(Self.chat, key: first, file: firstFile),
+                LiveConfigurationHarness.app(tablet, key: first, file: firstFile),
+            ])
             return harness.live.check()
         }
         count(removed)
@@ -473,7 +525,10 @@ struct LiveConfigurationTests {
 
         // 3. Rotate the chat app to the second key.
         let rotated = try await phase(3) {
-            try publish([LiveConfigurationHarness.app(Self.chat, key: second, file: secondFile), LiveConfigurationHarness.app(tablet, key: first, file: firstFile)])
+            try publish([
+                LiveConfigurationHarness.app(Self.chat, key: second, file: secondFile),
+                LiveConfigurationHarness.app(tablet, key: first, file: firstFile),
+            ])
             return harness.live.check()
         }
         count(rotated)
@@ -487,15 +542,21 @@ struct LiveConfigurationTests {
             return harness.live.check()
         }
         count(broken)
-        guard case .refused = broken.reload else { Issue.record("the broken file was applied: \(broken.reload)"); return }
+        guard case .refused = broken.reload else {
+            Issue.record("the broken file was applied: \(broken.reload)")
+            return
+        }
         let whileBroken = try await after(4)
         #expect(whileBroken[Self.chat]?.outcome.status == .delivered)
         #expect(whileBroken[tablet]?.outcome.status == .delivered)
 
         // 5. Fixed: the phone app comes back.
         let fixed = try await phase(5) {
-            try publish([LiveConfigurationHarness.app(Self.chat, key: second, file: secondFile), LiveConfigurationHarness.app(tablet, key: first, file: firstFile),
-                         LiveConfigurationHarness.app(Self.phone, key: first, file: firstFile)])
+            try publish([
+                LiveConfigurationHarness.app(Self.chat, key: second, file: secondFile),
+                LiveConfigurationHarness.app(tablet, key: first, file: firstFile),
+                LiveConfigurationHarness.app(Self.phone, key: first, file: firstFile),
+            ])
             return harness.live.check()
         }
         count(fixed)
@@ -505,8 +566,9 @@ struct LiveConfigurationTests {
         #expect(ended == launched, "every job ends with one outcome")
         for result in [added, removed, rotated, broken, fixed] {
             for (app, _, outcome) in result.outcomes {
-                #expect(outcome.status == .delivered || (outcome.status == .failed && outcome.reason == "no APNs credentials for app \(app)"),
-                        "\(app): \(outcome.status) \(outcome.reason ?? "")")
+                #expect(
+                    outcome.status == .delivered || (outcome.status == .failed && outcome.reason == "no APNs credentials for app \(app)"),
+                    "\(app): \(outcome.status) \(outcome.reason ?? "")")
             }
         }
         let keyIds = harness.keyIdsByToken
@@ -523,9 +585,13 @@ struct LiveConfigurationTests {
         defer { scratch.remove() }
         let candidate = scratch.url.appendingPathComponent("new.json").path
         let missing = scratch.url.appendingPathComponent("missing.p8").path
-        try LiveConfigurationHarness.appsFile([#"{"bundleId":"\#(Self.phone)","keyFile":"\#(missing)","keyId":"KEY1111111","teamId":"TEAM123456"}"#])
-            .write(toFile: candidate, atomically: true, encoding: .utf8)
+        try LiveConfigurationHarness.appsFile([
+            #"{"bundleId":"\#(Self.phone)","keyFile":"\#(missing)","keyId":"KEY1111111","teamId":"TEAM123456"}"#
+        ])
+        .write(toFile: candidate, atomically: true, encoding: .utf8)
         let problems = await ConfigurationCheck.run(environment: ["PUSH_KAFKA_BROKERS": "127.0.0.1:1", "PUSH_APPS_FILE": candidate])
-        #expect(problems.contains("PUSH_APPS_FILE apns[0] (\(Self.phone)): key file \(missing) does not exist or is not readable"), "\(problems)")
+        #expect(
+            problems.contains("PUSH_APPS_FILE apns[0] (\(Self.phone)): key file \(missing) does not exist or is not readable"),
+            "\(problems)")
     }
 }

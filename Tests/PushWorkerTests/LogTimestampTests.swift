@@ -4,12 +4,16 @@ import Testing
 
 @Suite("JSON log timestamps")
 struct LogTimestampTests {
-    @Test("ts is UTC with milliseconds, the same text Foundation's ISO 8601 formatter gives",
-          arguments: [Int64(0), 999, 951_782_400_000, 951_868_799_999, 1_703_980_800_000, 1_795_487_286_700, 4_107_542_399_001,
-                      253_402_300_799_999])
+    @Test(
+        "ts is UTC with milliseconds, the same text Foundation's ISO 8601 formatter gives",
+        arguments: [
+            Int64(0), 999, 951_782_400_000, 951_868_799_999, 1_703_980_800_000, 1_795_487_286_700, 4_107_542_399_001,
+            253_402_300_799_999,
+        ])
     func matchesFoundation(_ milliseconds: Int64) {
-        let expected = ISO8601DateFormatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000), timeZone: .gmt,
-                                                   formatOptions: [.withInternetDateTime, .withFractionalSeconds])
+        let expected = ISO8601DateFormatter.string(
+            from: Date(timeIntervalSince1970: Double(milliseconds) / 1000), timeZone: .gmt,
+            formatOptions: [.withInternetDateTime, .withFractionalSeconds])
         #expect(LogTimestamp.iso8601(millisecondsSinceEpoch: milliseconds) == expected)
     }
 

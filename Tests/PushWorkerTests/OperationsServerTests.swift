@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Prometheus
 import Synchronization
@@ -9,15 +9,19 @@ import Testing
 
 @Suite("Operations endpoint: /metrics, /healthz, /readyz")
 struct OperationsServerTests {
-    static func endpoint(bindAddress: String = "127.0.0.1", idleTimeout: Duration = .seconds(60),
-                         maximumConnections: Int = 32, requestHeadTimeout: Duration = .seconds(60)) -> OperationsEndpoint {
-        OperationsEndpoint(bindAddress: bindAddress, port: 0, idleTimeout: idleTimeout, maximumConnections: maximumConnections,
-                           requestHeadTimeout: requestHeadTimeout)
+    static func endpoint(
+        bindAddress: String = "127.0.0.1", idleTimeout: Duration = .seconds(60),
+        maximumConnections: Int = 32, requestHeadTimeout: Duration = .seconds(60)
+    ) -> OperationsEndpoint {
+        OperationsEndpoint(
+            bindAddress: bindAddress, port: 0, idleTimeout: idleTimeout, maximumConnections: maximumConnections,
+            requestHeadTimeout: requestHeadTimeout)
     }
 
     static func start(_ endpoint: OperationsEndpoint) async throws -> OperationsServer {
-        try await OperationsServer.start(endpoint, registry: PrometheusCollectorRegistry(),
-                                         liveness: { (true, "alive") }, readiness: { (true, "ready") })
+        try await OperationsServer.start(
+            endpoint, registry: PrometheusCollectorRegistry(),
+            liveness: { (true, "alive") }, readiness: { (true, "ready") })
     }
 
     func get(_ port: Int, _ path: String) async throws -> (Int, String) {
@@ -30,9 +34,10 @@ struct OperationsServerTests {
         let registry = PrometheusCollectorRegistry()
         registry.makeCounter(name: "push_example_total", labels: [("provider", "apns")]).increment(by: Int64(3))
         let ready = Atomic<Bool>(false)
-        let server = try await OperationsServer.start(Self.endpoint(), registry: registry,
-                                                      liveness: { (true, "alive") },
-                                                      readiness: { ready.load(ordering: .relaxed) ? (true, "ready") : (false, "not yet joined the consumer group") })
+        let server = try await OperationsServer.start(
+            Self.endpoint(), registry: registry,
+            liveness: { (true, "alive") },
+            readiness: { ready.load(ordering: .relaxed) ? (true, "ready") : (false, "not yet joined the consumer group") })
         let (metricsStatus, metrics) = try await get(server.port, "/metrics")
         #expect(metricsStatus == 200)
         #expect(metrics.contains(#"push_example_total{provider="apns"} 3"#))

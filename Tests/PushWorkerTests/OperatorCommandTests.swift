@@ -39,9 +39,10 @@ final class OperatorCommandTests: Sendable {
     func sendAPNs() async throws {
         let apns = try await APNsSandboxFixture.start()
         let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
-        let report = try await OperatorSend.run(environment: Self.environment(apns: apns),
-                                                options: .init(target: [("rfc8599", binding)], kind: .call, data: ["callId": "c-1"]),
-                                                logger: testLogger())
+        let report = try await OperatorSend.run(
+            environment: Self.environment(apns: apns),
+            options: .init(target: [("rfc8599", binding)], kind: .call, data: ["callId": "c-1"]),
+            logger: testLogger())
         #expect(report.delivered)
         #expect(report.exchanges.count == 1)
         #expect(apns.server.requests.first?.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")
@@ -54,9 +55,10 @@ final class OperatorCommandTests: Sendable {
     @Test("send reports a dead APNs token as rejected with remove_binding and Apple's reason body")
     func sendAPNsRejected() async throws {
         let apns = try await APNsSandboxFixture.start()
-        let report = try await OperatorSend.run(environment: Self.environment(apns: apns),
-                                                options: .init(target: [("provider", "apns"), ("token", "0410" + String(repeating: "a", count: 60))]),
-                                                logger: testLogger())
+        let report = try await OperatorSend.run(
+            environment: Self.environment(apns: apns),
+            options: .init(target: [("provider", "apns"), ("token", "0410" + String(repeating: "a", count: 60))]),
+            logger: testLogger())
         #expect(!report.delivered)
         #expect(report.outcome.status == .rejected)
         #expect(report.outcome.action == .removeBinding)
@@ -69,10 +71,12 @@ final class OperatorCommandTests: Sendable {
     func sendFCM() async throws {
         let apns = try await APNsSandboxFixture.start()
         let fcm = try await FCMSandboxInstance.start(tls: apns.tls)
-        let report = try await OperatorSend.run(environment: Self.environment(apns: apns, fcm: fcm),
-                                                options: .init(target: [("xmpush", "a:\(FCMSandboxInstance.projectId):fcm-token-1")],
-                                                               title: "Check", body: "credentials"),
-                                                logger: testLogger())
+        let report = try await OperatorSend.run(
+            environment: Self.environment(apns: apns, fcm: fcm),
+            options: .init(
+                target: [("xmpush", "a:\(FCMSandboxInstance.projectId):fcm-token-1")],
+                title: "Check", body: "credentials"),
+            logger: testLogger())
         #expect(report.delivered, "\(report.lines)")
         #expect(report.exchanges.count == 2, "token grant, then messages:send")
         #expect(report.lines.filter { $0.hasPrefix("body:") }.count == 1, "the grant's body (an access token) is not printed")
@@ -84,13 +88,18 @@ final class OperatorCommandTests: Sendable {
     func sendRefusals() async throws {
         let apns = try await APNsSandboxFixture.start()
         await #expect(throws: OperatorSend.Refused.self) {
-            try await OperatorSend.run(environment: Self.environment(apns: apns), options: .init(target: [("xmpush", "a:p:t")]), logger: testLogger())
+            try await OperatorSend.run(
+                environment: Self.environment(apns: apns), options: .init(target: [("xmpush", "a:p:t")]), logger: testLogger())
         }
         do {
-            _ = try await OperatorSend.run(environment: Self.environment(apns: apns), options: .init(target: [("xmpush", "z:p:t")]), logger: testLogger())
+            _ = try await OperatorSend.run(
+                environment: Self.environment(apns: apns), options: .init(target: [("xmpush", "z:p:t")]), logger: testLogger())
             Issue.record("a malformed binding was sent")
         } catch {
-            #expect(error.problems == [#"target: targets[0].xmpush provider "z" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (FCM web token or Web Push)"#])
+            #expect(
+                error.problems == [
+                    #"target: targets[0].xmpush provider "z" is not one of a (Android FCM), i (APNs), j (iOS FCM), w (FCM web token or Web Push)"#
+                ])
         }
         await apns.stop()
     }
@@ -136,7 +145,9 @@ final class TemplateImportTests: Sendable {
     init() throws { scratch = try ScratchDirectory() }
     deinit { scratch.remove() }
 
-    @Test("Mizu's message files become a templates directory that loads, each change listed; a file that renders no valid payload is a problem")
+    @Test(
+        "Mizu's message files become a templates directory that loads, each change listed; a file that renders no valid payload is a problem"
+    )
     func importsMizuFiles() throws {
         let directory = scratch.url.appendingPathComponent("mizu-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -149,8 +160,9 @@ final class TemplateImportTests: Sendable {
         #expect(report.succeeded, "\(report.lines)")
         #expect(report.lines.contains("fcmmessage.txt → fcm/default/default.mustache"))
         #expect(report.lines.contains("  keywords marked: SOUND ×1, TITLE ×1, TYPE ×1"))
-        #expect(try String(contentsOfFile: "\(output)/fcm/default/default.mustache", encoding: .utf8)
-            == #"{"message": {"token": "{{TOKEN}}", "data": {"ncallid": "{{CALLID}}"}}}"# + "\n")
+        #expect(
+            try String(contentsOfFile: "\(output)/fcm/default/default.mustache", encoding: .utf8)
+                == #"{"message": {"token": "{{TOKEN}}", "data": {"ncallid": "{{CALLID}}"}}}"# + "\n")
         try #"{"message": {"data": {}}}"#.write(toFile: "\(directory)/fcmmessage.txt", atomically: true, encoding: .utf8)
         let broken = TemplateImport.run(from: directory, to: "\(directory)/broken")
         #expect(!broken.succeeded)

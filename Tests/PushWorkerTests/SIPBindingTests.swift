@@ -11,13 +11,16 @@ struct SIPPushBindingTests {
     static let keys = #","keys":{"p256dh":"k","auth":"a"}"#
 
     /// The target a binding string of binding id `b1` decodes to.
-    static func expected(provider: ProviderID, notation: SIPBinding.Notation? = nil, app: String? = nil, token: String?,
-                         environment: String? = nil, pushType: String? = nil, platform: String? = nil) -> Target {
-        let details: any TargetDetails = switch provider {
-        case .apns: APNsTarget(token: token, environment: environment, pushType: pushType, notation: notation)
-        case .fcm: FCMTarget(token: token, platform: platform)
-        default: WebPushTarget(endpoint: token, keys: token == nil ? nil : WebPushKeys(p256dh: "k", auth: "a"))
-        }
+    static func expected(
+        provider: ProviderID, notation: SIPBinding.Notation? = nil, app: String? = nil, token: String?,
+        environment: String? = nil, pushType: String? = nil, platform: String? = nil
+    ) -> Target {
+        let details: any TargetDetails =
+            switch provider {
+            case .apns: APNsTarget(token: token, environment: environment, pushType: pushType, notation: notation)
+            case .fcm: FCMTarget(token: token, platform: platform)
+            default: WebPushTarget(endpoint: token, keys: token == nil ? nil : WebPushKeys(p256dh: "k", auth: "a"))
+            }
         return Target(bindingId: "b1", provider: provider, app: app, details: details, isUnbound: token == nil)
     }
 
@@ -37,32 +40,57 @@ struct SIPPushBindingTests {
     }
 
     static let validRFC8599: [(String, Target)] = [
-        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken)",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: apnsToken, environment: "production", pushType: "voip")),
-        ("pn-prid=\(apnsToken);pn-param=DEF123GHIJ.com.example.chat.voip-ptt;pn-provider=apns",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production", pushType: "pushtotalk")),
+        (
+            "pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken)",
+            expected(provider: .apns, notation: .rfc8599, app: "com.example", token: apnsToken, environment: "production", pushType: "voip")
+        ),
+        (
+            "pn-prid=\(apnsToken);pn-param=DEF123GHIJ.com.example.chat.voip-ptt;pn-provider=apns",
+            expected(
+                provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production",
+                pushType: "pushtotalk")
+        ),
         // Flexisip's grammar: no service, or `remote`, is an ordinary device token; `apns.dev` is the sandbox.
-        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.app;pn-prid=\(apnsToken)",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "production")),
-        ("pn-provider=apns.dev;pn-param=DEF123GHIJ.com.example.app.remote;pn-prid=\(apnsToken):remote",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "sandbox")),
-        ("PN-PROVIDER=fcm;pn-param=example-project;pn-prid=dGhpcyBpcw:APA91%3Dtoken",
-         expected(provider: .fcm, app: "example-project", token: "dGhpcyBpcw:APA91=token")),
-        ("pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1",
-         expected(provider: .webpush, token: "https://push.example.net/s/1")),
-        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=null",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example", token: nil, environment: "production", pushType: "voip")),
+        (
+            "pn-provider=apns;pn-param=DEF123GHIJ.com.example.app;pn-prid=\(apnsToken)",
+            expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "production")
+        ),
+        (
+            "pn-provider=apns.dev;pn-param=DEF123GHIJ.com.example.app.remote;pn-prid=\(apnsToken):remote",
+            expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "sandbox")
+        ),
+        (
+            "PN-PROVIDER=fcm;pn-param=example-project;pn-prid=dGhpcyBpcw:APA91%3Dtoken",
+            expected(provider: .fcm, app: "example-project", token: "dGhpcyBpcw:APA91=token")
+        ),
+        (
+            "pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1",
+            expected(provider: .webpush, token: "https://push.example.net/s/1")
+        ),
+        (
+            "pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=null",
+            expected(provider: .apns, notation: .rfc8599, app: "com.example", token: nil, environment: "production", pushType: "voip")
+        ),
         // Without the team id (Mizu's pushnotification_teamid left empty): the bundle id starts at once.
-        ("pn-provider=apns;pn-param=com.example.chat.voip;pn-prid=\(apnsToken)",
-         expected(provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production", pushType: "voip")),
-        ("pn-provider=apns;pn-param=example.voip-ptt;pn-prid=\(apnsToken)",
-         expected(provider: .apns, notation: .rfc8599, app: "example", token: apnsToken, environment: "production", pushType: "pushtotalk")),
-        ("pn-provider=fcm;pn-param=example-project;pn-prid=null",
-         expected(provider: .fcm, app: "example-project", token: nil)),
+        (
+            "pn-provider=apns;pn-param=com.example.chat.voip;pn-prid=\(apnsToken)",
+            expected(
+                provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production", pushType: "voip")
+        ),
+        (
+            "pn-provider=apns;pn-param=example.voip-ptt;pn-prid=\(apnsToken)",
+            expected(
+                provider: .apns, notation: .rfc8599, app: "example", token: apnsToken, environment: "production", pushType: "pushtotalk")
+        ),
+        (
+            "pn-provider=fcm;pn-param=example-project;pn-prid=null",
+            expected(provider: .fcm, app: "example-project", token: nil)
+        ),
     ]
 
-    @Test("valid RFC 8599 bindings decode to provider, app, token and push type; pn-prid=null is unbound",
-          arguments: validRFC8599.indices)
+    @Test(
+        "valid RFC 8599 bindings decode to provider, app, token and push type; pn-prid=null is unbound",
+        arguments: validRFC8599.indices)
     func rfc8599Valid(_ index: Int) throws {
         let (text, expected) = Self.validRFC8599[index]
         #expect(try Self.decode("rfc8599", text) == expected)
@@ -80,9 +108,18 @@ struct SIPPushBindingTests {
         ("pn-provider=apns;pn-param=DEF123GHIJ..voip;pn-prid=\(apnsToken)", "must be [<team id>.]<bundle id>[.<service>]"),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&app;pn-prid=\(apnsToken)", "must be voip, remote or voip&remote"),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&voip-ptt;pn-prid=a:voip&b:voip-ptt", "must be voip, remote or voip&remote"),
-        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken)", "pn-param names 2 service(s) but pn-prid has 1 token(s)"),
-        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken):voip&\(apnsToken):voip", "pn-prid's services do not match pn-param's"),
-        ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken)&\(apnsToken)", "pn-prid must be <token>:<service>"),
+        (
+            "pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken)",
+            "pn-param names 2 service(s) but pn-prid has 1 token(s)"
+        ),
+        (
+            "pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken):voip&\(apnsToken):voip",
+            "pn-prid's services do not match pn-param's"
+        ),
+        (
+            "pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip&remote;pn-prid=\(apnsToken)&\(apnsToken)",
+            "pn-prid must be <token>:<service>"
+        ),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken):remote", "pn-prid's services do not match pn-param's"),
         ("pn-provider=fcm;pn-provider=fcm;pn-param=p;pn-prid=t", "pn-provider appears twice"),
         ("pn-provider=fcm;pn-param=p;pn-prid=t;pn-purr=x", "parameter pn-purr is not one of pn-provider, pn-param, pn-prid"),
@@ -106,21 +143,37 @@ struct SIPPushBindingTests {
     }
 
     static let validXMPUSH: [(String, Target)] = [
-        ("a:com.voip.phone:9C2F93A6D1319D3CB5712B469226A719", expected(provider: .fcm, app: "com.voip.phone", token: "9C2F93A6D1319D3CB5712B469226A719", platform: "android")),
-        ("i:com.mycompany.myapp:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.mycompany.myapp", token: apnsToken, environment: nil)),
-        ("s:i:com.example.app:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken, environment: "sandbox")),
-        ("p:i:com.example.app:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken, environment: "production")),
+        (
+            "a:com.voip.phone:9C2F93A6D1319D3CB5712B469226A719",
+            expected(provider: .fcm, app: "com.voip.phone", token: "9C2F93A6D1319D3CB5712B469226A719", platform: "android")
+        ),
+        (
+            "i:com.mycompany.myapp:\(apnsToken)",
+            expected(provider: .apns, notation: .xmpush, app: "com.mycompany.myapp", token: apnsToken, environment: nil)
+        ),
+        (
+            "s:i:com.example.app:\(apnsToken)",
+            expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken, environment: "sandbox")
+        ),
+        (
+            "p:i:com.example.app:\(apnsToken)",
+            expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken, environment: "production")
+        ),
         ("d:i:com.example.app:\(apnsToken)", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: apnsToken)),
         ("j:example-project:fcm:ios-token", expected(provider: .fcm, app: "example-project", token: "fcm:ios-token", platform: "ios")),
         ("w:web:https://push.example.net/s/1", expected(provider: .webpush, token: "https://push.example.net/s/1")),
         ("a:com.voip.phone:null", expected(provider: .fcm, app: "com.voip.phone", token: nil, platform: "android")),
         // The seed's unregister: X-MPUSH null alone names no provider.
         ("null", Target(bindingId: "b1", provider: "none", isUnbound: true)),
-        ("s:i:com.example.app:null", expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: nil, environment: "sandbox")),
+        (
+            "s:i:com.example.app:null",
+            expected(provider: .apns, notation: .xmpush, app: "com.example.app", token: nil, environment: "sandbox")
+        ),
     ]
 
-    @Test("valid X-MPUSH values decode, environment prefix and colons in tokens included; null is unbound",
-          arguments: validXMPUSH.indices)
+    @Test(
+        "valid X-MPUSH values decode, environment prefix and colons in tokens included; null is unbound",
+        arguments: validXMPUSH.indices)
     func xmpushValid(_ index: Int) throws {
         let (text, expected) = Self.validXMPUSH[index]
         #expect(try Self.decode("xmpush", text) == expected)
@@ -145,11 +198,14 @@ struct SIPPushBindingTests {
         #expect(refusal.contains(reason), "\(refusal)")
     }
 
-    @Test("in every notation a part holding a control character once decoded is refused by SIPBinding itself, without repeating the text",
-          arguments: [(SIPBinding.Notation.rfc8599, "pn-provider=apns;pn-param=com.example%0D.voip;pn-prid=secret-token"),
-                      (.rfc8599, "pn-provider=apns;pn-param=com.example.voip;pn-prid=secret%0Atoken"),
-                      (.xmpush, "a:com.example\n:secret-token"), (.xmpush, "a:com.example:secret\u{7F}token"),
-                      (.xmpush, "s:\t:com.example:secret-token")])
+    @Test(
+        "in every notation a part holding a control character once decoded is refused by SIPBinding itself, without repeating the text",
+        arguments: [
+            (SIPBinding.Notation.rfc8599, "pn-provider=apns;pn-param=com.example%0D.voip;pn-prid=secret-token"),
+            (.rfc8599, "pn-provider=apns;pn-param=com.example.voip;pn-prid=secret%0Atoken"),
+            (.xmpush, "a:com.example\n:secret-token"), (.xmpush, "a:com.example:secret\u{7F}token"),
+            (.xmpush, "s:\t:com.example:secret-token"),
+        ])
     func controlCharactersAfterDecoding(_ notation: SIPBinding.Notation, _ text: String) {
         #expect {
             try SIPBinding.parse(text, notation: notation, path: "targets[0].")
@@ -174,15 +230,24 @@ struct SIPBindingTargetTests {
     }
 
     func rejection(_ target: String) -> JobRejection? {
-        do { _ = try decode(target); return nil } catch { return error }
+        do {
+            _ = try decode(target)
+            return nil
+        } catch { return error }
     }
 
     @Test("an RFC 8599 APNs binding with service voip becomes an APNs target of the bundle id with push type voip")
     func rfc8599Target() throws {
-        let target = try decode(#"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(SIPPushBindingTests.apnsToken)"}"#)
-        #expect(target == Target(bindingId: "b1", provider: .apns, app: "com.example.chat",
-                                 details: APNsTarget(token: SIPPushBindingTests.apnsToken, environment: "production", pushType: "voip",
-                                                     notation: .rfc8599)))
+        let target = try decode(
+            #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=DEF123GHIJ.com.example.chat.voip;pn-prid=\#(SIPPushBindingTests.apnsToken)"}"#
+        )
+        #expect(
+            target
+                == Target(
+                    bindingId: "b1", provider: .apns, app: "com.example.chat",
+                    details: APNsTarget(
+                        token: SIPPushBindingTests.apnsToken, environment: "production", pushType: "voip",
+                        notation: .rfc8599)))
     }
 
     @Test("pn-prid=null decodes to an unbound target without a token")
@@ -201,24 +266,42 @@ struct SIPBindingTargetTests {
         #expect(target.details(WebPushTarget.self)?.keys == WebPushKeys(p256dh: "k", auth: "a"))
     }
 
-    @Test("X-MPUSH w: without keys is an FCM web token of the package's project (the seed's pushnotification_web=0); with keys a Web Push subscription")
+    @Test(
+        "X-MPUSH w: without keys is an FCM web token of the package's project (the seed's pushnotification_web=0); with keys a Web Push subscription"
+    )
     func xmpushWebTokenOrSubscription() throws {
         let token = try decode(#"{"bindingId":"b1","xmpush":"w:com.example.web:fcm-web-token-1"}"#)
-        #expect(token == Target(bindingId: "b1", provider: .fcm, app: "com.example.web",
-                                details: FCMTarget(token: "fcm-web-token-1", platform: "web")))
-        let subscription = try decode(#"{"bindingId":"b1","xmpush":"w:site:https://push.example.net/s/1","keys":{"p256dh":"k","auth":"a"}}"#)
+        #expect(
+            token
+                == Target(
+                    bindingId: "b1", provider: .fcm, app: "com.example.web",
+                    details: FCMTarget(token: "fcm-web-token-1", platform: "web")))
+        let subscription = try decode(
+            #"{"bindingId":"b1","xmpush":"w:site:https://push.example.net/s/1","keys":{"p256dh":"k","auth":"a"}}"#)
         #expect(subscription.provider == .webpush)
     }
 
     @Test("binding strings are not mixed with native fields or with each other, and stay held to provider rules")
     func strictness() {
         let cases: [(String, String)] = [
-            (#"{"bindingId":"b1","provider":"fcm","xmpush":"a:p:t"}"#, "targets[0].provider cannot be combined with xmpush: the binding string carries provider, app and token"),
+            (
+                #"{"bindingId":"b1","provider":"fcm","xmpush":"a:p:t"}"#,
+                "targets[0].provider cannot be combined with xmpush: the binding string carries provider, app and token"
+            ),
             (#"{"bindingId":"b1","xmpush":"a:p:t","token":"t2"}"#, "targets[0].token cannot be combined with xmpush"),
-            (#"{"bindingId":"b1","xmpush":"a:p:t","rfc8599":"pn-provider=fcm;pn-param=p;pn-prid=t"}"#, "targets[0].rfc8599 and xmpush cannot both be given"),
+            (
+                #"{"bindingId":"b1","xmpush":"a:p:t","rfc8599":"pn-provider=fcm;pn-param=p;pn-prid=t"}"#,
+                "targets[0].rfc8599 and xmpush cannot both be given"
+            ),
             (#"{"bindingId":"b1","xmpush":"a:p:t","keys":{"p256dh":"k","auth":"a"}}"#, "targets[0].keys cannot be combined with xmpush"),
-            (#"{"bindingId":"b1","rfc8599":"pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1"}"#, "targets[0].rfc8599: keys (p256dh, auth) are required for webpush"),
-            (#"{"bindingId":"b1","xmpush":"i:com.example.app:not-hex"}"#, "targets[0].xmpush: token must be an even number (≥ 16) of hex digits for apns"),
+            (
+                #"{"bindingId":"b1","rfc8599":"pn-provider=webpush;pn-prid=https%3A%2F%2Fpush.example.net%2Fs%2F1"}"#,
+                "targets[0].rfc8599: keys (p256dh, auth) are required for webpush"
+            ),
+            (
+                #"{"bindingId":"b1","xmpush":"i:com.example.app:not-hex"}"#,
+                "targets[0].xmpush: token must be an even number (≥ 16) of hex digits for apns"
+            ),
             (#"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-prid=x"}"#, "targets[0].rfc8599 pn-param is required for apns"),
             (#"{"bindingId":"b1","rfc8599":7}"#, "targets[0].rfc8599 must be a string"),
             (#"{"bindingId":"b1","xmpush":""}"#, "targets[0].xmpush is required and must be a non-empty string"),
@@ -234,14 +317,19 @@ struct SIPBindingTargetTests {
 @Suite("Cancel semantics")
 struct CancelSemanticsTests {
     static func job(_ kind: JobKind, collapseKey: String? = nil, dedupeKey: String? = nil) -> Job {
-        Job(id: "j-\(kind)", createdAt: 0, ttl: 30, kind: kind, priority: .high, userId: "alice",
+        Job(
+            id: "j-\(kind)", createdAt: 0, ttl: 30, kind: kind, priority: .high, userId: "alice",
             collapseKey: collapseKey, dedupeKey: dedupeKey, targets: [])
     }
 
     @Test("a cancel never shares a dedupe identity with the call it cancels")
     func cancelIdentityDiffersFromCall() {
-        #expect(DedupeWindows.identity(of: Self.job(.cancel, collapseKey: "call-77")) != DedupeWindows.identity(of: Self.job(.call, collapseKey: "call-77")))
-        #expect(DedupeWindows.identity(of: Self.job(.cancel, dedupeKey: "c-77")) != DedupeWindows.identity(of: Self.job(.call, dedupeKey: "c-77")))
+        #expect(
+            DedupeWindows.identity(of: Self.job(.cancel, collapseKey: "call-77"))
+                != DedupeWindows.identity(of: Self.job(.call, collapseKey: "call-77")))
+        #expect(
+            DedupeWindows.identity(of: Self.job(.cancel, dedupeKey: "c-77"))
+                != DedupeWindows.identity(of: Self.job(.call, dedupeKey: "c-77")))
         #expect(DedupeWindows.identity(of: Self.job(.cancel)) != DedupeWindows.identity(of: Self.job(.call)))
         #expect(DedupeWindows.identity(of: Self.job(.call, collapseKey: "call-77")) == "call-77")
     }

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A blocking TCP client socket for tests that need to see what the server does to a
@@ -62,7 +62,8 @@ final class TCPClient {
             response += more
             guard let headerEnd = response.range(of: "\r\n\r\n") else { continue }
             let head = response[..<headerEnd.lowerBound].lowercased()
-            let length = head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
+            let length =
+                head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
                 .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
             if response.utf8.count - response[..<headerEnd.upperBound].utf8.count >= length {
                 return response.components(separatedBy: "\r\n").first

@@ -51,15 +51,24 @@ final class WebPushConfigurationTests: Sendable {
     @Test("a missing subject, a broken key or a stray setting is one line each")
     func problems() throws {
         let keyFile = try write(PrivateKey.generateP256().pem())
-        guard case .failure(let noSubject) = load(["PUSH_WEBPUSH_VAPID_KEY_FILE": keyFile]) else { Issue.record("accepted"); return }
-        #expect(noSubject.problems.first == "PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
+        guard case .failure(let noSubject) = load(["PUSH_WEBPUSH_VAPID_KEY_FILE": keyFile]) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(
+            noSubject.problems.first
+                == "PUSH_WEBPUSH_VAPID_SUBJECT is required with a VAPID key: a mailto: or https: contact for push services")
         let broken = try write("not a key")
         guard case .failure(let badKey) = load(["PUSH_WEBPUSH_VAPID_KEY_FILE": broken, "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:a@b"]) else {
-            Issue.record("accepted"); return
+            Issue.record("accepted")
+            return
         }
-        #expect(badKey.problems.first == "PUSH_WEBPUSH_VAPID_KEY_FILE: \(broken) holds neither a PEM private key nor a base64url 32-byte P-256 key")
+        #expect(
+            badKey.problems.first
+                == "PUSH_WEBPUSH_VAPID_KEY_FILE: \(broken) holds neither a PEM private key nor a base64url 32-byte P-256 key")
         guard case .failure(let stray) = load(["PUSH_WEBPUSH_ALLOW_PRIVATE": "true", "PUSH_PROXY_URL": "https://p/x"]) else {
-            Issue.record("accepted"); return
+            Issue.record("accepted")
+            return
         }
         #expect(stray.problems == ["PUSH_WEBPUSH_ALLOW_PRIVATE is set but PUSH_WEBPUSH_VAPID_KEY_FILE is not"])
     }
@@ -81,10 +90,14 @@ final class WebPushAppKeysTests: Sendable {
         try PrivateKey.generateP256().pem().write(toFile: defaultKey, atomically: true, encoding: .utf8)
         try PrivateKey.generateP256().pem().write(toFile: tenantKey, atomically: true, encoding: .utf8)
         let apps = "\(directory)/apps-\(UUID().uuidString).json"
-        try #"{"webpush": [{"app": "tenant-a", "vapidKeyFile": "\#(tenantKey)"}, {"app": "tenant-b", "vapidKeyFile": "\#(tenantKey)", "subject": "https://b.example"}]}"#
+        try
+            #"{"webpush": [{"app": "tenant-a", "vapidKeyFile": "\#(tenantKey)"}, {"app": "tenant-b", "vapidKeyFile": "\#(tenantKey)", "subject": "https://b.example"}]}"#
             .write(toFile: apps, atomically: true, encoding: .utf8)
-        let base = ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_WEBPUSH_VAPID_KEY_FILE": defaultKey, "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:ops@example.com",
-                    "PUSH_APPS_FILE": apps]
+        let base = [
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_WEBPUSH_VAPID_KEY_FILE": defaultKey,
+            "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:ops@example.com",
+            "PUSH_APPS_FILE": apps,
+        ]
         let webPush = try #require(try WorkerConfiguration.load(from: base).get().webPush)
         #expect(webPush.apps.keys.sorted() == ["tenant-a", "tenant-b"])
         #expect(webPush.apps["tenant-a"]?.subject == "mailto:ops@example.com")

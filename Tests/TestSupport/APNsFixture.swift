@@ -17,8 +17,10 @@ public struct APNsSandboxFixture: Sendable {
 
     public static func start(certificateAuthentication: Bool = false, goAwayEvery: Int? = nil) async throws -> APNsSandboxFixture {
         let tls = try SandboxTLS.make()
-        return APNsSandboxFixture(tls: tls, instance: try await APNsSandboxInstance.start(
-            tls: tls, certificateAuthentication: certificateAuthentication, goAwayEvery: goAwayEvery))
+        return APNsSandboxFixture(
+            tls: tls,
+            instance: try await APNsSandboxInstance.start(
+                tls: tls, certificateAuthentication: certificateAuthentication, goAwayEvery: goAwayEvery))
     }
 
     public func stop() async {

@@ -61,8 +61,10 @@ public struct ConformanceTable: Sendable {
 
     /// The cells a classified result gives, in the table's order: outcome status, action, retry, circuit.
     /// `scopeName` names the provider's scope ("(app, environment)"), `partName` its part ("(project, platform)").
-    public static func cells(of result: DeliveryResult, scopeName: String,
-                             partName: String? = nil) -> [String] {
+    public static func cells(
+        of result: DeliveryResult, scopeName: String,
+        partName: String? = nil
+    ) -> [String] {
         let target = Target(bindingId: "b", provider: "any")
         let job = Job(id: "j", createdAt: 0, ttl: 60, kind: .message, priority: .high, userId: "u", targets: [target])
         let outcome = Outcome(job: job, target: target, result: result, attempts: 1, at: 0)
@@ -96,7 +98,8 @@ public struct ConformanceTable: Sendable {
     }
 
     /// Expects at least `minimum` request rows, each naming tests that exist in the test target `testTarget`.
-    public static func expectRequestRowsNameTheirTests(_ provider: String, prefix: String, testTarget: String, atLeast minimum: Int) throws {
+    public static func expectRequestRowsNameTheirTests(_ provider: String, prefix: String, testTarget: String, atLeast minimum: Int) throws
+    {
         let table = try load(provider, prefix: prefix)
         #expect(table.requests.count >= minimum)
         for row in table.requests {

@@ -67,7 +67,9 @@ public enum PrometheusText {
         func failure(_ reason: String) -> Malformed { Malformed(line: line, reason: reason) }
 
         mutating func sample() throws(Malformed) -> Sample {
-            let name = take { PrometheusText.isLetter($0) || PrometheusText.isDigit($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":") }
+            let name = take {
+                PrometheusText.isLetter($0) || PrometheusText.isDigit($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":")
+            }
             guard PrometheusText.isMetricName(name) else { throw failure("bad metric name") }
             var labels: [String: String] = [:]
             if peek == UInt8(ascii: "{") {
@@ -75,7 +77,9 @@ public enum PrometheusText {
                 while peek != UInt8(ascii: "}") {
                     let label = take { PrometheusText.isLetter($0) || PrometheusText.isDigit($0) || $0 == UInt8(ascii: "_") }
                     guard PrometheusText.isLabelName(label) else { throw failure("bad label name") }
-                    guard next() == UInt8(ascii: "="), next() == UInt8(ascii: "\"") else { throw failure("expected =\" after a label name") }
+                    guard next() == UInt8(ascii: "="), next() == UInt8(ascii: "\"") else {
+                        throw failure("expected =\" after a label name")
+                    }
                     let key = String(decoding: label, as: UTF8.self)
                     guard labels.updateValue(try quoted(), forKey: key) == nil else { throw failure("label \(key) twice") }
                     if peek == UInt8(ascii: ",") { position += 1 } else if peek != UInt8(ascii: "}") { throw failure("expected , or }") }
@@ -87,7 +91,9 @@ public enum PrometheusText {
             guard (1...2).contains(fields.count), let value = Self.number(String(decoding: fields[fields.startIndex], as: UTF8.self)) else {
                 throw failure("bad value")
             }
-            if fields.count == 2, Int64(String(decoding: fields[fields.startIndex + 1], as: UTF8.self)) == nil { throw failure("bad timestamp") }
+            if fields.count == 2, Int64(String(decoding: fields[fields.startIndex + 1], as: UTF8.self)) == nil {
+                throw failure("bad timestamp")
+            }
             return Sample(name: String(decoding: name, as: UTF8.self), labels: labels, value: value)
         }
 

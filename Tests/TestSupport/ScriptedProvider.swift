@@ -11,9 +11,11 @@ public final class ScriptedProvider: PushProvider {
     private let scope: @Sendable (Target) -> DeliveryScope
 
     /// - Parameter format: how jobs write its targets; nil: as push-proxy targets, under `id`.
-    public init(id: ProviderID = .proxy, format: (any TargetFormat)? = nil,
-                scope: @escaping @Sendable (Target) -> DeliveryScope = DeliveryScope.app(of:),
-                answer: @escaping @Sendable (Target) -> DeliveryResult) {
+    public init(
+        id: ProviderID = .proxy, format: (any TargetFormat)? = nil,
+        scope: @escaping @Sendable (Target) -> DeliveryScope = DeliveryScope.app(of:),
+        answer: @escaping @Sendable (Target) -> DeliveryResult
+    ) {
         self.id = id
         self.targetFormat = format ?? ProxyFieldsFormat(provider: id)
         self.scope = scope

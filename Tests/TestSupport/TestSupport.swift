@@ -40,13 +40,15 @@ public struct KafkaFixture: Sendable {
     }
 
     public func producer() throws -> KafkaProducer {
-        try KafkaProducer(properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
-                          logger: testLogger())
+        try KafkaProducer(
+            properties: KafkaProducer.defaultProperties(bootstrapServers: cluster.bootstrapServers),
+            logger: testLogger())
     }
 
     public func reader(topics: [String]? = nil) throws -> KafkaTopicReader {
-        try KafkaTopicReader(bootstrapServers: cluster.bootstrapServers, topics: topics ?? [outcomesTopic, deadLetterTopic],
-                             logger: testLogger(), extraProperties: fastGroupProperties)
+        try KafkaTopicReader(
+            bootstrapServers: cluster.bootstrapServers, topics: topics ?? [outcomesTopic, deadLetterTopic],
+            logger: testLogger(), extraProperties: fastGroupProperties)
     }
 }
 
@@ -55,11 +57,14 @@ public struct ProxySandboxFixture: Sendable {
     public let tls: SandboxTLS
     public let server: SandboxServer
 
-    public static func start(requireClientCertificate: Bool = false,
-                             responder: @escaping SandboxServer.Responder = ProxySandbox.respond) async throws -> ProxySandboxFixture {
+    public static func start(
+        requireClientCertificate: Bool = false,
+        responder: @escaping SandboxServer.Responder = ProxySandbox.respond
+    ) async throws -> ProxySandboxFixture {
         let tls = try SandboxTLS.make()
-        let server = try await SandboxServer.start(tls: tls, requireClientCertificate: requireClientCertificate,
-                                                   responder: responder)
+        let server = try await SandboxServer.start(
+            tls: tls, requireClientCertificate: requireClientCertificate,
+            responder: responder)
         return ProxySandboxFixture(tls: tls, server: server)
     }
 
@@ -82,9 +87,13 @@ extension KafkaMessage {
 }
 
 /// A job document for tests.
-public func jobJSON(id: String, kind: String = "message", userId: String = "alice", ttl: Int = 60,
-                    createdAt: Int64 = currentTimeMilliseconds(), targets: [String]) -> [UInt8] {
-    Array(#"{"v":1,"id":"\#(id)","createdAt":\#(createdAt),"ttl":\#(ttl),"kind":"\#(kind)","userId":"\#(userId)","targets":[\#(targets.joined(separator: ","))]}"#.utf8)
+public func jobJSON(
+    id: String, kind: String = "message", userId: String = "alice", ttl: Int = 60,
+    createdAt: Int64 = currentTimeMilliseconds(), targets: [String]
+) -> [UInt8] {
+    Array(
+        #"{"v":1,"id":"\#(id)","createdAt":\#(createdAt),"ttl":\#(ttl),"kind":"\#(kind)","userId":"\#(userId)","targets":[\#(targets.joined(separator: ","))]}"#
+            .utf8)
 }
 
 public func proxyTarget(_ bindingId: String, token: String = "tok-\(UUID().uuidString.prefix(8))") -> String {
@@ -101,14 +110,16 @@ extension JobDecoder {
 /// Runs `scripts/check-schemas.py` (the independent JSON Schema validator) with these arguments and
 /// `input` on its standard input; its exit status and what it printed, output and errors together.
 public func runSchemaCheck(_ arguments: [String], input: String = "") async throws -> (status: Int32, output: String) {
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/check-schemas.py").standardized
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/check-schemas.py")
+        .standardized
     let files = FileManager.default.temporaryDirectory.appendingPathComponent("check-schemas-\(UUID().uuidString)")
     let inputFile = files.appendingPathExtension("in"), outputFile = files.appendingPathExtension("out")
     defer { for file in [inputFile, outputFile] { try? FileManager.default.removeItem(at: file) } }
     try Data(input.utf8).write(to: inputFile)
-    let process = try ChildProcess(executable: "/usr/bin/env", arguments: ["python3", script.path] + arguments,
-                                   standardInput: .file(inputFile.path), standardOutput: .file(outputFile.path),
-                                   standardError: .standardOutput)
+    let process = try ChildProcess(
+        executable: "/usr/bin/env", arguments: ["python3", script.path] + arguments,
+        standardInput: .file(inputFile.path), standardOutput: .file(outputFile.path),
+        standardError: .standardOutput)
     let status = await process.exitStatus()
     return (status, String(decoding: (try? Data(contentsOf: outputFile)) ?? Data(), as: UTF8.self))
 }

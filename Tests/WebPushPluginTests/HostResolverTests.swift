@@ -73,17 +73,23 @@ enum WebPushDeliveries {
         return Delivery(job: job, target: target, attempt: 1, now: now)
     }
 
-    static func provider(_ resolver: HostResolver, transport: any HTTPTransport = AnsweringTransport(status: 201),
-                         timeout: Duration = .seconds(10)) throws -> WebPushProvider {
-        try WebPushProvider(configuration: WebPushConfiguration(vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com",
-                                                                timeout: timeout),
-                            transport: transport, resolver: resolver)
+    static func provider(
+        _ resolver: HostResolver, transport: any HTTPTransport = AnsweringTransport(status: 201),
+        timeout: Duration = .seconds(10)
+    ) throws -> WebPushProvider {
+        try WebPushProvider(
+            configuration: WebPushConfiguration(
+                vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com",
+                timeout: timeout),
+            transport: transport, resolver: resolver)
     }
 }
 
 @Suite("Web Push DNS: a bounded pool, a timeout, a small cache, one lookup per host, cancelled with its job")
 struct HostResolverTests {
-    @Test("a host whose name server never answers ends the attempt at the DNS timeout as a retryable failure, while other hosts still resolve")
+    @Test(
+        "a host whose name server never answers ends the attempt at the DNS timeout as a retryable failure, while other hosts still resolve"
+    )
     func hangingNameServer() async throws {
         let names = ScriptedNameServer()
         defer { names.releaseAll() }
@@ -98,13 +104,19 @@ struct HostResolverTests {
         try await Task.sleep(for: .milliseconds(50))
         for index in 0..<10 {
             let result = await provider.deliver(WebPushDeliveries.delivery("https://fine\(index).example/s"))
-            guard case .delivered = result else { Issue.record("fine\(index).example was not delivered: \(result)"); return }
+            guard case .delivered = result else {
+                Issue.record("fine\(index).example was not delivered: \(result)")
+                return
+            }
         }
         let results = await stuck
         #expect(ContinuousClock.now - started >= .milliseconds(300))
         #expect(results.count == 20)
         for result in results {
-            guard case .retryable(let reason, nil, _) = result else { Issue.record("expected retryable, got \(result)"); continue }
+            guard case .retryable(let reason, nil, _) = result else {
+                Issue.record("expected retryable, got \(result)")
+                continue
+            }
             #expect(reason == "DNS lookup of the push service timed out")
         }
         #expect(names.lookups(of: "hang.example") == 1)
@@ -117,7 +129,10 @@ struct HostResolverTests {
         // A budget no stall of a loaded machine's task pool uses up: what is checked is that the lookup's share is taken from it.
         let provider = try WebPushDeliveries.provider(names.resolver(), transport: transport, timeout: .seconds(60))
         let result = await provider.deliver(WebPushDeliveries.delivery("https://slow.example/s"))
-        guard case .delivered = result else { Issue.record("expected delivered, got \(result)"); return }
+        guard case .delivered = result else {
+            Issue.record("expected delivered, got \(result)")
+            return
+        }
         let timeout = try #require(transport.requestTimeouts.first)
         #expect(timeout <= .milliseconds(59_800), "at least 200 ms of the 60 s went to DNS")
         #expect(timeout > .zero)
@@ -176,7 +191,10 @@ struct HostResolverTests {
         let queued = Task { await resolver.resolve("queued.example", timeout: .seconds(60)) }
         while resolver.hostsInFlight < 2 { try await Task.sleep(for: .milliseconds(10)) }
         let result = await provider.deliver(WebPushDeliveries.delivery("https://third.example/s"))
-        guard case .retryable(let reason, nil, _) = result else { Issue.record("expected retryable, got \(result)"); return }
+        guard case .retryable(let reason, nil, _) = result else {
+            Issue.record("expected retryable, got \(result)")
+            return
+        }
         #expect(reason.contains("DNS lookups are queued to their limit"))
         names.releaseAll()
         #expect(await running.value == .success([IPAddress("198.41.0.4")!]))

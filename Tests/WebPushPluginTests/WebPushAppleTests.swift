@@ -11,9 +11,11 @@ import WebPushSandbox
 /// Where Apple's push service for Safari is stricter than FCM and Mozilla (issue 40, items 17 and 18).
 @Suite("Web Push to Apple: VAPID subjects Apple refuses, pushes Safari would not show")
 struct WebPushAppleTests {
-    static let refusedSubjects = ["mailto:push@localhost", "https://localhost", "https://localhost:8443/contact", "mailto:ops@relay.local",
-                                  "mailto:security@gateway.invalid", "https://push.example.test", "mailto:nobody", "mailto:@example.com",
-                                  "mailto:ops@app.localhost", "ops@example.com"]
+    static let refusedSubjects = [
+        "mailto:push@localhost", "https://localhost", "https://localhost:8443/contact", "mailto:ops@relay.local",
+        "mailto:security@gateway.invalid", "https://push.example.test", "mailto:nobody", "mailto:@example.com",
+        "mailto:ops@app.localhost", "ops@example.com",
+    ]
 
     @Test("VAPID subjects Apple refuses are named with the reason; real contacts pass", arguments: refusedSubjects)
     func refusedSubject(_ subject: String) {
@@ -33,38 +35,54 @@ struct WebPushAppleTests {
         let apple = try await WebPushSandboxInstance.start(tls: tls, apple: true)
         let others = try await WebPushSandboxInstance.start(tls: tls)
         func result(_ instance: WebPushSandboxInstance, subject: String) async throws -> DeliveryResult {
-            let provider = try WebPushProvider(configuration: WebPushConfiguration(
-                vapidKey: PrivateKey.generateP256(), subject: subject, caFile: tls.caFile,
-                allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: CurlHTTPTransport())
+            let provider = try WebPushProvider(
+                configuration: WebPushConfiguration(
+                    vapidKey: PrivateKey.generateP256(), subject: subject, caFile: tls.caFile,
+                    allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: CurlHTTPTransport())
             let subscription = try instance.sandbox.subscribe()
-            let target = Target.webPush("w", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
-            let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .high, userId: "u",
-                          notification: PushCore.Notification(title: "T", body: "B"), targets: [target])
+            let target = Target.webPush(
+                "w", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
+            let job = Job(
+                id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .high, userId: "u",
+                notification: PushCore.Notification(title: "T", body: "B"), targets: [target])
             let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
             await provider.shutdown()
             return result
         }
         guard case .failed(_, 403?, .checkCredentials, _) = try await result(apple, subject: "mailto:push@localhost") else {
-            Issue.record("Apple accepted a localhost subject"); return
+            Issue.record("Apple accepted a localhost subject")
+            return
         }
-        guard case .delivered = try await result(apple, subject: "mailto:ops@example.com") else { Issue.record("Apple refused a real subject"); return }
-        guard case .delivered = try await result(others, subject: "mailto:push@localhost") else { Issue.record("FCM and Mozilla accept it"); return }
+        guard case .delivered = try await result(apple, subject: "mailto:ops@example.com") else {
+            Issue.record("Apple refused a real subject")
+            return
+        }
+        guard case .delivered = try await result(others, subject: "mailto:push@localhost") else {
+            Issue.record("FCM and Mozilla accept it")
+            return
+        }
         await apple.server.stop()
         await others.server.stop()
         tls.remove()
     }
 
-    @Test("a cancel or wake-up to Safari's push service ends failed unsent, saying Safari would revoke the permission",
-          arguments: [JobKind.cancel, .wake])
+    @Test(
+        "a cancel or wake-up to Safari's push service ends failed unsent, saying Safari would revoke the permission",
+        arguments: [JobKind.cancel, .wake])
     func invisiblePushToSafari(_ kind: JobKind) async throws {
         let transport = RecordingTransport()
-        let provider = try WebPushProvider(configuration: WebPushConfiguration(vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com"),
-                                           transport: transport)
-        let keys = WebPushKeys(p256dh: Base64URL.encode(try PrivateKey.generateP256().rawPublicKey()), auth: Base64URL.encode(try RandomBytes.generate(16)))
+        let provider = try WebPushProvider(
+            configuration: WebPushConfiguration(vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com"),
+            transport: transport)
+        let keys = WebPushKeys(
+            p256dh: Base64URL.encode(try PrivateKey.generateP256().rawPublicKey()), auth: Base64URL.encode(try RandomBytes.generate(16)))
         let target = Target.webPush("w", endpoint: "https://web.push.apple.com/QGnR4kM3", keys: keys)
         let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: kind, priority: .high, userId: "u", targets: [target])
         let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
-        guard case .failed(let reason, nil, .none, _) = result else { Issue.record("got \(result)"); return }
+        guard case .failed(let reason, nil, .none, _) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(reason.contains("Safari revokes the push permission"))
         #expect(transport.requests == 0)
         #expect(SafariVisibilityRule.isApple(endpoint: "https://WEB.push.apple.com:443/x"))
@@ -75,8 +93,10 @@ struct WebPushAppleTests {
     @Test("a message, a call or a cancel to another push service is not held back by Safari's rule")
     func otherServicesUnaffected() {
         let keys = WebPushKeys(p256dh: "p", auth: "a")
-        for (endpoint, kind) in [("https://web.push.apple.com/x", JobKind.message), ("https://web.push.apple.com/x", .call),
-                                 ("https://updates.push.services.mozilla.com/wpush/v2/x", .cancel)] {
+        for (endpoint, kind) in [
+            ("https://web.push.apple.com/x", JobKind.message), ("https://web.push.apple.com/x", .call),
+            ("https://updates.push.services.mozilla.com/wpush/v2/x", .cancel),
+        ] {
             let target = Target.webPush("w", endpoint: endpoint, keys: keys)
             let job = Job(id: "j", createdAt: 0, ttl: 60, kind: kind, priority: .high, userId: "u", targets: [target])
             #expect(SafariVisibilityRule.refusal(Delivery(job: job, target: target, attempt: 1, now: 0)) == nil, "\(kind) to \(endpoint)")

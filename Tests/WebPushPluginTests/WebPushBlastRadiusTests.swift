@@ -35,15 +35,19 @@ struct WebPushBlastRadiusTests {
         }
 
         func provider() throws -> WebPushProvider {
-            try WebPushProvider(configuration: WebPushConfiguration(
-                vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-                allowedNetworks: [IPNetwork("127.0.0.0/8")!, IPNetwork("::1/128")!], allowedPorts: [server.port]), transport: CurlHTTPTransport())
+            try WebPushProvider(
+                configuration: WebPushConfiguration(
+                    vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
+                    allowedNetworks: [IPNetwork("127.0.0.0/8")!, IPNetwork("::1/128")!], allowedPorts: [server.port]),
+                transport: CurlHTTPTransport())
         }
 
         func message(_ index: Int, subscription: WebPushSandbox.Subscription) -> KafkaMessage {
-            let json = #"{"v":1,"id":"j\#(index)","kind":"message","userId":"u\#(index)","notification":{"body":"hi"},"targets":[{"bindingId":"b\#(index)","provider":"webpush","endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}]}"#
-            return KafkaMessage(topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: Int64(index), key: nil,
-                                value: Array(json.utf8), timestamp: currentTimeMilliseconds())
+            let json =
+                #"{"v":1,"id":"j\#(index)","kind":"message","userId":"u\#(index)","notification":{"body":"hi"},"targets":[{"bindingId":"b\#(index)","provider":"webpush","endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}}]}"#
+            return KafkaMessage(
+                topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: Int64(index), key: nil,
+                value: Array(json.utf8), timestamp: currentTimeMilliseconds())
         }
 
         func stop() async {
@@ -63,8 +67,9 @@ struct WebPushBlastRadiusTests {
         let provider = try service.provider()
         var configuration = PipelineConfiguration(retryPolicy: RetryPolicy(baseMilliseconds: 1, maximumMilliseconds: 1, maximumAttempts: 1))
         configuration.circuitBreaker = CircuitBreaker.Settings(failureThreshold: 3, coolDownMilliseconds: 60_000)
-        let processor = JobProcessor(registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
-                                     retryQueue: nil, logger: testLogger())
+        let processor = JobProcessor(
+            registry: ProviderRegistry([provider]), configuration: configuration, store: InMemoryDeliveryStore(),
+            retryQueue: nil, logger: testLogger())
         var outcomes: [Outcome] = []
         for index in 0..<40 {
             let subscription = try service.sandbox.subscribe(id: index == 0 ? "forbidden-0" : "ok-\(index)")
@@ -84,22 +89,36 @@ struct WebPushBlastRadiusTests {
         let service = try await Service()
         let provider = try service.provider()
         let subscription = try service.sandbox.subscribe(id: "flood-1")
-        let target = Target.webPush("w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
-        let job = Job(id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .normal, userId: "u", targets: [target])
+        let target = Target.webPush(
+            "w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
+        let job = Job(
+            id: "j", createdAt: currentTimeMilliseconds(), ttl: 60, kind: .message, priority: .normal, userId: "u", targets: [target])
         let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
-        guard case .delivered(_, 201?, _) = result else { Issue.record("expected delivered, got \(result)"); return }
+        guard case .delivered(_, 201?, _) = result else {
+            Issue.record("expected delivered, got \(result)")
+            return
+        }
         await provider.shutdown()
         await service.stop()
     }
 
     @Test("every Web Push origin is its own scope, bounded in flight, and never a metric label")
     func scopePerOrigin() throws {
-        let provider = try WebPushProvider(configuration: WebPushConfiguration(vapidKey: PrivateKey.generateP256(), subject: "mailto:a@b",
-                                                                              maximumInFlightPerOrigin: 7), transport: CurlHTTPTransport())
+        let provider = try WebPushProvider(
+            configuration: WebPushConfiguration(
+                vapidKey: PrivateKey.generateP256(), subject: "mailto:a@b",
+                maximumInFlightPerOrigin: 7), transport: CurlHTTPTransport())
         defer { provider.shutdownNow() }
-        let first = provider.scope(of: Target(bindingId: "1", provider: .webpush, details: WebPushTarget(endpoint: "https://updates.push.services.mozilla.com/wpush/v2/a")))
-        let second = provider.scope(of: Target(bindingId: "2", provider: .webpush, details: WebPushTarget(endpoint: "https://UPDATES.push.services.mozilla.com:443/wpush/v2/b")))
-        let other = provider.scope(of: Target(bindingId: "3", provider: .webpush, details: WebPushTarget(endpoint: "https://fcm.googleapis.com/fcm/send/c")))
+        let first = provider.scope(
+            of: Target(
+                bindingId: "1", provider: .webpush, details: WebPushTarget(endpoint: "https://updates.push.services.mozilla.com/wpush/v2/a")
+            ))
+        let second = provider.scope(
+            of: Target(
+                bindingId: "2", provider: .webpush,
+                details: WebPushTarget(endpoint: "https://UPDATES.push.services.mozilla.com:443/wpush/v2/b")))
+        let other = provider.scope(
+            of: Target(bindingId: "3", provider: .webpush, details: WebPushTarget(endpoint: "https://fcm.googleapis.com/fcm/send/c")))
         #expect(first == second)
         #expect(first != other)
         #expect(first.inFlightLimit == 7)

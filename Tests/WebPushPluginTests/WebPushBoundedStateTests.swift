@@ -9,8 +9,9 @@ struct WebPushBoundedStateTests {
     /// Resident memory of this process (VmRSS), in MiB; other suites run beside this one, so it is reported, not asserted.
     static func residentMiB() -> Double {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
         return kilobytes / 1024
     }
 
@@ -48,12 +49,16 @@ struct WebPushBoundedStateTests {
                     return counts
                 }
             }
-            return await group.reduce(into: (refused: 0, rejected: 0)) { $0.refused += $1.refused; $0.rejected += $1.rejected }
+            return await group.reduce(into: (refused: 0, rejected: 0)) {
+                $0.refused += $1.refused
+                $0.rejected += $1.rejected
+            }
         }
         let after = Self.residentMiB()
         let entries = provider.boundedEntries
-        print("100 000 distinct Web Push origins: RSS \(Int(before)) → \(Int(after)) MiB; DNS cache \(entries.dnsCache) hosts, "
-              + "VAPID tokens \(entries.vapidTokens), name-server lookups \(names.total)")
+        print(
+            "100 000 distinct Web Push origins: RSS \(Int(before)) → \(Int(after)) MiB; DNS cache \(entries.dnsCache) hosts, "
+                + "VAPID tokens \(entries.vapidTokens), name-server lookups \(names.total)")
         #expect(outcomes.refused == 66_667)
         #expect(outcomes.rejected == 33_333)
         #expect(names.total == 66_667, "each looked-up host asked once")

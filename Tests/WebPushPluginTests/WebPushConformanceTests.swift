@@ -29,12 +29,15 @@ struct WebPushConformanceTests {
         "WEBPUSH-A12": answer(503, retryAfter: "2"),
     ]
 
-    @Test("every answer row gives the outcome, action, retry and circuit the table says", arguments: ConformanceTable.answerRows("webpush", prefix: "WEBPUSH"))
+    @Test(
+        "every answer row gives the outcome, action, retry and circuit the table says",
+        arguments: ConformanceTable.answerRows("webpush", prefix: "WEBPUSH"))
     func answerRow(_ row: ConformanceTable.Row) throws {
         let response = try #require(Self.answers[row.id], "\(row.id) has no answer in this test")
         let result = WebPushProvider.classify(response)
-        #expect(ConformanceTable.cells(of: result, scopeName: "(origin)")
-            == Array(row.cells[1...4]), "\(row.id): \(result)")
+        #expect(
+            ConformanceTable.cells(of: result, scopeName: "(origin)")
+                == Array(row.cells[1...4]), "\(row.id): \(result)")
     }
 
     @Test("every answer of the table is tested and every tested answer is in the table")
@@ -50,9 +53,11 @@ struct WebPushConformanceTests {
     @Test("an endpoint with an explicit :443 gets the VAPID aud without the port")
     func vapidAudienceWithoutDefaultPort() async throws {
         guard case .success(let target) = await EndpointPolicy(EndpointPolicy.Rules()).check("https://198.41.0.4:443/wpush/v2/abc") else {
-            Issue.record("refused"); return
+            Issue.record("refused")
+            return
         }
-        let tokens = try VAPIDTokens(key: PrivateKey.generateP256(), subject: "mailto:ops@example.com", lifetime: .seconds(3600), clock: currentTimeMilliseconds)
+        let tokens = try VAPIDTokens(
+            key: PrivateKey.generateP256(), subject: "mailto:ops@example.com", lifetime: .seconds(3600), clock: currentTimeMilliseconds)
         let header = try tokens.authorization(for: target.origin)
         let jwt = try #require(JSONWebToken.parse(String(header.dropFirst("vapid t=".count).prefix { $0 != "," })))
         #expect(jwt.claims["aud"] == .string("https://198.41.0.4"))

@@ -11,11 +11,15 @@ import WebPushSandbox
 struct WebPushRichNotificationTests {
     typealias Harness = WebPushSandboxTests.Harness
 
-    static func delivery(_ subscription: WebPushSandbox.Subscription, _ notification: PushCore.Notification,
-                         overrides: [ProviderID: JSONValue] = [:]) -> Delivery {
-        let target = Target.webPush("w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
-        let job = Job(id: "job-w", createdAt: currentTimeMilliseconds(), ttl: 600, kind: .message, priority: .high, userId: "u",
-                      notification: notification, overrides: overrides, targets: [target])
+    static func delivery(
+        _ subscription: WebPushSandbox.Subscription, _ notification: PushCore.Notification,
+        overrides: [ProviderID: JSONValue] = [:]
+    ) -> Delivery {
+        let target = Target.webPush(
+            "w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
+        let job = Job(
+            id: "job-w", createdAt: currentTimeMilliseconds(), ttl: 600, kind: .message, priority: .high, userId: "u",
+            notification: notification, overrides: overrides, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
     }
 
@@ -23,15 +27,20 @@ struct WebPushRichNotificationTests {
     func summaryFields() async throws {
         let harness = try await Harness.start()
         let subscription = try harness.instance.sandbox.subscribe()
-        let notification = Notification(title: "Bob", subtitle: "Team", body: "Hi", sound: .init(name: "a", isCritical: true, volume: 0.5),
-                                        badge: 1, tag: "chat-42", icon: "/icon.png", clickAction: "https://chat.example/c/42",
-                                        locKey: "MSG", locArgs: ["Bob"])
+        let notification = Notification(
+            title: "Bob", subtitle: "Team", body: "Hi", sound: .init(name: "a", isCritical: true, volume: 0.5),
+            badge: 1, tag: "chat-42", icon: "/icon.png", clickAction: "https://chat.example/c/42",
+            locKey: "MSG", locArgs: ["Bob"])
         let result = await harness.provider.deliver(Self.delivery(subscription, notification))
-        guard case .delivered(_, 201, false) = result else { Issue.record("\(result)"); return }
+        guard case .delivered(_, 201, false) = result else {
+            Issue.record("\(result)")
+            return
+        }
         let message = try #require(harness.instance.sandbox.messages.first)
-        #expect(String(decoding: message.plaintext, as: UTF8.self) == #"{"jobId":"job-w","kind":"message","notification":{"title":"Bob","#
-            + #""subtitle":"Team","body":"Hi","sound":{"name":"a","critical":true,"volume":0.5},"badge":1,"tag":"chat-42","icon":"/icon.png","#
-            + #""clickAction":"https://chat.example/c/42","locKey":"MSG","locArgs":["Bob"]}}"#)
+        #expect(
+            String(decoding: message.plaintext, as: UTF8.self) == #"{"jobId":"job-w","kind":"message","notification":{"title":"Bob","#
+                + #""subtitle":"Team","body":"Hi","sound":{"name":"a","critical":true,"volume":0.5},"badge":1,"tag":"chat-42","icon":"/icon.png","#
+                + #""clickAction":"https://chat.example/c/42","locKey":"MSG","locArgs":["Bob"]}}"#)
         await harness.stop()
     }
 
@@ -42,7 +51,8 @@ struct WebPushRichNotificationTests {
         let override: JSONValue = .object([("payload", .object([("actions", .array([.string("reply")])), ("kind", .null)]))])
         _ = await harness.provider.deliver(Self.delivery(subscription, Notification(title: "t"), overrides: ["webpush": override]))
         let message = try #require(harness.instance.sandbox.messages.first)
-        #expect(String(decoding: message.plaintext, as: UTF8.self) == #"{"jobId":"job-w","notification":{"title":"t"},"actions":["reply"]}"#)
+        #expect(
+            String(decoding: message.plaintext, as: UTF8.self) == #"{"jobId":"job-w","notification":{"title":"t"},"actions":["reply"]}"#)
         await harness.stop()
     }
 
@@ -50,8 +60,12 @@ struct WebPushRichNotificationTests {
     func truncated() async throws {
         let harness = try await Harness.start()
         let subscription = try harness.instance.sandbox.subscribe()
-        let result = await harness.provider.deliver(Self.delivery(subscription, Notification(title: "Bob", body: String(repeating: "ü", count: 3000))))
-        guard case .delivered(_, 201, true) = result else { Issue.record("\(result)"); return }
+        let result = await harness.provider.deliver(
+            Self.delivery(subscription, Notification(title: "Bob", body: String(repeating: "ü", count: 3000))))
+        guard case .delivered(_, 201, true) = result else {
+            Issue.record("\(result)")
+            return
+        }
         let message = try #require(harness.instance.sandbox.messages.first)
         #expect(message.plaintext.count <= 3993)
         #expect(try JSONParser.parse(message.plaintext)["notification"]?["title"] == .string("Bob"))

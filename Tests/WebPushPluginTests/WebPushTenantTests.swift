@@ -11,10 +11,13 @@ import WebPushSandbox
 @Suite("Web Push tenants: a VAPID key per app, and payload templates")
 struct WebPushTenantTests {
     static func delivery(_ subscription: WebPushSandbox.Subscription, app: String?, kind: JobKind = .message) -> Delivery {
-        let target = Target(bindingId: "w1", provider: .webpush, app: app, details: WebPushTarget(
-            endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth)))
-        let job = Job(id: "job-t", createdAt: currentTimeMilliseconds(), ttl: 600, kind: kind, priority: .high, userId: "u",
-                      notification: Notification(title: "Erin", body: "Hello"), data: ["chatId": "7"], targets: [target])
+        let target = Target(
+            bindingId: "w1", provider: .webpush, app: app,
+            details: WebPushTarget(
+                endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth)))
+        let job = Job(
+            id: "job-t", createdAt: currentTimeMilliseconds(), ttl: 600, kind: kind, priority: .high, userId: "u",
+            notification: Notification(title: "Erin", body: "Hello"), data: ["chatId": "7"], targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
     }
 
@@ -23,19 +26,24 @@ struct WebPushTenantTests {
         let tls = try SandboxTLS.make()
         let instance = try await WebPushSandboxInstance.start(tls: tls)
         let tenantKey = try PrivateKey.generateP256()
-        var configuration = WebPushConfiguration(vapidKey: try PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-                                                 allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port])
+        var configuration = WebPushConfiguration(
+            vapidKey: try PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
+            allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port])
         configuration.apps = ["tenant-a": VAPIDIdentity(key: tenantKey, subject: "mailto:tenant-a@example.com")]
         let provider = try WebPushProvider(configuration: configuration, transport: CurlHTTPTransport())
         let subscription = try instance.sandbox.subscribe(applicationServerKey: try tenantKey.rawPublicKey())
         guard case .delivered(_, 201?, _) = await provider.deliver(Self.delivery(subscription, app: "tenant-a")) else {
-            Issue.record("the tenant's own key must be accepted"); return
+            Issue.record("the tenant's own key must be accepted")
+            return
         }
         guard case .failed(_, 403?, .checkCredentials, .request) = await provider.deliver(Self.delivery(subscription, app: nil)) else {
-            Issue.record("the default key must be refused for a subscription made with the tenant's key"); return
+            Issue.record("the default key must be refused for a subscription made with the tenant's key")
+            return
         }
-        guard case .failed(_, 403?, .checkCredentials, .request) = await provider.deliver(Self.delivery(subscription, app: "tenant-b")) else {
-            Issue.record("an app without a key of its own uses the default key"); return
+        guard case .failed(_, 403?, .checkCredentials, .request) = await provider.deliver(Self.delivery(subscription, app: "tenant-b"))
+        else {
+            Issue.record("an app without a key of its own uses the default key")
+            return
         }
         await provider.shutdown()
         await instance.server.stop()
@@ -44,10 +52,14 @@ struct WebPushTenantTests {
 
     /// Renders `{"t": <TITLE>, "k": <KIND>}` for `webpush/default/message`, nothing for other kinds.
     struct MessageTemplate: PayloadTemplates {
-        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<RenderedPayload, PayloadTemplateFailure>? {
+        func render(_ key: PayloadTemplateKey, keywords: @autoclosure () -> PayloadKeywords) -> Result<
+            RenderedPayload, PayloadTemplateFailure
+        >? {
             guard key.provider == .webpush, key.kind == .message else { return nil }
-            return .success(RenderedPayload(document: .object([("t", .string(keywords().values["TITLE"] ?? "")), ("k", .string(keywords().values["KIND"] ?? ""))]),
-                                            source: "webpush/default/message.mustache"))
+            return .success(
+                RenderedPayload(
+                    document: .object([("t", .string(keywords().values["TITLE"] ?? "")), ("k", .string(keywords().values["KIND"] ?? ""))]),
+                    source: "webpush/default/message.mustache"))
         }
     }
 
@@ -55,9 +67,10 @@ struct WebPushTenantTests {
     func templateOutputIsTheMessage() async throws {
         let tls = try SandboxTLS.make()
         let instance = try await WebPushSandboxInstance.start(tls: tls)
-        let provider = try WebPushProvider(configuration: WebPushConfiguration(
-            vapidKey: try PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-            allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: CurlHTTPTransport(),
+        let provider = try WebPushProvider(
+            configuration: WebPushConfiguration(
+                vapidKey: try PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
+                allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: CurlHTTPTransport(),
             templates: MessageTemplate())
         let subscription = try instance.sandbox.subscribe()
         _ = await provider.deliver(Self.delivery(subscription, app: nil))

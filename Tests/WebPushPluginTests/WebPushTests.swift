@@ -10,11 +10,14 @@ import WebPushSandbox
 
 @Suite("Web Push: headers, VAPID and endpoint policy")
 struct WebPushRulesTests {
-    static func delivery(kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 3600, collapseKey: String? = nil,
-                         endpoint: String = "https://push.example.net/send/abc") -> Delivery {
+    static func delivery(
+        kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 3600, collapseKey: String? = nil,
+        endpoint: String = "https://push.example.net/send/abc"
+    ) -> Delivery {
         let target = Target.webPush("w1", endpoint: endpoint, keys: WebPushKeys(p256dh: "x", auth: "y"))
-        let job = Job(id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
-                      collapseKey: collapseKey, targets: [target])
+        let job = Job(
+            id: "j", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "u",
+            collapseKey: collapseKey, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_000_000)
     }
 
@@ -28,10 +31,12 @@ struct WebPushRulesTests {
         #expect(headers(Self.delivery(ttl: 0))["ttl"] == "0")
     }
 
-    @Test("Urgency: calls and cancels high, messages by priority, wake-ups low", arguments: [
-        (JobKind.call, JobPriority.normal, "high"), (.cancel, .normal, "high"), (.message, .high, "high"),
-        (.message, .normal, "normal"), (.wake, .high, "low"),
-    ])
+    @Test(
+        "Urgency: calls and cancels high, messages by priority, wake-ups low",
+        arguments: [
+            (JobKind.call, JobPriority.normal, "high"), (.cancel, .normal, "high"), (.message, .high, "high"),
+            (.message, .normal, "normal"), (.wake, .high, "low"),
+        ])
     func urgency(_ kind: JobKind, _ priority: JobPriority, _ expected: String) {
         #expect(headers(Self.delivery(kind: kind, priority: priority))["urgency"] == expected)
     }
@@ -51,7 +56,8 @@ struct WebPushRulesTests {
     func vapid() throws {
         let key = try PrivateKey.generateP256()
         let clock = FakeClock(start: 1_795_310_000_000)
-        let tokens = try VAPIDTokens(key: key, subject: "mailto:ops@example.com", lifetime: .seconds(12 * 3600), clock: { clock.milliseconds })
+        let tokens = try VAPIDTokens(
+            key: key, subject: "mailto:ops@example.com", lifetime: .seconds(12 * 3600), clock: { clock.milliseconds })
         let header = try tokens.authorization(for: "https://push.example.net")
         #expect(header.hasPrefix("vapid t="))
         #expect(header.hasSuffix(", k=\(Base64URL.encode(try key.rawPublicKey()))"))
@@ -66,7 +72,8 @@ struct WebPushRulesTests {
         clock.advance(minutes: 11 * 60 + 1)
         #expect(try tokens.authorization(for: "https://push.example.net") != header, "renewed an hour before it expires")
         let capped = try VAPIDTokens(key: key, subject: "mailto:x@y", lifetime: .seconds(48 * 3600), clock: { clock.milliseconds })
-        let cappedJWT = try #require(JSONWebToken.parse(String(try capped.authorization(for: "https://a").dropFirst(8).prefix { $0 != "," })))
+        let cappedJWT = try #require(
+            JSONWebToken.parse(String(try capped.authorization(for: "https://a").dropFirst(8).prefix { $0 != "," })))
         #expect(cappedJWT.claims["exp"] == .integer(clock.milliseconds / 1000 + 24 * 3600))
     }
 }
@@ -83,16 +90,19 @@ struct WebPushSandboxTests {
         static func start() async throws -> Harness {
             let tls = try SandboxTLS.make()
             let instance = try await WebPushSandboxInstance.start(tls: tls)
-            let provider = try WebPushProvider(configuration: WebPushConfiguration(
-                vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-                allowedNetworks: loopback, allowedPorts: [instance.server.port]), transport: NIOHTTP2Transport(fallback: NoFallback()))
+            let provider = try WebPushProvider(
+                configuration: WebPushConfiguration(
+                    vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
+                    allowedNetworks: loopback, allowedPorts: [instance.server.port]), transport: NIOHTTP2Transport(fallback: NoFallback()))
             return Harness(tls: tls, instance: instance, provider: provider)
         }
 
         func delivery(_ subscription: WebPushSandbox.Subscription, data: [String: String] = ["chatId": "7"]) -> Delivery {
-            let target = Target.webPush("w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
-            let job = Job(id: "job-w", createdAt: currentTimeMilliseconds(), ttl: 600, kind: .message, priority: .high, userId: "u",
-                          collapseKey: "chat-7", notification: Notification(title: "Erin", body: "Hello"), data: data, targets: [target])
+            let target = Target.webPush(
+                "w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
+            let job = Job(
+                id: "job-w", createdAt: currentTimeMilliseconds(), ttl: 600, kind: .message, priority: .high, userId: "u",
+                collapseKey: "chat-7", notification: Notification(title: "Erin", body: "Hello"), data: data, targets: [target])
             return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
         }
 
@@ -109,21 +119,27 @@ struct WebPushSandboxTests {
         let subscription = try harness.instance.sandbox.subscribe()
         let delivery = harness.delivery(subscription)
         let result = await harness.provider.deliver(delivery)
-        guard case .delivered(let location?, 201, _) = result else { Issue.record("not delivered: \(result)"); return }
+        guard case .delivered(let location?, 201, _) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
         #expect(location.contains("/message/"))
         let message = try #require(harness.instance.sandbox.messages.first)
         #expect(message.plaintext == delivery.job.summaryJSON())
-        #expect(String(decoding: message.plaintext, as: UTF8.self)
-            == #"{"jobId":"job-w","kind":"message","notification":{"title":"Erin","body":"Hello"},"data":{"chatId":"7"}}"#)
+        #expect(
+            String(decoding: message.plaintext, as: UTF8.self)
+                == #"{"jobId":"job-w","kind":"message","notification":{"title":"Erin","body":"Hello"},"data":{"chatId":"7"}}"#)
         #expect((599...600).contains(message.ttl))
         #expect(message.urgency == "high")
         #expect(message.topic == "chat-7")
         await harness.stop()
     }
 
-    @Test("410 and 404 reject the subscription; 429 is retried after Retry-After; 413 fails", arguments: [
-        ("gone-1", "rejected"), ("missing-1", "rejected"), ("busy-1", "retryable"), ("big-1", "failed"),
-    ])
+    @Test(
+        "410 and 404 reject the subscription; 429 is retried after Retry-After; 413 fails",
+        arguments: [
+            ("gone-1", "rejected"), ("missing-1", "rejected"), ("busy-1", "retryable"), ("big-1", "failed"),
+        ])
     func answers(_ id: String, _ expected: String) async throws {
         let harness = try await Harness.start()
         let result = await harness.provider.deliver(harness.delivery(try harness.instance.sandbox.subscribe(id: id)))
@@ -141,7 +157,10 @@ struct WebPushSandboxTests {
         let harness = try await Harness.start()
         let subscription = try harness.instance.sandbox.subscribe()
         let result = await harness.provider.deliver(harness.delivery(subscription, data: ["blob": String(repeating: "x", count: 4000)]))
-        guard case .failed(let reason, nil, .none, _) = result else { Issue.record("expected failed, got \(result)"); return }
+        guard case .failed(let reason, nil, .none, _) = result else {
+            Issue.record("expected failed, got \(result)")
+            return
+        }
         #expect(reason.contains("4096"))
         #expect(harness.instance.server.requests.isEmpty)
         await harness.stop()
@@ -150,12 +169,17 @@ struct WebPushSandboxTests {
     @Test("by default a loopback endpoint is refused and never contacted")
     func loopbackRefusedByDefault() async throws {
         let harness = try await Harness.start()
-        let strict = try WebPushProvider(configuration: WebPushConfiguration(vapidKey: PrivateKey.generateP256(), subject: "mailto:a@b",
-                                                                             caFile: harness.tls.caFile,
-                                                                             allowedPorts: [harness.instance.server.port]),
-                                         transport: CurlHTTPTransport())
+        let strict = try WebPushProvider(
+            configuration: WebPushConfiguration(
+                vapidKey: PrivateKey.generateP256(), subject: "mailto:a@b",
+                caFile: harness.tls.caFile,
+                allowedPorts: [harness.instance.server.port]),
+            transport: CurlHTTPTransport())
         let result = await strict.deliver(harness.delivery(try harness.instance.sandbox.subscribe()))
-        guard case .failed(let reason, nil, .none, _) = result else { Issue.record("expected a refusal, got \(result)"); return }
+        guard case .failed(let reason, nil, .none, _) = result else {
+            Issue.record("expected a refusal, got \(result)")
+            return
+        }
         #expect(reason.hasPrefix("endpoint refused, not sent"))
         #expect(!reason.contains("127.0.0.1") && !reason.contains("::1"), "the refusal does not reveal what the name resolved to")
         #expect(harness.instance.server.requests.isEmpty)
@@ -168,7 +192,10 @@ struct WebPushSandboxTests {
         let harness = try await Harness.start()
         let subscription = try harness.instance.sandbox.subscribe()
         let broken = WebPushSandbox.Subscription(endpoint: subscription.endpoint, p256dh: "AAAA", auth: subscription.auth)
-        guard case .rejected = await harness.provider.deliver(harness.delivery(broken)) else { Issue.record("expected rejected"); return }
+        guard case .rejected = await harness.provider.deliver(harness.delivery(broken)) else {
+            Issue.record("expected rejected")
+            return
+        }
         #expect(harness.instance.server.requests.isEmpty)
         await harness.stop()
     }

@@ -16,8 +16,10 @@ public func fuzzEndpointPolicy(_ start: UnsafeRawPointer, _ count: Int) -> CInt 
     var input = FuzzInput(start, count)
     let flags = input.byte()
     let allowedHosts = (0..<(flags >> 1 & 3)).map { _ in input.string() }
-    let policy = EndpointPolicy(EndpointPolicy.Rules(allowPrivateNetworks: flags & 1 == 1, allowedHosts: allowedHosts,
-                                                     allowedPorts: flags & 0x40 == 0 ? [443] : [443, 8443]))
+    let policy = EndpointPolicy(
+        EndpointPolicy.Rules(
+            allowPrivateNetworks: flags & 1 == 1, allowedHosts: allowedHosts,
+            allowedPorts: flags & 0x40 == 0 ? [443] : [443, 8443]))
     fakeAnswers = (0..<(flags >> 3 & 7) % 5).map { _ in Array((0..<(input.bool() ? 16 : 4)).map { _ in input.byte() }) }
     let endpoint = input.string()
     let text = input.string()
@@ -38,7 +40,9 @@ public func fuzzEndpointPolicy(_ start: UnsafeRawPointer, _ count: Int) -> CInt 
     } else {
         precondition(target.pinnedResolution != nil, "\(endpoint) accepted without pinning its address")
         for answer in fakeAnswers {
-            precondition(IPAddress(bytes: answer)!.isPublic, "\(endpoint) accepted though \(target.host) resolves to \(IPAddress(bytes: answer)!.text)")
+            precondition(
+                IPAddress(bytes: answer)!.isPublic,
+                "\(endpoint) accepted though \(target.host) resolves to \(IPAddress(bytes: answer)!.text)")
         }
     }
     return 0
@@ -58,7 +62,8 @@ private func checkAddress(_ address: IPAddress) {
     let compatible = b[0..<12].allSatisfy { $0 == 0 } && !(b[12] == 0 && b[13] == 0 && b[14] == 0 && b[15] <= 1)
     let nat64 = b[0..<12] == [0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]
     if mapped || compatible || nat64, !IPAddress.v4IsPublic(embedded) {
-        precondition(!address.isPublic, "\(text) embeds the non-public \(embedded.map(String.init).joined(separator: ".")) but counts as public")
+        precondition(
+            !address.isPublic, "\(text) embeds the non-public \(embedded.map(String.init).joined(separator: ".")) but counts as public")
     }
 }
 
@@ -67,8 +72,10 @@ nonisolated(unsafe) private var fakeAnswers: [[UInt8]] = []
 
 /// Replaces libc's resolver in this binary: every name resolves to `fakeAnswers`.
 @_cdecl("getaddrinfo")
-public func fakeGetaddrinfo(_ node: UnsafePointer<CChar>?, _ service: UnsafePointer<CChar>?, _ hints: UnsafePointer<addrinfo>?,
-                            _ result: UnsafeMutablePointer<UnsafeMutablePointer<addrinfo>?>?) -> Int32 {
+public func fakeGetaddrinfo(
+    _ node: UnsafePointer<CChar>?, _ service: UnsafePointer<CChar>?, _ hints: UnsafePointer<addrinfo>?,
+    _ result: UnsafeMutablePointer<UnsafeMutablePointer<addrinfo>?>?
+) -> Int32 {
     guard let result, !fakeAnswers.isEmpty else { return EAI_NONAME }
     var head: UnsafeMutablePointer<addrinfo>?
     for answer in fakeAnswers.reversed() {

@@ -4,8 +4,11 @@ import PushCore
 /// compiled into each fuzzer that decodes jobs).
 extension JobDecoder {
     init() {
-        self.init(formats: TargetFormats([APNsTargetFormat(), FCMTargetFormat(), WebPushTargetFormat(), ProxyTargetFormat(),
-                                          HMSTargetFormat()]))
+        self.init(
+            formats: TargetFormats([
+                APNsTargetFormat(), FCMTargetFormat(), WebPushTargetFormat(), ProxyTargetFormat(),
+                HMSTargetFormat(),
+            ]))
     }
 }
 

@@ -13,9 +13,10 @@ public func fuzzHeaders(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     var input = FuzzInput(start, count)
     guard let delivery = input.delivery() else { return 0 }
     let appFlags = input.byte()
-    let app = APNsApp(bundleId: "com.example.app",
-                      authentication: appFlags & 1 == 0 ? .token(keyFile: "k.p8", keyId: "KEYID12345", teamId: "TEAMID1234") : .certificate(TLSOptions()),
-                      cancelPushType: appFlags & 2 == 0 ? .voip : .alert)
+    let app = APNsApp(
+        bundleId: "com.example.app",
+        authentication: appFlags & 1 == 0 ? .token(keyFile: "k.p8", keyId: "KEYID12345", teamId: "TEAMID1234") : .certificate(TLSOptions()),
+        cancelPushType: appFlags & 2 == 0 ? .voip : .alert)
     let lifetime = Duration(secondsComponent: input.int64(), attosecondsComponent: 0)
     let clock = input.int64()
 
@@ -26,21 +27,26 @@ public func fuzzHeaders(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     }
     let fcm = FCMMessage.body(delivery)
     precondition(JSONValueCheck.parses(fcm), "FCM message is not JSON")
-    requests.append(HTTPRequest(url: "https://fcm.googleapis.com/v1/projects/p/messages:send",
-                                headers: [("content-type", "application/json")], body: fcm))
+    requests.append(
+        HTTPRequest(
+            url: "https://fcm.googleapis.com/v1/projects/p/messages:send",
+            headers: [("content-type", "application/json")], body: fcm))
     let proxy = ProxyRequestBody.encode(delivery)
     precondition(JSONValueCheck.parses(proxy), "proxy body is not JSON")
     var webPushHeaders = WebPushRequest.headers(delivery)
     if let vapid = try? VAPIDTokens(key: vapidKey, subject: "mailto:ops@example.com", lifetime: lifetime, clock: { clock }),
-       let authorization = try? vapid.authorization(for: "https://push.example.net") {
+        let authorization = try? vapid.authorization(for: "https://push.example.net")
+    {
         webPushHeaders.append(("authorization", authorization))
     }
-    requests.append(HTTPRequest(url: delivery.target.details(WebPushTarget.self)?.endpoint ?? "https://push.example.net/x", headers: webPushHeaders))
+    requests.append(
+        HTTPRequest(url: delivery.target.details(WebPushTarget.self)?.endpoint ?? "https://push.example.net/x", headers: webPushHeaders))
 
     for request in requests {
         for (name, value) in request.headers {
             for byte in Array(name.utf8) + Array(value.utf8) {
-                precondition(byte != 0x0D && byte != 0x0A && byte != 0, "header \(name) carries a control byte \(byte): \(value.debugDescription)")
+                precondition(
+                    byte != 0x0D && byte != 0x0A && byte != 0, "header \(name) carries a control byte \(byte): \(value.debugDescription)")
             }
         }
     }

@@ -18,8 +18,10 @@ public func fuzzRedisRecords(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
             _ = deadline.isExpired(at: now, attempt: entry.attempts + 1)
             _ = deadline.remainingSeconds(at: now)
             _ = deadline.remainingMilliseconds(at: now)
-            if case .retry(let due) = RetryPolicy.default.decide(afterAttempt: entry.attempts + 1, now: now, deadline: deadline,
-                                                                 retryAfter: nil, random: { $0 }) {
+            if case .retry(let due) = RetryPolicy.default.decide(
+                afterAttempt: entry.attempts + 1, now: now, deadline: deadline,
+                retryAfter: nil, random: { $0 })
+            {
                 precondition(due >= now, "retry due before now")
             }
         }

@@ -15,12 +15,15 @@ public func fuzzRetryDecisions(_ start: UnsafeRawPointer, _ count: Int) -> CInt 
     let now = input.int64()
     let deadline = Deadline(createdAt: input.int64(), ttlSeconds: input.int64())
     let attempt = input.int()
-    let duration = Duration(secondsComponent: input.int64(), attosecondsComponent: input.int64(in: -999_999_999_999_999_999...999_999_999_999_999_999))
+    let duration = Duration(
+        secondsComponent: input.int64(), attosecondsComponent: input.int64(in: -999_999_999_999_999_999...999_999_999_999_999_999))
     let base = input.int64(in: 1...3_600_000)
-    let policy = RetryPolicy(baseMilliseconds: base, maximumMilliseconds: input.int64(in: base...86_400_000),
-                             maximumAttempts: Int(input.int64(in: 1...100)))
-    let breakerSettings = CircuitBreaker.Settings(failureThreshold: Int(input.int64(in: 1...100_000)),
-                                                  coolDownMilliseconds: input.int64(in: 100...3_600_000))
+    let policy = RetryPolicy(
+        baseMilliseconds: base, maximumMilliseconds: input.int64(in: base...86_400_000),
+        maximumAttempts: Int(input.int64(in: 1...100)))
+    let breakerSettings = CircuitBreaker.Settings(
+        failureThreshold: Int(input.int64(in: 1...100_000)),
+        coolDownMilliseconds: input.int64(in: 100...3_600_000))
     let jitter = input.byte()
     let random: (Int64) -> Int64 = { upperBound in
         precondition(upperBound >= 0, "jitter window \(upperBound) is negative")
@@ -44,10 +47,13 @@ public func fuzzRetryDecisions(_ start: UnsafeRawPointer, _ count: Int) -> CInt 
 
     _ = policy.backoffCeiling(afterAttempt: attempt)
     let decision = policy.decide(afterAttempt: attempt, now: now, deadline: deadline, retryAfter: retryAfter, random: random)
-    if attempt >= policy.maximumAttempts { precondition(decision == .exhausted, "\(attempt) of \(policy.maximumAttempts) attempts: \(decision)") }
+    if attempt >= policy.maximumAttempts {
+        precondition(decision == .exhausted, "\(attempt) of \(policy.maximumAttempts) attempts: \(decision)")
+    }
     check(decision, now: now, deadline: deadline)
-    check(policy.decideHeldBack(now: now, deadline: deadline, circuitRetryAfter: retryAfter ?? duration, random: random),
-          now: now, deadline: deadline)
+    check(
+        policy.decideHeldBack(now: now, deadline: deadline, circuitRetryAfter: retryAfter ?? duration, random: random),
+        now: now, deadline: deadline)
 
     var breaker = CircuitBreaker(settings: breakerSettings)
     while !input.isAtEnd {

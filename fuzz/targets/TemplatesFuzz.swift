@@ -16,8 +16,9 @@ public func fuzzTemplates(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let provider = shape.provider
     let kind = JobKind.allCases[Int(input.byte()) % JobKind.allCases.count]
     let text = input.string()
-    let template = try? PayloadTemplate(text: text, shape: shape, app: "com.example.app", kind: kind,
-                                        source: "\(provider.rawValue)/com.example.app/\(kind.rawValue).mustache")
+    let template = try? PayloadTemplate(
+        text: text, shape: shape, app: "com.example.app", kind: kind,
+        source: "\(provider.rawValue)/com.example.app/\(kind.rawValue).mustache")
     let delivery = input.delivery()
     let (document, override) = input.mergeCase()
     let merged = document.merging(override)
@@ -27,8 +28,10 @@ public func fuzzTemplates(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         _ = PayloadOverride.apply(override, to: rendered.bytes(removing: ["headers"]))
     }
     let limit = Int(input.byte()) * 64
-    if case .success(let fitted) = AlertFitting.fit(delivery.job.notification, limit: limit, override: override,
-                                                    build: { delivery.replacingNotification($0).job.summaryJSON() }) {
+    if case .success(let fitted) = AlertFitting.fit(
+        delivery.job.notification, limit: limit, override: override,
+        build: { delivery.replacingNotification($0).job.summaryJSON() })
+    {
         precondition(fitted.payload.count <= limit, "a fitted payload is larger than its limit")
     }
     return 0
@@ -79,16 +82,18 @@ extension FuzzInput {
         let step = Int(byte() % 4) + 1
         let offset = Int(byte())
         let salt = Int(byte())
-        return .object((0..<count).map { index in
-            let value: JSONValue = switch (index + salt) % 6 {
-            case 0: .null
-            case 1: .integer(Int64(index))
-            case 2: .string("v\(index)")
-            case 3: .object([("n", .integer(Int64(index))), ("gone", .null)])
-            case 4: .array([.null, .bool(true)])
-            default: .object([])
-            }
-            return ("\(prefix)\(offset + index * step)", value)
-        })
+        return .object(
+            (0..<count).map { index in
+                let value: JSONValue =
+                    switch (index + salt) % 6 {
+                    case 0: .null
+                    case 1: .integer(Int64(index))
+                    case 2: .string("v\(index)")
+                    case 3: .object([("n", .integer(Int64(index))), ("gone", .null)])
+                    case 4: .array([.null, .bool(true)])
+                    default: .object([])
+                    }
+                return ("\(prefix)\(offset + index * step)", value)
+            })
     }
 }

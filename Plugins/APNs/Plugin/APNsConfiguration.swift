@@ -38,9 +38,11 @@ public struct APNsApp: Sendable {
         [authentication, voipAuthentication].contains { if case .certificate = $0 { true } else { false } }
     }
 
-    public init(bundleId: String, authentication: Authentication, topicOverride: String? = nil,
-                cancelPushType: APNsPushType = defaultCancelPushType, defaultEnvironment: APNsEnvironment = .production,
-                xmpushTokensArePushKit: Bool = false) {
+    public init(
+        bundleId: String, authentication: Authentication, topicOverride: String? = nil,
+        cancelPushType: APNsPushType = defaultCancelPushType, defaultEnvironment: APNsEnvironment = .production,
+        xmpushTokensArePushKit: Bool = false
+    ) {
         self.bundleId = bundleId
         self.authentication = authentication
         self.topicOverride = topicOverride
@@ -81,8 +83,10 @@ public struct APNsConfiguration: Sendable {
     public static let productionHost = "https://api.push.apple.com"
     public static let sandboxHost = "https://api.sandbox.push.apple.com"
 
-    public init(apps: [APNsApp], defaultBundleId: String? = nil, productionURL: String = productionHost,
-                sandboxURL: String = sandboxHost, caFile: String? = nil, timeout: Duration = .seconds(10)) {
+    public init(
+        apps: [APNsApp], defaultBundleId: String? = nil, productionURL: String = productionHost,
+        sandboxURL: String = sandboxHost, caFile: String? = nil, timeout: Duration = .seconds(10)
+    ) {
         self.apps = apps
         self.defaultBundleId = defaultBundleId ?? (apps.count == 1 ? apps[0].bundleId : nil)
         self.productionURL = productionURL

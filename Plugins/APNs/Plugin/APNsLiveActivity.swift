@@ -38,7 +38,10 @@ enum APNsLiveActivity {
             if let sound = notification.sound { writer.member("sound", sound.name) }
             writer.endObject()
         }
-        if let score = notification.relevanceScore { writer.key("relevance-score"); writer.value(score) }
+        if let score = notification.relevanceScore {
+            writer.key("relevance-score")
+            writer.value(score)
+        }
     }
 
     /// `title` or `body`: the localized form when the job gives a key (the device localizes it), else the text.
@@ -47,7 +50,10 @@ enum APNsLiveActivity {
             writer.key(name)
             writer.beginObject()
             writer.member("loc-key", locKey)
-            if let locArgs { writer.key("loc-args"); writer.value(locArgs) }
+            if let locArgs {
+                writer.key("loc-args")
+                writer.value(locArgs)
+            }
             writer.endObject()
         } else if let text {
             writer.member(name, text)

@@ -9,45 +9,73 @@ public struct APNsPlugin: ProviderPlugin {
     public var targetFormat: any TargetFormat { APNsTargetFormat() }
     public var templateShape: (any TemplateShape)? { APNsTemplateShape() }
     public var appsFileSection: String? { "apns" }
-    public var configuredBy: String { "PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID) or an apns section in PUSH_APPS_FILE" }
+    public var configuredBy: String {
+        "PUSH_APNS_KEY_FILE (with PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID) or an apns section in PUSH_APPS_FILE"
+    }
 
     public init() {}
 
     enum Settings {
-        static let keyFile = Setting("PUSH_APNS_KEY_FILE", .file, "APNs token auth for one app: the `.p8` signing key (PEM). Set with the next three.")
+        static let keyFile = Setting(
+            "PUSH_APNS_KEY_FILE", .file, "APNs token auth for one app: the `.p8` signing key (PEM). Set with the next three.")
         static let keyId = Setting("PUSH_APNS_KEY_ID", "The 10-character id of that key.")
         static let teamId = Setting("PUSH_APNS_TEAM_ID", "The 10-character Apple team id (`iss` of the provider token).")
-        static let bundleId = Setting("PUSH_APNS_BUNDLE_ID", "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …).")
-        static let topic = Setting("PUSH_APNS_TOPIC", "Replaces the bundle id in the derived `apns-topic` of that app (e.g. an MDM topic); each push type keeps its suffix (`.voip`, …).")
-        static let cancelPushType = Setting("PUSH_APNS_CANCEL_PUSH_TYPE", default: "alert", "Push type of `cancel` jobs to that app's targets that name none: `alert` (iOS 13+ ends an app that gets a VoIP push without reporting a call) or `voip` (for apps whose PushKit handler reports and ends the call). Apps in `PUSH_APPS_FILE` set `cancelPushType`.")
-        static let environment = Setting("PUSH_APNS_ENVIRONMENT", default: "production", "Environment of that app's targets that name none (X-MPUSH `d:` or no prefix included): `production` or `sandbox`. Apps in `PUSH_APPS_FILE` set `environment`.")
-        static let pushKitTokens = Setting("PUSH_APNS_XMPUSH_PUSHKIT_TOKENS", .boolean, default: "false", "That app's X-MPUSH `i:` tokens are PushKit (VoIP) tokens, as in the Mizu seed's iOS guide: calls go as `voip`; a push to one that would not go as `voip` ends `failed`, unsent (never a binding removal). Apps in `PUSH_APPS_FILE` set `xmpushPushKitTokens`.")
-        static let host = Setting("PUSH_APNS_HOST", "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests.")
+        static let bundleId = Setting(
+            "PUSH_APNS_BUNDLE_ID",
+            "The app's bundle id; serves targets whose `app` is it or absent. `apns-topic` adds the push type's suffix (`.voip`, `.complication`, …)."
+        )
+        static let topic = Setting(
+            "PUSH_APNS_TOPIC",
+            "Replaces the bundle id in the derived `apns-topic` of that app (e.g. an MDM topic); each push type keeps its suffix (`.voip`, …)."
+        )
+        static let cancelPushType = Setting(
+            "PUSH_APNS_CANCEL_PUSH_TYPE", default: "alert",
+            "Push type of `cancel` jobs to that app's targets that name none: `alert` (iOS 13+ ends an app that gets a VoIP push without reporting a call) or `voip` (for apps whose PushKit handler reports and ends the call). Apps in `PUSH_APPS_FILE` set `cancelPushType`."
+        )
+        static let environment = Setting(
+            "PUSH_APNS_ENVIRONMENT", default: "production",
+            "Environment of that app's targets that name none (X-MPUSH `d:` or no prefix included): `production` or `sandbox`. Apps in `PUSH_APPS_FILE` set `environment`."
+        )
+        static let pushKitTokens = Setting(
+            "PUSH_APNS_XMPUSH_PUSHKIT_TOKENS", .boolean, default: "false",
+            "That app's X-MPUSH `i:` tokens are PushKit (VoIP) tokens, as in the Mizu seed's iOS guide: calls go as `voip`; a push to one that would not go as `voip` ends `failed`, unsent (never a binding removal). Apps in `PUSH_APPS_FILE` set `xmpushPushKitTokens`."
+        )
+        static let host = Setting(
+            "PUSH_APNS_HOST", "Overrides both APNs hosts (`api.push.apple.com`, `api.sandbox.push.apple.com`), for staging and tests.")
         static let port = Setting("PUSH_APNS_PORT", .integer(1...65535), default: "443", "APNs port (Apple also listens on 2197).")
         static let caFile = Setting("PUSH_APNS_CA_FILE", .file, "PEM CA bundle trusted for APNs instead of the system store (sandboxes).")
-        static let idleConnectionS = Setting("PUSH_APNS_IDLE_CONNECTION_S", .integer(60...604_800), default: "86400",
-            "How long an APNs connection is kept without a request before it is closed (each signing key and client certificate has connections of its own; the next push opens one again). Apple asks to keep connections open and treats rapid connection and disconnection as a denial-of-service attack; a replica serving many rarely-sending teams may lower it to bound its open connections.")
+        static let idleConnectionS = Setting(
+            "PUSH_APNS_IDLE_CONNECTION_S", .integer(60...604_800), default: "86400",
+            "How long an APNs connection is kept without a request before it is closed (each signing key and client certificate has connections of its own; the next push opens one again). Apple asks to keep connections open and treats rapid connection and disconnection as a denial-of-service attack; a replica serving many rarely-sending teams may lower it to bound its open connections."
+        )
         static let shortcut = [keyFile, keyId, teamId, bundleId]
     }
 
     public var settings: [Setting] {
-        [Settings.keyFile, Settings.keyId, Settings.teamId, Settings.bundleId, Settings.topic, Settings.cancelPushType,
-         Settings.environment, Settings.pushKitTokens, Settings.host, Settings.port, Settings.caFile, Settings.idleConnectionS]
+        [
+            Settings.keyFile, Settings.keyId, Settings.teamId, Settings.bundleId, Settings.topic, Settings.cancelPushType,
+            Settings.environment, Settings.pushKitTokens, Settings.host, Settings.port, Settings.caFile, Settings.idleConnectionS,
+        ]
     }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
-        return ConfiguredPlugin(id: id, configuration: configuration, summary: configuration.apps.map { app in
-            switch app.authentication {
-            case .token(_, let keyId, let teamId): "apns app \(app.bundleId): token auth (key \(keyId), team \(teamId))"
-            case .certificate: "apns app \(app.bundleId): certificate auth"
-            }
-        }, endpoints: Set([configuration.productionURL, configuration.sandboxURL]).sorted().map {
-            .init(name: "APNs \($0)", url: $0 + "/", tls: TLSOptions(caFile: configuration.caFile))
-        }, appLabels: Set(configuration.apps.map(\.bundleId))) { context in
-            try APNsProvider(configuration: configuration, transport: context.makeTransport("apns"), logger: context.logger,
-                             templates: context.templates, connectionLifetime: configuration.connectionLifetime,
-                             predecessor: context.predecessor as? APNsProvider)
+        return ConfiguredPlugin(
+            id: id, configuration: configuration,
+            summary: configuration.apps.map { app in
+                switch app.authentication {
+                case .token(_, let keyId, let teamId): "apns app \(app.bundleId): token auth (key \(keyId), team \(teamId))"
+                case .certificate: "apns app \(app.bundleId): certificate auth"
+                }
+            },
+            endpoints: Set([configuration.productionURL, configuration.sandboxURL]).sorted().map {
+                .init(name: "APNs \($0)", url: $0 + "/", tls: TLSOptions(caFile: configuration.caFile))
+            }, appLabels: Set(configuration.apps.map(\.bundleId))
+        ) { context in
+            try APNsProvider(
+                configuration: configuration, transport: context.makeTransport("apns"), logger: context.logger,
+                templates: context.templates, connectionLifetime: configuration.connectionLifetime,
+                predecessor: context.predecessor as? APNsProvider)
         }
     }
 
@@ -58,9 +86,12 @@ public struct APNsPlugin: ProviderPlugin {
         if !given.isEmpty {
             if given.count < Settings.shortcut.count {
                 let missing = Settings.shortcut.filter { !reader.isSet($0) }.map(\.name).joined(separator: ", ")
-                reader.problem("APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: \(missing)")
+                reader.problem(
+                    "APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: \(missing)"
+                )
             } else if let keyFile = reader.string(Settings.keyFile), let keyId = reader.string(Settings.keyId),
-                      let teamId = reader.string(Settings.teamId), let bundleId = reader.string(Settings.bundleId) {
+                let teamId = reader.string(Settings.teamId), let bundleId = reader.string(Settings.bundleId)
+            {
                 if keyId.count != 10 { reader.problem("PUSH_APNS_KEY_ID must be the 10-character key id Apple shows, got \"\(keyId)\"") }
                 if teamId.count != 10 { reader.problem("PUSH_APNS_TEAM_ID must be the 10-character team id, got \"\(teamId)\"") }
                 if CredentialFiles.signingKey(at: keyFile, place: Settings.keyFile.name, reader: &reader) {
@@ -80,9 +111,11 @@ public struct APNsPlugin: ProviderPlugin {
                             reader.problem("PUSH_APNS_ENVIRONMENT must be production or sandbox, got \"\(name)\"")
                         }
                     }
-                    apps.append(APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
-                                        topicOverride: reader.string(Settings.topic), cancelPushType: cancelPushType,
-                                        defaultEnvironment: environment, xmpushTokensArePushKit: reader.boolean(Settings.pushKitTokens)))
+                    apps.append(
+                        APNsApp(
+                            bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
+                            topicOverride: reader.string(Settings.topic), cancelPushType: cancelPushType,
+                            defaultEnvironment: environment, xmpushTokensArePushKit: reader.boolean(Settings.pushKitTokens)))
                 }
             }
         }
@@ -92,15 +125,20 @@ public struct APNsPlugin: ProviderPlugin {
         let duplicates = Dictionary(grouping: apps, by: \.bundleId).filter { $0.value.count > 1 }.keys.sorted()
         for bundleId in duplicates { reader.problem("APNs app \(bundleId) is configured twice") }
         guard !apps.isEmpty else {
-            reader.refuseDependents([Settings.host, Settings.port, Settings.caFile, Settings.topic, Settings.cancelPushType,
-                                     Settings.environment, Settings.pushKitTokens, Settings.idleConnectionS],
-                                    because: "no APNs app is configured")
+            reader.refuseDependents(
+                [
+                    Settings.host, Settings.port, Settings.caFile, Settings.topic, Settings.cancelPushType,
+                    Settings.environment, Settings.pushKitTokens, Settings.idleConnectionS,
+                ],
+                because: "no APNs app is configured")
             return nil
         }
-        var configuration = APNsConfiguration(apps: apps, defaultBundleId: reader.string(Settings.bundleId),
-                                              caFile: reader.readableFile(Settings.caFile))
-        configuration.connectionLifetime = HTTPConnectionLifetime(maximumIdleTime: .seconds(reader.integer(Settings.idleConnectionS)),
-                                                                  keepaliveInterval: APNsProvider.connectionLifetime.keepaliveInterval)
+        var configuration = APNsConfiguration(
+            apps: apps, defaultBundleId: reader.string(Settings.bundleId),
+            caFile: reader.readableFile(Settings.caFile))
+        configuration.connectionLifetime = HTTPConnectionLifetime(
+            maximumIdleTime: .seconds(reader.integer(Settings.idleConnectionS)),
+            keepaliveInterval: APNsProvider.connectionLifetime.keepaliveInterval)
         if let host = reader.string(Settings.host) {
             let port = reader.integer(Settings.port)
             configuration.productionURL = "https://\(host):\(port)"
@@ -175,8 +213,9 @@ enum APNsAppsFileEntry {
                 return nil
             }
             guard CredentialFiles.signingKey(at: keyFile, place: place, reader: &reader) else { return nil }
-            return APNsApp(bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
-                           topicOverride: entry.nonEmptyString("topic"))
+            return APNsApp(
+                bundleId: bundleId, authentication: .token(keyFile: keyFile, keyId: keyId, teamId: teamId),
+                topicOverride: entry.nonEmptyString("topic"))
         }
         guard entry.nonEmptyString("certificateFile") != nil else {
             reader.problem("\(place): either keyFile (token auth) or certificateFile (certificate auth) is required")

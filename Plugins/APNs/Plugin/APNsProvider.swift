@@ -45,11 +45,13 @@ public struct APNsProvider: PushProvider {
         }
     }
 
-    public init(configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
-                templates: any PayloadTemplates = BuiltInPayloads(),
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds,
-                connectionLifetime: HTTPConnectionLifetime = APNsProvider.connectionLifetime,
-                predecessor: APNsProvider? = nil) throws {
+    public init(
+        configuration: APNsConfiguration, transport: any HTTPTransport, logger: Logger,
+        templates: any PayloadTemplates = BuiltInPayloads(),
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds,
+        connectionLifetime: HTTPConnectionLifetime = APNsProvider.connectionLifetime,
+        predecessor: APNsProvider? = nil
+    ) throws {
         self.configuration = configuration
         self.connectionLifetime = connectionLifetime
         self.templates = templates
@@ -71,8 +73,9 @@ public struct APNsProvider: PushProvider {
                         if let kept = predecessor?.tokens[signingKey], kept.keyDigest == digest {
                             tokens[signingKey] = kept
                         } else {
-                            tokens[signingKey] = APNsTokenCache(key: try PrivateKey(pem: pem), keyDigest: digest, keyId: keyId, teamId: teamId,
-                                                                clock: clock)
+                            tokens[signingKey] = APNsTokenCache(
+                                key: try PrivateKey(pem: pem), keyDigest: digest, keyId: keyId, teamId: teamId,
+                                clock: clock)
                         }
                     }
                 case .certificate(let tls)?:
@@ -87,8 +90,9 @@ public struct APNsProvider: PushProvider {
         self.certificateIdentities = certificateIdentities
         connectionIdentities = Set(tokens.keys.map(ConnectionIdentity.init)).union(certificateIdentities.values)
         scopes = apps.mapValues { app in
-            AppScopes(app: app, production: Self.scope(app, .production, configuration: configuration),
-                      sandbox: Self.scope(app, .sandbox, configuration: configuration))
+            AppScopes(
+                app: app, production: Self.scope(app, .production, configuration: configuration),
+                sandbox: Self.scope(app, .sandbox, configuration: configuration))
         }
     }
 
@@ -107,8 +111,10 @@ public struct APNsProvider: PushProvider {
         return scope(app.bundleId, environment, configuration: configuration, origin: "\(url) \(connections)")
     }
 
-    private static func scope(_ bundleId: String, _ environment: APNsEnvironment, configuration: APNsConfiguration,
-                              origin: String?) -> DeliveryScope {
+    private static func scope(
+        _ bundleId: String, _ environment: APNsEnvironment, configuration: APNsConfiguration,
+        origin: String?
+    ) -> DeliveryScope {
         DeliveryScope(provider: .apns, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId, origin: origin)
     }
 
@@ -192,11 +198,14 @@ public struct APNsProvider: PushProvider {
             tls.caFile = configuration.caFile
         }
         let base = app.environment(of: delivery.target) == .sandbox ? configuration.sandboxURL : configuration.productionURL
-        let request = HTTPRequest(url: base + built.path, headers: headers, body: built.payload,
-                                  timeout: configuration.timeout, tls: tls, connectionLifetime: connectionLifetime,
-                                  connectionIdentity: connectionIdentity(for: authentication))
-        return .ready(Sending(request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
-                              pushType: built.pushType, truncated: built.truncated))
+        let request = HTTPRequest(
+            url: base + built.path, headers: headers, body: built.payload,
+            timeout: configuration.timeout, tls: tls, connectionLifetime: connectionLifetime,
+            connectionIdentity: connectionIdentity(for: authentication))
+        return .ready(
+            Sending(
+                request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
+                pushType: built.pushType, truncated: built.truncated))
     }
 
     /// A request not built: `failed`, unsent, saying why.
@@ -208,7 +217,9 @@ public struct APNsProvider: PushProvider {
         case .template(let failure):
             reason = "payload template \(failure)"
         case .destination(.notForPushKitToken(let pushType, let notation)):
-            let token = notation == .xmpush ? "an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token"
+            let token =
+                notation == .xmpush
+                ? "an X-MPUSH i: token, which app \(bundleId) declares a PushKit (VoIP) token"
                 : "a PushKit (VoIP) token"
             reason = "the binding is \(token), for calls only: a \(delivery.job.kind.rawValue) push would go as \(pushType.rawValue)"
         case .liveActivityMissing:
@@ -228,13 +239,17 @@ public struct APNsProvider: PushProvider {
         case .retryable("ExpiredProviderToken", _, _):
             if let bearer = sending.bearer { tokenCache(for: sending.authentication)?.rejected(bearer) }
         case .retryable(APNsResponse.unrelatedKeyId, _, _):
-            logger.error("APNs saw provider tokens of two keys on one connection: a bug to report", metadata: [
-                "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",
-            ])
+            logger.error(
+                "APNs saw provider tokens of two keys on one connection: a bug to report",
+                metadata: [
+                    "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",
+                ])
         case .failed(let reason, 400?, .none, _):
-            logger.error("APNs refused a request push-worker built: a bug to report", metadata: [
-                "reason": "\(reason)", "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",
-            ])
+            logger.error(
+                "APNs refused a request push-worker built: a bug to report",
+                metadata: [
+                    "reason": "\(reason)", "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",
+                ])
         default:
             break
         }

@@ -58,14 +58,17 @@ public enum APNsPushType: String, Sendable, CaseIterable {
     /// wake → background. An alert that shows nothing (no title, body, sound or badge) is a background
     /// push: Apple's "Pushing background updates to your App" asks for push type background, priority 5
     /// and `content-available: 1` for a push that only delivers data.
-    public static func byKind(_ kind: JobKind, cancel: APNsPushType = APNsApp.defaultCancelPushType,
-                              hasVisibleNotification: Bool = true) -> APNsPushType {
-        let resolved: APNsPushType = switch kind {
-        case .call: .voip
-        case .cancel: cancel
-        case .message, .custom: .alert
-        case .wake: .background
-        }
+    public static func byKind(
+        _ kind: JobKind, cancel: APNsPushType = APNsApp.defaultCancelPushType,
+        hasVisibleNotification: Bool = true
+    ) -> APNsPushType {
+        let resolved: APNsPushType =
+            switch kind {
+            case .call: .voip
+            case .cancel: cancel
+            case .message, .custom: .alert
+            case .wake: .background
+            }
         return resolved == .alert && !hasVisibleNotification ? .background : resolved
     }
 

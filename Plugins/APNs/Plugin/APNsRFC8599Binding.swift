@@ -46,9 +46,12 @@ struct APNsRFC8599Binding: Equatable {
         guard let environment = providers[binding.provider] else {
             throw binding.invalid("pn-provider \"\(binding.provider.prefix(16))\" is not one of apns, apns.dev")
         }
-        let shape = "must be [<team id>.]<bundle id>[.<service>] for apns, the service one of "
+        let shape =
+            "must be [<team id>.]<bundle id>[.<service>] for apns, the service one of "
             + Service.allCases.map(\.rawValue).joined(separator: ", ") + " or voip&remote"
-        guard let param = binding.parameter else { throw binding.invalid("pn-param is required for apns: [<team id>.]<bundle id>[.<service>]") }
+        guard let param = binding.parameter else {
+            throw binding.invalid("pn-param is required for apns: [<team id>.]<bundle id>[.<service>]")
+        }
         var labels = param.split(separator: ".", omittingEmptySubsequences: false)
         guard !labels.contains(where: \.isEmpty) else { throw binding.invalid("pn-param \"\(param.prefix(128))\" \(shape)") }
         if let first = labels.first, first.utf8.count == 10, first.utf8.allSatisfy(\.isUppercaseAlphanumeric) {

@@ -53,9 +53,12 @@ enum APNsRequest {
                     throw .liveActivityStartWithoutAlert
                 }
             }
-            switch AlertFitting.fit(job.notification, limit: limit, override: override, build: {
-                self.payload(job, notification: $0, pushType: pushType)
-            }) {
+            switch AlertFitting.fit(
+                job.notification, limit: limit, override: override,
+                build: {
+                    self.payload(job, notification: $0, pushType: pushType)
+                })
+            {
             case .success(let fitted): (payload, truncated) = (fitted.payload, fitted.truncated)
             case .failure(let tooLarge): throw .payloadTooLarge(size: tooLarge.size, limit: limit)
             }
@@ -75,8 +78,9 @@ enum APNsRequest {
         headers.append(("apns-id", stableId(delivery.deliveryKey)))
         headers.append(("content-type", "application/json"))
         if let collapseKey = job.collapseKey { headers.append(("apns-collapse-id", collapseId(collapseKey))) }
-        return Built(path: "/3/device/\(destination.token)", headers: headers, payload: payload,
-                     pushType: pushType, truncated: truncated)
+        return Built(
+            path: "/3/device/\(destination.token)", headers: headers, payload: payload,
+            pushType: pushType, truncated: truncated)
     }
 
     /// Seconds since the epoch after which APNs stops trying; 0 = deliver now or never.

@@ -33,8 +33,9 @@ enum APNsResponse {
             let since: Int64? = if case .integer(let milliseconds)? = body?["timestamp"] { milliseconds } else { nil }
             return .rejected(reason: reason, httpStatus: status, invalidSince: since)
         case 400 where reason == "BadDeviceToken" && !environmentNamed:
-            return .failed(reason: "BadDeviceToken in the app's default environment (the binding names none): kept",
-                           httpStatus: status, action: .checkCredentials, blame: .request)
+            return .failed(
+                reason: "BadDeviceToken in the app's default environment (the binding names none): kept",
+                httpStatus: status, action: .checkCredentials, blame: .request)
         case 400 where deadToken.contains(reason):
             return .rejected(reason: reason, httpStatus: status)
         case 400 where topicReasons.contains(reason):

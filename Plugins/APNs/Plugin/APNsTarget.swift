@@ -14,8 +14,10 @@ public struct APNsTarget: TargetDetails, Equatable {
     /// The SIP notation the binding came in, if any: an X-MPUSH `i:` token may be a PushKit token.
     public var notation: SIPBinding.Notation?
 
-    public init(token: String?, voipToken: String? = nil, environment: String? = nil, pushType: String? = nil,
-                notation: SIPBinding.Notation? = nil) {
+    public init(
+        token: String?, voipToken: String? = nil, environment: String? = nil, pushType: String? = nil,
+        notation: SIPBinding.Notation? = nil
+    ) {
         self.token = token
         self.voipToken = voipToken
         self.environment = environment
@@ -31,10 +33,13 @@ extension ProviderID {
 }
 
 extension Target {
-    public static func apns(_ bindingId: String, app: String? = nil, token: String, environment: String? = nil,
-                            pushType: String? = nil) -> Target {
-        Target(bindingId: bindingId, provider: .apns, app: app,
-               details: APNsTarget(token: token, environment: environment, pushType: pushType))
+    public static func apns(
+        _ bindingId: String, app: String? = nil, token: String, environment: String? = nil,
+        pushType: String? = nil
+    ) -> Target {
+        Target(
+            bindingId: bindingId, provider: .apns, app: app,
+            details: APNsTarget(token: token, environment: environment, pushType: pushType))
     }
 }
 
@@ -51,9 +56,10 @@ public struct APNsTargetFormat: TargetFormat {
     public init() {}
 
     public func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails {
-        let details = APNsTarget(token: try fields.optionalString("token", maximumLength: 4096),
-                                 environment: try fields.optionalString("environment", maximumLength: 16),
-                                 pushType: try fields.optionalString("pushType", maximumLength: 32))
+        let details = APNsTarget(
+            token: try fields.optionalString("token", maximumLength: 4096),
+            environment: try fields.optionalString("environment", maximumLength: 16),
+            pushType: try fields.optionalString("pushType", maximumLength: 32))
         try check(details, fields.path)
         return details
     }

@@ -25,8 +25,10 @@ public final class APNsTokenCache: Sendable {
     private let current = Locked<Issued?>(nil)
     private let generated = Atomic<Int>(0)
 
-    public init(key: PrivateKey, keyDigest: [UInt8]? = nil, keyId: String, teamId: String,
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+    public init(
+        key: PrivateKey, keyDigest: [UInt8]? = nil, keyId: String, teamId: String,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) {
         self.key = key
         self.keyDigest = keyDigest
         self.keyId = keyId
@@ -42,10 +44,12 @@ public final class APNsTokenCache: Sendable {
         let result: Result<String, CryptoError> = current.withLock { issued in
             if let issued, now - issued.issuedAt < Self.refreshAfter { return .success(issued.token) }
             do {
-                let token = try JSONWebToken.sign(algorithm: .es256, headerFields: [("kid", keyId)], claims: { claims in
-                    claims.member("iss", teamId)
-                    claims.member("iat", now / 1000)
-                }, key: key)
+                let token = try JSONWebToken.sign(
+                    algorithm: .es256, headerFields: [("kid", keyId)],
+                    claims: { claims in
+                        claims.member("iss", teamId)
+                        claims.member("iat", now / 1000)
+                    }, key: key)
                 issued = Issued(token: token, issuedAt: now)
                 generated.add(1, ordering: .relaxed)
                 return .success(token)

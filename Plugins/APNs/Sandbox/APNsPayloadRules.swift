@@ -26,7 +26,8 @@ enum APNsPayloadRules {
         guard let aps = payload["aps"] else { return pushType == "liveactivity" ? "liveactivity payload without aps" : nil }
         guard case .object(let members) = aps else { return "aps must be a dictionary" }
         if pushType == "widgets" || pushType == "controls" {
-            return members.count == 1 && aps["content-changed"] == .bool(true) ? nil : "a \(pushType) push's aps must be {\"content-changed\": true}"
+            return members.count == 1 && aps["content-changed"] == .bool(true)
+                ? nil : "a \(pushType) push's aps must be {\"content-changed\": true}"
         }
         if pushType == "background", members.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
             return "a background push carries no alert, sound or badge"
@@ -53,8 +54,12 @@ enum APNsPayloadRules {
         guard case .object = sound, let name = sound["name"], string(name) != nil else {
             return "sound must be a name or a dictionary with a name"
         }
-        if let critical = sound["critical"], !(integer(critical).map { $0 == 0 || $0 == 1 } ?? false) { return "sound.critical must be 0 or 1" }
-        if let volume = sound["volume"], !(number(volume).map { (0...1).contains($0) } ?? false) { return "sound.volume must be between 0 and 1" }
+        if let critical = sound["critical"], !(integer(critical).map { $0 == 0 || $0 == 1 } ?? false) {
+            return "sound.critical must be 0 or 1"
+        }
+        if let volume = sound["volume"], !(number(volume).map { (0...1).contains($0) } ?? false) {
+            return "sound.volume must be between 0 and 1"
+        }
         return nil
     }
 
@@ -63,7 +68,9 @@ enum APNsPayloadRules {
         guard case .object(let members) = alert else { return "alert must be a string or a dictionary" }
         for (key, value) in members {
             if key.hasSuffix("-args") {
-                guard case .array(let arguments) = value, arguments.allSatisfy({ string($0) != nil }) else { return "alert.\(key) must be an array of strings" }
+                guard case .array(let arguments) = value, arguments.allSatisfy({ string($0) != nil }) else {
+                    return "alert.\(key) must be an array of strings"
+                }
             } else if string(value) == nil {
                 return "alert.\(key) must be a string"
             }
@@ -73,11 +80,17 @@ enum APNsPayloadRules {
 
     /// `event`, `timestamp` and `content-state` always; `attributes-type` and `attributes` to start.
     static func liveActivityProblem(_ aps: JSONValue) -> String? {
-        guard let event = aps["event"].flatMap(string), liveActivityEvents.contains(event) else { return "aps.event must be start, update or end" }
+        guard let event = aps["event"].flatMap(string), liveActivityEvents.contains(event) else {
+            return "aps.event must be start, update or end"
+        }
         guard aps["timestamp"].flatMap(integer) != nil else { return "aps.timestamp is required (seconds since the epoch)" }
         guard case .object? = aps["content-state"] else { return "aps.content-state is required" }
-        for key in ["stale-date", "dismissal-date"] where aps[key] != nil && integer(aps[key]!) == nil { return "aps.\(key) must be an integer" }
-        if event == "start", aps["attributes-type"].flatMap(string) == nil || aps["attributes"].map({ if case .object = $0 { true } else { false } }) != true {
+        for key in ["stale-date", "dismissal-date"] where aps[key] != nil && integer(aps[key]!) == nil {
+            return "aps.\(key) must be an integer"
+        }
+        if event == "start",
+            aps["attributes-type"].flatMap(string) == nil || aps["attributes"].map({ if case .object = $0 { true } else { false } }) != true
+        {
             return "a start event needs attributes-type and attributes"
         }
         if event == "start", aps["alert"] == nil { return "a start event needs an alert" }
@@ -95,7 +108,8 @@ enum APNsPayloadRules {
             case "title", "body":
                 if string(value) != nil { continue }
                 guard case .object = value, value["loc-key"].flatMap(string) != nil,
-                      value["loc-args"].map({ if case .array(let items) = $0 { items.allSatisfy { string($0) != nil } } else { false } }) ?? true
+                    value["loc-args"].map({ if case .array(let items) = $0 { items.allSatisfy { string($0) != nil } } else { false } })
+                        ?? true
                 else { return "alert.\(key) must be a string or {loc-key, loc-args}" }
             default:
                 return "a Live Activity alert has title, body and sound only, not \(key)"

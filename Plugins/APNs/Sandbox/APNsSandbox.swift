@@ -70,8 +70,10 @@ public final class APNsSandbox: Sendable {
 
     /// - Parameters:
     ///   - certificateAuthentication: the server demands a client certificate; no token is needed.
-    public init(keys: [SigningKey], bundleIds: Set<String>, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+    public init(
+        keys: [SigningKey], bundleIds: Set<String>, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) {
         self.goAwayEvery = goAwayEvery
         self.keys = Dictionary(keys.map { ($0.keyId, $0) }) { first, _ in first }
         self.bundleIds = bundleIds
@@ -87,7 +89,9 @@ public final class APNsSandbox: Sendable {
 
     public func respond(to request: SandboxRequest) -> SandboxResponse {
         func error(_ status: Int, _ reason: String, _ extra: String = "") -> SandboxResponse {
-            SandboxResponse(status: status, json: #"{"reason":"\#(reason)"\#(extra)}"#, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())])
+            SandboxResponse(
+                status: status, json: #"{"reason":"\#(reason)"\#(extra)}"#,
+                headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())])
         }
         guard request.method == "POST" else { return error(405, "MethodNotAllowed") }
         guard request.path.hasPrefix("/3/device/") else { return error(404, "BadPath") }
@@ -99,9 +103,9 @@ public final class APNsSandbox: Sendable {
         if !certificateAuthentication {
             guard let authorization = request.header("authorization") else { return error(403, "MissingProviderToken") }
             guard authorization.hasPrefix("bearer "), let jwt = JSONWebToken.parse(String(authorization.dropFirst(7))),
-                  case .string(let keyId)? = jwt.header["kid"], let key = keys[keyId],
-                  jwt.header["alg"] == .string("ES256"), jwt.claims["iss"] == .string(key.teamId),
-                  case .integer(let issuedAt)? = jwt.claims["iat"], jwt.verifies(with: key.publicKey)
+                case .string(let keyId)? = jwt.header["kid"], let key = keys[keyId],
+                jwt.header["alg"] == .string("ES256"), jwt.claims["iss"] == .string(key.teamId),
+                case .integer(let issuedAt)? = jwt.claims["iat"], jwt.verifies(with: key.publicKey)
             else { return error(403, "InvalidProviderToken") }
             let now = clock() / 1000
             if issuedAt > now + 60 { return error(403, "InvalidProviderToken") }
@@ -134,7 +138,8 @@ public final class APNsSandbox: Sendable {
                 return error(400, bundleIds.contains(where: { topic.hasPrefix($0) }) ? "InvalidPushType" : "TopicDisallowed")
             }
             if let issued = issuedTokens.withLock({ $0[token] }),
-               issued.bundleId != String(topic.dropLast(suffix.count)) || issued.pushKit != (pushType == "voip") {
+                issued.bundleId != String(topic.dropLast(suffix.count)) || issued.pushKit != (pushType == "voip")
+            {
                 return error(400, "DeviceTokenNotForTopic")
             }
         }
@@ -147,7 +152,8 @@ public final class APNsSandbox: Sendable {
         if let id = request.header("apns-id"), UUID(uuidString: id) == nil { return error(400, "BadMessageId") }
         guard !request.body.isEmpty else { return error(400, "PayloadEmpty") }
         guard request.body.count <= (pushType == "voip" ? 5120 : 4096) else { return error(413, "PayloadTooLarge") }
-        let problem = APNsPayloadRules.headerProblem(pushType: pushType, priority: priority, expiration: request.header("apns-expiration"))
+        let problem =
+            APNsPayloadRules.headerProblem(pushType: pushType, priority: priority, expiration: request.header("apns-expiration"))
             ?? APNsPayloadRules.problem(in: request.body, pushType: pushType)
         if let problem { dropped.withLock { $0.append(problem) } }
 
@@ -158,11 +164,15 @@ public final class APNsSandbox: Sendable {
         case "0429": response = error(429, "TooManyRequests")
         case "0500": response = error(500, "InternalServerError")
         case "0503": response = error(503, "ServiceUnavailable")
-        case "0601": response = SandboxResponse(status: 200, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())], delay: .seconds(2))
-        default: response = SandboxResponse(status: 200, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())])
+        case "0601":
+            response = SandboxResponse(
+                status: 200, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())], delay: .seconds(2))
+        default:
+            response = SandboxResponse(status: 200, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())])
         }
         if tokenAccepted || certificateAuthentication, let connection = request.connection,
-           trustedConnections.withLock({ $0.insert(connection).inserted }) {
+            trustedConnections.withLock({ $0.insert(connection).inserted })
+        {
             response.connectionAction = .allowConcurrentStreams(1000)
         }
         if let goAwayEvery, answered.add(1, ordering: .relaxed).newValue.isMultiple(of: goAwayEvery) {
@@ -189,9 +199,9 @@ extension APNsSandbox {
     /// key id that is not the ten alphanumerics Apple issues (the record is split on spaces).
     public static func signingKeyId(of request: SandboxRequest) -> String? {
         guard let authorization = request.header("authorization"), authorization.hasPrefix("bearer "),
-              let jwt = JSONWebToken.parse(String(authorization.dropFirst(7))),
-              case .string(let keyId)? = jwt.header["kid"], keyId.utf8.count == 10,
-              keyId.unicodeScalars.allSatisfy({ $0.isASCII && CharacterSet.alphanumerics.contains($0) })
+            let jwt = JSONWebToken.parse(String(authorization.dropFirst(7))),
+            case .string(let keyId)? = jwt.header["kid"], keyId.utf8.count == 10,
+            keyId.unicodeScalars.allSatisfy({ $0.isASCII && CharacterSet.alphanumerics.contains($0) })
         else { return nil }
         return keyId
     }
@@ -262,25 +272,33 @@ public struct APNsSandboxInstance: Sendable {
     /// - Parameters:
     ///   - teams: how many other teams (`APNsSandboxTeam`) to serve besides `teamId`, with `keysPerTeam` keys each.
     ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
-    public static func start(tls: SandboxTLS, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
-                             port: Int = 0, teams teamCount: Int = 0, keysPerTeam: Int = 2,
-                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
-                             wrap: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
-        async throws -> APNsSandboxInstance {
+    public static func start(
+        tls: SandboxTLS, certificateAuthentication: Bool = false, goAwayEvery: Int? = nil,
+        port: Int = 0, teams teamCount: Int = 0, keysPerTeam: Int = 2,
+        connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
+        wrap: @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
+    )
+        async throws -> APNsSandboxInstance
+    {
         let key = try PrivateKey.generateP256()
         let keyFile = tls.directory.appendingPathComponent("AuthKey_\(keyId).p8").path
         try key.pem().write(toFile: keyFile, atomically: true, encoding: .utf8)
-        let (teams, teamKeys) = teamCount > 0
-            ? try APNsSandboxTeam.generate(count: teamCount, keysPerTeam: keysPerTeam, directory: tls.directory.appendingPathComponent("apns-keys"))
+        let (teams, teamKeys) =
+            teamCount > 0
+            ? try APNsSandboxTeam.generate(
+                count: teamCount, keysPerTeam: keysPerTeam, directory: tls.directory.appendingPathComponent("apns-keys"))
             : ([], [])
-        let sandbox = APNsSandbox(keys: [try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM())] + teamKeys,
-                                  bundleIds: Set([bundleId] + teams.map(\.bundleId)), certificateAuthentication: certificateAuthentication,
-                                  goAwayEvery: goAwayEvery)
-        let server = try await SandboxServer.start(tls: tls, requireClientCertificate: certificateAuthentication, port: port,
-                                                   initialConcurrentStreams: 1, connectionClosed: { connection in
-                                                       sandbox.connectionClosed(connection)
-                                                       connectionClosed?(connection)
-                                                   }, responder: wrap(sandbox.respond))
+        let sandbox = APNsSandbox(
+            keys: [try APNsSandbox.SigningKey(keyId: keyId, teamId: teamId, publicKeyPEM: key.publicKeyPEM())] + teamKeys,
+            bundleIds: Set([bundleId] + teams.map(\.bundleId)), certificateAuthentication: certificateAuthentication,
+            goAwayEvery: goAwayEvery)
+        let server = try await SandboxServer.start(
+            tls: tls, requireClientCertificate: certificateAuthentication, port: port,
+            initialConcurrentStreams: 1,
+            connectionClosed: { connection in
+                sandbox.connectionClosed(connection)
+                connectionClosed?(connection)
+            }, responder: wrap(sandbox.respond))
         return APNsSandboxInstance(server: server, sandbox: sandbox, keyFile: keyFile, teams: teams)
     }
 }

@@ -16,8 +16,10 @@ public final class FCMAccessTokens: Sendable {
 
     private let cache: AccessTokenCache
 
-    public init(account: ServiceAccount, transport: any HTTPTransport, tls: TLSOptions,
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+    public init(
+        account: ServiceAccount, transport: any HTTPTransport, tls: TLSOptions,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) throws {
         let key = try PrivateKey(pem: account.privateKeyPEM)
         cache = AccessTokenCache(refreshMargin: Self.refreshMargin, clock: clock) {
             await Self.grant(account: account, key: key, transport: transport, tls: tls, now: clock())
@@ -42,25 +44,30 @@ public final class FCMAccessTokens: Sendable {
         await cache.rejected(token)
     }
 
-    private static func grant(account: ServiceAccount, key: PrivateKey, transport: any HTTPTransport, tls: TLSOptions,
-                              now: Int64) async -> Result<AccessTokenCache.Grant, Failure> {
+    private static func grant(
+        account: ServiceAccount, key: PrivateKey, transport: any HTTPTransport, tls: TLSOptions,
+        now: Int64
+    ) async -> Result<AccessTokenCache.Grant, Failure> {
         let assertion: String
         do {
-            assertion = try JSONWebToken.sign(algorithm: .rs256, headerFields: [("typ", "JWT"), ("kid", account.privateKeyId)],
-                                              claims: { claims in
-                claims.member("iss", account.clientEmail)
-                claims.member("scope", scope)
-                claims.member("aud", account.tokenURI)
-                claims.member("iat", now / 1000)
-                claims.member("exp", now / 1000 + 3600)
-            }, key: key)
+            assertion = try JSONWebToken.sign(
+                algorithm: .rs256, headerFields: [("typ", "JWT"), ("kid", account.privateKeyId)],
+                claims: { claims in
+                    claims.member("iss", account.clientEmail)
+                    claims.member("scope", scope)
+                    claims.member("aud", account.tokenURI)
+                    claims.member("iat", now / 1000)
+                    claims.member("exp", now / 1000 + 3600)
+                }, key: key)
         } catch {
             return .failure(.refused("cannot sign the assertion: \(error)"))
         }
         let form = AccessTokenCache.formBody(["grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": assertion])
-        let request = HTTPRequest(url: account.tokenURI, headers: [("content-type", "application/x-www-form-urlencoded")],
-                                  body: form, timeout: .seconds(10), tls: tls)
-        return await AccessTokenCache.requestGrant(request, over: transport, endpoint: "token endpoint", refused: "the grant") { document, status in
+        let request = HTTPRequest(
+            url: account.tokenURI, headers: [("content-type", "application/x-www-form-urlencoded")],
+            body: form, timeout: .seconds(10), tls: tls)
+        return await AccessTokenCache.requestGrant(request, over: transport, endpoint: "token endpoint", refused: "the grant") {
+            document, status in
             if case .string(let error)? = document?["error"] { error } else { "HTTP \(status)" }
         }
     }

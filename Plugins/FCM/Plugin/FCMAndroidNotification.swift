@@ -17,8 +17,14 @@ enum FCMAndroidNotification {
             ("title_loc_key", notification.titleLocKey), ("body_loc_key", notification.locKey),
         ]
         for (name, value) in strings { if let value { writer.member(name, value) } }
-        if let arguments = notification.titleLocArgs { writer.key("title_loc_args"); writer.value(arguments) }
-        if let arguments = notification.locArgs { writer.key("body_loc_args"); writer.value(arguments) }
+        if let arguments = notification.titleLocArgs {
+            writer.key("title_loc_args")
+            writer.value(arguments)
+        }
+        if let arguments = notification.locArgs {
+            writer.key("body_loc_args")
+            writer.value(arguments)
+        }
         if let badge = notification.badge { writer.member("notification_count", badge) }
         writer.endObject()
     }

@@ -21,8 +21,10 @@ public struct FCMConfiguration: Sendable {
     public var caFile: String?
     public var timeout: Duration
 
-    public init(accounts: [ServiceAccount], defaultProjectId: String? = nil, packages: [String: String] = [:],
-                endpoint: String = defaultEndpoint, caFile: String? = nil, timeout: Duration = .seconds(10)) {
+    public init(
+        accounts: [ServiceAccount], defaultProjectId: String? = nil, packages: [String: String] = [:],
+        endpoint: String = defaultEndpoint, caFile: String? = nil, timeout: Duration = .seconds(10)
+    ) {
         self.accounts = accounts
         self.packages = packages
         self.defaultProjectId = defaultProjectId ?? (accounts.count == 1 ? accounts[0].projectId : nil)

@@ -57,16 +57,21 @@ enum FCMMessage {
 
     /// The message with the job's notification for the platform the target says, `overrides.fcm` merged last.
     static func body(_ delivery: Delivery) -> [UInt8] {
-        PayloadOverride.apply(delivery.job.overrides[.fcm], to: body(delivery, platform: platform(of: delivery.target),
-                                                                     notification: delivery.job.notification))
+        PayloadOverride.apply(
+            delivery.job.overrides[.fcm],
+            to: body(
+                delivery, platform: platform(of: delivery.target),
+                notification: delivery.job.notification))
     }
 
     /// The message with `notification` (the job's, or one shortened to fit), before overrides.
     /// - Parameters:
     ///   - platform: the token's platform (`ios`, `web`, else none), which chooses the `apns` or `webpush` block.
     ///   - includingToken: false leaves the device token out of the body.
-    static func body(_ delivery: Delivery, platform: String?, notification jobNotification: Notification?,
-                     includingToken: Bool = true) -> [UInt8] {
+    static func body(
+        _ delivery: Delivery, platform: String?, notification jobNotification: Notification?,
+        includingToken: Bool = true
+    ) -> [UInt8] {
         let job = delivery.job
         let target = delivery.target
         let ttl = delivery.remainingTTLSeconds
@@ -125,8 +130,9 @@ enum FCMMessage {
             } else if let notification = jobNotification {
                 // Title and body travel in `message.notification`; an alert with a subtitle or localized
                 // text is written whole, since FCM's notification has no place for those.
-                AppleNotificationMembers.write(notification, into: &writer,
-                                               includeAlert: AppleNotificationMembers.needsOwnAlert(notification))
+                AppleNotificationMembers.write(
+                    notification, into: &writer,
+                    includeAlert: AppleNotificationMembers.needsOwnAlert(notification))
             }
             writer.endObject()
             writer.endObject()

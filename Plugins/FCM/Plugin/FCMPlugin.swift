@@ -14,23 +14,42 @@ public struct FCMPlugin: ProviderPlugin {
     public init() {}
 
     enum Settings {
-        static let credentialsFile = Setting("PUSH_FCM_CREDENTIALS_FILE", .file, "FCM HTTP v1 for one project: the service-account JSON file; serves targets whose `app` is its `project_id` or absent.")
-        static let endpoint = Setting("PUSH_FCM_ENDPOINT", default: FCMConfiguration.defaultEndpoint, "Overrides the FCM send API base URL (the token endpoint is the file's `token_uri`).")
-        static let caFile = Setting("PUSH_FCM_CA_FILE", .file, "PEM CA bundle trusted for the FCM API and token endpoint instead of the system store (sandboxes).")
-        static let removeNotification = Setting("PUSH_FCM_REMOVE_NOTIFICATION", default: NotificationRemoval.dataOnlyKinds.rawValue, "Which FCM template outputs lose their `notification` blocks (`message.notification`, `message.android.notification`), as Mizu's `fcm_removenotification`: `calls` (calls, cancels and wake-ups, so the app's own code rings and stops ringing), `never` or `always`.")
-        static let packages = Setting("PUSH_FCM_PACKAGES", .list, "Comma-separated app package names (Android package, bundle id) that name that project too: a target's `app` (an X-MPUSH `a:`/`j:` package, as in the Mizu seed) may be one of them. Projects in `PUSH_APPS_FILE` list `packages`.")
-        static let iosPackages = Setting("PUSH_FCM_IOS_PACKAGES", .list, "Comma-separated bundle ids of the project's iOS apps: they name the project too, and a target whose `app` is one of them (an RFC 8599 `fcm` binding's `pn-param`) holds an iOS token, so its messages get the `apns` block, when the target does not say its `platform`. Projects in `PUSH_APPS_FILE` list `iosPackages`.")
+        static let credentialsFile = Setting(
+            "PUSH_FCM_CREDENTIALS_FILE", .file,
+            "FCM HTTP v1 for one project: the service-account JSON file; serves targets whose `app` is its `project_id` or absent.")
+        static let endpoint = Setting(
+            "PUSH_FCM_ENDPOINT", default: FCMConfiguration.defaultEndpoint,
+            "Overrides the FCM send API base URL (the token endpoint is the file's `token_uri`).")
+        static let caFile = Setting(
+            "PUSH_FCM_CA_FILE", .file, "PEM CA bundle trusted for the FCM API and token endpoint instead of the system store (sandboxes).")
+        static let removeNotification = Setting(
+            "PUSH_FCM_REMOVE_NOTIFICATION", default: NotificationRemoval.dataOnlyKinds.rawValue,
+            "Which FCM template outputs lose their `notification` blocks (`message.notification`, `message.android.notification`), as Mizu's `fcm_removenotification`: `calls` (calls, cancels and wake-ups, so the app's own code rings and stops ringing), `never` or `always`."
+        )
+        static let packages = Setting(
+            "PUSH_FCM_PACKAGES", .list,
+            "Comma-separated app package names (Android package, bundle id) that name that project too: a target's `app` (an X-MPUSH `a:`/`j:` package, as in the Mizu seed) may be one of them. Projects in `PUSH_APPS_FILE` list `packages`."
+        )
+        static let iosPackages = Setting(
+            "PUSH_FCM_IOS_PACKAGES", .list,
+            "Comma-separated bundle ids of the project's iOS apps: they name the project too, and a target whose `app` is one of them (an RFC 8599 `fcm` binding's `pn-param`) holds an iOS token, so its messages get the `apns` block, when the target does not say its `platform`. Projects in `PUSH_APPS_FILE` list `iosPackages`."
+        )
     }
 
     public var settings: [Setting] {
-        [Settings.credentialsFile, Settings.packages, Settings.iosPackages, Settings.removeNotification, Settings.endpoint, Settings.caFile]
+        [
+            Settings.credentialsFile, Settings.packages, Settings.iosPackages, Settings.removeNotification, Settings.endpoint,
+            Settings.caFile,
+        ]
     }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
-        return ConfiguredPlugin(id: id, configuration: configuration,
-                                summary: configuration.accounts.map { "fcm project \($0.projectId): service account \($0.clientEmail)" },
-                                endpoints: Self.endpoints(configuration), appLabels: Self.appLabels(configuration)) { context in
+        return ConfiguredPlugin(
+            id: id, configuration: configuration,
+            summary: configuration.accounts.map { "fcm project \($0.projectId): service account \($0.clientEmail)" },
+            endpoints: Self.endpoints(configuration), appLabels: Self.appLabels(configuration)
+        ) { context in
             try FCMProvider(configuration: configuration, transport: context.makeTransport("fcm"), templates: context.templates)
         }
     }
@@ -52,7 +71,8 @@ public struct FCMPlugin: ProviderPlugin {
         var packages: [(package: String, projectId: String)] = []
         var iosPackages: Set<String> = []
         if let path = reader.string(Settings.credentialsFile),
-           let account = serviceAccount(at: path, place: Settings.credentialsFile.name, reader: &reader) {
+            let account = serviceAccount(at: path, place: Settings.credentialsFile.name, reader: &reader)
+        {
             accounts.append(account)
             defaultProject = account.projectId
             packages += reader.list(Settings.packages).map { ($0, account.projectId) }
@@ -77,8 +97,9 @@ public struct FCMPlugin: ProviderPlugin {
             reader.problem("FCM project \(project) is configured twice")
         }
         guard !accounts.isEmpty else {
-            reader.refuseDependents([Settings.endpoint, Settings.caFile, Settings.packages, Settings.iosPackages, Settings.removeNotification],
-                                    because: "no FCM service account is configured")
+            reader.refuseDependents(
+                [Settings.endpoint, Settings.caFile, Settings.packages, Settings.iosPackages, Settings.removeNotification],
+                because: "no FCM service account is configured")
             return nil
         }
         let projects = Set(accounts.map(\.projectId))
@@ -90,15 +111,18 @@ public struct FCMPlugin: ProviderPlugin {
                 reader.problem("FCM package \(package) is listed for projects \(other) and \(projectId)")
             }
         }
-        var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject, packages: packageProjects,
-                                             caFile: reader.readableFile(Settings.caFile))
+        var configuration = FCMConfiguration(
+            accounts: accounts, defaultProjectId: defaultProject, packages: packageProjects,
+            caFile: reader.readableFile(Settings.caFile))
         configuration.iosPackages = iosPackages
         if let endpoint = reader.httpsURL(Settings.endpoint) { configuration.endpoint = endpoint }
         if let name = reader.string(Settings.removeNotification) {
             if let removal = NotificationRemoval(rawValue: name) {
                 configuration.removeNotification = removal
             } else {
-                reader.problem("PUSH_FCM_REMOVE_NOTIFICATION must be one of \(NotificationRemoval.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name)\"")
+                reader.problem(
+                    "PUSH_FCM_REMOVE_NOTIFICATION must be one of \(NotificationRemoval.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name)\""
+                )
             }
         }
         return configuration

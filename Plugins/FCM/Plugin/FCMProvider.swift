@@ -11,16 +11,19 @@ public struct FCMProvider: PushProvider {
     private let tokens: [String: FCMAccessTokens]
     private let templates: any PayloadTemplates
 
-    public init(configuration: FCMConfiguration, transport: any HTTPTransport,
-                templates: any PayloadTemplates = BuiltInPayloads(),
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+    public init(
+        configuration: FCMConfiguration, transport: any HTTPTransport,
+        templates: any PayloadTemplates = BuiltInPayloads(),
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) throws {
         self.configuration = configuration
         self.templates = templates
         self.transport = transport
         var tokens: [String: FCMAccessTokens] = [:]
         for account in configuration.accounts {
-            tokens[account.projectId] = try FCMAccessTokens(account: account, transport: transport,
-                                                            tls: TLSOptions(caFile: configuration.caFile), clock: clock)
+            tokens[account.projectId] = try FCMAccessTokens(
+                account: account, transport: transport,
+                tls: TLSOptions(caFile: configuration.caFile), clock: clock)
         }
         self.tokens = tokens
     }
@@ -32,8 +35,9 @@ public struct FCMProvider: PushProvider {
     /// per platform, so THIRD_PARTY_AUTH_ERROR stops only the target's platform, `<project>/<platform>`, and
     /// opens no circuit when the target does not say its platform. A target naming no project uses the default one.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: configuration.projectId(for: target.app) ?? "-", part: configuration.platform(of: target),
-                      origin: configuration.endpoint)
+        DeliveryScope(
+            provider: id, key: configuration.projectId(for: target.app) ?? "-", part: configuration.platform(of: target),
+            origin: configuration.endpoint)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
@@ -64,7 +68,8 @@ public struct FCMProvider: PushProvider {
             return .refused(.failed(reason: Self.reservedKeyReason(key), httpStatus: nil))
         }
         if case .object(let data)? = delivery.job.overrides[.fcm]?["message"]?["data"],
-           let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
+            let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min()
+        {
             return .refused(.failed(reason: Self.reservedKeyReason(key) + " (overrides.fcm)", httpStatus: nil))
         }
         var body: [UInt8]
@@ -81,18 +86,25 @@ public struct FCMProvider: PushProvider {
         case nil:
             let override = delivery.job.overrides[.fcm]
             let measured = { (notification: Notification?) in
-                FCMMessage.payload(of: PayloadOverride.apply(override, to: FCMMessage.body(delivery, platform: platform, notification: notification,
-                                                                                             includingToken: false)))
+                FCMMessage.payload(
+                    of: PayloadOverride.apply(
+                        override,
+                        to: FCMMessage.body(
+                            delivery, platform: platform, notification: notification,
+                            includingToken: false)))
             }
             guard let fitted = AlertFitting.fit(delivery.job.notification, limit: FCMMessage.largestPayloadBytes, build: measured) else {
-                return .refused(.failed(reason: "the FCM payload (data and notification) is \(measured(delivery.job.notification).count) bytes "
-                                        + "even with an empty body; FCM accepts \(FCMMessage.largestPayloadBytes); not sent", httpStatus: nil))
+                return .refused(
+                    .failed(
+                        reason: "the FCM payload (data and notification) is \(measured(delivery.job.notification).count) bytes "
+                            + "even with an empty body; FCM accepts \(FCMMessage.largestPayloadBytes); not sent", httpStatus: nil))
             }
             body = PayloadOverride.apply(override, to: FCMMessage.body(delivery, platform: platform, notification: fitted.notification))
             truncated = fitted.truncated
         case .success(let rendered)?:
             if case .object(let data)? = rendered.document["message"]?["data"],
-               let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min() {
+                let key = data.map(\.key).filter(FCMMessage.isReservedDataKey).min()
+            {
                 return .refused(.failed(reason: Self.reservedKeyReason(key) + " (template \(rendered.source))", httpStatus: nil))
             }
             var rendered = rendered
@@ -115,10 +127,11 @@ public struct FCMProvider: PushProvider {
         } catch {
             return .retryable(reason: "\(error)", httpStatus: nil)
         }
-        let request = HTTPRequest(url: "\(configuration.endpoint)/v1/projects/\(message.projectId)/messages:send",
-                                  headers: [("authorization", "Bearer \(token)"), ("content-type", "application/json")],
-                                  body: message.body, timeout: configuration.timeout,
-                                  tls: TLSOptions(caFile: configuration.caFile))
+        let request = HTTPRequest(
+            url: "\(configuration.endpoint)/v1/projects/\(message.projectId)/messages:send",
+            headers: [("authorization", "Bearer \(token)"), ("content-type", "application/json")],
+            body: message.body, timeout: configuration.timeout,
+            tls: TLSOptions(caFile: configuration.caFile))
         let result = await HTTPDelivery.send(request, for: delivery, over: transport, classify: FCMResponse.classify)
             .truncated(message.truncated)
         // 401 UNAUTHENTICATED: the access token was not accepted. Fetch a new one once; if a

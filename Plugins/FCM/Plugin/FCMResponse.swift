@@ -72,8 +72,9 @@ enum FCMResponse {
                 // Google's own NOT_FOUND without an FcmError detail is an unregistered token (firebase-admin maps NOT_FOUND
                 // so). Any other 404 did not come from FCM's send API: removing on it would wipe every binding of the project.
                 if error.isGoogleError, error.status == "NOT_FOUND" { return .rejected(reason: reason, httpStatus: status) }
-                return .failed(reason: "HTTP 404 not in Google's error format: not FCM's answer (check PUSH_FCM_ENDPOINT "
-                               + "and proxies); the binding is kept", httpStatus: status, action: .checkCredentials)
+                return .failed(
+                    reason: "HTTP 404 not in Google's error format: not FCM's answer (check PUSH_FCM_ENDPOINT "
+                        + "and proxies); the binding is kept", httpStatus: status, action: .checkCredentials)
             }
             if status == 401 { return .failed(reason: reason, httpStatus: status, action: .checkCredentials) }
             // A 429 is a quota answer with or without its FcmError detail: the same floor as QUOTA_EXCEEDED.

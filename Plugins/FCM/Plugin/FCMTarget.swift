@@ -29,8 +29,10 @@ extension ProviderID {
 }
 
 extension Target {
-    public static func fcm(_ bindingId: String, app: String? = nil, token: String, platform: String? = nil,
-                           pushType: String? = nil) -> Target {
+    public static func fcm(
+        _ bindingId: String, app: String? = nil, token: String, platform: String? = nil,
+        pushType: String? = nil
+    ) -> Target {
         Target(bindingId: bindingId, provider: .fcm, app: app, details: FCMTarget(token: token, platform: platform, pushType: pushType))
     }
 }
@@ -41,8 +43,9 @@ public struct FCMTargetFormat: TargetFormat {
 
     /// `overrides.fcm.message` is merged into the message; its recipient stays the target's token.
     public func checkOverride(_ override: JSONValue) throws(JobRejection) {
-        try checkOverride(override, members: ["message"], protected: [["message", "token"], ["message", "topic"], ["message", "condition"]],
-                          because: "the message goes to the target's token")
+        try checkOverride(
+            override, members: ["message"], protected: [["message", "token"], ["message", "topic"], ["message", "condition"]],
+            because: "the message goes to the target's token")
     }
 
     public init() {}
@@ -52,8 +55,9 @@ public struct FCMTargetFormat: TargetFormat {
             throw fields.invalid("token is required for fcm")
         }
         // v1 accepted any platform name; only these three choose a block (others leave the platform unknown).
-        return FCMTarget(token: token, platform: try fields.optionalString("platform", maximumLength: 16),
-                         pushType: try fields.optionalString("pushType", maximumLength: 32))
+        return FCMTarget(
+            token: token, platform: try fields.optionalString("platform", maximumLength: 16),
+            pushType: try fields.optionalString("pushType", maximumLength: 32))
     }
 
     public var rfc8599Providers: [String] { ["fcm"] }
@@ -73,12 +77,15 @@ public struct FCMTargetFormat: TargetFormat {
             guard let project = binding.parameter else { throw binding.invalid("pn-param (the Firebase project id) is required for fcm") }
             return (project, FCMTarget(token: binding.token))
         case .xmpush:
-            guard let project = binding.parameter else { throw binding.invalid("the package (Firebase project id or package name) is empty") }
-            let platform = switch binding.provider {
-            case "a": "android"
-            case "j": "ios"
-            default: "web"
+            guard let project = binding.parameter else {
+                throw binding.invalid("the package (Firebase project id or package name) is empty")
             }
+            let platform =
+                switch binding.provider {
+                case "a": "android"
+                case "j": "ios"
+                default: "web"
+                }
             return (project, FCMTarget(token: binding.token, platform: platform))
         }
     }

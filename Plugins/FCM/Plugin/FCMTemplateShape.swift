@@ -9,9 +9,12 @@ struct FCMTemplateShape: TemplateShape {
         guard let message = document["message"], case .object = message else {
             return "an FCM body needs a \"message\" object ({\"message\": {\"token\": …}})"
         }
-        guard case .string(let token)? = message["token"], !token.isEmpty else { return "message.token must be a non-empty string ({{TOKEN}})" }
+        guard case .string(let token)? = message["token"], !token.isEmpty else {
+            return "message.token must be a non-empty string ({{TOKEN}})"
+        }
         if let other = message["data"], case .object(let members) = other,
-           let bad = members.first(where: { if case .string = $0.value { false } else { true } }) {
+            let bad = members.first(where: { if case .string = $0.value { false } else { true } })
+        {
             return "message.data.\(bad.key) must be a string (FCM data values are strings)"
         }
         return nil

@@ -34,9 +34,10 @@ public struct ServiceAccount: Sendable, Equatable {
         if case .string(let type)? = document["type"], type != "service_account" {
             throw Invalid(description: "type is \"\(type)\", not \"service_account\"")
         }
-        self.init(projectId: try field("project_id"), clientEmail: try field("client_email"),
-                  privateKeyId: try field("private_key_id"), privateKeyPEM: try field("private_key"),
-                  tokenURI: try field("token_uri"))
+        self.init(
+            projectId: try field("project_id"), clientEmail: try field("client_email"),
+            privateKeyId: try field("private_key_id"), privateKeyPEM: try field("private_key"),
+            tokenURI: try field("token_uri"))
         guard tokenURI.hasPrefix("https://") else { throw Invalid(description: "token_uri must be https") }
     }
 

@@ -40,19 +40,27 @@ enum FCMMessageRules {
 
     /// The first violation as FCM words it, nil when the message passes.
     static func problem(in message: JSONValue) -> String? {
-        if let notification = message["notification"], let problem = problem(notification, fields: Self.notification, at: "message.notification") {
+        if let notification = message["notification"],
+            let problem = problem(notification, fields: Self.notification, at: "message.notification")
+        {
             return problem
         }
-        if let android = message["android"]?["notification"], let problem = problem(android, fields: androidNotification, at: "message.android.notification") {
+        if let android = message["android"]?["notification"],
+            let problem = problem(android, fields: androidNotification, at: "message.android.notification")
+        {
             return problem
         }
         return nil
     }
 
     static func problem(_ object: JSONValue, fields: [String: Kind], at path: String) -> String? {
-        guard case .object(let members) = object else { return "Invalid value at '\(path)' (type.googleapis.com/google.firebase.fcm.v1.\(path))" }
+        guard case .object(let members) = object else {
+            return "Invalid value at '\(path)' (type.googleapis.com/google.firebase.fcm.v1.\(path))"
+        }
         for (name, value) in members {
-            guard let kind = fields[name] else { return "Invalid JSON payload received. Unknown name \"\(name)\" at '\(path)': Cannot find field." }
+            guard let kind = fields[name] else {
+                return "Invalid JSON payload received. Unknown name \"\(name)\" at '\(path)': Cannot find field."
+            }
             guard matches(value, kind) else { return "Invalid value at '\(path).\(name)'" }
         }
         return nil

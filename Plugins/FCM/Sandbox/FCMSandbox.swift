@@ -42,8 +42,10 @@ public final class FCMSandbox: Sendable {
     private let sent = Atomic<Int>(0)
 
     /// - Parameter tokenURL: the URL clients post grants to; assertions must name it as `aud`.
-    public init(accounts: [Account], tokenURL: String, tokenLifetimeSeconds: Int64 = 3599,
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+    public init(
+        accounts: [Account], tokenURL: String, tokenLifetimeSeconds: Int64 = 3599,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) {
         self.accounts = Dictionary(accounts.map { ($0.clientEmail, $0) }) { first, _ in first }
         self.tokenURL = tokenURL
         tokenLifetime = tokenLifetimeSeconds
@@ -64,8 +66,10 @@ public final class FCMSandbox: Sendable {
         let parts = request.path.split(separator: "/")
         guard parts.count == 4, parts[0] == "v1", parts[1] == "projects", parts[3] == "messages:send" else {
             // Google's front end answers a URL no API serves with its HTML error page, not the JSON error format.
-            return SandboxResponse(status: 404, headers: [("content-type", "text/html; charset=UTF-8")],
-                                   body: Array("<!DOCTYPE html><title>Error 404 (Not Found)!!1</title><p>The requested URL was not found on this server.".utf8))
+            return SandboxResponse(
+                status: 404, headers: [("content-type", "text/html; charset=UTF-8")],
+                body: Array("<!DOCTYPE html><title>Error 404 (Not Found)!!1</title><p>The requested URL was not found on this server.".utf8)
+            )
         }
         return send(request, projectId: String(parts[2]))
     }
@@ -76,24 +80,27 @@ public final class FCMSandbox: Sendable {
         func invalidGrant(_ description: String) -> SandboxResponse {
             SandboxResponse(status: 400, json: #"{"error":"invalid_grant","error_description":"\#(description)"}"#)
         }
-        let form = Dictionary(String(decoding: request.body, as: UTF8.self).split(separator: "&").compactMap { pair -> (String, String)? in
-            let pieces = pair.split(separator: "=", maxSplits: 1)
-            guard pieces.count == 2 else { return nil }
-            return (String(pieces[0]), String(pieces[1]).removingPercentEncoding ?? String(pieces[1]))
-        }) { first, _ in first }
+        let form = Dictionary(
+            String(decoding: request.body, as: UTF8.self).split(separator: "&").compactMap { pair -> (String, String)? in
+                let pieces = pair.split(separator: "=", maxSplits: 1)
+                guard pieces.count == 2 else { return nil }
+                return (String(pieces[0]), String(pieces[1]).removingPercentEncoding ?? String(pieces[1]))
+            }
+        ) { first, _ in first }
         guard request.header("content-type")?.hasPrefix("application/x-www-form-urlencoded") == true,
-              form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer", let assertion = form["assertion"]
+            form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer", let assertion = form["assertion"]
         else { return SandboxResponse(status: 400, json: #"{"error":"unsupported_grant_type"}"#) }
         guard let jwt = JSONWebToken.parse(assertion), jwt.header["alg"] == .string("RS256"),
-              case .string(let issuer)? = jwt.claims["iss"], let account = accounts[issuer]
+            case .string(let issuer)? = jwt.claims["iss"], let account = accounts[issuer]
         else { return invalidGrant("Invalid JWT") }
         guard jwt.verifies(with: account.publicKey) else { return invalidGrant("Invalid JWT Signature.") }
         guard jwt.claims["aud"] == .string(tokenURL) else { return invalidGrant("Invalid JWT: aud") }
-        guard case .string(let scope)? = jwt.claims["scope"], scope.split(separator: " ").contains("https://www.googleapis.com/auth/firebase.messaging")
+        guard case .string(let scope)? = jwt.claims["scope"],
+            scope.split(separator: " ").contains("https://www.googleapis.com/auth/firebase.messaging")
         else { return invalidGrant("Invalid scope") }
         let now = clock() / 1000
         guard case .integer(let issuedAt)? = jwt.claims["iat"], case .integer(let expires)? = jwt.claims["exp"],
-              expires > now, expires - issuedAt <= 3600, issuedAt <= now + 60
+            expires > now, expires - issuedAt <= 3600, issuedAt <= now + 60
         else { return invalidGrant("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.") }
         let token = "ya29.sandbox-\(UUID().uuidString.lowercased())"
         issued.withLock { $0[token] = Issued(projectId: account.projectId, expiresAt: clock() + tokenLifetime * 1000) }
@@ -102,9 +109,11 @@ public final class FCMSandbox: Sendable {
 
     private func send(_ request: SandboxRequest, projectId: String) -> SandboxResponse {
         guard let authorization = request.header("authorization"), authorization.hasPrefix("Bearer "),
-              let grant = issued.withLock({ $0[String(authorization.dropFirst(7))] }), grant.expiresAt > clock()
+            let grant = issued.withLock({ $0[String(authorization.dropFirst(7))] }), grant.expiresAt > clock()
         else { return googleError(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.") }
-        guard grant.projectId == projectId else { return googleError(403, "PERMISSION_DENIED", "Permission denied on project \(projectId)") }
+        guard grant.projectId == projectId else {
+            return googleError(403, "PERMISSION_DENIED", "Permission denied on project \(projectId)")
+        }
         guard let document = try? JSONParser.parse(request.body), let message = document["message"], case .object = message else {
             return googleError(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
         }
@@ -112,14 +121,19 @@ public final class FCMSandbox: Sendable {
             return googleError(400, "INVALID_ARGUMENT", "Recipient of the message is not set.", fcmCode: "INVALID_ARGUMENT")
         }
         if case .object(let data)? = message["data"], let bad = data.first(where: { if case .string = $0.value { false } else { true } }) {
-            return googleError(400, "INVALID_ARGUMENT", "Invalid value at 'message.data[\(bad.key)].value' (TYPE_STRING)", fcmCode: "INVALID_ARGUMENT")
+            return googleError(
+                400, "INVALID_ARGUMENT", "Invalid value at 'message.data[\(bad.key)].value' (TYPE_STRING)", fcmCode: "INVALID_ARGUMENT")
         }
         if case .object(let data)? = message["data"],
-           let reserved = data.map(\.key).first(where: { $0 == "from" || $0 == "message_type" || $0.hasPrefix("google") || $0.hasPrefix("gcm") }) {
+            let reserved = data.map(\.key).first(where: {
+                $0 == "from" || $0 == "message_type" || $0.hasPrefix("google") || $0.hasPrefix("gcm")
+            })
+        {
             return googleError(400, "INVALID_ARGUMENT", "Invalid data key: \(reserved) is reserved", fcmCode: "INVALID_ARGUMENT")
         }
         if message["notification"] == nil, let apns = message["apns"], apns["headers"]?["apns-priority"] == .string("10"),
-           case .object(let aps)? = apns["payload"]?["aps"], !aps.contains(where: { ["alert", "sound", "badge"].contains($0.key) }) {
+            case .object(let aps)? = apns["payload"]?["aps"], !aps.contains(where: { ["alert", "sound", "badge"].contains($0.key) })
+        {
             return googleError(400, "INVALID_ARGUMENT", "Data-only messages to iOS allow apns-priority 5 only", fcmCode: "INVALID_ARGUMENT")
         }
         if let problem = FCMMessageRules.problem(in: message) {
@@ -129,13 +143,15 @@ public final class FCMSandbox: Sendable {
             return googleError(400, "INVALID_ARGUMENT", "Message is too big", fcmCode: "INVALID_ARGUMENT")
         }
         if case .string(let collapseId)? = message["apns"]?["headers"]?["apns-collapse-id"], collapseId.utf8.count > 64 {
-            return googleError(400, "INVALID_ARGUMENT", "Invalid value at 'message.apns.headers[apns-collapse-id]'", fcmCode: "INVALID_ARGUMENT")
+            return googleError(
+                400, "INVALID_ARGUMENT", "Invalid value at 'message.apns.headers[apns-collapse-id]'", fcmCode: "INVALID_ARGUMENT")
         }
         if let android = message["android"] {
             if let ttl = android["ttl"] {
                 guard case .string(let text) = ttl, text.hasSuffix("s"), Double(text.dropLast()).map({ $0 >= 0 }) == true else {
-                    return googleError(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)",
-                                       fcmCode: "INVALID_ARGUMENT")
+                    return googleError(
+                        400, "INVALID_ARGUMENT", "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)",
+                        fcmCode: "INVALID_ARGUMENT")
                 }
             }
             // AndroidConfig.priority is the enum AndroidMessagePriority (`NORMAL`, `HIGH`); Firebase's guides write it lower-case.
@@ -143,10 +159,13 @@ public final class FCMSandbox: Sendable {
                 return googleError(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.priority'", fcmCode: "INVALID_ARGUMENT")
             }
         }
-        if token.hasPrefix("unregistered") { return googleError(404, "NOT_FOUND", "Requested entity was not found.", fcmCode: "UNREGISTERED") }
+        if token.hasPrefix("unregistered") {
+            return googleError(404, "NOT_FOUND", "Requested entity was not found.", fcmCode: "UNREGISTERED")
+        }
         if token.hasPrefix("badtoken") {
-            return googleError(400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token",
-                               fcmCode: "INVALID_ARGUMENT", tokenViolation: true)
+            return googleError(
+                400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token",
+                fcmCode: "INVALID_ARGUMENT", tokenViolation: true)
         }
         if token.hasPrefix("mismatch") { return googleError(403, "PERMISSION_DENIED", "SenderId mismatch", fcmCode: "SENDER_ID_MISMATCH") }
         if token.hasPrefix("quota") {
@@ -154,7 +173,9 @@ public final class FCMSandbox: Sendable {
             response.headers.append(("retry-after", "1"))
             return response
         }
-        if token.hasPrefix("unavailable") { return googleError(503, "UNAVAILABLE", "The service is currently unavailable.", fcmCode: "UNAVAILABLE") }
+        if token.hasPrefix("unavailable") {
+            return googleError(503, "UNAVAILABLE", "The service is currently unavailable.", fcmCode: "UNAVAILABLE")
+        }
         if token.hasPrefix("internal") { return googleError(500, "INTERNAL", "Internal error encountered.", fcmCode: "INTERNAL") }
         if token.hasPrefix("thirdparty") {
             return googleError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", fcmCode: "THIRD_PARTY_AUTH_ERROR")
@@ -168,15 +189,20 @@ public final class FCMSandbox: Sendable {
         return SandboxResponse(status: 200, json: #"{"name":"projects/\#(projectId)/messages/0:\#(number)%sandbox"}"#)
     }
 
-    private func googleError(_ status: Int, _ grpcStatus: String, _ message: String, fcmCode: String? = nil,
-                             tokenViolation: Bool = false) -> SandboxResponse {
+    private func googleError(
+        _ status: Int, _ grpcStatus: String, _ message: String, fcmCode: String? = nil,
+        tokenViolation: Bool = false
+    ) -> SandboxResponse {
         var details: [String] = []
         if let fcmCode { details.append(#"{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(fcmCode)"}"#) }
         if tokenViolation {
-            details.append(#"{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}"#)
+            details.append(
+                #"{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}"#
+            )
         }
         let detailsJSON = details.isEmpty ? "" : #","details":[\#(details.joined(separator: ","))]"#
-        return SandboxResponse(status: status, json: #"{"error":{"code":\#(status),"message":"\#(message)","status":"\#(grpcStatus)"\#(detailsJSON)}}"#)
+        return SandboxResponse(
+            status: status, json: #"{"error":{"code":\#(status),"message":"\#(message)","status":"\#(grpcStatus)"\#(detailsJSON)}}"#)
     }
 }
 
@@ -190,15 +216,21 @@ public struct FCMSandboxInstance: Sendable {
     /// A service-account JSON file whose `token_uri` points at this sandbox.
     public let credentialsFile: String
 
-    public static func start(tls: SandboxTLS, tokenLifetimeSeconds: Int64 = 3599, port: Int = 0,
-                             clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) async throws -> FCMSandboxInstance {
+    public static func start(
+        tls: SandboxTLS, tokenLifetimeSeconds: Int64 = 3599, port: Int = 0,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) async throws -> FCMSandboxInstance {
         let key = try PrivateKey.generateRSA()
         let holder = LateResponder()
         let server = try await SandboxServer.start(tls: tls, port: port) { holder.respond($0) }
         let tokenURL = server.baseURL + "/token"
-        let sandbox = FCMSandbox(accounts: [FCMSandbox.Account(projectId: projectId, clientEmail: clientEmail,
-                                                               publicKey: try PublicKey(pem: key.publicKeyPEM()))],
-                                 tokenURL: tokenURL, tokenLifetimeSeconds: tokenLifetimeSeconds, clock: clock)
+        let sandbox = FCMSandbox(
+            accounts: [
+                FCMSandbox.Account(
+                    projectId: projectId, clientEmail: clientEmail,
+                    publicKey: try PublicKey(pem: key.publicKeyPEM()))
+            ],
+            tokenURL: tokenURL, tokenLifetimeSeconds: tokenLifetimeSeconds, clock: clock)
         holder.set(sandbox.respond)
         var account = JSONWriter()
         account.beginObject()

@@ -13,12 +13,17 @@ public final class HMSAccessTokens: Sendable {
 
     private let cache: AccessTokenCache
 
-    public init(app: HMSConfiguration.App, tokenURL: String, transport: any HTTPTransport, tls: TLSOptions,
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
-        let request = HTTPRequest(url: tokenURL, headers: [("content-type", "application/x-www-form-urlencoded;charset=utf-8")],
-                                  body: AccessTokenCache.formBody(["grant_type": "client_credentials", "client_id": app.clientId,
-                                                                   "client_secret": app.clientSecret]),
-                                  timeout: .seconds(10), tls: tls)
+    public init(
+        app: HMSConfiguration.App, tokenURL: String, transport: any HTTPTransport, tls: TLSOptions,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) {
+        let request = HTTPRequest(
+            url: tokenURL, headers: [("content-type", "application/x-www-form-urlencoded;charset=utf-8")],
+            body: AccessTokenCache.formBody([
+                "grant_type": "client_credentials", "client_id": app.clientId,
+                "client_secret": app.clientSecret,
+            ]),
+            timeout: .seconds(10), tls: tls)
         cache = AccessTokenCache(refreshMargin: Self.refreshMargin, clock: clock) {
             await Self.grant(request, over: transport)
         }
@@ -39,8 +44,9 @@ public final class HMSAccessTokens: Sendable {
     /// 200 `{access_token, expires_in, token_type}`; a refusal is HTTP 400 (or 401/403) with numeric `error` and
     /// `sub_error` (`1101`/`12304`: wrong secret); 5xx, 429 and 503 (rate limiting) are temporary.
     static func grant(_ request: HTTPRequest, over transport: any HTTPTransport) async -> Result<AccessTokenCache.Grant, Failure> {
-        await AccessTokenCache.requestGrant(request, over: transport, endpoint: "HMS token endpoint", refused: "the client credentials",
-                                            refusalDetail: refusalDetail)
+        await AccessTokenCache.requestGrant(
+            request, over: transport, endpoint: "HMS token endpoint", refused: "the client credentials",
+            refusalDetail: refusalDetail)
     }
 
     /// `error 1101, sub_error 12304 (invalid client_secret)`; the description is Huawei's text, cut short.

@@ -32,8 +32,10 @@ public struct HMSConfiguration: Sendable {
     public var caFile: String?
     public var timeout: Duration
 
-    public init(apps: [App], defaultAppId: String? = nil, tokenURL: String = defaultTokenURL, endpoint: String = defaultEndpoint,
-                caFile: String? = nil, timeout: Duration = .seconds(10)) {
+    public init(
+        apps: [App], defaultAppId: String? = nil, tokenURL: String = defaultTokenURL, endpoint: String = defaultEndpoint,
+        caFile: String? = nil, timeout: Duration = .seconds(10)
+    ) {
         self.apps = apps
         self.defaultAppId = defaultAppId ?? (apps.count == 1 ? apps.first?.appId : nil)
         self.tokenURL = tokenURL

@@ -29,7 +29,8 @@ enum HMSMessage {
     /// `AndroidNotification`), on a kind the app does not have to run code for. Nil: a data message.
     static func shownNotification(_ job: Job) -> Notification? {
         guard !isVoIP(job.kind), job.kind != .wake, let notification = job.notification,
-              notification.title != nil, notification.body != nil else { return nil }
+            notification.title != nil, notification.body != nil
+        else { return nil }
         return notification
     }
 

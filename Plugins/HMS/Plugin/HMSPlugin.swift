@@ -12,12 +12,21 @@ public struct HMSPlugin: ProviderPlugin {
     public init() {}
 
     enum Settings {
-        static let appId = Setting("PUSH_HMS_APP_ID", "Huawei Push Kit for one app: its HMS app id (digits); serves targets whose `app` is this id or absent.")
-        static let clientId = Setting("PUSH_HMS_CLIENT_ID", "The app's OAuth 2.0 client id, when it is not the app id (default: `PUSH_HMS_APP_ID`).")
-        static let clientSecretFile = Setting("PUSH_HMS_CLIENT_SECRET_FILE", .file, "File holding the app's OAuth 2.0 client secret (required with `PUSH_HMS_APP_ID`).")
-        static let tokenURL = Setting("PUSH_HMS_TOKEN_URL", default: HMSConfiguration.defaultTokenURL, "Huawei's OAuth 2.0 token endpoint (client-credentials grant).")
-        static let endpoint = Setting("PUSH_HMS_ENDPOINT", default: HMSConfiguration.defaultEndpoint, "Base URL of the Push Kit send API (`/v1/{appId}/messages:send`).")
-        static let caFile = Setting("PUSH_HMS_CA_FILE", .file, "PEM CA bundle trusted for the Push Kit API and token endpoint instead of the system store (sandboxes).")
+        static let appId = Setting(
+            "PUSH_HMS_APP_ID", "Huawei Push Kit for one app: its HMS app id (digits); serves targets whose `app` is this id or absent.")
+        static let clientId = Setting(
+            "PUSH_HMS_CLIENT_ID", "The app's OAuth 2.0 client id, when it is not the app id (default: `PUSH_HMS_APP_ID`).")
+        static let clientSecretFile = Setting(
+            "PUSH_HMS_CLIENT_SECRET_FILE", .file, "File holding the app's OAuth 2.0 client secret (required with `PUSH_HMS_APP_ID`).")
+        static let tokenURL = Setting(
+            "PUSH_HMS_TOKEN_URL", default: HMSConfiguration.defaultTokenURL, "Huawei's OAuth 2.0 token endpoint (client-credentials grant)."
+        )
+        static let endpoint = Setting(
+            "PUSH_HMS_ENDPOINT", default: HMSConfiguration.defaultEndpoint,
+            "Base URL of the Push Kit send API (`/v1/{appId}/messages:send`).")
+        static let caFile = Setting(
+            "PUSH_HMS_CA_FILE", .file,
+            "PEM CA bundle trusted for the Push Kit API and token endpoint instead of the system store (sandboxes).")
     }
 
     public var settings: [Setting] {
@@ -26,8 +35,10 @@ public struct HMSPlugin: ProviderPlugin {
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
-        return ConfiguredPlugin(id: id, configuration: configuration, summary: configuration.apps.map(\.description),
-                                endpoints: Self.endpoints(configuration), appLabels: Set(configuration.apps.map(\.appId))) { context in
+        return ConfiguredPlugin(
+            id: id, configuration: configuration, summary: configuration.apps.map(\.description),
+            endpoints: Self.endpoints(configuration), appLabels: Set(configuration.apps.map(\.appId))
+        ) { context in
             HMSProvider(configuration: configuration, transport: context.makeTransport("hms"))
         }
     }
@@ -39,8 +50,10 @@ public struct HMSPlugin: ProviderPlugin {
         let defaultAppId = reader.string(Settings.appId)
         if let appId = defaultAppId {
             if let secretFile = reader.string(Settings.clientSecretFile) {
-                if let app = app(appId: appId, clientId: reader.string(Settings.clientId), secretFile: secretFile,
-                                 place: Settings.appId.name, secretPlace: Settings.clientSecretFile.name, reader: &reader) {
+                if let app = app(
+                    appId: appId, clientId: reader.string(Settings.clientId), secretFile: secretFile,
+                    place: Settings.appId.name, secretPlace: Settings.clientSecretFile.name, reader: &reader)
+                {
                     apps.append(app)
                 }
             } else {
@@ -55,8 +68,10 @@ public struct HMSPlugin: ProviderPlugin {
                 reader.problem("\(place): appId and clientSecretFile are required")
                 continue
             }
-            if let app = app(appId: appId, clientId: entry.nonEmptyString("clientId"), secretFile: secretFile, place: place,
-                              secretPlace: place, reader: &reader) {
+            if let app = app(
+                appId: appId, clientId: entry.nonEmptyString("clientId"), secretFile: secretFile, place: place,
+                secretPlace: place, reader: &reader)
+            {
                 apps.append(app)
             }
         }
@@ -79,8 +94,10 @@ public struct HMSPlugin: ProviderPlugin {
         (1...64).contains(text.utf8.count) && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
     }
 
-    static func app(appId: String, clientId: String?, secretFile: String, place: String, secretPlace: String,
-                    reader: inout SettingsReader) -> HMSConfiguration.App? {
+    static func app(
+        appId: String, clientId: String?, secretFile: String, place: String, secretPlace: String,
+        reader: inout SettingsReader
+    ) -> HMSConfiguration.App? {
         var valid = true
         for (name, value) in [("app id", appId), ("client id", clientId)] {
             guard let value, !isHuaweiId(value) else { continue }
@@ -93,7 +110,9 @@ public struct HMSPlugin: ProviderPlugin {
 
     static func endpoints(_ configuration: HMSConfiguration) -> [ConfiguredPlugin.Endpoint] {
         let tls = TLSOptions(caFile: configuration.caFile)
-        return [.init(name: "HMS \(configuration.endpoint)", url: configuration.endpoint + "/", tls: tls),
-                .init(name: "HMS token endpoint \(configuration.tokenURL)", url: configuration.tokenURL, tls: tls)]
+        return [
+            .init(name: "HMS \(configuration.endpoint)", url: configuration.endpoint + "/", tls: tls),
+            .init(name: "HMS token endpoint \(configuration.tokenURL)", url: configuration.tokenURL, tls: tls),
+        ]
     }
 }

@@ -10,14 +10,18 @@ public struct HMSProvider: PushProvider {
     private let transport: any HTTPTransport
     private let tokens: [String: HMSAccessTokens]
 
-    public init(configuration: HMSConfiguration, transport: any HTTPTransport,
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+    public init(
+        configuration: HMSConfiguration, transport: any HTTPTransport,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) {
         self.configuration = configuration
         self.transport = transport
         let tls = TLSOptions(caFile: configuration.caFile)
-        tokens = Dictionary(configuration.apps.map { app in
-            (app.appId, HMSAccessTokens(app: app, tokenURL: configuration.tokenURL, transport: transport, tls: tls, clock: clock))
-        }) { first, _ in first }
+        tokens = Dictionary(
+            configuration.apps.map { app in
+                (app.appId, HMSAccessTokens(app: app, tokenURL: configuration.tokenURL, transport: transport, tls: tls, clock: clock))
+            }
+        ) { first, _ in first }
     }
 
     public func accessTokens(for appId: String) -> HMSAccessTokens? { tokens[appId] }
@@ -63,13 +67,18 @@ public struct HMSProvider: PushProvider {
         }
         // Huawei's limit is about the body without its tokens; the summary's alert is shortened to fit it.
         let fitted: AlertFitting.Fitted
-        switch AlertFitting.fit(delivery.job.notification, limit: HMSMessage.largestBodyBytes, override: delivery.job.overrides[.hms], build: {
-            HMSMessage.bodyBeforeOverride(delivery.replacingNotification($0), tokens: [])
-        }) {
+        switch AlertFitting.fit(
+            delivery.job.notification, limit: HMSMessage.largestBodyBytes, override: delivery.job.overrides[.hms],
+            build: {
+                HMSMessage.bodyBeforeOverride(delivery.replacingNotification($0), tokens: [])
+            })
+        {
         case .success(let fitting): fitted = fitting
         case .failure(let tooLarge):
-            return .refused(.failed(reason: "the HMS message is \(tooLarge.size) bytes; Huawei accepts at most "
-                                    + "\(HMSMessage.largestBodyBytes) (without the token); not sent", httpStatus: nil))
+            return .refused(
+                .failed(
+                    reason: "the HMS message is \(tooLarge.size) bytes; Huawei accepts at most "
+                        + "\(HMSMessage.largestBodyBytes) (without the token); not sent", httpStatus: nil))
         }
         let body = HMSMessage.body(delivery.replacingNotification(fitted.notification), tokens: [deviceToken])
         return .ready(Message(body: body, appId: appId, deviceToken: deviceToken, source: source, truncated: fitted.truncated))
@@ -98,9 +107,10 @@ public struct HMSProvider: PushProvider {
             case .unavailable(let detail): return .classified(.retryable(reason: detail, httpStatus: nil))
             }
         }
-        let request = HTTPRequest(url: "\(configuration.endpoint)/v1/\(appId)/messages:send",
-                                  headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json;charset=utf-8")],
-                                  body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile))
+        let request = HTTPRequest(
+            url: "\(configuration.endpoint)/v1/\(appId)/messages:send",
+            headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json;charset=utf-8")],
+            body: body, timeout: configuration.timeout, tls: TLSOptions(caFile: configuration.caFile))
         var refusesAccessToken = false
         let result = await HTTPDelivery.send(request, for: delivery, over: transport) { response in
             let answer = HMSAnswer(response)

@@ -21,11 +21,12 @@ struct HMSAnswer {
     init(_ response: HTTPResponse) {
         status = response.status
         let document = try? JSONParser.parse(response.body)
-        code = switch document?["code"] {
-        case .string(let text)?: text
-        case .integer(let number)?: String(number)
-        default: nil
-        }
+        code =
+            switch document?["code"] {
+            case .string(let text)?: text
+            case .integer(let number)?: String(number)
+            default: nil
+            }
         if case .string(let text)? = document?["msg"] { message = text } else { message = nil }
         if case .string(let text)? = document?["requestId"], !text.isEmpty { requestId = text } else { requestId = nil }
         retryAfter = HTTPDelivery.retryAfter(response)
@@ -81,8 +82,9 @@ enum HMSResponse {
             return .delivered(providerMessageId: answer.requestId, httpStatus: status)
         case HMSAnswer.allTokensInvalid?:
             guard targetNamesApp else {
-                return .failed(reason: "\(reason) (the target named no app: the token may belong to another app; the binding is kept)",
-                               httpStatus: status, action: .checkCredentials, blame: .request)
+                return .failed(
+                    reason: "\(reason) (the target named no app: the token may belong to another app; the binding is kept)",
+                    httpStatus: status, action: .checkCredentials, blame: .request)
             }
             return .rejected(reason: reason, httpStatus: status)
         case let code? where HMSAnswer.accessTokenCodes.contains(code) || permissionCodes.contains(code):

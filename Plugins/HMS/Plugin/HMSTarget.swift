@@ -31,8 +31,9 @@ public struct HMSTargetFormat: TargetFormat {
 
     /// `overrides.hms.message` is merged into the message; its recipient stays the target's token.
     public func checkOverride(_ override: JSONValue) throws(JobRejection) {
-        try checkOverride(override, members: ["message"], protected: [["message", "token"], ["message", "topic"], ["message", "condition"]],
-                          because: "the message goes to the target's token")
+        try checkOverride(
+            override, members: ["message"], protected: [["message", "token"], ["message", "topic"], ["message", "condition"]],
+            because: "the message goes to the target's token")
     }
     /// Huawei documents no token length; FCM's 4096 bytes bounds what a job may carry.
     public static let longestToken = 4096

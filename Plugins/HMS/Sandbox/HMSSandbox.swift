@@ -34,8 +34,10 @@ public final class HMSSandbox: Sendable {
     }
 
     public static let tokenPath = "/oauth2/v3/token"
-    static let categories: Set<String> = ["IM", "VOIP", "SUBSCRIPTION", "TRAVEL", "HEALTH", "WORK", "ACCOUNT", "EXPRESS",
-                                          "FINANCE", "DEVICE_REMINDER", "MAIL", "PLAY_VOICE", "MARKETING"]
+    static let categories: Set<String> = [
+        "IM", "VOIP", "SUBSCRIPTION", "TRAVEL", "HEALTH", "WORK", "ACCOUNT", "EXPRESS",
+        "FINANCE", "DEVICE_REMINDER", "MAIL", "PLAY_VOICE", "MARKETING",
+    ]
     static let highPriorityDataCategories: Set<String> = ["VOIP", "PLAY_VOICE"]
 
     private struct Issued {
@@ -88,12 +90,14 @@ public final class HMSSandbox: Sendable {
         let form = Self.formFields(request.body)
         guard form["grant_type"] == "client_credentials" else { return refusal(20182, "invalid grant_type") }
         guard let clientId = form["client_id"], !clientId.isEmpty, clientId.utf8.count <= 64,
-              clientId.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+            clientId.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
         else { return refusal(20002, "invalid client_id") }
         guard let app = appsByClient[clientId] else { return refusal(20003, "client_id not found") }
         guard form["client_secret"] == app.clientSecret else { return refusal(12304, "invalid client_secret") }
         let token = "CgB6e3x9sandbox" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
-        issued.withLock { $0[token] = Issued(appId: app.appId, expiresAt: clock().adding(saturating: tokenLifetime.multiplied(saturating: 1000))) }
+        issued.withLock {
+            $0[token] = Issued(appId: app.appId, expiresAt: clock().adding(saturating: tokenLifetime.multiplied(saturating: 1000)))
+        }
         return SandboxResponse(status: 200, json: #"{"access_token":"\#(token)","expires_in":\#(tokenLifetime),"token_type":"Bearer"}"#)
     }
 
@@ -103,11 +107,13 @@ public final class HMSSandbox: Sendable {
             let spaced = text.replacingOccurrences(of: "+", with: " ")
             return spaced.removingPercentEncoding ?? spaced
         }
-        return Dictionary(String(decoding: body, as: UTF8.self).split(separator: "&").compactMap { pair -> (String, String)? in
-            let pieces = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard pieces.count == 2 else { return nil }
-            return (decode(pieces[0]), decode(pieces[1]))
-        }) { first, _ in first }
+        return Dictionary(
+            String(decoding: body, as: UTF8.self).split(separator: "&").compactMap { pair -> (String, String)? in
+                let pieces = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard pieces.count == 2 else { return nil }
+                return (decode(pieces[0]), decode(pieces[1]))
+            }
+        ) { first, _ in first }
     }
 
     // MARK: messages:send
@@ -124,12 +130,12 @@ public final class HMSSandbox: Sendable {
 
     private func send(_ request: SandboxRequest, appId: String) -> SandboxResponse {
         guard let authorization = request.header("authorization"), authorization.hasPrefix("Bearer "),
-              let grant = issued.withLock({ $0[String(authorization.dropFirst(7))] }), grant.appId == appId
+            let grant = issued.withLock({ $0[String(authorization.dropFirst(7))] }), grant.appId == appId
         else { return answer(401, "80200001", "Oauth authentication error") }
         guard grant.expiresAt > clock() else { return answer(401, "80200003", "Oauth Token expired.") }
         if let problem = problem(in: request.body) { return problem }
         guard let document = try? JSONParser.parse(request.body), case .array(let tokens)? = document["message"]?["token"],
-              case .string(let token)? = tokens.first
+            case .string(let token)? = tokens.first
         else { return answer(400, "80100003", "Illegal payload") }
         let requestId = "\(clock())\(sent.add(1, ordering: .relaxed).newValue)"
         if token.hasPrefix("invalid") { return answer(400, "80300007", "All the tokens are invalid", requestId: requestId) }
@@ -155,8 +161,12 @@ public final class HMSSandbox: Sendable {
             detail.endObject()
             return answer(200, "80100000", detail.string, requestId: requestId)
         }
-        if token.hasPrefix("nopermission") { return answer(400, "80300002", "The current app does not have the permission to send messages", requestId: requestId) }
-        if token.hasPrefix("busy") { return SandboxResponse(status: 503, headers: [("retry-after", "1")], body: Array("flow control".utf8)) }
+        if token.hasPrefix("nopermission") {
+            return answer(400, "80300002", "The current app does not have the permission to send messages", requestId: requestId)
+        }
+        if token.hasPrefix("busy") {
+            return SandboxResponse(status: 503, headers: [("retry-after", "1")], body: Array("flow control".utf8))
+        }
         if token.hasPrefix("internal") { return answer(500, "81000001", "System inner error", requestId: requestId) }
         return answer(200, "80000000", "Success", requestId: requestId)
     }
@@ -164,7 +174,7 @@ public final class HMSSandbox: Sendable {
     /// Huawei's checks of the request body, in the order the send API documents them.
     private func problem(in body: [UInt8]) -> SandboxResponse? {
         guard let document = try? JSONParser.parse(body), case .object = document, let message = document["message"],
-              case .object(let members) = message
+            case .object(let members) = message
         else { return answer(400, "80100003", "Illegal payload") }
         if let validateOnly = document["validate_only"], validateOnly != .bool(true), validateOnly != .bool(false) {
             return answer(400, "80100003", "validate_only must be a boolean")
@@ -172,7 +182,7 @@ public final class HMSSandbox: Sendable {
         let addressed = ["token", "topic", "condition"].filter { name in members.contains { $0.key == name } }
         guard addressed == ["token"] else { return answer(400, "80100003", "Exactly one of token, topic or condition must be specified") }
         guard case .array(let tokens)? = message["token"], (1...1000).contains(tokens.count),
-              tokens.allSatisfy({ if case .string(let token) = $0 { !token.isEmpty } else { false } })
+            tokens.allSatisfy({ if case .string(let token) = $0 { !token.isEmpty } else { false } })
         else { return answer(400, "80300010", "the number of tokens must be 1 to 1000") }
         if let data = message["data"], !data.isString { return answer(400, "80100003", "message.data must be a string") }
         let notification = message["notification"] != nil || message["android"]?["notification"] != nil
@@ -201,7 +211,8 @@ public final class HMSSandbox: Sendable {
                 }
             }
         }
-        if let shown = message["android"]?["notification"], let problem = Self.notificationProblem(shown, message: message["notification"]) {
+        if let shown = message["android"]?["notification"], let problem = Self.notificationProblem(shown, message: message["notification"])
+        {
             return answer(400, "80100001", problem)
         }
         if Self.bytesWithoutTokens(body, tokens: tokens) > 4096 {
@@ -229,7 +240,8 @@ public final class HMSSandbox: Sendable {
     static func ttlSeconds(_ text: String) -> Int64? {
         let number = text.hasSuffix("s") || text.hasSuffix("S") ? text.dropLast() : Substring(text)
         guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-              number.filter({ $0 == "." }).count <= 1, let seconds = Double(number) else { return nil }
+            number.filter({ $0 == "." }).count <= 1, let seconds = Double(number)
+        else { return nil }
         return Int64(clamping: seconds)
     }
 
@@ -256,12 +268,15 @@ public struct HMSSandboxInstance: Sendable {
     public let sandbox: HMSSandbox
     public let clientSecretFile: String
 
-    public static func start(tls: SandboxTLS, tokenLifetimeSeconds: Int64 = 3600, port: Int = 0,
-                             clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) async throws -> HMSSandboxInstance {
+    public static func start(
+        tls: SandboxTLS, tokenLifetimeSeconds: Int64 = 3600, port: Int = 0,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) async throws -> HMSSandboxInstance {
         let holder = LateResponder()
         let server = try await SandboxServer.start(tls: tls, port: port) { holder.respond($0) }
-        let sandbox = HMSSandbox(apps: [HMSSandbox.App(appId: appId, clientSecret: clientSecret)],
-                                 tokenLifetimeSeconds: tokenLifetimeSeconds, clock: clock)
+        let sandbox = HMSSandbox(
+            apps: [HMSSandbox.App(appId: appId, clientSecret: clientSecret)],
+            tokenLifetimeSeconds: tokenLifetimeSeconds, clock: clock)
         holder.set(sandbox.respond)
         let clientSecretFile = tls.directory.appendingPathComponent("hms-client-secret").path
         try (clientSecret + "\n").write(toFile: clientSecretFile, atomically: true, encoding: .utf8)
@@ -276,7 +291,9 @@ public struct HMSSandboxInstance: Sendable {
     /// The `PUSH_HMS_*` settings that point a worker at this sandbox (trust for its certificate is the caller's
     /// `PUSH_HMS_CA_FILE`).
     public var workerEnvironment: [String: String] {
-        ["PUSH_HMS_APP_ID": Self.appId, "PUSH_HMS_CLIENT_SECRET_FILE": clientSecretFile,
-         "PUSH_HMS_TOKEN_URL": tokenURL, "PUSH_HMS_ENDPOINT": server.baseURL]
+        [
+            "PUSH_HMS_APP_ID": Self.appId, "PUSH_HMS_CLIENT_SECRET_FILE": clientSecretFile,
+            "PUSH_HMS_TOKEN_URL": tokenURL, "PUSH_HMS_ENDPOINT": server.baseURL,
+        ]
     }
 }

@@ -13,12 +13,17 @@ public struct ProxyPlugin: ProviderPlugin {
     public init() {}
 
     enum Settings {
-        static let url = Setting("PUSH_PROXY_URL", "Push-proxy endpoint (https): serves proxy targets without `app` and apps without a proxy of their own in `PUSH_APPS_FILE`.")
+        static let url = Setting(
+            "PUSH_PROXY_URL",
+            "Push-proxy endpoint (https): serves proxy targets without `app` and apps without a proxy of their own in `PUSH_APPS_FILE`.")
         static let caFile = Setting("PUSH_PROXY_CA_FILE", .file, "PEM CA bundle trusted for the proxy instead of the system store.")
         static let certificateFile = Setting("PUSH_PROXY_CERT_FILE", .file, "PEM client certificate for mutual TLS with the proxy.")
         static let keyFile = Setting("PUSH_PROXY_KEY_FILE", .file, "PEM private key of `PUSH_PROXY_CERT_FILE`.")
-        static let keyPasswordFile = Setting("PUSH_PROXY_KEY_PASSWORD_FILE", .file, "File holding the password of `PUSH_PROXY_KEY_FILE`, if it has one (the seed's Private Key Password).")
-        static let timeout = Setting("PUSH_PROXY_TIMEOUT_MS", .integer(100...300_000), default: "10000", "Per-request timeout for the proxy.")
+        static let keyPasswordFile = Setting(
+            "PUSH_PROXY_KEY_PASSWORD_FILE", .file,
+            "File holding the password of `PUSH_PROXY_KEY_FILE`, if it has one (the seed's Private Key Password).")
+        static let timeout = Setting(
+            "PUSH_PROXY_TIMEOUT_MS", .integer(100...300_000), default: "10000", "Per-request timeout for the proxy.")
         static let dependents = [caFile, certificateFile, keyFile, keyPasswordFile]
     }
 
@@ -27,11 +32,13 @@ public struct ProxyPlugin: ProviderPlugin {
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         let endpoints = (configuration.defaultEndpoint.map { [("default", $0)] } ?? []) + configuration.endpoints.sorted { $0.key < $1.key }
-        return ConfiguredPlugin(id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \($0.1.url)" },
-                                endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) },
-                                // The default proxy serves any app name a job gives; only the apps with a proxy of their own are labels.
-                                appLabels: Set(configuration.endpoints.keys),
-                                requestTimeout: endpoints.map(\.1.timeout).max() ?? .seconds(10)) { context in
+        return ConfiguredPlugin(
+            id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \($0.1.url)" },
+            endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) },
+            // The default proxy serves any app name a job gives; only the apps with a proxy of their own are labels.
+            appLabels: Set(configuration.endpoints.keys),
+            requestTimeout: endpoints.map(\.1.timeout).max() ?? .seconds(10)
+        ) { context in
             ProxyProvider(configuration: configuration, transport: context.makeTransport("proxy"))
         }
     }
@@ -44,9 +51,10 @@ public struct ProxyPlugin: ProviderPlugin {
         if reader.isSet(Settings.url) {
             // A bad URL is a start-up problem; the proxy still counts as configured, so it is the only line.
             let url = reader.httpsURL(Settings.url, isBase: false) ?? reader.string(Settings.url) ?? ""
-            var tls = TLSOptions(caFile: reader.readableFile(Settings.caFile),
-                                 clientCertificateFile: reader.readableFile(Settings.certificateFile),
-                                 clientKeyFile: reader.readableFile(Settings.keyFile))
+            var tls = TLSOptions(
+                caFile: reader.readableFile(Settings.caFile),
+                clientCertificateFile: reader.readableFile(Settings.certificateFile),
+                clientKeyFile: reader.readableFile(Settings.keyFile))
             if reader.isSet(Settings.certificateFile) != reader.isSet(Settings.keyFile) {
                 reader.problem("PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together")
             }
@@ -80,7 +88,9 @@ public struct ProxyPlugin: ProviderPlugin {
             return nil
         }
         var tls = TLSOptions()
-        for (member, path) in [("caFile", \TLSOptions.caFile), ("certificateFile", \.clientCertificateFile), ("privateKeyFile", \.clientKeyFile)] {
+        for (member, path) in [
+            ("caFile", \TLSOptions.caFile), ("certificateFile", \.clientCertificateFile), ("privateKeyFile", \.clientKeyFile),
+        ] {
             guard let file = entry.nonEmptyString(member) else { continue }
             guard FileManager.default.isReadableFile(atPath: file) else {
                 reader.problem("\(place): \(member) \(file) does not exist or is not readable")
@@ -93,7 +103,9 @@ public struct ProxyPlugin: ProviderPlugin {
             return nil
         }
         if let passwordFile = entry.nonEmptyString("passwordFile") {
-            guard let password = CredentialFiles.secret(at: passwordFile, place: "\(place): passwordFile", reader: &reader) else { return nil }
+            guard let password = CredentialFiles.secret(at: passwordFile, place: "\(place): passwordFile", reader: &reader) else {
+                return nil
+            }
             tls.clientKeyPassword = password
         }
         return ProxyEndpoint(url: url, tls: tls, timeout: timeout)

@@ -47,8 +47,10 @@ public struct ProxyProvider: PushProvider {
         return await gathering.deliver(delivery, expected: sameProxy.count)
     }
 
-    private static func send(_ deliveries: [Delivery], configuration: ProxyConfiguration,
-                             certificateIdentities: [TLSOptions: ConnectionIdentity], transport: any HTTPTransport) async -> DeliveryResult {
+    private static func send(
+        _ deliveries: [Delivery], configuration: ProxyConfiguration,
+        certificateIdentities: [TLSOptions: ConnectionIdentity], transport: any HTTPTransport
+    ) async -> DeliveryResult {
         guard let request = request(for: deliveries, configuration: configuration, certificateIdentities: certificateIdentities) else {
             return .failed(reason: "no push proxy", httpStatus: nil)
         }
@@ -58,19 +60,23 @@ public struct ProxyProvider: PushProvider {
     // Out of line, so the request is built and the answer read outside `send`'s async frame, which every
     // job in flight keeps (docs/writing-a-provider.md).
     @inline(never)
-    private static func request(for deliveries: [Delivery], configuration: ProxyConfiguration,
-                                certificateIdentities: [TLSOptions: ConnectionIdentity]) -> HTTPRequest? {
+    private static func request(
+        for deliveries: [Delivery], configuration: ProxyConfiguration,
+        certificateIdentities: [TLSOptions: ConnectionIdentity]
+    ) -> HTTPRequest? {
         guard let first = deliveries.first, let endpoint = configuration.endpoint(for: first.target.app) else { return nil }
-        return HTTPRequest(url: endpoint.url, headers: [("content-type", "application/json")],
-                           body: ProxyRequestBody.encode(deliveries), timeout: endpoint.timeout, tls: endpoint.tls,
-                           connectionIdentity: certificateIdentities[endpoint.tls])
+        return HTTPRequest(
+            url: endpoint.url, headers: [("content-type", "application/json")],
+            body: ProxyRequestBody.encode(deliveries), timeout: endpoint.timeout, tls: endpoint.tls,
+            connectionIdentity: certificateIdentities[endpoint.tls])
     }
 
     @inline(never)
     private static func read(_ result: DeliveryResult, for first: Delivery) -> DeliveryResult {
         if case .rejected(_, let status, _) = result {
-            return .rejected(reason: "proxy does not know user \(first.job.userId): stop pushing to it until it registers a new endpoint",
-                             httpStatus: status)
+            return .rejected(
+                reason: "proxy does not know user \(first.job.userId): stop pushing to it until it registers a new endpoint",
+                httpStatus: status)
         }
         return result
     }

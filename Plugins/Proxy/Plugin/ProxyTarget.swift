@@ -24,10 +24,13 @@ extension ProviderID {
 }
 
 extension Target {
-    public static func proxy(_ bindingId: String, app: String? = nil, token: String? = nil, tokenType: String? = nil,
-                             platform: String? = nil, pushType: String? = nil) -> Target {
-        Target(bindingId: bindingId, provider: .proxy, app: app,
-               details: ProxyTarget(token: token, tokenType: tokenType, platform: platform, pushType: pushType))
+    public static func proxy(
+        _ bindingId: String, app: String? = nil, token: String? = nil, tokenType: String? = nil,
+        platform: String? = nil, pushType: String? = nil
+    ) -> Target {
+        Target(
+            bindingId: bindingId, provider: .proxy, app: app,
+            details: ProxyTarget(token: token, tokenType: tokenType, platform: platform, pushType: pushType))
     }
 }
 
@@ -41,10 +44,11 @@ public struct ProxyTargetFormat: TargetFormat {
     public init() {}
 
     public func decode(_ fields: inout Fields) throws(JobRejection) -> any TargetDetails {
-        let details = ProxyTarget(token: try fields.optionalString("token", maximumLength: 4096),
-                                  tokenType: try fields.optionalChoice("tokenType", of: Self.tokenTypes),
-                                  platform: try fields.optionalChoice("platform", of: Self.platforms),
-                                  pushType: try fields.optionalChoice("pushType", of: Self.pushTypes))
+        let details = ProxyTarget(
+            token: try fields.optionalString("token", maximumLength: 4096),
+            tokenType: try fields.optionalChoice("tokenType", of: Self.tokenTypes),
+            platform: try fields.optionalChoice("platform", of: Self.platforms),
+            pushType: try fields.optionalChoice("pushType", of: Self.pushTypes))
         if details.tokenType != nil, details.token == nil { throw fields.invalid("token is required when tokenType is present") }
         return details
     }

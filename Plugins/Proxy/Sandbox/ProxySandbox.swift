@@ -53,7 +53,8 @@ public enum ProxySandbox {
         guard document["version"] == .string("0.2") else { return problem("version must be \"0.2\"") }
         guard case .integer(let expiry)? = document["expiry"], expiry >= 0 else { return problem("expiry must be a number ≥ 0") }
         guard case .string(let userId)? = document["userId"], !userId.isEmpty else { return problem("userId is required") }
-        if let isStatus = document["isStatus"], case .bool = isStatus {} else if document["isStatus"] != nil {
+        if let isStatus = document["isStatus"], case .bool = isStatus {
+        } else if document["isStatus"] != nil {
             return problem("isStatus must be a boolean")
         }
         guard case .string? = document["body"] else { return problem("body is required and must be a string") }
@@ -92,7 +93,8 @@ extension ProxySandbox {
     /// The fault key of a push-proxy request: its first endpointId (the job's bindingId).
     public static func endpointId(of request: SandboxRequest) -> String? {
         guard let document = try? JSONParser.parse(request.body), case .array(let endpoints)? = document["endpointData"],
-              case .string(let id)? = endpoints.first?["endpointId"] else { return nil }
+            case .string(let id)? = endpoints.first?["endpointId"]
+        else { return nil }
         return id
     }
 }

@@ -80,8 +80,10 @@ struct EndpointPolicy: Sendable {
         }
         guard let first = addresses.first, addresses.allSatisfy(allows) else { return .failure(.address) }
         let pinned = first.isV6 ? "[\(first.text)]" : first.text
-        return .success(Target(origin: parts.origin, host: host, port: parts.port, url: url,
-                               pinnedResolution: "\(host):\(parts.port):\(pinned)"))
+        return .success(
+            Target(
+                origin: parts.origin, host: host, port: parts.port, url: url,
+                pinnedResolution: "\(host):\(parts.port):\(pinned)"))
     }
 
     func allows(_ address: IPAddress) -> Bool {

@@ -2,7 +2,7 @@ import Dispatch
 import Metrics
 import PushCore
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Resolves push-service host names for the endpoint policy, with limits, because the names
@@ -56,7 +56,10 @@ final class HostResolver: Sendable {
         /// The cached answer for `host` if it is still fresh.
         mutating func fresh(_ host: String, now: Int64) -> [IPAddress]? {
             guard let answer = cache.value(for: host, now: now) else { return nil }
-            guard now < answer.expiresAt else { cache.removeValue(for: host); return nil }
+            guard now < answer.expiresAt else {
+                cache.removeValue(for: host)
+                return nil
+            }
             return answer.addresses
         }
     }
@@ -67,13 +70,18 @@ final class HostResolver: Sendable {
     private let state: Locked<State>
     private let cacheGauge = Gauge(label: "push_bounded_entries", dimensions: [("map", "webpush_dns_cache")])
 
-    init(limits: Limits = Limits(), clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds,
-         lookup: @escaping Lookup = HostResolver.systemLookup) {
+    init(
+        limits: Limits = Limits(), clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds,
+        lookup: @escaping Lookup = HostResolver.systemLookup
+    ) {
         self.limits = limits
         self.lookup = lookup
         self.clock = clock
-        state = Locked(State(cache: BoundedCache(capacity: limits.cachedHosts,
-                                                 idleLimit: max(limits.positiveLifetime, limits.negativeLifetime))))
+        state = Locked(
+            State(
+                cache: BoundedCache(
+                    capacity: limits.cachedHosts,
+                    idleLimit: max(limits.positiveLifetime, limits.negativeLifetime))))
     }
 
     /// Cached answers held now (the `push_bounded_entries{map="webpush_dns_cache"}` gauge).
@@ -87,10 +95,17 @@ final class HostResolver: Sendable {
         if let cached = state.withLock({ $0.fresh(host, now: now) }) { return .success(cached) }
         let waited = min(timeout, limits.timeout)
         guard waited > .zero else { return .failure(.timedOut) }
-        let id = state.withLock { state -> UInt64 in state.nextWaiter += 1; return state.nextWaiter }
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (waiter: Waiter) in
-                enum Start { case answered(Result<[IPAddress], Failure>), joined, queued(startThread: Bool) }
+                enum Start {
+                    case answered(Result<[IPAddress], Failure>)
+                    case joined
+                    case queued(startThread: Bool)
+                }
                 let start = state.withLock { state -> Start in
                     // Checked under the lock that `onCancel` takes: a cancellation either finds this waiter or is seen here.
                     if Task.isCancelled { return .answered(.failure(.cancelled)) }
@@ -151,7 +166,10 @@ final class HostResolver: Sendable {
             while !state.queue.isEmpty {
                 let host = state.queue.removeFirst()
                 // Everyone who asked gave up while it queued: not worth a thread.
-                if state.inFlight[host]?.isEmpty ?? true { state.inFlight[host] = nil; continue }
+                if state.inFlight[host]?.isEmpty ?? true {
+                    state.inFlight[host] = nil
+                    continue
+                }
                 return host
             }
             state.threadsRunning -= 1

@@ -67,33 +67,33 @@ struct IPAddress: Equatable, Sendable {
 
     static func v4IsPublic(_ b: [UInt8]) -> Bool {
         switch (b[0], b[1], b[2]) {
-        case (0, _, _), (10, _, _), (127, _, _): return false   // "this network", private, loopback
-        case (100, 64...127, _): return false                   // carrier-grade NAT (RFC 6598)
-        case (169, 254, _): return false                        // link-local, cloud metadata
-        case (172, 16...31, _): return false                    // private
-        case (192, 168, _): return false                        // private
-        case (192, 0, 0): return false                          // IETF protocol assignments
+        case (0, _, _), (10, _, _), (127, _, _): return false  // "this network", private, loopback
+        case (100, 64...127, _): return false  // carrier-grade NAT (RFC 6598)
+        case (169, 254, _): return false  // link-local, cloud metadata
+        case (172, 16...31, _): return false  // private
+        case (192, 168, _): return false  // private
+        case (192, 0, 0): return false  // IETF protocol assignments
         case (192, 0, 2), (198, 51, 100), (203, 0, 113): return false  // documentation (RFC 5737)
-        case (192, 88, 99): return false                        // 6to4 relay anycast (RFC 7526)
-        case (198, 18...19, _): return false                    // benchmarking
-        case (224...255, _, _): return false                    // multicast, reserved, broadcast
+        case (192, 88, 99): return false  // 6to4 relay anycast (RFC 7526)
+        case (198, 18...19, _): return false  // benchmarking
+        case (224...255, _, _): return false  // multicast, reserved, broadcast
         default: return true
         }
     }
 
     static func v6IsPublic(_ b: [UInt8]) -> Bool {
-        if b[0..<15].allSatisfy({ $0 == 0 }) { return false }                    // ::, ::1
+        if b[0..<15].allSatisfy({ $0 == 0 }) { return false }  // ::, ::1
         if b[0] == 0x00, b[1] == 0x64, b[2] == 0xFF, b[3] == 0x9B, b[4] == 0x00, b[5] == 0x01 {
-            return false                                                        // 64:ff9b:1::/48 local-use NAT64 (RFC 8215)
+            return false  // 64:ff9b:1::/48 local-use NAT64 (RFC 8215)
         }
         if b[0] == 0x01, b[1] == 0x00, b[2..<8].allSatisfy({ $0 == 0 }) { return false }  // 100::/64 discard (RFC 6666)
-        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x00, b[3] == 0x00 { return false }      // 2001::/32 Teredo (RFC 4380)
-        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x0D, b[3] == 0xB8 { return false }      // 2001:db8::/32 documentation
-        if b[0] == 0x20, b[1] == 0x02 { return false }                                 // 2002::/16 6to4 (RFC 3056, deprecated by RFC 7526)
-        if b[0] & 0xFE == 0xFC { return false }                                        // fc00::/7 unique local
-        if b[0] == 0xFE, b[1] & 0xC0 == 0x80 { return false }                          // fe80::/10 link-local
-        if b[0] == 0xFE, b[1] & 0xC0 == 0xC0 { return false }                          // fec0::/10 site-local (RFC 3879)
-        if b[0] == 0xFF { return false }                                               // multicast
+        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x00, b[3] == 0x00 { return false }  // 2001::/32 Teredo (RFC 4380)
+        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x0D, b[3] == 0xB8 { return false }  // 2001:db8::/32 documentation
+        if b[0] == 0x20, b[1] == 0x02 { return false }  // 2002::/16 6to4 (RFC 3056, deprecated by RFC 7526)
+        if b[0] & 0xFE == 0xFC { return false }  // fc00::/7 unique local
+        if b[0] == 0xFE, b[1] & 0xC0 == 0x80 { return false }  // fe80::/10 link-local
+        if b[0] == 0xFE, b[1] & 0xC0 == 0xC0 { return false }  // fec0::/10 site-local (RFC 3879)
+        if b[0] == 0xFF { return false }  // multicast
         return true
     }
 }

@@ -19,8 +19,10 @@ enum SafariVisibilityRule {
     static func refusal(_ delivery: Delivery) -> DeliveryResult? {
         let kind = delivery.job.kind
         guard kind == .cancel || kind == .wake, let endpoint = delivery.target.details(WebPushTarget.self)?.endpoint,
-              isApple(endpoint: endpoint) else { return nil }
-        return .failed(reason: "a \(kind.rawValue) shows nothing, and Safari revokes the push permission of a site that sends pushes "
-                       + "it does not show; not sent to Apple's push service", httpStatus: nil)
+            isApple(endpoint: endpoint)
+        else { return nil }
+        return .failed(
+            reason: "a \(kind.rawValue) shows nothing, and Safari revokes the push permission of a site that sends pushes "
+                + "it does not show; not sent to Apple's push service", httpStatus: nil)
     }
 }

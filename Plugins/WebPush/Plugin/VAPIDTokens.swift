@@ -13,8 +13,10 @@ final class VAPIDTokens: Sendable {
     /// `k=` of the Authorization header: the uncompressed public key, base64url.
     let publicKey: String
 
-    init(key: PrivateKey, subject: String, lifetime: Duration, cache: VAPIDTokenCache = VAPIDTokenCache(),
-         clock: @escaping @Sendable () -> Int64) throws {
+    init(
+        key: PrivateKey, subject: String, lifetime: Duration, cache: VAPIDTokenCache = VAPIDTokenCache(),
+        clock: @escaping @Sendable () -> Int64
+    ) throws {
         self.key = key
         self.subject = subject
         self.lifetime = min(lifetime.milliseconds, 24 * 3600 * 1000)
@@ -29,11 +31,13 @@ final class VAPIDTokens: Sendable {
         let cacheKey = VAPIDTokenCache.Key(publicKey: publicKey, origin: origin)
         if let cached = cache.token(for: cacheKey, now: now), now < cached.expiresAt - 3_600_000 { return cached.header }
         let expiresAt = now.adding(saturating: lifetime)
-        let jwt = try JSONWebToken.sign(algorithm: .es256, headerFields: [("typ", "JWT")], claims: { claims in
-            claims.member("aud", origin)
-            claims.member("exp", expiresAt / 1000)
-            claims.member("sub", subject)
-        }, key: key)
+        let jwt = try JSONWebToken.sign(
+            algorithm: .es256, headerFields: [("typ", "JWT")],
+            claims: { claims in
+                claims.member("aud", origin)
+                claims.member("exp", expiresAt / 1000)
+                claims.member("sub", subject)
+            }, key: key)
         let header = "vapid t=\(jwt), k=\(publicKey)"
         cache.store(VAPIDTokenCache.Issued(header: header, expiresAt: expiresAt), for: cacheKey, now: now)
         return header

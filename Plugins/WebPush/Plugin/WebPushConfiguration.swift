@@ -28,10 +28,12 @@ public struct WebPushConfiguration: Sendable {
     /// Lifetime of a VAPID token (RFC 8292 allows at most 24 h).
     public var tokenLifetime: Duration
 
-    public init(vapidKey: PrivateKey, subject: String, caFile: String? = nil, allowPrivateNetworks: Bool = false,
-                allowedNetworks: [IPNetwork] = [], allowedHosts: [String] = [], allowedPorts: Set<Int> = [443],
-                maximumInFlightPerOrigin: Int = 100, timeout: Duration = .seconds(10), dnsTimeout: Duration = .seconds(5),
-                tokenLifetime: Duration = .seconds(12 * 3600)) {
+    public init(
+        vapidKey: PrivateKey, subject: String, caFile: String? = nil, allowPrivateNetworks: Bool = false,
+        allowedNetworks: [IPNetwork] = [], allowedHosts: [String] = [], allowedPorts: Set<Int> = [443],
+        maximumInFlightPerOrigin: Int = 100, timeout: Duration = .seconds(10), dnsTimeout: Duration = .seconds(5),
+        tokenLifetime: Duration = .seconds(12 * 3600)
+    ) {
         self.vapidKey = vapidKey
         self.subject = subject
         self.caFile = caFile

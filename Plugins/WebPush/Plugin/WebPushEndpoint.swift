@@ -17,7 +17,9 @@ struct WebPushEndpoint: Equatable, Sendable {
     }
 
     private static func read(_ endpoint: String) throws(EndpointRefusal) -> WebPushEndpoint {
-        guard endpoint.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw EndpointRefusal("endpoint contains spaces or control characters") }
+        guard endpoint.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else {
+            throw EndpointRefusal("endpoint contains spaces or control characters")
+        }
         guard let components = URLComponents(string: endpoint), let scheme = components.scheme?.lowercased() else {
             throw EndpointRefusal("endpoint is not a URL")
         }
@@ -28,8 +30,11 @@ struct WebPushEndpoint: Equatable, Sendable {
         }
         let bracketed = rawHost.hasPrefix("[")
         let host = bracketed ? String(rawHost.dropFirst().dropLast()) : rawHost
-        guard !host.isEmpty, host.utf8.allSatisfy({ $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-")
-            || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) })
+        guard !host.isEmpty,
+            host.utf8.allSatisfy({
+                $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-")
+                    || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
+            })
         else { throw EndpointRefusal("endpoint has no valid host") }
         let urlHost = host.contains(":") ? "[\(host)]" : host
         let port = components.port ?? 443

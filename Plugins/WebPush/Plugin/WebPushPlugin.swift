@@ -14,16 +14,39 @@ public struct WebPushPlugin: ProviderPlugin {
     public init() {}
 
     enum Settings {
-        static let vapidKeyFile = Setting("PUSH_WEBPUSH_VAPID_KEY_FILE", .file, "Web Push: the VAPID P-256 private key, PEM or a base64url raw key (`push-worker vapid-keys` makes one).")
-        static let vapidSubject = Setting("PUSH_WEBPUSH_VAPID_SUBJECT", "`sub` of the VAPID token: a `mailto:` or `https:` contact on a public host (required with the key). `localhost`, `.localhost`, `.invalid`, `.test` and `.local` hosts are refused: Apple's push service answers 403 BadJwtToken to them.")
-        static let caFile = Setting("PUSH_WEBPUSH_CA_FILE", .file, "PEM CA bundle trusted for push services instead of the system store (sandboxes).")
-        static let allowPrivate = Setting("PUSH_WEBPUSH_ALLOW_PRIVATE", .boolean, default: "false", "Allow subscription endpoints on loopback, private and link-local addresses (tests, in-house push services).")
-        static let allowedHosts = Setting("PUSH_WEBPUSH_ALLOWED_HOSTS", .list, "Comma-separated push-service hosts; when set, only endpoints on these hosts or their subdomains are contacted.")
-        static let allowedNetworks = Setting("PUSH_WEBPUSH_ALLOWED_NETWORKS", .list, "Comma-separated CIDR blocks (`10.20.0.0/16`, `fd00:1::/64`) that endpoints may use although they are not public (an in-house push service); narrower than `PUSH_WEBPUSH_ALLOW_PRIVATE`.")
-        static let allowedPorts = Setting("PUSH_WEBPUSH_ALLOWED_PORTS", .list, default: "443", "Comma-separated ports subscription endpoints may name; any other port is refused.")
-        static let maximumInFlightPerOrigin = Setting("PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", .integer(1...100_000), default: "100", "Web Push requests in flight per push-service origin: one slow or hostile push service holds at most this many (its circuit breaker is per origin too).")
-        static let dnsTimeoutMs = Setting("PUSH_WEBPUSH_DNS_TIMEOUT_MS", .integer(100...60_000), default: "5000", "Web Push: the longest a DNS lookup of a push-service host may take, within the attempt's request timeout; a lookup that takes longer is a retryable failure of that origin. The resolver's limits and cache are in docs/operations.md.")
-        static let dependents = [vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, allowedPorts, maximumInFlightPerOrigin, dnsTimeoutMs]
+        static let vapidKeyFile = Setting(
+            "PUSH_WEBPUSH_VAPID_KEY_FILE", .file,
+            "Web Push: the VAPID P-256 private key, PEM or a base64url raw key (`push-worker vapid-keys` makes one).")
+        static let vapidSubject = Setting(
+            "PUSH_WEBPUSH_VAPID_SUBJECT",
+            "`sub` of the VAPID token: a `mailto:` or `https:` contact on a public host (required with the key). `localhost`, `.localhost`, `.invalid`, `.test` and `.local` hosts are refused: Apple's push service answers 403 BadJwtToken to them."
+        )
+        static let caFile = Setting(
+            "PUSH_WEBPUSH_CA_FILE", .file, "PEM CA bundle trusted for push services instead of the system store (sandboxes).")
+        static let allowPrivate = Setting(
+            "PUSH_WEBPUSH_ALLOW_PRIVATE", .boolean, default: "false",
+            "Allow subscription endpoints on loopback, private and link-local addresses (tests, in-house push services).")
+        static let allowedHosts = Setting(
+            "PUSH_WEBPUSH_ALLOWED_HOSTS", .list,
+            "Comma-separated push-service hosts; when set, only endpoints on these hosts or their subdomains are contacted.")
+        static let allowedNetworks = Setting(
+            "PUSH_WEBPUSH_ALLOWED_NETWORKS", .list,
+            "Comma-separated CIDR blocks (`10.20.0.0/16`, `fd00:1::/64`) that endpoints may use although they are not public (an in-house push service); narrower than `PUSH_WEBPUSH_ALLOW_PRIVATE`."
+        )
+        static let allowedPorts = Setting(
+            "PUSH_WEBPUSH_ALLOWED_PORTS", .list, default: "443",
+            "Comma-separated ports subscription endpoints may name; any other port is refused.")
+        static let maximumInFlightPerOrigin = Setting(
+            "PUSH_WEBPUSH_MAX_IN_FLIGHT_PER_ORIGIN", .integer(1...100_000), default: "100",
+            "Web Push requests in flight per push-service origin: one slow or hostile push service holds at most this many (its circuit breaker is per origin too)."
+        )
+        static let dnsTimeoutMs = Setting(
+            "PUSH_WEBPUSH_DNS_TIMEOUT_MS", .integer(100...60_000), default: "5000",
+            "Web Push: the longest a DNS lookup of a push-service host may take, within the attempt's request timeout; a lookup that takes longer is a retryable failure of that origin. The resolver's limits and cache are in docs/operations.md."
+        )
+        static let dependents = [
+            vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, allowedPorts, maximumInFlightPerOrigin, dnsTimeoutMs,
+        ]
     }
 
     public var settings: [Setting] { [Settings.vapidKeyFile] + Settings.dependents }
@@ -31,10 +54,13 @@ public struct WebPushPlugin: ProviderPlugin {
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         let publicKey = (try? configuration.vapidKey.rawPublicKey()).map(Base64URL.encode) ?? "?"
-        return ConfiguredPlugin(id: id, configuration: configuration, summary: [
-            "webpush: VAPID public key \(publicKey), subject \(configuration.subject), ports \(configuration.allowedPorts.sorted().map(String.init).joined(separator: ","))"
-                + (configuration.allowPrivateNetworks ? ", private networks allowed" : ""),
-        ], appLabels: Set(configuration.apps.keys)) { context in
+        return ConfiguredPlugin(
+            id: id, configuration: configuration,
+            summary: [
+                "webpush: VAPID public key \(publicKey), subject \(configuration.subject), ports \(configuration.allowedPorts.sorted().map(String.init).joined(separator: ","))"
+                    + (configuration.allowPrivateNetworks ? ", private networks allowed" : "")
+            ], appLabels: Set(configuration.apps.keys)
+        ) { context in
             try WebPushProvider(configuration: configuration, transport: context.makeTransport("webpush"), templates: context.templates)
         }
     }
@@ -44,7 +70,10 @@ public struct WebPushPlugin: ProviderPlugin {
     public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue] = []) -> WebPushConfiguration? {
         guard let path = reader.string(Settings.vapidKeyFile) else {
             reader.refuseDependents(Settings.dependents, because: "PUSH_WEBPUSH_VAPID_KEY_FILE is not")
-            if !entries.isEmpty { reader.problem("PUSH_APPS_FILE webpush needs PUSH_WEBPUSH_VAPID_KEY_FILE too: the key of targets without an app of their own") }
+            if !entries.isEmpty {
+                reader.problem(
+                    "PUSH_APPS_FILE webpush needs PUSH_WEBPUSH_VAPID_KEY_FILE too: the key of targets without an app of their own")
+            }
             return nil
         }
         let key: PrivateKey
@@ -97,12 +126,13 @@ public struct WebPushPlugin: ProviderPlugin {
                 reader.problem("\(place) (\(app)): vapidKeyFile: \(error)")
             }
         }
-        var configuration = WebPushConfiguration(vapidKey: key, subject: subject, caFile: reader.readableFile(Settings.caFile),
-                                    allowPrivateNetworks: reader.boolean(Settings.allowPrivate),
-                                    allowedNetworks: networks, allowedHosts: reader.list(Settings.allowedHosts).map { $0.lowercased() },
-                                    allowedPorts: ports.isEmpty ? [443] : ports,
-                                    maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin),
-                                    dnsTimeout: .milliseconds(reader.integer(Settings.dnsTimeoutMs)))
+        var configuration = WebPushConfiguration(
+            vapidKey: key, subject: subject, caFile: reader.readableFile(Settings.caFile),
+            allowPrivateNetworks: reader.boolean(Settings.allowPrivate),
+            allowedNetworks: networks, allowedHosts: reader.list(Settings.allowedHosts).map { $0.lowercased() },
+            allowedPorts: ports.isEmpty ? [443] : ports,
+            maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin),
+            dnsTimeout: .milliseconds(reader.integer(Settings.dnsTimeoutMs)))
         configuration.apps = apps
         return configuration
     }

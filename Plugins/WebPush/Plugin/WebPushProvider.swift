@@ -17,29 +17,36 @@ public struct WebPushProvider: PushProvider {
     /// The tokens of every VAPID identity, bounded.
     private let vapidTokenCache: VAPIDTokenCache
 
-    public init(configuration: WebPushConfiguration, transport: any HTTPTransport, templates: any PayloadTemplates = BuiltInPayloads(),
-                clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) throws {
+    public init(
+        configuration: WebPushConfiguration, transport: any HTTPTransport, templates: any PayloadTemplates = BuiltInPayloads(),
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) throws {
         try self.init(configuration: configuration, transport: transport, templates: templates, clock: clock, resolver: nil)
     }
 
     /// `resolver`: the host resolver to use instead of one with the configured DNS timeout (tests inject lookups).
-    init(configuration: WebPushConfiguration, transport: any HTTPTransport, templates: any PayloadTemplates = BuiltInPayloads(),
-         clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, resolver: HostResolver?) throws {
+    init(
+        configuration: WebPushConfiguration, transport: any HTTPTransport, templates: any PayloadTemplates = BuiltInPayloads(),
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, resolver: HostResolver?
+    ) throws {
         self.configuration = configuration
         self.transport = transport
         self.templates = templates
-        policy = EndpointPolicy(EndpointPolicy.Rules(
-            allowPrivateNetworks: configuration.allowPrivateNetworks, allowedNetworks: configuration.allowedNetworks,
-            allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts),
+        policy = EndpointPolicy(
+            EndpointPolicy.Rules(
+                allowPrivateNetworks: configuration.allowPrivateNetworks, allowedNetworks: configuration.allowedNetworks,
+                allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts),
             resolver: resolver ?? HostResolver(limits: HostResolver.Limits(timeout: configuration.dnsTimeout)))
         let tokenCache = VAPIDTokenCache()
         vapidTokenCache = tokenCache
-        vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject,
-                                lifetime: configuration.tokenLifetime, cache: tokenCache, clock: clock)
+        vapid = try VAPIDTokens(
+            key: configuration.vapidKey, subject: configuration.subject,
+            lifetime: configuration.tokenLifetime, cache: tokenCache, clock: clock)
         var appVapid: [String: VAPIDTokens] = [:]
         for (app, identity) in configuration.apps {
-            appVapid[app] = try VAPIDTokens(key: identity.key, subject: identity.subject, lifetime: configuration.tokenLifetime,
-                                            cache: tokenCache, clock: clock)
+            appVapid[app] = try VAPIDTokens(
+                key: identity.key, subject: identity.subject, lifetime: configuration.tokenLifetime,
+                cache: tokenCache, clock: clock)
         }
         self.appVapid = appVapid
     }
@@ -73,13 +80,16 @@ public struct WebPushProvider: PushProvider {
         case .failure(let refusal): return .failed(reason: "endpoint refused, not sent: \(refusal.reason)", httpStatus: nil)
         }
         let remaining = configuration.timeout - (ContinuousClock.now - attemptStarted)
-        guard remaining > .zero else { return .retryable(reason: "DNS lookup of the push service used the attempt's whole timeout", httpStatus: nil) }
+        guard remaining > .zero else {
+            return .retryable(reason: "DNS lookup of the push service used the attempt's whole timeout", httpStatus: nil)
+        }
         let message: Message
         switch prepare(delivery, keys: keys, target: target, timeout: remaining) {
         case .ready(let ready): message = ready
         case .refused(let result): return result
         }
-        return await HTTPDelivery.send(message.request, for: delivery, over: transport, classify: Self.classify).truncated(message.truncated)
+        return await HTTPDelivery.send(message.request, for: delivery, over: transport, classify: Self.classify).truncated(
+            message.truncated)
     }
 
     private struct SubscriptionKeys {
@@ -97,19 +107,25 @@ public struct WebPushProvider: PushProvider {
     @inline(never)
     private static func subscriptionKeys(of delivery: Delivery) -> Prepared<SubscriptionKeys> {
         guard let subscription = delivery.target.details(WebPushTarget.self), let endpoint = subscription.parsedEndpoint,
-              let keys = subscription.keys else {
+            let keys = subscription.keys
+        else {
             return .refused(.failed(reason: "webpush target without endpoint or keys", httpStatus: nil))
         }
         guard let uaPublic = Base64URL.decode(keys.p256dh), uaPublic.count == 65,
-              let authSecret = Base64URL.decode(keys.auth), authSecret.count == 16 else {
-            return .refused(.rejected(reason: "subscription keys are malformed (p256dh must be a 65-byte point, auth 16 bytes)",
-                                      httpStatus: nil))
+            let authSecret = Base64URL.decode(keys.auth), authSecret.count == 16
+        else {
+            return .refused(
+                .rejected(
+                    reason: "subscription keys are malformed (p256dh must be a 65-byte point, auth 16 bytes)",
+                    httpStatus: nil))
         }
         return .ready(SubscriptionKeys(endpoint: endpoint, uaPublic: uaPublic, authSecret: authSecret))
     }
 
     @inline(never)
-    private func prepare(_ delivery: Delivery, keys: SubscriptionKeys, target: EndpointPolicy.Target, timeout: Duration) -> Prepared<Message> {
+    private func prepare(_ delivery: Delivery, keys: SubscriptionKeys, target: EndpointPolicy.Target, timeout: Duration) -> Prepared<
+        Message
+    > {
         let override = delivery.job.overrides[.webpush]?["payload"]
         let fitted: AlertFitting.Fitted
         let templateKey = PayloadTemplateKey(provider: id, app: delivery.target.app ?? "default", kind: delivery.job.kind)
@@ -117,20 +133,27 @@ public struct WebPushProvider: PushProvider {
         case .success(let rendered)?:
             let payload = PayloadOverride.apply(override, to: rendered.bytes())
             guard payload.count <= WebPushRequest.largestPlaintext else {
-                return .refused(.failed(reason: "payload template \(rendered.source) renders \(payload.count) bytes, more than the "
-                                        + "\(WebPushRequest.largestPlaintext) a push message can carry; not sent", httpStatus: nil))
+                return .refused(
+                    .failed(
+                        reason: "payload template \(rendered.source) renders \(payload.count) bytes, more than the "
+                            + "\(WebPushRequest.largestPlaintext) a push message can carry; not sent", httpStatus: nil))
             }
             fitted = AlertFitting.Fitted(payload: payload, notification: delivery.job.notification, truncated: false)
         case .failure(let failure)?:
             return .refused(.failed(reason: "payload template \(failure); not sent", httpStatus: nil))
         case nil:
-            switch AlertFitting.fit(delivery.job.notification, limit: WebPushRequest.largestPlaintext, override: override, build: {
-                delivery.replacingNotification($0).job.summaryJSON()
-            }) {
+            switch AlertFitting.fit(
+                delivery.job.notification, limit: WebPushRequest.largestPlaintext, override: override,
+                build: {
+                    delivery.replacingNotification($0).job.summaryJSON()
+                })
+            {
             case .success(let shortened): fitted = shortened
             case .failure(let tooLarge):
-                return .refused(.failed(reason: "payload of \(tooLarge.size) bytes exceeds 4096 bytes "
-                                        + "once encrypted even with an empty body; not sent", httpStatus: nil))
+                return .refused(
+                    .failed(
+                        reason: "payload of \(tooLarge.size) bytes exceeds 4096 bytes "
+                            + "once encrypted even with an empty body; not sent", httpStatus: nil))
             }
         }
         let body: [UInt8]
@@ -141,9 +164,10 @@ public struct WebPushProvider: PushProvider {
         } catch {
             return .refused(.rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil))
         }
-        let request = HTTPRequest(url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
-                                  body: body, timeout: timeout, tls: TLSOptions(caFile: configuration.caFile),
-                                  pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
+        let request = HTTPRequest(
+            url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
+            body: body, timeout: timeout, tls: TLSOptions(caFile: configuration.caFile),
+            pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
         return .ready(Message(request: request, truncated: fitted.truncated))
     }
 
@@ -166,8 +190,9 @@ public struct WebPushProvider: PushProvider {
         case 404, 410:
             return .rejected(reason: status == 410 ? "subscription expired or unsubscribed" : "subscription not found", httpStatus: status)
         case 401, 403:
-            return .failed(reason: "push service refused the VAPID authorization for this subscription", httpStatus: status,
-                           action: .checkCredentials, blame: .request)
+            return .failed(
+                reason: "push service refused the VAPID authorization for this subscription", httpStatus: status,
+                action: .checkCredentials, blame: .request)
         case 429, 500...599:
             return .retryable(reason: "push service answered \(status)", httpStatus: status, retryAfter: HTTPDelivery.retryAfter(response))
         case 413:

@@ -63,8 +63,9 @@ public struct WebPushTargetFormat: TargetFormat {
 
     static func keys(_ fields: inout Fields) throws(JobRejection) -> WebPushKeys? {
         guard var keyFields = try fields.optionalObject("keys") else { return nil }
-        let keys = WebPushKeys(p256dh: try keyFields.requiredString("p256dh", maximumLength: 256),
-                               auth: try keyFields.requiredString("auth", maximumLength: 256))
+        let keys = WebPushKeys(
+            p256dh: try keyFields.requiredString("p256dh", maximumLength: 256),
+            auth: try keyFields.requiredString("auth", maximumLength: 256))
         try keyFields.rejectUnread()
         return keys
     }

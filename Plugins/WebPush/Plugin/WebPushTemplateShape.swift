@@ -11,7 +11,8 @@ struct WebPushTemplateShape: TemplateShape {
     }
 
     func sampleTarget(app: String) -> Target {
-        Target(bindingId: "template-check", provider: .webpush, app: app,
-               details: WebPushTarget(endpoint: "https://push.example.net/send/sample", keys: WebPushKeys(p256dh: "sample", auth: "sample")))
+        Target(
+            bindingId: "template-check", provider: .webpush, app: app,
+            details: WebPushTarget(endpoint: "https://push.example.net/send/sample", keys: WebPushKeys(p256dh: "sample", auth: "sample")))
     }
 }

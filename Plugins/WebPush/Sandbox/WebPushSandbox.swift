@@ -62,7 +62,9 @@ public final class WebPushSandbox: Sendable {
 
     /// The host of a `mailto:` or `https:` subject, lower-cased.
     static func subjectHost(_ subject: String) -> String {
-        let rest = subject.hasPrefix("mailto:") ? Substring(subject.split(separator: "@").last ?? "")
+        let rest =
+            subject.hasPrefix("mailto:")
+            ? Substring(subject.split(separator: "@").last ?? "")
             : subject.dropFirst("https://".count).prefix { $0 != "/" }
         return rest.prefix { $0 != ":" && $0 != "?" }.lowercased()
     }
@@ -78,7 +80,8 @@ public final class WebPushSandbox: Sendable {
         let key = try PrivateKey.generateP256()
         let auth = try RandomBytes.generate(16)
         subscriptions.withLock { $0[id] = Holder(key: key, auth: auth, applicationServerKey: applicationServerKey) }
-        return Subscription(endpoint: "\(origin)/push/\(id)", p256dh: Base64URL.encode(try key.rawPublicKey()), auth: Base64URL.encode(auth))
+        return Subscription(
+            endpoint: "\(origin)/push/\(id)", p256dh: Base64URL.encode(try key.rawPublicKey()), auth: Base64URL.encode(auth))
     }
 
     /// Messages decrypted so far.
@@ -98,7 +101,7 @@ public final class WebPushSandbox: Sendable {
             if pair.count == 2 { parameters[String(pair[0])] = String(pair[1]) }
         }
         guard let token = parameters["t"], let keyText = parameters["k"], let point = Base64URL.decode(keyText),
-              let publicKey = try? PublicKey(p256: point), let jwt = JSONWebToken.parse(token), jwt.verifies(with: publicKey)
+            let publicKey = try? PublicKey(p256: point), let jwt = JSONWebToken.parse(token), jwt.verifies(with: publicKey)
         else { return answer(401, "VAPID token does not verify") }
         let now = clock() / 1000
         guard jwt.claims["aud"] == .string(origin) else { return answer(403, "VAPID aud must be \(origin)") }
@@ -129,7 +132,9 @@ public final class WebPushSandbox: Sendable {
             return answer(400, "body does not decrypt")
         }
         delivered.withLock {
-            $0.append(Delivered(subscriptionId: id, plaintext: plaintext, ttl: ttl, urgency: request.header("urgency"), topic: request.header("topic")))
+            $0.append(
+                Delivered(
+                    subscriptionId: id, plaintext: plaintext, ttl: ttl, urgency: request.header("urgency"), topic: request.header("topic")))
         }
         let number = counter.add(1, ordering: .relaxed).newValue
         return SandboxResponse(status: 201, headers: [("location", "\(origin)/message/\(number)")])
@@ -144,10 +149,13 @@ public struct WebPushSandboxInstance: Sendable {
     /// - Parameters:
     ///   - host: the host clients name in endpoints (and in the VAPID `aud`): `localhost` or `127.0.0.1`.
     ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
-    public static func start(tls: SandboxTLS, port: Int = 0, host: String = "localhost", apple: Bool = false,
-                             connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
-                             wrap: @escaping @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 })
-        async throws -> WebPushSandboxInstance {
+    public static func start(
+        tls: SandboxTLS, port: Int = 0, host: String = "localhost", apple: Bool = false,
+        connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
+        wrap: @escaping @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
+    )
+        async throws -> WebPushSandboxInstance
+    {
         let holder = LateResponder()
         let server = try await SandboxServer.start(tls: tls, port: port, connectionClosed: connectionClosed) { holder.respond($0) }
         let sandbox = WebPushSandbox(origin: "https://\(host):\(server.port)", apple: apple)
