@@ -111,7 +111,9 @@ for target in "${targets[@]}"; do
             "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
         retry-decisions) http; build retry-decisions fuzz/targets/RetryFuzz.swift $reader "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
         webpush-proxy-responses) http; crypto; metrics
+            # The proxy's client certificate identity is the plugin API's (it reads the certificate's files).
             build webpush-proxy-responses fuzz/targets/WebPushProxyResponseFuzz.swift $reader $(plugin WebPush) $(plugin Proxy) \
+                Sources/PushPluginAPI/ClientCertificateIdentity.swift \
                 "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" "$out/libCoreMetrics.a" "$out/libPushCore.a" \
                 -I Sources/COpenSSL -lssl -lcrypto ;;
         endpoint-policy) http; crypto; metrics

@@ -77,8 +77,18 @@ public struct APNsConfiguration: Sendable {
     /// The app serving targets without `app`.
     public var defaultBundleId: String?
     public var timeout: Duration
-    /// How long its connections live idle, and their keepalive (`PUSH_APNS_IDLE_CONNECTION_S`; `APNsProvider.connectionLifetime`).
-    public var connectionLifetime = APNsProvider.connectionLifetime
+    /// How long its connections live idle, and their keepalive (`PUSH_APNS_IDLE_CONNECTION_S`).
+    public var connectionLifetime = APNsConfiguration.defaultConnectionLifetime
+
+    /// Apple: "Keep your connections with APNs open across multiple notifications; don't repeatedly open and close
+    /// connections. APNs treats rapid connection and disconnection as a denial-of-service attack", and a connection
+    /// may stay open for hours or days with an HTTP/2 PING after an hour of inactivity ([Sending notification requests
+    /// to APNs](https://developer.apple.com/documentation/usernotifications/sending-notification-requests-to-apns)).
+    /// Closed after a day without a request: Apple's own example of a connection fine to open anew is one used once a day.
+    /// A PING unanswered within the transport's PING timeout (5 s, as for a request that hears nothing) closes the
+    /// connection, and the next request opens a new one.
+    public static let defaultConnectionLifetime = HTTPConnectionLifetime(
+        maximumIdleTime: .seconds(24 * 3600), keepaliveInterval: .seconds(3600))
 
     public static let productionHost = "https://api.push.apple.com"
     public static let sandboxHost = "https://api.sandbox.push.apple.com"

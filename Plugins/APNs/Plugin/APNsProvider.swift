@@ -23,14 +23,8 @@ public struct APNsProvider: PushProvider {
     private let scopes: [String: AppScopes]
     private let connectionLifetime: HTTPConnectionLifetime
 
-    /// Apple: "Keep your connections with APNs open across multiple notifications; don't repeatedly open and close
-    /// connections. APNs treats rapid connection and disconnection as a denial-of-service attack", and a connection
-    /// may stay open for hours or days with an HTTP/2 PING after an hour of inactivity ([Sending notification requests
-    /// to APNs](https://developer.apple.com/documentation/usernotifications/sending-notification-requests-to-apns)).
-    /// Closed after a day without a request: Apple's own example of a connection fine to open anew is one used once a day.
-    /// A PING unanswered within the transport's PING timeout (5 s, as for a request that hears nothing) closes the
-    /// connection, and the next request opens a new one.
-    public static let connectionLifetime = HTTPConnectionLifetime(maximumIdleTime: .seconds(24 * 3600), keepaliveInterval: .seconds(3600))
+    /// The lifetime of APNs connections unless `PUSH_APNS_IDLE_CONNECTION_S` says otherwise (`APNsConfiguration.defaultConnectionLifetime`).
+    public static let connectionLifetime = APNsConfiguration.defaultConnectionLifetime
 
     /// A class, so a lookup hands out a reference instead of copying the app's settings.
     private final class AppScopes: Sendable {
