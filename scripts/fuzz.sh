@@ -110,10 +110,9 @@ for target in "${targets[@]}"; do
             Plugins/HMS/Plugin/HMSResponse.swift \
             "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
         retry-decisions) http; build retry-decisions fuzz/targets/RetryFuzz.swift $reader "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
-        webpush-proxy-responses) http; crypto; metrics
-            # The proxy's client certificate identity is the plugin API's (it reads the certificate's files).
+        webpush-proxy-responses) pluginapi; metrics  # the proxy's client certificate identity is the plugin API's
             build webpush-proxy-responses fuzz/targets/WebPushProxyResponseFuzz.swift $reader $(plugin WebPush) $(plugin Proxy) \
-                Sources/PushPluginAPI/ClientCertificateIdentity.swift \
+                "$out/libPushPluginAPI.a" "$out/libLogging.a" \
                 "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" "$out/libCoreMetrics.a" "$out/libPushCore.a" \
                 -I Sources/COpenSSL -lssl -lcrypto ;;
         endpoint-policy) http; crypto; metrics
