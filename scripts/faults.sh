@@ -370,9 +370,13 @@ scenario_hostile_endpoints() {
         PUSH_APNS_CA_FILE="$state/ca.pem" PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" \
         PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com PUSH_WEBPUSH_CA_FILE="$state/ca.pem" "${policy[@]}"
     worker_wrapper=()
-    local worker=""
+    # strace forks short-lived children of its own to probe the kernel: the worker is the child running $bin.
+    local worker="" child worker_exe
+    worker_exe=$(readlink -f "$bin")
     for _ in $(seq 1 50); do
-        worker=$(cat "/proc/$pid_a/task/$pid_a/children" 2>/dev/null | awk '{ print $1 }')
+        for child in $(cat "/proc/$pid_a/task/$pid_a/children" 2>/dev/null); do
+            [ "$(readlink -f "/proc/$child/exe" 2>/dev/null)" = "$worker_exe" ] && worker=$child
+        done
         [ -n "$worker" ] && break
         sleep 0.1
     done
