@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // C shims: the only places that see the C libraries' headers.
@@ -86,6 +87,7 @@ let package = Package(
                 "PushCore", "PushKafka",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Sources/PushPipeline"),
 
@@ -168,6 +170,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ], path: "Sources/PushWorker"),
         // `push-worker-dev demo`: the whole pipeline on the mock cluster and the sandboxes.
         .target(
@@ -176,6 +180,7 @@ let package = Package(
                 "APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox",
                 "PushWorker", "PushPipeline", "PushKafka", "PushKafkaMock", "PushSandbox", "HMSSandbox", "PushCrypto", "PushCore",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Sources/PushDevelopmentTools"),
         // `push-worker-dev bench`: end-to-end and micro benchmarks over the real pipeline.
         .target(
@@ -187,6 +192,7 @@ let package = Package(
                 "APNsPlugin", "ProxyPlugin",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Sources/PushBench"),
         // The production executable: `run`, `send`, `check-config`, `vapid-keys`, `import-templates`; the image ships only it.
         .executableTarget(
@@ -198,6 +204,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Sources/push-worker",
             // jemalloc serves every allocation of the process: with glibc's malloc a job took about 16 % more CPU (docs/performance.md).
             linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]),
@@ -251,6 +258,7 @@ let package = Package(
                 "PushPipeline", "PushCore", "PushKafka", "PushInMemoryKafka", "PushHTTP", "PushSandbox", "ProxySandbox", "ProxyPlugin",
                 "FCMPlugin", "PushRedis", "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Tests/PushPipelineTests"),
         .testTarget(
             name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "PushSandbox", "TestSupport"],
@@ -290,7 +298,7 @@ let package = Package(
             dependencies: [
                 "APNsSandbox", "FCMSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin",
                 "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates",
-                "TestSupport",
+                "TestSupport", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/PushWorkerTests"),
     ],

@@ -3,6 +3,7 @@ import Logging
 import PushCore
 import PushKafka
 import PushWorker
+import ServiceLifecycle
 import Synchronization
 
 /// `push-worker-dev bench --scenario backlog`: a chat backlog of `backlog` message jobs is queued
@@ -39,7 +40,8 @@ public enum BacklogBench {
             jobs, range: 0..<options.backlog, topic: configuration.pipeline.jobsTopic, producer: producer, rate: nil)
 
         let cpuAtStart = ProcessResources.cpuSeconds()
-        let running = Task { try await worker.run() }
+        let services = worker.serviceGroup()
+        let running = Task { try await services.run() }
         let started = ContinuousClock.now
         progress("worker started; a call every \(options.callInterval) to \(urgentTopic) while the backlog drains")
         // Calls start once the backlog is being worked on and both lanes joined their groups (in production the
@@ -75,7 +77,7 @@ public enum BacklogBench {
         }
         let final = recorder.snapshot
         let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
-        worker.pipeline.stop()
+        await services.triggerGracefulShutdown()
         try await running.value
         producer.close()
         await setup.cleanUp()

@@ -5,6 +5,7 @@ import PushCore
 import PushKafka
 import PushPipeline
 import PushWorker
+import ServiceLifecycle
 import Synchronization
 
 /// `push-worker-dev bench --scenario burst`: one app's burst of `burst` message jobs (APNs) is queued in
@@ -39,7 +40,8 @@ public enum BurstBench {
         try await EndToEndBench.produce(jobs, range: 0..<options.burst, topic: jobsTopic, producer: producer, rate: nil)
 
         let cpuAtStart = ProcessResources.cpuSeconds()
-        let running = Task { try await worker.run() }
+        let services = worker.serviceGroup()
+        let running = Task { try await services.run() }
         let started = ContinuousClock.now
         progress(
             "worker started (apps share the lanes: \(options.fairSharing)); a quiet app's job every \(options.quietInterval) to \(jobsTopic)"
@@ -69,7 +71,7 @@ public enum BurstBench {
         }
         let final = recorder.snapshot
         let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
-        worker.pipeline.stop()
+        await services.triggerGracefulShutdown()
         try await running.value
         producer.close()
         await setup.cleanUp()

@@ -6,6 +6,7 @@ import PushKafka
 import PushKafkaMock
 import PushSandbox
 import PushWorker
+import ServiceLifecycle
 
 /// `push-worker-dev bench`: jobs into Kafka, the real pipeline (real Redis when `PUSH_REDIS_URL`
 /// is set), HTTP/2 out to the built-in sandboxes or to any HTTPS endpoint; measures
@@ -123,7 +124,8 @@ public enum EndToEndBench {
 
         let cpuAtStart = ProcessResources.cpuSeconds()
         let allocationsAtStart = ProcessResources.allocations()
-        let running = Task { try await worker.run() }
+        let services = worker.serviceGroup()
+        let running = Task { try await services.run() }
         // The jobs come from a producer of their own, as from the upstream service: sharing the worker's
         // (its connection and broker thread) shortened the outcomes' wait for their acknowledgements.
         let feeder = try options.rate.map { _ in
@@ -177,7 +179,7 @@ public enum EndToEndBench {
         connections?.sample()
         feeding?.cancel()
         feeder?.close(timeout: .zero)
-        worker.pipeline.stop()
+        await services.triggerGracefulShutdown()
         try await running.value
         await providers.stop()
         withExtendedLifetime(cluster) {}

@@ -1,17 +1,18 @@
+import APNsSandbox
+import FCMSandbox
 import Foundation
 import HMSSandbox
 import Logging
+import ProxySandbox
 import PushCore
+import PushCrypto
 import PushKafka
 import PushKafkaMock
 import PushPipeline
-import PushCrypto
 import PushSandbox
 import PushWorker
-import APNsSandbox
-import FCMSandbox
+import ServiceLifecycle
 import WebPushSandbox
-import ProxySandbox
 
 /// `push-worker-dev demo`: the whole pipeline on embedded parts — a Kafka mock cluster on
 /// loopback, the provider sandboxes over HTTP/2 + TLS, a private `redis-server` when one is
@@ -268,10 +269,11 @@ public enum Demo {
                 KafkaRecord(topic: jobsTopic, key: Array($0.key.utf8), value: Array($0.json.utf8))
             })
 
-        let running = Task { try await worker.run() }
+        let services = worker.serviceGroup()
+        let running = Task { try await services.run() }
         let expected = samples.reduce(0) { $0 + $1.expectedMessages }
         let messages = await reader.wait(timeout: .seconds(60)) { $0.count >= expected }
-        worker.pipeline.stop()
+        await services.triggerGracefulShutdown()
         try await running.value
         reader.stop()
         await proxy.stop()

@@ -3,6 +3,7 @@ import Logging
 import Metrics
 import PushCore
 import PushKafka
+import ServiceLifecycle
 
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
 /// `urgentTopic`) consumes batches into a `PipelineStateMachine`, which decides when each job
@@ -25,7 +26,7 @@ import PushKafka
 /// app, or beyond what an endpoint's connections carry, cost no suspended tasks. A job waiting
 /// for its app's slot is parked; one waiting for its endpoint's is in flight. A stop or a
 /// revocation withdraws such waiting jobs at once (they never sent anything).
-public final class DeliveryPipeline: Sendable {
+public final class DeliveryPipeline: Service, Sendable {
     typealias Machine = PipelineStateMachine<JobProcessor.AdmittedJob>
 
     private struct LaneTopic: Sendable {
@@ -97,7 +98,8 @@ public final class DeliveryPipeline: Sendable {
     private let laneTopics: [LaneTopic]
     private let processor: JobProcessor
     private let publisher: OutcomePublisher
-    private let retryScheduler: RetryScheduler?
+    /// Runs the retries that are due (with a shared retry queue); a service of its own beside the pipeline (`services`).
+    public let retries: RetryScheduler?
     private let logger: Logger
     private let observer: (any PipelineObserver)?
     private let shared: Locked<Shared>
@@ -146,7 +148,7 @@ public final class DeliveryPipeline: Sendable {
             producer: sink, outcomesTopic: configuration.outcomesTopic,
             deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
         self.publisher = publisher
-        retryScheduler = processor.retryQueue.map {
+        retries = processor.retryQueue.map {
             RetryScheduler(
                 queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger,
                 observer: observer)
@@ -186,8 +188,28 @@ public final class DeliveryPipeline: Sendable {
         return polls.allSatisfy { ContinuousClock.now - $0 < .seconds(30) }
     }
 
-    /// Consumes until `stop()`; returns after in-flight work finished or was abandoned and the consumers left their groups.
+    /// The pipeline and its retry scheduler as services, in start order: at a graceful shutdown the pipeline stops
+    /// consuming and drains first, then the retries stop. The pipeline returning ends the group gracefully.
+    public var services: [ServiceGroupConfiguration.ServiceConfiguration] {
+        let retries = retries.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0, serviceName: "retry scheduler")] } ?? []
+        return retries + [
+            .init(
+                service: self, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup,
+                serviceName: "delivery pipeline")
+        ]
+    }
+
+    /// Consumes until `stop()` or a graceful shutdown; returns after in-flight work finished or was abandoned and the
+    /// consumers left their groups. Cancellation stops it the same way (the drain is bounded by the shutdown grace).
     public func run() async throws {
+        try await withTaskCancellationOrGracefulShutdownHandler {
+            try await consumeUntilStopped()
+        } onCancelOrGracefulShutdown: { [self] in
+            stop()
+        }
+    }
+
+    private func consumeUntilStopped() async throws {
         var consumers: [(LaneTopic, any MessageSource)] = []
         for source in laneTopics {
             let lane = source.lane
@@ -196,7 +218,6 @@ public final class DeliveryPipeline: Sendable {
             }
             consumers.append((source, consumer))
         }
-        let retries = retryScheduler.map { scheduler in Task { await scheduler.run() } }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             shared.withLock { shared in
                 shared.finishedRun = continuation
@@ -223,8 +244,6 @@ public final class DeliveryPipeline: Sendable {
                 }
             }
         }
-        retries?.cancel()
-        await retries?.value
     }
 
     /// Asks the pipeline to stop consuming and wind down; `run()` returns when it has.

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import ServiceLifecycle
 import Synchronization
 
 /// Every replica runs one: it claims due retries from the shared queue (a lease per
@@ -9,7 +10,7 @@ import Synchronization
 /// that finds the lease lost (it lapsed, say while Redis was unreachable, and another replica claimed the entry)
 /// is logged: the retry still finishes here and its outcome goes out, so that delivery may go out twice.
 /// An entry this worker cannot finish (stop, crash) is due again when its lease ends.
-final class RetryScheduler: Sendable {
+public final class RetryScheduler: Service, Sendable {
     private let queue: any RetryQueue
     private let processor: JobProcessor
     private let publisher: OutcomePublisher
@@ -41,9 +42,13 @@ final class RetryScheduler: Sendable {
 
     var inFlight: Int { running.withLock { $0.count } }
 
-    /// Claims and runs due retries until cancelled, renewing the leases of those running; then cancels what is
-    /// running (their leases will expire).
-    func run() async {
+    /// Claims and runs due retries until cancelled or a graceful shutdown, renewing the leases of those running;
+    /// then cancels what is running (their leases will expire).
+    public func run() async {
+        await cancelWhenGracefulShutdown { [self] in await claimUntilCancelled() }
+    }
+
+    private func claimUntilCancelled() async {
         let renewals = Task { [self] in await renewLeases() }
         while !Task.isCancelled {
             let capacity = configuration.maximumConcurrentRetries - inFlight

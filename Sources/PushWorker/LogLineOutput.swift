@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import ServiceLifecycle
 import Synchronization
 
 /// Where JSON log lines go: a file descriptor (standard error), written in batches.
@@ -11,7 +12,7 @@ import Synchronization
 /// (the caller then writes, as it did line by line: a reader that falls behind slows the logging threads down
 /// instead of growing the buffer). At a normal exit what waits is written; a process killed outright loses at
 /// most `batchDelay` of lines below `notice`.
-public final class LogLineOutput: Sendable {
+public final class LogLineOutput: Service, Sendable {
     public static let standardError = LogLineOutput(descriptor: STDERR_FILENO)
 
     public static let defaultBatchDelay = Duration.milliseconds(10)
@@ -56,6 +57,12 @@ public final class LogLineOutput: Sendable {
 
     /// Writes every line that waits.
     public func flush() { writeWaiting(then: []) }
+
+    /// As a service, the last of the worker's: at the graceful shutdown it writes what waits.
+    public func run() async {
+        try? await gracefulShutdown()
+        flush()
+    }
 
     private func writeWaiting(then line: [UInt8]) {
         writing.withLock { _ in

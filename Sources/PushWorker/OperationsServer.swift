@@ -2,6 +2,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Prometheus
+import ServiceLifecycle
 import Synchronization
 
 /// Where the operations endpoint listens and what it tolerates from clients
@@ -42,7 +43,7 @@ public struct OperationsEndpoint: Sendable, Equatable {
 
 /// The operator endpoint: `/metrics` (Prometheus text format), `/healthz` (alive) and
 /// `/readyz` (ready for traffic), over plain HTTP/1.1.
-public final class OperationsServer: Sendable {
+public final class OperationsServer: Service, Sendable {
     public typealias Check = @Sendable () -> (ok: Bool, reason: String)
 
     private let group: MultiThreadedEventLoopGroup
@@ -91,6 +92,13 @@ public final class OperationsServer: Sendable {
         self.channel = channel
         localAddress = channel.localAddress
         port = channel.localAddress?.port ?? 0
+    }
+
+    /// As a service: it listens from `start` on and stops at the graceful shutdown (late in it: readiness says
+    /// "shutting down" while the pipeline drains).
+    public func run() async {
+        try? await gracefulShutdown()
+        await stop()
     }
 
     public func stop() async {

@@ -6,6 +6,8 @@ import PushPipeline
 import PushPluginAPI
 import PushRedis
 import PushTemplates
+import ServiceLifecycle
+import UnixSignals
 
 /// Assembles the pipeline from a configuration: plugins, producer, consumer properties.
 public struct Worker: Sendable {
@@ -18,6 +20,7 @@ public struct Worker: Sendable {
     let transports: ProviderTransports
     let liveConfiguration: LiveConfiguration
     let appsReloadInterval: Duration?
+    let shutdownGrace: Duration
     let logger: Logger
 
     public init(configuration: WorkerConfiguration, logger: Logger, observer: (any PipelineObserver)? = nil) throws {
@@ -25,6 +28,7 @@ public struct Worker: Sendable {
         templatesReloadInterval = configuration.templatesReloadInterval
         self.logger = logger
         appsReloadInterval = configuration.appsReloadInterval
+        shutdownGrace = configuration.pipeline.shutdownGrace
         transports = Self.transports(configuration)
         let context = Self.context(configuration, transports: transports, logger: logger)
         providers = LiveProviders(try Self.makeRegistry(configuration, context: context))
@@ -71,29 +75,56 @@ public struct Worker: Sendable {
             producer: producer, processor: processor, logger: logger, observer: observer)
     }
 
-    /// Runs until `pipeline.stop()`, then closes the producer and the plugins.
-    public func run() async throws {
-        let templateWatcher = Task { [templates, templatesReloadInterval, logger] in
-            guard let templates, let interval = templatesReloadInterval else { return }
-            await TemplateWatcher(templates: templates, interval: interval, logger: logger).run()
-        }
-        let appsWatcher = Task { [liveConfiguration, appsReloadInterval] in
-            guard let interval = appsReloadInterval else { return }
-            await AppsWatcher(configuration: liveConfiguration, interval: interval).run()
-        }
-        defer {
-            templateWatcher.cancel()
-            appsWatcher.cancel()
-        }
-        try await pipeline.run()
-        producer.close()
+    /// The worker as services, in start order; a graceful shutdown stops them in reverse: the watchers, then the
+    /// pipeline (it stops consuming, drains within the shutdown grace, commits and leaves the group), the retry
+    /// scheduler, the provider connections, the outcome producer (it flushes what the drain published), the
+    /// operations endpoint (readiness says "shutting down" until then) and last the log writer. The pipeline ending
+    /// on its own (`pipeline.stop()`) shuts the rest down the same way.
+    /// - Parameters:
+    ///   - operations: the operations endpoint, already listening (`run` binds it first, to refuse a port in use).
+    ///   - logOutput: the log writer whose waiting lines are written last.
+    ///   - reloadsOnHangUp: SIGHUP reloads the apps file at once.
+    public func services(
+        operations: OperationsServer? = nil, logOutput: LogLineOutput? = nil, reloadsOnHangUp: Bool = false
+    ) -> [ServiceGroupConfiguration.ServiceConfiguration] {
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let logOutput { services.append(.init(service: logOutput, serviceName: "log writer")) }
+        if let operations { services.append(.init(service: operations, serviceName: "operations endpoint")) }
+        services.append(.init(service: Closing { [producer] in producer.close() }, serviceName: "outcome producer"))
         // Providers replaced by live configuration share these transports: closing them closes every provider.
-        transports.shutdown()
+        services.append(.init(service: Closing { [transports] in transports.shutdown() }, serviceName: "provider connections"))
+        services += pipeline.services
+        if let templates, let templatesReloadInterval {
+            services.append(
+                .init(
+                    service: TemplateWatcher(templates: templates, interval: templatesReloadInterval, logger: logger),
+                    serviceName: "template watcher"))
+        }
+        if appsReloadInterval != nil || reloadsOnHangUp {
+            services.append(
+                .init(
+                    service: AppsWatcher(configuration: liveConfiguration, interval: appsReloadInterval, reloadsOnHangUp: reloadsOnHangUp),
+                    serviceName: "apps watcher"))
+        }
+        return services
     }
 
-    /// Reads `PUSH_APPS_FILE` and the credential files now and applies a new version (SIGHUP).
-    @discardableResult
-    public func reloadConfiguration() -> LiveConfiguration.Reload { liveConfiguration.check(force: true) }
+    /// The worker's services in one group. With `signals` (`ShutdownSignals.signals`) the first of them shuts it down
+    /// gracefully; without (the benchmarks, the demo) it ends when the pipeline is stopped or at
+    /// `triggerGracefulShutdown()`. A shutdown that outlasts the grace, the consumers' close and the producer's flush
+    /// together escalates to cancellation.
+    public func serviceGroup(services: [ServiceGroupConfiguration.ServiceConfiguration]? = nil, signals: [UnixSignal] = []) -> ServiceGroup
+    {
+        var configuration = ServiceGroupConfiguration(
+            services: services ?? self.services(), gracefulShutdownSignals: signals, logger: logger)
+        configuration.maximumGracefulShutdownDuration = shutdownGrace + Self.shutdownMargin
+        configuration.maximumCancellationDuration = Self.shutdownMargin
+        return ServiceGroup(configuration: configuration)
+    }
+
+    /// Beyond the grace: the running jobs' cancellation (2 s), the consumers leaving their groups and the producer's
+    /// flush (at most 10 s).
+    static let shutdownMargin = Duration.seconds(30)
 
     /// The enabled plugins' providers, built with `context`.
     static func makeRegistry(_ configuration: WorkerConfiguration, context: ProviderContext) throws -> ProviderRegistry {
@@ -127,4 +158,14 @@ public struct Worker: Sendable {
         "group.instance.id", "fetch.min.bytes", "fetch.wait.max.ms",
         "queued.max.messages.kbytes",
     ]
+}
+
+/// A resource closed at the graceful shutdown, once the services after it in the group have stopped using it.
+struct Closing: Service {
+    let close: @Sendable () -> Void
+
+    func run() async {
+        try? await gracefulShutdown()
+        close()
+    }
 }

@@ -35,10 +35,8 @@ struct KafkaMock: AsyncParsableCommand {
         if let control { try Self.serveControl(at: control, cluster: cluster) }
         if let bootstrapFile { try cluster.bootstrapServers.write(toFile: bootstrapFile, atomically: true, encoding: .utf8) }
         FileHandle.standardOutput.write(Data((cluster.bootstrapServers + "\n").utf8))
-        let (stopped, continuation) = AsyncStream<Void>.makeStream()
-        let signals = StopSignals { continuation.finish() }
-        for await _ in stopped {}
-        withExtendedLifetime((cluster, signals)) {}
+        await ShutdownSignals.first()
+        withExtendedLifetime(cluster) {}
         if let control { unlink(control) }
     }
 

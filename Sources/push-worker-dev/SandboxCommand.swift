@@ -165,10 +165,7 @@ struct Sandbox: AsyncParsableCommand {
         let url = server.baseURL + ProxySandbox.path
         try url.write(toFile: stateDir + "/url", atomically: true, encoding: .utf8)
         FileHandle.standardOutput.write(Data((url + "\n").utf8))
-        let (stopped, continuation) = AsyncStream<Void>.makeStream()
-        let signals = StopSignals { continuation.finish() }
-        for await _ in stopped {}
-        withExtendedLifetime(signals) {}
+        await ShutdownSignals.first()
         await server.stop()
         await apns.server.stop()
         await fcm.server.stop()

@@ -7,6 +7,7 @@ import PushCore
 import PushCrypto
 import PushPlugins
 import PushWorker
+import ServiceLifecycle
 import WebPushPlugin
 
 @main
@@ -72,8 +73,10 @@ struct Run: AsyncParsableCommand {
             metadata: [
                 "address": "\(endpoint.bindAddress)", "port": "\(operations.port)",
             ])
-        let signals = StopSignals { worker.pipeline.stop() }
-        let hangUp = ReloadSignal { _ = worker.reloadConfiguration() }
+        let group = worker.serviceGroup(
+            services: worker.services(operations: operations, logOutput: .standardError, reloadsOnHangUp: true),
+            signals: ShutdownSignals.signals)
+        let signals = await ShutdownSignals.watch(group)
         logger.info(
             "push-worker started",
             metadata: [
@@ -81,9 +84,8 @@ struct Run: AsyncParsableCommand {
                 "topic": "\(configuration.pipeline.jobsTopic)",
                 "providers": "\(configuration.enabledProviders.map(\.rawValue).sorted().joined(separator: ","))",
             ])
-        try await worker.run()
-        await operations.stop()
-        withExtendedLifetime((signals, hangUp)) {}
+        try await group.run()
+        signals.cancel()
         logger.info("push-worker stopped")
     }
 }

@@ -1,11 +1,12 @@
 import Foundation
+import ProxyPlugin
 import PushCore
 import PushHTTP
 import PushKafka
 import PushSandbox
-import Testing
+import ServiceLifecycle
 import TestSupport
-import ProxyPlugin
+import Testing
 @testable import PushPipeline
 
 /// A pipeline wired to a Kafka fixture and a proxy sandbox, as `push-worker run` wires it.
@@ -43,7 +44,11 @@ struct PipelineHarness {
             producer: producer, processor: processor, logger: testLogger())
     }
 
-    func start() -> Task<Void, any Error> { Task { try await pipeline.run() } }
+    /// Runs the pipeline and its retry scheduler as the worker does; `stop` ends both.
+    func start() -> Task<Void, any Error> {
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: pipeline.services, logger: testLogger()))
+        return Task { try await group.run() }
+    }
 
     func stop(_ running: Task<Void, any Error>) async throws {
         pipeline.stop()

@@ -419,7 +419,10 @@ struct LiveConfigurationTests {
         }
         let keyFile = harness.scratch.url.appendingPathComponent("key.p8").path
         let reloads = AsyncStream.makeStream(of: LiveConfiguration.Reload.self)
-        let hangUp = ReloadSignal { [live = harness.live] in reloads.continuation.yield(live.check(force: true)) }
+        let watcher = AppsWatcher(configuration: harness.live, interval: nil, reloadsOnHangUp: true) { reloads.continuation.yield($0) }
+        // A SIGHUP before the watcher traps it is ignored, not the end of the test process.
+        signal(SIGHUP, SIG_IGN)
+        let watching = Task { await watcher.run() }
         try LiveConfigurationHarness.appsFile([
             LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
             LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
@@ -431,13 +434,21 @@ struct LiveConfigurationTests {
             reloads.continuation.finish()
         }
         var results = reloads.stream.makeAsyncIterator()
-        kill(getpid(), SIGHUP)
+        // Sent until the watcher answers: it may not trap the signal yet. Only the first check finds the change.
+        let hangingUp = Task {
+            while !Task.isCancelled {
+                kill(getpid(), SIGHUP)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
         #expect(await results.next() == .applied([.apns]))
+        hangingUp.cancel()
         #expect(try await harness.send(to: Self.phone).status == .delivered)
         kill(getpid(), SIGHUP)
         #expect(await results.next() == .unchanged)
         bound.cancel()
-        withExtendedLifetime(hangUp) {}
+        watching.cancel()
+        await watching.value
         await harness.stop()
     }
 
