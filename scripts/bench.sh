@@ -20,6 +20,8 @@
 # run N times each after an unreported warm-up run, in the order baseline, default, default,
 # baseline, …, so that a machine that slows down (or speeds up) over the series favours neither:
 # the table lists every run, then the median of each build and, per round, default CPU ÷ baseline CPU.
+# With --beside MIX, the baseline is this build with another mix: `--mix webpush=1 --beside apns-alert=1 --rounds 2`
+# prints Web Push beside APNs, and the per-round ratio is Web Push's CPU per job ÷ APNs'.
 # With --apps N, it measures tenants instead (`bench --scenario tenants`): N APNs apps of N teams, each with its
 # own signing key, in a PUSH_APPS_FILE; the built-in APNs sandbox (in the worker's process) knowing every key;
 # N × J jobs (--jobs-per-app J, default 3) over the apps, then the same jobs to one app; Redis from here, each run
@@ -27,9 +29,9 @@
 #
 #   scripts/bench.sh --apps N [--jobs-per-app J] [--no-build]
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R]
-#                    [--transports [--libcurl8]] [--redis-cluster] [--baseline BINARY [--rounds N]] [--no-build]
+#                    [--transports [--libcurl8]] [--redis-cluster] [--baseline BINARY | --beside MIX [--rounds N]] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 transports=0 redis_cluster=0 baseline="" rounds=1 extra=()
+jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 transports=0 redis_cluster=0 baseline="" beside="" rounds=1 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -43,11 +45,16 @@ while [ $# -gt 0 ]; do
         --transports) transports=1; shift ;;
         --redis-cluster) redis_cluster=1; shift ;;
         --baseline) baseline=$(realpath "$2"); shift 2 ;;
+        --beside) beside=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
 source "$(dirname "$0")/bench-lib.sh"
+if [ -n "$beside" ]; then
+    [ -z "$baseline" ] || fail "--beside and --baseline each name the baseline: give one"
+    baseline=$dev_bin
+fi
 if [ -n "$apps" ]; then
     echo "push-worker-dev bench --scenario tenants --apps $apps --jobs-per-app $jobs_per_app ..." >&2
     env "${bench_log_environment[@]}" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
@@ -90,13 +97,14 @@ if [ "$redis_cluster" = 1 ]; then
 fi
 # One push-worker run on a fresh Kafka mock cluster; $1 names the report, $2 is the binary, the rest is the environment.
 bench_run() {
-    local label=$1 binary=$2; shift 2
+    local label=$1 binary=$2 run_mix=$mix; shift 2
+    if [ -n "$beside" ] && [[ "$label" == baseline* ]]; then run_mix=$beside; fi
     rm -f "$work/bootstrap"
     "$dev_bin" kafka-mock --topic push.jobs:32 --topic push.outcomes:8 --topic push.dlq:1 --bootstrap-file "$work/bootstrap" >/dev/null &
     local kafka=$!
     pids+=($kafka)
     wait_for_file "$work/bootstrap"
-    echo "push-worker-dev bench ($label) --jobs $jobs --mix $mix --connections $connections ${extra[*]} ..." >&2
+    echo "push-worker-dev bench ($label) --jobs $jobs --mix $run_mix --connections $connections ${extra[*]} ..." >&2
     local cpu_before="" node
     for node in "${redis_ports[@]}"; do
         redis-cli -p "$node" config resetstat >/dev/null
@@ -104,7 +112,7 @@ bench_run() {
     done
     env "${bench_log_environment[@]}" "$@" \
         PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="$redis_url" \
-        "$binary" bench --jobs "$jobs" --mix "$mix" --connections "$connections" "${extra[@]}" \
+        "$binary" bench --jobs "$jobs" --mix "$run_mix" --connections "$connections" "${extra[@]}" \
         --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/report-$label.json" \
         2> >(split_worker_log "$work/log-$label.jsonl")
     # What Redis did for the run: commands, bytes and CPU (the scale plan's per-job figures).
@@ -171,8 +179,9 @@ after=$(h2load_run after)
 echo "push-worker-dev bench --micro; openssl speed ecdhp256 ..." >&2
 "$dev_bin" bench --micro --json > "$work/micro.json"
 openssl speed -seconds 3 ecdhp256 2>/dev/null | awk '/nistp256/ {print $NF}' > "$work/ecdh.txt"
+BENCH_LEGEND="${beside:+default: --mix $mix; baseline: --mix $beside (the same build)}" \
 python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${transport_reports[@]}" -- "${reports[@]}" <<'PY'
-import json, sys
+import json, os, sys
 micro, ecdh = json.load(open(sys.argv[1])), float(sys.argv[2])
 separator = sys.argv.index("--")
 transport_paths, sys.argv = sys.argv[5:separator], sys.argv[:5] + sys.argv[separator + 1:]
@@ -184,7 +193,7 @@ for result in micro:
     print(line)
     if result["name"].startswith("Web Push"):
         webpush = result["operationsPerSecond"]
-print(f"openssl speed ecdhp256 (one core): {ecdh:.0f} op/s; Web Push encryption / ECDH = {webpush / ecdh:.2f}")
+print(f"openssl speed ecdhp256 (one core): {ecdh:.0f} op/s; one Web Push encryption takes {ecdh / webpush:.2f} ECDH operations' time")
 sys.argv[1:] = sys.argv[3:]
 before, after = float(sys.argv[1]), float(sys.argv[2])
 ceiling = max(before, after)
@@ -206,6 +215,8 @@ if transport_paths:
 def allocations(report):
     value = report.get("allocationsPerJob")
     return f"{value:>11.0f}" if value is not None else f"{'':>11}"
+if os.environ.get("BENCH_LEGEND"):
+    print(os.environ["BENCH_LEGEND"])
 print(f"{'run':<44} {'jobs/s':>9} {'÷ h2load':>9} {'CPU µs/job':>11} {'allocs/job':>11} {'peak RSS MB':>12} {'e2e p99 ms':>11} {'cores worker/machine':>21} {'empty':>8}")
 for path in sys.argv[3:]:
     report = json.load(open(path))

@@ -70,13 +70,15 @@ extension PublicKey {
 public enum HMACSHA256 {
     public static func authenticate(_ data: [UInt8], key: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        _ = HMAC(EVP_sha256(), key, Int32(key.count), data, data.count, &output, &length)
+        push_hmac_sha256(key, key.count, data, data.count, &output)
         return output
     }
 }
 
 public enum AES128GCM {
+    /// Fetched once: `EVP_aes_128_gcm()` makes every `EVP_EncryptInit_ex` fetch the cipher from the provider again.
+    private nonisolated(unsafe) static let cipher = EVP_CIPHER_fetch(nil, "AES-128-GCM", nil) ?? EVP_aes_128_gcm()
+
     /// Ciphertext followed by the 16-byte tag.
     public static func seal(_ plaintext: [UInt8], key: [UInt8], nonce: [UInt8]) throws(CryptoError) -> [UInt8] {
         guard key.count == 16, nonce.count == 12, let context = EVP_CIPHER_CTX_new() else { throw CryptoError("AES-128-GCM setup") }
@@ -84,7 +86,7 @@ public enum AES128GCM {
         var output = [UInt8](repeating: 0, count: plaintext.count + 16)
         var length: Int32 = 0
         var finalLength: Int32 = 0
-        guard EVP_EncryptInit_ex(context, EVP_aes_128_gcm(), nil, key, nonce) == 1,
+        guard EVP_EncryptInit_ex(context, cipher, nil, key, nonce) == 1,
             EVP_EncryptUpdate(context, &output, &length, plaintext, Int32(plaintext.count)) == 1,
             output.withUnsafeMutableBufferPointer({ EVP_EncryptFinal_ex(context, $0.baseAddress! + Int(length), &finalLength) }) == 1,
             output.withUnsafeMutableBufferPointer({
@@ -103,7 +105,7 @@ public enum AES128GCM {
         var output = [UInt8](repeating: 0, count: ciphertext.count + 16)
         var length: Int32 = 0
         var finalLength: Int32 = 0
-        guard EVP_DecryptInit_ex(context, EVP_aes_128_gcm(), nil, key, nonce) == 1,
+        guard EVP_DecryptInit_ex(context, cipher, nil, key, nonce) == 1,
             EVP_DecryptUpdate(context, &output, &length, ciphertext, Int32(ciphertext.count)) == 1,
             EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, 16, &tag) == 1,
             output.withUnsafeMutableBufferPointer({ EVP_DecryptFinal_ex(context, $0.baseAddress! + Int(length), &finalLength) }) == 1

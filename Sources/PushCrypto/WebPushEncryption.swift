@@ -31,33 +31,54 @@ public enum WebPushEncryption {
         return Keys(contentEncryptionKey: cek, nonce: nonce)
     }
 
-    /// Encrypts `plaintext` for a subscription (`p256dh` = uaPublic, `auth` = authSecret).
-    /// - Parameters:
-    ///   - senderKey: a fresh P-256 key per message (injectable for the RFC's fixed example).
-    ///   - salt: 16 random bytes per message.
+    /// Encrypts `plaintext` for a subscription (`p256dh` = uaPublic, `auth` = authSecret) with a given sender key
+    /// and salt (the RFC's fixed example).
     public static func encrypt(
         _ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8],
         senderKey: PrivateKey, salt: [UInt8]
     ) throws(CryptoError) -> [UInt8] {
+        let agreement = KeyAgreement(senderPublic: try senderKey.rawPublicKey(), secret: try senderKey.sharedSecret(withPeer: uaPublic))
+        return try seal(plaintext, uaPublic: uaPublic, authSecret: authSecret, agreement: agreement, salt: salt)
+    }
+
+    /// Encrypts with a fresh sender key (RFC 8291 §3.1: a new key pair for each message) and a random salt.
+    public static func encrypt(_ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8]) throws(CryptoError) -> [UInt8] {
+        try seal(
+            plaintext, uaPublic: uaPublic, authSecret: authSecret, agreement: try .ephemeral(withPeer: uaPublic),
+            salt: try RandomBytes.generate(16))
+    }
+
+    /// The sender's public key and the ECDH secret of one message.
+    struct KeyAgreement {
+        let senderPublic: [UInt8]
+        let secret: [UInt8]
+
+        /// A fresh P-256 sender key pair and its secret with `peer`, the subscription's uncompressed point.
+        static func ephemeral(withPeer peer: [UInt8]) throws(CryptoError) -> KeyAgreement {
+            guard peer.count == 65, peer[0] == 0x04 else { throw CryptoError("a P-256 public key is a 65-byte uncompressed point") }
+            var senderPublic = [UInt8](repeating: 0, count: 65)
+            var secret = [UInt8](repeating: 0, count: 32)
+            guard push_p256_ephemeral_agreement(peer, peer.count, &senderPublic, &secret) == 1 else {
+                throw .openSSL("P-256 key agreement (not a point on the curve?)")
+            }
+            return KeyAgreement(senderPublic: senderPublic, secret: secret)
+        }
+    }
+
+    private static func seal(
+        _ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8], agreement: KeyAgreement, salt: [UInt8]
+    ) throws(CryptoError) -> [UInt8] {
         guard salt.count == 16 else { throw CryptoError("the salt is 16 bytes") }
         guard authSecret.count == 16 else { throw CryptoError("the auth secret is 16 bytes, got \(authSecret.count)") }
         guard plaintext.count + overhead <= Int(recordSize) + 86 else { throw CryptoError("the plaintext does not fit one record") }
-        let asPublic = try senderKey.rawPublicKey()
-        let secret = try senderKey.sharedSecret(withPeer: uaPublic)
-        let keys = keys(ecdhSecret: secret, authSecret: authSecret, uaPublic: uaPublic, asPublic: asPublic, salt: salt)
+        let asPublic = agreement.senderPublic
+        let keys = keys(ecdhSecret: agreement.secret, authSecret: authSecret, uaPublic: uaPublic, asPublic: asPublic, salt: salt)
         let sealed = try AES128GCM.seal(plaintext + [0x02], key: keys.contentEncryptionKey, nonce: keys.nonce)
         let rs = recordSize
         let header =
             salt + [UInt8(rs >> 24 & 0xFF), UInt8(rs >> 16 & 0xFF), UInt8(rs >> 8 & 0xFF), UInt8(rs & 0xFF)]
             + [UInt8(asPublic.count)] + asPublic
         return header + sealed
-    }
-
-    /// Encrypts with a fresh sender key and random salt.
-    public static func encrypt(_ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8]) throws(CryptoError) -> [UInt8] {
-        try encrypt(
-            plaintext, uaPublic: uaPublic, authSecret: authSecret, senderKey: PrivateKey.generateP256(),
-            salt: try RandomBytes.generate(16))
     }
 
     /// What a user agent does: decrypts a single-record body with its subscription key.

@@ -59,5 +59,44 @@ struct WebPushEncryptionTests {
         var point = try decode(Self.uaPublic)
         point[40] ^= 0xFF
         #expect(throws: CryptoError.self) { try PrivateKey.generateP256().sharedSecret(withPeer: point) }
+        #expect(throws: CryptoError.self) {
+            try WebPushEncryption.encrypt(Self.plaintext, uaPublic: point, authSecret: decode(Self.authSecret))
+        }
     }
+
+    @Test("a fresh sender key agrees on the secret the subscriber's key derives with it")
+    func ephemeralAgreement() throws {
+        let subscriber = try PrivateKey.generateP256()
+        let agreement = try WebPushEncryption.KeyAgreement.ephemeral(withPeer: subscriber.rawPublicKey())
+        #expect(agreement.senderPublic.count == 65 && agreement.senderPublic[0] == 0x04)
+        #expect(try subscriber.sharedSecret(withPeer: agreement.senderPublic) == agreement.secret)
+    }
+}
+
+@Suite("HMAC-SHA-256 (RFC 4231 test vectors)")
+struct HMACSHA256Tests {
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined() }
+
+    @Test("test case 1: a 20-byte key")
+    func shortKey() {
+        let mac = HMACSHA256.authenticate(Array("Hi There".utf8), key: [UInt8](repeating: 0x0b, count: 20))
+        #expect(Self.hex(mac) == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+    }
+
+    @Test("test case 2: a key shorter than the output")
+    func keyShorterThanOutput() {
+        let mac = HMACSHA256.authenticate(Array("what do ya want for nothing?".utf8), key: Array("Jefe".utf8))
+        #expect(Self.hex(mac) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    }
+
+    @Test("test case 6: a 131-byte key, longer than the block, is hashed first")
+    func keyLongerThanBlock() {
+        let mac = HMACSHA256.authenticate(
+            Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8), key: [UInt8](repeating: 0xaa, count: 131))
+        #expect(Self.hex(mac) == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
