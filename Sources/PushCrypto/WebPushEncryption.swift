@@ -53,12 +53,15 @@ public enum WebPushEncryption {
         let senderPublic: [UInt8]
         let secret: [UInt8]
 
+        /// Made once and only read: each key copies it.
+        private nonisolated(unsafe) static let p256 = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1)
+
         /// A fresh P-256 sender key pair and its secret with `peer`, the subscription's uncompressed point.
         static func ephemeral(withPeer peer: [UInt8]) throws(CryptoError) -> KeyAgreement {
             guard peer.count == 65, peer[0] == 0x04 else { throw CryptoError("a P-256 public key is a 65-byte uncompressed point") }
             var senderPublic = [UInt8](repeating: 0, count: 65)
             var secret = [UInt8](repeating: 0, count: 32)
-            guard push_p256_ephemeral_agreement(peer, peer.count, &senderPublic, &secret) == 1 else {
+            guard let group = p256, push_p256_ephemeral_agreement(group, peer, peer.count, &senderPublic, &secret) == 1 else {
                 throw .openSSL("P-256 key agreement (not a point on the curve?)")
             }
             return KeyAgreement(senderPublic: senderPublic, secret: secret)
