@@ -3,7 +3,6 @@ import Logging
 import PushCore
 import PushKafka
 import PushWorker
-import ServiceLifecycle
 import Synchronization
 
 /// `push-worker-dev bench --scenario backlog`: a chat backlog of `backlog` message jobs is queued
@@ -39,46 +38,27 @@ public enum BacklogBench {
         try await EndToEndBench.produce(
             jobs, range: 0..<options.backlog, topic: configuration.pipeline.jobsTopic, producer: producer, rate: nil)
 
-        let cpuAtStart = ProcessResources.cpuSeconds()
-        let services = worker.serviceGroup()
-        let running = Task { try await services.run() }
-        let started = ContinuousClock.now
-        progress("worker started; a call every \(options.callInterval) to \(urgentTopic) while the backlog drains")
+        progress("worker starting; a call every \(options.callInterval) to \(urgentTopic) while the backlog drains")
+        let calls = CallSource(producer: producer, topic: urgentTopic, interval: options.callInterval, job: jobs.call)
+        let drain = TrickleDuringDrain(
+            snapshot: { recorder.snapshot }, queuedFinished: { $0.finished }, trickleFinished: { $0.calls },
+            queued: options.backlog, timeout: options.base.timeout, settle: .seconds(10))
         // Calls start once the backlog is being worked on and both lanes joined their groups (in production the
         // urgent consumer is up long before a call comes; its first group join is not what this measures).
-        while recorder.snapshot.finished == 0 || !worker.pipeline.readiness.ready, ContinuousClock.now - started < options.base.timeout {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        // The calls come from their own thread, on schedule even while the backlog saturates the cooperative pool
-        // (an upstream service is another process); each is produced at once, so its Kafka timestamp is its send time.
-        // An upstream service's producer knows the urgent topic long before a call: without this lookup the
-        // first call, and every call produced in the second its metadata takes, waited for librdkafka's refresh.
-        let unknown = producer.prepare(topics: [urgentTopic])
-        if !unknown.isEmpty { progress("could not look up \(urgentTopic) yet: the first calls may wait for a metadata refresh") }
-        let calls = CallSource(producer: producer, topic: urgentTopic, interval: options.callInterval, job: jobs.call)
-        calls.start()
-        var lastProgress = ContinuousClock.now
-        var snapshot = recorder.snapshot
-        while snapshot.finished < options.backlog, ContinuousClock.now - started < options.base.timeout {
-            try await Task.sleep(for: .milliseconds(20))
-            snapshot = recorder.snapshot
-            if ContinuousClock.now - lastProgress >= .seconds(5) {
-                lastProgress = .now
+        let result = try await drain.run(
+            worker, source: calls, ready: { $0.finished > 0 && worker.pipeline.readiness.ready },
+            beforeTrickle: {
+                // An upstream service's producer knows the urgent topic long before a call: without this lookup the
+                // first call, and every call produced in the second its metadata takes, waited for librdkafka's refresh.
+                let unknown = producer.prepare(topics: [urgentTopic])
+                if !unknown.isEmpty { progress("could not look up \(urgentTopic) yet: the first calls may wait for a metadata refresh") }
+            },
+            progress: { snapshot, produced in
                 progress(
-                    "\(snapshot.finished)/\(options.backlog) backlog jobs, \(snapshot.calls)/\(calls.produced) calls finished; call p99 so far \(snapshot.callLatency.valueAtPercentile(99)) ms"
+                    "\(snapshot.finished)/\(options.backlog) backlog jobs, \(snapshot.calls)/\(produced) calls finished; call p99 so far \(snapshot.callLatency.valueAtPercentile(99)) ms"
                 )
-            }
-        }
-        let callsProduced = calls.stop()
-        let backlogDone = recorder.snapshot
-        let callsDeadline = ContinuousClock.now + .seconds(10)
-        while recorder.snapshot.calls < callsProduced, ContinuousClock.now < callsDeadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        let final = recorder.snapshot
-        let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
-        await services.triggerGracefulShutdown()
-        try await running.value
+            })
+        let (backlogDone, final, callsProduced, cpuSeconds) = (result.queuedDone, result.final, result.trickleProduced, result.cpuSeconds)
         producer.close()
         await setup.cleanUp()
         return BacklogReport(

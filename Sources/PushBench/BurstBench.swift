@@ -5,7 +5,6 @@ import PushCore
 import PushKafka
 import PushPipeline
 import PushWorker
-import ServiceLifecycle
 import Synchronization
 
 /// `push-worker-dev bench --scenario burst`: one app's burst of `burst` message jobs (APNs) is queued in
@@ -39,40 +38,21 @@ public enum BurstBench {
             properties: KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers), logger: logger)
         try await EndToEndBench.produce(jobs, range: 0..<options.burst, topic: jobsTopic, producer: producer, rate: nil)
 
-        let cpuAtStart = ProcessResources.cpuSeconds()
-        let services = worker.serviceGroup()
-        let running = Task { try await services.run() }
-        let started = ContinuousClock.now
         progress(
-            "worker started (apps share the lanes: \(options.fairSharing)); a quiet app's job every \(options.quietInterval) to \(jobsTopic)"
+            "worker starting (apps share the lanes: \(options.fairSharing)); a quiet app's job every \(options.quietInterval) to \(jobsTopic)"
         )
-        while recorder.snapshot.burstFinished == 0, ContinuousClock.now - started < options.base.timeout {
-            try await Task.sleep(for: .milliseconds(10))
-        }
         let quiet = CallSource(producer: producer, topic: jobsTopic, interval: options.quietInterval, job: jobs.quiet)
-        quiet.start()
-        var lastProgress = ContinuousClock.now
-        var snapshot = recorder.snapshot
-        while snapshot.burstFinished < options.burst, ContinuousClock.now - started < options.base.timeout {
-            try await Task.sleep(for: .milliseconds(20))
-            snapshot = recorder.snapshot
-            if ContinuousClock.now - lastProgress >= .seconds(5) {
-                lastProgress = .now
+        let drain = TrickleDuringDrain(
+            snapshot: { recorder.snapshot }, queuedFinished: { $0.burstFinished }, trickleFinished: { $0.quietFinished },
+            queued: options.burst, timeout: options.base.timeout, settle: .seconds(30))
+        let result = try await drain.run(
+            worker, source: quiet, ready: { $0.burstFinished > 0 },
+            progress: { snapshot, produced in
                 progress(
-                    "\(snapshot.burstFinished)/\(options.burst) burst jobs, \(snapshot.quietFinished)/\(quiet.produced) quiet jobs finished; quiet p99 so far \(snapshot.quietLatency.valueAtPercentile(99)) ms"
+                    "\(snapshot.burstFinished)/\(options.burst) burst jobs, \(snapshot.quietFinished)/\(produced) quiet jobs finished; quiet p99 so far \(snapshot.quietLatency.valueAtPercentile(99)) ms"
                 )
-            }
-        }
-        let quietProduced = quiet.stop()
-        let burstDone = recorder.snapshot
-        let quietDeadline = ContinuousClock.now + .seconds(30)
-        while recorder.snapshot.quietFinished < quietProduced, ContinuousClock.now < quietDeadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        let final = recorder.snapshot
-        let cpuSeconds = ProcessResources.cpuSeconds() - cpuAtStart
-        await services.triggerGracefulShutdown()
-        try await running.value
+            })
+        let (burstDone, final, quietProduced, cpuSeconds) = (result.queuedDone, result.final, result.trickleProduced, result.cpuSeconds)
         producer.close()
         await setup.cleanUp()
         return BurstReport(
