@@ -159,12 +159,9 @@ public struct BacklogReport: Sendable, Codable {
         callsFinished = final.calls
         callLatencyMs = EndToEndReport.Latency(final.callLatency, unitsPerMillisecond: 1)
         callOutcomes = final.callStatuses
-        if let first = backlogDone.firstConsumed, let last = backlogDone.lastAcknowledged {
-            drainSeconds = (last - first).seconds
-        } else {
-            drainSeconds = 0
-        }
-        drainJobsPerSecond = drainSeconds > 0 ? Double(backlogDone.finished) / drainSeconds : 0
+        let drain = DrainRate(first: backlogDone.firstConsumed, last: backlogDone.lastAcknowledged, finished: backlogDone.finished)
+        drainSeconds = drain.seconds
+        drainJobsPerSecond = drain.jobsPerSecond
         self.cpuSeconds = cpuSeconds
         backlogOutcomes = backlogDone.statuses
     }
@@ -174,10 +171,8 @@ public struct BacklogReport: Sendable, Codable {
     public func json() throws -> String { try prettyJSON() }
 
     public func table() -> String {
-        func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
-        func outcomes(_ counts: [String: Int]) -> String {
-            counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        }
+        func format(_ value: Double, _ digits: Int = 1) -> String { ReportTable.number(value, digits) }
+        let outcomes = ReportTable.outcomes
         let rows: [(String, String)] = [
             ("scenario", "backlog: \(backlogJobs) chat jobs queued, then a call every \(callIntervalMs) ms on the urgent lane"),
             (
@@ -192,13 +187,12 @@ public struct BacklogReport: Sendable, Codable {
             ("calls", "\(callsFinished) of \(callsProduced) finished (\(outcomes(callOutcomes)))"),
             (
                 "call latency produced→acked",
-                "p50 \(format(callLatencyMs.p50)) · p90 \(format(callLatencyMs.p90)) · p99 \(format(callLatencyMs.p99)) · max \(format(callLatencyMs.max)) ms"
+                ReportTable.latency(callLatencyMs)
             ),
             ("backlog drain", "\(format(drainJobsPerSecond, 0)) jobs/s over \(format(drainSeconds, 2)) s"),
             ("backlog outcomes", outcomes(backlogOutcomes)),
             ("CPU", "\(format(cpuSeconds, 1)) s (whole process)"),
         ]
-        let width = rows.map(\.0.count).max() ?? 0
-        return rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+        return ReportTable.render(rows)
     }
 }

@@ -155,12 +155,9 @@ public struct BurstReport: Sendable, Codable {
         quietFinished = final.quietFinished
         quietLatencyMs = EndToEndReport.Latency(final.quietLatency, unitsPerMillisecond: 1)
         quietOutcomes = final.quietStatuses
-        if let first = burstDone.firstConsumed, let last = burstDone.lastBurstAcknowledged {
-            drainSeconds = (last - first).seconds
-        } else {
-            drainSeconds = 0
-        }
-        drainJobsPerSecond = drainSeconds > 0 ? Double(burstDone.burstFinished) / drainSeconds : 0
+        let drain = DrainRate(first: burstDone.firstConsumed, last: burstDone.lastBurstAcknowledged, finished: burstDone.burstFinished)
+        drainSeconds = drain.seconds
+        drainJobsPerSecond = drain.jobsPerSecond
         self.cpuSeconds = cpuSeconds
         burstOutcomes = burstDone.burstStatuses
     }
@@ -170,10 +167,8 @@ public struct BurstReport: Sendable, Codable {
     public func json() throws -> String { try prettyJSON() }
 
     public func table() -> String {
-        func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
-        func outcomes(_ counts: [String: Int]) -> String {
-            counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        }
+        func format(_ value: Double, _ digits: Int = 1) -> String { ReportTable.number(value, digits) }
+        let outcomes = ReportTable.outcomes
         let rows: [(String, String)] = [
             (
                 "scenario",
@@ -187,13 +182,12 @@ public struct BurstReport: Sendable, Codable {
             ("quiet jobs", "\(quietFinished) of \(quietProduced) finished (\(outcomes(quietOutcomes)))"),
             (
                 "quiet latency produced→acked",
-                "p50 \(format(quietLatencyMs.p50)) · p90 \(format(quietLatencyMs.p90)) · p99 \(format(quietLatencyMs.p99)) · max \(format(quietLatencyMs.max)) ms"
+                ReportTable.latency(quietLatencyMs)
             ),
             ("burst drain", "\(format(drainJobsPerSecond, 0)) jobs/s over \(format(drainSeconds, 2)) s"),
             ("burst outcomes", outcomes(burstOutcomes)),
             ("CPU", "\(format(cpuSeconds, 1)) s (whole process)"),
         ]
-        let width = rows.map(\.0.count).max() ?? 0
-        return rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+        return ReportTable.render(rows)
     }
 }

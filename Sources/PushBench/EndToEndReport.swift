@@ -125,10 +125,8 @@ public struct EndToEndReport: Sendable, Codable {
     public func json() throws -> String { try prettyJSON() }
 
     public func table() -> String {
-        func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
-        func latency(_ value: Latency) -> String {
-            "p50 \(format(value.p50)) · p90 \(format(value.p90)) · p99 \(format(value.p99)) · max \(format(value.max)) ms"
-        }
+        func format(_ value: Double, _ digits: Int = 1) -> String { ReportTable.number(value, digits) }
+        let latency = ReportTable.latency
         var rows: [(String, String)] = [
             ("jobs", "\(jobsFinished) of \(jobsRequested) finished" + (complete ? "" : "  ← INCOMPLETE (timeout)"))
         ]
@@ -170,7 +168,6 @@ public struct EndToEndReport: Sendable, Codable {
         rows += [
             ("outcomes", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         ]
-        let width = rows.map(\.0.count).max() ?? 0
-        return rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+        return ReportTable.render(rows)
     }
 }
