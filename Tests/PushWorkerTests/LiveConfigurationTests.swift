@@ -106,6 +106,34 @@ final class LiveConfigurationHarness: Sendable {
 
     static func appsFile(_ entries: [String]) -> String { #"{"apns":[\#(entries.joined(separator: ","))]}"# }
 
+    /// The apps file in the scratch directory.
+    var appsPath: String { scratch.url.appendingPathComponent("apps.json").path }
+    /// The key file of `sharingOneKey`.
+    var sharedKeyFile: String { scratch.url.appendingPathComponent("key.p8").path }
+
+    /// Writes the apps file at `path`: each app signed with its key, from its key file.
+    @discardableResult
+    static func writeApps(_ apps: [(bundleId: String, key: Key, file: String)], to path: String) throws -> String {
+        try appsFile(apps.map { app($0.bundleId, key: $0.key, file: $0.file) }).write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// Replaces the apps file with `bundleIds`' apps, all signed with `key` from `sharedKeyFile`.
+    func writeApps(_ bundleIds: [String], sharing key: Key) throws {
+        try Self.writeApps(bundleIds.map { ($0, key, sharedKeyFile) }, to: appsPath)
+    }
+
+    /// A harness whose apps file lists `apps`, all signed with `key`, written to `key.p8`.
+    static func sharingOneKey(
+        _ key: Key, apps: [String], bundleIds: Set<String>, circuitFailures: Int = 1000
+    ) async throws -> LiveConfigurationHarness {
+        try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: bundleIds, circuitFailures: circuitFailures) { scratch in
+            let keyFile = try write(key, to: scratch.url.appendingPathComponent("key.p8").path)
+            let path = try writeApps(apps.map { ($0, key, keyFile) }, to: scratch.url.appendingPathComponent("apps.json").path)
+            return ["PUSH_APPS_FILE": path]
+        }
+    }
+
     /// Sends one message job to `bundleId` and returns its outcome.
     func send(to bundleId: String, token: String = "00aa" + String(repeating: "0", count: 60)) async throws -> Outcome {
         let id = UUID().uuidString
@@ -192,14 +220,7 @@ struct LiveConfigurationTests {
     @Test("an app added to PUSH_APPS_FILE is served after the reload, under its own metric label, with the token of its unchanged key")
     func addedAppIsServed() async throws {
         let key = try LiveConfigurationHarness.key("KEY1111111")
-        let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone]) { scratch in
-            let keyFile = try LiveConfigurationHarness.write(key, to: scratch.url.appendingPathComponent("key.p8").path)
-            let apps = scratch.url.appendingPathComponent("apps.json").path
-            try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile)])
-                .write(toFile: apps, atomically: true, encoding: .utf8)
-            return ["PUSH_APPS_FILE": apps]
-        }
-        let keyFile = harness.scratch.url.appendingPathComponent("key.p8").path
+        let harness = try await LiveConfigurationHarness.sharingOneKey(key, apps: [Self.chat], bundleIds: [Self.chat, Self.phone])
         let before = try await harness.send(to: Self.phone)
         #expect(before.status == .failed)
         #expect(before.reason == "no APNs credentials for app \(Self.phone)")
@@ -208,11 +229,7 @@ struct LiveConfigurationTests {
         // Past the second of that token's `iat`: a token signed anew after the reload would differ.
         try await Task.sleep(for: .milliseconds(1100))
 
-        try LiveConfigurationHarness.appsFile([
-            LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-            LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
-        ])
-        .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+        try harness.writeApps([Self.chat, Self.phone], sharing: key)
         #expect(harness.live.check() == .applied([.apns]))
         #expect(try await harness.send(to: Self.phone).status == .delivered)
         #expect(
@@ -227,25 +244,14 @@ struct LiveConfigurationTests {
     @Test("an app removed from PUSH_APPS_FILE ends failed with no credentials, and its circuit breaker is forgotten")
     func removedAppEndsFailed() async throws {
         let key = try LiveConfigurationHarness.key("KEY1111111")
-        let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone], circuitFailures: 1) {
-            scratch in
-            let keyFile = try LiveConfigurationHarness.write(key, to: scratch.url.appendingPathComponent("key.p8").path)
-            let apps = scratch.url.appendingPathComponent("apps.json").path
-            try LiveConfigurationHarness.appsFile([
-                LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-                LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
-            ])
-            .write(toFile: apps, atomically: true, encoding: .utf8)
-            return ["PUSH_APPS_FILE": apps]
-        }
-        let keyFile = harness.scratch.url.appendingPathComponent("key.p8").path
+        let harness = try await LiveConfigurationHarness.sharingOneKey(
+            key, apps: [Self.chat, Self.phone], bundleIds: [Self.chat, Self.phone], circuitFailures: 1)
         #expect(try await harness.send(to: Self.phone).status == .delivered)
         // A 500 opens the phone app's circuit (threshold 1).
         _ = try await harness.send(to: Self.phone, token: "0500" + String(repeating: "0", count: 60))
         #expect(harness.processor.circuitBreakers.openCircuits.keys.contains { $0.key.hasPrefix(Self.phone) })
 
-        try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile)])
-            .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+        try harness.writeApps([Self.chat], sharing: key)
         #expect(harness.live.check() == .applied([.apns]))
         #expect(!harness.processor.circuitBreakers.openCircuits.keys.contains { $0.key.hasPrefix(Self.phone) })
         let sentBefore = harness.server.requests.count
@@ -351,15 +357,8 @@ struct LiveConfigurationTests {
         arguments: ["unparsable", "missing key", "bad key", "one bad app"])
     func brokenVersionKeepsTheLastGood(breakage: String) async throws {
         let key = try LiveConfigurationHarness.key("KEY1111111")
-        let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone]) { scratch in
-            let keyFile = try LiveConfigurationHarness.write(key, to: scratch.url.appendingPathComponent("key.p8").path)
-            let apps = scratch.url.appendingPathComponent("apps.json").path
-            try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile)])
-                .write(toFile: apps, atomically: true, encoding: .utf8)
-            return ["PUSH_APPS_FILE": apps]
-        }
-        let directory = harness.scratch.url
-        let keyFile = directory.appendingPathComponent("key.p8").path, apps = directory.appendingPathComponent("apps.json").path
+        let harness = try await LiveConfigurationHarness.sharingOneKey(key, apps: [Self.chat], bundleIds: [Self.chat, Self.phone])
+        let keyFile = harness.sharedKeyFile, apps = harness.appsPath
         let version = harness.live.loadedVersion
         let failures = TestMetrics.value(of: #"push_config_reloads_total{result="failure"}"#) ?? 0
         let expected: String
@@ -374,7 +373,7 @@ struct LiveConfigurationTests {
             try "not a key".write(toFile: keyFile, atomically: true, encoding: .utf8)
             expected = "PUSH_APPS_FILE apns[0] (\(Self.chat)): key file \(keyFile) is not a PEM private key (an APNs .p8 file is one)"
         default:
-            let missing = directory.appendingPathComponent("missing.p8").path
+            let missing = harness.scratch.url.appendingPathComponent("missing.p8").path
             try LiveConfigurationHarness.appsFile([
                 LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
                 LiveConfigurationHarness.app(Self.phone, key: key, file: missing),
@@ -410,24 +409,13 @@ struct LiveConfigurationTests {
     @Test("SIGHUP forces a reload at once")
     func hangUpReloads() async throws {
         let key = try LiveConfigurationHarness.key("KEY1111111")
-        let harness = try await LiveConfigurationHarness(sandboxKeys: [key], bundleIds: [Self.chat, Self.phone]) { scratch in
-            let keyFile = try LiveConfigurationHarness.write(key, to: scratch.url.appendingPathComponent("key.p8").path)
-            let apps = scratch.url.appendingPathComponent("apps.json").path
-            try LiveConfigurationHarness.appsFile([LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile)])
-                .write(toFile: apps, atomically: true, encoding: .utf8)
-            return ["PUSH_APPS_FILE": apps]
-        }
-        let keyFile = harness.scratch.url.appendingPathComponent("key.p8").path
+        let harness = try await LiveConfigurationHarness.sharingOneKey(key, apps: [Self.chat], bundleIds: [Self.chat, Self.phone])
         let reloads = AsyncStream.makeStream(of: LiveConfiguration.Reload.self)
         let watcher = AppsWatcher(configuration: harness.live, interval: nil, reloadsOnHangUp: true) { reloads.continuation.yield($0) }
         // A SIGHUP before the watcher traps it is ignored, not the end of the test process.
         signal(SIGHUP, SIG_IGN)
         let watching = Task { await watcher.run() }
-        try LiveConfigurationHarness.appsFile([
-            LiveConfigurationHarness.app(Self.chat, key: key, file: keyFile),
-            LiveConfigurationHarness.app(Self.phone, key: key, file: keyFile),
-        ])
-        .write(toFile: harness.scratch.url.appendingPathComponent("apps.json").path, atomically: true, encoding: .utf8)
+        try harness.writeApps([Self.chat, Self.phone], sharing: key)
         // A bound, not a timing assertion: a signal that never arrives fails the test instead of hanging it.
         let bound = Task {
             try await Task.sleep(for: .seconds(30))
