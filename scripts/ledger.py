@@ -91,42 +91,55 @@ def hostile_jobs(prefix, count, now):
         yield f"{prefix}-h-{i}", make(i), name
 
 
-def produce(args):
-    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 20, "message.max.bytes": 4_000_000,
-                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
-    now = int(time.time() * 1000)
-    hostile = list(hostile_jobs(args.prefix, args.hostile, now))
-    manifest = open(args.manifest, "a")
-    every = max(1, args.count // max(1, len(hostile))) if hostile else 0
-    h = 0
-    def send(key, value):
+class JobWriter:
+    """Produces jobs to --topic and appends their lines to --manifest; when librdkafka's queue is full it waits for room."""
+
+    def __init__(self, args, **config):
+        self.producer = Producer({"bootstrap.servers": args.brokers, **config})
+        self.topic = args.topic
+        self.manifest = open(args.manifest, "a")
+
+    def send(self, key, job, entry=None):
+        """`job` is a dict (sent as compact JSON) or bytes; `entry` its manifest line."""
+        value = job if isinstance(job, bytes) else json.dumps(job, separators=(",", ":")).encode()
         while True:
             try:
-                producer.produce(args.topic, key=key.encode(), value=value)
-                return
+                self.producer.produce(self.topic, key=key.encode(), value=value)
+                break
             except BufferError:
-                producer.poll(0.1)
+                self.producer.poll(0.1)
+        if entry is not None:
+            self.manifest.write(json.dumps(entry) + "\n")
+        self.producer.poll(0)
+
+    def close(self):
+        remaining = self.producer.flush(60)
+        self.manifest.close()
+        if remaining:
+            sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+
+
+def produce(args):
+    writer = JobWriter(args, **{"linger.ms": 20, "message.max.bytes": 4_000_000, "queue.buffering.max.messages": 1_000_000,
+                                "queue.buffering.max.kbytes": 2_000_000})
+    now = int(time.time() * 1000)
+    hostile = list(hostile_jobs(args.prefix, args.hostile, now))
+    every = max(1, args.count // max(1, len(hostile))) if hostile else 0
+    h = 0
     for i in range(args.count):
         user = f"{args.user_prefix}{i % args.users}" if args.users else f"{args.user_prefix}{args.prefix}-{i}"
         job_id = f"{args.prefix}-{i}"
         binding = f"{args.prefix}-b-{i}"
         value = json.dumps({"v": 1, "id": job_id, "createdAt": now, "ttl": args.ttl, "kind": "message", "userId": user,
                             "targets": [{"bindingId": binding, "provider": "proxy"}]}, separators=(",", ":")).encode()
-        send(user, value)
-        manifest.write(json.dumps({"id": job_id, "key": user, "bindings": [binding]}) + "\n")
+        writer.send(user, value, {"id": job_id, "key": user, "bindings": [binding]})
         if every and i % every == 0 and h < len(hostile):
             key, value, kind = hostile[h]
             h += 1
-            send(key, value)
-            manifest.write(json.dumps({"hostile": key, "kind": kind}) + "\n")
-        producer.poll(0)
+            writer.send(key, value, {"hostile": key, "kind": kind})
     for key, value, kind in hostile[h:]:
-        send(key, value)
-        manifest.write(json.dumps({"hostile": key, "kind": kind}) + "\n")
-    remaining = producer.flush(60)
-    manifest.close()
-    if remaining:
-        sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+        writer.send(key, value, {"hostile": key, "kind": kind})
+    writer.close()
 
 
 # Hostile endpoints: marker -> (count at scale 1 per provider, providers, final statuses that are right).
@@ -173,26 +186,15 @@ def produce_refused(args):
     """Jobs whose one Web Push endpoint is on a private address of its own (10.0.0.0/8, one host per job): every one is
     refused before any connection, and each names an origin the worker never saw (state keyed by outside values)."""
     keys = json.load(open(os.path.join(args.sandbox_dir, "webpush-subscription.json")))["keys"]
-    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    writer = JobWriter(args, **{"linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
     now = int(time.time() * 1000)
-    manifest = open(args.manifest, "a")
     for i in range(args.count):
         host = f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
         binding, user = f"{args.prefix}-w-{i}", f"{args.prefix}-u-{i}"
         job = {"v": 1, "id": f"{args.prefix}-{i}", "createdAt": now, "ttl": 600, "kind": "message", "userId": user,
                "targets": [{"bindingId": binding, "provider": "webpush", "endpoint": f"https://{host}/push/{i}", "keys": keys}]}
-        while True:
-            try:
-                producer.produce(args.topic, key=user.encode(), value=json.dumps(job, separators=(",", ":")).encode())
-                break
-            except BufferError:
-                producer.poll(0.1)
-        manifest.write(json.dumps({"id": job["id"], "key": user, "bindings": [binding], "expect": {binding: ["failed"]}}) + "\n")
-        producer.poll(0)
-    remaining = producer.flush(60)
-    manifest.close()
-    if remaining:
-        sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+        writer.send(user, job, {"id": job["id"], "key": user, "bindings": [binding], "expect": {binding: ["failed"]}})
+    writer.close()
 
 
 def produce_endpoints(args):
@@ -216,9 +218,8 @@ def produce_endpoints(args):
         step = args.count / max(1, len(markers))
         for n, marker in enumerate(markers):
             assigned[provider][(int(n * step) + shift * int(step / 3)) % args.count] = marker
-    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 20})
+    writer = JobWriter(args, **{"linger.ms": 20})
     now = int(time.time() * 1000)
-    manifest = open(args.manifest, "a")
     p = args.prefix
     started = time.time()
     for i in range(args.count):
@@ -228,7 +229,7 @@ def produce_endpoints(args):
         # the worker's state (an app-wide circuit) before the next targets come.
         quiet = args.rate and "forbidden-once" in (assigned["webpush"].get(i), assigned["webpush"].get(i - 1))
         if quiet:
-            producer.flush(10)
+            writer.producer.flush(10)
             time.sleep(0.5)
             started += 0.5
         expect, markers, record_keys, targets = {}, {}, {}, []
@@ -259,19 +260,9 @@ def produce_endpoints(args):
         user = f"{p}-u-{i}"
         job = {"v": 1, "id": f"{p}-{i}", "createdAt": now, "ttl": args.ttl, "kind": "message", "userId": user,
                "notification": {"title": "hostile endpoints", "body": f"job {i}"}, "targets": targets}
-        while True:
-            try:
-                producer.produce(args.topic, key=user.encode(), value=json.dumps(job, separators=(",", ":")).encode())
-                break
-            except BufferError:
-                producer.poll(0.1)
-        manifest.write(json.dumps({"id": job["id"], "key": user, "bindings": list(markers), "expect": expect,
-                                   "markers": markers, "record_keys": record_keys}) + "\n")
-        producer.poll(0)
-    remaining = producer.flush(60)
-    manifest.close()
-    if remaining:
-        sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+        writer.send(user, job, {"id": job["id"], "key": user, "bindings": list(markers), "expect": expect,
+                                "markers": markers, "record_keys": record_keys})
+    writer.close()
 
 
 def produce_apns(args):
@@ -279,9 +270,8 @@ def produce_apns(args):
     apps = [a for a in args.apps.split(",") if a]
     expect = [s for s in args.expect.split(",") if s]
     signers = [] if args.signers == "none" else [k for k in (args.signers or "").split(",") if k]
-    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 5})
+    writer = JobWriter(args, **{"linger.ms": 5})
     now = int(time.time() * 1000)
-    manifest = open(args.manifest, "a")
     started = time.time()
     for i in range(args.count):
         if args.rate:
@@ -292,24 +282,14 @@ def produce_apns(args):
         job = {"v": 1, "id": f"{args.prefix}-{i}", "createdAt": now, "ttl": args.ttl, "kind": "message", "userId": user,
                "notification": {"title": "reload", "body": f"job {i}"},
                "targets": [{"bindingId": binding, "provider": "apns", "app": app, "token": token, "environment": "production"}]}
-        while True:
-            try:
-                producer.produce(args.topic, key=user.encode(), value=json.dumps(job, separators=(",", ":")).encode())
-                break
-            except BufferError:
-                producer.poll(0.1)
         entry = {"id": job["id"], "key": user, "bindings": [binding], "expect": {binding: expect},
                  "markers": {binding: f"{args.label or 'apns'}:{app}"}, "record_keys": {token: binding}}
         if args.expect_reason:
             entry["reasons"] = {binding: args.expect_reason}
         if args.signers:
             entry["signers"] = {binding: signers}
-        manifest.write(json.dumps(entry) + "\n")
-        producer.poll(0)
-    remaining = producer.flush(60)
-    manifest.close()
-    if remaining:
-        sys.exit(f"ledger: {remaining} jobs not acknowledged by the broker")
+        writer.send(user, job, entry)
+    writer.close()
 
 
 def peak_rss_kb(pid):
