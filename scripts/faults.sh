@@ -408,11 +408,14 @@ scenario_slow() {
     # (PUSH_MAX_READ_AHEAD, 2 × the limit by default: a lane at capacity reads on to find other apps' jobs),
     # and the requests the provider holds at once (every answer takes 2 s, so those recorded within any
     # 2 s) stay within the limit: jobs read ahead wait as values, unsent.
-    local peak=0 held=0 value consumed finished
+    local peak=0 held=0 running=0 value consumed finished
     for _ in $(seq 1 40); do
         value=$(metric a push_jobs_in_flight)
         value=${value%.*}
         [ "$value" -gt "$peak" ] && peak=$value
+        value=$(metric a push_jobs_running)
+        value=${value%.*}
+        [ "$value" -gt "$running" ] && running=$value
         consumed=$(metric a push_jobs_consumed_total)
         finished=$(metric a push_deliveries_total)
         value=$((${consumed%.*} - ${finished%.*}))
@@ -430,10 +433,12 @@ for last, at in enumerate(times):
 print(peak)
 PY
 )
-    echo "faults[slow]: peak jobs consumed and unfinished $peak (gauge), $held (counters); peak requests at the provider $sent (limit $limit, read-ahead $((2 * limit)))"
+    echo "faults[slow]: peak jobs consumed and unfinished $peak (gauge), $held (counters); peak jobs running $running; peak requests at the provider $sent (limit $limit, read-ahead $((2 * limit)))"
     [ "$sent" -le "$limit" ] || fail "$sent requests at the provider at once, above the limit $limit"
     [ "$sent" -ge $((limit / 4)) ] || fail "only $sent requests at the provider at once: the slow provider was not the bottleneck"
     [ "$peak" -le $((2 * limit)) ] || fail "$peak jobs consumed and unfinished, above the read-ahead bound $((2 * limit))"
+    [ "$running" -le "$limit" ] || fail "$running jobs running, above PUSH_MAX_IN_FLIGHT $limit"
+    [ "$running" -ge $((limit / 4)) ] || fail "only $running jobs running at once: push_jobs_running does not count them"
     [ "$held" -le $((2 * limit)) ] || fail "$held jobs consumed but unfinished, above the read-ahead bound $((2 * limit)): the consumer buffers"
     check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
     stop_worker a

@@ -358,10 +358,11 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Runs a state-machine event under the lock and queues the offsets it returns for their
     /// consumer thread; then starts the jobs it returns. Returns what the event returned besides.
     private func perform<Result>(_ event: (inout Shared) -> ([Machine.Action], Result)) -> Result {
-        let (starts, result) = shared.withLock { shared in
+        let (starts, result, running) = shared.withLock { shared in
             let (actions, result) = event(&shared)
-            return (Self.queueOffsets(actions, in: &shared), result)
+            return (Self.queueOffsets(actions, in: &shared), result, shared.machine.running)
         }
+        processor.metrics.running.record(running)
         begin(starts)
         return result
     }

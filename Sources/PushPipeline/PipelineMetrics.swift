@@ -11,7 +11,10 @@ public final class PipelineMetrics: Sendable {
     let consumed = Counter(label: "push_jobs_consumed_total")
     let publishFailures = Counter(label: "push_outcome_publish_failures_total")
     let retriesClaimed = Counter(label: "push_retries_claimed_total")
+    /// Consumed and unfinished, started or not (within the read-ahead bound).
     let inFlight = Gauge(label: "push_jobs_in_flight")
+    /// Started and unfinished (within `PUSH_MAX_IN_FLIGHT`).
+    let running = Gauge(label: "push_jobs_running")
     let retriesInFlight = Gauge(label: "push_retries_in_flight")
     let storeAvailable = Gauge(label: "push_store_available")
     let shedJobs = Counter(label: "push_jobs_shed_total")

@@ -363,6 +363,9 @@ struct PipelineStateMachine<Job: PipelineJob> {
 
     func running(in lane: Lane) -> Int { lanes.read(lane) { $0.running.count } ?? 0 }
 
+    /// Started and unfinished jobs of both lanes (at most `maximumInFlightJobs`).
+    var running: Int { running(in: .normal) + running(in: .urgent) }
+
     func running(in lane: Lane, partitions: [TopicPartition]) -> Int {
         let revoked = Set(partitions)
         return lanes.read(lane) { $0.running.values.count { revoked.contains($0.message.topicPartition) } } ?? 0
