@@ -41,7 +41,9 @@ public enum WebPushEncryption {
         return try seal(plaintext, uaPublic: uaPublic, authSecret: authSecret, agreement: agreement, salt: salt)
     }
 
-    /// Encrypts with a fresh sender key (RFC 8291 §3.1: a new key pair for each message) and a random salt.
+    /// Encrypts with a fresh sender key and a random salt. RFC 8291 sends the sender's public key in each message's
+    /// header (`keyid`) and derives that message's key from it; a new key per message keeps one recovered key from
+    /// opening any other message.
     public static func encrypt(_ plaintext: [UInt8], uaPublic: [UInt8], authSecret: [UInt8]) throws(CryptoError) -> [UInt8] {
         try seal(
             plaintext, uaPublic: uaPublic, authSecret: authSecret, agreement: try .ephemeral(withPeer: uaPublic),
