@@ -55,7 +55,7 @@ public final class JobProcessor: Sendable {
         circuitSettings.probeLeaseMilliseconds = max(1, configuration.probeLease.milliseconds)
         breakers = CircuitBreakers(settings: circuitSettings, metrics: metrics, logger: logger)
         appLimits = AppConcurrencyLimits(
-            limit: configuration.maximumInFlightPerApp, originLimit: configuration.maximumInFlightPerOrigin,
+            limit: configuration.maximumInFlightPerApp, endpointLimit: configuration.maximumInFlightPerEndpoint,
             metrics: metrics)
         self.health = health
         self.metrics = metrics
