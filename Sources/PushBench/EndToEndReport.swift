@@ -49,7 +49,7 @@ public struct EndToEndReport: Sendable, Codable {
     /// `PUSH_APP_MAX_IN_FLIGHT`: the bench's jobs go to one app per provider, so this bounds the jobs truly in flight too.
     public let maxInFlightPerApp: Int
     /// Requests in flight per provider endpoint, all apps together (2 × connections × 100): jobs beyond it wait as values.
-    public let maxInFlightPerOrigin: Int?
+    public let maxInFlightPerEndpoint: Int?
     public let connectionsPerHost: Int
     /// Offered load in jobs/s, or nil when all jobs were queued before the start.
     public let offeredRate: Int?
@@ -97,7 +97,7 @@ public struct EndToEndReport: Sendable, Codable {
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
         maxInFlightPerApp = configuration.pipeline.maximumInFlightPerApp
-        maxInFlightPerOrigin = configuration.pipeline.maximumInFlightPerOrigin
+        maxInFlightPerEndpoint = configuration.pipeline.maximumInFlightPerEndpoint
         connectionsPerHost = configuration.maximumConnectionsPerHost
         offeredRate = options.rate
         if let first = snapshot.firstConsumed, let last = snapshot.lastAcknowledged {
@@ -139,7 +139,7 @@ public struct EndToEndReport: Sendable, Codable {
             ("transport", transport),
             (
                 "in flight / connections",
-                "\(maxInFlight) jobs (\(maxInFlightPerApp) per app\(maxInFlightPerOrigin.map { ", \($0) per endpoint" } ?? "")) / \(connectionsPerHost) per host"
+                "\(maxInFlight) jobs (\(maxInFlightPerApp) per app\(maxInFlightPerEndpoint.map { ", \($0) per endpoint" } ?? "")) / \(connectionsPerHost) per host"
             ),
             ("offered load", offeredRate.map { "\($0) jobs/s (produced during the run)" } ?? "all queued before the start"),
             ("throughput", "\(format(jobsPerSecond, 0)) jobs/s over \(format(seconds, 2)) s"),

@@ -17,21 +17,21 @@ public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
     public let part: String?
     /// The provider endpoint whose connections this scope's requests share with other scopes' (its
     /// URL, and the client identity when the app has one of its own): the
-    /// worker bounds the requests in flight per origin as well, so that requests beyond what those
+    /// worker bounds the requests in flight per endpoint as well, so that requests beyond what those
     /// connections carry wait as values before their jobs start. nil: the scope shares no connections
     /// (or its own limit is lower than they carry).
-    public let origin: String?
+    public let endpoint: String?
 
     public init(
         provider: ProviderID, key: String, metricLabel: String? = nil, inFlightLimit: Int? = nil,
-        part: String? = nil, origin: String? = nil
+        part: String? = nil, endpoint: String? = nil
     ) {
         self.provider = provider
         self.key = key
         self.metricLabel = metricLabel ?? key
         self.inFlightLimit = inFlightLimit
         self.part = part
-        self.origin = origin
+        self.endpoint = endpoint
     }
 
     /// The scope of this target's part (`<key>/<part>`), whose circuit a part's failure opens; nil without a part.

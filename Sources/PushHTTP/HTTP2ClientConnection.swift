@@ -66,7 +66,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         name.containsUTF8Byte { $0 >= 0x41 && $0 <= 0x5A } ? name.lowercased() : name
     }
 
-    private weak var origin: HTTP2Origin?
+    private weak var pool: HTTP2ConnectionPool?
     private let configuration: HTTPTransportConfiguration
     private let eventLoop: any EventLoop
     private var phase = Phase.connecting
@@ -99,10 +99,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private(set) var hasAnswered = false
 
     init(
-        origin: HTTP2Origin, configuration: HTTPTransportConfiguration, lifetime: HTTPConnectionLifetime, framing: HTTP2FramingKind,
+        pool: HTTP2ConnectionPool, configuration: HTTPTransportConfiguration, lifetime: HTTPConnectionLifetime, framing: HTTP2FramingKind,
         eventLoop: any EventLoop
     ) {
-        self.origin = origin
+        self.pool = pool
         maximumIdleTime = TimeAmount(lifetime.maximumIdleTime)
         keepaliveInterval = lifetime.keepaliveInterval.map(TimeAmount.init)
         pingTimeout = TimeAmount(lifetime.pingTimeout)
@@ -125,8 +125,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         return true
     }
 
-    /// Closes the connection once it had no stream for `maximumIdleTime`, by its own timer: a connection to an origin
-    /// used once would otherwise stay open until the next request to that origin. One timer at a time, armed when the
+    /// Closes the connection once it had no stream for `maximumIdleTime`, by its own timer: a connection of a pool
+    /// used once would otherwise stay open until that pool's next request. One timer at a time, armed when the
     /// last stream ends and not cancelled when the next starts (a cancel searches the loop's queue of scheduled tasks):
     /// when it fires it looks again, and waits on if the connection was used meanwhile.
     private func armIdleCheck() {
@@ -144,7 +144,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// Takes no new stream and closes once the open ones have ended (at once when none is open). A connection still
-    /// connecting is closed by the origin's next look, once it is ready.
+    /// connecting is closed by the pool's next look, once it is ready.
     func closeOnceIdle() {
         guard phase == .ready else { return }
         phase = .draining
@@ -184,7 +184,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     /// Connects once the TLS context is ready (`TLSContextCache`, built off the event loop); `connectTimeout` bounds
     /// the whole: the context, the TCP connection and the TLS handshake.
-    func connect(to key: HTTP2Origin.Key, contexts: TLSContextCache) {
+    func connect(to key: HTTP2ConnectionPool.Key, contexts: TLSContextCache) {
         let timeout = min(configuration.connectTimeout, .seconds(3600))
         handshakeTimeout = eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
             guard phase == .connecting else { return }
@@ -194,7 +194,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             } else {
                 // No channel yet: the context or the TCP connection is late; whichever comes finds the connection closed.
                 phase = .closed
-                origin?.connectionFailed(self, .timedOut)
+                pool?.connectionFailed(self, .timedOut)
             }
         }
         contexts.context(for: key.tls, on: eventLoop).assumeIsolated().whenComplete { [self] result in
@@ -205,12 +205,12 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             case .failure(let error):
                 phase = .closed
                 handshakeTimeout?.cancel()
-                origin?.connectionFailed(self, error as? HTTPTransportError ?? .tls("\(error)"))
+                pool?.connectionFailed(self, error as? HTTPTransportError ?? .tls("\(error)"))
             }
         }
     }
 
-    private func connect(to key: HTTP2Origin.Key, sslContext: NIOSSLContext) {
+    private func connect(to key: HTTP2ConnectionPool.Key, sslContext: NIOSSLContext) {
         // The host's name, pinned or not: SNI and the certificate check are for the name (`PinnedAddress`).
         let serverHostname = HTTPSTarget.isIPAddress(key.host) ? nil : key.host
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
@@ -239,7 +239,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
                     guard phase == .connecting else { return }
                     phase = .closed
                     handshakeTimeout?.cancel()
-                    origin?.connectionFailed(self, Self.transportError(lastError ?? error))
+                    pool?.connectionFailed(self, Self.transportError(lastError ?? error))
                 }
             }
     }
@@ -259,7 +259,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         guard phase == .connecting else { return }
         guard negotiated == "h2" else {
             phase = .closed
-            origin?.connectionSpeaksOnlyHTTP1(self)
+            pool?.connectionSpeaksOnlyHTTP1(self)
             context.close(promise: nil)
             return
         }
@@ -275,14 +275,14 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         idleSince = NIODeadline.now()
         armIdleCheck()
         armKeepalive()
-        origin?.connectionReady()
+        pool?.connectionReady()
     }
 
     // MARK: Requests
 
     func start(_ transfer: HTTP2Transfer) {
         guard let framing, phase == .ready else {
-            origin?.streamEnded(handingBack: transfer)
+            pool?.streamEnded(handingBack: transfer)
             return
         }
         let request = transfer.request
@@ -305,12 +305,12 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             id = started
         case .noStreamLeft:
             phase = .draining
-            origin?.streamEnded(handingBack: transfer)
+            pool?.streamEnded(handingBack: transfer)
             return
         case .failed(let error):
-            origin?.requestFinished(transfer.id)
+            pool?.requestFinished(transfer.id)
             transfer.complete(.failure(error))
-            origin?.streamEnded()
+            pool?.streamEnded()
             return
         }
         // Stream ids are odd and end at 2^31 - 1 (RFC 9113 §5.1.1): a connection that used them up takes no more.
@@ -370,18 +370,18 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             scheduleFlush()
         }
         if handingBack {
-            origin?.streamEnded(handingBack: stream.transfer)
+            pool?.streamEnded(handingBack: stream.transfer)
         } else {
             if stream.status != nil { hasAnswered = true }
-            origin?.requestFinished(stream.transfer.id)
+            pool?.requestFinished(stream.transfer.id)
             stream.transfer.complete(result ?? .success(stream.response))
-            origin?.streamEnded()
+            pool?.streamEnded()
         }
         if streams.isEmpty {
             idleSince = NIODeadline.now()
             if phase == .draining { context?.close(promise: nil) } else { armIdleCheck() }
         }
-        origin?.dispatch()
+        pool?.dispatch()
     }
 
     /// Not a byte from the server during a whole request timeout, or for `keepaliveInterval`: a PING (RFC 9113 §6.7)
@@ -403,7 +403,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
             phase = .draining
             for id in Array(streams.keys) { end(id, resetting: false, with: .failure(error)) }
             self.context?.close(promise: nil)
-            origin?.dispatch()
+            pool?.dispatch()
         }
     }
 
@@ -522,17 +522,17 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     func receivedMaximumConcurrentStreams(_ value: Int) {
         capacity = min(configuration.maximumStreamsPerConnection, max(0, value))
-        origin?.dispatch()
+        pool?.dispatch()
     }
 
-    /// Streams above the server's last processed one were never seen by it: they go back to the origin to be sent again.
+    /// Streams above the server's last processed one were never seen by it: they go back to the pool to be sent again.
     func receivedGoAway(lastStreamID: Int32) {
         if phase == .ready { phase = .draining }
         for id in streams.keys where id > lastStreamID {
             end(id, resetting: false, with: nil, handingBack: true)
         }
         if streams.isEmpty { context?.close(promise: nil) }
-        origin?.dispatch()
+        pool?.dispatch()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -549,15 +549,15 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         for id in Array(streams.keys) {
             end(id, resetting: false, with: .failure(.connectionFailed("the connection closed with the request in flight: \(error)")))
         }
-        if wasConnecting { origin?.connectionFailed(self, error) } else { origin?.connectionClosed(self) }
+        if wasConnecting { pool?.connectionFailed(self, error) } else { pool?.connectionClosed(self) }
         self.context = nil
         framing = nil
         context.fireChannelInactive()
     }
 
-    /// Fails what is in flight with `.shutDown` and closes the connection, telling the origin nothing (it is going away).
+    /// Fails what is in flight with `.shutDown` and closes the connection, telling the pool nothing (it is going away).
     func shutdown() {
-        origin = nil
+        pool = nil
         phase = .closed
         cancelTimers()
         for stream in streams.values { stream.transfer.complete(.failure(.shutDown)) }

@@ -44,19 +44,19 @@ public struct HTTPTransportConfiguration: Sendable {
     /// connections silently (libcurl's default, 118 s). The HTTP/2 client closes it by a timer of its own.
     /// A request's `connectionLifetime` replaces it for the HTTP/2 connections that carry such requests.
     public var maximumIdleTime: Duration
-    /// Origins (host, port, TLS options) the HTTP/2 client keeps at once. At the bound, origins with nothing open are
-    /// forgotten first, then the least recently used one with no request in flight is closed; origins with requests in
-    /// flight are never dropped, so those (bounded by the requests in flight) may go beyond it.
-    public var maximumOrigins: Int
+    /// Connection pools (one per host, port, TLS options…) the HTTP/2 client keeps at once. At the bound, pools with nothing
+    /// open are forgotten first, then the least recently used one with no request in flight is closed; pools with requests
+    /// in flight are never dropped, so those (bounded by the requests in flight) may go beyond it.
+    public var maximumConnectionPools: Int
 
     public init(
         maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
         maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil,
-        maximumIdleTime: Duration = .seconds(118), maximumOrigins: Int = 10_000
+        maximumIdleTime: Duration = .seconds(118), maximumConnectionPools: Int = 10_000
     ) {
         self.urgentReservedStreams = urgentReservedStreams
         self.maximumIdleTime = maximumIdleTime
-        self.maximumOrigins = maximumOrigins
+        self.maximumConnectionPools = maximumConnectionPools
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
         self.maximumStreamsPerConnection = maximumStreamsPerConnection
         self.maximumResponseBytes = maximumResponseBytes

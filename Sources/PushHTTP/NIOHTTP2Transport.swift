@@ -12,7 +12,7 @@ import PushCore
 /// HTTP/1.1-only endpoint) goes to `fallback` (libcurl unless given), pinned there as here.
 public final class NIOHTTP2Transport: HTTPTransport {
     private let group: MultiThreadedEventLoopGroup
-    private let origins: NIOLoopBound<HTTP2Origins>
+    private let pools: NIOLoopBound<HTTP2ConnectionPools>
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
     private let contexts: TLSContextCache
@@ -38,9 +38,9 @@ public final class NIOHTTP2Transport: HTTPTransport {
         let contexts = TLSContextCache(name: name)
         self.contexts = contexts
         // The loop was just made and runs nothing else yet: waiting for it here cannot deadlock.
-        origins = try! eventLoop.submit {
+        pools = try! eventLoop.submit {
             NIOLoopBound(
-                HTTP2Origins(
+                HTTP2ConnectionPools(
                     configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
                     contexts: contexts, name: name),
                 eventLoop: eventLoop)
@@ -62,7 +62,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
                 return state.nextID
             })
         else { throw .shutDown }
-        let origins = self.origins
+        let pools = self.pools
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 submit(
@@ -72,7 +72,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
             }
         } onCancel: {
             // After the task that takes the request in: a cancel always finds its request submitted (or done).
-            eventLoop.execute { origins.value.cancel(id) }
+            eventLoop.execute { pools.value.cancel(id) }
         }
         return try result.get()
     }
@@ -88,17 +88,17 @@ public final class NIOHTTP2Transport: HTTPTransport {
                 defer { state.submitted = [] }
                 return state.submitted
             }
-            for transfer in transfers { origins.value.submit(transfer) }
+            for transfer in transfers { pools.value.submit(transfer) }
         }
     }
 
-    /// Every origin of an identity not in `live` takes no new requests; what waits for it is still sent, then its
+    /// Every pool of an identity not in `live` takes no new requests; what waits for it is still sent, then its
     /// connections close as their last streams end, and it is forgotten. A later request of such an identity opens an
-    /// origin of its own.
+    /// pool of its own.
     public func closeConnections(except live: Set<ConnectionIdentity>) {
         guard !state.withLock({ $0.stopped }) else { return }
-        let origins = self.origins
-        eventLoop.execute { origins.value.retire(except: live) }
+        let pools = self.pools
+        eventLoop.execute { pools.value.retire(except: live) }
     }
 
     /// Fails what is queued or in flight with `.shutDown`, closes the connections and stops the thread.
@@ -108,16 +108,16 @@ public final class NIOHTTP2Transport: HTTPTransport {
             return !state.stopped
         }
         guard first else { return }
-        let origins = self.origins
+        let pools = self.pools
         fallback.shutdown()
         if eventLoop.inEventLoop {
             // Released on its own loop (cannot wait for the loop there): close everything, let the threads end later.
-            origins.value.shutdown()
+            pools.value.shutdown()
             group.shutdownGracefully { _ in }
             contexts.shutdownLater()
             return
         }
-        try? eventLoop.submit { origins.value.shutdown() }.wait()
+        try? eventLoop.submit { pools.value.shutdown() }.wait()
         // Before the loop: a context still being built completes its future on the loop.
         contexts.shutdown()
         try? group.syncShutdownGracefully()
@@ -128,13 +128,13 @@ public final class NIOHTTP2Transport: HTTPTransport {
     /// TLS contexts built so far (one per TLS options and credential content, `TLSContextCache`).
     var tlsContextBuilds: Int { contexts.buildCount }
 
-    /// How many origins the transport keeps now.
-    var originCount: Int {
-        get async { (try? await eventLoop.submit { [origins] in origins.value.count }.get()) ?? 0 }
+    /// How many pools the transport keeps now.
+    var poolCount: Int {
+        get async { (try? await eventLoop.submit { [pools] in pools.value.count }.get()) ?? 0 }
     }
 }
 
-/// One request on its way: what the origin queues and a connection's stream carries. A class: it moves through
+/// One request on its way: what the pool queues and a connection's stream carries. A class: it moves through
 /// several queues, and a copy of the request's fields would retain each of them.
 final class HTTP2Transfer: Sendable {
     let id: UInt64
@@ -182,21 +182,22 @@ final class FallbackTransport: Sendable {
     func shutdown() { made.withLock { $0 }?.shutdown() }
 }
 
-/// Every origin (host, port, pinned address and TLS options) the transport talks to; lives on the event loop. An origin is forgotten
-/// once unused (its last connection closed, by its idle timer among others, with nothing waiting or in flight), and
-/// the map is held to `maximumOrigins` (see there); `push_http2_origins` reports its size.
-final class HTTP2Origins {
+/// Every connection pool (one per host, port, pinned address, TLS options…: `HTTP2ConnectionPool.Key`) the transport keeps;
+/// lives on the event loop. A pool is forgotten once unused (its last connection closed, by its idle timer among others, with
+/// nothing waiting or in flight), and the map is held to `maximumConnectionPools` (see there);
+/// `push_http2_connection_pools` reports its size.
+final class HTTP2ConnectionPools {
     private let configuration: HTTPTransportConfiguration
     private let framing: HTTP2FramingKind
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
     private let contexts: TLSContextCache
-    private var origins: [HTTP2Origin.Key: HTTP2Origin] = [:]
-    /// Origins of identities no longer configured, finishing what they carry (`HTTP2Origin.retire()`) until unused.
-    private var retiring: [ObjectIdentifier: HTTP2Origin] = [:]
+    private var pools: [HTTP2ConnectionPool.Key: HTTP2ConnectionPool] = [:]
+    /// Pools of identities no longer configured, finishing what they carry (`HTTP2ConnectionPool.retire()`) until unused.
+    private var retiring: [ObjectIdentifier: HTTP2ConnectionPool] = [:]
     private var stopped = false
     /// Labelled by the transport's name, which the worker's plugins choose ("apns", "webpush"…), never by a host.
-    private let originGauge: Gauge
+    private let poolGauge: Gauge
 
     init(
         configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop, fallback: FallbackTransport,
@@ -207,85 +208,85 @@ final class HTTP2Origins {
         self.framing = framing
         self.eventLoop = eventLoop
         self.fallback = fallback
-        originGauge = Gauge(label: "push_http2_origins", dimensions: [("client", name)])
-        originGauge.record(0)
+        poolGauge = Gauge(label: "push_http2_connection_pools", dimensions: [("client", name)])
+        poolGauge.record(0)
     }
 
-    var count: Int { origins.count + retiring.count }
+    var count: Int { pools.count + retiring.count }
 
     func submit(_ transfer: HTTP2Transfer) {
         guard !stopped else {
             transfer.complete(.failure(.shutDown))
             return
         }
-        var key = HTTP2Origin.Key(
+        var key = HTTP2ConnectionPool.Key(
             host: transfer.target.host, port: transfer.target.port, tls: transfer.request.tls,
             lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime,
             identity: transfer.request.connectionIdentity)
         key.pinned = transfer.pinned
-        let origin: HTTP2Origin
-        if let existing = origins[key] {
-            origin = existing
+        let pool: HTTP2ConnectionPool
+        if let existing = pools[key] {
+            pool = existing
         } else {
             makeRoom()
-            origin = HTTP2Origin(
+            pool = HTTP2ConnectionPool(
                 key: key, configuration: configuration, framing: framing, eventLoop: eventLoop, fallback: fallback,
                 contexts: contexts
             ) {
-                [weak self] origin in self?.forget(origin)
+                [weak self] pool in self?.forget(pool)
             }
-            origins[key] = origin
-            originGauge.record(count)
+            pools[key] = pool
+            poolGauge.record(count)
         }
-        origin.submit(transfer)
+        pool.submit(transfer)
     }
 
-    /// Retires every origin whose identity is set and not in `live` (`NIOHTTP2Transport.closeConnections(except:)`).
+    /// Retires every pool whose identity is set and not in `live` (`NIOHTTP2Transport.closeConnections(except:)`).
     func retire(except live: Set<ConnectionIdentity>) {
         guard !stopped else { return }
-        for (key, origin) in origins {
+        for (key, pool) in pools {
             guard let identity = key.identity, !live.contains(identity) else { continue }
-            origins[key] = nil
-            retiring[ObjectIdentifier(origin)] = origin
-            origin.retire()
+            pools[key] = nil
+            retiring[ObjectIdentifier(pool)] = pool
+            pool.retire()
         }
-        originGauge.record(count)
+        poolGauge.record(count)
     }
 
-    /// At the bound, forgets the unused origins (an origin the HTTP/1.1 fallback carries has no connection to close and
+    /// At the bound, forgets the unused pools (a pool the HTTP/1.1 fallback carries has no connection to close and
     /// is forgotten only here), then closes the least recently used idle one.
     private func makeRoom() {
-        guard origins.count >= max(1, configuration.maximumOrigins) else { return }
-        origins = origins.filter { !$0.value.isUnused }
-        if origins.count >= configuration.maximumOrigins,
-            let oldest = origins.values.lazy.filter(\.isIdle).min(by: { $0.lastUsed < $1.lastUsed })
+        guard pools.count >= max(1, configuration.maximumConnectionPools) else { return }
+        pools = pools.filter { !$0.value.isUnused }
+        if pools.count >= configuration.maximumConnectionPools,
+            let oldest = pools.values.lazy.filter(\.isIdle).min(by: { $0.lastUsed < $1.lastUsed })
         {
-            origins[oldest.key] = nil
+            pools[oldest.key] = nil
             oldest.shutdown()
         }
-        originGauge.record(count)
+        poolGauge.record(count)
     }
 
-    private func forget(_ origin: HTTP2Origin) {
+    private func forget(_ pool: HTTP2ConnectionPool) {
         guard !stopped else { return }
-        if retiring.removeValue(forKey: ObjectIdentifier(origin)) == nil {
-            guard origins[origin.key] === origin else { return }
-            origins[origin.key] = nil
+        if retiring.removeValue(forKey: ObjectIdentifier(pool)) == nil {
+            guard pools[pool.key] === pool else { return }
+            pools[pool.key] = nil
         }
-        originGauge.record(count)
+        poolGauge.record(count)
     }
 
     func cancel(_ id: UInt64) {
-        for origin in origins.values where origin.cancel(id) { return }
-        for origin in retiring.values where origin.cancel(id) { return }
+        for pool in pools.values where pool.cancel(id) { return }
+        for pool in retiring.values where pool.cancel(id) { return }
     }
 
     func shutdown() {
         stopped = true
-        for origin in origins.values { origin.shutdown() }
-        for origin in retiring.values { origin.shutdown() }
-        origins.removeAll()
+        for pool in pools.values { pool.shutdown() }
+        for pool in retiring.values { pool.shutdown() }
+        pools.removeAll()
         retiring.removeAll()
-        originGauge.record(0)
+        poolGauge.record(0)
     }
 }

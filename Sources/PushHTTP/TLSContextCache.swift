@@ -27,7 +27,7 @@ final class TLSContextCache: Sendable {
     private let contexts = Mutex(BoundedCache<Key, NIOSSLContext>(capacity: capacity, idleLimit: idleLimit))
     private let threadPool: NIOThreadPool
     private let builds = Atomic<Int>(0)
-    /// Labelled by the transport's name, as `push_http2_origins`.
+    /// Labelled by the transport's name, as `push_http2_connection_pools`.
     private let gauge: Gauge
 
     init(name: String) {

@@ -9,14 +9,14 @@ import Synchronization
 /// flowing. Each time a request has to wait, `push_app_concurrency_limited_total{provider,app}`
 /// counts it.
 ///
-/// Scopes whose requests share the connections of one provider endpoint (`DeliveryScope.origin`:
+/// Scopes whose requests share the connections of one provider endpoint (`DeliveryScope.endpoint`:
 /// every APNs app with token authentication in one environment, every FCM project) also share
-/// `originLimit` slots: about what the endpoint's connections carry at once, with room for the
-/// requests being prepared and read. A request that holds its app's slot and finds the origin full
-/// waits in the origin's queue (urgent first, then oldest first; normal requests leave a tenth of the
-/// origin's slots to urgent ones) and still counts as in flight: it
+/// `endpointLimit` slots: about what the endpoint's connections carry at once, with room for the
+/// requests being prepared and read. A request that holds its app's slot and finds the endpoint full
+/// waits in the endpoint's queue (urgent first, then oldest first; normal requests leave a tenth of the
+/// endpoint's slots to urgent ones) and still counts as in flight: it
 /// waits for the provider's capacity, as it would in the transport's queue of streams, but as a
-/// value rather than as a suspended task (`push_origin_concurrency_limited_total{provider}`).
+/// value rather than as a suspended task (`push_endpoint_concurrency_limited_total{provider}`).
 ///
 /// Two ways to wait share these queues: `reserve`, for a consumed job before its task exists (the
 /// waiting job is then a value in the queue, not a suspended task), and `acquire`, for a task
@@ -29,8 +29,8 @@ public final class AppConcurrencyLimits: Sendable {
         let lane: Lane
         /// Called outside the lock: true with both slots handed over, false when an `acquire` was cancelled.
         let resume: @Sendable (Bool) -> Void
-        /// Called outside the lock when the waiter got its app's slot and goes on waiting for its origin's.
-        let waitsForOrigin: (@Sendable () -> Void)?
+        /// Called outside the lock when the waiter got its app's slot and goes on waiting for its endpoint's.
+        let waitsForEndpoint: (@Sendable () -> Void)?
         /// Called outside the lock when the waiter's deadline took it out of its queue.
         var timedOut: (@Sendable () -> Void)? = nil
     }
@@ -59,60 +59,60 @@ public final class AppConcurrencyLimits: Sendable {
     /// What to tell waiters once the lock is released.
     private enum Notice {
         case granted(Waiter)
-        case waitsForOrigin(Waiter)
+        case waitsForEndpoint(Waiter)
     }
 
     /// Where a waiter stands after `enter`.
     private enum Stage {
-        case granted, waitingForApp, waitingForOrigin
+        case granted, waitingForApp, waitingForEndpoint
     }
 
     private struct State {
         var slots: [DeliveryScope: Slots] = [:]
-        var origins: [String: Slots] = [:]
+        var endpoints: [String: Slots] = [:]
         var nextID: UInt64 = 0
 
-        /// Takes the app's slot and then the origin's, or queues the waiter where it has to wait.
-        mutating func enter(_ waiter: Waiter, appLimit: Int, originLimit: OriginBound?) -> Stage {
+        /// Takes the app's slot and then the endpoint's, or queues the waiter where it has to wait.
+        mutating func enter(_ waiter: Waiter, appLimit: Int, endpointLimit: EndpointBound?) -> Stage {
             guard slots[waiter.scope, default: Slots()].takeIfFree(below: appLimit) else {
                 slots[waiter.scope]!.waiters.append(waiter, lane: waiter.lane)
                 return .waitingForApp
             }
-            return enterOrigin(waiter, limit: originLimit) ? .granted : .waitingForOrigin
+            return enterEndpoint(waiter, limit: endpointLimit) ? .granted : .waitingForEndpoint
         }
 
-        /// Takes the app's slot and its origin's if both are free; else takes neither.
-        mutating func takeBothIfFree(_ scope: DeliveryScope, lane: Lane, appLimit: Int, originLimit: OriginBound?) -> Bool {
+        /// Takes the app's slot and its endpoint's if both are free; else takes neither.
+        mutating func takeBothIfFree(_ scope: DeliveryScope, lane: Lane, appLimit: Int, endpointLimit: EndpointBound?) -> Bool {
             guard (slots[scope]?.running ?? 0) < appLimit else { return false }
-            if let origin = scope.origin, let originLimit {
-                guard origins[origin, default: Slots()].takeIfFree(below: originLimit.limit(for: lane)) else { return false }
+            if let endpoint = scope.endpoint, let endpointLimit {
+                guard endpoints[endpoint, default: Slots()].takeIfFree(below: endpointLimit.limit(for: lane)) else { return false }
             }
             return slots[scope, default: Slots()].takeIfFree(below: appLimit)
         }
 
-        /// With the waiter's app slot held: takes its origin's slot (true), or queues it there (false).
-        mutating func enterOrigin(_ waiter: Waiter, limit: OriginBound?) -> Bool {
-            guard let origin = waiter.scope.origin, let limit else { return true }
-            if origins[origin, default: Slots()].takeIfFree(below: limit.limit(for: waiter.lane)) { return true }
-            origins[origin]!.waiters.append(waiter, lane: waiter.lane)
+        /// With the waiter's app slot held: takes its endpoint's slot (true), or queues it there (false).
+        mutating func enterEndpoint(_ waiter: Waiter, limit: EndpointBound?) -> Bool {
+            guard let endpoint = waiter.scope.endpoint, let limit else { return true }
+            if endpoints[endpoint, default: Slots()].takeIfFree(below: limit.limit(for: waiter.lane)) { return true }
+            endpoints[endpoint]!.waiters.append(waiter, lane: waiter.lane)
             return false
         }
 
-        /// Frees an app slot of `scope`: its next waiter takes it and goes on to its origin.
-        mutating func releaseApp(_ scope: DeliveryScope, originLimit: OriginBound?, notices: inout [Notice]) {
+        /// Frees an app slot of `scope`: its next waiter takes it and goes on to its endpoint.
+        mutating func releaseApp(_ scope: DeliveryScope, endpointLimit: EndpointBound?, notices: inout [Notice]) {
             // Mutated in place, one lookup: a copy of the queues out of the dictionary would copy every waiter.
             guard let index = slots.index(forKey: scope) else { return }
             let next = slots.values[index].handOver()
             if slots.values[index].isIdle { slots.remove(at: index) }
             guard let next else { return }
-            notices.append(enterOrigin(next, limit: originLimit) ? .granted(next) : .waitsForOrigin(next))
+            notices.append(enterEndpoint(next, limit: endpointLimit) ? .granted(next) : .waitsForEndpoint(next))
         }
 
-        /// Frees an origin slot: its next waiter (which holds its app slot) takes it.
-        mutating func releaseOrigin(_ origin: String, bound: OriginBound, notices: inout [Notice]) {
-            guard let index = origins.index(forKey: origin) else { return }
-            let next = origins.values[index].handOver(normalAllowed: origins.values[index].running - 1 < bound.normalLimit)
-            if origins.values[index].isIdle { origins.remove(at: index) }
+        /// Frees an endpoint slot: its next waiter (which holds its app slot) takes it.
+        mutating func releaseEndpoint(_ endpoint: String, bound: EndpointBound, notices: inout [Notice]) {
+            guard let index = endpoints.index(forKey: endpoint) else { return }
+            let next = endpoints.values[index].handOver(normalAllowed: endpoints.values[index].running - 1 < bound.normalLimit)
+            if endpoints.values[index].isIdle { endpoints.remove(at: index) }
             if let next { notices.append(.granted(next)) }
         }
     }
@@ -121,17 +121,17 @@ public final class AppConcurrencyLimits: Sendable {
     enum Reservation {
         /// Both slots are held now.
         case granted(AppSlot)
-        /// The app's slot is not free: `notify` will be told `.granted`, and `.waitsForOrigin` before
-        /// that if the app's slot comes before the origin's, unless the ticket is withdrawn first.
+        /// The app's slot is not free: `notify` will be told `.granted`, and `.waitsForEndpoint` before
+        /// that if the app's slot comes before the endpoint's, unless the ticket is withdrawn first.
         case waitingForApp(ticket: UInt64)
-        /// The app's slot is held, the origin's is not free: `notify` will be told `.granted`, unless
+        /// The app's slot is held, the endpoint's is not free: `notify` will be told `.granted`, unless
         /// the ticket is withdrawn first.
-        case waitingForOrigin(ticket: UInt64)
+        case waitingForEndpoint(ticket: UInt64)
     }
 
-    /// An origin's slots: normal requests leave a tenth of them to urgent ones, as the transport
+    /// An endpoint's slots: normal requests leave a tenth of them to urgent ones, as the transport
     /// leaves a tenth of its streams, so a call never waits behind a backlog of messages.
-    struct OriginBound {
+    struct EndpointBound {
         let limit: Int
         let normalLimit: Int
 
@@ -144,14 +144,14 @@ public final class AppConcurrencyLimits: Sendable {
     }
 
     public let limit: Int
-    /// Slots per origin; nil: scopes share none.
-    let originLimit: OriginBound?
+    /// Slots per endpoint; nil: scopes share none.
+    let endpointLimit: EndpointBound?
     private let metrics: PipelineMetrics
     private let state = Locked(State())
 
-    public init(limit: Int, originLimit: Int? = nil, metrics: PipelineMetrics) {
+    public init(limit: Int, endpointLimit: Int? = nil, metrics: PipelineMetrics) {
         self.limit = max(1, limit)
-        self.originLimit = originLimit.map(OriginBound.init)
+        self.endpointLimit = endpointLimit.map(EndpointBound.init)
         self.metrics = metrics
     }
 
@@ -161,9 +161,9 @@ public final class AppConcurrencyLimits: Sendable {
         for notice in notices {
             switch notice {
             case .granted(let waiter): waiter.resume(true)
-            case .waitsForOrigin(let waiter):
-                metrics.originConcurrencyLimited(waiter.scope)
-                waiter.waitsForOrigin?()
+            case .waitsForEndpoint(let waiter):
+                metrics.endpointConcurrencyLimited(waiter.scope)
+                waiter.waitsForEndpoint?()
             }
         }
     }
@@ -172,45 +172,45 @@ public final class AppConcurrencyLimits: Sendable {
         switch stage {
         case .granted: break
         case .waitingForApp: metrics.appConcurrencyLimited(key)
-        case .waitingForOrigin: metrics.originConcurrencyLimited(key)
+        case .waitingForEndpoint: metrics.endpointConcurrencyLimited(key)
         }
     }
 
     /// What a reservation that waited is told, outside any lock of this type, on the thread that freed the slot.
     enum ReservationEvent {
-        /// Its app's slot came before its origin's, which it waits for now.
-        case waitsForOrigin
+        /// Its app's slot came before its endpoint's, which it waits for now.
+        case waitsForEndpoint
         /// Both slots are its own now.
         case granted(AppSlot)
     }
 
-    /// Takes a slot of `key` (and of its origin) if free; otherwise queues the reservation, which
-    /// `notify` tells when it moves on to wait for its origin and when it is granted (unless it is
+    /// Takes a slot of `key` (and of its endpoint) if free; otherwise queues the reservation, which
+    /// `notify` tells when it moves on to wait for its endpoint and when it is granted (unless it is
     /// withdrawn first). Never suspends: the caller keeps the waiting job as a value.
     func reserve(_ key: DeliveryScope, lane: Lane, notify: @escaping @Sendable (ReservationEvent) -> Void) -> Reservation {
         let appLimit = limit(of: key)
         let answer = state.withLock { state -> (Stage, UInt64) in
-            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, originLimit: originLimit) { return (.granted, 0) }
+            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, endpointLimit: endpointLimit) { return (.granted, 0) }
             state.nextID += 1
             let id = state.nextID
             let waiter = Waiter(
                 id: id, scope: key, lane: lane,
                 resume: { [self] granted in
                     if granted { notify(.granted(AppSlot(scope: key, limits: self))) }
-                }, waitsForOrigin: { notify(.waitsForOrigin) })
-            return (state.enter(waiter, appLimit: appLimit, originLimit: originLimit), id)
+                }, waitsForEndpoint: { notify(.waitsForEndpoint) })
+            return (state.enter(waiter, appLimit: appLimit, endpointLimit: endpointLimit), id)
         }
         countWait(answer.0, of: key)
         switch answer.0 {
         case .granted: return .granted(AppSlot(scope: key, limits: self))
         case .waitingForApp: return .waitingForApp(ticket: answer.1)
-        case .waitingForOrigin: return .waitingForOrigin(ticket: answer.1)
+        case .waitingForEndpoint: return .waitingForEndpoint(ticket: answer.1)
         }
     }
 
     /// Takes these reservations out of their queues; returns the tickets that were still waiting
     /// (their `notify` is never told `.granted`). A ticket not returned was granted already. A
-    /// reservation that waited for its origin gives its app slot back.
+    /// reservation that waited for its endpoint gives its app slot back.
     func withdraw(_ tickets: Set<UInt64>) -> Set<UInt64> {
         guard !tickets.isEmpty else { return [] }
         var notices: [Notice] = []
@@ -221,12 +221,12 @@ public final class AppConcurrencyLimits: Sendable {
                 for waiter in state.slots[key]!.waiters.removeAll(where: { tickets.contains($0.id) }) { withdrawn.insert(waiter.id) }
                 if state.slots[key]!.isIdle { state.slots[key] = nil }
             }
-            for origin in Array(state.origins.keys) {
-                let leaving = state.origins[origin]!.waiters.removeAll(where: { tickets.contains($0.id) })
-                if state.origins[origin]!.isIdle { state.origins[origin] = nil }
+            for endpoint in Array(state.endpoints.keys) {
+                let leaving = state.endpoints[endpoint]!.waiters.removeAll(where: { tickets.contains($0.id) })
+                if state.endpoints[endpoint]!.isIdle { state.endpoints[endpoint] = nil }
                 for waiter in leaving {
                     withdrawn.insert(waiter.id)
-                    state.releaseApp(waiter.scope, originLimit: originLimit, notices: &notices)
+                    state.releaseApp(waiter.scope, endpointLimit: endpointLimit, notices: &notices)
                 }
             }
             return withdrawn
@@ -245,20 +245,20 @@ public final class AppConcurrencyLimits: Sendable {
         case timedOut
     }
 
-    /// Waits for a slot of `key` (and of its origin); false when the task was cancelled while waiting.
+    /// Waits for a slot of `key` (and of its endpoint); false when the task was cancelled while waiting.
     /// Every `true` must be balanced by one `release`.
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?) async -> Bool {
         await acquire(key, lane: lane, parking: parking, until: nil) == .granted
     }
 
-    /// Waits for a slot of `key` (and of its origin) until `deadline` (nil: no deadline; one already passed: only a
+    /// Waits for a slot of `key` (and of its endpoint) until `deadline` (nil: no deadline; one already passed: only a
     /// slot free now). A waiter is taken out of its queue by exactly one of: the grant, its task's cancellation, its deadline.
     @inline(never)
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?, until deadline: ContinuousClock.Instant?) async -> SlotWait {
         let appLimit = limit(of: key)
-        let originLimit = originLimit
+        let endpointLimit = endpointLimit
         let id: UInt64? = state.withLock { state in
-            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, originLimit: originLimit) { return nil }
+            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, endpointLimit: endpointLimit) { return nil }
             state.nextID += 1
             return state.nextID
         }
@@ -272,11 +272,11 @@ public final class AppConcurrencyLimits: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<SlotWait, Never>) in
                 let waiter = Waiter(
                     id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0 ? .granted : .cancelled) },
-                    waitsForOrigin: nil, timedOut: { continuation.resume(returning: .timedOut) })
+                    waitsForEndpoint: nil, timedOut: { continuation.resume(returning: .timedOut) })
                 let stage = state.withLock { state -> Stage? in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
                     if Task.isCancelled { return nil }
-                    return state.enter(waiter, appLimit: appLimit, originLimit: originLimit)
+                    return state.enter(waiter, appLimit: appLimit, endpointLimit: endpointLimit)
                 }
                 guard let stage else { return continuation.resume(returning: .cancelled) }
                 countWait(stage, of: key)
@@ -295,7 +295,7 @@ public final class AppConcurrencyLimits: Sendable {
     }
 
     /// Takes a waiting `acquire` out of the queue it is in (giving back the app slot it holds if it waited for its
-    /// origin); nil when it is in none (granted, or taken out already).
+    /// endpoint); nil when it is in none (granted, or taken out already).
     private func takeOut(_ id: UInt64, of key: DeliveryScope) -> Waiter? {
         var notices: [Notice] = []
         let waiter = state.withLock { state -> Waiter? in
@@ -303,24 +303,24 @@ public final class AppConcurrencyLimits: Sendable {
                 if state.slots[key]!.isIdle { state.slots[key] = nil }
                 return waiter
             }
-            guard let origin = key.origin, state.origins[origin] != nil,
-                let waiter = state.origins[origin]!.waiters.remove(where: { $0.id == id })
+            guard let endpoint = key.endpoint, state.endpoints[endpoint] != nil,
+                let waiter = state.endpoints[endpoint]!.waiters.remove(where: { $0.id == id })
             else { return nil }
-            if state.origins[origin]!.isIdle { state.origins[origin] = nil }
-            state.releaseApp(key, originLimit: originLimit, notices: &notices)
+            if state.endpoints[endpoint]!.isIdle { state.endpoints[endpoint] = nil }
+            state.releaseApp(key, endpointLimit: endpointLimit, notices: &notices)
             return waiter
         }
         deliver(notices)
         return waiter
     }
 
-    /// Frees a slot: hands it (and its origin's) to the next waiters, if any.
+    /// Frees a slot: hands it (and its endpoint's) to the next waiters, if any.
     func release(_ key: DeliveryScope) {
         var notices: [Notice] = []
         state.withLock { state in
-            // The origin first: the app's next waiter then finds it taken by whoever waited for it.
-            if let origin = key.origin, let originLimit { state.releaseOrigin(origin, bound: originLimit, notices: &notices) }
-            state.releaseApp(key, originLimit: originLimit, notices: &notices)
+            // The endpoint first: the app's next waiter then finds it taken by whoever waited for it.
+            if let endpoint = key.endpoint, let endpointLimit { state.releaseEndpoint(endpoint, bound: endpointLimit, notices: &notices) }
+            state.releaseApp(key, endpointLimit: endpointLimit, notices: &notices)
         }
         deliver(notices)
     }
@@ -330,9 +330,9 @@ public final class AppConcurrencyLimits: Sendable {
         state.withLock { $0.slots[scope]?.running ?? 0 }
     }
 
-    /// Requests running in that origin, for tests.
-    func running(origin: String) -> Int {
-        state.withLock { $0.origins[origin]?.running ?? 0 }
+    /// Requests running in that endpoint, for tests.
+    func running(endpoint: String) -> Int {
+        state.withLock { $0.endpoints[endpoint]?.running ?? 0 }
     }
 }
 

@@ -162,7 +162,7 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Consumed and unfinished jobs of one lane (queued and parked ones included).
     public func inFlightJobs(in lane: Lane) -> Int { shared.withLock { $0.machine.consumed(in: lane) } }
 
-    /// Jobs waiting for their app's or origin's slot before their task started.
+    /// Jobs waiting for their app's or endpoint's slot before their task started.
     var jobsWaitingForAppSlot: Int { shared.withLock { $0.waitingForSlot.count } }
 
     /// Job tasks that exist now.
@@ -387,7 +387,7 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// Starts jobs the state machine let go (decoded when consumed): each job's task starts or, when its
     /// one target's app slot is taken, it waits for the slot as a value and is parked (which may let further jobs start); when its app's slot is free but its
-    /// origin's is not, it waits as a value too, in flight. The jobs of one batch take their slots
+    /// endpoint's is not, it waits as a value too, in flight. The jobs of one batch take their slots
     /// under one hold of the lock (the consumer's batches are up to `batchSize` jobs).
     private func begin(_ starts: [(Machine.JobID, JobProcessor.AdmittedJob)]) {
         var pending = starts
@@ -411,7 +411,7 @@ public final class DeliveryPipeline: Service, Sendable {
                     }
                     let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] event in
                         switch event {
-                        case .waitsForOrigin: self?.appSlotGranted(to: id)
+                        case .waitsForEndpoint: self?.appSlotGranted(to: id)
                         case .granted(let slot): self?.slotGranted(slot, to: id, admitted)
                         }
                     }
@@ -425,7 +425,7 @@ public final class DeliveryPipeline: Service, Sendable {
                             admitted: admitted)
                         more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
                         woken.formUnion(shared.wakeWaiting())
-                    case .waitingForOrigin(let ticket):
+                    case .waitingForEndpoint(let ticket):
                         // Waits for the provider's capacity, in flight (not parked), as a value.
                         shared.waitingForSlot[id] = SlotWait(
                             ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
@@ -441,7 +441,7 @@ public final class DeliveryPipeline: Service, Sendable {
         }
     }
 
-    /// A parked job got its app's slot and waits on for its origin's: it waits for the provider's
+    /// A parked job got its app's slot and waits on for its endpoint's: it waits for the provider's
     /// capacity now, in flight again.
     private func appSlotGranted(to id: Machine.JobID) {
         perform { shared in

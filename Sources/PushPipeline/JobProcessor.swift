@@ -55,7 +55,7 @@ public final class JobProcessor: Sendable {
         circuitSettings.probeLeaseMilliseconds = max(1, configuration.probeLease.milliseconds)
         breakers = CircuitBreakers(settings: circuitSettings, metrics: metrics, logger: logger)
         appLimits = AppConcurrencyLimits(
-            limit: configuration.maximumInFlightPerApp, originLimit: configuration.maximumInFlightPerOrigin,
+            limit: configuration.maximumInFlightPerApp, endpointLimit: configuration.maximumInFlightPerEndpoint,
             metrics: metrics)
         self.health = health
         self.metrics = metrics
@@ -68,7 +68,7 @@ public final class JobProcessor: Sendable {
 
     /// Where the job came from: a Kafka message or a claimed retry.
     struct Source: Sendable {
-        enum Origin: Sendable {
+        enum Location: Sendable {
             case message(TopicPartition, offset: Int64)
             case retryEntry(id: String)
         }
@@ -76,7 +76,7 @@ public final class JobProcessor: Sendable {
         let value: [UInt8]
         let key: [UInt8]?
         let fallbackCreatedAt: Int64
-        let origin: Origin
+        let location: Location
         /// The lane that consumed it; nil for a claimed retry.
         var lane: Lane? = nil
         /// Tells the pipeline while the job waits for an app slot.
@@ -88,7 +88,7 @@ public final class JobProcessor: Sendable {
 
         /// For logs and dead letters: `topic/partition@offset`, or `retry-queue/<entry id>`.
         var description: String {
-            switch origin {
+            switch location {
             case .message(let topicPartition, let offset): "\(topicPartition.topic)/\(topicPartition.partition)@\(offset)"
             case .retryEntry(let id): "retry-queue/\(id)"
             }
@@ -156,7 +156,7 @@ public final class JobProcessor: Sendable {
         let message = admitted.message
         let source = Source(
             value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
-            origin: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
+            location: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
             slotWaitSpent: slotWaitSpent)
         let job: Job
         switch admitted.decoded {
@@ -271,7 +271,7 @@ public final class JobProcessor: Sendable {
     public func processRetry(_ entry: RetryEntry) async -> ProcessedJob {
         let source = Source(
             value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
-            origin: .retryEntry(id: entry.id))
+            location: .retryEntry(id: entry.id))
         guard let job = try? decoder.decode(entry.jobBytes, fallbackCreatedAt: entry.fallbackCreatedAt),
             let target = job.targets.first(where: { $0.bindingId == entry.bindingId })
         else {

@@ -25,9 +25,9 @@ public struct PipelineConfiguration: Sendable {
     public var sharesLanesBetweenApps = true
     /// Requests in flight per (provider, app); more wait for a slot of their app, parked.
     public var maximumInFlightPerApp: Int
-    /// Requests in flight per provider origin (`DeliveryScope.origin`), all apps together: a job's
+    /// Requests in flight per provider endpoint (`DeliveryScope.endpoint`), all apps together: a job's
     /// request beyond it waits as a value, in flight, before its task starts. nil: no such bound.
-    public var maximumInFlightPerOrigin: Int?
+    public var maximumInFlightPerEndpoint: Int?
     /// Expire messages early (reason `shed`) when the normal lane lags.
     public var shedPolicy: ShedPolicy
     public var retryPolicy: RetryPolicy
@@ -55,7 +55,7 @@ public struct PipelineConfiguration: Sendable {
         jobsTopic: String = "push.jobs", urgentTopic: String? = "push.jobs.urgent", outcomesTopic: String = "push.outcomes",
         deadLetterTopic: String = "push.dlq", maximumInFlightJobs: Int = 1000,
         urgentReservedInFlightJobs: Int = 100, maximumReadAheadJobs: Int? = nil, maximumInFlightPerApp: Int = 500,
-        maximumInFlightPerOrigin: Int? = nil, shedPolicy: ShedPolicy = .off,
+        maximumInFlightPerEndpoint: Int? = nil, shedPolicy: ShedPolicy = .off,
         retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
         dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(86_400),
         retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
@@ -67,7 +67,7 @@ public struct PipelineConfiguration: Sendable {
         self.urgentReservedInFlightJobs = urgentReservedInFlightJobs
         self.maximumReadAheadJobs = maximumReadAheadJobs
         self.maximumInFlightPerApp = maximumInFlightPerApp
-        self.maximumInFlightPerOrigin = maximumInFlightPerOrigin
+        self.maximumInFlightPerEndpoint = maximumInFlightPerEndpoint
         self.shedPolicy = shedPolicy
         self.outcomesTopic = outcomesTopic
         self.deadLetterTopic = deadLetterTopic
@@ -88,7 +88,7 @@ public struct PipelineConfiguration: Sendable {
     /// The urgent lane's reserve as applied: never more than half of `maximumInFlightJobs`.
     public var effectiveUrgentReservedInFlightJobs: Int { max(0, min(urgentReservedInFlightJobs, maximumInFlightJobs / 2)) }
 
-    /// The longest a send waits for its app's (and origin's) slot before it is handed back to be retried
+    /// The longest a send waits for its app's (and endpoint's) slot before it is handed back to be retried
     /// (the TTL may end it sooner): a few of the app's requests, so a job waits behind a slow app, never for good.
     public var longestSlotWait: Duration { attemptTimeout * 3 }
 

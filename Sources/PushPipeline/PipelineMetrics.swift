@@ -25,7 +25,7 @@ public final class PipelineMetrics: Sendable {
     private let deliveryCounters = Locked<[DeliveryLabels: Counter]>([:])
     private let requestTimers = Locked<[ProviderID: Timer]>([:])
     private let appLimitedCounters = Locked<[AppLabels: Counter]>([:])
-    private let originLimitedCounters = Locked<[ProviderID: Counter]>([:])
+    private let endpointLimitedCounters = Locked<[ProviderID: Counter]>([:])
 
     /// Label values, so the handler caches hold at most one entry per configured app (and `-`, `unconfigured`).
     private struct AppLabels: Hashable {
@@ -112,11 +112,11 @@ public final class PipelineMetrics: Sendable {
         }.increment()
     }
 
-    func originConcurrencyLimited(_ scope: DeliveryScope) {
+    func endpointConcurrencyLimited(_ scope: DeliveryScope) {
         // One series per provider: providers are the registered plugins, a bounded set.
-        originLimitedCounters.withLock { counters in
+        endpointLimitedCounters.withLock { counters in
             if let counter = counters[scope.provider] { return counter }
-            let counter = Counter(label: "push_origin_concurrency_limited_total", dimensions: [("provider", scope.provider.rawValue)])
+            let counter = Counter(label: "push_endpoint_concurrency_limited_total", dimensions: [("provider", scope.provider.rawValue)])
             counters[scope.provider] = counter
             return counter
         }.increment()

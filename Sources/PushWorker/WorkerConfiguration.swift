@@ -116,8 +116,8 @@ public struct WorkerConfiguration: Sendable {
         }
         let redisConnections = reader.integer(CoreSettings.redisConnections)
         let connections = reader.integer(CoreSettings.httpMaxConnections)
-        // Twice the streams an origin's connections carry: requests being prepared or read need slots too.
-        pipeline.maximumInFlightPerOrigin =
+        // Twice the streams an endpoint's connections carry: requests being prepared or read need slots too.
+        pipeline.maximumInFlightPerEndpoint =
             2 * connections * HTTPTransportConfiguration(maximumConnectionsPerHost: connections).maximumStreamsPerConnection
         let bindAddress = reader.string(CoreSettings.httpBind) ?? ""
         if !OperationsEndpoint.isBindableAddress(bindAddress) {

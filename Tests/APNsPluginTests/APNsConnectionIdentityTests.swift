@@ -100,13 +100,13 @@ struct APNsConnectionIdentityTests {
                 apps: teams.apps + [sameKey, certificate], productionURL: "https://apns.test",
                 sandboxURL: "https://sandbox.apns.test"),
             transport: CurlHTTPTransport(), logger: Logger(label: "test"))
-        func origin(_ app: String) -> String? {
-            provider.scope(of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa"))).origin
+        func endpoint(_ app: String) -> String? {
+            provider.scope(of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa"))).endpoint
         }
-        #expect(origin("com.team0.chat") == "https://apns.test TEAM100000/KEY1000000")
-        #expect(origin("com.team0.other") == origin("com.team0.chat"))
-        #expect(origin("com.team1.chat") == "https://apns.test TEAM100001/KEY1000001")
-        #expect(origin("com.example.voip") == "https://apns.test com.example.voip")
+        #expect(endpoint("com.team0.chat") == "https://apns.test TEAM100000/KEY1000000")
+        #expect(endpoint("com.team0.other") == endpoint("com.team0.chat"))
+        #expect(endpoint("com.team1.chat") == "https://apns.test TEAM100001/KEY1000001")
+        #expect(endpoint("com.example.voip") == "https://apns.test com.example.voip")
         #expect(provider.connectionIdentities.count == 3, "two signing keys and one certificate")
         #expect(provider.connectionIdentities.contains(ConnectionIdentity("TEAM100001/KEY1000001")))
     }

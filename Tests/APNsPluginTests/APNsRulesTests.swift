@@ -147,7 +147,9 @@ struct APNsRulesTests {
         }
     }
 
-    @Test("apps without a client certificate share the endpoint's origin; an app with one has an origin of its own in each environment")
+    @Test(
+        "apps without a client certificate share the environment's endpoint; an app with one has an endpoint of its own in each environment"
+    )
     func scopesNameTheirConnections() throws {
         let certificate = APNsApp(
             bundleId: "com.example.voip", authentication: .certificate(TLSOptions(clientCertificateFile: "/dev/null")))
@@ -156,14 +158,14 @@ struct APNsRulesTests {
                 apps: [certificate], productionURL: "https://apns.test",
                 sandboxURL: "https://sandbox.apns.test"),
             transport: CurlHTTPTransport(), logger: Logger(label: "test"))
-        func origin(_ app: String, _ environment: String? = nil) -> String? {
+        func endpoint(_ app: String, _ environment: String? = nil) -> String? {
             provider.scope(
                 of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa", environment: environment))
-            ).origin
+            ).endpoint
         }
-        #expect(origin("com.example.chat") == "https://apns.test")
-        #expect(origin("com.example.other") == origin("com.example.chat"))
-        #expect(origin("com.example.voip") == "https://apns.test com.example.voip")
-        #expect(origin("com.example.voip", "sandbox") == "https://sandbox.apns.test com.example.voip")
+        #expect(endpoint("com.example.chat") == "https://apns.test")
+        #expect(endpoint("com.example.other") == endpoint("com.example.chat"))
+        #expect(endpoint("com.example.voip") == "https://apns.test com.example.voip")
+        #expect(endpoint("com.example.voip", "sandbox") == "https://sandbox.apns.test com.example.voip")
     }
 }

@@ -190,7 +190,7 @@ struct ProxyProviderTests {
     }
 
     @Test("apps whose proxies have one URL and one client certificate share that endpoint's slots; another certificate is another endpoint")
-    func scopeOrigins() async {
+    func scopeEndpoints() async {
         let shared = ProxyEndpoint(url: "https://proxy.example", tls: TLSOptions(clientCertificateFile: "/etc/push/a.pem"))
         var otherIdentity = shared
         otherIdentity.tls.clientCertificateFile = "/etc/push/b.pem"
@@ -205,13 +205,14 @@ struct ProxyProviderTests {
             provider.scope(of: Self.userJob("u", bindings: ["x"], app: app)[0].target)
         }
         #expect(scope("a", of: provider).key == "a")
-        #expect(scope("a", of: provider).origin != nil)
-        #expect(scope("a", of: provider).origin == scope("b", of: provider).origin)
-        #expect(scope("a", of: provider).origin != scope("c", of: provider).origin)
+        #expect(scope("a", of: provider).endpoint != nil)
+        #expect(scope("a", of: provider).endpoint == scope("b", of: provider).endpoint)
+        #expect(scope("a", of: provider).endpoint != scope("c", of: provider).endpoint)
         #expect(
-            scope("x", of: provider).origin == scope("y", of: provider).origin, "apps without a proxy of their own share the default one")
-        #expect(scope("x", of: provider).origin != scope("a", of: provider).origin)
-        #expect(scope("x", of: onlyApps).origin == nil)
+            scope("x", of: provider).endpoint == scope("y", of: provider).endpoint,
+            "apps without a proxy of their own share the default one")
+        #expect(scope("x", of: provider).endpoint != scope("a", of: provider).endpoint)
+        #expect(scope("x", of: onlyApps).endpoint == nil)
         await provider.shutdown()
         await onlyApps.shutdown()
     }

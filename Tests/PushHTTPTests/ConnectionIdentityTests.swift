@@ -52,7 +52,7 @@ struct ConnectionIdentityTests {
         #expect(log.connection(of: "/b1") == log.connection(of: "/b2"))
         #expect(log.connection(of: "/a1") != log.connection(of: "/b1"))
         #expect(log.connection(of: "/none") != log.connection(of: "/a1") && log.connection(of: "/none") != log.connection(of: "/b1"))
-        #expect(await transport.originCount == 3)
+        #expect(await transport.poolCount == 3)
         await server.stop()
     }
 
@@ -63,7 +63,7 @@ struct ConnectionIdentityTests {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let log = ConnectionLog()
-        // One stream per connection and one connection per origin: while one request of A runs, the others wait for it.
+        // One stream per connection and one connection per pool: while one request of A runs, the others wait for it.
         let server = try await SandboxServer.start(tls: tls, initialConcurrentStreams: 1, connectionClosed: { log.closed($0) }) { request in
             log.received(request)
             return SandboxResponse(status: 200, delay: request.path.hasPrefix("/slow") ? .milliseconds(300) : nil)
@@ -119,7 +119,7 @@ struct ConnectionIdentityTests {
         let caFile = tls.directory.appendingPathComponent("rotated-ca.pem").path
         try tls.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         let options = TLSOptions(caFile: caFile)
-        // Two origins (hosts) and two identities: three connections, one context.
+        // Two hosts and two identities: three connections, one context.
         #expect(
             try await transport.send(HTTPRequest(url: servers[0].baseURL + "/", tls: options, connectionIdentity: Self.teamA)).status == 200
         )

@@ -185,7 +185,7 @@ struct HTTP2ConnectionBehaviourTests {
     }
 
     @Test(
-        "a connection idle past its idle time is closed by its own timer, with no further request to its origin",
+        "a connection idle past its idle time is closed by its own timer, with no further request to its pool",
         arguments: HTTP2FramingKind.allCases)
     func idleConnectionIsClosedByItsTimer(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
@@ -220,7 +220,7 @@ struct HTTP2ConnectionBehaviourTests {
         #expect(try await transport.send(request).status == 200)
         try await Task.sleep(for: .milliseconds(2500))
         #expect(closed.count == 0)
-        #expect(await transport.originCount == 1)
+        #expect(await transport.poolCount == 1)
         #expect(try await transport.send(request).status == 200)
         #expect(closed.count == 0, "the same connection carried the second request")
         await server.stop()
@@ -255,15 +255,15 @@ struct HTTP2ConnectionBehaviourTests {
     }
 
     @Test(
-        "an origin whose connections all closed is forgotten: the transport's map of origins shrinks, and push_http2_origins follows",
+        "a pool whose connections all closed is forgotten: the transport's map of pools shrinks, and push_http2_connection_pools follows",
         arguments: HTTP2FramingKind.allCases)
-    func unusedOriginsAreForgotten(_ framing: HTTP2FramingKind) async throws {
+    func unusedPoolsAreForgotten(_ framing: HTTP2FramingKind) async throws {
         _ = TestMetrics.registry
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         var servers: [SandboxServer] = []
         for _ in 0..<3 { servers.append(try await SandboxServer.start(tls: tls) { _ in SandboxResponse(status: 200) }) }
-        let name = "origins-\(framing)"
+        let name = "pools-\(framing)"
         // Long enough that a loaded machine opens all three and reads both counts before the first one's idle time ends
         // (a full test run on 2 cores has stalled the task pool for over 5 s).
         let transport = NIOHTTP2Transport(
@@ -272,19 +272,19 @@ struct HTTP2ConnectionBehaviourTests {
         for server in servers {
             #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/x", tls: TLSOptions(caFile: tls.caFile))).status == 200)
         }
-        #expect(await transport.originCount == 3)
-        #expect(TestMetrics.value(of: #"push_http2_origins{client="\#(name)"}"#) == 3)
+        #expect(await transport.poolCount == 3)
+        #expect(TestMetrics.value(of: #"push_http2_connection_pools{client="\#(name)"}"#) == 3)
         let deadline = ContinuousClock.now + .seconds(60)
-        while await transport.originCount > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(await transport.originCount == 0)
-        #expect(TestMetrics.value(of: #"push_http2_origins{client="\#(name)"}"#) == 0)
+        while await transport.poolCount > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await transport.poolCount == 0)
+        #expect(TestMetrics.value(of: #"push_http2_connection_pools{client="\#(name)"}"#) == 0)
         for server in servers { await server.stop() }
     }
 
     @Test(
-        "at maximumOrigins a new origin takes the place of the least recently used idle one, whose connection closes",
+        "at maximumConnectionPools a new pool takes the place of the least recently used idle one, whose connection closes",
         arguments: HTTP2FramingKind.allCases)
-    func originsAreBounded(_ framing: HTTP2FramingKind) async throws {
+    func poolsAreBounded(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let closed = RequestCounter()
@@ -294,16 +294,16 @@ struct HTTP2ConnectionBehaviourTests {
                 try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { _ in SandboxResponse(status: 200) })
         }
         let transport = NIOHTTP2Transport(
-            configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(3600), maximumOrigins: 2),
+            configuration: HTTPTransportConfiguration(maximumIdleTime: .seconds(3600), maximumConnectionPools: 2),
             framing: framing)
         defer { transport.shutdown() }
         for server in servers {
             #expect(try await transport.send(HTTPRequest(url: server.baseURL + "/x", tls: TLSOptions(caFile: tls.caFile))).status == 200)
-            #expect(await transport.originCount <= 2)
+            #expect(await transport.poolCount <= 2)
         }
         let deadline = ContinuousClock.now + .seconds(10)
         while closed.count == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(closed.count == 1, "the first origin's connection was closed to make room")
+        #expect(closed.count == 1, "the first pool's connection was closed to make room")
         for server in servers { await server.stop() }
     }
 

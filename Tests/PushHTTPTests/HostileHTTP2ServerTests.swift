@@ -96,7 +96,7 @@ struct HostileHTTP2ServerTests {
         } catch {
             #expect(error.description.contains("refused the request 4 times"), "\(error)")
         }
-        #expect(requests.count == 1 + HTTP2Origin.maximumHandBacks)
+        #expect(requests.count == 1 + HTTP2ConnectionPool.maximumHandBacks)
         try await server.stop()
     }
 

@@ -99,7 +99,7 @@ struct PinnedAddressTests {
     }
 
     @Test("requests to one host pinned to different addresses do not share a connection: each goes to its own address")
-    func theAddressIsPartOfTheOrigin() async throws {
+    func theAddressIsPartOfThePoolKey() async throws {
         let (server, tls) = try await Self.answering()
         defer { tls.remove() }
         let transport = NIOHTTP2Transport(

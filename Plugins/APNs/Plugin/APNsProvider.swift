@@ -93,23 +93,23 @@ public struct APNsProvider: PushProvider {
     /// A provider-token signing key, as the token caches and the connections that carry its tokens know it.
     private static func signingKey(teamId: String, keyId: String) -> String { "\(teamId)/\(keyId)" }
 
-    /// An app in one environment. Its origin is the connections its requests go over (`connectionIdentity(for:)`): the
-    /// environment's URL and signing key, shared by every app that signs with that key; an app with a client certificate
-    /// has connections of its own.
+    /// An app in one environment. Its endpoint (`DeliveryScope.endpoint`) is the connections its requests go over
+    /// (`connectionIdentity(for:)`): the environment's URL and signing key, shared by every app that signs with that key; an
+    /// app with a client certificate has connections of its own.
     private static func scope(_ app: APNsApp, _ environment: APNsEnvironment, configuration: APNsConfiguration) -> DeliveryScope {
         let url = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
         var connections = app.bundleId
         if !app.hasCertificate, case .token(_, let keyId, let teamId) = app.authentication {
             connections = signingKey(teamId: teamId, keyId: keyId)
         }
-        return scope(app.bundleId, environment, configuration: configuration, origin: "\(url) \(connections)")
+        return scope(app.bundleId, environment, configuration: configuration, endpoint: "\(url) \(connections)")
     }
 
     private static func scope(
         _ bundleId: String, _ environment: APNsEnvironment, configuration: APNsConfiguration,
-        origin: String?
+        endpoint: String?
     ) -> DeliveryScope {
-        DeliveryScope(provider: .apns, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId, origin: origin)
+        DeliveryScope(provider: .apns, key: "\(bundleId)/\(environment.rawValue)", metricLabel: bundleId, endpoint: endpoint)
     }
 
     func tokenCache(for authentication: APNsApp.Authentication) -> APNsTokenCache? {
@@ -132,7 +132,7 @@ public struct APNsProvider: PushProvider {
     public func scope(of target: Target) -> DeliveryScope {
         let bundleId = target.app ?? configuration.defaultBundleId ?? "-"
         guard let known = scopes[bundleId] else {
-            return Self.scope(bundleId, .production, configuration: configuration, origin: configuration.productionURL)
+            return Self.scope(bundleId, .production, configuration: configuration, endpoint: configuration.productionURL)
         }
         return known.app.environment(of: target) == .sandbox ? known.sandbox : known.production
     }

@@ -37,7 +37,7 @@ public struct FCMProvider: PushProvider {
     public func scope(of target: Target) -> DeliveryScope {
         DeliveryScope(
             provider: id, key: configuration.projectId(for: target.app) ?? "-", part: configuration.platform(of: target),
-            origin: configuration.endpoint)
+            endpoint: configuration.endpoint)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {

@@ -29,7 +29,7 @@ public struct HMSProvider: PushProvider {
     /// One app's OAuth client and quota serve all its targets: a refused secret or flow control stops that app
     /// (`hms/<appId>`), never another.
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: target.app ?? configuration.defaultAppId ?? "-", origin: configuration.endpoint)
+        DeliveryScope(provider: id, key: target.app ?? configuration.defaultAppId ?? "-", endpoint: configuration.endpoint)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {

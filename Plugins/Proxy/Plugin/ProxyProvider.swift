@@ -10,9 +10,10 @@ public struct ProxyProvider: PushProvider {
     private let configuration: ProxyConfiguration
     private let transport: any HTTPTransport
     private let gathering: EndpointGathering
-    /// The scopes' origins, by app and for the default proxy: proxies with one URL and one client identity share connections.
-    private let origins: [String: String]
-    private let defaultOrigin: String?
+    /// The scopes' endpoints (`DeliveryScope.endpoint`), by app and for the default proxy: proxies with one URL and one client
+    /// identity share connections.
+    private let scopeEndpoints: [String: String]
+    private let defaultScopeEndpoint: String?
     /// Each client certificate's connection identity (its content when the provider was built): one certificate per
     /// connection, and a certificate rotated at the same path gets connections of its own.
     private let certificateIdentities: [TLSOptions: ConnectionIdentity]
@@ -21,9 +22,9 @@ public struct ProxyProvider: PushProvider {
     public init(configuration: ProxyConfiguration, transport: any HTTPTransport) {
         self.configuration = configuration
         self.transport = transport
-        let origin = { (endpoint: ProxyEndpoint) in "\(endpoint.url) \(endpoint.tls.clientCertificateFile ?? "")" }
-        origins = configuration.endpoints.mapValues(origin)
-        defaultOrigin = configuration.defaultEndpoint.map(origin)
+        let scopeEndpoint = { (endpoint: ProxyEndpoint) in "\(endpoint.url) \(endpoint.tls.clientCertificateFile ?? "")" }
+        scopeEndpoints = configuration.endpoints.mapValues(scopeEndpoint)
+        defaultScopeEndpoint = configuration.defaultEndpoint.map(scopeEndpoint)
         var identities: [TLSOptions: ConnectionIdentity] = [:]
         for endpoint in Array(configuration.endpoints.values) + [configuration.defaultEndpoint].compactMap({ $0 }) {
             if identities[endpoint.tls] == nil { identities[endpoint.tls] = endpoint.tls.clientCertificateIdentity }
@@ -36,7 +37,7 @@ public struct ProxyProvider: PushProvider {
     }
 
     public func scope(of target: Target) -> DeliveryScope {
-        DeliveryScope(provider: id, key: target.app ?? "-", origin: target.app.flatMap { origins[$0] } ?? defaultOrigin)
+        DeliveryScope(provider: id, key: target.app ?? "-", endpoint: target.app.flatMap { scopeEndpoints[$0] } ?? defaultScopeEndpoint)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {

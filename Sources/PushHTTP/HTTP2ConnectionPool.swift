@@ -6,23 +6,23 @@ import PushCore
 ///
 /// A request waits here until a connection has a free stream, so its timeout runs from when it
 /// is sent, not while it queues: a busy or slow host makes requests wait, and that is backpressure.
-/// Only when no stream of the origin started or ended for a whole timeout of a waiting request
+/// Only when no stream of the pool started or ended for a whole timeout of a waiting request
 /// (the server announced SETTINGS_MAX_CONCURRENT_STREAMS 0 and never raised it) does that request
 /// fail as timed out, unsent. Urgent requests start before waiting normal ones, and normal ones
-/// leave `urgentReservedStreams` of the origin's streams free for urgent ones. A second connection
+/// leave `urgentReservedStreams` of the pool's streams free for urgent ones. A second connection
 /// opens when requests wait or the open ones are half full, up to `maximumConnectionsPerHost`, but not while a
 /// connection not yet answered is held below its stream limit by the server (APNs, until a provider token is accepted).
 /// Once its last connection closed with nothing waiting or in flight it is unused, and tells `whenUnused`.
-/// A retired origin (its identity is no longer configured) still sends what waits for it, then closes each connection
+/// A retired pool (its identity is no longer configured) still sends what waits for it, then closes each connection
 /// once its last stream ended.
-final class HTTP2Origin {
+final class HTTP2ConnectionPool {
     struct Key: Hashable {
         var host: String
         var port: Int
         var tls: TLSOptions
         var lifetime: HTTPConnectionLifetime
         /// The address its connections go to, when its requests are pinned to one: another address of the same host
-        /// is another origin, so a connection is never shared by requests pinned to different addresses.
+        /// is another pool, so a connection is never shared by requests pinned to different addresses.
         var pinned: PinnedAddress?
         /// Requests of different identities never share a connection (APNs binds one to a signing key).
         var identity: ConnectionIdentity?
@@ -38,7 +38,7 @@ final class HTTP2Origin {
     private let eventLoop: any EventLoop
     private let fallback: FallbackTransport
     private let contexts: TLSContextCache
-    private let whenUnused: (HTTP2Origin) -> Void
+    private let whenUnused: (HTTP2ConnectionPool) -> Void
     private var waiting = LaneQueue<HTTP2Transfer>()
     private var connections: [HTTP2ClientConnection] = []
     private var openStreams = 0
@@ -55,15 +55,15 @@ final class HTTP2Origin {
     /// How often the waiting requests are checked for one that waited a whole timeout without progress.
     static let waitCheckInterval = TimeAmount.milliseconds(500)
     private var waitCheck: Scheduled<Void>?
-    /// When a stream of this origin last started or ended.
+    /// When a stream of this pool last started or ended.
     private var lastProgress = NIODeadline.now()
-    /// The transport no longer gives this origin new requests (`retire()`).
+    /// The transport no longer gives this pool new requests (`retire()`).
     private var retired = false
 
     init(
         key: Key, configuration: HTTPTransportConfiguration, framing: HTTP2FramingKind, eventLoop: any EventLoop,
         fallback: FallbackTransport,
-        contexts: TLSContextCache, whenUnused: @escaping (HTTP2Origin) -> Void
+        contexts: TLSContextCache, whenUnused: @escaping (HTTP2ConnectionPool) -> Void
     ) {
         self.key = key
         self.contexts = contexts
@@ -120,11 +120,11 @@ final class HTTP2Origin {
     }
 
     /// Takes no new requests from the transport: what waits is still sent, then every connection closes once its last
-    /// stream ended, and the origin reports itself unused.
+    /// stream ended, and the pool reports itself unused.
     func retire() {
         retired = true
         dispatch()
-        // Requests the HTTP/1.1 fallback carries finish in their own tasks, with no connection of this origin to close.
+        // Requests the HTTP/1.1 fallback carries finish in their own tasks, with no connection of this pool to close.
         if connections.isEmpty, waiting.isEmpty { whenUnused(self) }
     }
 
@@ -154,7 +154,7 @@ final class HTTP2Origin {
 
     private func openConnection() {
         let connection = HTTP2ClientConnection(
-            origin: self, configuration: configuration, lifetime: key.lifetime,
+            pool: self, configuration: configuration, lifetime: key.lifetime,
             framing: framing, eventLoop: eventLoop)
         connections.append(connection)
         connection.connect(to: key, contexts: contexts)
@@ -185,7 +185,7 @@ final class HTTP2Origin {
 
     func connectionReady() { dispatch() }
 
-    /// The handshake chose HTTP/1.1: this origin's requests, waiting and future, go to the fallback client.
+    /// The handshake chose HTTP/1.1: this pool's requests, waiting and future, go to the fallback client.
     func connectionSpeaksOnlyHTTP1(_ connection: HTTP2ClientConnection) {
         remove(connection)
         speaksOnlyHTTP1 = true
@@ -211,9 +211,9 @@ final class HTTP2Origin {
 
     /// No request waits, none is in flight here or in the fallback client.
     var isIdle: Bool { waiting.isEmpty && openStreams == 0 && fallbackSends.isEmpty }
-    /// Idle, with no connection open: nothing is lost by forgetting this origin.
+    /// Idle, with no connection open: nothing is lost by forgetting this pool.
     var isUnused: Bool { isIdle && connections.isEmpty }
-    /// When a stream of this origin last started or ended.
+    /// When a stream of this pool last started or ended.
     var lastUsed: NIODeadline { lastProgress }
 
     private func remove(_ connection: HTTP2ClientConnection) {
@@ -233,7 +233,7 @@ final class HTTP2Origin {
 
     // MARK: From the transport
 
-    /// True if the request was this origin's (waiting or in flight) and is now cancelled.
+    /// True if the request was this pool's (waiting or in flight) and is now cancelled.
     func cancel(_ id: UInt64) -> Bool {
         if let transfer = waiting.remove(where: { $0.id == id }) {
             handBacks[id] = nil
@@ -254,7 +254,7 @@ final class HTTP2Origin {
     }
 }
 
-/// The requests an origin handed to the fallback client, each running in a task of its own until it ends or is cancelled.
+/// The requests a pool handed to the fallback client, each running in a task of its own until it ends or is cancelled.
 private final class FallbackSends: Sendable {
     private let running = Locked<[UInt64: Task<Void, Never>]>([:])
 

@@ -6,88 +6,88 @@ import TestSupport
 @testable import PushPipeline
 
 /// Scopes (apps) whose requests share one provider endpoint's connections share its slots too.
-@Suite("Origin limits: requests beyond what an endpoint's connections carry wait as values")
-struct OriginLimitTests {
-    private let origin = "https://push.example 1"
-    private func scope(_ app: String, origin: String? = "https://push.example 1") -> DeliveryScope {
-        DeliveryScope(provider: .proxy, key: app, origin: origin)
+@Suite("Endpoint limits: requests beyond what an endpoint's connections carry wait as values")
+struct EndpointLimitTests {
+    private let endpoint = "https://push.example 1"
+    private func scope(_ app: String, endpoint: String? = "https://push.example 1") -> DeliveryScope {
+        DeliveryScope(provider: .proxy, key: app, endpoint: endpoint)
     }
 
     /// Records what each reservation was told.
     private final class Tickets: Sendable {
-        private let state = Mutex<(granted: [String: AppSlot], movedToOrigin: [String])>(([:], []))
+        private let state = Mutex<(granted: [String: AppSlot], movedToEndpoint: [String])>(([:], []))
         var granted: [String: AppSlot] { state.withLock { $0.granted } }
-        var movedToOrigin: [String] { state.withLock { $0.movedToOrigin } }
+        var movedToEndpoint: [String] { state.withLock { $0.movedToEndpoint } }
 
         func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal, in limits: AppConcurrencyLimits)
             -> AppConcurrencyLimits.Reservation
         {
             limits.reserve(scope, lane: lane) { event in
                 switch event {
-                case .waitsForOrigin: self.state.withLock { $0.movedToOrigin.append(name) }
+                case .waitsForEndpoint: self.state.withLock { $0.movedToEndpoint.append(name) }
                 case .granted(let slot): self.state.withLock { $0.granted[name] = slot }
                 }
             }
         }
     }
 
-    @Test("apps that share an origin share its slots: a request over the origin's limit keeps its app slot and waits, oldest first")
-    func appsShareTheirOriginsSlots() throws {
-        let limits = AppConcurrencyLimits(limit: 5, originLimit: 2, metrics: PipelineMetrics())
+    @Test("apps that share an endpoint share its slots: a request over the endpoint's limit keeps its app slot and waits, oldest first")
+    func appsShareTheirEndpointsSlots() throws {
+        let limits = AppConcurrencyLimits(limit: 5, endpointLimit: 2, metrics: PipelineMetrics())
         let tickets = Tickets()
         guard case .granted(let first) = tickets.reserve("a1", scope("a"), in: limits),
             case .granted(let second) = tickets.reserve("b1", scope("b"), in: limits),
-            case .waitingForOrigin = tickets.reserve("a2", scope("a"), in: limits),
-            case .waitingForOrigin = tickets.reserve("b2", scope("b"), in: limits)
+            case .waitingForEndpoint = tickets.reserve("a2", scope("a"), in: limits),
+            case .waitingForEndpoint = tickets.reserve("b2", scope("b"), in: limits)
         else {
-            Issue.record("the origin's two slots were not shared by both apps")
+            Issue.record("the endpoint's two slots were not shared by both apps")
             return
         }
-        #expect(limits.running(origin: origin) == 2)
-        #expect(limits.running(scope("a")) == 2, "a request waiting for its origin holds its app's slot")
-        guard case .granted(let elsewhere) = tickets.reserve("c1", scope("c", origin: "https://other.example"), in: limits) else {
-            Issue.record("another origin's request waited")
+        #expect(limits.running(endpoint: endpoint) == 2)
+        #expect(limits.running(scope("a")) == 2, "a request waiting for its endpoint holds its app's slot")
+        guard case .granted(let elsewhere) = tickets.reserve("c1", scope("c", endpoint: "https://other.example"), in: limits) else {
+            Issue.record("another endpoint's request waited")
             return
         }
         second.giveBack()
-        #expect(Set(tickets.granted.keys) == ["a2"], "the oldest request waiting for the origin goes first, whatever its app")
+        #expect(Set(tickets.granted.keys) == ["a2"], "the oldest request waiting for the endpoint goes first, whatever its app")
         first.giveBack()
         #expect(Set(tickets.granted.keys) == ["a2", "b2"])
-        #expect(tickets.movedToOrigin.isEmpty)
+        #expect(tickets.movedToEndpoint.isEmpty)
         for slot in tickets.granted.values { slot.giveBack() }
         elsewhere.giveBack()
-        #expect(limits.running(origin: origin) == 0)
+        #expect(limits.running(endpoint: endpoint) == 0)
         #expect(limits.running(scope("a")) == 0 && limits.running(scope("b")) == 0)
     }
 
-    @Test("a request parked on its app's limit gets the app slot first and then waits for the origin, told once, urgent before normal")
-    func parkedRequestMovesOnToItsOrigin() throws {
-        let limits = AppConcurrencyLimits(limit: 1, originLimit: 1, metrics: PipelineMetrics())
+    @Test("a request parked on its app's limit gets the app slot first and then waits for the endpoint, told once, urgent before normal")
+    func parkedRequestMovesOnToItsEndpoint() throws {
+        let limits = AppConcurrencyLimits(limit: 1, endpointLimit: 1, metrics: PipelineMetrics())
         let tickets = Tickets()
         guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
             case .waitingForApp = tickets.reserve("a2", scope("a"), in: limits),
-            case .waitingForOrigin = tickets.reserve("b1", scope("b"), in: limits),
-            case .waitingForOrigin = tickets.reserve("c1", scope("c"), lane: .urgent, in: limits)
+            case .waitingForEndpoint = tickets.reserve("b1", scope("b"), in: limits),
+            case .waitingForEndpoint = tickets.reserve("c1", scope("c"), lane: .urgent, in: limits)
         else {
             Issue.record("unexpected first answers")
             return
         }
         a1.giveBack()
-        // The origin's slot goes to the urgent request; a2 takes its app's slot and waits for the origin.
+        // The endpoint's slot goes to the urgent request; a2 takes its app's slot and waits for the endpoint.
         #expect(Set(tickets.granted.keys) == ["c1"])
-        #expect(tickets.movedToOrigin == ["a2"])
+        #expect(tickets.movedToEndpoint == ["a2"])
         tickets.granted["c1"]!.giveBack()
         #expect(Set(tickets.granted.keys) == ["c1", "b1"])
         tickets.granted["b1"]!.giveBack()
         #expect(Set(tickets.granted.keys) == ["c1", "b1", "a2"])
-        #expect(tickets.movedToOrigin == ["a2"])
+        #expect(tickets.movedToEndpoint == ["a2"])
         tickets.granted["a2"]!.giveBack()
-        #expect(limits.running(origin: origin) == 0 && limits.running(scope("a")) == 0)
+        #expect(limits.running(endpoint: endpoint) == 0 && limits.running(scope("a")) == 0)
     }
 
-    @Test("normal requests leave a tenth of an origin's slots to urgent ones: a call finds a slot while messages fill the rest")
-    func urgentRequestsHaveAShareOfTheOrigin() throws {
-        let limits = AppConcurrencyLimits(limit: 100, originLimit: 10, metrics: PipelineMetrics())
+    @Test("normal requests leave a tenth of an endpoint's slots to urgent ones: a call finds a slot while messages fill the rest")
+    func urgentRequestsHaveAShareOfTheEndpoint() throws {
+        let limits = AppConcurrencyLimits(limit: 100, endpointLimit: 10, metrics: PipelineMetrics())
         let tickets = Tickets()
         for index in 0..<9 {
             guard case .granted = tickets.reserve("m\(index)", scope("chat"), in: limits) else {
@@ -95,9 +95,9 @@ struct OriginLimitTests {
                 return
             }
         }
-        guard case .waitingForOrigin = tickets.reserve("m9", scope("chat"), in: limits),
+        guard case .waitingForEndpoint = tickets.reserve("m9", scope("chat"), in: limits),
             case .granted(let call) = tickets.reserve("call", scope("voip"), lane: .urgent, in: limits),
-            case .waitingForOrigin = tickets.reserve("call2", scope("voip"), lane: .urgent, in: limits)
+            case .waitingForEndpoint = tickets.reserve("call2", scope("voip"), lane: .urgent, in: limits)
         else {
             Issue.record("the urgent share was not kept for urgent requests")
             return
@@ -106,15 +106,15 @@ struct OriginLimitTests {
         #expect(Set(tickets.granted.keys) == ["call2"], "a freed slot goes to the waiting urgent request")
         tickets.granted["call2"]!.giveBack()
         #expect(tickets.granted.count == 1, "the urgent share's slot does not go to a waiting message")
-        #expect(limits.running(origin: origin) == 9)
+        #expect(limits.running(endpoint: endpoint) == 9)
     }
 
-    @Test("withdrawing a request that waits for its origin gives its app slot to the app's next request, never to one withdrawn with it")
+    @Test("withdrawing a request that waits for its endpoint gives its app slot to the app's next request, never to one withdrawn with it")
     func withdrawingGivesTheAppSlotOn() throws {
-        let limits = AppConcurrencyLimits(limit: 1, originLimit: 1, metrics: PipelineMetrics())
+        let limits = AppConcurrencyLimits(limit: 1, endpointLimit: 1, metrics: PipelineMetrics())
         let tickets = Tickets()
         guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
-            case .waitingForOrigin(let b1) = tickets.reserve("b1", scope("b"), in: limits),
+            case .waitingForEndpoint(let b1) = tickets.reserve("b1", scope("b"), in: limits),
             case .waitingForApp(let b2) = tickets.reserve("b2", scope("b"), in: limits),
             case .waitingForApp(let b3) = tickets.reserve("b3", scope("b"), in: limits)
         else {
@@ -122,18 +122,18 @@ struct OriginLimitTests {
             return
         }
         #expect(limits.withdraw([b1, b2]) == [b1, b2])
-        #expect(tickets.movedToOrigin == ["b3"], "b1's app slot went to b3, which now waits for the origin")
+        #expect(tickets.movedToEndpoint == ["b3"], "b1's app slot went to b3, which now waits for the endpoint")
         #expect(limits.running(scope("b")) == 1)
         #expect(limits.withdraw([b3]) == [b3])
         #expect(limits.running(scope("b")) == 0)
         a1.giveBack()
         #expect(tickets.granted.isEmpty)
-        #expect(limits.running(origin: origin) == 0)
+        #expect(limits.running(endpoint: endpoint) == 0)
     }
 
-    @Test("a running request cancelled while it waits for its origin gives its app slot back")
+    @Test("a running request cancelled while it waits for its endpoint gives its app slot back")
     func cancelledAcquireGivesItsAppSlotBack() async throws {
-        let limits = AppConcurrencyLimits(limit: 2, originLimit: 1, metrics: PipelineMetrics())
+        let limits = AppConcurrencyLimits(limit: 2, endpointLimit: 1, metrics: PipelineMetrics())
         #expect(await limits.acquire(scope("a"), lane: .normal, parking: nil))
         let waiting = Task { await limits.acquire(scope("b"), lane: .normal, parking: nil) }
         let deadline = ContinuousClock.now + .seconds(5)
@@ -143,33 +143,33 @@ struct OriginLimitTests {
         #expect(await waiting.value == false)
         #expect(limits.running(scope("b")) == 0)
         limits.release(scope("a"))
-        #expect(limits.running(origin: origin) == 0)
-        #expect(await limits.acquire(scope("b"), lane: .normal, parking: nil), "the origin's slot is free again")
+        #expect(limits.running(endpoint: endpoint) == 0)
+        #expect(await limits.acquire(scope("b"), lane: .normal, parking: nil), "the endpoint's slot is free again")
         limits.release(scope("b"))
     }
 
-    @Test("scopes without an origin, and workers without an origin limit, are bounded by the app limit only")
-    func noOriginNoSharedBound() {
-        let shared = AppConcurrencyLimits(limit: 3, originLimit: 1, metrics: PipelineMetrics())
+    @Test("scopes without an endpoint, and workers without an endpoint limit, are bounded by the app limit only")
+    func noEndpointNoSharedBound() {
+        let shared = AppConcurrencyLimits(limit: 3, endpointLimit: 1, metrics: PipelineMetrics())
         let unlimited = AppConcurrencyLimits(limit: 3, metrics: PipelineMetrics())
         for app in ["a", "b", "c"] {
-            guard case .granted = shared.reserve(scope(app, origin: nil), lane: .normal, notify: { _ in }),
+            guard case .granted = shared.reserve(scope(app, endpoint: nil), lane: .normal, notify: { _ in }),
                 case .granted = unlimited.reserve(scope(app), lane: .normal, notify: { _ in })
             else {
                 Issue.record("a request without a shared bound waited")
                 return
             }
         }
-        #expect(unlimited.running(origin: origin) == 0)
+        #expect(unlimited.running(endpoint: endpoint) == 0)
     }
 }
 
-@Suite("Origin limits in the pipeline", .serialized)
-struct OriginLimitPipelineTests {
+@Suite("Endpoint limits in the pipeline", .serialized)
+struct EndpointLimitPipelineTests {
     @Test(
         "jobs whose endpoint's slots are taken wait in flight as values, without a task: none starts beyond the in-flight limit, the lane reads on only to its read-ahead bound, and a stop gives them up unsent"
     )
-    func jobsWaitForTheirOriginAsValues() async throws {
+    func jobsWaitForTheirEndpointAsValues() async throws {
         _ = TestMetrics.registry
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
@@ -177,9 +177,9 @@ struct OriginLimitPipelineTests {
             $0.maximumInFlightJobs = 40
             $0.urgentReservedInFlightJobs = 5
             $0.maximumInFlightPerApp = 100
-            $0.maximumInFlightPerOrigin = 4
+            $0.maximumInFlightPerEndpoint = 4
         }
-        // Two apps on the one proxy endpoint; its answers hang, so the first four requests hold the origin's slots.
+        // Two apps on the one proxy endpoint; its answers hang, so the first four requests hold the endpoint's slots.
         try await produce(
             kafka,
             (0..<100).map { index in
@@ -196,20 +196,20 @@ struct OriginLimitPipelineTests {
         try await Task.sleep(for: .milliseconds(300))
         let (consumed, tasks, waiting) = (harness.pipeline.inFlightJobs, harness.pipeline.jobTasks, harness.pipeline.jobsWaitingForAppSlot)
         let requests = sandbox.server.requests.count
-        let originRunning = harness.processor.appLimits.running(origin: "\(sandbox.url) ")
+        let endpointRunning = harness.processor.appLimits.running(endpoint: "\(sandbox.url) ")
         harness.pipeline.stop()
         let waitingAfterStop = harness.pipeline.jobsWaitingForAppSlot
         try await harness.stop(running)
         let requestsAfterStop = sandbox.server.requests.count
         await sandbox.stop()
 
-        #expect(requests == 4, "requests sent while the origin's 4 slots hang: \(requests)")
-        #expect(originRunning == 4)
+        #expect(requests == 4, "requests sent while the endpoint's 4 slots hang: \(requests)")
+        #expect(endpointRunning == 4)
         #expect(tasks == 4, "only the jobs sending have a task")
-        #expect(waiting == 31, "the other jobs the normal lane may work on (35) wait for the origin as values")
-        #expect(consumed == 80, "a job waiting for its origin counts in flight: the jobs read on to the read-ahead bound wait unstarted")
+        #expect(waiting == 31, "the other jobs the normal lane may work on (35) wait for the endpoint as values")
+        #expect(consumed == 80, "a job waiting for its endpoint counts in flight: the jobs read on to the read-ahead bound wait unstarted")
         #expect(waitingAfterStop == 0, "a stop gives up the jobs waiting for a slot at once")
         #expect(requestsAfterStop == requests, "slots freed by the stop's cancellations start none of the given-up jobs")
-        #expect((TestMetrics.value(of: #"push_origin_concurrency_limited_total{provider="proxy"}"#) ?? 0) >= 31)
+        #expect((TestMetrics.value(of: #"push_endpoint_concurrency_limited_total{provider="proxy"}"#) ?? 0) >= 31)
     }
 }
