@@ -41,7 +41,7 @@ struct HTTP2ConnectionBehaviourTests {
             #expect(statuses.count == round && statuses.allSatisfy { $0 == 200 })
             try await Task.sleep(for: .milliseconds(100))
         }
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(30)
         while closed.count < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(closed.count == 3, "each round went over a connection of its own, closed after its GOAWAY")
         await server.stop()
@@ -69,7 +69,7 @@ struct HTTP2ConnectionBehaviourTests {
         defer { transport.shutdown() }
         let options = TLSOptions(caFile: tls.caFile)
         let first = Task { try await transport.send(HTTPRequest(url: server.baseURL + "/first", tls: options)) }
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(30)
         while server.requests.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         let second = try await transport.send(HTTPRequest(url: server.baseURL + "/second", timeout: .seconds(20), tls: options))
         #expect(second.body == Array("second".utf8))
@@ -178,7 +178,7 @@ struct HTTP2ConnectionBehaviourTests {
         #expect(closed.count == 0, "a connection in use is reused")
         try await Task.sleep(for: .milliseconds(7500))
         #expect(try await transport.send(request).status == 200)
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(30)
         while closed.count == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(closed.count == 1, "the idle connection was closed and the request went over a new one")
         await server.stop()
@@ -426,7 +426,7 @@ struct HTTP1OnlyHostTests {
         let sending = Task {
             try await transport.send(HTTPRequest(url: "https://localhost:\(server.port)/hang", timeout: .seconds(30), tls: options))
         }
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(30)
         while server.counter.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         let cancelledAt = ContinuousClock.now
         sending.cancel()

@@ -136,7 +136,8 @@ struct EndpointLimitTests {
         let limits = AppConcurrencyLimits(limit: 2, endpointLimit: 1, metrics: PipelineMetrics())
         #expect(await limits.acquire(scope("a"), lane: .normal, parking: nil))
         let waiting = Task { await limits.acquire(scope("b"), lane: .normal, parking: nil) }
-        let deadline = ContinuousClock.now + .seconds(5)
+        // A bound for a loaded machine, where the task may start late; the loop ends as soon as it waits.
+        let deadline = ContinuousClock.now + .seconds(60)
         while limits.running(scope("b")) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(limits.running(scope("b")) == 1, "the waiting request holds its app slot")
         waiting.cancel()

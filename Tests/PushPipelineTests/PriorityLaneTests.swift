@@ -109,7 +109,7 @@ struct PriorityLaneTests {
         let stalledRequests = sandbox.server.requests.filter { String(decoding: $0.body, as: UTF8.self).contains("hang-u") }.count
         let running5 = harness.processor.appLimits.running(DeliveryScope(provider: .proxy, key: "stalled"))
         // The healthy jobs' tasks end just after their outcomes are acknowledged.
-        let settled = ContinuousClock.now + .seconds(5)
+        let settled = ContinuousClock.now + .seconds(30)
         while harness.pipeline.jobTasks > 5, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
         let (tasks, waiting) = (harness.pipeline.jobTasks, harness.pipeline.jobsWaitingForAppSlot)
         harness.pipeline.stop()
