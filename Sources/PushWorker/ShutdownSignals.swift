@@ -10,8 +10,8 @@ import UnixSignals
 public enum ShutdownSignals {
     public static let signals: [UnixSignal] = [.sigterm, .sigint]
 
-    /// Watches the signals for `group`, which takes the first as its graceful shutdown, until the process ends. Call
-    /// before `group.run()`.
+    /// Watches the signals for `group`, which takes the first as its graceful shutdown, until the returned task is
+    /// cancelled. Call before `group.run()`.
     public static func watch(_ group: ServiceGroup) async -> Task<Void, Never> {
         // The group watches the signals too; this covers one that arrives before its watch is in place.
         await watch { await group.triggerGracefulShutdown() }
