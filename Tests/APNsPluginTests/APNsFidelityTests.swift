@@ -31,17 +31,6 @@ struct APNsFidelityTests {
         Dictionary(built.headers.map { ($0.name, $0.value) }) { first, _ in first }
     }
 
-    func provider(_ fixture: APNsSandboxFixture) throws -> APNsProvider {
-        let app = APNsApp(
-            bundleId: APNsSandboxFixture.bundleId,
-            authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        return try APNsProvider(
-            configuration: APNsConfiguration(
-                apps: [app], productionURL: fixture.server.baseURL,
-                sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-            transport: CurlHTTPTransport(), logger: testLogger())
-    }
-
     /// A sandbox without a server that authenticates by certificate (so no provider token is needed), and its answer.
     static func answer(
         _ sandbox: APNsSandbox, pushType: String?, topicSuffix: String = "", priority: String? = nil,
@@ -117,7 +106,7 @@ struct APNsFidelityTests {
     @Test("a Live Activity start without alert text fails unsent")
     func liveActivityStartWithoutAlert() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let start = LiveActivity(event: .start, contentState: .object([]), attributesType: "CallAttributes", attributes: .object([]))
         let target = Target.apns("b1", app: APNsSandboxFixture.bundleId, token: Self.token, pushType: "liveactivity")
         for notification in [nil, Notification(sound: "ring.caf")] {
@@ -188,7 +177,7 @@ struct APNsFidelityTests {
     @Test("a PushKit token (RFC 8599 service voip) takes calls only: a message, wake or alert-type cancel is not sent")
     func pushKitTokenTakesCallsOnly() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         fixture.sandbox.register(token: Self.token, bundleId: APNsSandboxFixture.bundleId, pushKit: true)
         let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
         for kind in ["message", "wake", "cancel", "custom"] {
@@ -230,7 +219,7 @@ struct APNsFidelityTests {
     @Test("400 BadDeviceToken keeps a binding whose environment was the app's default and removes one that named it")
     func badDeviceTokenAndEnvironment() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let dead = "0400" + String(repeating: "ab", count: 30)
         let guessed = await provider.deliver(APNsSandboxTests.delivery(token: dead, kind: .message))
         #expect(

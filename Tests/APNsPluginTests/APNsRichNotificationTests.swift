@@ -21,17 +21,6 @@ struct APNsRichNotificationTests {
         return Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds())
     }
 
-    func provider(_ fixture: APNsSandboxFixture) throws -> APNsProvider {
-        let app = APNsApp(
-            bundleId: APNsSandboxFixture.bundleId,
-            authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        return try APNsProvider(
-            configuration: APNsConfiguration(
-                apps: [app], productionURL: fixture.server.baseURL,
-                sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-            transport: CurlHTTPTransport(), logger: testLogger())
-    }
-
     func aps(_ delivery: Delivery) throws -> JSONValue {
         let built = try APNsRequest.build(
             delivery,
@@ -78,7 +67,7 @@ struct APNsRichNotificationTests {
     @Test("a rich alert is accepted by the sandbox's payload checks and delivered")
     func richDelivered() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let result = await provider.deliver(Self.delivery(Self.chat))
         guard case .delivered(_, 200, false) = result else {
             Issue.record("not delivered: \(result)")
@@ -93,7 +82,7 @@ struct APNsRichNotificationTests {
     )
     func sandboxChecks() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         for aps: JSONValue in [
             .object([("interruption-level", .string("urgent"))]), .object([("relevance-score", .integer(2))]),
             .object([("sound", .object([("critical", .integer(2)), ("name", .string("a"))]))]),
@@ -187,7 +176,7 @@ struct APNsRichNotificationTests {
     @Test("an alert over 4096 bytes is shortened (body first) and delivered, marked truncated")
     func truncatedDelivered() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let body = String(repeating: "ü", count: 3000)
         let result = await provider.deliver(Self.delivery(Notification(title: "Bob", body: body)))
         guard case .delivered(_, 200, true) = result else {
@@ -223,7 +212,7 @@ struct APNsRichNotificationTests {
     @Test("only a payload that cannot fit even with an empty body fails, before any request")
     func cannotFit() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let result = await provider.deliver(Self.delivery(Notification(body: "short"), data: ["blob": String(repeating: "x", count: 5000)]))
         guard case .failed(let reason, nil, _, _) = result else {
             Issue.record("expected failed: \(result)")
@@ -243,7 +232,7 @@ struct APNsRichNotificationTests {
         "a Live Activity update goes as push type liveactivity to <bundle>.push-type.liveactivity with event, timestamp and content-state")
     func liveActivityUpdate() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let result = await provider.deliver(
             Self.delivery(
                 Notification(title: "Call with Bob", body: "00:42"), pushType: "liveactivity",
@@ -268,7 +257,7 @@ struct APNsRichNotificationTests {
     @Test("a Live Activity start carries attributes-type and attributes; an end its dismissal-date; timestamp defaults to createdAt")
     func liveActivityStartAndEnd() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let start = LiveActivity(
             event: .start, contentState: .object([("status", .string("ringing"))]),
             attributesType: "CallAttributes", attributes: .object([("caller", .string("Bob"))]))
@@ -303,7 +292,7 @@ struct APNsRichNotificationTests {
     @Test("a liveactivity push without event, timestamp or content-state is accepted by APNs and recorded as dropped by the device")
     func sandboxRefusesIncompleteLiveActivity() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let override: JSONValue = .object([("payload", .object([("aps", .object([("event", .null)]))]))])
         let result = await provider.deliver(
             Self.delivery(nil, pushType: "liveactivity", overrides: ["apns": override], liveActivity: Self.activity))
@@ -319,7 +308,7 @@ struct APNsRichNotificationTests {
     @Test("a liveactivity target of a job without liveActivity fails, not sent")
     func liveActivityMissing() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let result = await provider.deliver(Self.delivery(Notification(title: "t"), pushType: "liveactivity"))
         #expect(
             result == .failed(reason: "the target's push type is liveactivity and the job has no liveActivity; not sent", httpStatus: nil))

@@ -17,21 +17,10 @@ struct APNsSIPBindingTests {
         return Delivery(job: job, target: job.targets[0], attempt: 1, now: currentTimeMilliseconds())
     }
 
-    func provider(_ fixture: APNsSandboxFixture, templates: any PayloadTemplates = BuiltInPayloads()) throws -> APNsProvider {
-        let app = APNsApp(
-            bundleId: APNsSandboxFixture.bundleId,
-            authentication: .token(keyFile: fixture.keyFile, keyId: APNsSandboxFixture.keyId, teamId: APNsSandboxFixture.teamId))
-        return try APNsProvider(
-            configuration: APNsConfiguration(
-                apps: [app], productionURL: fixture.server.baseURL,
-                sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-            transport: CurlHTTPTransport(), logger: testLogger(), templates: templates)
-    }
-
     @Test("an RFC 8599 APNs binding with service voip delivers a call with topic <bundle>.voip and push type voip")
     func rfc8599VoipBinding() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let binding = "pn-provider=apns;pn-param=\(APNsSandboxFixture.teamId).\(APNsSandboxFixture.bundleId).voip;pn-prid=\(Self.token)"
         let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#))
         guard case .delivered(_, 200, _) = result else {
@@ -54,7 +43,7 @@ struct APNsSIPBindingTests {
         arguments: ["voip&remote", "remote&voip"])
     func dualBinding(_ services: String) async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         fixture.sandbox.register(token: Self.voipToken, bundleId: APNsSandboxFixture.bundleId, pushKit: true)
         fixture.sandbox.register(token: Self.remoteToken, bundleId: APNsSandboxFixture.bundleId)
         let prid =
@@ -102,7 +91,7 @@ struct APNsSIPBindingTests {
     @Test("an X-MPUSH APNs binding selects the app by its package and follows the kind's push type")
     func xmpushBinding() async throws {
         let fixture = try await APNsSandboxFixture.start()
-        let provider = try provider(fixture)
+        let provider = try fixture.tokenProvider()
         let result = await provider.deliver(
             try Self.delivery(
                 target: #"{"bindingId":"b1","xmpush":"s:i:\#(APNsSandboxFixture.bundleId):\#(Self.token)"}"#, kind: "message",
@@ -133,7 +122,7 @@ struct APNsSIPBindingTests {
         let fixture = try await APNsSandboxFixture.start()
         let document = try JSONParser.parse(
             Array(#"{"headers":{"apns-topic":"wrong.topic"},"aps":{"alert":{"title":"t"}},"data":{"ntype":0}}"#.utf8))
-        let provider = try provider(fixture, templates: FixedTemplate(document: document))
+        let provider = try fixture.tokenProvider(templates: FixedTemplate(document: document))
         let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","provider":"apns","token":"\#(Self.token)"}"#))
         guard case .delivered(_, 200, _) = result else {
             Issue.record("not delivered: \(result)")
