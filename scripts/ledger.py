@@ -533,14 +533,20 @@ def check(args):
     sys.exit(1 if problems else 0)
 
 
+
+def producer_parser(sub, name):
+    """A subcommand that produces jobs: the arguments every one of them takes (JobWriter's and the job ids' prefix)."""
+    parser = sub.add_parser(name)
+    parser.add_argument("--brokers", required=True)
+    parser.add_argument("--topic", default="push.jobs")
+    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--prefix", required=True)
+    return parser
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("produce")
-    p.add_argument("--brokers", required=True)
-    p.add_argument("--topic", default="push.jobs")
-    p.add_argument("--manifest", required=True)
-    p.add_argument("--prefix", required=True)
+    p = producer_parser(sub, "produce")
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--hostile", type=int, default=0)
     p.add_argument("--users", type=int, default=0, help="spread over this many user keys (0 = one per job)")
@@ -568,22 +574,14 @@ def main():
     c.add_argument("--connect-log", help="strace -e trace=connect output of the worker")
     c.add_argument("--forbid-signer", action="append", default=[],
                    help="KID@MS: no request in the record may be signed with key id KID at or after MS (ms since the epoch)")
-    e = sub.add_parser("produce-endpoints")
-    e.add_argument("--brokers", required=True)
-    e.add_argument("--topic", default="push.jobs")
-    e.add_argument("--manifest", required=True)
-    e.add_argument("--prefix", required=True)
+    e = producer_parser(sub, "produce-endpoints")
     e.add_argument("--count", type=int, required=True, help="jobs, three targets each")
     e.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker-dev sandbox --hostile`")
     e.add_argument("--scale", type=float, default=1.0, help="multiplies the hostile target counts (at least 1 each)")
     e.add_argument("--markers", help="comma-separated subset of the hostile markers (default: all)")
     e.add_argument("--ttl", type=int, default=60)
     e.add_argument("--rate", type=float, default=0, help="jobs per second (0: as fast as the broker takes them)")
-    a = sub.add_parser("produce-apns")
-    a.add_argument("--brokers", required=True)
-    a.add_argument("--topic", default="push.jobs")
-    a.add_argument("--manifest", required=True)
-    a.add_argument("--prefix", required=True)
+    a = producer_parser(sub, "produce-apns")
     a.add_argument("--count", type=int, required=True, help="jobs, one APNs target each")
     a.add_argument("--apps", required=True, help="comma-separated bundle ids, taken in turn")
     a.add_argument("--rate", type=float, default=0, help="jobs per second (0: as fast as the broker takes them)")
@@ -592,11 +590,7 @@ def main():
     a.add_argument("--expect-reason", help="a substring the final outcome's reason must hold")
     a.add_argument("--signers", help="comma-separated key ids that may sign these targets' requests; none: never sent")
     a.add_argument("--label", help="marker prefix in the row (default apns)")
-    r = sub.add_parser("produce-refused")
-    r.add_argument("--brokers", required=True)
-    r.add_argument("--topic", default="push.jobs")
-    r.add_argument("--manifest", required=True)
-    r.add_argument("--prefix", required=True)
+    r = producer_parser(sub, "produce-refused")
     r.add_argument("--count", type=int, required=True, help="jobs, one Web Push target each, every one on another host")
     r.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker-dev sandbox` (for the subscription's keys)")
     args = parser.parse_args()
