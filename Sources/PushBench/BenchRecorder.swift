@@ -57,7 +57,9 @@ final class BenchRecorder: PipelineObserver {
                     state.callStatuses[outcome.status.rawValue, default: 0] += 1
                     guard outcome.status != .retrying else { continue }
                     state.calls += 1
-                    if let kafkaTimestamp { _ = state.callLatency.record(UInt64(max(wallClock - kafkaTimestamp, 0))) }
+                    if let kafkaTimestamp {
+                        _ = state.callLatency.record(UInt64(max(wallClock.subtracting(saturating: kafkaTimestamp), 0)))
+                    }
                 case .outcome(let outcome):
                     state.statuses[outcome.status.rawValue, default: 0] += 1
                     if outcome.status != .retrying { state.finished += 1 }
@@ -75,7 +77,7 @@ final class BenchRecorder: PipelineObserver {
                 _ = state.processingLatency.record(UInt64(max((timeline.processed - timeline.started).microseconds, 0)))
                 _ = state.publishingLatency.record(UInt64(max((now - timeline.processed).microseconds, 0)))
             }
-            if let kafkaTimestamp { _ = state.endToEndLatency.record(UInt64(max(wallClock - kafkaTimestamp, 0))) }
+            if let kafkaTimestamp { _ = state.endToEndLatency.record(UInt64(max(wallClock.subtracting(saturating: kafkaTimestamp), 0))) }
         }
     }
 }

@@ -106,7 +106,9 @@ final class BurstRecorder: PipelineObserver {
                 if jobs.isQuiet(jobId: outcome.jobId) {
                     state.quietFinished += 1
                     state.quietStatuses[outcome.status.rawValue, default: 0] += 1
-                    if let kafkaTimestamp { _ = state.quietLatency.record(UInt64(max(wallClock - kafkaTimestamp, 0))) }
+                    if let kafkaTimestamp {
+                        _ = state.quietLatency.record(UInt64(max(wallClock.subtracting(saturating: kafkaTimestamp), 0)))
+                    }
                 } else {
                     state.burstFinished += 1
                     state.burstStatuses[outcome.status.rawValue, default: 0] += 1
