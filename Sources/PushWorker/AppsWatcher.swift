@@ -16,7 +16,7 @@ struct AppsWatcher: Service {
     let interval: Duration?
     let reloadsOnHangUp: Bool
     /// Told each check's result (tests).
-    var checked: @Sendable (LiveConfiguration.Reload) -> Void = { _ in }
+    let checked: @Sendable (LiveConfiguration.Reload) -> Void
     private let checks = DispatchQueue(label: "push-worker.apps-watcher")
 
     init(
