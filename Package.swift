@@ -76,7 +76,7 @@ let package = Package(
         .target(
             name: "PushRedis",
             dependencies: [
-                "CHiredis", "PushCore",
+                "CHiredis", "PushCore", "PushCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/PushRedis"),

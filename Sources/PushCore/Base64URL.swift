@@ -12,23 +12,32 @@ public enum Base64URL {
     public static func encode(_ bytes: [UInt8]) -> String {
         var output: [UInt8] = []
         output.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index + 3 <= bytes.count {
+        append(bytes[...], to: &output)
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Appends the encoding of `bytes` to `output`.
+    public static func append(_ bytes: ArraySlice<UInt8>, to output: inout [UInt8]) {
+        var index = bytes.startIndex
+        while index + 3 <= bytes.endIndex {
             let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            output += [
-                alphabet[Int(value >> 18 & 63)], alphabet[Int(value >> 12 & 63)], alphabet[Int(value >> 6 & 63)], alphabet[Int(value & 63)],
-            ]
+            output.append(alphabet[Int(value >> 18 & 63)])
+            output.append(alphabet[Int(value >> 12 & 63)])
+            output.append(alphabet[Int(value >> 6 & 63)])
+            output.append(alphabet[Int(value & 63)])
             index += 3
         }
-        let remaining = bytes.count - index
+        let remaining = bytes.endIndex - index
         if remaining == 1 {
             let value = UInt32(bytes[index]) << 16
-            output += [alphabet[Int(value >> 18 & 63)], alphabet[Int(value >> 12 & 63)]]
+            output.append(alphabet[Int(value >> 18 & 63)])
+            output.append(alphabet[Int(value >> 12 & 63)])
         } else if remaining == 2 {
             let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-            output += [alphabet[Int(value >> 18 & 63)], alphabet[Int(value >> 12 & 63)], alphabet[Int(value >> 6 & 63)]]
+            output.append(alphabet[Int(value >> 18 & 63)])
+            output.append(alphabet[Int(value >> 12 & 63)])
+            output.append(alphabet[Int(value >> 6 & 63)])
         }
-        return String(decoding: output, as: UTF8.self)
     }
 
     /// Decodes base64url or standard base64, with or without padding; nil on anything else.

@@ -15,30 +15,80 @@ public enum PriorState: Sendable, Equatable {
 }
 
 /// Shared state that makes sends idempotent and enforces dedupe windows across replicas.
+///
+/// A record is read only where one can exist: a job whose offset no owner of its partition handed out before
+/// (`firstDelivery`, which the partition's mark tells, see `PartitionMark`) has none, so its checks only claim
+/// the dedupe window.
 public protocol DeliveryStore: Sendable {
     /// For each target of `job`: its recorded final outcome, its pending retry entry, or else
     /// a dedupe claim for `window` milliseconds (0 = no dedupe) in the name of this job.
-    func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState]
-    /// Records a final outcome so a redelivered job is not sent again.
-    func record(_ outcome: Outcome, retention: Duration) async throws
-    /// Records final outcomes (in one round trip where the store can).
-    func record(_ outcomes: [Outcome], retention: Duration) async throws
+    /// `firstDelivery`: no owner of the job's partition handed its offset out before, so no record of it can exist
+    /// (unless the same job was produced twice: the claim's holder then says so, and the records are read).
+    func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState]
     /// Records final outcomes (in one round trip where the store can), with no task waiting:
     /// `completion` gets nil once every one is recorded, else the error.
     func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void)
-    /// The recorded final outcome of one (job, binding), if any.
-    func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome?
+    /// The recorded final outcome of `target` of `job`, if any.
+    func recordedOutcome(of job: Job, target: Target) async throws -> Outcome?
     /// Records that `cancel` stops its user's calls with the same `CallCancellation.key` on each of its
     /// bindings, for `retention`.
     func recordCancellation(_ cancel: Job, retention: Duration) async throws
     /// The cancel recorded for `call`'s key on `bindingId`, if one was made after the call.
     func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation?
+    /// Takes `partition` for a new owner: a new fence (an earlier owner's `advanceMark` fails from now on) and
+    /// the highest offset any earlier owner marked.
+    func takeMark(of partition: MarkedPartition) async throws -> PartitionMark
+    /// Raises the partition's mark to `offset` (never lowers it) while `fence` is still the partition's;
+    /// false when another owner took the partition since.
+    func advanceMark(of partition: MarkedPartition, fence: Int64, to offset: Int64) async throws -> Bool
 }
 
 extension DeliveryStore {
-    /// One outcome after the other.
+    /// `prepare` for a job whose offset may have been handed out before: the records are read.
+    public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
+        try await prepare(job, dedupeWindow: dedupeWindow, firstDelivery: false)
+    }
+
+    /// Records final outcomes and returns once they are recorded.
     public func record(_ outcomes: [Outcome], retention: Duration) async throws {
-        for outcome in outcomes { try await record(outcome, retention: retention) }
+        let encoded = outcomes.map(EncodedOutcome.init)
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            record(encoded, retention: retention) { error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+            }
+        }
+    }
+
+    public func record(_ outcome: Outcome, retention: Duration) async throws { try await record([outcome], retention: retention) }
+}
+
+/// One partition of one consumer group's topic: the unit whose offsets a mark covers.
+public struct MarkedPartition: Sendable, Hashable, CustomStringConvertible {
+    public var group: String
+    public var topic: String
+    public var partition: Int32
+
+    public init(group: String, topic: String, partition: Int32) {
+        self.group = group
+        self.topic = topic
+        self.partition = partition
+    }
+
+    public var description: String { "\(group)/\(topic)/\(partition)" }
+}
+
+/// A partition's mark as a new owner takes it. Every owner raises the mark past an offset before it writes
+/// anything for that offset's job (a dedupe claim, a record), so an offset above the mark was never handed
+/// out: its job is delivered for the first time and its records need no read. The fence stops an owner that
+/// lost the partition from raising the mark after the next owner read it.
+public struct PartitionMark: Sendable, Equatable {
+    public var fence: Int64
+    /// The highest offset an earlier owner marked; nil when none ever did.
+    public var offset: Int64?
+
+    public init(fence: Int64, offset: Int64?) {
+        self.fence = fence
+        self.offset = offset
     }
 }
 

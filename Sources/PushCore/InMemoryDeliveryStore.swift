@@ -12,6 +12,8 @@ public final class InMemoryDeliveryStore: DeliveryStore {
         var claims: [String: Entry<String>] = [:]
         var outcomes: [String: Entry<Outcome>] = [:]
         var cancellations: [String: Entry<CallCancellation>] = [:]
+        /// One per partition of the topics consumed: bounded by the topics' partitions.
+        var marks: [MarkedPartition: PartitionMark] = [:]
         var operations = 0
         var nextSweep = 1024
 
@@ -36,52 +38,63 @@ public final class InMemoryDeliveryStore: DeliveryStore {
 
     public init(clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) { self.clock = clock }
 
-    public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
+    public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
         let now = clock()
         let identity = DedupeWindows.identity(of: job)
         return state.withLock { state in
             state.sweep(now: now)
             return job.targets.map { target in
-                if let recorded = state.outcomes["\(target.bindingId)/\(job.id)"], recorded.expiresAt > now {
+                let key = "\(target.bindingId)/\(identity)"
+                let holder = dedupeWindow > 0 ? state.claims[key].flatMap { $0.expiresAt > now ? $0.value : nil } : nil
+                // As in Redis: a first delivery reads its record only when its own id already holds the window.
+                if !firstDelivery || holder == job.id,
+                    let recorded = state.outcomes["\(target.bindingId)/\(job.id)"], recorded.expiresAt > now
+                {
                     return .alreadyFinished(recorded.value)
                 }
                 guard dedupeWindow > 0 else { return .fresh }
-                let key = "\(target.bindingId)/\(identity)"
-                if let claim = state.claims[key], claim.expiresAt > now, claim.value != job.id {
-                    return .duplicate(ofJob: claim.value)
-                }
-                if state.claims[key].map({ $0.expiresAt <= now }) ?? true {
-                    state.claims[key] = Entry(value: job.id, expiresAt: now.adding(saturating: dedupeWindow))
-                }
+                if let holder, holder != job.id { return .duplicate(ofJob: holder) }
+                if holder == nil { state.claims[key] = Entry(value: job.id, expiresAt: now.adding(saturating: dedupeWindow)) }
                 return .fresh
             }
         }
     }
 
-    public func record(_ outcome: Outcome, retention: Duration) async throws {
-        recordNow([outcome], retention: retention)
-    }
-
     /// Records at once, on the caller's thread.
     public func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        recordNow(outcomes.map(\.outcome), retention: retention)
-        completion(nil)
-    }
-
-    private func recordNow(_ outcomes: [Outcome], retention: Duration) {
         let now = clock()
         state.withLock { state in
-            for outcome in outcomes {
+            for encoded in outcomes {
+                let outcome = encoded.outcome
                 state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(
                     value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
             }
         }
+        completion(nil)
     }
 
-    public func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {
+    public func recordedOutcome(of job: Job, target: Target) async throws -> Outcome? {
         let now = clock()
         return state.withLock { state in
-            state.outcomes["\(bindingId)/\(jobId)"].flatMap { $0.expiresAt > now ? $0.value : nil }
+            state.outcomes["\(target.bindingId)/\(job.id)"].flatMap { $0.expiresAt > now ? $0.value : nil }
+        }
+    }
+
+    public func takeMark(of partition: MarkedPartition) async throws -> PartitionMark {
+        state.withLock { state in
+            var mark = state.marks[partition] ?? PartitionMark(fence: 0, offset: nil)
+            mark.fence += 1
+            state.marks[partition] = mark
+            return mark
+        }
+    }
+
+    public func advanceMark(of partition: MarkedPartition, fence: Int64, to offset: Int64) async throws -> Bool {
+        state.withLock { state in
+            guard var mark = state.marks[partition], mark.fence == fence else { return false }
+            mark.offset = max(mark.offset ?? offset, offset)
+            state.marks[partition] = mark
+            return true
         }
     }
 

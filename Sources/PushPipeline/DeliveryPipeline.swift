@@ -254,6 +254,7 @@ public final class DeliveryPipeline: Service, Sendable {
             shared.abandoning.formUnion(laneTopics.map(\.lane))
             return shared.machine.stop()
         }
+        processor.marks.stop()
         let dropped = queued + withdrawWaiting { _, _ in true }
         if dropped > 0 { logger.info("stopping: queued jobs left to redelivery", metadata: ["jobs": "\(dropped)"]) }
         for semaphore in wake.values { semaphore.signal() }
@@ -567,11 +568,13 @@ public final class DeliveryPipeline: Service, Sendable {
     private func handle(_ event: RebalanceEvent, lane: Lane) {
         switch event {
         case .assigned(let partitions):
+            processor.marks.assigned(partitions)
             shared.withLock { shared in
                 shared.machine.assigned(partitions, in: lane)
                 shared.paused.remove(lane)
             }
         case .revoking(let partitions):
+            processor.marks.revoked(partitions)
             _ = shared.withLock { $0.machine.revoking(partitions, in: lane) }
             let revoked = Set(partitions)
             withdrawWaiting { id, wait in id.lane == lane && revoked.contains(wait.topicPartition) }

@@ -19,6 +19,8 @@ public final class JobProcessor: Sendable {
     let retryQueue: (any RetryQueue)?
     let breakers: CircuitBreakers
     let appLimits: AppConcurrencyLimits
+    /// Which consumed offsets are first deliveries, whose records need no read.
+    let marks: PartitionMarks
     let health: StoreHealth
     let metrics: PipelineMetrics
     let clock: WallClock
@@ -62,6 +64,12 @@ public final class JobProcessor: Sendable {
         self.clock = clock
         self.sleep = sleep
         self.logger = logger
+        marks = PartitionMarks(
+            group: configuration.consumerGroup, store: store,
+            answered: { [health, metrics, logger] in
+                Self.storeAnswered(health: health, metrics: metrics, logger: logger)
+            },
+            failed: { [health, metrics, logger] in Self.storeFailed($0, health: health, metrics: metrics, logger: logger) })
     }
 
     public var circuitBreakers: CircuitBreakers { breakers }
@@ -110,11 +118,14 @@ public final class JobProcessor: Sendable {
         let scope: DeliveryScope?
         /// The lane whose turn the job takes at its app slot (a call consumed on the normal lane goes urgent).
         let deliveryLane: Lane
+        /// Its offset was consumed before since its partition was assigned (`PartitionMarks.consumed`).
+        let consumedBefore: Bool
 
         init(
             message: KafkaMessage, lane: Lane, fallbackCreatedAt: Int64, decoded: Result<Job, JobRejection>, scope: DeliveryScope?,
-            deliveryLane: Lane
+            deliveryLane: Lane, consumedBefore: Bool
         ) {
+            self.consumedBefore = consumedBefore
             self.message = message
             self.lane = lane
             self.fallbackCreatedAt = fallbackCreatedAt
@@ -138,7 +149,7 @@ public final class JobProcessor: Sendable {
         }
         return AdmittedJob(
             message: message, lane: lane, fallbackCreatedAt: fallbackCreatedAt, decoded: decoded, scope: scope,
-            deliveryLane: deliveryLane)
+            deliveryLane: deliveryLane, consumedBefore: marks.consumed(message.topicPartition, offset: message.offset))
     }
 
     /// Processes a job consumed on `lane`, its final outcomes recorded.
@@ -164,7 +175,10 @@ public final class JobProcessor: Sendable {
         case .failure(let rejection): return ProcessedTargets(results: [.final([deadLettered(rejection, source: source)])])
         }
         let (window, shed) = dedupeWindow(job, lane: admitted.lane, kafkaTimestamp: message.timestamp)
-        guard let prior = await prepareInStore(job, dedupeWindow: window) else { return nil }
+        let cover = await marks.cover(message.topicPartition, offset: message.offset, consumedBefore: admitted.consumedBefore)
+        guard cover != .givenUp,
+            let prior = await prepareInStore(job, dedupeWindow: window, firstDelivery: cover == .firstDelivery)
+        else { return nil }
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
@@ -177,8 +191,10 @@ public final class JobProcessor: Sendable {
 
     /// What the store knows of each target (and, for a cancel, the cancel recorded); nil when a stop interrupts it.
     @inline(never)
-    private func prepareInStore(_ job: Job, dedupeWindow window: Int64) async -> [PriorState]? {
-        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window) }) else { return nil }
+    private func prepareInStore(_ job: Job, dedupeWindow window: Int64, firstDelivery: Bool) async -> [PriorState]? {
+        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window, firstDelivery: firstDelivery) }) else {
+            return nil
+        }
         if job.kind == .cancel, CallCancellation.key(of: job) != nil {
             guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
                 return nil
@@ -280,7 +296,7 @@ public final class JobProcessor: Sendable {
             return .publish(
                 [.deadLetter(rejection, value: entry.jobBytes, key: entry.kafkaKey, source: source.description)], handedOff: false)
         }
-        guard let earlier = await withStore({ try await store.recordedOutcome(jobId: job.id, bindingId: target.bindingId) }) else {
+        guard let earlier = await withStore({ try await store.recordedOutcome(of: job, target: target) }) else {
             return .abandoned
         }
         if let outcome = earlier {
@@ -412,8 +428,12 @@ public final class JobProcessor: Sendable {
         }
     }
 
+    private func storeAnswered() { Self.storeAnswered(health: health, metrics: metrics, logger: logger) }
+
+    private func storeFailed(_ error: any Error) { Self.storeFailed(error, health: health, metrics: metrics, logger: logger) }
+
     @inline(never)
-    private func storeAnswered() {
+    private static func storeAnswered(health: StoreHealth, metrics: PipelineMetrics, logger: Logger) {
         if health.set(true) {
             metrics.storeAvailable.record(1)
             logger.notice("shared store reachable again: resuming")
@@ -421,7 +441,7 @@ public final class JobProcessor: Sendable {
     }
 
     @inline(never)
-    private func storeFailed(_ error: any Error) {
+    private static func storeFailed(_ error: any Error, health: StoreHealth, metrics: PipelineMetrics, logger: Logger) {
         if health.set(false) {
             metrics.storeAvailable.record(0)
             logger.error("shared store unavailable: pausing intake", metadata: ["error": "\(error)"])

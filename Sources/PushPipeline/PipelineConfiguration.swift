@@ -7,6 +7,9 @@ public struct PipelineConfiguration: Sendable {
     /// `<group id>.urgent`; nil: no urgent lane.
     public var urgentTopic: String?
     public var outcomesTopic: String
+    /// The consumer group (the normal lane's; the urgent lane's is named after it): the partition marks of the
+    /// shared store are kept per group (`PartitionMarks`).
+    public var consumerGroup = "push-worker"
     public var deadLetterTopic: String
     /// Jobs being worked on (consumed, not finished, not parked on an app limit) in both lanes
     /// together; a lane at its limit polls only to find other apps' jobs within its read-ahead bound.

@@ -1,30 +1,28 @@
 import PushCore
 
-/// Dedupe windows and idempotency records in Redis, shared by every replica.
+/// Dedupe windows, idempotency records and partition marks in Redis, shared by every replica.
 ///
-/// A job's checks take one round trip: per target `GET sent`, `EXISTS` of its retry entry, and when dedupe is on
-/// `SET dd <jobId> NX PX <window>` + `GET dd`. The claim names the job, so the same job
-/// redelivered by Kafka is not a duplicate of itself.
+/// A first delivery (`prepare(_:dedupeWindow:firstDelivery: true)`) sends one command per target when dedupe is on,
+/// `SET d <jobId> NX GET PX <window>`, whose reply is the window's holder, and none when it is off; its final
+/// outcome is one `SET r <record> PX <retention>`. A job whose offset may have been handed out before reads, in the
+/// same round trip, each target's record and whether its retry entry exists. The claim names the job, so the same
+/// job redelivered by Kafka is not a duplicate of itself; a first delivery whose own id already holds the window
+/// (the job was produced twice) reads its records in a second round trip.
 public final class RedisDeliveryStore: DeliveryStore {
     private let client: RedisClient
 
     public init(client: RedisClient) { self.client = client }
 
-    public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
-        let replies = try Self.checked(await client.pipeline(Self.preparing(job, dedupeWindow: dedupeWindow)))
-        var (states, held) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, replies: replies)
-        // The window's holder is read only when it is not this job: a second round trip for duplicates
-        // and redeliveries, none for the usual first send.
-        guard !held.isEmpty else { return states }
-        let identity = DedupeWindows.identity(of: job)
-        let holders = try Self.checked(
-            await client.pipeline(
-                held.map {
-                    RedisCommand("GET", RedisKeys.dedupe(bindingId: job.targets[$0].bindingId, identity: identity))
-                }))
-        for (index, holder) in zip(held, holders) {
-            // An ended window (nil) or this job's own earlier claim (a redelivery) leaves the target fresh.
-            if let holder = holder.string, holder != job.id { states[index] = .duplicate(ofJob: holder) }
+    public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
+        let commands = Self.preparing(job, dedupeWindow: dedupeWindow, readingRecords: !firstDelivery)
+        guard !commands.isEmpty else { return Array(repeating: .fresh, count: job.targets.count) }
+        let replies = try Self.checked(await client.pipeline(commands))
+        var (states, unread) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, readRecords: !firstDelivery, replies: replies)
+        guard !unread.isEmpty else { return states }
+        let records = try Self.checked(await client.pipeline(unread.flatMap { Self.reading(job, target: job.targets[$0]) }))
+        for (position, index) in unread.enumerated() {
+            states[index] = Self.priorState(
+                of: job, target: job.targets[index], record: records[position * 2], retry: records[position * 2 + 1])
         }
         return states
     }
@@ -32,29 +30,20 @@ public final class RedisDeliveryStore: DeliveryStore {
     // The steps between `prepare`'s round trips are functions of their own, out of line, so what they
     // build does not live in the async frame every job in flight keeps.
     @inline(never)
-    static func preparing(_ job: Job, dedupeWindow: Int64) -> [RedisCommand] {
-        let identity = DedupeWindows.identity(of: job)
+    static func preparing(_ job: Job, dedupeWindow: Int64, readingRecords: Bool) -> [RedisCommand] {
+        let identity = dedupeWindow > 0 ? DedupeWindows.identity(of: job) : ""
         var commands: [RedisCommand] = []
-        commands.reserveCapacity(job.targets.count * 3)
+        commands.reserveCapacity(job.targets.count * ((readingRecords ? 2 : 0) + (dedupeWindow > 0 ? 1 : 0)))
         for target in job.targets {
-            let sent = RedisKeys.sentKey(bindingId: target.bindingId, jobId: job.id)
-            var get = RedisCommand(argumentCount: 2, capacity: sent.byteCount + 3)
-            get.append("GET")
-            get.append(sent)
-            commands.append(get)
-            let entry = Array(RetryEntry.id(jobId: job.id, bindingId: target.bindingId).utf8)
-            let retry = RedisKeys.RetryEntryKey(id: entry, shard: RedisRetryQueue.shard(ofBytes: entry))
-            var exists = RedisCommand(argumentCount: 2, capacity: retry.byteCount + 6)
-            exists.append("EXISTS")
-            exists.append(retry)
-            commands.append(exists)
+            if readingRecords { commands += reading(job, target: target) }
             if dedupeWindow > 0 {
                 let key = RedisKeys.dedupeKey(bindingId: target.bindingId, identity: identity)
-                var claim = RedisCommand(argumentCount: 6, capacity: key.byteCount + job.id.utf8.count + 32)
+                var claim = RedisCommand(argumentCount: 7, capacity: key.byteCount + job.id.utf8.count + 40)
                 claim.append("SET")
                 claim.append(key)
                 claim.append(job.id)
                 claim.append("NX")
+                claim.append("GET")
                 claim.append("PX")
                 claim.append(dedupeWindow)
                 commands.append(claim)
@@ -63,19 +52,52 @@ public final class RedisDeliveryStore: DeliveryStore {
         return commands
     }
 
-    /// What the replies to `preparing` say of each target, and the targets whose dedupe window another job may hold.
+    /// `GET` of the target's record and `EXISTS` of its retry entry.
+    private static func reading(_ job: Job, target: Target) -> [RedisCommand] {
+        let record = RedisKeys.recordKey(bindingId: target.bindingId, jobId: job.id)
+        var get = RedisCommand(argumentCount: 2, capacity: record.byteCount + 3)
+        get.append("GET")
+        get.append(record)
+        let entry = Array(RetryEntry.id(jobId: job.id, bindingId: target.bindingId).utf8)
+        let retry = RedisKeys.RetryEntryKey(id: entry, shard: RedisRetryQueue.shard(ofBytes: entry))
+        var exists = RedisCommand(argumentCount: 2, capacity: retry.byteCount + 6)
+        exists.append("EXISTS")
+        exists.append(retry)
+        return [get, exists]
+    }
+
+    private static func priorState(of job: Job, target: Target, record: RedisValue, retry: RedisValue) -> PriorState {
+        if case .bulk(let bytes) = record, let outcome = OutcomeRecord.decode(bytes, job: job, target: target) {
+            return .alreadyFinished(outcome)
+        }
+        return (retry.integer ?? 0) > 0 ? .inRetryQueue : .fresh
+    }
+
+    /// What the replies to `preparing` say of each target, and the first deliveries whose own job id already held
+    /// the window (their records are read next).
     @inline(never)
-    private static func priorStates(of job: Job, dedupeWindow: Int64, replies: [RedisValue]) -> (states: [PriorState], held: [Int]) {
-        let stride = 2 + (dedupeWindow > 0 ? 1 : 0)
-        let states: [PriorState] = job.targets.indices.map { index in
+    private static func priorStates(
+        of job: Job, dedupeWindow: Int64, readRecords: Bool, replies: [RedisValue]
+    ) -> (states: [PriorState], unread: [Int]) {
+        let stride = (readRecords ? 2 : 0) + (dedupeWindow > 0 ? 1 : 0)
+        var states: [PriorState] = []
+        states.reserveCapacity(job.targets.count)
+        var unread: [Int] = []
+        for (index, target) in job.targets.enumerated() {
             let base = index * stride
-            if case .bulk(let bytes) = replies[base], let outcome = Outcome(json: bytes) { return .alreadyFinished(outcome) }
-            return (replies[base + 1].integer ?? 0) > 0 ? .inRetryQueue : .fresh
+            var state = PriorState.fresh
+            if readRecords { state = priorState(of: job, target: target, record: replies[base], retry: replies[base + 1]) }
+            // The claim's holder: nil when this job took the window now, else whoever holds it.
+            if dedupeWindow > 0, state == .fresh, let holder = replies[base + stride - 1].string {
+                if holder != job.id {
+                    state = .duplicate(ofJob: holder)
+                } else if !readRecords {
+                    unread.append(index)
+                }
+            }
+            states.append(state)
         }
-        let held = job.targets.indices.filter {
-            dedupeWindow > 0 && states[$0] == .fresh && replies[$0 * stride + stride - 1] != .status("OK")
-        }
-        return (states, held)
+        return (states, unread)
     }
 
     private static func checked(_ replies: [RedisValue]) throws -> [RedisValue] {
@@ -85,16 +107,8 @@ public final class RedisDeliveryStore: DeliveryStore {
         return replies
     }
 
-    public func record(_ outcome: Outcome, retention: Duration) async throws {
-        try await record([outcome], retention: retention)
-    }
-
-    public func record(_ outcomes: [Outcome], retention: Duration) async throws {
-        _ = try Self.checked(await client.pipeline(outcomes.map { Self.recording(EncodedOutcome($0), retention: retention) }))
-    }
-
     public func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        client.pipeline(outcomes.map { Self.recording($0, retention: retention) }) { result in
+        client.pipeline(outcomes.map { Self.recording($0.outcome, retention: retention) }) { result in
             do {
                 _ = try Self.checked(result.get())
                 completion(nil)
@@ -105,11 +119,10 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     @inline(never)
-    private static func recording(_ encoded: EncodedOutcome, retention: Duration) -> RedisCommand {
-        let outcome = encoded.outcome
-        let key = RedisKeys.sentKey(bindingId: outcome.bindingId, jobId: outcome.jobId)
-        let value = encoded.json
-        var command = RedisCommand(argumentCount: 5, capacity: key.byteCount + value.count + 32)
+    private static func recording(_ outcome: Outcome, retention: Duration) -> RedisCommand {
+        let key = RedisKeys.recordKey(bindingId: outcome.bindingId, jobId: outcome.jobId)
+        let value = OutcomeRecord.encode(outcome)
+        var command = RedisCommand(argumentCount: 5, capacity: key.byteCount + value.count + 40)
         command.append("SET")
         command.append(key)
         command.append(bytes: value)
@@ -118,10 +131,10 @@ public final class RedisDeliveryStore: DeliveryStore {
         return command
     }
 
-    public func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {
-        guard case .bulk(let bytes) = try await client.command(RedisCommand("GET", RedisKeys.sent(bindingId: bindingId, jobId: jobId)))
-        else { return nil }
-        return Outcome(json: bytes)
+    public func recordedOutcome(of job: Job, target: Target) async throws -> Outcome? {
+        let reply = try await client.command(RedisCommand("GET", RedisKeys.record(bindingId: target.bindingId, jobId: job.id)))
+        guard case .bulk(let bytes) = reply else { return nil }
+        return OutcomeRecord.decode(bytes, job: job, target: target)
     }
 
     public func recordCancellation(_ cancel: Job, retention: Duration) async throws {
@@ -140,5 +153,35 @@ public final class RedisDeliveryStore: DeliveryStore {
         let reply = try await client.command(
             RedisCommand("GET", RedisKeys.cancellation(bindingId: bindingId, userId: call.userId, key: key)))
         return reply.string.flatMap(CallCancellation.init(encoded:))
+    }
+
+    /// A new fence (`f`, counted up) and the offset marked (`o`) of a partition's mark.
+    static let takeMarkScript = RedisScript(
+        """
+        local fence = redis.call('HINCRBY', KEYS[1], 'f', 1)
+        return {fence, redis.call('HGET', KEYS[1], 'o')}
+        """)
+
+    /// Raises `o` to ARGV[2] while `f` is ARGV[1]: 1, else 0 (the partition has a newer owner).
+    static let advanceMarkScript = RedisScript(
+        """
+        if redis.call('HGET', KEYS[1], 'f') ~= ARGV[1] then return 0 end
+        local marked = tonumber(redis.call('HGET', KEYS[1], 'o'))
+        if marked == nil or tonumber(ARGV[2]) > marked then redis.call('HSET', KEYS[1], 'o', ARGV[2]) end
+        return 1
+        """)
+
+    public func takeMark(of partition: MarkedPartition) async throws -> PartitionMark {
+        let reply = try await client.evaluate(Self.takeMarkScript, keys: [RedisKeys.mark(partition)], arguments: [])
+        guard case .array(let values) = reply, values.count == 2, let fence = values[0].integer else {
+            throw RedisError.reply("unexpected reply to the partition mark script: \(reply)")
+        }
+        return PartitionMark(fence: fence, offset: values[1].string.flatMap { Int64($0) })
+    }
+
+    public func advanceMark(of partition: MarkedPartition, fence: Int64, to offset: Int64) async throws -> Bool {
+        let reply = try await client.evaluate(
+            Self.advanceMarkScript, keys: [RedisKeys.mark(partition)], arguments: [Array(String(fence).utf8), Array(String(offset).utf8)])
+        return reply.integer == 1
     }
 }

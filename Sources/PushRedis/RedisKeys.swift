@@ -1,73 +1,74 @@
-/// The key scheme. Everything about one binding shares the hash tag `{b:<bindingId>}`, so
-/// a job's per-target batch stays on one Redis Cluster slot per binding; the retry queue
-/// is spread over `RedisRetryQueue.shardCount` shards, each under its own hash tag `{retry:<shard>}`
-/// (one slot per shard: its claim script touches the shard's index and entries together), so on a
-/// Redis Cluster the retries spread over the masters.
-/// Ids come from job producers: each is written as `<length>:<id>` (length in UTF-8 bytes),
-/// so no id can end early and reach into another's key (binding `a}:sent:x` with job `y`
-/// against binding `a` with job `x}:sent:y`).
+import PushCore
+import PushCrypto
+
+/// The key scheme. Everything about one binding shares the hash tag `{<tag>}` (`<tag>`: the first 9 bytes of
+/// SHA-256 of the binding id, base64url), so a job's commands for one target stay on one Redis Cluster slot; the
+/// retry queue is spread over `RedisRetryQueue.shardCount` shards, each under its own hash tag `{retry:<shard>}`
+/// (one slot per shard: its claim script touches the shard's index and entries together), so on a Redis Cluster
+/// the retries spread over the masters; each partition's mark has a slot of its own.
+///
+/// Ids come from job producers. A binding's keys end in `<digest>`: the first 16 bytes of SHA-256 of the binding id
+/// and the key's own id, each written `<length in UTF-8 bytes>:<id>` (so no pair of ids reads as another), base64url.
+/// Every such key is 42 bytes whatever the ids' lengths, and no id can reach into another's key.
 ///
 /// | key | type | value | expiry |
 /// |---|---|---|---|
-/// | `push:{b:<n>:<bindingId>}:dd:<n>:<identity>` | string | id of the job that claimed the window | the kind's dedupe window |
-/// | `push:{b:<n>:<bindingId>}:sent:<n>:<jobId>` | string | the final outcome (contract JSON) | `PUSH_IDEMPOTENCY_TTL_S` |
-/// | `push:{b:<n>:<bindingId>}:cancel:<n>:<userId>:<key>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
+/// | `push:{<tag>}d<digest of the dedupe identity>` | string | id of the job that claimed the window | the kind's dedupe window |
+/// | `push:{<tag>}r<digest of the job id>` | string | the final outcome as an `OutcomeRecord` (~30 bytes when delivered) | `PUSH_IDEMPOTENCY_TTL_S` |
+/// | `push:{<tag>}c<digest of <n>:<userId>:<key>>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
+/// | `push:{mark:<n>:<group>:<n>:<topic>:<partition>}` | hash | `f`: the fence of the partition's last owner, `o`: the highest offset marked (`PartitionMark`) | — |
 /// | `push:{retry:<shard>}:due` | sorted set | retry entry ids, score = due time or lease end (ms, Redis's clock) | — |
 /// | `push:{retry:<shard>}:entry:<entry id>` | hash | job bytes, binding, attempts, last error | deleted when done |
 /// | `push:{retry:<shard>}:damaged:<entry id>` | hash | a retry record that no longer read as one, kept for the operator | — |
+
 public enum RedisKeys {
     public static let prefix = "push"
 
-    public static func dedupe(bindingId: String, identity: String) -> String {
-        bindingKey(bindingId, "dd", identity)
-    }
+    public static func dedupe(bindingId: String, identity: String) -> String { dedupeKey(bindingId: bindingId, identity: identity).text }
 
-    public static func sent(bindingId: String, jobId: String) -> String {
-        bindingKey(bindingId, "sent", jobId)
-    }
+    public static func record(bindingId: String, jobId: String) -> String { recordKey(bindingId: bindingId, jobId: jobId).text }
 
     public static func cancellation(bindingId: String, userId: String, key: String) -> String {
-        bindingKey(bindingId, "cancel", userId, suffix: key)
+        HashedKey(bindingId: bindingId, kind: "c", id: "\(userId.utf8.count):\(userId):\(key)").text
     }
 
-    /// `push:{b:<n>:<bindingId>}:<kind>:<n>:<id>[:<suffix>]`.
-    private static func bindingKey(_ bindingId: String, _ kind: String, _ id: String, suffix: String? = nil) -> String {
-        let key = BindingKey(bindingId: bindingId, kind: kind, id: id, suffix: suffix)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(key.byteCount)
-        key.write(to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
+    public static func mark(_ partition: MarkedPartition) -> String {
+        "\(prefix):{mark:\(partition.group.utf8.count):\(partition.group):\(partition.topic.utf8.count):\(partition.topic):\(partition.partition)}"
     }
 
-    /// A key of one binding, written straight into a command's bytes: two are built for every job.
-    struct BindingKey: CommandKey {
-        let bindingId: String
-        let kind: String
-        let id: String
-        var suffix: String? = nil
+    static func recordKey(bindingId: String, jobId: String) -> HashedKey { HashedKey(bindingId: bindingId, kind: "r", id: jobId) }
 
-        var byteCount: Int {
-            prefix.utf8.count + 4 + Self.lengthPrefixedCount(bindingId) + 2 + kind.utf8.count + 1 + Self.lengthPrefixedCount(id)
-                + (suffix.map { 1 + $0.utf8.count } ?? 0)
-        }
+    static func dedupeKey(bindingId: String, identity: String) -> HashedKey { HashedKey(bindingId: bindingId, kind: "d", id: identity) }
 
-        func write(to bytes: inout [UInt8]) {
+    /// `push:{<tag>}<kind><digest>`: the fixed-size key of one id of one binding, written straight into a command.
+    struct HashedKey: CommandKey {
+        let bytes: [UInt8]
+
+        init(bindingId: String, kind: Unicode.Scalar, id: String) {
+            var input: [UInt8] = []
+            input.reserveCapacity(bindingId.utf8.count + id.utf8.count + 24)
+            Self.appendLengthPrefixed(bindingId, to: &input)
+            let tag = Digest.sha256(input)
+            Self.appendLengthPrefixed(id, to: &input)
+            let digest = Digest.sha256(input)
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(42)
             bytes.append(contentsOf: prefix.utf8)
-            bytes.append(contentsOf: ":{b:".utf8)
-            Self.writeLengthPrefixed(bindingId, to: &bytes)
-            bytes.append(contentsOf: "}:".utf8)
-            bytes.append(contentsOf: kind.utf8)
-            bytes.append(UInt8(ascii: ":"))
-            Self.writeLengthPrefixed(id, to: &bytes)
-            if let suffix {
-                bytes.append(UInt8(ascii: ":"))
-                bytes.append(contentsOf: suffix.utf8)
-            }
+            bytes.append(contentsOf: ":{".utf8)
+            Base64URL.append(tag[0..<9], to: &bytes)
+            bytes.append(UInt8(ascii: "}"))
+            bytes.append(UInt8(truncatingIfNeeded: kind.value))
+            Base64URL.append(digest[0..<16], to: &bytes)
+            self.bytes = bytes
         }
 
-        private static func lengthPrefixedCount(_ id: String) -> Int { String(id.utf8.count).utf8.count + 1 + id.utf8.count }
+        var text: String { String(decoding: bytes, as: UTF8.self) }
 
-        private static func writeLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
+        var byteCount: Int { bytes.count }
+
+        func write(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
+
+        private static func appendLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
             bytes.append(contentsOf: String(id.utf8.count).utf8)
             bytes.append(UInt8(ascii: ":"))
             bytes.append(contentsOf: id.utf8)
@@ -90,10 +91,6 @@ public enum RedisKeys {
             bytes.append(contentsOf: id)
         }
     }
-
-    static func sentKey(bindingId: String, jobId: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "sent", id: jobId) }
-
-    static func dedupeKey(bindingId: String, identity: String) -> BindingKey { BindingKey(bindingId: bindingId, kind: "dd", id: identity) }
 
     /// A shard of the retry queue.
     public static func retryTag(shard: Int) -> String { "{retry:\(shard)}" }

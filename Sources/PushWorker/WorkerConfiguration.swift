@@ -100,6 +100,7 @@ public struct WorkerConfiguration: Sendable {
             pipeline.dedupeWindows.milliseconds[kind] = Int64(reader.integer(setting))
         }
         pipeline.idempotencyRetention = .seconds(reader.integer(CoreSettings.idempotencyTtlS))
+        pipeline.consumerGroup = groupId
         pipeline.retryLease = .milliseconds(reader.integer(CoreSettings.retryLeaseMs))
         pipeline.publishRetryingOutcomes = reader.boolean(CoreSettings.publishRetrying)
         pipeline.circuitBreaker = CircuitBreaker.Settings(

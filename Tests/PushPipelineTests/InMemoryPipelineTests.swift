@@ -92,21 +92,19 @@ private final class RecordFailingStore: DeliveryStore {
 
     private struct Refused: Error {}
 
-    func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] { try await store.prepare(job, dedupeWindow: dedupeWindow) }
-    func record(_ outcome: Outcome, retention: Duration) async throws {
-        if refuses() { throw Refused() }
-        try await store.record(outcome, retention: retention)
-    }
-    func record(_ outcomes: [Outcome], retention: Duration) async throws {
-        if refuses() { throw Refused() }
-        try await store.record(outcomes, retention: retention)
+    func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
+        try await store.prepare(job, dedupeWindow: dedupeWindow, firstDelivery: firstDelivery)
     }
     func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
         if refuses() { return completion(Refused()) }
         store.record(outcomes, retention: retention, completion: completion)
     }
-    func recordedOutcome(jobId: String, bindingId: String) async throws -> Outcome? {
-        try await store.recordedOutcome(jobId: jobId, bindingId: bindingId)
+    func recordedOutcome(of job: Job, target: Target) async throws -> Outcome? {
+        try await store.recordedOutcome(of: job, target: target)
+    }
+    func takeMark(of partition: MarkedPartition) async throws -> PartitionMark { try await store.takeMark(of: partition) }
+    func advanceMark(of partition: MarkedPartition, fence: Int64, to offset: Int64) async throws -> Bool {
+        try await store.advanceMark(of: partition, fence: fence, to: offset)
     }
     func recordCancellation(_ cancel: Job, retention: Duration) async throws {
         try await store.recordCancellation(cancel, retention: retention)

@@ -70,18 +70,22 @@ struct RedisClientTests {
                 with: Array("*12\r\n$1234\r\n".utf8)))
     }
 
-    @Test("a key written into a command is the key's text, its length counted in bytes, for ids of any script")
-    func bindingKeyBytes() {
+    @Test("a binding\'s keys are 42 bytes whatever its ids (any script, any length), written into a command as their text")
+    func hashedKeyBytes() {
         for (bindingId, id) in [("b1", "j1"), ("bé-ü", "job-😀"), (String(repeating: "x", count: 300), "")] {
-            let key = RedisKeys.sentKey(bindingId: bindingId, jobId: id)
+            let key = RedisKeys.recordKey(bindingId: bindingId, jobId: id)
             var command = RedisCommand(argumentCount: 2, capacity: 0)
             command.append("GET")
             command.append(key)
-            #expect(command.arguments == [Array("GET".utf8), Array(RedisKeys.sent(bindingId: bindingId, jobId: id).utf8)])
-            #expect(key.byteCount == RedisKeys.sent(bindingId: bindingId, jobId: id).utf8.count)
+            #expect(command.arguments == [Array("GET".utf8), Array(RedisKeys.record(bindingId: bindingId, jobId: id).utf8)])
+            #expect(key.byteCount == 42)
+            #expect(RedisKeys.dedupe(bindingId: bindingId, identity: id).utf8.count == 42)
         }
-        #expect(RedisKeys.sent(bindingId: "bé", jobId: "j") == "push:{b:3:bé}:sent:1:j")
-        #expect(RedisKeys.cancellation(bindingId: "b", userId: "u1", key: "k") == "push:{b:1:b}:cancel:2:u1:k")
+        let record = RedisKeys.record(bindingId: "b", jobId: "j")
+        #expect(record.hasPrefix("push:{") && record.dropFirst(18).hasPrefix("}r"), "push:{<12-character tag>}r<digest>")
+        #expect(RedisKeys.dedupe(bindingId: "b", identity: "j").dropFirst(18).hasPrefix("}d"))
+        #expect(record != RedisKeys.dedupe(bindingId: "b", identity: "j"), "a record and a claim of the same id differ")
+        #expect(RedisKeys.mark(MarkedPartition(group: "g", topic: "push.jobs", partition: 3)) == "push:{mark:1:g:9:push.jobs:3}")
     }
 
     @Test("a command keeps its arguments as written: binary ones, empty ones, and the key a cluster routes it by")
@@ -223,8 +227,8 @@ struct RedisDeliveryStoreTests {
             attempts: 1, at: 1234)
         try await store.record(outcome, retention: .seconds(60))
         #expect(try await store.prepare(job, dedupeWindow: 5000) == [.alreadyFinished(outcome), .fresh])
-        #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b1") == outcome)
-        #expect(try await store.recordedOutcome(jobId: "j1", bindingId: "b2") == nil)
+        #expect(try await store.recordedOutcome(of: job, target: job.targets[0]) == outcome)
+        #expect(try await store.recordedOutcome(of: job, target: job.targets[1]) == nil)
     }
 
     @Test(
@@ -252,20 +256,62 @@ struct RedisDeliveryStoreTests {
             }
         }
         #expect(error == nil)
-        for outcome in outcomes {
-            #expect(try await store.recordedOutcome(jobId: "j2", bindingId: outcome.bindingId) == outcome)
+        for (target, outcome) in zip(job.targets, outcomes) {
+            #expect(try await store.recordedOutcome(of: job, target: target) == outcome)
         }
         #expect(calls.withLock { $0 } == 1)
+    }
+
+    @Test(
+        "a first delivery reads no record; one whose own id already holds the window (produced twice) reads them",
+        arguments: RedisDeployment.allCases)
+    func firstDeliveryReadsRecordsOnlyWhenItsIdHoldsTheWindow(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let store = RedisDeliveryStore(client: server.client())
+        let job = Self.job("j1", kind: .message)
+        let outcome = Outcome(
+            job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200), attempts: 1, at: 7)
+        try await store.record(outcome, retention: .seconds(60))
+        #expect(try await store.prepare(job, dedupeWindow: 0, firstDelivery: true) == [.fresh], "nothing is read")
+        #expect(try await store.prepare(job, dedupeWindow: 60_000, firstDelivery: true) == [.fresh], "the window was free")
+        #expect(
+            try await store.prepare(job, dedupeWindow: 60_000, firstDelivery: true) == [.alreadyFinished(outcome)],
+            "its own id held the window: the record is read")
+        #expect(
+            try await store.prepare(Self.job("j2", kind: .message), dedupeWindow: 60_000, firstDelivery: true) == [.duplicate(ofJob: "j1")])
+    }
+
+    @Test(
+        "a partition's mark: each take fences the owner before; an advance under an old fence fails; the mark never goes down",
+        arguments: RedisDeployment.allCases)
+    func partitionMarks(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let store = RedisDeliveryStore(client: server.client())
+        let partition = MarkedPartition(group: "g", topic: "push.jobs", partition: 2)
+        let first = try await store.takeMark(of: partition)
+        #expect(first.offset == nil, "no owner marked anything yet")
+        #expect(try await store.advanceMark(of: partition, fence: first.fence, to: 4096))
+        #expect(try await store.advanceMark(of: partition, fence: first.fence, to: 100), "a lower offset is accepted and changes nothing")
+        let second = try await store.takeMark(of: partition)
+        #expect(second.fence != first.fence)
+        #expect(second.offset == 4096)
+        #expect(try await !store.advanceMark(of: partition, fence: first.fence, to: 9000), "the owner before is fenced off")
+        #expect(try await store.advanceMark(of: partition, fence: second.fence, to: 8192))
+        #expect(try await store.takeMark(of: partition).offset == 8192)
+        let other = try await store.takeMark(of: MarkedPartition(group: "g2", topic: "push.jobs", partition: 2))
+        #expect(other.offset == nil, "another group's mark is its own")
     }
 
     @Test(
         "ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y",
         arguments: RedisDeployment.allCases)
     func keysAreUnambiguous(_ deployment: RedisDeployment) async throws {
-        #expect(RedisKeys.sent(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.sent(bindingId: "a", jobId: "x}:sent:y"))
+        #expect(RedisKeys.record(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.record(bindingId: "a", jobId: "x}:sent:y"))
+        #expect(RedisKeys.record(bindingId: "ab", jobId: "c") != RedisKeys.record(bindingId: "a", jobId: "bc"))
         #expect(RedisKeys.dedupe(bindingId: "a}:dd:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:dd:y"))
         #expect(RetryEntry.id(jobId: "a/b", bindingId: "c") != RetryEntry.id(jobId: "a", bindingId: "b/c"))
-        #expect(RedisKeys.sent(bindingId: "b1", jobId: "j1") == "push:{b:2:b1}:sent:2:j1", "the hash tag still holds the binding")
         let server = try await deployment.start()
         defer { server.stop() }
         let store = RedisDeliveryStore(client: server.client())
@@ -507,12 +553,28 @@ struct RetryOwnershipTests {
         let job = RedisDeliveryStoreTests.job("jöb-1", bindings: ["bïnd-2"])
         let id = RetryEntry.id(jobId: "jöb-1", bindingId: "bïnd-2")
         let key = Array(RedisKeys.retryEntry(id, shard: RedisRetryQueue.shard(of: id)).utf8)
-        let withoutDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 0).map(\.arguments)
+        let withoutDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 0, readingRecords: true).map(\.arguments)
         #expect(withoutDedupe.count == 2)
         #expect(withoutDedupe[1] == [Array("EXISTS".utf8), key])
-        let withDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 1000).map(\.arguments)
+        let withDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 1000, readingRecords: true).map(\.arguments)
         #expect(withDedupe.count == 3)
         #expect(withDedupe[1] == [Array("EXISTS".utf8), key])
         #expect(withDedupe[2].first == Array("SET".utf8))
+    }
+
+    @Test("a first delivery's checks are one SET NX GET per target with dedupe on, and nothing with it off")
+    func firstDeliveryCommands() {
+        let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2"])
+        #expect(RedisDeliveryStore.preparing(job, dedupeWindow: 0, readingRecords: false).isEmpty)
+        let claims = RedisDeliveryStore.preparing(job, dedupeWindow: 1000, readingRecords: false).map(\.arguments)
+        #expect(
+            claims
+                == job.targets.map { target in
+                    [
+                        "SET", RedisKeys.dedupe(bindingId: target.bindingId, identity: DedupeWindows.identity(of: job)), "j1", "NX", "GET",
+                        "PX", "1000",
+                    ]
+                    .map { Array($0.utf8) }
+                })
     }
 }
