@@ -4,6 +4,8 @@ import PushCore
 /// the longest run of finished jobs that starts at the oldest unfinished one.
 public struct PartitionWatermark: Sendable {
     private var pending: [Int64] = []
+    /// When each pending offset was consumed (ms), in the same order.
+    private var consumedAt: [Int64] = []
     private var head = 0
     private var finished = Set<Int64>()
 
@@ -11,17 +13,22 @@ public struct PartitionWatermark: Sendable {
 
     public var inFlight: Int { pending.count - head }
 
-    /// Records a consumed offset. Offsets arrive in increasing order; one that does not
+    /// When the oldest unfinished offset (the next commit point) was consumed; nil when none is unfinished.
+    public var oldestUnfinishedConsumedAt: Int64? { head < pending.count ? consumedAt[head] : nil }
+
+    /// Records an offset consumed at `now` (ms). Offsets arrive in increasing order; one that does not
     /// (the consumer was rewound, e.g. by a reset or a re-assignment) starts the partition
     /// over: returns false, and the caller must forget the jobs begun before.
-    public mutating func begin(_ offset: Int64) -> Bool {
+    public mutating func begin(_ offset: Int64, at now: Int64 = 0) -> Bool {
         if let last = pending.last, offset <= last {
             pending = [offset]
+            consumedAt = [now]
             head = 0
             finished.removeAll()
             return false
         }
         pending.append(offset)
+        consumedAt.append(now)
         return true
     }
 
@@ -36,6 +43,7 @@ public struct PartitionWatermark: Sendable {
         }
         if head > 1024, head * 2 > pending.count {
             pending.removeFirst(head)
+            consumedAt.removeFirst(head)
             head = 0
         }
         return committable
@@ -53,6 +61,9 @@ public struct OffsetTracker: Sendable {
     public init() {}
 
     public var inFlight: Int { partitions.values.reduce(0) { $0 + $1.inFlight } }
+
+    /// When the oldest unfinished offset of any partition was consumed (ms); nil when every consumed job finished.
+    public var oldestUnfinishedConsumedAt: Int64? { partitions.values.compactMap(\.oldestUnfinishedConsumedAt).min() }
 
     public func owns(_ topicPartition: TopicPartition) -> Bool { partitions[topicPartition] != nil }
 
@@ -72,15 +83,15 @@ public struct OffsetTracker: Sendable {
     // `begin` and `finish` run for every job: they take the watermark out of the dictionary and put
     // it back rather than change it through the dictionary's `_modify` accessor, whose coroutine
     // frame is allocated on the heap on every access.
-    public mutating func begin(_ topicPartition: TopicPartition, offset: Int64) -> UInt64 {
+    public mutating func begin(_ topicPartition: TopicPartition, offset: Int64, at now: Int64 = 0) -> UInt64 {
         guard var watermark = partitions.removeValue(forKey: topicPartition) else {
-            restart(topicPartition, at: offset)
+            restart(topicPartition, at: offset, now: now)
             return generations[topicPartition]!
         }
-        if watermark.begin(offset) {
+        if watermark.begin(offset, at: now) {
             partitions[topicPartition] = watermark
         } else {
-            restart(topicPartition, at: offset)
+            restart(topicPartition, at: offset, now: now)
         }
         return generations[topicPartition]!
     }
@@ -92,11 +103,11 @@ public struct OffsetTracker: Sendable {
         return watermark.finish(offset)
     }
 
-    private mutating func restart(_ topicPartition: TopicPartition, at offset: Int64? = nil) {
+    private mutating func restart(_ topicPartition: TopicPartition, at offset: Int64? = nil, now: Int64 = 0) {
         nextGeneration += 1
         generations[topicPartition] = nextGeneration
         var watermark = PartitionWatermark()
-        if let offset { _ = watermark.begin(offset) }
+        if let offset { _ = watermark.begin(offset, at: now) }
         partitions[topicPartition] = watermark
     }
 }

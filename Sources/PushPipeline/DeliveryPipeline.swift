@@ -269,6 +269,8 @@ public final class DeliveryPipeline: Service, Sendable {
         while true {
             if ContinuousClock.now >= nextSlotWaitCheck {
                 startOverdueSlotWaits(in: lane)
+                let oldest = shared.withLock { $0.machine.oldestUnfinishedConsumedAt(in: lane) }
+                processor.metrics.oldestUncommitted(lane, consumedAt: oldest, now: currentTimeMilliseconds())
                 nextSlotWaitCheck = .now + .seconds(1)
             }
             let storeHealthy = processor.health.isHealthy
@@ -350,7 +352,7 @@ public final class DeliveryPipeline: Service, Sendable {
         // Decoded here, outside the lock: the state machine shares the lane between the jobs' apps.
         let admitted = messages.map { processor.admit($0, lane: lane) }
         let (total, inLane) = perform { shared in
-            (shared.machine.consumed(admitted, in: lane), (shared.machine.consumed, shared.machine.consumed(in: lane)))
+            (shared.machine.consumed(admitted, in: lane, at: now), (shared.machine.consumed, shared.machine.consumed(in: lane)))
         }
         metrics.inFlight.record(total)
         metrics.laneInFlight(lane, jobs: inLane)

@@ -60,7 +60,7 @@ public struct PipelineConfiguration: Sendable {
         urgentReservedInFlightJobs: Int = 100, maximumReadAheadJobs: Int? = nil, maximumInFlightPerApp: Int = 500,
         maximumInFlightPerEndpoint: Int? = nil, shedPolicy: ShedPolicy = .off,
         retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
-        dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(86_400),
+        dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(3_600),
         retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
         publishRetryingOutcomes: Bool = false, circuitBreaker: CircuitBreaker.Settings = .default, attemptTimeout: Duration = .seconds(10),
         revocationGrace: Duration = .seconds(5), shutdownGrace: Duration = .seconds(20)

@@ -21,6 +21,7 @@ public final class PipelineMetrics: Sendable {
 
     private let laneLagGauges: PerLane<Gauge>
     private let laneInFlightGauges: PerLane<Gauge>
+    private let oldestUncommittedGauges: PerLane<Gauge>
     /// Handlers made once per label set: the factory's lookup (label validation, hashing, a lock) costs more than recording.
     private let deliveryCounters = Locked<[DeliveryLabels: Counter]>([:])
     private let requestTimers = Locked<[ProviderID: Timer]>([:])
@@ -43,6 +44,9 @@ public final class PipelineMetrics: Sendable {
         labels = Locked(appLabels)
         laneLagGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", $0.rawValue)]) }
         laneInFlightGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]) }
+        oldestUncommittedGauges = PerLane(Lane.allCases) {
+            Gauge(label: "push_oldest_uncommitted_seconds", dimensions: [("lane", $0.rawValue)])
+        }
     }
 
     /// The apps of a new configuration: an added app gets its own label from now on, a removed one goes back to
@@ -129,6 +133,13 @@ public final class PipelineMetrics: Sendable {
 
     func laneInFlight(_ lane: Lane, jobs: Int) {
         laneInFlightGauges[lane]?.record(jobs)
+    }
+
+    /// How long the lane's oldest uncommitted offset has waited since it was consumed (0 when every job finished):
+    /// what `PUSH_IDEMPOTENCY_TTL_S` must outlast, with the time a failover takes.
+    func oldestUncommitted(_ lane: Lane, consumedAt: Int64?, now: Int64) {
+        let milliseconds = consumedAt.map { max(now.subtracting(saturating: $0), 0) } ?? 0
+        oldestUncommittedGauges[lane]?.record(Double(milliseconds) / 1000)
     }
 
     func shed() { shedJobs.increment() }

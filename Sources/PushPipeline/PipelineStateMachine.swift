@@ -379,7 +379,8 @@ struct PipelineStateMachine<Job: PipelineJob> {
     /// A lane consumed these messages, in order: each waits for its turn; those whose turn came start.
     /// A message of a partition the lane no longer owns (revoked while its batch was read) is
     /// given up: its new owner gets it.
-    mutating func consumed(_ jobs: [Job], in lane: Lane) -> [Action] {
+    /// `now`: the time consumed (ms), which ages the lane's oldest uncommitted offset (`oldestUnfinishedConsumedAt`).
+    mutating func consumed(_ jobs: [Job], in lane: Lane, at now: Int64 = 0) -> [Action] {
         guard lanes.contains(lane) else { return [] }
         var sequence = sequence
         let limits = limits
@@ -387,7 +388,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
             for job in jobs where state.tracker.owns(job.message.topicPartition) {
                 let message = job.message
                 sequence += 1
-                let generation = state.tracker.begin(message.topicPartition, offset: message.offset)
+                let generation = state.tracker.begin(message.topicPartition, offset: message.offset, at: now)
                 let entry = Entry(id: JobID(lane: lane, sequence: sequence), job: job, generation: generation)
                 state.queued += 1
                 if let key = entry.key {
@@ -455,6 +456,9 @@ struct PipelineStateMachine<Job: PipelineJob> {
         if let (topicPartition, offset) = ended.offset { actions.insert(.storeOffset(id.lane, topicPartition, offset), at: 0) }
         return actions
     }
+
+    /// When the lane's oldest unfinished job was consumed (ms): its offset is the oldest the lane has not committed.
+    func oldestUnfinishedConsumedAt(in lane: Lane) -> Int64? { lanes.read(lane) { $0.tracker.oldestUnfinishedConsumedAt } ?? nil }
 
     mutating func assigned(_ partitions: [TopicPartition], in lane: Lane) {
         guard lanes.contains(lane) else { return }

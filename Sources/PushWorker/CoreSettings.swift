@@ -95,8 +95,9 @@ enum CoreSettings {
         default: String(DedupeWindows.default.window(for: .wake)),
         "Dedupe window for `wake` jobs.")
     static let idempotencyTtlS = Setting(
-        "PUSH_IDEMPOTENCY_TTL_S", .integer(60...2_592_000), default: "86400",
-        "How long a (job, binding) final outcome is remembered, so a redelivered job is not sent again.")
+        "PUSH_IDEMPOTENCY_TTL_S", .integer(60...2_592_000), default: "3600",
+        "How long a (job, binding) final outcome is remembered, so a job Kafka delivers again is not sent again. It must outlast the longest an offset stays uncommitted (`push_oldest_uncommitted_seconds`: seconds normally; an outage of Kafka or Redis holds it) plus the time until another replica takes the partition over; see docs/delivery.md."
+    )
     static let retryLeaseMs = Setting(
         "PUSH_RETRY_LEASE_MS", .integer(1000...3_600_000), default: "30000",
         "How long a claimed retry belongs to one worker without renewal (renewed every third of it while the retry runs); a crashed worker's retries are taken over after it. At least the longest provider request timeout plus 5 s."

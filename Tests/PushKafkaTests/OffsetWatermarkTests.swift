@@ -13,6 +13,23 @@ struct OffsetWatermarkTests {
         #expect(watermark.inFlight == 0)
     }
 
+    @Test("the oldest uncommitted offset ages from when it was consumed, and the next takes its place once it finishes")
+    func oldestUnfinishedAge() {
+        var tracker = OffsetTracker()
+        let first = TopicPartition(topic: "t", partition: 0)
+        let second = TopicPartition(topic: "t", partition: 1)
+        tracker.assign([first, second])
+        #expect(tracker.oldestUnfinishedConsumedAt == nil)
+        let generation = tracker.begin(first, offset: 10, at: 1_000)
+        _ = tracker.begin(first, offset: 11, at: 2_000)
+        _ = tracker.begin(second, offset: 3, at: 1_500)
+        #expect(tracker.oldestUnfinishedConsumedAt == 1_000)
+        #expect(tracker.finish(first, offset: 11, generation: generation) == nil)
+        #expect(tracker.oldestUnfinishedConsumedAt == 1_000, "a later job finished first: the oldest still waits")
+        #expect(tracker.finish(first, offset: 10, generation: generation) == 12)
+        #expect(tracker.oldestUnfinishedConsumedAt == 1_500, "the other partition's job is the oldest now")
+    }
+
     @Test("the commit point is the offset after the contiguous finished run")
     func contiguousRun() {
         var watermark = PartitionWatermark()
