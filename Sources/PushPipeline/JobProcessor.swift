@@ -26,6 +26,8 @@ public final class JobProcessor: Sendable {
     let clock: WallClock
     let sleep: Sleep
     let logger: Logger
+    /// The logger's handler when it writes a delivery's line itself (the worker's JSON lines): one per delivery.
+    private let finishedDeliveryLogging: (any FinishedDeliveryLogging)?
 
     public convenience init(
         registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
@@ -64,6 +66,7 @@ public final class JobProcessor: Sendable {
         self.clock = clock
         self.sleep = sleep
         self.logger = logger
+        finishedDeliveryLogging = logger.handler as? any FinishedDeliveryLogging
         marks = PartitionMarks(
             group: configuration.consumerGroup, store: store,
             answered: { [health, metrics, logger] in
@@ -400,14 +403,12 @@ public final class JobProcessor: Sendable {
 
     private func logFinished(_ outcome: Outcome) {
         metrics.finished(outcome)
-        logger.info(
-            "delivery finished",
-            metadata: [
-                "jobId": .string(outcome.jobId), "bindingId": .string(outcome.bindingId), "provider": .string(outcome.provider.rawValue),
-                "app": .string(outcome.app ?? "-"), "status": .string(outcome.status.rawValue),
-                "attempts": .string(String(outcome.attempts)),
-                "httpStatus": .string(outcome.httpStatus.map(String.init) ?? "-"), "reason": .string(outcome.reason ?? "-"),
-            ])
+        guard logger.logLevel <= .info else { return }
+        if let finishedDeliveryLogging {
+            finishedDeliveryLogging.logFinishedDelivery(outcome)
+        } else {
+            logger.info(FinishedDeliveryLog.message, metadata: FinishedDeliveryLog.metadata(of: outcome))
+        }
     }
 
     /// Runs a store operation until it succeeds, pausing intake while the store is down;

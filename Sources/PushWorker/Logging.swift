@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushCore
+import PushPipeline
 
 public enum LogFormat: String, Sendable {
     case json, text
@@ -42,6 +43,40 @@ public struct JSONLogHandler: LogHandler {
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
             if case .string(let text) = value { writer.member(key, text) } else { writer.member(key, "\(value)") }
         }
+        writer.endObject()
+        var bytes = writer.takeBytes()
+        bytes.append(0x0A)
+        return bytes
+    }
+}
+
+extension JSONLogHandler: FinishedDeliveryLogging {
+    public func logFinishedDelivery(_ outcome: Outcome) {
+        guard metadata.isEmpty else {
+            return log(
+                event: LogEvent(
+                    level: .info, message: FinishedDeliveryLog.message, metadata: FinishedDeliveryLog.metadata(of: outcome), source: nil,
+                    file: #fileID, function: #function, line: #line))
+        }
+        output.write(finishedDeliveryLine(outcome, at: currentTimeMilliseconds()), urgent: false)
+    }
+
+    /// `line(for:at:)` of a finished delivery, its members written in key order without a dictionary.
+    func finishedDeliveryLine(_ outcome: Outcome, at milliseconds: Int64) -> [UInt8] {
+        var writer = JSONWriter(capacity: 320)
+        writer.beginObject()
+        writer.member("ts", LogTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
+        writer.member("level", Logger.Level.info.rawValue)
+        writer.member("label", label)
+        writer.member("msg", FinishedDeliveryLog.message.description)
+        writer.member("app", outcome.app ?? "-")
+        writer.member("attempts", String(outcome.attempts))
+        writer.member("bindingId", outcome.bindingId)
+        writer.member("httpStatus", outcome.httpStatus.map(String.init) ?? "-")
+        writer.member("jobId", outcome.jobId)
+        writer.member("provider", outcome.provider.rawValue)
+        writer.member("reason", outcome.reason ?? "-")
+        writer.member("status", outcome.status.rawValue)
         writer.endObject()
         var bytes = writer.takeBytes()
         bytes.append(0x0A)

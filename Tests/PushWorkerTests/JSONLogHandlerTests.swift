@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import PushCore
+import PushPipeline
 @testable import PushWorker
 import Testing
 
@@ -33,6 +35,25 @@ struct JSONLogHandlerTests {
         #expect(object["attempts"] == "3")
         #expect(object["tags"] == Logger.MetadataValue.array(["a", "b"]).description)
         #expect(object["quote"] == "say \"hi\"\n")
+    }
+
+    @Test("a finished delivery's line, written without a metadata dictionary, is byte for byte the line its event gives")
+    func finishedDeliveryLine() {
+        let handler = JSONLogHandler(label: "push-worker")
+        let outcomes = [
+            Outcome(
+                jobId: "j-1", userId: "u", bindingId: "b-1", provider: "apns", app: "com.example", status: .delivered, httpStatus: 200,
+                providerMessageId: "m", attempts: 1, at: 5),
+            Outcome(
+                jobId: "j \"2\"\n", userId: "u", bindingId: "bé", provider: "webpush", app: nil, status: .rejected,
+                reason: "gone \u{1}", action: .removeBinding, attempts: 12, at: 5),
+        ]
+        for outcome in outcomes {
+            let event = LogEvent(
+                level: .info, message: FinishedDeliveryLog.message, metadata: FinishedDeliveryLog.metadata(of: outcome), source: nil,
+                file: #fileID, function: #function, line: #line)
+            #expect(handler.finishedDeliveryLine(outcome, at: 1_795_487_286_700) == handler.line(for: event, at: 1_795_487_286_700))
+        }
     }
 
     @Test("the event's metadata wins over the handler's for the same key; the handler's other keys stay")
