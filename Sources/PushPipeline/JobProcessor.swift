@@ -178,7 +178,14 @@ public final class JobProcessor: Sendable {
         case .failure(let rejection): return ProcessedTargets(results: [.final([deadLettered(rejection, source: source)])])
         }
         let (window, shed) = dedupeWindow(job, lane: admitted.lane, kafkaTimestamp: message.timestamp)
-        let cover = await marks.cover(message.topicPartition, offset: message.offset, consumedBefore: admitted.consumedBefore)
+        // Asked without an `await` first: the mark is usually ahead of the offsets consumed.
+        let coveredNow = marks.coveredNow(message.topicPartition, offset: message.offset, consumedBefore: admitted.consumedBefore)
+        let cover: PartitionMarks.Cover
+        if let coveredNow {
+            cover = coveredNow
+        } else {
+            cover = await marks.cover(message.topicPartition, offset: message.offset, consumedBefore: admitted.consumedBefore)
+        }
         guard cover != .givenUp,
             let prior = await prepareInStore(job, dedupeWindow: window, firstDelivery: cover == .firstDelivery)
         else { return nil }

@@ -114,6 +114,15 @@ final class PartitionMarks: Sendable {
         return again
     }
 
+    /// What `cover` answers when it needs no wait; nil when the job has to wait for its mark.
+    func coveredNow(_ partition: TopicPartition, offset: Int64, consumedBefore: Bool) -> Cover? {
+        state.withLock { state in
+            guard !state.stopped, !state.revoked.contains(partition) else { return .givenUp }
+            guard let entry = state.partitions[partition], entry.isTaken, entry.markedThrough >= offset else { return nil }
+            return Self.cover(entry, offset, consumedBefore)
+        }
+    }
+
     /// Waits until the partition's mark covers `offset`: whether its job is a first delivery (`consumedBefore`:
     /// what `consumed` said of it), or `.givenUp`.
     func cover(_ partition: TopicPartition, offset: Int64, consumedBefore: Bool) async -> Cover {
