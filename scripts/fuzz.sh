@@ -74,8 +74,8 @@ metrics() {  # the Web Push plugin's bounded maps report their size on a gauge
     module Metrics -- $(find "$source/Sources/Metrics" -name '*.swift' | sort)
 }
 redis() {
-    core; logging
-    module PushRedis -I Sources/CHiredis -enable-testing -- Sources/PushRedis/*.swift
+    core; logging; crypto
+    module PushRedis -I Sources/CHiredis -I Sources/COpenSSL -enable-testing -- Sources/PushRedis/*.swift
 }
 pluginapi() { http; crypto; logging; module PushPluginAPI -I Sources/COpenSSL -- Sources/PushPluginAPI/*.swift; }
 mustache() {
@@ -125,10 +125,11 @@ for target in "${targets[@]}"; do
                 Plugins/WebPush/Plugin/WebPushRequest.swift Plugins/WebPush/Plugin/VAPIDTokens.swift Plugins/Proxy/Plugin/ProxyRequestBody.swift \
                 "$out/libPushPluginAPI.a" "$out/libLogging.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" \
                 "$out/libCoreMetrics.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
-        redis-url) redis; build redis-url fuzz/targets/RedisURLFuzz.swift "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushCore.a" -I Sources/CHiredis -lhiredis ;;
+        redis-url) redis; build redis-url fuzz/targets/RedisURLFuzz.swift "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushCrypto.a" "$out/libPushCore.a" \
+                -I Sources/CHiredis -I Sources/COpenSSL -lhiredis -lssl -lcrypto ;;
         redis-records) redis; http
             build redis-records fuzz/targets/RedisRecordsFuzz.swift $reader $formats "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushHTTP.a" \
-                "$out/libPushCore.a" -I Sources/CHiredis -lhiredis ;;
+                "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/CHiredis -I Sources/COpenSSL -lhiredis -lssl -lcrypto ;;
         templates) http; mustache
             build templates fuzz/targets/TemplatesFuzz.swift $reader $jobs Sources/PushTemplates/*.swift Plugins/APNs/Plugin/APNsTemplateShape.swift \
                 Plugins/FCM/Plugin/FCMTemplateShape.swift "$out/libMustache.a" "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
