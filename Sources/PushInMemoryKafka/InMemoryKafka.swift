@@ -188,8 +188,6 @@ private struct InMemorySources: MessageSourceFactory {
 private struct InMemorySink: MessageSink {
     let kafka: InMemoryKafka
 
-    func send(_ records: [KafkaRecord]) async throws(KafkaError) { try await kafka.send(records) }
-
     func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
         kafka.send(records, completion: completion)
     }

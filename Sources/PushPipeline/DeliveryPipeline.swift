@@ -97,7 +97,7 @@ public final class DeliveryPipeline: Service, Sendable {
     private let configuration: PipelineConfiguration
     private let laneTopics: [LaneTopic]
     private let processor: JobProcessor
-    private let publisher: OutcomePublisher
+    private let finishing: JobFinishing
     /// Runs the retries that are due (with a shared retry queue); a service of its own beside the pipeline (`services`).
     public let retries: RetryScheduler?
     private let logger: Logger
@@ -147,7 +147,7 @@ public final class DeliveryPipeline: Service, Sendable {
         let publisher = OutcomePublisher(
             producer: sink, outcomesTopic: configuration.outcomesTopic,
             deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
-        self.publisher = publisher
+        finishing = JobFinishing(processor: processor, publisher: publisher)
         retries = processor.retryQueue.map {
             RetryScheduler(
                 queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger,
@@ -227,7 +227,7 @@ public final class DeliveryPipeline: Service, Sendable {
             for (source, consumer) in consumers {
                 NamedThread.start("kafka-\(source.lane.rawValue)") { [self] in
                     // The first outcomes would otherwise wait about a second for a metadata refresh.
-                    let unknown = publisher.prepareTopics()
+                    let unknown = finishing.publisher.prepareTopics()
                     if !unknown.isEmpty {
                         logger.warning(
                             "could not look up the outcome topics yet; the first outcomes may wait for a metadata refresh",
@@ -274,7 +274,7 @@ public final class DeliveryPipeline: Service, Sendable {
                 nextSlotWaitCheck = .now + .seconds(1)
             }
             let storeHealthy = processor.health.isHealthy
-            let (stopping, pause, resume, room, offsets, keyPauses) = shared.withLock { shared in
+            let (stopping, pause, resume, room, offsets, keyPauses, load) = shared.withLock { shared in
                 let paused = shared.paused.contains(lane)
                 let pause = !paused && !storeHealthy
                 let resume = paused && storeHealthy
@@ -285,9 +285,10 @@ public final class DeliveryPipeline: Service, Sendable {
                 if room == 0 { shared.waiting.insert(lane) }
                 return (
                     shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane),
-                    shared.machine.pausedPartitions(in: lane)
+                    shared.machine.pausedPartitions(in: lane), Load(of: shared.machine, lane: lane)
                 )
             }
+            load.report(to: processor.metrics)
             store(offsets, in: consumer)
             if stopping { break }
             if pause {
@@ -315,7 +316,9 @@ public final class DeliveryPipeline: Service, Sendable {
             consumed(messages, lane: lane)
         }
         drain(lane)
-        store(shared.withLock { $0.pendingOffsets.removeValue(forKey: lane) }, in: consumer)
+        let (offsets, load) = shared.withLock { ($0.pendingOffsets.removeValue(forKey: lane), Load(of: $0.machine, lane: lane)) }
+        load.report(to: processor.metrics)
+        store(offsets, in: consumer)
         consumer.close()
         logger.info("consumer closed", metadata: ["lane": "\(lane.rawValue)"])
     }
@@ -351,21 +354,38 @@ public final class DeliveryPipeline: Service, Sendable {
         metrics.consumed.increment(by: messages.count)
         // Decoded here, outside the lock: the state machine shares the lane between the jobs' apps.
         let admitted = messages.map { processor.admit($0, lane: lane) }
-        let (total, inLane) = perform { shared in
-            (shared.machine.consumed(admitted, in: lane, at: now), (shared.machine.consumed, shared.machine.consumed(in: lane)))
+        perform { shared in (shared.machine.consumed(admitted, in: lane, at: now), ()) }
+    }
+
+    /// The pipeline's load as its gauges show it: recorded by each lane's consumer thread once per pass of its
+    /// loop (each batch, or every 100 ms while it waits), not at every job's start and finish.
+    private struct Load {
+        let consumed: Int
+        let consumedInLane: Int
+        let running: Int
+        let lane: Lane
+
+        init(of machine: Machine, lane: Lane) {
+            consumed = machine.consumed
+            consumedInLane = machine.consumed(in: lane)
+            running = machine.running
+            self.lane = lane
         }
-        metrics.inFlight.record(total)
-        metrics.laneInFlight(lane, jobs: inLane)
+
+        func report(to metrics: PipelineMetrics) {
+            metrics.inFlight.record(consumed)
+            metrics.laneInFlight(lane, jobs: consumedInLane)
+            metrics.running.record(running)
+        }
     }
 
     /// Runs a state-machine event under the lock and queues the offsets it returns for their
     /// consumer thread; then starts the jobs it returns. Returns what the event returned besides.
     private func perform<Result>(_ event: (inout Shared) -> ([Machine.Action], Result)) -> Result {
-        let (starts, result, running) = shared.withLock { shared in
+        let (starts, result) = shared.withLock { shared in
             let (actions, result) = event(&shared)
-            return (Self.queueOffsets(actions, in: &shared), result, shared.machine.running)
+            return (Self.queueOffsets(actions, in: &shared), result)
         }
-        processor.metrics.running.record(running)
         begin(starts)
         return result
     }
@@ -532,21 +552,13 @@ public final class DeliveryPipeline: Service, Sendable {
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
             let processed = await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
             tasks.withLock { $0.ended(id) }
-            guard let processed else { return finish(id, completed: false) }
             // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
             // the broker's acknowledgement finishes the job (on the producer's).
-            let givingUp: @Sendable () -> Bool = { [weak self] in self?.isCancelled(id.lane) ?? true }
-            processor.record(processed, givingUp: givingUp) { [self] recorded, encoded in
-                guard case .publish(let publications, _) = recorded else { return finish(id, completed: false) }
-                let processedAt = ContinuousClock.now
-                publisher.publish(publications, encoded: encoded, givingUp: givingUp) { [self] completed in
-                    if completed {
-                        observer?.acknowledged(
-                            publications, timeline: JobTimeline(started: startedAt, processed: processedAt),
-                            kafkaTimestamp: message.timestamp)
-                    }
-                    finish(id, completed: completed)
-                }
+            finishing.finish(processed, givingUp: { [weak self] in self?.isCancelled(id.lane) ?? true }) { [self] ending in
+                guard case .acknowledged(let publications, _, let recordedAt) = ending else { return finish(id, completed: false) }
+                observer?.acknowledged(
+                    publications, timeline: JobTimeline(started: startedAt, processed: recordedAt), kafkaTimestamp: message.timestamp)
+                finish(id, completed: true)
             }
         }
     }
@@ -555,15 +567,8 @@ public final class DeliveryPipeline: Service, Sendable {
     private func isCancelled(_ lane: Lane) -> Bool { tasks.withLock { $0.cancelledLanes.contains(lane) } }
 
     private func finish(_ id: Machine.JobID, completed: Bool) {
-        let (total, inLane, woken) = perform { shared in
-            (
-                shared.machine.finished(id, completed: completed),
-                (shared.machine.consumed, shared.machine.consumed(in: id.lane), shared.wakeWaiting())
-            )
-        }
+        let woken = perform { shared in (shared.machine.finished(id, completed: completed), shared.wakeWaiting()) }
         for lane in woken { wake[lane]?.signal() }
-        processor.metrics.inFlight.record(total)
-        processor.metrics.laneInFlight(id.lane, jobs: inLane)
     }
 
     /// Runs on the lane's consumer thread inside `poll`.

@@ -293,8 +293,9 @@ public final class JobProcessor: Sendable {
         }
     }
 
-    /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number; its final outcome recorded.
-    public func processRetry(_ entry: RetryEntry) async -> ProcessedJob {
+    /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number; its final outcome is
+    /// left for `JobFinishing` to record, like a consumed job's. nil when a stop interrupted it.
+    func processRetry(_ entry: RetryEntry) async -> ProcessedTargets? {
         let source = Source(
             value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
             location: .retryEntry(id: entry.id))
@@ -303,19 +304,19 @@ public final class JobProcessor: Sendable {
         else {
             let rejection = JobRejection(
                 .invalidField, "retry entry \(entry.id) no longer decodes to a job with binding \(entry.bindingId)")
-            return .publish(
-                [.deadLetter(rejection, value: entry.jobBytes, key: entry.kafkaKey, source: source.description)], handedOff: false)
+            return ProcessedTargets(results: [
+                .final([.deadLetter(rejection, value: entry.jobBytes, key: entry.kafkaKey, source: source.description)])
+            ])
         }
         guard let earlier = await withStore({ try await store.recordedOutcome(of: job, target: target) }) else {
-            return .abandoned
+            return nil
         }
         if let outcome = earlier {
-            return .publish([.outcome(outcome)], handedOff: false)
+            return ProcessedTargets(results: [.final([.outcome(outcome)])])
         }
-        return await recorded(
-            ProcessedTargets(unlessAbandoned: [
-                await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)
-            ]))
+        return ProcessedTargets(unlessAbandoned: [
+            await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)
+        ])
     }
 
     enum TargetResult: Sendable {
@@ -363,16 +364,11 @@ public final class JobProcessor: Sendable {
         return .publish(publications, handedOff: handedOff)
     }
 
-    /// Records the job's final outcomes (until the store answers, pausing intake while it is down), then what to publish.
+    /// `record(_:givingUp:then:)` for a task: records the job's final outcomes (until the store answers, pausing intake
+    /// while it is down, or the task is cancelled), then what to publish.
     func recorded(_ processed: ProcessedTargets?) async -> ProcessedJob {
         guard let processed else { return .abandoned }
-        let outcomes = processed.outcomesToRecord
-        if !outcomes.isEmpty {
-            guard await withStore({ try await store.record(outcomes, retention: configuration.idempotencyRetention) }) != nil else {
-                return .abandoned
-            }
-        }
-        return published(processed)
+        return await withGivingUpOnCancel { givingUp, done in record(processed, givingUp: givingUp) { recorded, _ in done(recorded) } }
     }
 
     /// One target's final outcome recorded (`.final`), or its result as it was.
@@ -382,7 +378,7 @@ public final class JobProcessor: Sendable {
         return .final(publications)
     }
 
-    /// `recorded` with no task waiting: `then` runs once the store answered (on the store's thread), with the outcomes
+    /// The one way outcomes are recorded, with no task waiting: `then` runs once the store answered (on the store's thread), with the outcomes
     /// recorded and their JSON (what the outcomes topic gets), or with `.abandoned` when the store failed and `givingUp` says to stop.
     func record(
         _ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool,

@@ -29,8 +29,6 @@ public protocol MessageSourceFactory: Sendable {
 
 /// Where outcomes and dead letters go.
 public protocol MessageSink: Sendable {
-    /// Returns once every record is acknowledged; throws when any was not.
-    func send(_ records: [KafkaRecord]) async throws(KafkaError)
     /// Calls `completion` once every record is acknowledged, with the first failure if any was not.
     func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void)
     /// Learns the topics' partitions before the first send (blocks up to `timeout`); returns the topics it could not.

@@ -1,7 +1,6 @@
 import Logging
 import PushCore
 import PushKafka
-import Synchronization
 
 /// Publishes outcomes (key = bindingId) and dead letters (original key and bytes,
 /// reason in headers), waiting for the broker's acknowledgement.
@@ -66,18 +65,6 @@ public struct OutcomePublisher: Sendable {
                     topic: deadLetterTopic, key: key.map { Array($0.prefix(Self.maximumDeadLetterKeyBytes)) },
                     value: Array(value.prefix(Self.maximumDeadLetterBytes)), headers: headers)
             }
-        }
-    }
-
-    /// Publishes until acknowledged; gives up only when the task is cancelled (a stop).
-    func publish(_ publications: [Publication]) async -> Bool {
-        let cancelled = Atomic<Bool>(false)
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                publish(publications, givingUp: { cancelled.load(ordering: .relaxed) }) { continuation.resume(returning: $0) }
-            }
-        } onCancel: {
-            cancelled.store(true, ordering: .relaxed)
         }
     }
 

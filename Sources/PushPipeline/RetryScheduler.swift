@@ -13,7 +13,7 @@ import Synchronization
 public final class RetryScheduler: Service, Sendable {
     private let queue: any RetryQueue
     private let processor: JobProcessor
-    private let publisher: OutcomePublisher
+    private let finishing: JobFinishing
     private let observer: (any PipelineObserver)?
     private let configuration: PipelineConfiguration
     private let logger: Logger
@@ -35,7 +35,7 @@ public final class RetryScheduler: Service, Sendable {
         self.queue = queue
         self.observer = observer
         self.processor = processor
-        self.publisher = publisher
+        finishing = JobFinishing(processor: processor, publisher: publisher)
         self.configuration = configuration
         self.logger = logger
     }
@@ -128,8 +128,8 @@ public final class RetryScheduler: Service, Sendable {
     }
 
     private func handle(_ entry: RetryEntry) async {
-        guard case .publish(let publications, let handedOff) = await processor.processRetry(entry) else { return }
-        guard await publisher.publish(publications) else { return }
+        let processed = await processor.processRetry(entry)
+        guard case .acknowledged(let publications, let handedOff, _) = await finishing.finish(processed) else { return }
         observer?.acknowledged(publications, timeline: nil, kafkaTimestamp: entry.fallbackCreatedAt)
         if !handedOff {
             _ = await processor.withStore { try await self.queue.complete(entry.id) }
