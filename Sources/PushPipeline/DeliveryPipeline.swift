@@ -146,7 +146,8 @@ public final class DeliveryPipeline: Service, Sendable {
         self.processor = processor
         let publisher = OutcomePublisher(
             producer: sink, outcomesTopic: configuration.outcomesTopic,
-            deadLetterTopic: configuration.deadLetterTopic, metrics: processor.metrics, logger: logger)
+            deadLetterTopic: configuration.deadLetterTopic, consumerGroup: configuration.consumerGroup, metrics: processor.metrics,
+            logger: logger)
         finishing = JobFinishing(processor: processor, publisher: publisher)
         retries = processor.retryQueue.map {
             RetryScheduler(

@@ -3,7 +3,7 @@ import PushCore
 import PushKafka
 
 /// Publishes outcomes (key = bindingId) and dead letters (original key and bytes,
-/// reason in headers), waiting for the broker's acknowledgement.
+/// reason in headers), each with its CloudEvents headers (`CloudEventHeaders`), waiting for the broker's acknowledgement.
 public struct OutcomePublisher: Sendable {
     public static let reasonHeader = "push-dlq-reason"
     public static let codeHeader = "push-dlq-code"
@@ -22,9 +22,15 @@ public struct OutcomePublisher: Sendable {
     let deadLetterTopic: String
     let metrics: PipelineMetrics
     let logger: Logger
+    let cloudEvents: CloudEventHeaders
 
-    public init(producer: any MessageSink, outcomesTopic: String, deadLetterTopic: String, metrics: PipelineMetrics, logger: Logger) {
+    /// - Parameter consumerGroup: names the deployment in the CloudEvents `ce_source` of everything published.
+    public init(
+        producer: any MessageSink, outcomesTopic: String, deadLetterTopic: String, consumerGroup: String, metrics: PipelineMetrics,
+        logger: Logger
+    ) {
         self.producer = producer
+        cloudEvents = CloudEventHeaders(consumerGroup: consumerGroup)
         self.outcomesTopic = outcomesTopic
         self.deadLetterTopic = deadLetterTopic
         self.metrics = metrics
@@ -50,9 +56,11 @@ public struct OutcomePublisher: Sendable {
                 } else {
                     json = outcome.encoded()
                 }
-                return KafkaRecord(topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: json)
+                return KafkaRecord(
+                    topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: json, headers: cloudEvents.headers(of: outcome))
             case .deadLetter(let rejection, let value, let key, let source):
-                var headers = [
+                var headers = cloudEvents.headers(ofDeadLetterFrom: source, at: currentTimeMilliseconds())
+                headers += [
                     KafkaHeader(Self.reasonHeader, rejection.message),
                     KafkaHeader(Self.codeHeader, rejection.code.rawValue),
                     KafkaHeader(Self.sourceHeader, source),

@@ -35,7 +35,7 @@ public struct JSONLogHandler: LogHandler {
         let explicit = event.metadata
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
-        writer.member("ts", LogTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
+        writer.member("ts", UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
         writer.member("level", event.level.rawValue)
         writer.member("label", label)
         writer.member("msg", event.message.description)
@@ -65,7 +65,7 @@ extension JSONLogHandler: FinishedDeliveryLogging {
     func finishedDeliveryLine(_ outcome: Outcome, at milliseconds: Int64) -> [UInt8] {
         var writer = JSONWriter(capacity: 320)
         writer.beginObject()
-        writer.member("ts", LogTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
+        writer.member("ts", UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
         writer.member("level", Logger.Level.info.rawValue)
         writer.member("label", label)
         writer.member("msg", FinishedDeliveryLog.message.description)
@@ -81,48 +81,6 @@ extension JSONLogHandler: FinishedDeliveryLogging {
         var bytes = writer.takeBytes()
         bytes.append(0x0A)
         return bytes
-    }
-}
-
-/// The `ts` of a JSON log line: UTC with milliseconds, `2026-11-24T02:39:36.820Z`. Written digit by
-/// digit: Foundation's `ISO8601DateFormatter.string(from:timeZone:formatOptions:)` builds a formatter on
-/// every call, which made logging one line per delivery cost more CPU than the delivery itself.
-public enum LogTimestamp {
-    public static func iso8601(millisecondsSinceEpoch milliseconds: Int64) -> String {
-        let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
-        let (year, month, day) = CivilDate.date(daysSinceEpoch: days)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(24)
-        func digits(_ value: Int64, _ count: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<count { divisor *= 10 }
-            var rest = value
-            while divisor > 0 {
-                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-                rest %= divisor
-                divisor /= 10
-            }
-        }
-        digits(year, 4)
-        bytes.append(UInt8(ascii: "-"))
-        digits(month, 2)
-        bytes.append(UInt8(ascii: "-"))
-        digits(day, 2)
-        bytes.append(UInt8(ascii: "T"))
-        digits(millisecondOfDay / 3_600_000, 2)
-        bytes.append(UInt8(ascii: ":"))
-        digits(millisecondOfDay / 60_000 % 60, 2)
-        bytes.append(UInt8(ascii: ":"))
-        digits(millisecondOfDay / 1000 % 60, 2)
-        bytes.append(UInt8(ascii: "."))
-        digits(millisecondOfDay % 1000, 3)
-        bytes.append(UInt8(ascii: "Z"))
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
-        let remainder = value % divisor
-        return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)
     }
 }
 

@@ -392,7 +392,7 @@ struct OutcomeRecordTests {
     @Test("each outcome's record carries its own contract JSON, in order, whether the store's encoding came with it or not")
     func recordsKeepEachOutcomesJSON() {
         let publisher = OutcomePublisher(
-            producer: InMemoryKafka().sink, outcomesTopic: "push.outcomes", deadLetterTopic: "push.dlq",
+            producer: InMemoryKafka().sink, outcomesTopic: "push.outcomes", deadLetterTopic: "push.dlq", consumerGroup: "push-worker",
             metrics: PipelineMetrics(), logger: testLogger())
         let recordedEarlier = outcome("b0", status: .rejected)
         let (first, second) = (outcome("b1"), outcome("b2"))

@@ -29,6 +29,7 @@ struct PipelineHarness {
         var configuration = PipelineConfiguration(
             retryPolicy: RetryPolicy(baseMilliseconds: 50, maximumMilliseconds: 200, maximumAttempts: 3),
             shutdownGrace: .seconds(2))
+        configuration.consumerGroup = group
         configure(&configuration)
         registry = ProviderRegistry([
             ProxyProvider(
@@ -145,6 +146,51 @@ struct PipelineTests {
         let delivered = outcomes(messages)
         #expect(delivered.count == 1)
         #expect(delivered.first?.json?["jobId"] == .string("after"))
+    }
+
+    @Test(
+        "outcomes and dead letters carry CloudEvents binary-mode headers (ce_specversion, ce_id, ce_source, ce_type, ce_time, ce_subject); the value stays contract v1"
+    )
+    func cloudEventHeaders() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start()
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox, group: "tenant a/push")
+        let before = currentTimeMilliseconds()
+        try await produce(
+            kafka, [("mallory", Array(#"{"v":1"#.utf8)), ("alice", jobJSON(id: "job/1", targets: [proxyTarget("a1"), proxyTarget("a2")]))])
+        let reader = try kafka.reader()
+        let running = harness.start()
+        let messages = await reader.wait(timeout: .seconds(30)) { $0.count >= 3 }
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+
+        let delivered = outcomes(messages).sorted { ($0.keyString ?? "") < ($1.keyString ?? "") }
+        #expect(delivered.count == 2)
+        for (record, binding) in zip(delivered, ["a1", "a2"]) {
+            #expect(record.header("ce_specversion") == "1.0")
+            #expect(record.header("ce_id") == "delivered/1/5:job/1/\(binding)")
+            #expect(record.header("ce_source") == "/push-worker/tenant%20a%2Fpush")
+            #expect(record.header("ce_type") == "io.push-worker.outcome.delivered")
+            #expect(record.header("ce_subject") == binding)
+            #expect(record.header("content-type") == "application/json")
+            guard case .integer(let at)? = record.json?["at"] else {
+                Issue.record("the value is no longer the outcome JSON")
+                continue
+            }
+            #expect(record.header("ce_time") == UTCTimestamp.iso8601(millisecondsSinceEpoch: at))
+            #expect(record.json?["bindingId"] == .string(binding))
+        }
+        let dead = outcomes(messages, topic: kafka.deadLetterTopic)
+        #expect(dead.count == 1)
+        #expect(dead.first?.header("ce_id") == "dead-letter/push.jobs/0@0")
+        #expect(dead.first?.header("ce_type") == "io.push-worker.dead-letter")
+        #expect(dead.first?.header("ce_source") == "/push-worker/tenant%20a%2Fpush")
+        #expect(dead.first?.header("ce_subject") == nil)
+        #expect(dead.first?.header("content-type") == nil)
+        #expect(dead.first?.header(OutcomePublisher.codeHeader) == "invalid_json")
+        let deadAt = dead.first?.header("ce_time") ?? ""
+        #expect(deadAt >= UTCTimestamp.iso8601(millisecondsSinceEpoch: before))
     }
 
     @Test("a job too large for a Kafka message goes to the DLQ truncated, its size in a header, and the next job still flows")

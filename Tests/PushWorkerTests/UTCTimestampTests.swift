@@ -1,9 +1,10 @@
 import Foundation
+import PushCore
 import PushWorker
 import Testing
 
 @Suite("JSON log timestamps")
-struct LogTimestampTests {
+struct UTCTimestampTests {
     @Test(
         "ts is UTC with milliseconds, the same text Foundation's ISO 8601 formatter gives",
         arguments: [
@@ -14,7 +15,7 @@ struct LogTimestampTests {
         let expected = ISO8601DateFormatter.string(
             from: Date(timeIntervalSince1970: Double(milliseconds) / 1000), timeZone: .gmt,
             formatOptions: [.withInternetDateTime, .withFractionalSeconds])
-        #expect(LogTimestamp.iso8601(millisecondsSinceEpoch: milliseconds) == expected)
+        #expect(UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds) == expected)
     }
 
     @Test("every day of four years, leap days included, matches the calendar")
@@ -25,7 +26,7 @@ struct LogTimestampTests {
             let milliseconds = day * 86_400_000 + 45_296_789
             let parts = calendar.dateComponents([.year, .month, .day], from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
             let expected = String(format: "%04d-%02d-%02dT12:34:56.789Z", parts.year!, parts.month!, parts.day!)
-            #expect(LogTimestamp.iso8601(millisecondsSinceEpoch: milliseconds) == expected)
+            #expect(UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds) == expected)
         }
     }
 }

@@ -1,0 +1,75 @@
+import PushCore
+import PushKafka
+
+/// The CloudEvents 1.0 attributes of what the worker publishes, in the Kafka protocol binding's binary content
+/// mode: the value stays as it is (an outcome's contract v1 JSON, a dead letter's original bytes) and each
+/// attribute is a header named `ce_<attribute>`, its value UTF-8 text; `datacontenttype` is the `content-type`
+/// header (CloudEvents Kafka protocol binding, section 3.2; core specification, section 3.1).
+///
+/// - `ce_id` is made from the outcome itself, so an outcome published again (a job redelivered after a crash reads
+///   its record back) carries the same id, and consumers may take equal `ce_source` and `ce_id` for a duplicate, as
+///   the core specification allows.
+/// - `ce_source` names the worker deployment by its consumer group, the same in every replica.
+/// - `ce_time` is when the outcome was reached (its `at`); for a dead letter, when it was dead-lettered.
+struct CloudEventHeaders: Sendable {
+    static let specVersion = "1.0"
+    static let contentType = "application/json"
+    static let outcomeTypePrefix = "io.push-worker.outcome."
+    static let deadLetterType = "io.push-worker.dead-letter"
+
+    /// `ce_source`: `/push-worker/<group>`, the group percent-encoded outside RFC 3986's unreserved characters.
+    let source: String
+
+    init(consumerGroup: String) {
+        source = "/push-worker/" + Self.percentEncoded(consumerGroup)
+    }
+
+    /// The `ce_type` of an outcome of this status.
+    static func type(of status: Outcome.Status) -> String { outcomeTypePrefix + status.rawValue }
+
+    /// `ce_id` of an outcome: its status and attempts, then the job id with its length before it and the binding
+    /// id, so that no two outcomes share it whatever characters the ids hold.
+    static func id(of outcome: Outcome) -> String {
+        "\(outcome.status.rawValue)/\(outcome.attempts)/\(outcome.jobId.utf8.count):\(outcome.jobId)/\(outcome.bindingId)"
+    }
+
+    func headers(of outcome: Outcome) -> [KafkaHeader] {
+        [
+            KafkaHeader("ce_specversion", Self.specVersion),
+            KafkaHeader("ce_id", Self.id(of: outcome)),
+            KafkaHeader("ce_source", source),
+            KafkaHeader("ce_type", Self.type(of: outcome.status)),
+            KafkaHeader("ce_time", UTCTimestamp.iso8601(millisecondsSinceEpoch: outcome.at)),
+            KafkaHeader("ce_subject", outcome.bindingId),
+            KafkaHeader("content-type", Self.contentType),
+        ]
+    }
+
+    /// A dead letter's: its id is where the job came from (`<topic>/<partition>@<offset>`, or the retry entry),
+    /// unique per message; no subject (the job named no usable binding) and no content type (its bytes may not
+    /// be JSON at all).
+    func headers(ofDeadLetterFrom origin: String, at milliseconds: Int64) -> [KafkaHeader] {
+        [
+            KafkaHeader("ce_specversion", Self.specVersion),
+            KafkaHeader("ce_id", "dead-letter/" + origin),
+            KafkaHeader("ce_source", source),
+            KafkaHeader("ce_type", Self.deadLetterType),
+            KafkaHeader("ce_time", UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds)),
+        ]
+    }
+
+    private static func percentEncoded(_ text: String) -> String {
+        var encoded = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".utf8)
+                encoded += String(decoding: [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]], as: UTF8.self)
+            }
+        }
+        return encoded
+    }
+}
