@@ -195,4 +195,18 @@ public protocol RetryQueue: Sendable {
     func complete(_ id: String) async throws
     /// Number of entries waiting (due or not).
     func count() async throws -> Int
+    /// Entries waiting, and those of them due more than `overdueAfter` ago and not claimed since, judged by the queue's clock.
+    func depth(overdueAfter: Duration) async throws -> RetryQueueDepth
+}
+
+/// How full the retry queue is: what the `push_retry_queue_entries` and `push_retry_queue_overdue_entries` gauges show.
+public struct RetryQueueDepth: Sendable, Equatable {
+    public var entries: Int
+    /// Due a while ago and claimed by no replica since: the replicas' schedulers do not keep up, or none runs.
+    public var overdue: Int
+
+    public init(entries: Int, overdue: Int) {
+        self.entries = entries
+        self.overdue = overdue
+    }
 }

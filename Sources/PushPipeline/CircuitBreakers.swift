@@ -14,7 +14,8 @@ import PushCore
 /// Scopes come from jobs (a Web Push origin is whatever host an endpoint names), so the map is
 /// bounded: a breaker closed with no failure counted is the same as none and is not kept; one left
 /// alone for `idleEviction` is forgotten (its next send probes or counts afresh); beyond
-/// `maximumEntries` the longest unused go first. `push_circuit_breakers` is the number kept.
+/// `maximumEntries` the longest unused go first. `push_circuit_breakers` is the number kept, `push_circuits_open` the
+/// number of them not closed (open or half-open).
 public final class CircuitBreakers: Sendable {
     /// The probes a permitted send holds: given back with `giveBack` when the send does not happen.
     public struct Probes: Sendable, Equatable {
@@ -35,6 +36,9 @@ public final class CircuitBreakers: Sendable {
         var entries: [DeliveryScope: Entry] = [:]
         var operationsSinceSweep = 0
         var reportedCount = -1
+        /// Breakers kept that are not closed: kept up to date by `store`, counted again when entries are dropped.
+        var open = 0
+        var reportedOpen = -1
     }
 
     public static let defaultMaximumEntries = 10_000
@@ -47,6 +51,7 @@ public final class CircuitBreakers: Sendable {
     private let metrics: PipelineMetrics
     private let logger: Logger
     private let entriesGauge = Gauge(label: "push_circuit_breakers")
+    private let openGauge = Gauge(label: "push_circuits_open")
 
     public init(
         settings: CircuitBreaker.Settings, metrics: PipelineMetrics, logger: Logger,
@@ -66,7 +71,7 @@ public final class CircuitBreakers: Sendable {
     /// A send allowed as a half-open circuit's probe holds `probes` until it reports, or gives them back.
     func permit(_ scope: DeliveryScope, at now: Int64) -> (permit: CircuitBreaker.Permit, openScope: DeliveryScope, probes: Probes) {
         table.withLock { table in
-            defer { table.maintain(at: now, maximum: maximumEntries, idle: idleEviction, gauge: entriesGauge) }
+            defer { table.maintain(at: now, maximum: maximumEntries, idle: idleEviction, gauges: (entriesGauge, openGauge)) }
             var whole = table.breaker(of: scope, settings: settings)
             let permit = whole.permit(at: now)
             guard permit.isAllowed else {
@@ -130,7 +135,7 @@ public final class CircuitBreakers: Sendable {
 
     private func record(_ result: DeliveryResult, in scope: DeliveryScope, at now: Int64, onlyWhenOpen: Bool) {
         let change = table.withLock { table -> (opened: Bool, wasOpen: Bool, state: CircuitBreaker.State)? in
-            defer { table.maintain(at: now, maximum: maximumEntries, idle: idleEviction, gauge: entriesGauge) }
+            defer { table.maintain(at: now, maximum: maximumEntries, idle: idleEviction, gauges: (entriesGauge, openGauge)) }
             var breaker = table.breaker(of: scope, settings: settings)
             let wasOpen = breaker.isOpen
             if onlyWhenOpen, !wasOpen { return nil }
@@ -160,7 +165,10 @@ public final class CircuitBreakers: Sendable {
             let forgotten = table.entries.filter { released($0.key) }
             for scope in forgotten.keys { table.entries[scope] = nil }
             table.reportedCount = table.entries.count
+            table.open = table.entries.values.count { $0.breaker.isOpen }
+            table.reportedOpen = table.open
             entriesGauge.record(table.entries.count)
+            openGauge.record(table.open)
             return forgotten
         }
         for (scope, entry) in forgotten where entry.breaker.isOpen { metrics.circuit(scope, open: false) }
@@ -170,6 +178,9 @@ public final class CircuitBreakers: Sendable {
     public var openCircuits: [DeliveryScope: CircuitBreaker.State] {
         table.withLock { $0.entries.filter { $0.value.breaker.isOpen }.mapValues(\.breaker.state) }
     }
+
+    /// Breakers not closed, as `push_circuits_open` reports them, for tests.
+    var openCount: Int { table.withLock { $0.open } }
 
     /// Breakers kept (not pristine), for tests.
     var count: Int { table.withLock { $0.entries.count } }
@@ -182,14 +193,17 @@ private extension CircuitBreakers.Table {
 
     /// Keeps `breaker` for `scope`, unless it is pristine (then none is the same).
     mutating func store(_ breaker: CircuitBreaker, for scope: DeliveryScope, at now: Int64) {
+        let wasOpen = entries[scope]?.breaker.isOpen == true
         entries[scope] = breaker.isPristine ? nil : CircuitBreakers.Entry(breaker: breaker, lastUsed: now)
+        open += (breaker.isOpen ? 1 : 0) - (wasOpen ? 1 : 0)
     }
 
     /// Forgets breakers unused for `idle`, now and then and whenever more than `maximum` are kept; then, while
     /// still more than `maximum`, the longest unused, down to nine tenths of it (so the next sweep is far off).
-    mutating func maintain(at now: Int64, maximum: Int, idle: Int64, gauge: Gauge) {
+    mutating func maintain(at now: Int64, maximum: Int, idle: Int64, gauges: (entries: Gauge, open: Gauge)) {
         operationsSinceSweep += 1
         if entries.count > maximum || operationsSinceSweep >= 4096 {
+            defer { open = entries.values.count { $0.breaker.isOpen } }
             operationsSinceSweep = 0
             entries = entries.filter { now.subtracting(saturating: $0.value.lastUsed) < idle }
             if entries.count > maximum {
@@ -200,7 +214,11 @@ private extension CircuitBreakers.Table {
         }
         if entries.count != reportedCount {
             reportedCount = entries.count
-            gauge.record(entries.count)
+            gauges.entries.record(entries.count)
+        }
+        if open != reportedOpen {
+            reportedOpen = open
+            gauges.open.record(open)
         }
     }
 }

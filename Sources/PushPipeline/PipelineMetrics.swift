@@ -16,6 +16,9 @@ public final class PipelineMetrics: Sendable {
     /// Started and unfinished (within `PUSH_MAX_IN_FLIGHT`).
     let running = Gauge(label: "push_jobs_running")
     let retriesInFlight = Gauge(label: "push_retries_in_flight")
+    /// The shared retry queue's entries and overdue entries, sampled by every replica's scheduler (the same values in each).
+    let retryQueueEntries = Gauge(label: "push_retry_queue_entries")
+    let retryQueueOverdue = Gauge(label: "push_retry_queue_overdue_entries")
     let storeAvailable = Gauge(label: "push_store_available")
     let shedJobs = Counter(label: "push_jobs_shed_total")
 

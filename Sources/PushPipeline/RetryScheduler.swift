@@ -50,6 +50,7 @@ public final class RetryScheduler: Service, Sendable {
 
     private func claimUntilCancelled() async {
         let renewals = Task { [self] in await renewLeases() }
+        let sampling = Task { [self] in await sampleDepth() }
         while !Task.isCancelled {
             let capacity = configuration.maximumConcurrentRetries - inFlight
             var claimed: [RetryClaim] = []
@@ -65,10 +66,28 @@ public final class RetryScheduler: Service, Sendable {
             if claimed.isEmpty { try? await Task.sleep(for: Self.idlePoll) }
         }
         renewals.cancel()
+        sampling.cancel()
         await renewals.value
+        await sampling.value
         let tasks = running.withLock { $0.values.map(\.task) }
         tasks.forEach { $0.cancel() }
         for task in tasks { await task.value }
+    }
+
+    /// How often the queue's depth is sampled, and how long past its due time an unclaimed entry counts as overdue.
+    static let depthSampling = Duration.seconds(5)
+    static let overdueAfter = Duration.seconds(30)
+
+    /// Until cancelled: the queue's entries and overdue entries, for `push_retry_queue_entries` and
+    /// `push_retry_queue_overdue_entries`. A failed sample leaves the gauges as they were (the store's own metrics say why).
+    private func sampleDepth() async {
+        while !Task.isCancelled {
+            if let depth = try? await queue.depth(overdueAfter: Self.overdueAfter) {
+                processor.metrics.retryQueueEntries.record(depth.entries)
+                processor.metrics.retryQueueOverdue.record(depth.overdue)
+            }
+            try? await Task.sleep(for: Self.depthSampling)
+        }
     }
 
     /// Every third of the lease, until cancelled: renews the leases of the entries running.

@@ -251,6 +251,31 @@ public final class RedisRetryQueue: RetryQueue {
         return replies.reduce(0) { $0 + Int($1.integer ?? 0) }
     }
 
+    /// KEYS: the index. ARGV: overdue after (ms). Returns {entries, entries due before Redis's now minus ARGV[1]}.
+    /// A claimed entry is scored by the end of its lease, so it counts as overdue only once its lease has lapsed.
+    static let depthScript = RedisScript(
+        serverNow + """
+
+            local overdue = redis.call('ZCOUNT', KEYS[1], '-inf', string.format('(%d', now - tonumber(ARGV[1])))
+            return {redis.call('ZCARD', KEYS[1]), overdue}
+            """)
+
+    public func depth(overdueAfter: Duration) async throws -> RetryQueueDepth {
+        let overdueAfter = Array(String(max(overdueAfter.milliseconds, 0)).utf8)
+        let replies = try await client.evaluateAll(
+            Self.depthScript, calls: Self.shards.map { (keys: [RedisKeys.retryIndex(shard: $0)], arguments: [overdueAfter]) })
+        var (entries, overdue): (Int64, Int64) = (0, 0)
+        for reply in replies {
+            if case .error(let message) = reply { throw RedisError.reply(message) }
+            guard case .array(let counts) = reply, counts.count == 2, let shardEntries = counts[0].integer,
+                let shardOverdue = counts[1].integer
+            else { throw RedisError.reply("unexpected depth reply: \(reply)") }
+            entries = entries.adding(saturating: Int64(clamping: shardEntries))
+            overdue = overdue.adding(saturating: Int64(clamping: shardOverdue))
+        }
+        return RetryQueueDepth(entries: Int(clamping: entries), overdue: Int(clamping: overdue))
+    }
+
     /// Entries per shard, for operators and tests.
     public func countPerShard() async throws -> [Int] {
         let replies = try await client.pipeline(Self.shards.map { RedisCommand("ZCARD", RedisKeys.retryIndex(shard: $0)) })

@@ -151,6 +151,7 @@ final class RecordingRetryQueue: RetryQueue {
     func renew(_ leases: [RetryLease], for lease: Duration) async throws -> [RetryLease?] { leases.map { _ in nil } }
     func complete(_ id: String) async throws {}
     func count() async throws -> Int { scheduled.count }
+    func depth(overdueAfter: Duration) async throws -> RetryQueueDepth { RetryQueueDepth(entries: scheduled.count, overdue: 0) }
 }
 
 @Suite("A failure stops no more than the scope its provider names")
@@ -262,5 +263,22 @@ struct CircuitBreakerBoundTests {
         // Left alone past the idle time, all are forgotten at the next sweep.
         for index in 0..<5000 { _ = breakers.permit(Self.scope(200_000 + index), at: 10_000_000) }
         #expect(breakers.count == 0)
+    }
+
+    @Test("push_circuits_open counts the breakers not closed, through openings, closings, evictions and forgetting")
+    func openCircuitsAreCounted() {
+        let breakers = CircuitBreakers(
+            settings: .default, metrics: PipelineMetrics(), logger: testLogger(), maximumEntries: 1000, idleEviction: .seconds(60))
+        for index in 0..<3 {
+            for _ in 0..<50 { breakers.record(.retryable(reason: "503", httpStatus: 503), in: Self.scope(index), at: 1000) }
+        }
+        #expect(breakers.openCircuits.count == 3)
+        #expect(breakers.openCount == 3)
+        breakers.forget { $0 == Self.scope(0) }
+        #expect(breakers.openCount == 2)
+        // Left alone past the idle time, the rest are forgotten at the next sweep.
+        for index in 0..<5000 { _ = breakers.permit(Self.scope(200_000 + index), at: 10_000_000) }
+        #expect(breakers.openCount == 0)
+        #expect(breakers.openCount == breakers.openCircuits.count)
     }
 }

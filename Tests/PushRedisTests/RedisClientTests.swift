@@ -379,6 +379,22 @@ struct RedisRetryQueueTests {
         #expect(try await queue.claimDue(limit: 10, lease: .seconds(30)).isEmpty)
     }
 
+    @Test(
+        "the queue's depth counts every entry, and as overdue only those due longer ago than the threshold and not claimed since",
+        arguments: RedisDeployment.allCases)
+    func depth(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let queue = RedisRetryQueue(client: server.client())
+        try await queue.schedule(Self.entry("long-due"), dueAt: currentTimeMilliseconds())
+        try await Task.sleep(for: .milliseconds(1500))
+        try await queue.schedule(Self.entry("just-due"), dueAt: currentTimeMilliseconds())
+        try await queue.schedule(Self.entry("later"), dueAt: currentTimeMilliseconds() + 3_600_000)
+        #expect(try await queue.depth(overdueAfter: .seconds(1)) == RetryQueueDepth(entries: 3, overdue: 1))
+        #expect(Set(try await queue.claimDue(limit: 10, lease: .seconds(30)).map(\.entry.id)) == ["long-due", "just-due"])
+        #expect(try await queue.depth(overdueAfter: .seconds(1)) == RetryQueueDepth(entries: 3, overdue: 0))
+    }
+
     @Test("a claimed entry is invisible to other claimers until its lease ends, then due again", arguments: RedisDeployment.allCases)
     func leases(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
