@@ -16,6 +16,8 @@ import helm_sdkpy
 chart = pathlib.Path(__file__).resolve().parent.parent / "charts" / "push-worker"
 toggles = {
     "serviceMonitor:\n  enabled: false": "serviceMonitor:\n  enabled: true",
+    "prometheusRule:\n  enabled: false": "prometheusRule:\n  enabled: true",
+    "grafanaDashboard:\n  enabled: false": "grafanaDashboard:\n  enabled: true",
     "autoscaling:\n  enabled: false": "autoscaling:\n  enabled: true",
     "keda:\n    enabled: false": "keda:\n    enabled: true",
     "secretEnv: {}": "secretEnv:\n  PUSH_REDIS_URL:\n    secret: push-worker-redis\n    key: url",
@@ -104,6 +106,23 @@ def keda_problems(scaled_object, values):
     return [] if triggers == expected else [f"KEDA ScaledObject scales on {sorted(triggers)}, expected {sorted(expected)}"]
 
 
+def monitoring_problems(rule, dashboard):
+    """The PrometheusRule carries the rules file's groups, its runbook links pointed at runbookBaseURL; the
+    dashboard's ConfigMap carries the sidecar label and the dashboard JSON as it is in files/."""
+    problems = []
+    files = chart / "files"
+    import yaml
+    expected = yaml.safe_load((files / "prometheus-rules.yaml").read_text())["groups"]
+    if rule.get("spec", {}).get("groups") != expected:
+        problems.append("the PrometheusRule's groups differ from files/prometheus-rules.yaml")
+    if dashboard.get("metadata", {}).get("labels", {}).get("grafana_dashboard") != "1":
+        problems.append("the dashboard ConfigMap lacks the grafana_dashboard: \"1\" sidecar label")
+    shipped = json.loads((files / "grafana-dashboard.json").read_text())
+    if json.loads(dashboard.get("data", {}).get("push-worker.json", "null") or "null") != shipped:
+        problems.append("the dashboard ConfigMap's push-worker.json differs from files/grafana-dashboard.json")
+    return problems
+
+
 def main():
     problems = []
     failed, result = lint(chart)
@@ -123,6 +142,10 @@ def main():
             problems.append(f"all options on: {result}")
         keda = rendered(copy, ["hpa"])
         problems += keda_problems(keda["hpa"], keda["values"])
+        monitoring_copy = pathlib.Path(directory) / "monitoring" / "push-worker"
+        shutil.copytree(copy, monitoring_copy)
+        monitoring = rendered(monitoring_copy, ["prometheusrule", "grafana-dashboard"])
+        problems += monitoring_problems(monitoring["prometheusrule"], monitoring["grafana-dashboard"])
 
         defaults = pathlib.Path(directory) / "defaults" / "push-worker"
         shutil.copytree(chart, defaults)
@@ -139,7 +162,8 @@ def main():
             problems.append("networkPolicy.enabled: false still renders a NetworkPolicy")
     for problem in problems:
         print(problem)
-    print("chart: lint clean, security rules hold, KEDA scales on both lanes" if not problems else "chart: FAILED")
+    print("chart: lint clean, security rules hold, KEDA scales on both lanes, rules and dashboard shipped as they are in files/"
+          if not problems else "chart: FAILED")
     sys.exit(1 if problems else 0)
 
 

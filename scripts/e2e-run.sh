@@ -96,6 +96,7 @@ grep -q '^push_deliveries_total{provider="apns",app="-",status="delivered"} 1$' 
 grep -q '^push_jobs_invalid_total{code="invalid_json"} 1$' "$work/metrics" || fail "metrics lack the invalid job"
 grep -q '^push_kafka_produce_rtt_milliseconds{broker="[0-9]*",quantile="0.99"} [0-9.e+-]*$' "$work/metrics" \
     || fail "metrics lack the outcome producer's round trip: $(grep push_kafka_produce "$work/metrics")"
+python3 scripts/check-observability.py "$work/metrics" || fail "the chart's alerting rules or dashboard name a metric the worker does not export"
 
 echo "e2e: SIGTERM stops the worker cleanly"
 kill -TERM "$worker"
@@ -119,4 +120,4 @@ for secret in secret-voip-token-5f1e9a secret-fcm-token-77c2d0 "$(printf 'ab%.0s
     if grep -qF -- "$secret" "$work/run.log"; then fail "a secret appeared in the logs: ${secret:0:6}…"; fi
 done
 if grep -qE 'eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}' "$work/run.log"; then fail "a JWT appeared in the logs"; fi
-echo "e2e: PASS (proxy, APNs, FCM, Web Push and Huawei Push Kit outcomes with a proxy in the environment ignored, 1 dead letter, redelivery replayed from Redis, no secret in the logs, clean SIGTERM)"
+echo "e2e: PASS (proxy, APNs, FCM, Web Push and Huawei Push Kit outcomes with a proxy in the environment ignored, CloudEvents headers, 1 dead letter, alert rules and dashboard checked against /metrics, redelivery replayed from Redis, no secret in the logs, clean SIGTERM)"

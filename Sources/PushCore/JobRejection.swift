@@ -1,7 +1,7 @@
 /// Why a consumed message is not a valid job. It goes to the dead-letter topic with
 /// `code` and `message` in its headers.
 public struct JobRejection: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Code: String, Sendable {
+    public enum Code: String, Sendable, CaseIterable {
         case tooLarge = "too_large"
         case invalidJSON = "invalid_json"
         case unsupportedVersion = "unsupported_version"

@@ -18,6 +18,9 @@ public struct MetricAppLabels: Sendable {
         self.configured = configured
     }
 
+    /// The providers this configuration serves.
+    public var providers: [ProviderID] { Array(configured.keys) }
+
     /// Whether `label` is one this configuration gives for `provider` (an app it names, `-` or `unconfigured`).
     public func isLabel(_ label: String, of provider: ProviderID) -> Bool {
         label == Self.none || label == Self.unconfigured || configured[provider]?.contains(label) == true

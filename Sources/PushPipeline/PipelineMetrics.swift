@@ -50,6 +50,12 @@ public final class PipelineMetrics: Sendable {
         oldestUncommittedGauges = PerLane(Lane.allCases) {
             Gauge(label: "push_oldest_uncommitted_seconds", dimensions: [("lane", $0.rawValue)])
         }
+        // Series whose label values are known up front exist from the start at 0, so that a rate over them, an
+        // alert or a dashboard panel has a series before the first event rather than none.
+        for code in JobRejection.Code.allCases { _ = Counter(label: "push_jobs_invalid_total", dimensions: [("code", code.rawValue)]) }
+        for provider in appLabels.providers {
+            _ = Counter(label: "push_retries_scheduled_total", dimensions: [("provider", provider.rawValue)])
+        }
     }
 
     /// The apps of a new configuration: an added app gets its own label from now on, a removed one goes back to

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Checks the alerting rules and the dashboard the chart ships (charts/push-worker/files/) against a running
+worker: `promtool check rules` accepts the rules file, and every metric a rule or a dashboard panel names is
+one the worker exports, in a /metrics scrape given as the argument (scripts/e2e-run.sh passes the one it takes
+after its jobs went through). A histogram's _bucket, _sum and _count series count as its family's."""
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import yaml
+
+files = pathlib.Path(__file__).resolve().parent.parent / "charts" / "push-worker" / "files"
+rules_file = files / "prometheus-rules.yaml"
+dashboard_file = files / "grafana-dashboard.json"
+metric_name = re.compile(r"\bpush_[a-z0-9_]+")
+
+
+def exported(scrape):
+    """Families in a Prometheus text exposition: each TYPE line, and each sample's name."""
+    families = set()
+    for line in scrape.splitlines():
+        if line.startswith("# TYPE "):
+            families.add(line.split()[2])
+        elif line and not line.startswith("#"):
+            families.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    return families
+
+
+def family(name, families):
+    for suffix in ("_bucket", "_sum", "_count"):
+        if name.endswith(suffix) and name[: -len(suffix)] in families:
+            return name[: -len(suffix)]
+    return name
+
+
+def named_in_rules():
+    names = {}
+    for group in yaml.safe_load(rules_file.read_text())["groups"]:
+        for rule in group["rules"]:
+            for name in metric_name.findall(rule["expr"]):
+                names.setdefault(name, []).append(f"rule {rule.get('alert') or rule.get('record')}")
+    return names
+
+
+def named_in_dashboard():
+    names = {}
+    dashboard = json.loads(dashboard_file.read_text())
+    panels = list(dashboard["panels"])
+    while panels:
+        panel = panels.pop()
+        panels += panel.get("panels", [])
+        for target in panel.get("targets", []):
+            for name in metric_name.findall(target.get("expr", "")):
+                names.setdefault(name, []).append(f"panel {panel['title']!r}")
+    for variable in dashboard.get("templating", {}).get("list", []):
+        query = variable.get("query")
+        text = query.get("query", "") if isinstance(query, dict) else str(query or "")
+        for name in metric_name.findall(text):
+            names.setdefault(name, []).append(f"variable {variable['name']}")
+    return names
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: check-observability.py METRICS_SCRAPE_FILE")
+    problems = []
+    promtool = subprocess.run(["promtool", "check", "rules", str(rules_file)], capture_output=True, text=True)
+    if promtool.returncode != 0:
+        problems.append(f"promtool check rules: {promtool.stdout}{promtool.stderr}")
+    families = exported(pathlib.Path(sys.argv[1]).read_text())
+    if not any(name.startswith("push_") for name in families):
+        problems.append("the scrape holds no push_ metric at all")
+    for source, names in (("rules", named_in_rules()), ("dashboard", named_in_dashboard())):
+        if not names:
+            problems.append(f"the {source} name no metric")
+        for name, users in sorted(names.items()):
+            if family(name, families) not in families:
+                problems.append(f"{name} ({', '.join(sorted(set(users)))}) is not exported by the worker")
+    for problem in problems:
+        print(problem)
+    rules = sum(len(group["rules"]) for group in yaml.safe_load(rules_file.read_text())["groups"])
+    print(f"observability: {rules} rules pass promtool, every metric they and the dashboard name is exported"
+          if not problems else "observability: FAILED")
+    sys.exit(1 if problems else 0)
+
+
+main()
