@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the alerting rules and the dashboard the chart ships (charts/push-worker/files/) against a running
-worker: `promtool check rules` accepts the rules file, and every metric a rule or a dashboard panel names is
+worker: `promtool check rules` accepts the rules file, `promtool test rules` passes its unit tests
+(Tests/Observability/prometheus-rules-test.yaml), and every metric a rule or a dashboard panel names is
 one the worker exports, in a /metrics scrape given as the argument (scripts/e2e-run.sh passes the one it takes
 after its jobs went through). A histogram's _bucket, _sum and _count series count as its family's."""
 import json
@@ -11,7 +12,9 @@ import sys
 
 import yaml
 
-files = pathlib.Path(__file__).resolve().parent.parent / "charts" / "push-worker" / "files"
+root = pathlib.Path(__file__).resolve().parent.parent
+files = root / "charts" / "push-worker" / "files"
+rules_tests = root / "Tests" / "Observability" / "prometheus-rules-test.yaml"
 rules_file = files / "prometheus-rules.yaml"
 dashboard_file = files / "grafana-dashboard.json"
 metric_name = re.compile(r"\bpush_[a-z0-9_]+")
@@ -69,6 +72,9 @@ def main():
     promtool = subprocess.run(["promtool", "check", "rules", str(rules_file)], capture_output=True, text=True)
     if promtool.returncode != 0:
         problems.append(f"promtool check rules: {promtool.stdout}{promtool.stderr}")
+    tests = subprocess.run(["promtool", "test", "rules", rules_tests.name], cwd=rules_tests.parent, capture_output=True, text=True)
+    if tests.returncode != 0:
+        problems.append(f"promtool test rules: {tests.stdout}{tests.stderr}")
     families = exported(pathlib.Path(sys.argv[1]).read_text())
     if not any(name.startswith("push_") for name in families):
         problems.append("the scrape holds no push_ metric at all")
@@ -81,7 +87,7 @@ def main():
     for problem in problems:
         print(problem)
     rules = sum(len(group["rules"]) for group in yaml.safe_load(rules_file.read_text())["groups"])
-    print(f"observability: {rules} rules pass promtool, every metric they and the dashboard name is exported"
+    print(f"observability: {rules} rules pass promtool's check and unit tests, every metric they and the dashboard name is exported"
           if not problems else "observability: FAILED")
     sys.exit(1 if problems else 0)
 
