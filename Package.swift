@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
+        // OTLP trace export; only its HTTP exporter is built (no gRPC stack).
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // C shims: the only places that see the C libraries' headers.
@@ -88,6 +91,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/PushPipeline"),
 
@@ -172,6 +176,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ], path: "Sources/PushWorker"),
         // `push-worker-dev demo`: the whole pipeline on the mock cluster and the sandboxes.
         .target(
@@ -298,7 +304,13 @@ let package = Package(
             dependencies: [
                 "APNsSandbox", "FCMSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin",
                 "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates",
-                "TestSupport", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "TestSupport", "PushKafka", "PushPipeline",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Tests/PushWorkerTests"),
     ],

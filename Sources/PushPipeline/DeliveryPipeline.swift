@@ -4,6 +4,7 @@ import Metrics
 import PushCore
 import PushKafka
 import ServiceLifecycle
+import Tracing
 
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
 /// `urgentTopic`) consumes batches into a `PipelineStateMachine`, which decides when each job
@@ -551,11 +552,19 @@ public final class DeliveryPipeline: Service, Sendable {
         let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
-            let processed = await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
+            let span = processor.tracing?.consumerSpan(of: message)
+            let processed: JobProcessor.ProcessedTargets?
+            if let span {
+                processed = await ServiceContext.withValue(span.context) {
+                    await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
+                }
+            } else {
+                processed = await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
+            }
             tasks.withLock { $0.ended(id) }
             // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
             // the broker's acknowledgement finishes the job (on the producer's).
-            finishing.finish(processed, givingUp: { [weak self] in self?.isCancelled(id.lane) ?? true }) { [self] ending in
+            finishing.finish(processed, span: span, givingUp: { [weak self] in self?.isCancelled(id.lane) ?? true }) { [self] ending in
                 guard case .acknowledged(let publications, _, let recordedAt) = ending else { return finish(id, completed: false) }
                 observer?.acknowledged(
                     publications, timeline: JobTimeline(started: startedAt, processed: recordedAt), kafkaTimestamp: message.timestamp)

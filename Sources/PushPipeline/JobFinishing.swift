@@ -1,5 +1,6 @@
 import PushCore
 import Synchronization
+import Tracing
 
 /// The one way a job ends, whatever it is (a consumed job of one target or of many, a retry from the queue): its
 /// final outcomes recorded in the store, then published, then acknowledged by the broker. No task waits for
@@ -21,17 +22,38 @@ struct JobFinishing: Sendable {
 
     /// Records, publishes and waits for the acknowledgement of `processed` (nil: abandoned already); `then` runs
     /// once, on the thread of the last answer. A failing store or broker is tried again until `givingUp` says to stop.
+    /// `span`: the job's CONSUMER span, when traced: its outcomes are published under a PRODUCER span of its own, whose
+    /// context their records carry, and both end with the job.
     func finish(
-        _ processed: JobProcessor.ProcessedTargets?, givingUp: @escaping @Sendable () -> Bool,
+        _ processed: JobProcessor.ProcessedTargets?, span: (any Span)? = nil, givingUp: @escaping @Sendable () -> Bool,
         then done: @escaping @Sendable (Ending) -> Void
     ) {
+        let done = Self.endingSpan(span, then: done)
         guard let processed else { return done(.abandoned) }
-        processor.record(processed, givingUp: givingUp) { [publisher] recorded, encoded in
+        processor.record(processed, trace: span?.context, givingUp: givingUp) { [processor, publisher] recorded, encoded in
             guard case .publish(let publications, let handedOff) = recorded else { return done(.abandoned) }
             let recordedAt = ContinuousClock.now
-            publisher.publish(publications, encoded: encoded, givingUp: givingUp) { acknowledged in
+            let producerSpan = span.flatMap { span in
+                processor.tracing?.producerSpan(topic: publisher.outcomesTopic, records: publications.count, parent: span.context)
+            }
+            let traceHeaders = producerSpan.flatMap { processor.tracing?.headers(carrying: $0.context) } ?? []
+            publisher.publish(publications, encoded: encoded, traceHeaders: traceHeaders, givingUp: givingUp) { acknowledged in
+                if let producerSpan {
+                    if !acknowledged { producerSpan.setStatus(SpanStatus(code: .error)) }
+                    producerSpan.end()
+                }
                 done(acknowledged ? .acknowledged(publications, handedOff: handedOff, recordedAt: recordedAt) : .abandoned)
             }
+        }
+    }
+
+    /// `done`, after it ends the job's span (if any), marked an error when the job was abandoned.
+    private static func endingSpan(_ span: (any Span)?, then done: @escaping @Sendable (Ending) -> Void) -> @Sendable (Ending) -> Void {
+        guard let span else { return done }
+        return { ending in
+            if case .abandoned = ending { span.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later")) }
+            span.end()
+            done(ending)
         }
     }
 

@@ -1,4 +1,5 @@
 import PushCore
+import Tracing
 
 /// The attempts of one target, split into a short loop and one function per step. An async
 /// function keeps everything it holds across an `await` in a frame allocated for the whole call,
@@ -112,7 +113,16 @@ extension JobProcessor {
             return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: sendAt)
         }
         let started = ContinuousClock.now
-        let result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
+        let result: DeliveryResult
+        if let tracing {
+            let span = tracing.requestSpan(provider: target.provider, app: metrics.appLabel(of: scope), attempt: attempt)
+            result = await ServiceContext.withValue(span.context) {
+                await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
+            }
+            JobTracing.end(span, with: result)
+        } else {
+            result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
+        }
         appLimits.release(scope)
         recordSend(result, of: target, in: scope, startedAt: started)
         source.slot?.giveBack()

@@ -1,6 +1,7 @@
 import Logging
 import PushCore
 import PushKafka
+import Tracing
 
 /// Decode → validate → idempotency and dedupe → per target: TTL, circuit, deliver,
 /// retry → one final outcome per target (or a hand-off to the retry queue).
@@ -28,25 +29,28 @@ public final class JobProcessor: Sendable {
     let logger: Logger
     /// The logger's handler when it writes a delivery's line itself (the worker's JSON lines): one per delivery.
     private let finishedDeliveryLogging: (any FinishedDeliveryLogging)?
+    /// The jobs' spans; nil while trace export is off.
+    let tracing: JobTracing?
 
     public convenience init(
         registry: ProviderRegistry, configuration: PipelineConfiguration, store: any DeliveryStore,
         retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
-        logger: Logger,
+        logger: Logger, tracing: JobTracing? = nil,
         clock: @escaping WallClock = currentTimeMilliseconds,
         sleep: @escaping Sleep = { try await Task.sleep(for: $0) }
     ) {
         self.init(
             providers: LiveProviders(registry), configuration: configuration, store: store, retryQueue: retryQueue, health: health,
-            metrics: metrics, logger: logger, clock: clock, sleep: sleep)
+            metrics: metrics, logger: logger, tracing: tracing, clock: clock, sleep: sleep)
     }
 
     /// - Parameter providers: the providers, which live configuration may replace; the target formats of the registry
     ///   given first (every linked plugin's) stay.
+    /// - Parameter tracing: the jobs' spans, when trace export is on.
     public init(
         providers: LiveProviders, configuration: PipelineConfiguration, store: any DeliveryStore,
         retryQueue: (any RetryQueue)?, health: StoreHealth = StoreHealth(), metrics: PipelineMetrics = PipelineMetrics(),
-        logger: Logger,
+        logger: Logger, tracing: JobTracing? = nil,
         clock: @escaping WallClock = currentTimeMilliseconds,
         sleep: @escaping Sleep = { try await Task.sleep(for: $0) }
     ) {
@@ -67,6 +71,7 @@ public final class JobProcessor: Sendable {
         self.sleep = sleep
         self.logger = logger
         finishedDeliveryLogging = logger.handler as? any FinishedDeliveryLogging
+        self.tracing = tracing
         marks = PartitionMarks(
             group: configuration.consumerGroup, store: store,
             answered: { [health, metrics, logger] in
@@ -202,6 +207,8 @@ public final class JobProcessor: Sendable {
     /// What the store knows of each target (and, for a cancel, the cancel recorded); nil when a stop interrupts it.
     @inline(never)
     private func prepareInStore(_ job: Job, dedupeWindow window: Int64, firstDelivery: Bool) async -> [PriorState]? {
+        let span = tracing?.storeSpan("prepare")
+        defer { span?.end() }
         guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window, firstDelivery: firstDelivery) }) else {
             return nil
         }
@@ -380,11 +387,16 @@ public final class JobProcessor: Sendable {
 
     /// The one way outcomes are recorded, with no task waiting: `then` runs once the store answered (on the store's thread), with the outcomes
     /// recorded and their JSON (what the outcomes topic gets), or with `.abandoned` when the store failed and `givingUp` says to stop.
+    /// `trace`: the job's span context, under which its finished deliveries are logged (their lines then carry its ids).
     func record(
-        _ processed: ProcessedTargets, givingUp: @escaping @Sendable () -> Bool,
+        _ processed: ProcessedTargets, trace: ServiceContext? = nil, givingUp: @escaping @Sendable () -> Bool,
         then done: @escaping @Sendable (ProcessedJob, [EncodedOutcome]) -> Void
     ) {
         let outcomes = processed.outcomesToRecord.map(EncodedOutcome.init)
+        let published: @Sendable (ProcessedTargets) -> ProcessedJob = { [self] processed in
+            guard let trace else { return self.published(processed) }
+            return ServiceContext.withValue(trace) { self.published(processed) }
+        }
         guard !outcomes.isEmpty else { return done(published(processed), []) }
         let retention = configuration.idempotencyRetention
         Backoff.retry(
@@ -407,7 +419,8 @@ public final class JobProcessor: Sendable {
     private func logFinished(_ outcome: Outcome) {
         metrics.finished(outcome)
         guard logger.logLevel <= .info else { return }
-        if let finishedDeliveryLogging {
+        // A traced job's line goes through the logger, whose metadata provider adds the trace's ids.
+        if let finishedDeliveryLogging, tracing == nil {
             finishedDeliveryLogging.logFinishedDelivery(outcome)
         } else {
             logger.info(FinishedDeliveryLog.message, metadata: FinishedDeliveryLog.metadata(of: outcome))

@@ -43,8 +43,10 @@ public struct OutcomePublisher: Sendable {
         producer.prepare(topics: [outcomesTopic, deadLetterTopic], timeout: .seconds(5))
     }
 
-    /// - Parameter encoded: outcomes among `publications` whose JSON is made already, in the same order.
-    func records(for publications: [Publication], encoded: [EncodedOutcome] = []) -> [KafkaRecord] {
+    /// - Parameters:
+    ///   - encoded: outcomes among `publications` whose JSON is made already, in the same order.
+    ///   - traceHeaders: `traceparent`/`tracestate` of the span that publishes them, when traced: on every record.
+    func records(for publications: [Publication], encoded: [EncodedOutcome] = [], traceHeaders: [KafkaHeader] = []) -> [KafkaRecord] {
         var next = encoded.startIndex
         return publications.map { publication in
             switch publication {
@@ -57,7 +59,8 @@ public struct OutcomePublisher: Sendable {
                     json = outcome.encoded()
                 }
                 return KafkaRecord(
-                    topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: json, headers: cloudEvents.headers(of: outcome))
+                    topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: json,
+                    headers: cloudEvents.headers(of: outcome) + traceHeaders)
             case .deadLetter(let rejection, let value, let key, let source):
                 var headers = cloudEvents.headers(ofDeadLetterFrom: source, at: currentTimeMilliseconds())
                 headers += [
@@ -69,6 +72,7 @@ public struct OutcomePublisher: Sendable {
                 if let key, key.count > Self.maximumDeadLetterKeyBytes {
                     headers.append(KafkaHeader(Self.keyTruncatedHeader, String(key.count)))
                 }
+                headers += traceHeaders
                 return KafkaRecord(
                     topic: deadLetterTopic, key: key.map { Array($0.prefix(Self.maximumDeadLetterKeyBytes)) },
                     value: Array(value.prefix(Self.maximumDeadLetterBytes)), headers: headers)
@@ -80,10 +84,10 @@ public struct OutcomePublisher: Sendable {
     /// false when a send failed and `givingUp` says to stop (a stop). It runs on the producer's thread.
     /// `encoded`: outcomes among `publications` whose JSON is made already (the store recorded it), in order.
     func publish(
-        _ publications: [Publication], encoded: [EncodedOutcome] = [], givingUp: @escaping @Sendable () -> Bool,
-        acknowledged: @escaping @Sendable (Bool) -> Void
+        _ publications: [Publication], encoded: [EncodedOutcome] = [], traceHeaders: [KafkaHeader] = [],
+        givingUp: @escaping @Sendable () -> Bool, acknowledged: @escaping @Sendable (Bool) -> Void
     ) {
-        let records = records(for: publications, encoded: encoded)
+        let records = records(for: publications, encoded: encoded, traceHeaders: traceHeaders)
         Backoff.retry(
             { [producer] answer in producer.send(records) { answer($0.mapError { $0 }) } },
             maximum: .seconds(5), givingUp: givingUp,

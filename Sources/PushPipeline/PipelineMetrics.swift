@@ -101,6 +101,9 @@ public final class PipelineMetrics: Sendable {
         Counter(label: "push_retries_scheduled_total", dimensions: [("provider", provider.rawValue)]).increment()
     }
 
+    /// The `app` label of a scope: an app the configuration names, `-` or `unconfigured` (`MetricAppLabels`).
+    func appLabel(of scope: DeliveryScope) -> String { appLabels.label(scope.provider, scope.metricLabel) }
+
     func circuit(_ scope: DeliveryScope, open: Bool) {
         Gauge(
             label: "push_circuit_open",

@@ -12,6 +12,8 @@ public enum LogFormat: String, Sendable {
 public struct JSONLogHandler: LogHandler {
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]
+    /// Metadata of the context a line is logged in (a traced job's `trace_id` and `span_id`), beneath the line's own.
+    public var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let output: LogLineOutput
 
@@ -39,7 +41,8 @@ public struct JSONLogHandler: LogHandler {
         writer.member("level", event.level.rawValue)
         writer.member("label", label)
         writer.member("msg", event.message.description)
-        let merged = metadata.isEmpty ? explicit ?? [:] : metadata.merging(explicit ?? [:]) { $1 }
+        var merged = metadata.isEmpty ? explicit ?? [:] : metadata.merging(explicit ?? [:]) { $1 }
+        if let provided = metadataProvider?.get(), !provided.isEmpty { merged.merge(provided) { own, _ in own } }
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
             if case .string(let text) = value { writer.member(key, text) } else { writer.member(key, "\(value)") }
         }
@@ -52,7 +55,7 @@ public struct JSONLogHandler: LogHandler {
 
 extension JSONLogHandler: FinishedDeliveryLogging {
     public func logFinishedDelivery(_ outcome: Outcome) {
-        guard metadata.isEmpty else {
+        guard metadata.isEmpty, metadataProvider == nil else {
             return log(
                 event: LogEvent(
                     level: .info, message: FinishedDeliveryLog.message, metadata: FinishedDeliveryLog.metadata(of: outcome), source: nil,
@@ -85,16 +88,19 @@ extension JSONLogHandler: FinishedDeliveryLogging {
 }
 
 public enum LogSetup {
-    /// Installs the process-wide log handler once.
-    public static func bootstrap(format: LogFormat, level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                switch format {
-                case .json: JSONLogHandler(label: label)
-                case .text: StreamLogHandler.standardError(label: label)
-                }
-            handler.logLevel = level
-            return handler
-        }
+    /// Installs the process-wide log handler once. `metadataProvider`: what every line gets from the context it is
+    /// logged in (`TraceExport.logMetadataProvider` while traces are exported).
+    public static func bootstrap(format: LogFormat, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+        LoggingSystem.bootstrap(
+            { label, provider in
+                var handler: any LogHandler =
+                    switch format {
+                    case .json: JSONLogHandler(label: label)
+                    case .text: StreamLogHandler.standardError(label: label, metadataProvider: provider)
+                    }
+                handler.logLevel = level
+                handler.metadataProvider = provider
+                return handler
+            }, metadataProvider: metadataProvider)
     }
 }

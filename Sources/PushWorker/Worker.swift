@@ -1,4 +1,5 @@
 import Logging
+import OTel
 import PushCore
 import PushHTTP
 import PushKafka
@@ -22,8 +23,15 @@ public struct Worker: Sendable {
     let appsReloadInterval: Duration?
     let shutdownGrace: Duration
     let logger: Logger
+    /// Trace export, when the `OTEL_*` variables turn it on.
+    let traceExport: TraceExport?
 
-    public init(configuration: WorkerConfiguration, logger: Logger, observer: (any PipelineObserver)? = nil) throws {
+    /// - Parameter traceConfiguration: exports traces as this says (the `OTEL_*` variables over it), whatever the
+    ///   configuration's `exportsTraces`; nil: as the variables say.
+    public init(
+        configuration: WorkerConfiguration, logger: Logger, observer: (any PipelineObserver)? = nil,
+        traceConfiguration: OTel.Configuration? = nil
+    ) throws {
         templates = configuration.templates
         templatesReloadInterval = configuration.templatesReloadInterval
         self.logger = logger
@@ -62,9 +70,16 @@ public struct Worker: Sendable {
             retryQueue = nil
             logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
         }
+        if let traceConfiguration {
+            traceExport = try TraceExport(configuration: traceConfiguration, consumerGroup: configuration.pipeline.consumerGroup)
+        } else if configuration.exportsTraces {
+            traceExport = try TraceExport(consumerGroup: configuration.pipeline.consumerGroup, logger: logger)
+        } else {
+            traceExport = nil
+        }
         let processor = JobProcessor(
             providers: providers, configuration: configuration.pipeline, store: store,
-            retryQueue: retryQueue, metrics: metrics, logger: logger)
+            retryQueue: retryQueue, metrics: metrics, logger: logger, tracing: traceExport?.tracing)
         liveConfiguration = LiveConfiguration(
             source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins,
             attemptTimeout: configuration.pipeline.attemptTimeout,
@@ -77,8 +92,8 @@ public struct Worker: Sendable {
 
     /// The worker as services, in start order; a graceful shutdown stops them in reverse: the watchers, then the
     /// pipeline (it stops consuming, drains within the shutdown grace, commits and leaves the group), the retry
-    /// scheduler, the provider connections, the outcome producer (it flushes what the drain published), the
-    /// operations endpoint (readiness says "shutting down" until then) and last the log writer. The pipeline ending
+    /// scheduler, the provider connections, the outcome producer (it flushes what the drain published), the trace
+    /// exporter (when on), the operations endpoint (readiness says "shutting down" until then) and last the log writer. The pipeline ending
     /// on its own (`pipeline.stop()`) shuts the rest down the same way.
     /// - Parameters:
     ///   - operations: the operations endpoint, already listening (`run` binds it first, to refuse a port in use).
@@ -90,6 +105,8 @@ public struct Worker: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let logOutput { services.append(.init(service: logOutput, serviceName: "log writer")) }
         if let operations { services.append(.init(service: operations, serviceName: "operations endpoint")) }
+        // Stopped after the pipeline and the producer, so the last jobs' spans are exported.
+        if let traceExport { services.append(.init(service: traceExport.service, serviceName: "trace exporter")) }
         services.append(.init(service: Closing { [producer] in producer.close() }, serviceName: "outcome producer"))
         // Providers replaced by live configuration share these transports: closing them closes every provider.
         services.append(.init(service: Closing { [transports] in transports.shutdown() }, serviceName: "provider connections"))

@@ -47,6 +47,8 @@ public struct WorkerConfiguration: Sendable {
     public var providerSource: ProviderSource
     /// How often `PUSH_APPS_FILE` and the credential files are checked for changes (`PUSH_APPS_RELOAD_S`); nil = only on SIGHUP.
     public var appsReloadInterval: Duration?
+    /// Whether the `OTEL_*` variables turn trace export on (`TraceExport`).
+    public var exportsTraces = false
     /// The content of those files as they were before the plugins read them.
     var providerVersion: ConfigurationVersion
 
@@ -200,17 +202,24 @@ public struct WorkerConfiguration: Sendable {
         let removed = CoreSettings.removed.filter { environment[$0.key] != nil }.sorted { $0.key < $1.key }
             .map { "\($0.key) was removed and is ignored: \($0.value)" }
 
+        var exportsTraces = false
+        switch TraceExport.requested(by: environment) {
+        case .success(let requested): exportsTraces = requested
+        case .failure(let errors): errors.problems.forEach { reader.problem($0) }
+        }
+
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
-        return .success(
-            WorkerConfiguration(
-                brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
-                allowedUnsafeKafkaSettings: unsafeKafkaSettings,
-                maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections,
-                plugins: enabled, targetFormats: linked.map(\.targetFormat),
-                templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
-                logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown,
-                removedVariables: removed,
-                providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
-                providerVersion: providerVersion))
+        var configuration = WorkerConfiguration(
+            brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
+            allowedUnsafeKafkaSettings: unsafeKafkaSettings,
+            maximumConnectionsPerHost: connections, operations: operations, redisURL: redisURL, redisConnections: redisConnections,
+            plugins: enabled, targetFormats: linked.map(\.targetFormat),
+            templates: templates, templatesReloadInterval: reloadSeconds > 0 ? .seconds(reloadSeconds) : nil,
+            logLevel: level ?? .info, logFormat: format ?? .json, unknownVariables: unknown,
+            removedVariables: removed,
+            providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
+            providerVersion: providerVersion)
+        configuration.exportsTraces = exportsTraces
+        return .success(configuration)
     }
 }

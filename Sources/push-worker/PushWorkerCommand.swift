@@ -39,7 +39,9 @@ struct Run: AsyncParsableCommand {
             for problem in errors.problems { FileHandle.standardError.write(Data("configuration: \(problem)\n".utf8)) }
             throw ExitCode(2)
         }
-        LogSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
+        LogSetup.bootstrap(
+            format: configuration.logFormat, level: configuration.logLevel,
+            metadataProvider: configuration.exportsTraces ? TraceExport.logMetadataProvider : nil)
         let logger = Logger(label: "push-worker")
         for name in configuration.unknownVariables {
             logger.warning("unknown PUSH_ variable ignored (a typo?)", metadata: ["variable": "\(name)"])

@@ -1,0 +1,61 @@
+import Logging
+import OTel
+import PushPipeline
+import ServiceLifecycle
+import Tracing
+
+/// OTLP trace export, configured by the standard OpenTelemetry variables and off unless they ask for it: on when
+/// `OTEL_TRACES_EXPORTER` names an exporter (`otlp`, `console`) or an OTLP endpoint is set
+/// (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); off with `OTEL_TRACES_EXPORTER=none` or
+/// `OTEL_SDK_DISABLED=true`. swift-otel reads the rest (`OTEL_SERVICE_NAME`, `OTEL_EXPORTER_OTLP_PROTOCOL`
+/// `http/protobuf` or `http/json`, `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES`, …). Only traces
+/// are exported: the worker's metrics stay Prometheus's, its logs stay JSON lines, which carry `trace_id` and
+/// `span_id` while a traced job runs.
+public struct TraceExport: Sendable {
+    /// Whether the environment turns trace export on; a problem when it asks for what this build cannot do.
+    public static func requested(by environment: [String: String]) -> Result<Bool, ConfigurationErrors> {
+        if environment["OTEL_SDK_DISABLED"]?.lowercased() == "true" { return .success(false) }
+        for name in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+            if let value = environment[name], value == "grpc" {
+                return .failure(
+                    ConfigurationErrors(problems: [
+                        "\(name)=grpc is not supported: this build exports OTLP over HTTP (http/protobuf, the default, or http/json)"
+                    ]))
+            }
+        }
+        if let exporter = environment["OTEL_TRACES_EXPORTER"] { return .success(exporter.lowercased() != "none") }
+        return .success(environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil)
+    }
+
+    /// What the pipeline traces with, and the exporter's service (it batches spans and sends them; stop it after the
+    /// pipeline so the last jobs' spans go out).
+    public let tracing: JobTracing
+    public let service: any Service
+
+    /// Export as the environment configures it (`OTEL_*`, read by swift-otel), the service named `push-worker`
+    /// unless `OTEL_SERVICE_NAME` names it.
+    public init(consumerGroup: String, logger: Logger) throws {
+        try self.init(configuration: Self.baseConfiguration(logger: logger), consumerGroup: consumerGroup)
+    }
+
+    /// Export as `configuration` says, with the environment's `OTEL_*` variables over it.
+    public init(configuration: OTel.Configuration, consumerGroup: String) throws {
+        var configuration = configuration
+        configuration.logs.enabled = false
+        configuration.metrics.enabled = false
+        configuration.traces.enabled = true
+        let (tracer, service) = try OTel.makeTracingBackend(configuration: configuration)
+        tracing = JobTracing(tracer: tracer, consumerGroup: consumerGroup)
+        self.service = service
+    }
+
+    public static func baseConfiguration(logger: Logger) -> OTel.Configuration {
+        var configuration = OTel.Configuration.default
+        configuration.serviceName = "push-worker"
+        configuration.diagnosticLogger = .custom(logger)
+        return configuration
+    }
+
+    /// What adds `trace_id`, `span_id` and `trace_flags` to the log lines written while a traced job runs.
+    public static var logMetadataProvider: Logger.MetadataProvider { OTel.makeLoggingMetadataProvider() }
+}
