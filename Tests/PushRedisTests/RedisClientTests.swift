@@ -387,12 +387,15 @@ struct RedisRetryQueueTests {
         defer { server.stop() }
         let queue = RedisRetryQueue(client: server.client())
         try await queue.schedule(Self.entry("long-due"), dueAt: currentTimeMilliseconds())
-        try await Task.sleep(for: .milliseconds(1500))
+        try await Task.sleep(for: .milliseconds(2000))
+        let justDueAt = ContinuousClock.now
         try await queue.schedule(Self.entry("just-due"), dueAt: currentTimeMilliseconds())
         try await queue.schedule(Self.entry("later"), dueAt: currentTimeMilliseconds() + 3_600_000)
-        #expect(try await queue.depth(overdueAfter: .seconds(1)) == RetryQueueDepth(entries: 3, overdue: 1))
+        // Past the age of the entry due last (however slow a loaded machine made the calls), 2 s short of the first's.
+        let threshold = ContinuousClock.now - justDueAt + .milliseconds(500)
+        #expect(try await queue.depth(overdueAfter: threshold) == RetryQueueDepth(entries: 3, overdue: 1))
         #expect(Set(try await queue.claimDue(limit: 10, lease: .seconds(30)).map(\.entry.id)) == ["long-due", "just-due"])
-        #expect(try await queue.depth(overdueAfter: .seconds(1)) == RetryQueueDepth(entries: 3, overdue: 0))
+        #expect(try await queue.depth(overdueAfter: .zero) == RetryQueueDepth(entries: 3, overdue: 0))
     }
 
     @Test("a claimed entry is invisible to other claimers until its lease ends, then due again", arguments: RedisDeployment.allCases)
