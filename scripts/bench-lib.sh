@@ -13,15 +13,17 @@ split_worker_log() { awk -v file="$1" '/^\{/ { print > file; next } { print > "/
 source scripts/e2e-lib.sh .build/release/push-worker
 
 # nginx answering like every provider (bench/nginx.conf: HTTP/2 over TLS on loopback, a
-# throwaway certificate) and a redis-server; sets port, ca and redis_port.
+# throwaway certificate; an OTLP/HTTP trace receiver on otlp_port) and a redis-server; sets port, otlp_port, ca and
+# redis_port.
 start_bench_endpoint() {
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
         -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -addext "basicConstraints=critical,CA:TRUE" \
         -keyout "$work/server.key" -out "$work/server.pem" 2>/dev/null
     ca=$work/server.pem
     port=$(free_port)
+    otlp_port=$(free_port)
     mkdir -p "$work/body"
-    sed -e "s#@WORK@#$work#g" -e "s#@PORT@#$port#g" bench/nginx.conf > "$work/nginx.conf"
+    sed -e "s#@WORK@#$work#g" -e "s#@PORT@#$port#g" -e "s#@OTLP_PORT@#$otlp_port#g" bench/nginx.conf > "$work/nginx.conf"
     nginx -c "$work/nginx.conf" -e "$work/nginx-error.log" & pids+=($!)
     redis_port=$(free_port)
     redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)

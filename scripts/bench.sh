@@ -31,7 +31,7 @@
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R]
 #                    [--transports [--libcurl8]] [--redis-cluster] [--baseline BINARY | --beside MIX [--rounds N]] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 transports=0 redis_cluster=0 baseline="" beside="" rounds=1 extra=()
+jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 transports=0 redis_cluster=0 baseline="" beside="" traces=0 rounds=1 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -46,6 +46,7 @@ while [ $# -gt 0 ]; do
         --redis-cluster) redis_cluster=1; shift ;;
         --baseline) baseline=$(realpath "$2"); shift 2 ;;
         --beside) beside=$2; shift 2 ;;
+        --traces) traces=1; shift ;;
         --rounds) rounds=$2; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
@@ -54,6 +55,14 @@ source "$(dirname "$0")/bench-lib.sh"
 if [ -n "$beside" ]; then
     [ -z "$baseline" ] || fail "--beside and --baseline each name the baseline: give one"
     baseline=$dev_bin
+fi
+# --traces: the default runs export every job's spans over OTLP/HTTP to nginx (bench/nginx.conf); the baseline is
+# this build with trace export off, unless --baseline names another.
+default_environment=()
+if [ "$traces" = 1 ]; then
+    [ -n "$beside" ] && fail "--traces and --beside each change the default runs: give one"
+    [ -n "$baseline" ] || baseline=$dev_bin
+    default_environment=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$otlp_port" OTEL_SERVICE_NAME=push-worker-bench)
 fi
 if [ -n "$apps" ]; then
     echo "push-worker-dev bench --scenario tenants --apps $apps --jobs-per-app $jobs_per_app ..." >&2
@@ -163,7 +172,11 @@ if [ "$rounds" -gt 1 ]; then
     for round in $(seq 1 "$rounds"); do
         if [ $((round % 2)) = 1 ]; then order=(baseline default); else order=(default baseline); fi
         for label in "${order[@]}"; do
-            if [ "$label" = baseline ]; then bench_run "baseline-$round" "$baseline"; else bench_run "default-$round" "$dev_bin"; fi
+            if [ "$label" = baseline ]; then
+                bench_run "baseline-$round" "$baseline"
+            else
+                bench_run "default-$round" "$dev_bin" "${default_environment[@]}"
+            fi
             reports+=("$work/report-$label-$round.json")
         done
     done
@@ -172,14 +185,14 @@ else
         bench_run baseline "$baseline"
         reports+=("$work/report-baseline.json")
     fi
-    bench_run default "$dev_bin"
+    bench_run default "$dev_bin" "${default_environment[@]}"
     reports+=("$work/report-default.json")
 fi
 after=$(h2load_run after)
 echo "push-worker-dev bench --micro; openssl speed ecdhp256 ..." >&2
 "$dev_bin" bench --micro --json > "$work/micro.json"
 openssl speed -seconds 3 ecdhp256 2>/dev/null | awk '/nistp256/ {print $NF}' > "$work/ecdh.txt"
-BENCH_LEGEND="${beside:+default: --mix $mix; baseline: --mix $beside (the same build)}" \
+BENCH_LEGEND="${beside:+default: --mix $mix; baseline: --mix $beside (the same build)}${default_environment:+default: traces exported over OTLP/HTTP (every job sampled); baseline: trace export off}" \
 python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${transport_reports[@]}" -- "${reports[@]}" <<'PY'
 import json, os, sys
 micro, ecdh = json.load(open(sys.argv[1])), float(sys.argv[2])

@@ -4,6 +4,11 @@
 /// every call, which made logging one line per delivery cost more CPU than the delivery itself.
 public enum UTCTimestamp {
     public static func iso8601(millisecondsSinceEpoch milliseconds: Int64) -> String {
+        String(decoding: iso8601Bytes(millisecondsSinceEpoch: milliseconds), as: UTF8.self)
+    }
+
+    /// The same text as UTF-8 bytes (a Kafka header's value, without a `String` in between).
+    public static func iso8601Bytes(millisecondsSinceEpoch milliseconds: Int64) -> [UInt8] {
         let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
         let (year, month, day) = CivilDate.date(daysSinceEpoch: days)
         var bytes: [UInt8] = []
@@ -32,7 +37,7 @@ public enum UTCTimestamp {
         bytes.append(UInt8(ascii: "."))
         digits(millisecondOfDay % 1000, 3)
         bytes.append(UInt8(ascii: "Z"))
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {

@@ -241,30 +241,37 @@ private func withOptionalBytes<Result>(_ bytes: [UInt8]?, _ body: (UnsafeRawBuff
     return bytes.withUnsafeBytes { body($0) }
 }
 
-/// The headers as `rd_kafka_vu_t` values (dead letters have some, outcomes none), their names and
-/// values copied for the duration of `body`.
-private func withHeaders<Result>(_ headers: [KafkaHeader], _ body: ([rd_kafka_vu_t]) -> Result) -> Result {
-    guard !headers.isEmpty else { return body([]) }
-    var allocations: [UnsafeMutableRawPointer] = []
-    defer { allocations.forEach { free($0) } }
-    func copy(_ bytes: [UInt8]) -> UnsafeMutableRawPointer {
-        let memory = malloc(max(bytes.count, 1))!
-        if !bytes.isEmpty { bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) } }
-        allocations.append(memory)
-        return memory
+/// The headers as `rd_kafka_vu_t` values, their names (each NUL-terminated) and values laid out in one temporary
+/// buffer lent to `body` alone: librdkafka copies them before `rd_kafka_produceva` returns. Every outcome carries
+/// its CloudEvents headers, so nothing here touches the heap for a record of ordinary size.
+private func withHeaders<Result>(_ headers: [KafkaHeader], _ body: (UnsafeBufferPointer<rd_kafka_vu_t>) -> Result) -> Result {
+    guard !headers.isEmpty else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+    var size = 0
+    for header in headers { size += header.name.utf8.count + 1 + header.value.count }
+    return withUnsafeTemporaryAllocation(byteCount: size, alignment: 1) { buffer in
+        withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: headers.count) { values in
+            var offset = 0
+            for (index, header) in headers.enumerated() {
+                let name = buffer.baseAddress! + offset
+                for byte in header.name.utf8 {
+                    buffer[offset] = byte
+                    offset += 1
+                }
+                buffer[offset] = 0
+                offset += 1
+                let value = buffer.baseAddress! + offset
+                header.value.withUnsafeBytes { bytes in
+                    if let source = bytes.baseAddress { value.copyMemory(from: source, byteCount: bytes.count) }
+                }
+                offset += header.value.count
+                var vu = rd_kafka_vu_t()
+                vu.vtype = RD_KAFKA_VTYPE_HEADER
+                vu.u.header.name = UnsafePointer(name.assumingMemoryBound(to: CChar.self))
+                vu.u.header.val = UnsafeRawPointer(value)
+                vu.u.header.size = header.value.count
+                values.initializeElement(at: index, to: vu)
+            }
+            return body(UnsafeBufferPointer(values))
+        }
     }
-    var values: [rd_kafka_vu_t] = []
-    for header in headers {
-        var vu = rd_kafka_vu_t()
-        vu.vtype = RD_KAFKA_VTYPE_HEADER
-        vu.u.header.name = UnsafePointer(
-            strdup(header.name).map { pointer -> UnsafeMutablePointer<CChar> in
-                allocations.append(UnsafeMutableRawPointer(pointer))
-                return pointer
-            })
-        vu.u.header.val = UnsafeRawPointer(copy(header.value))
-        vu.u.header.size = header.value.count
-        values.append(vu)
-    }
-    return body(values)
 }

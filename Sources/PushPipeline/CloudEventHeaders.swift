@@ -19,9 +19,19 @@ struct CloudEventHeaders: Sendable {
 
     /// `ce_source`: `/push-worker/<group>`, the group percent-encoded outside RFC 3986's unreserved characters.
     let source: String
+    /// The headers every outcome carries alike, and each status's `ce_type`, made once: an outcome's headers then
+    /// cost only its id, time and subject.
+    private let common: [KafkaHeader]
+    private let outcomeTypes: [Outcome.Status: KafkaHeader]
+    private let deadLetterCommon: [KafkaHeader]
 
     init(consumerGroup: String) {
         source = "/push-worker/" + Self.percentEncoded(consumerGroup)
+        let specVersion = KafkaHeader("ce_specversion", Self.specVersion)
+        let sourceHeader = KafkaHeader("ce_source", source)
+        common = [specVersion, sourceHeader, KafkaHeader("content-type", Self.contentType)]
+        outcomeTypes = Dictionary(uniqueKeysWithValues: Outcome.Status.allCases.map { ($0, KafkaHeader("ce_type", Self.type(of: $0))) })
+        deadLetterCommon = [specVersion, sourceHeader, KafkaHeader("ce_type", Self.deadLetterType)]
     }
 
     /// The `ce_type` of an outcome of this status.
@@ -33,28 +43,26 @@ struct CloudEventHeaders: Sendable {
         "\(outcome.status.rawValue)/\(outcome.attempts)/\(outcome.jobId.utf8.count):\(outcome.jobId)/\(outcome.bindingId)"
     }
 
-    func headers(of outcome: Outcome) -> [KafkaHeader] {
-        [
-            KafkaHeader("ce_specversion", Self.specVersion),
-            KafkaHeader("ce_id", Self.id(of: outcome)),
-            KafkaHeader("ce_source", source),
-            KafkaHeader("ce_type", Self.type(of: outcome.status)),
-            KafkaHeader("ce_time", UTCTimestamp.iso8601(millisecondsSinceEpoch: outcome.at)),
-            KafkaHeader("ce_subject", outcome.bindingId),
-            KafkaHeader("content-type", Self.contentType),
-        ]
+    /// `extra`: headers to add after these (a traced job's `traceparent`), in the same array.
+    func headers(of outcome: Outcome, adding extra: [KafkaHeader] = []) -> [KafkaHeader] {
+        var headers: [KafkaHeader] = []
+        headers.reserveCapacity(common.count + 4 + extra.count)
+        headers += common
+        headers.append(outcomeTypes[outcome.status]!)
+        headers.append(KafkaHeader("ce_id", Self.id(of: outcome)))
+        headers.append(KafkaHeader("ce_time", UTCTimestamp.iso8601Bytes(millisecondsSinceEpoch: outcome.at)))
+        headers.append(KafkaHeader("ce_subject", outcome.bindingId))
+        headers += extra
+        return headers
     }
 
     /// A dead letter's: its id is where the job came from (`<topic>/<partition>@<offset>`, or the retry entry),
     /// unique per message; no subject (the job named no usable binding) and no content type (its bytes may not
     /// be JSON at all).
     func headers(ofDeadLetterFrom origin: String, at milliseconds: Int64) -> [KafkaHeader] {
-        [
-            KafkaHeader("ce_specversion", Self.specVersion),
+        deadLetterCommon + [
             KafkaHeader("ce_id", "dead-letter/" + origin),
-            KafkaHeader("ce_source", source),
-            KafkaHeader("ce_type", Self.deadLetterType),
-            KafkaHeader("ce_time", UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds)),
+            KafkaHeader("ce_time", UTCTimestamp.iso8601Bytes(millisecondsSinceEpoch: milliseconds)),
         ]
     }
 

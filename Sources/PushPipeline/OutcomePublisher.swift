@@ -60,7 +60,7 @@ public struct OutcomePublisher: Sendable {
                 }
                 return KafkaRecord(
                     topic: outcomesTopic, key: Array(outcome.bindingId.utf8), value: json,
-                    headers: cloudEvents.headers(of: outcome) + traceHeaders)
+                    headers: cloudEvents.headers(of: outcome, adding: traceHeaders))
             case .deadLetter(let rejection, let value, let key, let source):
                 var headers = cloudEvents.headers(ofDeadLetterFrom: source, at: currentTimeMilliseconds())
                 headers += [

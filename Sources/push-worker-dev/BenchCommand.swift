@@ -88,7 +88,11 @@ struct BenchCommand: AsyncParsableCommand {
             return
         }
         let level = ProcessInfo.processInfo.environment["PUSH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
-        LogSetup.bootstrap(format: ProcessInfo.processInfo.environment["PUSH_LOG_FORMAT"] == "json" ? .json : .text, level: level)
+        // The OTEL_ variables export the bench's traces as they would the worker's (scripts/bench.sh --traces).
+        let tracesExported = (try? TraceExport.requested(by: ProcessInfo.processInfo.environment).get()) ?? false
+        LogSetup.bootstrap(
+            format: ProcessInfo.processInfo.environment["PUSH_LOG_FORMAT"] == "json" ? .json : .text, level: level,
+            metadataProvider: tracesExported ? TraceExport.logMetadataProvider : nil)
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
         var options = EndToEndBench.Options()
         options.jobs = jobs
@@ -97,7 +101,7 @@ struct BenchCommand: AsyncParsableCommand {
         options.caFile = caFile
         options.rate = rate
         options.timeout = .seconds(timeout)
-        options.environment = ProcessInfo.processInfo.environment.filter { $0.key.hasPrefix("PUSH_") }
+        options.environment = ProcessInfo.processInfo.environment.filter { $0.key.hasPrefix("PUSH_") || $0.key.hasPrefix("OTEL_") }
         if let connections { options.environment["PUSH_HTTP_MAX_CONNECTIONS"] = String(connections) }
         if let inFlight {
             options.environment["PUSH_MAX_IN_FLIGHT"] = String(inFlight)
