@@ -350,8 +350,9 @@ public final class DeliveryPipeline: Service, Sendable {
     private func consumed(_ messages: [KafkaMessage], lane: Lane) {
         let metrics = processor.metrics
         let now = currentTimeMilliseconds()
-        for message in messages {
-            if let timestamp = message.timestamp { metrics.laneLag(lane, milliseconds: max(now.subtracting(saturating: timestamp), 0)) }
+        // The gauge shows the job consumed last: one record per batch, of its last message with a timestamp.
+        if let timestamp = messages.last(where: { $0.timestamp != nil })?.timestamp {
+            metrics.laneLag(lane, milliseconds: max(now.subtracting(saturating: timestamp), 0))
         }
         metrics.consumed.increment(by: messages.count)
         // Decoded here, outside the lock: the state machine shares the lane between the jobs' apps.

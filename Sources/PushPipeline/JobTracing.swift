@@ -32,6 +32,8 @@ public struct JobTracing: Sendable {
         var parent = ServiceContext.topLevel
         tracer.extract(message.headers, into: &parent, using: KafkaHeadersExtractor())
         let span = tracer.startSpan("process \(message.topicPartition.topic)", context: parent, ofKind: .consumer)
+        // A span the sampler left out records nothing: its attributes would be made for nothing.
+        guard span.isRecording else { return span }
         span.attributes["messaging.system"] = "kafka"
         span.attributes["messaging.operation.type"] = "process"
         span.attributes["messaging.destination.name"] = message.topicPartition.topic
@@ -47,6 +49,7 @@ public struct JobTracing: Sendable {
     /// A CLIENT span for the store's round trip, a child of the current job's span.
     func storeSpan(_ operation: String) -> any Span {
         let span = tracer.startSpan("redis \(operation)", context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        guard span.isRecording else { return span }
         span.attributes["db.system.name"] = "redis"
         span.attributes["db.operation.name"] = operation
         return span
@@ -55,6 +58,7 @@ public struct JobTracing: Sendable {
     /// A CLIENT span for one provider request, a child of the current job's span.
     func requestSpan(provider: ProviderID, app: String, attempt: Int) -> any Span {
         let span = tracer.startSpan("POST \(provider.rawValue)", context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        guard span.isRecording else { return span }
         span.attributes["http.request.method"] = "POST"
         span.attributes["push.provider"] = provider.rawValue
         span.attributes["push.app"] = app
@@ -64,6 +68,7 @@ public struct JobTracing: Sendable {
 
     /// Ends a request's span with what the provider answered.
     static func end(_ span: any Span, with result: DeliveryResult) {
+        guard span.isRecording else { return span.end() }
         let status: String
         let httpStatus: Int?
         switch result {
@@ -85,6 +90,7 @@ public struct JobTracing: Sendable {
     /// The PRODUCER span of a job's outcomes, a child of its CONSUMER span.
     func producerSpan(topic: String, records: Int, parent: ServiceContext) -> any Span {
         let span = tracer.startSpan("send \(topic)", context: parent, ofKind: .producer)
+        guard span.isRecording else { return span }
         span.attributes["messaging.system"] = "kafka"
         span.attributes["messaging.operation.type"] = "send"
         span.attributes["messaging.destination.name"] = topic
