@@ -71,10 +71,13 @@ cut -f2 "$work/outcomes" | python3 scripts/check-schemas.py outcome - || fail "o
 grep -q $'^mallory\t.*push-dlq-code=invalid_json' "$work/dlq" || fail "dead letter lacks its key or reason: $(cat "$work/dlq")"
 
 kcat -C -b "$brokers" -t push.outcomes -o beginning -e -q -f '%k\t%h\n' >"$work/outcome-headers" 2>/dev/null || true
-grep -q $'^e2e-b1\t.*ce_specversion=1.0.*ce_id=delivered/1/5:e2e-1/e2e-b1.*ce_type=io.push-worker.outcome.delivered' "$work/outcome-headers" \
-    || fail "the outcome lacks its CloudEvents headers: $(grep $'^e2e-b1\t' "$work/outcome-headers")"
-grep -q $'^e2e-b3\t.*ce_type=io.push-worker.outcome.rejected.*ce_subject=e2e-b3.*content-type=application/json' "$work/outcome-headers" \
-    || fail "the rejected outcome lacks its CloudEvents headers: $(grep $'^e2e-b3\t' "$work/outcome-headers")"
+for header in ce_specversion=1.0 ce_id=delivered/1/5:e2e-1/e2e-b1 ce_source=/push-worker/push-worker \
+    ce_type=io.push-worker.outcome.delivered ce_subject=e2e-b1 content-type=application/json ce_time=20; do
+    grep $'^e2e-b1\t' "$work/outcome-headers" | cut -f2 | tr ',' '\n' | grep -q "^$header" \
+        || fail "the outcome lacks its CloudEvents header $header: $(grep $'^e2e-b1\t' "$work/outcome-headers")"
+done
+grep $'^e2e-b3\t' "$work/outcome-headers" | grep -q ',ce_type=io.push-worker.outcome.rejected' \
+    || fail "the rejected outcome lacks its CloudEvents type: $(grep $'^e2e-b3\t' "$work/outcome-headers")"
 grep -q $'^mallory\t.*ce_type=io.push-worker.dead-letter' "$work/dlq" || fail "the dead letter lacks its CloudEvents headers"
 
 echo "e2e: the same job again (a redelivery): outcomes replayed from Redis, not sent again"
