@@ -385,15 +385,16 @@ struct RedisRetryQueueTests {
     func depth(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let queue = RedisRetryQueue(client: server.client())
-        try await queue.schedule(Self.entry("long-due"), dueAt: currentTimeMilliseconds())
-        try await Task.sleep(for: .milliseconds(2000))
-        let justDueAt = ContinuousClock.now
-        try await queue.schedule(Self.entry("just-due"), dueAt: currentTimeMilliseconds())
+        let client = server.client()
+        let queue = RedisRetryQueue(client: client)
+        for id in ["long-due", "just-due"] { try await queue.schedule(Self.entry(id), dueAt: currentTimeMilliseconds()) }
         try await queue.schedule(Self.entry("later"), dueAt: currentTimeMilliseconds() + 3_600_000)
-        // Past the age of the entry due last (however slow a loaded machine made the calls), 2 s short of the first's.
-        let threshold = ContinuousClock.now - justDueAt + .milliseconds(500)
-        #expect(try await queue.depth(overdueAfter: threshold) == RetryQueueDepth(entries: 3, overdue: 1))
+        // Due an hour ago: far past the threshold, where the entry due now stays however slow the machine.
+        _ = try await client.command(
+            RedisCommand(
+                "ZADD", RedisKeys.retryIndex(shard: RedisRetryQueue.shard(of: "long-due")), "XX",
+                String(currentTimeMilliseconds() - 3_600_000), "long-due"))
+        #expect(try await queue.depth(overdueAfter: .seconds(60)) == RetryQueueDepth(entries: 3, overdue: 1))
         #expect(Set(try await queue.claimDue(limit: 10, lease: .seconds(30)).map(\.entry.id)) == ["long-due", "just-due"])
         #expect(try await queue.depth(overdueAfter: .zero) == RetryQueueDepth(entries: 3, overdue: 0))
     }
