@@ -15,15 +15,22 @@ public struct TraceExport: Sendable {
     /// Whether the environment turns trace export on; a problem when it asks for what this build cannot do.
     public static func requested(by environment: [String: String]) -> Result<Bool, ConfigurationErrors> {
         if environment["OTEL_SDK_DISABLED"]?.lowercased() == "true" { return .success(false) }
+        var problems: [String] = []
         for name in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
-            if let value = environment[name], value == "grpc" {
-                return .failure(
-                    ConfigurationErrors(problems: [
-                        "\(name)=grpc is not supported: this build exports OTLP over HTTP (http/protobuf, the default, or http/json)"
-                    ]))
+            switch environment[name] {
+            case nil, "http/protobuf", "http/json": break
+            case "grpc":
+                problems.append(
+                    "\(name)=grpc is not supported: this build exports OTLP over HTTP (http/protobuf, the default, or http/json)")
+            case let other?: problems.append("\(name) must be http/protobuf or http/json, got \"\(other.prefix(64))\"")
             }
         }
-        if let exporter = environment["OTEL_TRACES_EXPORTER"] { return .success(exporter.lowercased() != "none") }
+        let exporter = environment["OTEL_TRACES_EXPORTER"]?.lowercased()
+        if let exporter, !["otlp", "console", "none"].contains(exporter) {
+            problems.append("OTEL_TRACES_EXPORTER must be otlp, console or none, got \"\(exporter.prefix(64))\"")
+        }
+        guard problems.isEmpty else { return .failure(ConfigurationErrors(problems: problems)) }
+        if let exporter { return .success(exporter != "none") }
         return .success(environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil)
     }
 

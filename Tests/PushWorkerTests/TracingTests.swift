@@ -81,7 +81,9 @@ struct TracingTests {
         #expect(outcomes.first?.header("traceparent") == "00-\(Self.traceID)-\(Self.hex(producerSpan.spanID))-01")
     }
 
-    @Test("trace export is on only when the OTEL_ variables ask for it; OTLP over gRPC is refused with one line")
+    @Test(
+        "trace export is on only when the OTEL_ variables ask for it; OTLP over gRPC, or an exporter or protocol this build lacks, is refused with one line each"
+    )
     func requestedOnlyByTheVariables() {
         #expect((try? TraceExport.requested(by: [:]).get()) == false)
         #expect((try? TraceExport.requested(by: ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]).get()) == true)
