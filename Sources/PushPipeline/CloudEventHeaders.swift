@@ -26,7 +26,7 @@ struct CloudEventHeaders: Sendable {
     private let deadLetterCommon: [KafkaHeader]
 
     init(consumerGroup: String) {
-        source = "/push-worker/" + Self.percentEncoded(consumerGroup)
+        source = "/push-worker/" + PercentEncoding.allButUnreserved(consumerGroup)
         let specVersion = KafkaHeader("ce_specversion", Self.specVersion)
         let sourceHeader = KafkaHeader("ce_source", source)
         common = [specVersion, sourceHeader, KafkaHeader("content-type", Self.contentType)]
@@ -64,20 +64,5 @@ struct CloudEventHeaders: Sendable {
             KafkaHeader("ce_id", "dead-letter/" + origin),
             KafkaHeader("ce_time", UTCTimestamp.iso8601Bytes(millisecondsSinceEpoch: milliseconds)),
         ]
-    }
-
-    private static func percentEncoded(_ text: String) -> String {
-        var encoded = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = Array("0123456789ABCDEF".utf8)
-                encoded += String(decoding: [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]], as: UTF8.self)
-            }
-        }
-        return encoded
     }
 }

@@ -156,14 +156,9 @@ extension AccessTokenCache {
     /// An `application/x-www-form-urlencoded` body (RFC 6749 §4.4.2), every value percent-encoded:
     /// a secret may hold `&`, `=` or `+`.
     public static func formBody(_ fields: KeyValuePairs<String, String>) -> [UInt8] {
-        Array(fields.map { "\(formEscape($0.key))=\(formEscape($0.value))" }.joined(separator: "&").utf8)
+        Array(
+            fields.map { "\(PercentEncoding.allButUnreserved($0.key))=\(PercentEncoding.allButUnreserved($0.value))" }.joined(
+                separator: "&"
+            ).utf8)
     }
-
-    static func formEscape(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: unreservedCharacters) ?? text
-    }
-
-    /// RFC 3986 unreserved, ASCII only (`CharacterSet.alphanumerics` would let non-ASCII letters through unencoded).
-    private static let unreservedCharacters = CharacterSet(
-        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }

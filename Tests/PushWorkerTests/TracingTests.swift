@@ -8,6 +8,7 @@ import TestSupport
 import Testing
 import Tracing
 
+@testable import PushPipeline
 @testable import PushWorker
 
 @Suite("Traces through Kafka: a job's traceparent is continued and passed on to its outcomes")
@@ -113,7 +114,7 @@ struct TracingTests {
         var parent = ServiceContext.topLevel
         export.tracing.tracer.extract(
             [KafkaHeader("traceparent", "00-\(Self.traceID)-\(Self.parentSpanID)-01")], into: &parent,
-            using: KafkaHeadersExtractorForTests())
+            using: KafkaHeadersExtractor())
         let span = export.tracing.tracer.startSpan("job", context: parent, ofKind: .consumer)
         let line = ServiceContext.withValue(span.context) {
             handler.line(
@@ -129,11 +130,5 @@ struct TracingTests {
                 for: LogEvent(level: .info, message: "m", metadata: [:], source: nil, file: "", function: "", line: 0), at: 0),
             as: UTF8.self)
         #expect(!untraced.contains("trace_id"))
-    }
-}
-
-private struct KafkaHeadersExtractorForTests: Extractor {
-    func extract(key: String, from carrier: [KafkaHeader]) -> String? {
-        carrier.last { $0.name == key }.map { String(decoding: $0.value, as: UTF8.self) }
     }
 }
