@@ -53,8 +53,8 @@ public final class DeliveryPipeline: Service, Sendable {
             defer { waiting.removeAll() }
             return waiting
         }
-        /// Started jobs waiting for their app's or endpoint's slot before their task exists, by ticket of `AppConcurrencyLimits.reserve`.
-        var waitingForSlot: [Machine.JobID: SlotWait] = [:]
+        /// Started jobs waiting for their app's or endpoint's slot before their task exists (`AppConcurrencyLimits.reserve`).
+        var slotWaits = SlotWaits<Machine.JobID, SlotWait, AppSlot>()
         /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
         var abandoning: Set<Lane> = []
         var runningThreads = 0
@@ -165,7 +165,7 @@ public final class DeliveryPipeline: Service, Sendable {
     public func inFlightJobs(in lane: Lane) -> Int { shared.withLock { $0.machine.consumed(in: lane) } }
 
     /// Jobs waiting for their app's or endpoint's slot before their task started.
-    var jobsWaitingForAppSlot: Int { shared.withLock { $0.waitingForSlot.count } }
+    var jobsWaitingForAppSlot: Int { shared.withLock { $0.slotWaits.count } }
 
     /// Job tasks that exist now.
     var jobTasks: Int { tasks.withLock { $0.running.count } }
@@ -399,7 +399,9 @@ public final class DeliveryPipeline: Service, Sendable {
         var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
         for action in actions {
             switch action {
-            case .start(let id, let message): starts.append((id, message))
+            case .start(let id, let admitted):
+                if admitted.scope != nil { shared.slotWaits.reserve(id) }
+                starts.append((id, admitted))
             case .storeOffset(let lane, let topicPartition, let offset): shared.pendingOffsets[lane, default: [:]][topicPartition] = offset
             }
         }
@@ -413,82 +415,89 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// Starts jobs the state machine let go (decoded when consumed): each job's task starts or, when its
     /// one target's app slot is taken, it waits for the slot as a value and is parked (which may let further jobs start); when its app's slot is free but its
-    /// endpoint's is not, it waits as a value too, in flight. The jobs of one batch take their slots
-    /// under one hold of the lock (the consumer's batches are up to `batchSize` jobs).
+    /// endpoint's is not, it waits as a value too, in flight. The slots are reserved outside the shared lock (their
+    /// queues have a lock of their own); the jobs of one batch register their waits under one hold of it.
     private func begin(_ starts: [(Machine.JobID, JobProcessor.AdmittedJob)]) {
         var pending = starts
         while !pending.isEmpty {
+            let reservations = pending.map { id, admitted in
+                admitted.scope.map { scope in
+                    processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] event in
+                        switch event {
+                        case .waitsForEndpoint: self?.noticed(.appSlotGranted, by: id)
+                        case .granted(let slot): self?.noticed(.granted(slot), by: id)
+                        }
+                    }
+                }
+            }
             var launches: [(Machine.JobID, JobProcessor.AdmittedJob, AppSlot?)] = []
+            var abandoned: [(Machine.JobID, AppSlot)] = []
+            var withdrawing = Set<Machine.JobID>()
             let waitUntil = ContinuousClock.now + configuration.longestSlotWait
-            var abandoned: [Machine.JobID] = []
             let (more, woken) = shared.withLock { shared -> ([(Machine.JobID, JobProcessor.AdmittedJob)], Set<Lane>) in
                 var more: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
                 var woken = Set<Lane>()
-                for (id, admitted) in pending {
-                    let message = admitted.message
-                    guard let scope = admitted.scope else {
+                for ((id, admitted), reservation) in zip(pending, reservations) {
+                    guard let reservation else {
                         launches.append((id, admitted, nil))
                         continue
                     }
-                    // Let go just before a stop: it would only wait for its slot until the drain gives it up.
-                    if shared.abandoning.contains(id.lane) {
-                        abandoned.append(id)
-                        continue
-                    }
-                    let reservation = processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] event in
-                        switch event {
-                        case .waitsForEndpoint: self?.appSlotGranted(to: id)
-                        case .granted(let slot): self?.slotGranted(slot, to: id, admitted)
-                        }
-                    }
+                    // A lane being stopped starts nothing more: a job granted its slots gives them back, a waiting one is withdrawn.
+                    let abandoning = shared.abandoning.contains(id.lane)
+                    let registration: SlotWaits<Machine.JobID, SlotWait, AppSlot>.Registration
                     switch reservation {
                     case .granted(let slot):
-                        launches.append((id, admitted, slot))
-                    case .waitingForApp(let ticket):
-                        // Under this lock, so the grant (which takes it) comes after the park.
-                        shared.waitingForSlot[id] = SlotWait(
-                            ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
-                            admitted: admitted)
+                        shared.slotWaits.grantedAtOnce(id)
+                        registration = .granted(slot)
+                    case .waitingForApp(let ticket), .waitingForEndpoint(let ticket):
+                        let wait = SlotWait(
+                            ticket: ticket, topicPartition: admitted.message.topicPartition, until: waitUntil, admitted: admitted)
+                        var forEndpoint = false
+                        if case .waitingForEndpoint = reservation { forEndpoint = true }
+                        registration = shared.slotWaits.register(id, wait, forEndpoint: forEndpoint)
+                    }
+                    switch registration {
+                    case .granted(let slot):
+                        if abandoning { abandoned.append((id, slot)) } else { launches.append((id, admitted, slot)) }
+                    case .waitingForApp:
+                        if abandoning { withdrawing.insert(id) }
                         more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
                         woken.formUnion(shared.wakeWaiting())
-                    case .waitingForEndpoint(let ticket):
+                    case .waitingForEndpoint:
                         // Waits for the provider's capacity, in flight (not parked), as a value.
-                        shared.waitingForSlot[id] = SlotWait(
-                            ticket: ticket, topicPartition: message.topicPartition, until: waitUntil,
-                            admitted: admitted)
+                        if abandoning { withdrawing.insert(id) }
                     }
                 }
                 return (more, woken)
             }
             for (id, admitted, slot) in launches { launch(id, admitted, slot: slot) }
-            for id in abandoned { finish(id, completed: false) }
+            for (id, slot) in abandoned {
+                slot.giveBack()
+                finish(id, completed: false)
+            }
+            if !withdrawing.isEmpty { withdrawWaiting { id, _ in withdrawing.contains(id) } }
             for lane in woken { wake[lane]?.signal() }
             pending = more
         }
     }
 
-    /// A parked job got its app's slot and waits on for its endpoint's: it waits for the provider's
-    /// capacity now, in flight again.
-    private func appSlotGranted(to id: Machine.JobID) {
-        perform { shared in
-            (shared.abandoning.contains(id.lane) ? [] : shared.machine.parkingChanged(id, parked: false), ())
-        }
-    }
-
-    /// A waiting job's slots were handed to it: its task starts (unless its lane is being abandoned).
-    private func slotGranted(_ slot: AppSlot, to id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob) {
-        let started = shared.withLock { shared -> [(Machine.JobID, JobProcessor.AdmittedJob)]? in
-            shared.waitingForSlot[id] = nil
+    /// A notice of a job's slot reservation: a parked job that got its app's slot waits on for its endpoint's, in
+    /// flight again; one whose slots were both handed to it starts (unless its lane is being stopped).
+    private func noticed(_ notice: SlotWaits<Machine.JobID, SlotWait, AppSlot>.Notice, by id: Machine.JobID) {
+        var granted: (SlotWait, AppSlot)?
+        let more = shared.withLock { shared -> [(Machine.JobID, JobProcessor.AdmittedJob)]? in
+            let action = shared.slotWaits.notice(notice, for: id)
+            if case .start(let wait, let slot) = action { granted = (wait, slot) }
+            if case .none = action { return [] }
             guard !shared.abandoning.contains(id.lane) else { return nil }
-            let actions = shared.machine.parkingChanged(id, parked: false)
-            return Self.queueOffsets(actions, in: &shared)
+            return Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared)
         }
-        guard let more = started else {
+        guard let (wait, slot) = granted else { return begin(more ?? []) }
+        guard let more else {
             slot.giveBack()
-            finish(id, completed: false)
-            return
+            return finish(id, completed: false)
         }
-        launch(id, admitted, slot: slot)
+        launch(id, wait.admitted, slot: slot)
         begin(more)
     }
 
@@ -497,13 +506,13 @@ public final class DeliveryPipeline: Service, Sendable {
     /// jobs' keys nor the lane's read-ahead for longer than that.
     private func startOverdueSlotWaits(in lane: Lane) {
         let now = ContinuousClock.now
-        let overdue = shared.withLock { shared in shared.waitingForSlot.filter { $0.key.lane == lane && $0.value.until <= now } }
+        let overdue = shared.withLock { shared in shared.slotWaits.waits { id, wait in id.lane == lane && wait.until <= now } }
         guard !overdue.isEmpty else { return }
         let withdrawn = processor.appLimits.withdraw(Set(overdue.values.map(\.ticket)))
         let starting = overdue.filter { withdrawn.contains($0.value.ticket) }
         let (more, stopping) = shared.withLock { shared -> ([(Machine.JobID, JobProcessor.AdmittedJob)], Bool) in
             var more: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-            for id in starting.keys { shared.waitingForSlot[id] = nil }
+            shared.slotWaits.withdrawn(starting.keys)
             // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
             guard !shared.abandoning.contains(lane) else { return ([], true) }
             for id in starting.keys { more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared) }
@@ -521,11 +530,11 @@ public final class DeliveryPipeline: Service, Sendable {
     /// so they stay uncommitted and are redelivered); returns how many.
     @discardableResult
     private func withdrawWaiting(where matches: (Machine.JobID, SlotWait) -> Bool) -> Int {
-        let waiting = shared.withLock { shared in shared.waitingForSlot.filter { matches($0.key, $0.value) } }
+        let waiting = shared.withLock { shared in shared.slotWaits.waits(where: matches) }
         guard !waiting.isEmpty else { return 0 }
         let withdrawn = processor.appLimits.withdraw(Set(waiting.values.map(\.ticket)))
         let ids = waiting.filter { withdrawn.contains($0.value.ticket) }.map(\.key)
-        shared.withLock { shared in for id in ids { shared.waitingForSlot[id] = nil } }
+        shared.withLock { shared in shared.slotWaits.withdrawn(ids) }
         for id in ids { finish(id, completed: false) }
         return ids.count
     }
