@@ -22,6 +22,28 @@ public enum Lane: String, Sendable, CaseIterable, Hashable {
     }
 }
 
+/// A capacity both lanes share (streams of a host, slots of a provider endpoint), of which normal work leaves a
+/// part to urgent work, so a call never waits behind a backlog of messages: urgent work may use all of it, normal
+/// work all but the reserved part, and never less than one.
+public struct LaneCapacity: Sendable, Equatable {
+    public let total: Int
+    /// What normal work may use.
+    public let normal: Int
+
+    /// - Parameter reservedForUrgent: the part only urgent work may use; nil: a tenth of `total`, at least one.
+    public init(total: Int, reservedForUrgent: Int? = nil) {
+        self.total = max(1, total)
+        let reserved = reservedForUrgent ?? max(1, self.total / 10)
+        normal = max(1, self.total - max(0, reserved))
+    }
+
+    /// What work of `lane` may use.
+    public func limit(for lane: Lane) -> Int { lane == .urgent ? total : normal }
+
+    /// Whether work of `lane` may take one more while `used` are taken, work of both lanes together.
+    public func hasRoom(for lane: Lane, used: Int) -> Bool { used < limit(for: lane) }
+}
+
 /// Overload policy for the normal lane: when it lags more than the threshold behind its
 /// topic, a `message` whose remaining TTL is shorter than that lag cannot arrive in time
 /// and is expired with reason `shed` instead of being sent late. Calls and cancels are

@@ -129,9 +129,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var activePerHost: [Substring: Int] = [:]
     private var waiting: [Substring: LaneQueue<PendingTransfer>] = [:]
     private var idleHandles: [CurlEasyHandle] = []
-    private let streamsPerHost: Int
-    /// Streams per host normal transfers may fill; the rest is kept for urgent ones.
-    private let normalStreamsPerHost: Int
+    /// Streams per host: normal transfers leave the reserved part to urgent ones.
+    private let streamsPerHost: LaneCapacity
 
     /// Seconds curl keeps a DNS cache entry, pinned ones included.
     private let dnsCacheSeconds: Int
@@ -142,9 +141,9 @@ final class CurlMultiLoop: @unchecked Sendable {
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         self.multi = multi
         self.configuration = configuration
-        streamsPerHost = configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection
-        let reserved = configuration.urgentReservedStreams ?? max(1, streamsPerHost / 10)
-        normalStreamsPerHost = max(1, streamsPerHost - max(0, reserved))
+        streamsPerHost = LaneCapacity(
+            total: configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection,
+            reservedForUrgent: configuration.urgentReservedStreams)
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
         _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maximumStreamsPerConnection)
@@ -237,8 +236,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         let active = activePerHost[host, default: 0]
         let startsNow =
             transfer.request.lane == .urgent
-            ? active < streamsPerHost && !(waiting[host]?.hasUrgent ?? false)
-            : active < normalStreamsPerHost && (waiting[host]?.isEmpty ?? true)
+            ? streamsPerHost.hasRoom(for: .urgent, used: active) && !(waiting[host]?.hasUrgent ?? false)
+            : streamsPerHost.hasRoom(for: .normal, used: active) && (waiting[host]?.isEmpty ?? true)
         if startsNow {
             start(transfer, host: host)
         } else {
@@ -409,7 +408,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         state.continuation.resume(returning: result)
         let host = state.host
         activePerHost[host, default: 1] -= 1
-        if let next = waiting[host]?.popFirst(normalAllowed: activePerHost[host, default: 0] < normalStreamsPerHost) {
+        if let next = waiting[host]?.popFirst(normalAllowed: streamsPerHost.hasRoom(for: .normal, used: activePerHost[host, default: 0])) {
             start(next, host: host)
         }
         if waiting[host]?.isEmpty == true { waiting[host] = nil }

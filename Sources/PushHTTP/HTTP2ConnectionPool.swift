@@ -42,7 +42,7 @@ final class HTTP2ConnectionPool {
     private var waiting = LaneQueue<HTTP2Transfer>()
     private var connections: [HTTP2ClientConnection] = []
     private var openStreams = 0
-    private let normalStreams: Int
+    private let streams: LaneCapacity
     /// The server chose HTTP/1.1 in the TLS handshake: its requests go to the fallback client.
     private var speaksOnlyHTTP1 = false
     private var handBacks: [UInt64: Int] = [:]
@@ -72,9 +72,9 @@ final class HTTP2ConnectionPool {
         self.framing = framing
         self.eventLoop = eventLoop
         self.fallback = fallback
-        let streams = configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection
-        let reserved = configuration.urgentReservedStreams ?? max(1, streams / 10)
-        normalStreams = max(1, streams - max(0, reserved))
+        streams = LaneCapacity(
+            total: configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection,
+            reservedForUrgent: configuration.urgentReservedStreams)
     }
 
     func submit(_ transfer: HTTP2Transfer) {
@@ -108,7 +108,7 @@ final class HTTP2ConnectionPool {
     /// Starts what may start now and opens a connection if more room is needed.
     func dispatch() {
         while !waiting.isEmpty, let connection = leastLoadedConnectionWithRoom() {
-            guard let transfer = waiting.popFirst(normalAllowed: openStreams < normalStreams) else { break }
+            guard let transfer = waiting.popFirst(normalAllowed: streams.hasRoom(for: .normal, used: openStreams)) else { break }
             openStreams += 1
             lastProgress = NIODeadline.now()
             connection.start(transfer)

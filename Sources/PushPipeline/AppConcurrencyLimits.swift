@@ -73,7 +73,7 @@ public final class AppConcurrencyLimits: Sendable {
         var nextID: UInt64 = 0
 
         /// Takes the app's slot and then the endpoint's, or queues the waiter where it has to wait.
-        mutating func enter(_ waiter: Waiter, appLimit: Int, endpointLimit: EndpointBound?) -> Stage {
+        mutating func enter(_ waiter: Waiter, appLimit: Int, endpointLimit: LaneCapacity?) -> Stage {
             guard slots[waiter.scope, default: Slots()].takeIfFree(below: appLimit) else {
                 slots[waiter.scope]!.waiters.append(waiter, lane: waiter.lane)
                 return .waitingForApp
@@ -82,7 +82,7 @@ public final class AppConcurrencyLimits: Sendable {
         }
 
         /// Takes the app's slot and its endpoint's if both are free; else takes neither.
-        mutating func takeBothIfFree(_ scope: DeliveryScope, lane: Lane, appLimit: Int, endpointLimit: EndpointBound?) -> Bool {
+        mutating func takeBothIfFree(_ scope: DeliveryScope, lane: Lane, appLimit: Int, endpointLimit: LaneCapacity?) -> Bool {
             guard (slots[scope]?.running ?? 0) < appLimit else { return false }
             if let endpoint = scope.endpoint, let endpointLimit {
                 guard endpoints[endpoint, default: Slots()].takeIfFree(below: endpointLimit.limit(for: lane)) else { return false }
@@ -91,7 +91,7 @@ public final class AppConcurrencyLimits: Sendable {
         }
 
         /// With the waiter's app slot held: takes its endpoint's slot (true), or queues it there (false).
-        mutating func enterEndpoint(_ waiter: Waiter, limit: EndpointBound?) -> Bool {
+        mutating func enterEndpoint(_ waiter: Waiter, limit: LaneCapacity?) -> Bool {
             guard let endpoint = waiter.scope.endpoint, let limit else { return true }
             if endpoints[endpoint, default: Slots()].takeIfFree(below: limit.limit(for: waiter.lane)) { return true }
             endpoints[endpoint]!.waiters.append(waiter, lane: waiter.lane)
@@ -99,7 +99,7 @@ public final class AppConcurrencyLimits: Sendable {
         }
 
         /// Frees an app slot of `scope`: its next waiter takes it and goes on to its endpoint.
-        mutating func releaseApp(_ scope: DeliveryScope, endpointLimit: EndpointBound?, notices: inout [Notice]) {
+        mutating func releaseApp(_ scope: DeliveryScope, endpointLimit: LaneCapacity?, notices: inout [Notice]) {
             // Mutated in place, one lookup: a copy of the queues out of the dictionary would copy every waiter.
             guard let index = slots.index(forKey: scope) else { return }
             let next = slots.values[index].handOver()
@@ -109,9 +109,10 @@ public final class AppConcurrencyLimits: Sendable {
         }
 
         /// Frees an endpoint slot: its next waiter (which holds its app slot) takes it.
-        mutating func releaseEndpoint(_ endpoint: String, bound: EndpointBound, notices: inout [Notice]) {
+        mutating func releaseEndpoint(_ endpoint: String, bound: LaneCapacity, notices: inout [Notice]) {
             guard let index = endpoints.index(forKey: endpoint) else { return }
-            let next = endpoints.values[index].handOver(normalAllowed: endpoints.values[index].running - 1 < bound.normalLimit)
+            let next = endpoints.values[index].handOver(
+                normalAllowed: bound.hasRoom(for: .normal, used: endpoints.values[index].running - 1))
             if endpoints.values[index].isIdle { endpoints.remove(at: index) }
             if let next { notices.append(.granted(next)) }
         }
@@ -129,29 +130,16 @@ public final class AppConcurrencyLimits: Sendable {
         case waitingForEndpoint(ticket: UInt64)
     }
 
-    /// An endpoint's slots: normal requests leave a tenth of them to urgent ones, as the transport
-    /// leaves a tenth of its streams, so a call never waits behind a backlog of messages.
-    struct EndpointBound {
-        let limit: Int
-        let normalLimit: Int
-
-        init(_ limit: Int) {
-            self.limit = max(1, limit)
-            normalLimit = self.limit - self.limit / 10
-        }
-
-        func limit(for lane: Lane) -> Int { lane == .urgent ? limit : normalLimit }
-    }
-
     public let limit: Int
-    /// Slots per endpoint; nil: scopes share none.
-    let endpointLimit: EndpointBound?
+    /// Slots per endpoint (normal requests leave a tenth of them to urgent ones, as the transport leaves a tenth
+    /// of its streams); nil: scopes share none.
+    let endpointLimit: LaneCapacity?
     private let metrics: PipelineMetrics
     private let state = Locked(State())
 
     public init(limit: Int, endpointLimit: Int? = nil, metrics: PipelineMetrics) {
         self.limit = max(1, limit)
-        self.endpointLimit = endpointLimit.map(EndpointBound.init)
+        self.endpointLimit = endpointLimit.map { LaneCapacity(total: $0) }
         self.metrics = metrics
     }
 

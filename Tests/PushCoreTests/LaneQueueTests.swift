@@ -75,3 +75,37 @@ struct LaneQueueTests {
         #expect(queue.count == 5_000)
     }
 }
+
+@Suite("Lane capacity: normal work leaves a part to urgent work")
+struct LaneCapacityTests {
+    @Test("by default a tenth of the capacity, at least one, is only urgent work's")
+    func defaultReserve() {
+        #expect(LaneCapacity(total: 400).normal == 360)
+        #expect(LaneCapacity(total: 400).limit(for: .urgent) == 400)
+        #expect(LaneCapacity(total: 5).normal == 4)
+        #expect(LaneCapacity(total: 15).normal == 14)
+    }
+
+    @Test("normal work always gets at least one, whatever is reserved")
+    func normalNeverStarves() {
+        #expect(LaneCapacity(total: 1).normal == 1)
+        #expect(LaneCapacity(total: 10, reservedForUrgent: 10).normal == 1)
+        #expect(LaneCapacity(total: 0).total == 1)
+    }
+
+    @Test("a reserve set explicitly replaces the default; a negative one reserves nothing")
+    func explicitReserve() {
+        #expect(LaneCapacity(total: 100, reservedForUrgent: 30).normal == 70)
+        #expect(LaneCapacity(total: 100, reservedForUrgent: 0).normal == 100)
+        #expect(LaneCapacity(total: 100, reservedForUrgent: -5).normal == 100)
+    }
+
+    @Test("room: urgent work up to the whole, normal work up to its part")
+    func room() {
+        let capacity = LaneCapacity(total: 10)
+        #expect(capacity.hasRoom(for: .normal, used: 8))
+        #expect(!capacity.hasRoom(for: .normal, used: 9))
+        #expect(capacity.hasRoom(for: .urgent, used: 9))
+        #expect(!capacity.hasRoom(for: .urgent, used: 10))
+    }
+}

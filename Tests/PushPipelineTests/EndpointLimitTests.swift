@@ -33,7 +33,8 @@ struct EndpointLimitTests {
 
     @Test("apps that share an endpoint share its slots: a request over the endpoint's limit keeps its app slot and waits, oldest first")
     func appsShareTheirEndpointsSlots() throws {
-        let limits = AppConcurrencyLimits(limit: 5, endpointLimit: 2, metrics: PipelineMetrics())
+        // Three slots, one of them kept for urgent requests: two for these normal ones.
+        let limits = AppConcurrencyLimits(limit: 5, endpointLimit: 3, metrics: PipelineMetrics())
         let tickets = Tickets()
         guard case .granted(let first) = tickets.reserve("a1", scope("a"), in: limits),
             case .granted(let second) = tickets.reserve("b1", scope("b"), in: limits),
@@ -178,9 +179,10 @@ struct EndpointLimitPipelineTests {
             $0.maximumInFlightJobs = 40
             $0.urgentReservedInFlightJobs = 5
             $0.maximumInFlightPerApp = 100
-            $0.maximumInFlightPerEndpoint = 4
+            $0.maximumInFlightPerEndpoint = 5
         }
-        // Two apps on the one proxy endpoint; its answers hang, so the first four requests hold the endpoint's slots.
+        // Two apps on the one proxy endpoint; its answers hang, so the first four requests hold the 4 of the endpoint's
+        // 5 slots that normal requests may use (one is kept for urgent ones).
         try await produce(
             kafka,
             (0..<100).map { index in
@@ -204,7 +206,7 @@ struct EndpointLimitPipelineTests {
         let requestsAfterStop = sandbox.server.requests.count
         await sandbox.stop()
 
-        #expect(requests == 4, "requests sent while the endpoint's 4 slots hang: \(requests)")
+        #expect(requests == 4, "requests sent while the endpoint's 4 normal slots hang: \(requests)")
         #expect(endpointRunning == 4)
         #expect(tasks == 4, "only the jobs sending have a task")
         #expect(waiting == 31, "the other jobs the normal lane may work on (35) wait for the endpoint as values")
