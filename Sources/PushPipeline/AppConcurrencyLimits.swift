@@ -23,7 +23,7 @@ import Synchronization
 /// already running (a job with several targets, a retry), which counts as parked while it waits
 /// for either.
 public final class AppConcurrencyLimits: Sendable {
-    private struct Waiter {
+    private struct Waiter: SlotWaiter, Sendable {
         let id: UInt64
         let scope: DeliveryScope
         let lane: Lane
@@ -33,89 +33,6 @@ public final class AppConcurrencyLimits: Sendable {
         let waitsForEndpoint: (@Sendable () -> Void)?
         /// Called outside the lock when the waiter's deadline took it out of its queue.
         var timedOut: (@Sendable () -> Void)? = nil
-    }
-
-    private struct Slots {
-        var running = 0
-        var waiters = LaneQueue<Waiter>()
-
-        var isIdle: Bool { running == 0 && waiters.isEmpty }
-
-        /// Takes a slot if fewer than `limit` run.
-        mutating func takeIfFree(below limit: Int) -> Bool {
-            guard running < limit else { return false }
-            running += 1
-            return true
-        }
-
-        /// Frees a slot: the next waiter takes it over (a normal one only if `normalAllowed`), or one fewer runs.
-        mutating func handOver(normalAllowed: Bool = true) -> Waiter? {
-            let next = waiters.popFirst(normalAllowed: normalAllowed)
-            if next == nil { running -= 1 }
-            return next
-        }
-    }
-
-    /// What to tell waiters once the lock is released.
-    private enum Notice {
-        case granted(Waiter)
-        case waitsForEndpoint(Waiter)
-    }
-
-    /// Where a waiter stands after `enter`.
-    private enum Stage {
-        case granted, waitingForApp, waitingForEndpoint
-    }
-
-    private struct State {
-        var slots: [DeliveryScope: Slots] = [:]
-        var endpoints: [String: Slots] = [:]
-        var nextID: UInt64 = 0
-
-        /// Takes the app's slot and then the endpoint's, or queues the waiter where it has to wait.
-        mutating func enter(_ waiter: Waiter, appLimit: Int, endpointLimit: LaneCapacity?) -> Stage {
-            guard slots[waiter.scope, default: Slots()].takeIfFree(below: appLimit) else {
-                slots[waiter.scope]!.waiters.append(waiter, lane: waiter.lane)
-                return .waitingForApp
-            }
-            return enterEndpoint(waiter, limit: endpointLimit) ? .granted : .waitingForEndpoint
-        }
-
-        /// Takes the app's slot and its endpoint's if both are free; else takes neither.
-        mutating func takeBothIfFree(_ scope: DeliveryScope, lane: Lane, appLimit: Int, endpointLimit: LaneCapacity?) -> Bool {
-            guard (slots[scope]?.running ?? 0) < appLimit else { return false }
-            if let endpoint = scope.endpoint, let endpointLimit {
-                guard endpoints[endpoint, default: Slots()].takeIfFree(below: endpointLimit.limit(for: lane)) else { return false }
-            }
-            return slots[scope, default: Slots()].takeIfFree(below: appLimit)
-        }
-
-        /// With the waiter's app slot held: takes its endpoint's slot (true), or queues it there (false).
-        mutating func enterEndpoint(_ waiter: Waiter, limit: LaneCapacity?) -> Bool {
-            guard let endpoint = waiter.scope.endpoint, let limit else { return true }
-            if endpoints[endpoint, default: Slots()].takeIfFree(below: limit.limit(for: waiter.lane)) { return true }
-            endpoints[endpoint]!.waiters.append(waiter, lane: waiter.lane)
-            return false
-        }
-
-        /// Frees an app slot of `scope`: its next waiter takes it and goes on to its endpoint.
-        mutating func releaseApp(_ scope: DeliveryScope, endpointLimit: LaneCapacity?, notices: inout [Notice]) {
-            // Mutated in place, one lookup: a copy of the queues out of the dictionary would copy every waiter.
-            guard let index = slots.index(forKey: scope) else { return }
-            let next = slots.values[index].handOver()
-            if slots.values[index].isIdle { slots.remove(at: index) }
-            guard let next else { return }
-            notices.append(enterEndpoint(next, limit: endpointLimit) ? .granted(next) : .waitsForEndpoint(next))
-        }
-
-        /// Frees an endpoint slot: its next waiter (which holds its app slot) takes it.
-        mutating func releaseEndpoint(_ endpoint: String, bound: LaneCapacity, notices: inout [Notice]) {
-            guard let index = endpoints.index(forKey: endpoint) else { return }
-            let next = endpoints.values[index].handOver(
-                normalAllowed: bound.hasRoom(for: .normal, used: endpoints.values[index].running - 1))
-            if endpoints.values[index].isIdle { endpoints.remove(at: index) }
-            if let next { notices.append(.granted(next)) }
-        }
     }
 
     /// The answer to `reserve`.
@@ -131,23 +48,22 @@ public final class AppConcurrencyLimits: Sendable {
     }
 
     public let limit: Int
-    /// Slots per endpoint (normal requests leave a tenth of them to urgent ones, as the transport leaves a tenth
-    /// of its streams); nil: scopes share none.
-    let endpointLimit: LaneCapacity?
     private let metrics: PipelineMetrics
-    private let state = Locked(State())
+    private let state: Locked<SlotQueues<Waiter>>
 
+    /// - Parameter endpointLimit: slots per endpoint, of which normal requests leave a tenth (at least one) to urgent
+    ///   ones, as the transport leaves a tenth of its streams; nil: scopes share none.
     public init(limit: Int, endpointLimit: Int? = nil, metrics: PipelineMetrics) {
         self.limit = max(1, limit)
-        self.endpointLimit = endpointLimit.map { LaneCapacity(total: $0) }
+        state = Locked(SlotQueues(endpointLimit: endpointLimit.map { LaneCapacity(total: $0) }))
         self.metrics = metrics
     }
 
     private func limit(of key: DeliveryScope) -> Int { key.inFlightLimit.map { max(1, $0) } ?? limit }
 
-    private func deliver(_ notices: [Notice]) {
-        for notice in notices {
-            switch notice {
+    private func carryOut(_ actions: [SlotQueues<Waiter>.Action]) {
+        for action in actions {
+            switch action {
             case .granted(let waiter): waiter.resume(true)
             case .waitsForEndpoint(let waiter):
                 metrics.endpointConcurrencyLimited(waiter.scope)
@@ -156,7 +72,7 @@ public final class AppConcurrencyLimits: Sendable {
         }
     }
 
-    private func countWait(_ stage: Stage, of key: DeliveryScope) {
+    private func countWait(_ stage: SlotQueues<Waiter>.Stage, of key: DeliveryScope) {
         switch stage {
         case .granted: break
         case .waitingForApp: metrics.appConcurrencyLimited(key)
@@ -177,16 +93,15 @@ public final class AppConcurrencyLimits: Sendable {
     /// withdrawn first). Never suspends: the caller keeps the waiting job as a value.
     func reserve(_ key: DeliveryScope, lane: Lane, notify: @escaping @Sendable (ReservationEvent) -> Void) -> Reservation {
         let appLimit = limit(of: key)
-        let answer = state.withLock { state -> (Stage, UInt64) in
-            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, endpointLimit: endpointLimit) { return (.granted, 0) }
-            state.nextID += 1
-            let id = state.nextID
+        let answer = state.withLock { state -> (SlotQueues<Waiter>.Stage, UInt64) in
+            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return (.granted, 0) }
+            let id = state.nextID()
             let waiter = Waiter(
                 id: id, scope: key, lane: lane,
                 resume: { [self] granted in
                     if granted { notify(.granted(AppSlot(scope: key, limits: self))) }
                 }, waitsForEndpoint: { notify(.waitsForEndpoint) })
-            return (state.enter(waiter, appLimit: appLimit, endpointLimit: endpointLimit), id)
+            return (state.enter(waiter, appLimit: appLimit), id)
         }
         countWait(answer.0, of: key)
         switch answer.0 {
@@ -201,26 +116,9 @@ public final class AppConcurrencyLimits: Sendable {
     /// reservation that waited for its endpoint gives its app slot back.
     func withdraw(_ tickets: Set<UInt64>) -> Set<UInt64> {
         guard !tickets.isEmpty else { return [] }
-        var notices: [Notice] = []
-        let withdrawn = state.withLock { state in
-            var withdrawn = Set<UInt64>()
-            // App queues first: a slot given back below must not go to a waiter withdrawn with it.
-            for key in Array(state.slots.keys) {
-                for waiter in state.slots[key]!.waiters.removeAll(where: { tickets.contains($0.id) }) { withdrawn.insert(waiter.id) }
-                if state.slots[key]!.isIdle { state.slots[key] = nil }
-            }
-            for endpoint in Array(state.endpoints.keys) {
-                let leaving = state.endpoints[endpoint]!.waiters.removeAll(where: { tickets.contains($0.id) })
-                if state.endpoints[endpoint]!.isIdle { state.endpoints[endpoint] = nil }
-                for waiter in leaving {
-                    withdrawn.insert(waiter.id)
-                    state.releaseApp(waiter.scope, endpointLimit: endpointLimit, notices: &notices)
-                }
-            }
-            return withdrawn
-        }
-        deliver(notices)
-        return withdrawn
+        let (withdrawn, actions) = state.withLock { $0.withdraw(tickets) }
+        carryOut(actions)
+        return Set(withdrawn.map(\.id))
     }
 
     /// How a wait for a slot ended.
@@ -244,11 +142,9 @@ public final class AppConcurrencyLimits: Sendable {
     @inline(never)
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?, until deadline: ContinuousClock.Instant?) async -> SlotWait {
         let appLimit = limit(of: key)
-        let endpointLimit = endpointLimit
         let id: UInt64? = state.withLock { state in
-            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit, endpointLimit: endpointLimit) { return nil }
-            state.nextID += 1
-            return state.nextID
+            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return nil }
+            return state.nextID()
         }
         guard let id else { return .granted }
         if let deadline, deadline <= .now { return .timedOut }
@@ -261,10 +157,10 @@ public final class AppConcurrencyLimits: Sendable {
                 let waiter = Waiter(
                     id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0 ? .granted : .cancelled) },
                     waitsForEndpoint: nil, timedOut: { continuation.resume(returning: .timedOut) })
-                let stage = state.withLock { state -> Stage? in
+                let stage = state.withLock { state -> SlotQueues<Waiter>.Stage? in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
                     if Task.isCancelled { return nil }
-                    return state.enter(waiter, appLimit: appLimit, endpointLimit: endpointLimit)
+                    return state.enter(waiter, appLimit: appLimit)
                 }
                 guard let stage else { return continuation.resume(returning: .cancelled) }
                 countWait(stage, of: key)
@@ -285,42 +181,24 @@ public final class AppConcurrencyLimits: Sendable {
     /// Takes a waiting `acquire` out of the queue it is in (giving back the app slot it holds if it waited for its
     /// endpoint); nil when it is in none (granted, or taken out already).
     private func takeOut(_ id: UInt64, of key: DeliveryScope) -> Waiter? {
-        var notices: [Notice] = []
-        let waiter = state.withLock { state -> Waiter? in
-            if state.slots[key] != nil, let waiter = state.slots[key]!.waiters.remove(where: { $0.id == id }) {
-                if state.slots[key]!.isIdle { state.slots[key] = nil }
-                return waiter
-            }
-            guard let endpoint = key.endpoint, state.endpoints[endpoint] != nil,
-                let waiter = state.endpoints[endpoint]!.waiters.remove(where: { $0.id == id })
-            else { return nil }
-            if state.endpoints[endpoint]!.isIdle { state.endpoints[endpoint] = nil }
-            state.releaseApp(key, endpointLimit: endpointLimit, notices: &notices)
-            return waiter
-        }
-        deliver(notices)
+        guard let (waiter, actions) = state.withLock({ $0.remove(id, of: key) }) else { return nil }
+        carryOut(actions)
         return waiter
     }
 
     /// Frees a slot: hands it (and its endpoint's) to the next waiters, if any.
     func release(_ key: DeliveryScope) {
-        var notices: [Notice] = []
-        state.withLock { state in
-            // The endpoint first: the app's next waiter then finds it taken by whoever waited for it.
-            if let endpoint = key.endpoint, let endpointLimit { state.releaseEndpoint(endpoint, bound: endpointLimit, notices: &notices) }
-            state.releaseApp(key, endpointLimit: endpointLimit, notices: &notices)
-        }
-        deliver(notices)
+        carryOut(state.withLock { $0.release(key) })
     }
 
     /// Requests running in that scope, for tests.
     func running(_ scope: DeliveryScope) -> Int {
-        state.withLock { $0.slots[scope]?.running ?? 0 }
+        state.withLock { $0.running(scope) }
     }
 
     /// Requests running in that endpoint, for tests.
     func running(endpoint: String) -> Int {
-        state.withLock { $0.endpoints[endpoint]?.running ?? 0 }
+        state.withLock { $0.running(endpoint: endpoint) }
     }
 }
 
