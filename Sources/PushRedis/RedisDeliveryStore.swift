@@ -162,12 +162,17 @@ public final class RedisDeliveryStore: DeliveryStore {
         return {fence, redis.call('HGET', KEYS[1], 'o')}
         """)
 
-    /// Raises `o` to ARGV[2] while `f` is ARGV[1]: 1, else 0 (the partition has a newer owner).
+    /// Raises `o` to ARGV[2] while `f` is ARGV[1]: 1, else 0 (the partition has a newer owner). Offsets are compared
+    /// as decimal strings without sign or leading zeros (longer is greater, then byte by byte): Lua's numbers are
+    /// doubles, exact only up to 2^53.
     static let advanceMarkScript = RedisScript(
         """
         if redis.call('HGET', KEYS[1], 'f') ~= ARGV[1] then return 0 end
-        local marked = tonumber(redis.call('HGET', KEYS[1], 'o'))
-        if marked == nil or tonumber(ARGV[2]) > marked then redis.call('HSET', KEYS[1], 'o', ARGV[2]) end
+        local marked = redis.call('HGET', KEYS[1], 'o')
+        local offset = ARGV[2]
+        if not marked or #offset > #marked or (#offset == #marked and offset > marked) then
+            redis.call('HSET', KEYS[1], 'o', offset)
+        end
         return 1
         """)
 
@@ -181,7 +186,8 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     public func advanceMark(of partition: MarkedPartition, fence: Int64, to offset: Int64) async throws -> Bool {
         let reply = try await client.evaluate(
-            Self.advanceMarkScript, keys: [RedisKeys.mark(partition)], arguments: [Array(String(fence).utf8), Array(String(offset).utf8)])
+            Self.advanceMarkScript, keys: [RedisKeys.mark(partition)],
+            arguments: [Array(String(fence).utf8), Array(String(max(offset, 0)).utf8)])
         return reply.integer == 1
     }
 }

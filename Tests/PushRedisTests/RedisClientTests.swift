@@ -283,7 +283,7 @@ struct RedisDeliveryStoreTests {
     }
 
     @Test(
-        "a partition's mark: each take fences the owner before; an advance under an old fence fails; the mark never goes down",
+        "a partition's mark: each take fences the owner before; an advance under an old fence fails; the mark never goes down, whatever the offset's size",
         arguments: RedisDeployment.allCases)
     func partitionMarks(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
@@ -300,6 +300,12 @@ struct RedisDeliveryStoreTests {
         #expect(try await !store.advanceMark(of: partition, fence: first.fence, to: 9000), "the owner before is fenced off")
         #expect(try await store.advanceMark(of: partition, fence: second.fence, to: 8192))
         #expect(try await store.takeMark(of: partition).offset == 8192)
+        let late = try await store.takeMark(of: partition)
+        // 2^53 and 2^53 + 1 are one double: compared as numbers in Lua, the second would not raise the mark.
+        #expect(try await store.advanceMark(of: partition, fence: late.fence, to: 9_007_199_254_740_992))
+        #expect(try await store.advanceMark(of: partition, fence: late.fence, to: 9_007_199_254_740_993))
+        #expect(try await store.advanceMark(of: partition, fence: late.fence, to: 99_999))
+        #expect(try await store.takeMark(of: partition).offset == 9_007_199_254_740_993, "offsets past 2^53 compare exactly")
         let other = try await store.takeMark(of: MarkedPartition(group: "g2", topic: "push.jobs", partition: 2))
         #expect(other.offset == nil, "another group's mark is its own")
     }

@@ -5,8 +5,9 @@ import PushCore
 /// entry (`RedisRetryQueue.entry`), the entry's job decoded with its stored Kafka timestamp
 /// and its TTL arithmetic and retry decision at a fuzzed time; a stored outcome record
 /// (`Outcome(json:)`) read back and re-encoded. Never a trap; a decoded entry's attempt
-/// count is ≥ 0 and leaves room for the next attempt's number; an outcome survives a round
-/// trip. Input: now, then a reply tree (see `reply`), then an outcome record's bytes.
+/// count is ≥ 0 and leaves room for the next attempt's number; an outcome JSON survives a round
+/// trip; an idempotency record (`OutcomeRecord.decode`, the compact form) read back for a job survives being
+/// stored again. Input: now, then a reply tree (see `reply`), then the stored bytes (read as both forms).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRedisRecords(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     var input = FuzzInput(start, count)
@@ -26,11 +27,22 @@ public func fuzzRedisRecords(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
             }
         }
     }
-    if let outcome = Outcome(json: input.rest()) {
+    let stored = input.rest()
+    if let outcome = Outcome(json: stored) {
         precondition(Outcome(json: outcome.encoded()) == outcome, "\(outcome) does not survive encoding")
+    }
+    if let outcome = OutcomeRecord.decode(stored, job: recordJob, target: recordJob.targets[0]) {
+        let again = OutcomeRecord.decode(OutcomeRecord.encode(outcome), job: recordJob, target: recordJob.targets[0])
+        precondition(again == outcome, "\(outcome) does not survive its record")
+        _ = outcome.encoded()
     }
     return 0
 }
+
+/// The job a fuzzed idempotency record is read back for.
+private let recordJob = Job(
+    id: "job", createdAt: 0, ttl: 60, kind: .message, priority: .normal, userId: "user",
+    targets: [Target(bindingId: "binding", provider: "apns", app: "app")])
 
 /// A reply: a type byte, then its value. Arrays name the HGETALL fields often, so the
 /// decoder's interesting paths are reached: an array's even elements are a field name
