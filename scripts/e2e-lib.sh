@@ -45,7 +45,7 @@ while True:
 # Joins running cluster-enabled redis-servers into one cluster (replicas per master first, then the
 # ports) and waits until every node reports cluster_state:ok.
 create_redis_cluster() {
-    local replicas=$1
+    local replicas=$1 port
     shift
     for port in "$@"; do
         for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -55,6 +55,7 @@ create_redis_cluster() {
     wait_cluster_ok "$@"
 }
 wait_cluster_ok() {  # ports: every one reports cluster_state:ok
+    local port
     for _ in $(seq 1 200); do
         local ok=1
         for port in "$@"; do redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0; done
