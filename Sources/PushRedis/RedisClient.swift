@@ -101,10 +101,53 @@ public final class RedisClient: Sendable {
     }
 
     /// `pipeline` with no task waiting: `completion` gets the replies on the connection's completion queue. On one
-    /// node that is all; on a cluster (or before the first command) the commands go through `pipeline`
-    /// on a task of their own.
+    /// node that is all. On a cluster whose slot map is current, commands of one slot (one command, or one
+    /// `MULTI`…`EXEC` block) go straight to that slot's master too; a redirection in the answer sends them again
+    /// through `pipeline` on a task of their own, as does anything else (several slots, no map yet).
     public func pipeline(_ commands: [RedisCommand], completion: @escaping @Sendable (Result<[RedisValue], RedisError>) -> Void) {
-        if case .single(let pool) = state.withLock({ $0.topology }) { return pool.pipeline(commands, completion: completion) }
+        switch route(commands) {
+        case .single(let pool): return pool.pipeline(commands, completion: completion)
+        case .clusterNode(let pool):
+            return pool.pipeline(commands) { [self] result in
+                switch result {
+                case .failure(let error):
+                    markStale()
+                    completion(.failure(error))
+                case .success(let replies) where !replies.contains(where: { RedisRedirection($0) != nil }):
+                    completion(.success(replies))
+                case .success:
+                    // Redirected, so not run: the task's pipeline follows the redirection.
+                    onTask(commands, completion: completion)
+                }
+            }
+        case .task: onTask(commands, completion: completion)
+        }
+    }
+
+    /// Where `pipeline(_:completion:)` sends commands.
+    private enum Route {
+        case single(RedisNodePool)
+        /// All of them to this cluster node, as the current slot map has it.
+        case clusterNode(RedisNodePool)
+        case task
+    }
+
+    private func route(_ commands: [RedisCommand]) -> Route {
+        state.withLock { state in
+            switch state.topology {
+            case .single(let pool): return .single(pool)
+            case .cluster(let map) where !state.stale:
+                let pieces = Self.pieces(of: commands)
+                // A node without a pool yet is rare (the map just changed): the task's pipeline opens it.
+                guard pieces.count == 1, let slot = pieces[0].slot, let owner = map.owner(of: slot), let pool = state.pools[owner]
+                else { return .task }
+                return .clusterNode(pool)
+            case .cluster, .unknown: return .task
+            }
+        }
+    }
+
+    private func onTask(_ commands: [RedisCommand], completion: @escaping @Sendable (Result<[RedisValue], RedisError>) -> Void) {
         Task {
             do throws(RedisError) {
                 completion(.success(try await pipeline(commands)))
@@ -380,15 +423,21 @@ public final class RedisClient: Sendable {
             }
             let assignments = Array(byNode)
             var results = [Result<[RedisValue], RedisError>?](repeating: nil, count: assignments.count)
-            await withTaskGroup(of: (Int, Result<[RedisValue], RedisError>).self) { group in
-                for (index, (node, pieces)) in assignments.enumerated() {
-                    let commands = pieces.flatMap { piece in
-                        piece.asking == nil ? piece.commands : [RedisCommand("ASKING")] + piece.commands
+            func commands(of pieces: [Piece]) -> [RedisCommand] {
+                pieces.flatMap { piece in piece.asking == nil ? piece.commands : [RedisCommand("ASKING")] + piece.commands }
+            }
+            if assignments.count == 1 {
+                // One node (the usual case: the keys of one binding share a slot): no task group.
+                results[0] = await pool(for: assignments[0].key).result(of: commands(of: assignments[0].value))
+            } else {
+                await withTaskGroup(of: (Int, Result<[RedisValue], RedisError>).self) { group in
+                    for (index, (node, pieces)) in assignments.enumerated() {
+                        let commands = commands(of: pieces)
+                        let pool = pool(for: node)
+                        group.addTask { (index, await pool.result(of: commands)) }
                     }
-                    let pool = pool(for: node)
-                    group.addTask { (index, await pool.result(of: commands)) }
+                    for await (index, result) in group { results[index] = result }
                 }
-                for await (index, result) in group { results[index] = result }
             }
             var again: [Piece] = []
             var pause = false

@@ -146,6 +146,45 @@ struct RedisClusterTests {
         #expect(keys.contains { fresh.master(ofKey: $0)?.port == masters[1] && RedisKeySlot.of($0) < 600 }, "some keys moved")
     }
 
+    @Test(
+        "commands given a completion go straight to their slot's master; after their slot moved, or while it migrates, they follow the redirection"
+    )
+    func completionFormFollowsRedirections() async throws {
+        let cluster = try await RedisClusterProcesses.launch(masters: 3)
+        defer { cluster.stop() }
+        let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
+        func run(_ commands: [RedisCommand]) async -> Result<[RedisValue], RedisError> {
+            await withCheckedContinuation { continuation in client.pipeline(commands) { continuation.resume(returning: $0) } }
+        }
+        let keys = (0..<300).map { "completion-\($0)" }
+        for key in keys { #expect(try await run([RedisCommand("SET", key, "v-\(key)")]).get() == [.status("OK")]) }
+        let masters = await cluster.masterPorts()
+        let from = await RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        let to = await RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        _ = await RedisClusterProcesses.run([
+            "--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
+            "--cluster-slots", "600", "--cluster-yes",
+        ])
+        try await cluster.waitUntilServing()
+        for key in keys { #expect(try await run([RedisCommand("GET", key)]).get().first?.string == "v-\(key)") }
+        #expect(keys.contains { client.master(ofKey: $0)?.port == masters[1] && RedisKeySlot.of($0) < 600 }, "some keys moved")
+
+        let key = "completion-ask"
+        let source = try #require(client.master(ofKey: key))
+        let target = try #require(client.clusterMasters.first { $0 != source })
+        func id(_ node: RedisNodeAddress) async -> String {
+            await RedisClusterProcesses.run(["-p", String(node.port), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let slot = String(RedisKeySlot.of(key))
+        _ = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "setslot", slot, "importing", await id(source)])
+        _ = await RedisClusterProcesses.run(["-p", String(source.port), "cluster", "setslot", slot, "migrating", await id(target)])
+        #expect(try await run([RedisCommand("SET", key, "asked")]).get() == [.status("OK")])
+        let keysInSlot = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "countkeysinslot", slot])
+        #expect(keysInSlot.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the key was written on the importing master")
+    }
+
     @Test("during a slot migration, a key not yet on the old master is reached through its ASK redirection, with ASKING")
     func followsAskRedirections() async throws {
         let cluster = try await RedisClusterProcesses.launch(masters: 3)
