@@ -87,9 +87,13 @@ public final class RedisClient: Sendable {
         }
     }
 
-    /// Runs the commands (one round trip per node); error replies come back as `.error` values.
+    /// Runs the commands (one round trip per node); error replies come back as `.error` values. Commands of one slot
+    /// go straight to its master while the slot map is current (see `pipeline(_:completion:)`).
     public func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
         guard !commands.isEmpty else { return [] }
+        if case .clusterNode(let pool) = route(commands), let answer = answer(await pool.result(of: commands)) {
+            return try answer.get()
+        }
         switch try await topology() {
         case .single(let pool):
             return try await pool.pipeline(commands)
@@ -109,16 +113,7 @@ public final class RedisClient: Sendable {
         case .single(let pool): return pool.pipeline(commands, completion: completion)
         case .clusterNode(let pool):
             return pool.pipeline(commands) { [self] result in
-                switch result {
-                case .failure(let error):
-                    markStale()
-                    completion(.failure(error))
-                case .success(let replies) where !replies.contains(where: { RedisRedirection($0) != nil }):
-                    completion(.success(replies))
-                case .success:
-                    // Redirected, so not run: the task's pipeline follows the redirection.
-                    onTask(commands, completion: completion)
-                }
+                if let answer = answer(result) { completion(answer) } else { onTask(commands, completion: completion) }
             }
         case .task: onTask(commands, completion: completion)
         }
@@ -130,6 +125,17 @@ public final class RedisClient: Sendable {
         /// All of them to this cluster node, as the current slot map has it.
         case clusterNode(RedisNodePool)
         case task
+    }
+
+    /// The answer of the node `route` chose, or nil when it redirected the commands (which were then not run).
+    private func answer(_ result: Result<[RedisValue], RedisError>) -> Result<[RedisValue], RedisError>? {
+        switch result {
+        case .failure:
+            markStale()
+            return result
+        case .success(let replies):
+            return replies.contains { RedisRedirection($0) != nil } ? nil : result
+        }
     }
 
     private func route(_ commands: [RedisCommand]) -> Route {
