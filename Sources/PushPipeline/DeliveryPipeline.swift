@@ -29,6 +29,7 @@ import Tracing
 /// revocation withdraws such waiting jobs at once (they never sent anything).
 public final class DeliveryPipeline: Service, Sendable {
     typealias Machine = PipelineStateMachine<JobProcessor.AdmittedJob>
+    private typealias SlotWaitRegister = SlotWaits<Machine.JobID, SlotWait, AppSlot>
 
     private struct LaneTopic: Sendable {
         let lane: Lane
@@ -54,7 +55,7 @@ public final class DeliveryPipeline: Service, Sendable {
             return waiting
         }
         /// Started jobs waiting for their app's or endpoint's slot before their task exists (`AppConcurrencyLimits.reserve`).
-        var slotWaits = SlotWaits<Machine.JobID, SlotWait, AppSlot>()
+        var slotWaits = SlotWaitRegister()
         /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
         var abandoning: Set<Lane> = []
         var runningThreads = 0
@@ -444,7 +445,7 @@ public final class DeliveryPipeline: Service, Sendable {
                     }
                     // A lane being stopped starts nothing more: a job granted its slots gives them back, a waiting one is withdrawn.
                     let abandoning = shared.abandoning.contains(id.lane)
-                    let registration: SlotWaits<Machine.JobID, SlotWait, AppSlot>.Registration
+                    let registration: SlotWaitRegister.Registration
                     switch reservation {
                     case .granted(let slot):
                         shared.slotWaits.grantedAtOnce(id)
@@ -483,7 +484,7 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// A notice of a job's slot reservation: a parked job that got its app's slot waits on for its endpoint's, in
     /// flight again; one whose slots were both handed to it starts (unless its lane is being stopped).
-    private func noticed(_ notice: SlotWaits<Machine.JobID, SlotWait, AppSlot>.Notice, by id: Machine.JobID) {
+    private func noticed(_ notice: SlotWaitRegister.Notice, by id: Machine.JobID) {
         var granted: (SlotWait, AppSlot)?
         let more = shared.withLock { shared -> [(Machine.JobID, JobProcessor.AdmittedJob)]? in
             let action = shared.slotWaits.notice(notice, for: id)
