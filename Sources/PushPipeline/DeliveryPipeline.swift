@@ -486,13 +486,17 @@ public final class DeliveryPipeline: Service, Sendable {
     /// flight again; one whose slots were both handed to it starts (unless its lane is being stopped).
     private func noticed(_ notice: SlotWaitRegister.Notice, by id: Machine.JobID) {
         var granted: (SlotWait, AppSlot)?
+        var unclaimed: AppSlot?
         let more = shared.withLock { shared -> [(Machine.JobID, JobProcessor.AdmittedJob)]? in
             let action = shared.slotWaits.notice(notice, for: id)
             if case .start(let wait, let slot) = action { granted = (wait, slot) }
+            if case .giveBack(let slot) = action { unclaimed = slot }
             if case .none = action { return [] }
+            if unclaimed != nil { return [] }
             guard !shared.abandoning.contains(id.lane) else { return nil }
             return Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared)
         }
+        unclaimed?.giveBack()
         guard let (wait, slot) = granted else { return begin(more ?? []) }
         guard let more else {
             slot.giveBack()

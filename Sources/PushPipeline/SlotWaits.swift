@@ -4,8 +4,8 @@
 /// The pipeline reserves outside its own lock (the slot queues have a lock of their own, never taken inside the
 /// pipeline's), so a reservation's notices, which come on whichever thread freed a slot, may arrive before the
 /// pipeline registered the job's wait. Jobs between their start and that registration are `reserving`; a notice
-/// for one of them is kept and taken into account when the wait is registered. A notice for any other job
-/// that has no wait is a late one (its grant came first on another thread) and changes nothing.
+/// for one of them is kept and taken into account when the wait is registered. An app-slot notice for any other
+/// job that has no wait is a late one (its grant came first on another thread) and changes nothing.
 struct SlotWaits<ID: Hashable, Wait, Slot> {
     /// What a reservation is told after it had to wait.
     enum Notice {
@@ -33,6 +33,10 @@ struct SlotWaits<ID: Hashable, Wait, Slot> {
         case start(Wait, Slot)
         /// Nothing now: the notice is kept for the registration, or came late.
         case none
+        /// A grant for a job with no wait and no reservation under way. Every wait leaves by its grant or by a
+        /// withdrawal that found it still queued, so this does not happen; should it, the slots go back rather
+        /// than stay held for good.
+        case giveBack(Slot)
     }
 
     private var waits: [ID: Wait] = [:]
@@ -78,7 +82,7 @@ struct SlotWaits<ID: Hashable, Wait, Slot> {
         switch notice {
         case .appSlotGranted: return waits[id] == nil ? .none : .unpark
         case .granted(let slot):
-            guard let wait = waits.removeValue(forKey: id) else { return .none }
+            guard let wait = waits.removeValue(forKey: id) else { return .giveBack(slot) }
             return .start(wait, slot)
         }
     }

@@ -119,7 +119,7 @@ public final class RedisClient: Sendable {
         }
     }
 
-    /// Where `pipeline(_:completion:)` sends commands.
+    /// Where a pipeline's commands go first (both forms of `pipeline`).
     private enum Route {
         case single(RedisNodePool)
         /// All of them to this cluster node, as the current slot map has it.

@@ -61,6 +61,16 @@ struct SlotWaitsTests {
         #expect(isNone(waits.notice(.appSlotGranted, for: 2)))
     }
 
+    @Test("a grant for a job with no wait and no reservation under way hands its slot back instead of holding it")
+    func unclaimedGrantGivesBack() {
+        var waits = Waits()
+        if case .giveBack(let slot) = waits.notice(.granted(9), for: 1) {
+            #expect(slot == 9)
+        } else {
+            Issue.record("the grant's slot was not handed back")
+        }
+    }
+
     @Test("a reservation granted at once leaves nothing behind")
     func grantedAtOnce() {
         var waits = Waits()
