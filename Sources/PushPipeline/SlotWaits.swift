@@ -46,7 +46,7 @@ struct SlotWaits<ID: Hashable, Wait, Slot> {
     /// Registered waits.
     var count: Int { waits.count }
 
-    /// The job is about to reserve its slots: a notice that comes before `registered` is kept.
+    /// The job is about to reserve its slots: a notice that comes before `register` is kept.
     mutating func reserve(_ id: ID) {
         reserving[id] = .some(nil)
     }
