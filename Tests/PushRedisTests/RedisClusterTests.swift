@@ -118,6 +118,25 @@ struct RedisClusterTests {
         #expect(client.isCluster == false)
     }
 
+    /// A node's cluster id.
+    static func nodeID(_ port: Int) async -> String {
+        await RedisClusterProcesses.run(["-p", String(port), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Reshards 600 slots from the first master to the second (`redis-cli --cluster reshard`), waits until the cluster
+    /// serves again; returns the masters' ports, in the order used.
+    static func moveFirst600Slots(of cluster: RedisClusterProcesses) async throws -> [Int] {
+        let masters = await cluster.masterPorts()
+        let from = await nodeID(masters[0])
+        let to = await nodeID(masters[1])
+        _ = await RedisClusterProcesses.run([
+            "--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
+            "--cluster-slots", "600", "--cluster-yes",
+        ])
+        try await cluster.waitUntilServing()
+        return masters
+    }
+
     @Test("after slots move to another master, commands follow the MOVED redirection and the client's map catches up")
     func followsMovedSlots() async throws {
         let cluster = try await RedisClusterProcesses.launch(masters: 3)
@@ -125,16 +144,7 @@ struct RedisClusterTests {
         let client = RedisClient(url: RedisURL(cluster.urlString)!, connections: 1)
         let keys = (0..<300).map { "key-\($0)" }
         _ = try await client.pipeline(keys.map { RedisCommand("SET", $0, "v-\($0)") })
-        let masters = await cluster.masterPorts()
-        let from = await RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        let to = await RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        _ = await RedisClusterProcesses.run([
-            "--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
-            "--cluster-slots", "600", "--cluster-yes",
-        ])
-        try await cluster.waitUntilServing()
+        let masters = try await Self.moveFirst600Slots(of: cluster)
         let replies = try await client.pipeline(keys.map { RedisCommand("GET", $0) })
         #expect(replies.map(\.string) == keys.map { "v-\($0)" })
         _ = try await client.command(RedisCommand("GET", keys[0]))
@@ -158,28 +168,20 @@ struct RedisClusterTests {
         }
         let keys = (0..<300).map { "completion-\($0)" }
         for key in keys { #expect(try await run([RedisCommand("SET", key, "v-\(key)")]).get() == [.status("OK")]) }
-        let masters = await cluster.masterPorts()
-        let from = await RedisClusterProcesses.run(["-p", String(masters[0]), "cluster", "myid"]).trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        let to = await RedisClusterProcesses.run(["-p", String(masters[1]), "cluster", "myid"]).trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        _ = await RedisClusterProcesses.run([
-            "--cluster", "reshard", "127.0.0.1:\(masters[0])", "--cluster-from", from, "--cluster-to", to,
-            "--cluster-slots", "600", "--cluster-yes",
-        ])
-        try await cluster.waitUntilServing()
+        let masters = try await Self.moveFirst600Slots(of: cluster)
         for key in keys { #expect(try await run([RedisCommand("GET", key)]).get().first?.string == "v-\(key)") }
         #expect(keys.contains { client.master(ofKey: $0)?.port == masters[1] && RedisKeySlot.of($0) < 600 }, "some keys moved")
 
         let key = "completion-ask"
         let source = try #require(client.master(ofKey: key))
         let target = try #require(client.clusterMasters.first { $0 != source })
-        func id(_ node: RedisNodeAddress) async -> String {
-            await RedisClusterProcesses.run(["-p", String(node.port), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
         let slot = String(RedisKeySlot.of(key))
-        _ = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "setslot", slot, "importing", await id(source)])
-        _ = await RedisClusterProcesses.run(["-p", String(source.port), "cluster", "setslot", slot, "migrating", await id(target)])
+        _ = await RedisClusterProcesses.run([
+            "-p", String(target.port), "cluster", "setslot", slot, "importing", await Self.nodeID(source.port),
+        ])
+        _ = await RedisClusterProcesses.run([
+            "-p", String(source.port), "cluster", "setslot", slot, "migrating", await Self.nodeID(target.port),
+        ])
         #expect(try await run([RedisCommand("SET", key, "asked")]).get() == [.status("OK")])
         let keysInSlot = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "countkeysinslot", slot])
         #expect(keysInSlot.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the key was written on the importing master")
@@ -195,11 +197,12 @@ struct RedisClusterTests {
         let slot = RedisKeySlot.of(key)
         let source = try #require(client.master(ofKey: key))
         let target = try #require(client.clusterMasters.first { $0 != source })
-        func id(_ node: RedisNodeAddress) async -> String {
-            await RedisClusterProcesses.run(["-p", String(node.port), "cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        _ = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "setslot", String(slot), "importing", await id(source)])
-        _ = await RedisClusterProcesses.run(["-p", String(source.port), "cluster", "setslot", String(slot), "migrating", await id(target)])
+        _ = await RedisClusterProcesses.run([
+            "-p", String(target.port), "cluster", "setslot", String(slot), "importing", await Self.nodeID(source.port),
+        ])
+        _ = await RedisClusterProcesses.run([
+            "-p", String(source.port), "cluster", "setslot", String(slot), "migrating", await Self.nodeID(target.port),
+        ])
         #expect(try await client.command(RedisCommand("SET", key, "moved-in")) == .status("OK"))
         #expect(try await client.command(RedisCommand("GET", key)).string == "moved-in")
         let keysInSlot = await RedisClusterProcesses.run(["-p", String(target.port), "cluster", "countkeysinslot", String(slot)])
