@@ -85,7 +85,9 @@ public enum SpineBench {
             return url
         }
         let store: any DeliveryStore =
-            redis.map { RedisDeliveryStore(client: RedisClient(url: $0, connections: options.redisConnections)) } ?? InMemoryDeliveryStore()
+            redis.map {
+                RedisDeliveryStore(client: RedisClient(url: $0, connections: options.redisConnections), recordRetention: .seconds(3_600))
+            } ?? InMemoryDeliveryStore()
         let processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: logger)
         let pipeline = DeliveryPipeline(
             configuration: configuration, sources: kafka.sources(group: "spine"), sink: kafka.sink,

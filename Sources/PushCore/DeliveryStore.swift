@@ -14,7 +14,8 @@ public enum PriorState: Sendable, Equatable {
     }
 }
 
-/// Shared state that makes sends idempotent and enforces dedupe windows across replicas.
+/// Shared state that makes sends idempotent and enforces dedupe windows across replicas. A store keeps final
+/// outcomes and cancels for the retention it was made with (`PUSH_IDEMPOTENCY_TTL_S`).
 ///
 /// A record is read only where one can exist: a job whose offset no owner of its partition handed out before
 /// (`firstDelivery`, which the partition's mark tells, see `PartitionMark`) has none, so its checks only claim
@@ -27,12 +28,12 @@ public protocol DeliveryStore: Sendable {
     func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState]
     /// Records final outcomes (in one round trip where the store can), with no task waiting:
     /// `completion` gets nil once every one is recorded, else the error.
-    func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void)
+    func record(_ outcomes: [EncodedOutcome], completion: @escaping @Sendable ((any Error)?) -> Void)
     /// The recorded final outcome of `target` of `job`, if any.
     func recordedOutcome(of job: Job, target: Target) async throws -> Outcome?
     /// Records that `cancel` stops its user's calls with the same `CallCancellation.key` on each of its
-    /// bindings, for `retention`.
-    func recordCancellation(_ cancel: Job, retention: Duration) async throws
+    /// bindings.
+    func recordCancellation(_ cancel: Job) async throws
     /// The cancel recorded for `call`'s key on `bindingId`, if one was made after the call.
     func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation?
     /// Takes `partition` for a new owner: a new fence (an earlier owner's `advanceMark` fails from now on) and
@@ -50,16 +51,16 @@ extension DeliveryStore {
     }
 
     /// Records final outcomes and returns once they are recorded.
-    public func record(_ outcomes: [Outcome], retention: Duration) async throws {
+    public func record(_ outcomes: [Outcome]) async throws {
         let encoded = outcomes.map(EncodedOutcome.init)
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            record(encoded, retention: retention) { error in
+            record(encoded) { error in
                 if let error { continuation.resume(throwing: error) } else { continuation.resume() }
             }
         }
     }
 
-    public func record(_ outcome: Outcome, retention: Duration) async throws { try await record([outcome], retention: retention) }
+    public func record(_ outcome: Outcome) async throws { try await record([outcome]) }
 }
 
 /// One partition of one consumer group's topic: the unit whose offsets a mark covers.

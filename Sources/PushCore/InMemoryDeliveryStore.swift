@@ -35,8 +35,13 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     /// Dedupe claims, outcomes and cancellations held now, expired or not.
     var heldEntries: Int { state.withLock { $0.claims.count + $0.outcomes.count + $0.cancellations.count } }
     private let clock: @Sendable () -> Int64
+    private let retention: Int64
 
-    public init(clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) { self.clock = clock }
+    /// - Parameter recordRetention: how long final outcomes and cancels are kept.
+    public init(recordRetention: Duration = .seconds(3_600), clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+        retention = max(1, recordRetention.milliseconds)
+        self.clock = clock
+    }
 
     public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
         let now = clock()
@@ -61,13 +66,13 @@ public final class InMemoryDeliveryStore: DeliveryStore {
     }
 
     /// Records at once, on the caller's thread.
-    public func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    public func record(_ outcomes: [EncodedOutcome], completion: @escaping @Sendable ((any Error)?) -> Void) {
         let now = clock()
         state.withLock { state in
             for encoded in outcomes {
                 let outcome = encoded.outcome
                 state.outcomes["\(outcome.bindingId)/\(outcome.jobId)"] = Entry(
-                    value: outcome, expiresAt: now.adding(saturating: retention.milliseconds))
+                    value: outcome, expiresAt: now.adding(saturating: retention))
             }
         }
         completion(nil)
@@ -98,14 +103,14 @@ public final class InMemoryDeliveryStore: DeliveryStore {
         }
     }
 
-    public func recordCancellation(_ cancel: Job, retention: Duration) async throws {
+    public func recordCancellation(_ cancel: Job) async throws {
         guard let key = CallCancellation.key(of: cancel) else { return }
         let now = clock()
         let cancellation = CallCancellation(cancelJobId: cancel.id, createdAt: cancel.createdAt)
         state.withLock { state in
             for target in cancel.targets {
                 state.cancellations[Self.cancellationKey(cancel.userId, key, target.bindingId)] =
-                    Entry(value: cancellation, expiresAt: now.adding(saturating: retention.milliseconds))
+                    Entry(value: cancellation, expiresAt: now.adding(saturating: retention))
             }
         }
     }

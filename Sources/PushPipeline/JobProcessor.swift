@@ -213,7 +213,7 @@ public final class JobProcessor: Sendable {
             return nil
         }
         if job.kind == .cancel, CallCancellation.key(of: job) != nil {
-            guard await withStore({ try await store.recordCancellation(job, retention: configuration.idempotencyRetention) }) != nil else {
+            guard await withStore({ try await store.recordCancellation(job) }) != nil else {
                 return nil
             }
         }
@@ -398,10 +398,9 @@ public final class JobProcessor: Sendable {
             return ServiceContext.withValue(trace) { self.published(processed) }
         }
         guard !outcomes.isEmpty else { return done(published(processed), []) }
-        let retention = configuration.idempotencyRetention
         Backoff.retry(
             { [store] answer in
-                store.record(outcomes, retention: retention) { error in answer(error.map { .failure($0) } ?? .success(())) }
+                store.record(outcomes) { error in answer(error.map { .failure($0) } ?? .success(())) }
             },
             delay: Self.firstStoreRetry, maximum: Self.longestStoreRetry, givingUp: givingUp,
             failed: { [self] in storeFailed($0) },

@@ -36,8 +36,6 @@ public struct PipelineConfiguration: Sendable {
     public var retryPolicy: RetryPolicy
     public var jobLimits: JobLimits
     public var dedupeWindows: DedupeWindows
-    /// How long a final outcome is remembered so a redelivered job is not sent again.
-    public var idempotencyRetention: Duration
     /// How long a claimed retry belongs to its worker before others may take it.
     public var retryLease: Duration
     /// Retries processed at once by this replica's scheduler.
@@ -60,7 +58,7 @@ public struct PipelineConfiguration: Sendable {
         urgentReservedInFlightJobs: Int = 100, maximumReadAheadJobs: Int? = nil, maximumInFlightPerApp: Int = 500,
         maximumInFlightPerEndpoint: Int? = nil, shedPolicy: ShedPolicy = .off,
         retryPolicy: RetryPolicy = .default, jobLimits: JobLimits = .default,
-        dedupeWindows: DedupeWindows = .default, idempotencyRetention: Duration = .seconds(3_600),
+        dedupeWindows: DedupeWindows = .default,
         retryLease: Duration = .seconds(30), maximumConcurrentRetries: Int = 200,
         publishRetryingOutcomes: Bool = false, circuitBreaker: CircuitBreaker.Settings = .default, attemptTimeout: Duration = .seconds(10),
         revocationGrace: Duration = .seconds(5), shutdownGrace: Duration = .seconds(20)
@@ -78,7 +76,6 @@ public struct PipelineConfiguration: Sendable {
         self.retryPolicy = retryPolicy
         self.jobLimits = jobLimits
         self.dedupeWindows = dedupeWindows
-        self.idempotencyRetention = idempotencyRetention
         self.retryLease = retryLease
         self.maximumConcurrentRetries = maximumConcurrentRetries
         self.publishRetryingOutcomes = publishRetryingOutcomes

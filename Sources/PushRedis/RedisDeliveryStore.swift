@@ -1,103 +1,159 @@
 import PushCore
+import Synchronization
 
 /// Dedupe windows, idempotency records and partition marks in Redis, shared by every replica.
 ///
 /// A first delivery (`prepare(_:dedupeWindow:firstDelivery: true)`) sends one command per target when dedupe is on,
 /// `SET d <jobId> NX GET PX <window>`, whose reply is the window's holder, and none when it is off; its final
-/// outcome is one `SET r <record> PX <retention>`. A job whose offset may have been handed out before reads, in the
-/// same round trip, each target's record and whether its retry entry exists. The claim names the job, so the same
-/// job redelivered by Kafka is not a duplicate of itself; a first delivery whose own id already holds the window
-/// (the job was produced twice) reads its records in a second round trip.
+/// outcome is one `HSET` of a field in a hash that many records share (`RecordBuckets`). A job whose offset may have
+/// been handed out before reads, in the same round trip, each target's record (in every hash it can be in, and under
+/// the key of the version before) and whether its retry entry exists. The claim names the job, so the same job
+/// redelivered by Kafka is not a duplicate of itself; a first delivery whose own id already holds the window (the job
+/// was produced twice) reads its records in a second round trip.
 public final class RedisDeliveryStore: DeliveryStore {
-    private let client: RedisClient
+    /// How long this replica goes without setting a record hash's expiry again while it writes to it: a hash
+    /// deleted meanwhile (by an operator, or evicted) and made again by a write gets its expiry back within this.
+    static let expiryRefresh: Int64 = 5_000
 
-    public init(client: RedisClient) { self.client = client }
+    private let client: RedisClient
+    private let retention: Duration
+    private let buckets: RecordBuckets
+    private let clock: WallClock
+    /// When this replica last set the expiry of each record hash it writes to (the current slice's, at most
+    /// two slices' worth).
+    private let expiriesSet = Mutex(
+        BoundedCache<RedisKeys.RecordBucketKey, Int64>(capacity: 2 * RecordBuckets.shardCount, idleLimit: .milliseconds(expiryRefresh)))
+
+    /// - Parameters:
+    ///   - recordRetention: how long final outcomes and cancels are kept (`PUSH_IDEMPOTENCY_TTL_S`).
+    ///   - clock: wall-clock milliseconds, which place records in their slice of time.
+    public init(client: RedisClient, recordRetention: Duration, clock: @escaping WallClock = currentTimeMilliseconds) {
+        self.client = client
+        retention = recordRetention
+        buckets = RecordBuckets(retention: recordRetention)
+        self.clock = clock
+    }
 
     public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
-        let commands = Self.preparing(job, dedupeWindow: dedupeWindow, readingRecords: !firstDelivery)
-        guard !commands.isEmpty else { return Array(repeating: .fresh, count: job.targets.count) }
-        let replies = try Self.checked(await client.pipeline(commands))
-        var (states, unread) = Self.priorStates(of: job, dedupeWindow: dedupeWindow, readRecords: !firstDelivery, replies: replies)
+        let checks = Checks(job, dedupeWindow: dedupeWindow, readingRecords: !firstDelivery, buckets: buckets, now: clock())
+        guard !checks.commands.isEmpty else { return Array(repeating: .fresh, count: job.targets.count) }
+        let replies = try Self.checked(await client.pipeline(checks.commands))
+        var (states, unread) = checks.priorStates(replies: replies)
         guard !unread.isEmpty else { return states }
-        let records = try Self.checked(await client.pipeline(unread.flatMap { Self.reading(job, target: job.targets[$0]) }))
-        for (position, index) in unread.enumerated() {
-            states[index] = Self.priorState(
-                of: job, target: job.targets[index], record: records[position * 2], retry: records[position * 2 + 1])
+        let now = clock()
+        let reads = unread.map {
+            Self.recordReads(job, target: job.targets[$0], buckets: buckets, now: now) + [Self.retryExists(job, target: job.targets[$0])]
+        }
+        var records = try Self.checked(await client.pipeline(reads.flatMap { $0 }))[...]
+        for (index, read) in zip(unread, reads) {
+            states[index] = Self.priorState(of: job, target: job.targets[index], replies: records.prefix(read.count))
+            records = records.dropFirst(read.count)
         }
         return states
     }
 
-    // The steps between `prepare`'s round trips are functions of their own, out of line, so what they
-    // build does not live in the async frame every job in flight keeps.
-    @inline(never)
-    static func preparing(_ job: Job, dedupeWindow: Int64, readingRecords: Bool) -> [RedisCommand] {
-        let identity = dedupeWindow > 0 ? DedupeWindows.identity(of: job) : ""
+    /// A job's checks, built out of line so what they hold does not live in the async frame every job in flight
+    /// keeps: per target, its record reads and retry check (`readingRecords`), then its claim (dedupe on).
+    struct Checks {
+        let job: Job
+        let claiming: Bool
         var commands: [RedisCommand] = []
-        commands.reserveCapacity(job.targets.count * ((readingRecords ? 2 : 0) + (dedupeWindow > 0 ? 1 : 0)))
-        for target in job.targets {
-            if readingRecords { commands += reading(job, target: target) }
-            if dedupeWindow > 0 {
-                let key = RedisKeys.dedupeKey(bindingId: target.bindingId, identity: identity)
-                var claim = RedisCommand(argumentCount: 7, capacity: key.byteCount + job.id.utf8.count + 40)
-                claim.append("SET")
-                claim.append(key)
-                claim.append(job.id)
-                claim.append("NX")
-                claim.append("GET")
-                claim.append("PX")
-                claim.append(dedupeWindow)
-                commands.append(claim)
+        /// Per target, the range of `commands` that reads its record and retry entry (empty when not read).
+        var reads: [Range<Int>] = []
+
+        @inline(never)
+        init(_ job: Job, dedupeWindow: Int64, readingRecords: Bool, buckets: RecordBuckets, now: Int64) {
+            self.job = job
+            claiming = dedupeWindow > 0
+            let identity = claiming ? DedupeWindows.identity(of: job) : ""
+            reads.reserveCapacity(job.targets.count)
+            for target in job.targets {
+                let start = commands.count
+                if readingRecords {
+                    commands += RedisDeliveryStore.recordReads(job, target: target, buckets: buckets, now: now)
+                    commands.append(RedisDeliveryStore.retryExists(job, target: target))
+                }
+                reads.append(start..<commands.count)
+                if claiming {
+                    let key = RedisKeys.dedupeKey(bindingId: target.bindingId, identity: identity)
+                    var claim = RedisCommand(argumentCount: 7, capacity: key.byteCount + job.id.utf8.count + 40)
+                    claim.append("SET")
+                    claim.append(key)
+                    claim.append(job.id)
+                    claim.append("NX")
+                    claim.append("GET")
+                    claim.append("PX")
+                    claim.append(dedupeWindow)
+                    commands.append(claim)
+                }
             }
         }
+
+        /// What the replies say of each target, and the first deliveries whose own job id already held the window
+        /// (their records are read next).
+        @inline(never)
+        func priorStates(replies: [RedisValue]) -> (states: [PriorState], unread: [Int]) {
+            var states: [PriorState] = []
+            states.reserveCapacity(job.targets.count)
+            var unread: [Int] = []
+            for (index, target) in job.targets.enumerated() {
+                let read = reads[index]
+                var state = PriorState.fresh
+                if !read.isEmpty { state = RedisDeliveryStore.priorState(of: job, target: target, replies: replies[read]) }
+                // The claim's holder: nil when this job took the window now, else whoever holds it.
+                if claiming, state == .fresh, let holder = replies[read.upperBound].string {
+                    if holder != job.id {
+                        state = .duplicate(ofJob: holder)
+                    } else if read.isEmpty {
+                        unread.append(index)
+                    }
+                }
+                states.append(state)
+            }
+            return (states, unread)
+        }
+    }
+
+    /// `HGET` of the target's record in every hash it can be in, then `GET` of the key the version before wrote it
+    /// under.
+    private static func recordReads(_ job: Job, target: Target, buckets: RecordBuckets, now: Int64) -> [RedisCommand] {
+        let digest = RedisKeys.recordDigest(bindingId: target.bindingId, jobId: job.id)
+        var commands = buckets.buckets(of: digest, at: now).map { bucket in
+            var get = RedisCommand(argumentCount: 3, capacity: bucket.byteCount + digest.count + 4)
+            get.append("HGET")
+            get.append(bucket)
+            get.append(bytes: digest)
+            return get
+        }
+        let earlier = RedisKeys.recordKey(bindingId: target.bindingId, jobId: job.id)
+        var get = RedisCommand(argumentCount: 2, capacity: earlier.byteCount + 3)
+        get.append("GET")
+        get.append(earlier)
+        commands.append(get)
         return commands
     }
 
-    /// `GET` of the target's record and `EXISTS` of its retry entry.
-    private static func reading(_ job: Job, target: Target) -> [RedisCommand] {
-        let record = RedisKeys.recordKey(bindingId: target.bindingId, jobId: job.id)
-        var get = RedisCommand(argumentCount: 2, capacity: record.byteCount + 3)
-        get.append("GET")
-        get.append(record)
+    /// `EXISTS` of the target's retry entry.
+    private static func retryExists(_ job: Job, target: Target) -> RedisCommand {
         let entry = Array(RetryEntry.id(jobId: job.id, bindingId: target.bindingId).utf8)
         let retry = RedisKeys.RetryEntryKey(id: entry, shard: RedisRetryQueue.shard(ofBytes: entry))
         var exists = RedisCommand(argumentCount: 2, capacity: retry.byteCount + 6)
         exists.append("EXISTS")
         exists.append(retry)
-        return [get, exists]
+        return exists
     }
 
-    private static func priorState(of job: Job, target: Target, record: RedisValue, retry: RedisValue) -> PriorState {
-        if case .bulk(let bytes) = record, let outcome = OutcomeRecord.decode(bytes, job: job, target: target) {
-            return .alreadyFinished(outcome)
-        }
-        return (retry.integer ?? 0) > 0 ? .inRetryQueue : .fresh
+    /// The replies to `recordReads` then `retryExists`.
+    private static func priorState(of job: Job, target: Target, replies: ArraySlice<RedisValue>) -> PriorState {
+        if let outcome = recorded(of: job, target: target, replies: replies.dropLast()) { return .alreadyFinished(outcome) }
+        return (replies.last?.integer ?? 0) > 0 ? .inRetryQueue : .fresh
     }
 
-    /// What the replies to `preparing` say of each target, and the first deliveries whose own job id already held
-    /// the window (their records are read next).
-    @inline(never)
-    private static func priorStates(
-        of job: Job, dedupeWindow: Int64, readRecords: Bool, replies: [RedisValue]
-    ) -> (states: [PriorState], unread: [Int]) {
-        let stride = (readRecords ? 2 : 0) + (dedupeWindow > 0 ? 1 : 0)
-        var states: [PriorState] = []
-        states.reserveCapacity(job.targets.count)
-        var unread: [Int] = []
-        for (index, target) in job.targets.enumerated() {
-            let base = index * stride
-            var state = PriorState.fresh
-            if readRecords { state = priorState(of: job, target: target, record: replies[base], retry: replies[base + 1]) }
-            // The claim's holder: nil when this job took the window now, else whoever holds it.
-            if dedupeWindow > 0, state == .fresh, let holder = replies[base + stride - 1].string {
-                if holder != job.id {
-                    state = .duplicate(ofJob: holder)
-                } else if !readRecords {
-                    unread.append(index)
-                }
-            }
-            states.append(state)
+    private static func recorded(of job: Job, target: Target, replies: some Sequence<RedisValue>) -> Outcome? {
+        for reply in replies {
+            if case .bulk(let bytes) = reply, let outcome = OutcomeRecord.decode(bytes, job: job, target: target) { return outcome }
         }
-        return (states, unread)
+        return nil
     }
 
     private static func checked(_ replies: [RedisValue]) throws -> [RedisValue] {
@@ -107,10 +163,31 @@ public final class RedisDeliveryStore: DeliveryStore {
         return replies
     }
 
-    public func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        client.pipeline(outcomes.map { Self.recording($0.outcome, retention: retention) }) { result in
+    public func record(_ outcomes: [EncodedOutcome], completion: @escaping @Sendable ((any Error)?) -> Void) {
+        let now = clock()
+        var commands: [RedisCommand] = []
+        commands.reserveCapacity(outcomes.count + 1)
+        var hashes: [RedisKeys.RecordBucketKey] = []
+        for encoded in outcomes {
+            let (command, bucket) = Self.recording(encoded.outcome, buckets: buckets, now: now)
+            commands.append(command)
+            if !hashes.contains(bucket) { hashes.append(bucket) }
+        }
+        let expiring = expiriesSet.withLock { sent in
+            hashes.filter { sent.value(for: $0, now: now).map { now - $0 >= Self.expiryRefresh } ?? true }
+        }
+        let lifetime = buckets.lifetime(at: now)
+        for bucket in expiring {
+            var expire = RedisCommand(argumentCount: 3, capacity: bucket.byteCount + 28)
+            expire.append("PEXPIRE")
+            expire.append(bucket)
+            expire.append(lifetime)
+            commands.append(expire)
+        }
+        client.pipeline(commands) { [self] result in
             do {
                 _ = try Self.checked(result.get())
+                if !expiring.isEmpty { expiriesSet.withLock { sent in for bucket in expiring { sent.set(now, for: bucket, now: now) } } }
                 completion(nil)
             } catch {
                 completion(error)
@@ -119,25 +196,24 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     @inline(never)
-    private static func recording(_ outcome: Outcome, retention: Duration) -> RedisCommand {
-        let key = RedisKeys.recordKey(bindingId: outcome.bindingId, jobId: outcome.jobId)
+    private static func recording(_ outcome: Outcome, buckets: RecordBuckets, now: Int64) -> (RedisCommand, RedisKeys.RecordBucketKey) {
+        let digest = RedisKeys.recordDigest(bindingId: outcome.bindingId, jobId: outcome.jobId)
+        let bucket = buckets.bucket(of: digest, at: now)
         let value = OutcomeRecord.encode(outcome)
-        var command = RedisCommand(argumentCount: 5, capacity: key.byteCount + value.count + 40)
-        command.append("SET")
-        command.append(key)
+        var command = RedisCommand(argumentCount: 4, capacity: bucket.byteCount + digest.count + value.count + 8)
+        command.append("HSET")
+        command.append(bucket)
+        command.append(bytes: digest)
         command.append(bytes: value)
-        command.append("PX")
-        command.append(max(retention.milliseconds, 1))
-        return command
+        return (command, bucket)
     }
 
     public func recordedOutcome(of job: Job, target: Target) async throws -> Outcome? {
-        let reply = try await client.command(RedisCommand("GET", RedisKeys.record(bindingId: target.bindingId, jobId: job.id)))
-        guard case .bulk(let bytes) = reply else { return nil }
-        return OutcomeRecord.decode(bytes, job: job, target: target)
+        let replies = try Self.checked(await client.pipeline(Self.recordReads(job, target: target, buckets: buckets, now: clock())))
+        return Self.recorded(of: job, target: target, replies: replies)
     }
 
-    public func recordCancellation(_ cancel: Job, retention: Duration) async throws {
+    public func recordCancellation(_ cancel: Job) async throws {
         guard let key = CallCancellation.key(of: cancel), !cancel.targets.isEmpty else { return }
         let value = CallCancellation(cancelJobId: cancel.id, createdAt: cancel.createdAt).encoded
         let commands = cancel.targets.map { target in

@@ -14,7 +14,8 @@ import PushCrypto
 /// | key | type | value | expiry |
 /// |---|---|---|---|
 /// | `push:{<tag>}d<digest of the dedupe identity>` | string | id of the job that claimed the window | the kind's dedupe window |
-/// | `push:{<tag>}r<digest of the job id>` | string | the final outcome as an `OutcomeRecord` (~30 bytes when delivered) | `PUSH_IDEMPOTENCY_TTL_S` |
+/// | `push:{r:<shard>}<slice ms>:<slice>` | hash | field `<record digest>` (16 bytes): the final outcome as an `OutcomeRecord` (~30 bytes when delivered); see `RecordBuckets` | `PUSH_IDEMPOTENCY_TTL_S` after the slice ends |
+/// | `push:{<tag>}r<digest of the job id>` | string | a record written by a version before `RecordBuckets`, still read | as written |
 /// | `push:{<tag>}c<digest of <n>:<userId>:<key>>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{mark:<n>:<group>:<n>:<topic>:<partition>}` | hash | `f`: the fence of the partition's last owner, `o`: the highest offset marked (`PartitionMark`) | — |
 /// | `push:{retry:<shard>}:due` | sorted set | retry entry ids, score = due time or lease end (ms, Redis's clock) | — |
@@ -38,6 +39,27 @@ public enum RedisKeys {
 
     static func recordKey(bindingId: String, jobId: String) -> HashedKey { HashedKey(bindingId: bindingId, kind: "r", id: jobId) }
 
+    /// The field that names a (job, binding) record in its `RecordBuckets` hash: the first 16 bytes of SHA-256 of the
+    /// binding id and the job id, each length-prefixed.
+    static func recordDigest(bindingId: String, jobId: String) -> [UInt8] {
+        Array(HashedKey.digests(bindingId: bindingId, id: jobId).digest[0..<16])
+    }
+
+    /// `push:{r:<shard>}<slice length ms>:<slice>`: one hash of idempotency records (`RecordBuckets`).
+    struct RecordBucketKey: CommandKey, Hashable, Sendable {
+        let bytes: [UInt8]
+
+        init(shard: Int, sliceLength: Int64, slice: Int64) {
+            bytes = Array("\(prefix):{r:\(shard)}\(sliceLength):\(slice)".utf8)
+        }
+
+        var text: String { String(decoding: bytes, as: UTF8.self) }
+
+        var byteCount: Int { bytes.count }
+
+        func write(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
+    }
+
     static func dedupeKey(bindingId: String, identity: String) -> HashedKey { HashedKey(bindingId: bindingId, kind: "d", id: identity) }
 
     /// `push:{<tag>}<kind><digest>`: the fixed-size key of one id of one binding, written straight into a command.
@@ -45,12 +67,7 @@ public enum RedisKeys {
         let bytes: [UInt8]
 
         init(bindingId: String, kind: Unicode.Scalar, id: String) {
-            var input: [UInt8] = []
-            input.reserveCapacity(bindingId.utf8.count + id.utf8.count + 24)
-            Self.appendLengthPrefixed(bindingId, to: &input)
-            let tag = Digest.sha256(input)
-            Self.appendLengthPrefixed(id, to: &input)
-            let digest = Digest.sha256(input)
+            let (tag, digest) = Self.digests(bindingId: bindingId, id: id)
             var bytes: [UInt8] = []
             bytes.reserveCapacity(42)
             bytes.append(contentsOf: prefix.utf8)
@@ -67,6 +84,16 @@ public enum RedisKeys {
         var byteCount: Int { bytes.count }
 
         func write(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
+
+        /// SHA-256 of the length-prefixed binding id (`tag`), and of it followed by the length-prefixed id (`digest`).
+        static func digests(bindingId: String, id: String) -> (tag: [UInt8], digest: [UInt8]) {
+            var input: [UInt8] = []
+            input.reserveCapacity(bindingId.utf8.count + id.utf8.count + 24)
+            appendLengthPrefixed(bindingId, to: &input)
+            let tag = Digest.sha256(input)
+            appendLengthPrefixed(id, to: &input)
+            return (tag, Digest.sha256(input))
+        }
 
         private static func appendLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
             bytes.append(contentsOf: String(id.utf8.count).utf8)

@@ -62,11 +62,11 @@ public struct Worker: Sendable {
         let retryQueue: (any RetryQueue)?
         if let url = configuration.redisURL {
             let client = RedisClient(url: url, connections: configuration.redisConnections)
-            store = RedisDeliveryStore(client: client)
+            store = RedisDeliveryStore(client: client, recordRetention: configuration.idempotencyRetention)
             retryQueue = RedisRetryQueue(client: client, logger: logger)
             logger.info("shared store: Redis", metadata: ["url": "\(url)"])
         } else {
-            store = InMemoryDeliveryStore()
+            store = InMemoryDeliveryStore(recordRetention: configuration.idempotencyRetention)
             retryQueue = nil
             logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
         }

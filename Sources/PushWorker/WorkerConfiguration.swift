@@ -28,6 +28,8 @@ public struct WorkerConfiguration: Sendable {
     public var operations: OperationsEndpoint
     public var redisURL: RedisURL?
     public var redisConnections: Int
+    /// How long a final outcome is remembered so a redelivered job is not sent again (`PUSH_IDEMPOTENCY_TTL_S`).
+    public var idempotencyRetention: Duration = .seconds(3_600)
     /// The enabled providers' plugins, configured.
     public var plugins: [ConfiguredPlugin]
     /// The target formats of every linked plugin: jobs may name a provider that is linked but not enabled.
@@ -101,7 +103,7 @@ public struct WorkerConfiguration: Sendable {
             guard let setting = CoreSettings.dedupeWindows[kind] else { continue }
             pipeline.dedupeWindows.milliseconds[kind] = Int64(reader.integer(setting))
         }
-        pipeline.idempotencyRetention = .seconds(reader.integer(CoreSettings.idempotencyTtlS))
+        let idempotencyRetention = Duration.seconds(reader.integer(CoreSettings.idempotencyTtlS))
         pipeline.consumerGroup = groupId
         pipeline.retryLease = .milliseconds(reader.integer(CoreSettings.retryLeaseMs))
         pipeline.publishRetryingOutcomes = reader.boolean(CoreSettings.publishRetrying)
@@ -220,6 +222,7 @@ public struct WorkerConfiguration: Sendable {
             providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
             providerVersion: providerVersion)
         configuration.exportsTraces = exportsTraces
+        configuration.idempotencyRetention = idempotencyRetention
         return .success(configuration)
     }
 }

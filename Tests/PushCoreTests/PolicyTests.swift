@@ -240,12 +240,11 @@ struct InMemoryDeliveryStoreTests {
     @Test("expired claims and outcomes are dropped as operations go on, and entries still live are kept")
     func expiredEntriesAreSwept() async throws {
         let now = Now()
-        let store = InMemoryDeliveryStore(clock: { now.milliseconds.withLock { $0 } })
+        let store = InMemoryDeliveryStore(recordRetention: .seconds(1), clock: { now.milliseconds.withLock { $0 } })
         for index in 0..<3000 {
             _ = try await store.prepare(Self.job(index), dedupeWindow: 1000)
             try await store.record(
-                Outcome(job: Self.job(index), target: Self.job(index).targets[0], status: .delivered, reason: nil, attempts: 1, at: 0),
-                retention: .seconds(1))
+                Outcome(job: Self.job(index), target: Self.job(index).targets[0], status: .delivered, reason: nil, attempts: 1, at: 0))
         }
         #expect(store.heldEntries == 6000)
         now.milliseconds.withLock { $0 += 2000 }

@@ -38,7 +38,7 @@ struct CancelStopsCallTests {
         let redis = try await RedisServerProcess.launch()
         let client = redis.client()
         let harness = try PipelineHarness(
-            kafka: kafka, sandbox: sandbox, store: RedisDeliveryStore(client: client),
+            kafka: kafka, sandbox: sandbox, store: RedisDeliveryStore(client: client, recordRetention: .seconds(60)),
             retryQueue: RedisRetryQueue(client: client)
         ) {
             $0.retryPolicy = RetryPolicy(baseMilliseconds: 50, maximumMilliseconds: 200, maximumAttempts: 100)
@@ -121,7 +121,7 @@ struct CancelStopsCallTests {
         let cancel = try decoder.decode(
             Self.job(id: "cancel-1", kind: "cancel", collapseKey: "c-7", createdAt: now, bindings: ["phone"]),
             fallbackCreatedAt: now)
-        try await store.recordCancellation(cancel, retention: .seconds(60))
+        try await store.recordCancellation(cancel)
         let earlier = try decoder.decode(
             Self.job(id: "call-1", kind: "call", collapseKey: "c-7", createdAt: now - 1000, bindings: ["phone"]),
             fallbackCreatedAt: now)

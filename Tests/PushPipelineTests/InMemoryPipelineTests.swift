@@ -95,9 +95,9 @@ private final class RecordFailingStore: DeliveryStore {
     func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
         try await store.prepare(job, dedupeWindow: dedupeWindow, firstDelivery: firstDelivery)
     }
-    func record(_ outcomes: [EncodedOutcome], retention: Duration, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    func record(_ outcomes: [EncodedOutcome], completion: @escaping @Sendable ((any Error)?) -> Void) {
         if refuses() { return completion(Refused()) }
-        store.record(outcomes, retention: retention, completion: completion)
+        store.record(outcomes, completion: completion)
     }
     func recordedOutcome(of job: Job, target: Target) async throws -> Outcome? {
         try await store.recordedOutcome(of: job, target: target)
@@ -106,8 +106,8 @@ private final class RecordFailingStore: DeliveryStore {
     func advanceMark(of partition: MarkedPartition, fence: Int64, to offset: Int64) async throws -> Bool {
         try await store.advanceMark(of: partition, fence: fence, to: offset)
     }
-    func recordCancellation(_ cancel: Job, retention: Duration) async throws {
-        try await store.recordCancellation(cancel, retention: retention)
+    func recordCancellation(_ cancel: Job) async throws {
+        try await store.recordCancellation(cancel)
     }
     func cancellation(of call: Job, bindingId: String) async throws -> CallCancellation? {
         try await store.cancellation(of: call, bindingId: bindingId)

@@ -55,7 +55,7 @@ struct RedisPipelineTests {
         configure: (inout PipelineConfiguration) -> Void = { _ in }
     ) throws -> PipelineHarness {
         try PipelineHarness(
-            kafka: kafka, sandbox: sandbox, group: group, store: RedisDeliveryStore(client: client),
+            kafka: kafka, sandbox: sandbox, group: group, store: RedisDeliveryStore(client: client, recordRetention: .seconds(60)),
             retryQueue: RedisRetryQueue(client: client), configure: configure)
     }
 

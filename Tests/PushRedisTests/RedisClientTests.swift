@@ -166,7 +166,7 @@ struct RedisDeliveryStoreTests {
     func duplicateInsideWindow(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 60_000) == [.fresh])
         #expect(try await store.prepare(Self.job("j2"), dedupeWindow: 60_000) == [.duplicate(ofJob: "j1")])
         #expect(
@@ -180,12 +180,12 @@ struct RedisDeliveryStoreTests {
     func perTargetAnswers(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         #expect(try await store.prepare(Self.job("earlier", bindings: ["b2", "b4"]), dedupeWindow: 60_000) == [.fresh, .fresh])
         let job = Self.job("j1", bindings: ["b1", "b2", "b3", "b4"])
         let recorded = Outcome(
             job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200), attempts: 1, at: 1)
-        try await store.record(recorded, retention: .seconds(60))
+        try await store.record(recorded)
         #expect(
             try await store.prepare(job, dedupeWindow: 60_000)
                 == [.alreadyFinished(recorded), .duplicate(ofJob: "earlier"), .fresh, .duplicate(ofJob: "earlier")])
@@ -199,7 +199,7 @@ struct RedisDeliveryStoreTests {
     func redeliveryIsNotDuplicate(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 5000) == [.fresh])
     }
@@ -208,7 +208,7 @@ struct RedisDeliveryStoreTests {
     func afterWindow(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         #expect(try await store.prepare(Self.job("j1"), dedupeWindow: 300) == [.fresh])
         try await Task.sleep(for: .milliseconds(400))
         #expect(try await store.prepare(Self.job("j2"), dedupeWindow: 300) == [.fresh])
@@ -220,12 +220,12 @@ struct RedisDeliveryStoreTests {
     func idempotencyRecord(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         let job = Self.job("j1", bindings: ["b1", "b2"])
         let outcome = Outcome(
             job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200),
             attempts: 1, at: 1234)
-        try await store.record(outcome, retention: .seconds(60))
+        try await store.record(outcome)
         #expect(try await store.prepare(job, dedupeWindow: 5000) == [.alreadyFinished(outcome), .fresh])
         #expect(try await store.recordedOutcome(of: job, target: job.targets[0]) == outcome)
         #expect(try await store.recordedOutcome(of: job, target: job.targets[1]) == nil)
@@ -237,7 +237,7 @@ struct RedisDeliveryStoreTests {
     func recordWithCompletion(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         let job = Self.job("j2", bindings: ["b1", "b2", "b3"])
         let outcomes = job.targets.map { target in
             Outcome(
@@ -246,7 +246,7 @@ struct RedisDeliveryStoreTests {
         }
         let calls = Mutex(0)
         let error = await withCheckedContinuation { continuation in
-            store.record(outcomes.map(EncodedOutcome.init), retention: .seconds(60)) { error in
+            store.record(outcomes.map(EncodedOutcome.init)) { error in
                 if calls.withLock({ calls in
                     calls += 1
                     return calls == 1
@@ -263,16 +263,95 @@ struct RedisDeliveryStoreTests {
     }
 
     @Test(
+        "a record is found for its whole retention, by a replica whose clock is up to a slice off; its hash expires between the retention and one slice more",
+        arguments: RedisDeployment.allCases)
+    func recordsLiveInSharedHashes(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let client = server.client()
+        let written: Int64 = 1_800_000_012_345
+        let writer = RedisDeliveryStore(client: client, recordRetention: .seconds(80), clock: { written })
+        let jobs = (0..<200).map { Self.job("j\($0)", bindings: ["b\($0 % 7)"]) }
+        let outcomes = jobs.map { job in
+            Outcome(
+                job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-\(job.id)", httpStatus: 200), attempts: 1, at: 5)
+        }
+        let recording = ContinuousClock.now
+        try await writer.record(outcomes)
+        let buckets = RecordBuckets(retention: .seconds(80))
+        #expect(buckets.slice == 10_000)
+        var hashes = Set<RedisKeys.RecordBucketKey>()
+        for outcome in outcomes {
+            hashes.insert(buckets.bucket(of: RedisKeys.recordDigest(bindingId: outcome.bindingId, jobId: outcome.jobId), at: written))
+        }
+        #expect(hashes.count < outcomes.count, "records share hashes")
+        let ttls = try await client.pipeline(hashes.map { RedisCommand("PTTL", $0.text) }).map { $0.integer ?? -1 }
+        let elapsed = (ContinuousClock.now - recording).milliseconds
+        // Written at 12 345 ms into a 10 s slice: the slice ends 7 655 ms later, then the 80 s retention.
+        #expect(
+            ttls.allSatisfy { $0 <= 87_655 && $0 >= 87_655 - elapsed - 1 }, "\(ttls.min() ?? 0)…\(ttls.max() ?? 0) ms, \(elapsed) ms after")
+        for readAt in [written - 9_000, written, written + 40_000, written + 79_999] {
+            let reader = RedisDeliveryStore(client: client, recordRetention: .seconds(80), clock: { readAt })
+            for (job, outcome) in zip(jobs, outcomes).prefix(20) {
+                #expect(try await reader.recordedOutcome(of: job, target: job.targets[0]) == outcome, "read at \(readAt - written) ms")
+                #expect(try await reader.prepare(job, dedupeWindow: 0) == [.alreadyFinished(outcome)])
+            }
+        }
+        let otherRetention = RedisDeliveryStore(client: client, recordRetention: .seconds(120), clock: { written })
+        #expect(
+            try await otherRetention.recordedOutcome(of: jobs[0], target: jobs[0].targets[0]) == nil,
+            "a replica with another retention reads slices of its own length")
+    }
+
+    @Test("a record hash deleted while written to gets its expiry back within the refresh interval", arguments: RedisDeployment.allCases)
+    func recordHashExpiryIsSetAgain(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let client = server.client()
+        let now = Mutex<Int64>(1_800_000_000_000)
+        let store = RedisDeliveryStore(client: client, recordRetention: .seconds(3_600), clock: { now.withLock { $0 } })
+        let job = Self.job("j1")
+        let outcome = Outcome(
+            job: job, target: job.targets[0], result: .delivered(providerMessageId: "m", httpStatus: 200), attempts: 1, at: 5)
+        let hash = RecordBuckets(retention: .seconds(3_600)).bucket(
+            of: RedisKeys.recordDigest(bindingId: "b1", jobId: "j1"), at: now.withLock { $0 })
+        try await store.record(outcome)
+        #expect(try await client.command(RedisCommand("PTTL", hash.text)).integer ?? -1 > 0)
+        _ = try await client.command(RedisCommand("DEL", hash.text))
+        now.withLock { $0 += 1_000 }
+        try await store.record(outcome)
+        #expect(try await client.command(RedisCommand("PTTL", hash.text)) == .integer(-1), "set less than the refresh interval ago")
+        now.withLock { $0 += RedisDeliveryStore.expiryRefresh }
+        try await store.record(outcome)
+        #expect(try await client.command(RedisCommand("PTTL", hash.text)).integer ?? -1 > 0)
+    }
+
+    @Test("a record written under the key of the version before is still read", arguments: RedisDeployment.allCases)
+    func recordOfTheVersionBeforeIsRead(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let client = server.client()
+        let store = RedisDeliveryStore(client: client, recordRetention: .seconds(60))
+        let job = Self.job("j1", bindings: ["b1", "b2"])
+        let outcome = Outcome(
+            job: job, target: job.targets[1], result: .delivered(providerMessageId: "m", httpStatus: 200), attempts: 2, at: 5)
+        _ = try await client.command(
+            RedisCommand([Array("SET".utf8), Array(RedisKeys.record(bindingId: "b2", jobId: "j1").utf8), OutcomeRecord.encode(outcome)]))
+        #expect(try await store.prepare(job, dedupeWindow: 0) == [.fresh, .alreadyFinished(outcome)])
+        #expect(try await store.recordedOutcome(of: job, target: job.targets[1]) == outcome)
+    }
+
+    @Test(
         "a first delivery reads no record; one whose own id already holds the window (produced twice) reads them",
         arguments: RedisDeployment.allCases)
     func firstDeliveryReadsRecordsOnlyWhenItsIdHoldsTheWindow(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         let job = Self.job("j1", kind: .message)
         let outcome = Outcome(
             job: job, target: job.targets[0], result: .delivered(providerMessageId: "m-1", httpStatus: 200), attempts: 1, at: 7)
-        try await store.record(outcome, retention: .seconds(60))
+        try await store.record(outcome)
         #expect(try await store.prepare(job, dedupeWindow: 0, firstDelivery: true) == [.fresh], "nothing is read")
         #expect(try await store.prepare(job, dedupeWindow: 60_000, firstDelivery: true) == [.fresh], "the window was free")
         #expect(
@@ -288,7 +367,7 @@ struct RedisDeliveryStoreTests {
     func partitionMarks(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         let partition = MarkedPartition(group: "g", topic: "push.jobs", partition: 2)
         let first = try await store.takeMark(of: partition)
         #expect(first.offset == nil, "no owner marked anything yet")
@@ -320,7 +399,7 @@ struct RedisDeliveryStoreTests {
         #expect(RetryEntry.id(jobId: "a/b", bindingId: "c") != RetryEntry.id(jobId: "a", bindingId: "b/c"))
         let server = try await deployment.start()
         defer { server.stop() }
-        let store = RedisDeliveryStore(client: server.client())
+        let store = RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60))
         let crafted = Job(
             id: "y", createdAt: 0, ttl: 60, kind: .call, priority: .high, userId: "u",
             targets: [Target(bindingId: "a}:sent:x", provider: "proxy")])
@@ -330,7 +409,7 @@ struct RedisDeliveryStoreTests {
         try await store.record(
             Outcome(
                 job: crafted, target: crafted.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
-                attempts: 1, at: 1), retention: .seconds(60))
+                attempts: 1, at: 1))
         #expect(try await store.prepare(victim, dedupeWindow: 0) == [.fresh], "the victim's target is not taken for already sent")
     }
 }
@@ -567,7 +646,7 @@ struct RetryOwnershipTests {
             RetryEntry(
                 id: RetryEntry.id(jobId: "j1", bindingId: "b2"), jobBytes: [], kafkaKey: nil, fallbackCreatedAt: 0,
                 bindingId: "b2", attempts: 1, lastReason: "x", lastHTTPStatus: nil), dueAt: 0)
-        let store = RedisDeliveryStore(client: client)
+        let store = RedisDeliveryStore(client: client, recordRetention: .seconds(60))
         #expect(try await store.prepare(job, dedupeWindow: 0) == [.fresh, .inRetryQueue, .fresh])
         #expect(
             try await store.prepare(job, dedupeWindow: 60_000) == [.fresh, .inRetryQueue, .fresh],
@@ -579,20 +658,28 @@ struct RetryOwnershipTests {
         let job = RedisDeliveryStoreTests.job("jöb-1", bindings: ["bïnd-2"])
         let id = RetryEntry.id(jobId: "jöb-1", bindingId: "bïnd-2")
         let key = Array(RedisKeys.retryEntry(id, shard: RedisRetryQueue.shard(of: id)).utf8)
-        let withoutDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 0, readingRecords: true).map(\.arguments)
-        #expect(withoutDedupe.count == 2)
-        #expect(withoutDedupe[1] == [Array("EXISTS".utf8), key])
-        let withDedupe = RedisDeliveryStore.preparing(job, dedupeWindow: 1000, readingRecords: true).map(\.arguments)
-        #expect(withDedupe.count == 3)
-        #expect(withDedupe[1] == [Array("EXISTS".utf8), key])
-        #expect(withDedupe[2].first == Array("SET".utf8))
+        let buckets = RecordBuckets(retention: .seconds(3_600))
+        func checks(dedupeWindow: Int64) -> [[[UInt8]]] {
+            RedisDeliveryStore.Checks(job, dedupeWindow: dedupeWindow, readingRecords: true, buckets: buckets, now: 1_800_000_000_000)
+                .commands.map(\.arguments)
+        }
+        let reads = buckets.buckets(of: RedisKeys.recordDigest(bindingId: "bïnd-2", jobId: "jöb-1"), at: 1_800_000_000_000).count + 1
+        let withoutDedupe = checks(dedupeWindow: 0)
+        #expect(withoutDedupe.count == reads + 1)
+        #expect(withoutDedupe[reads] == [Array("EXISTS".utf8), key])
+        let withDedupe = checks(dedupeWindow: 1000)
+        #expect(withDedupe.count == reads + 2)
+        #expect(withDedupe[reads] == [Array("EXISTS".utf8), key])
+        #expect(withDedupe[reads + 1].first == Array("SET".utf8))
     }
 
     @Test("a first delivery's checks are one SET NX GET per target with dedupe on, and nothing with it off")
     func firstDeliveryCommands() {
         let job = RedisDeliveryStoreTests.job("j1", bindings: ["b1", "b2"])
-        #expect(RedisDeliveryStore.preparing(job, dedupeWindow: 0, readingRecords: false).isEmpty)
-        let claims = RedisDeliveryStore.preparing(job, dedupeWindow: 1000, readingRecords: false).map(\.arguments)
+        let buckets = RecordBuckets(retention: .seconds(3_600))
+        #expect(RedisDeliveryStore.Checks(job, dedupeWindow: 0, readingRecords: false, buckets: buckets, now: 0).commands.isEmpty)
+        let claims = RedisDeliveryStore.Checks(job, dedupeWindow: 1000, readingRecords: false, buckets: buckets, now: 0).commands
+            .map(\.arguments)
         #expect(
             claims
                 == job.targets.map { target in

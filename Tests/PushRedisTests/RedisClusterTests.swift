@@ -67,19 +67,19 @@ struct RedisClusterTests {
         let cluster = try await RedisClusterProcesses.launch(masters: 3)
         defer { cluster.stop() }
         let client = RedisClient(url: RedisURL(cluster.singleSeedURLString)!, connections: 1)
-        let store = RedisDeliveryStore(client: client)
+        let store = RedisDeliveryStore(client: client, recordRetention: .seconds(60))
         for index in 0..<60 {
             let job = RedisDeliveryStoreTests.job("j\(index)", bindings: ["binding-\(index)"])
             try await store.record(
                 Outcome(
                     job: job, target: job.targets[0], result: .delivered(providerMessageId: nil, httpStatus: 200),
-                    attempts: 1, at: 1), retention: .seconds(60))
+                    attempts: 1, at: 1))
         }
         #expect(client.isCluster == true)
         #expect(client.clusterMasters.count == 3)
         let keysPerMaster = await cluster.keysPerMaster()
         #expect(keysPerMaster.count == 3 && keysPerMaster.allSatisfy { $0 > 0 }, "keys on every master: \(keysPerMaster)")
-        #expect(keysPerMaster.reduce(0, +) == 60)
+        #expect((30...60).contains(keysPerMaster.reduce(0, +)), "60 records in hashes of 1 024 shards: \(keysPerMaster)")
         let queue = RedisRetryQueue(client: client)
         for index in 0..<40 { try await queue.schedule(RedisRetryQueueTests.entry("\(index):job/b"), dueAt: 0) }
         let retryKeysPerMaster = await cluster.onEachMaster(["--scan", "--pattern", "push:{retry:*}:due"]).map {
