@@ -26,9 +26,12 @@ struct RecordBuckets: Sendable {
         slice = max(1000, self.retention / 8)
     }
 
+    /// The slice that `now` falls in.
+    func slice(at now: Int64) -> Int64 { max(0, now) / slice }
+
     /// The hash that a record written at `now` goes to.
     func bucket(of digest: [UInt8], at now: Int64) -> RedisKeys.RecordBucketKey {
-        RedisKeys.RecordBucketKey(shard: Self.shard(of: digest), sliceLength: slice, slice: max(0, now) / slice)
+        RedisKeys.RecordBucketKey(shard: Self.shard(of: digest), sliceLength: slice, slice: slice(at: now))
     }
 
     /// Every hash a record written within the last `retention` (by a clock up to a slice off) can be in.

@@ -19,10 +19,7 @@ public final class RedisDeliveryStore: DeliveryStore {
     private let retention: Duration
     private let buckets: RecordBuckets
     private let clock: WallClock
-    /// When this replica last set the expiry of each record hash it writes to (the current slice's, at most
-    /// two slices' worth).
-    private let expiriesSet = Mutex(
-        BoundedCache<RedisKeys.RecordBucketKey, Int64>(capacity: 2 * RecordBuckets.shardCount, idleLimit: .milliseconds(expiryRefresh)))
+    private let expiriesSet = Mutex(ExpiriesSet())
 
     /// - Parameters:
     ///   - recordRetention: how long final outcomes and cancels are kept (`PUSH_IDEMPOTENCY_TTL_S`).
@@ -165,19 +162,19 @@ public final class RedisDeliveryStore: DeliveryStore {
 
     public func record(_ outcomes: [EncodedOutcome], completion: @escaping @Sendable ((any Error)?) -> Void) {
         let now = clock()
+        let slice = buckets.slice(at: now)
         var commands: [RedisCommand] = []
         commands.reserveCapacity(outcomes.count + 1)
-        var hashes: [RedisKeys.RecordBucketKey] = []
+        var shards: [Int] = []
         for encoded in outcomes {
-            let (command, bucket) = Self.recording(encoded.outcome, buckets: buckets, now: now)
+            let (command, shard) = Self.recording(encoded.outcome, buckets: buckets, slice: slice)
             commands.append(command)
-            if !hashes.contains(bucket) { hashes.append(bucket) }
+            if !shards.contains(shard) { shards.append(shard) }
         }
-        let expiring = expiriesSet.withLock { sent in
-            hashes.filter { sent.value(for: $0, now: now).map { now - $0 >= Self.expiryRefresh } ?? true }
-        }
+        let expiring = expiriesSet.withLock { $0.due(shards, slice: slice, now: now) }
         let lifetime = buckets.lifetime(at: now)
-        for bucket in expiring {
+        for shard in expiring {
+            let bucket = RedisKeys.RecordBucketKey(shard: shard, sliceLength: buckets.slice, slice: slice)
             var expire = RedisCommand(argumentCount: 3, capacity: bucket.byteCount + 28)
             expire.append("PEXPIRE")
             expire.append(bucket)
@@ -187,7 +184,7 @@ public final class RedisDeliveryStore: DeliveryStore {
         client.pipeline(commands) { [self] result in
             do {
                 _ = try Self.checked(result.get())
-                if !expiring.isEmpty { expiriesSet.withLock { sent in for bucket in expiring { sent.set(now, for: bucket, now: now) } } }
+                if !expiring.isEmpty { expiriesSet.withLock { $0.set(expiring, slice: slice, now: now) } }
                 completion(nil)
             } catch {
                 completion(error)
@@ -195,17 +192,39 @@ public final class RedisDeliveryStore: DeliveryStore {
         }
     }
 
+    /// When this replica last set the expiry of each shard's record hash of the slice it writes to now.
+    struct ExpiriesSet {
+        private var slice: Int64 = -1
+        private var setAt: [Int64] = []
+
+        /// The shards among `shards` whose hash of `slice` this replica has not set the expiry of for
+        /// `expiryRefresh`.
+        mutating func due(_ shards: [Int], slice: Int64, now: Int64) -> [Int] {
+            if slice != self.slice {
+                self.slice = slice
+                setAt = Array(repeating: .min, count: RecordBuckets.shardCount)
+            }
+            return shards.filter { now.subtracting(saturating: setAt[$0]) >= RedisDeliveryStore.expiryRefresh }
+        }
+
+        mutating func set(_ shards: [Int], slice: Int64, now: Int64) {
+            guard slice == self.slice else { return }
+            for shard in shards { setAt[shard] = now }
+        }
+    }
+
     @inline(never)
-    private static func recording(_ outcome: Outcome, buckets: RecordBuckets, now: Int64) -> (RedisCommand, RedisKeys.RecordBucketKey) {
+    private static func recording(_ outcome: Outcome, buckets: RecordBuckets, slice: Int64) -> (RedisCommand, shard: Int) {
         let digest = RedisKeys.recordDigest(bindingId: outcome.bindingId, jobId: outcome.jobId)
-        let bucket = buckets.bucket(of: digest, at: now)
+        let shard = RecordBuckets.shard(of: digest)
+        let bucket = RedisKeys.RecordBucketKey(shard: shard, sliceLength: buckets.slice, slice: slice)
         let value = OutcomeRecord.encode(outcome)
         var command = RedisCommand(argumentCount: 4, capacity: bucket.byteCount + digest.count + value.count + 8)
         command.append("HSET")
         command.append(bucket)
         command.append(bytes: digest)
         command.append(bytes: value)
-        return (command, bucket)
+        return (command, shard)
     }
 
     public func recordedOutcome(of job: Job, target: Target) async throws -> Outcome? {

@@ -50,7 +50,28 @@ public enum RedisKeys {
         let bytes: [UInt8]
 
         init(shard: Int, sliceLength: Int64, slice: Int64) {
-            bytes = Array("\(prefix):{r:\(shard)}\(sliceLength):\(slice)".utf8)
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(48)
+            bytes.append(contentsOf: prefix.utf8)
+            bytes.append(contentsOf: ":{r:".utf8)
+            Self.appendDecimal(Int64(shard), to: &bytes)
+            bytes.append(UInt8(ascii: "}"))
+            Self.appendDecimal(sliceLength, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            Self.appendDecimal(slice, to: &bytes)
+            self.bytes = bytes
+        }
+
+        /// `value` (not negative) in decimal, with no string made first.
+        private static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+            var divisor: Int64 = 1
+            while divisor <= value / 10 { divisor *= 10 }
+            var rest = max(0, value)
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
         }
 
         var text: String { String(decoding: bytes, as: UTF8.self) }
