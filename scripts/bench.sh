@@ -129,6 +129,9 @@ bench_run() {
         echo "# node $node"
         redis-cli -p "$node" info commandstats; redis-cli -p "$node" info stats; redis-cli -p "$node" info cpu
         redis-cli -p "$node" info memory | grep '^used_memory:'; echo "keys:$(redis-cli -p "$node" dbsize)"
+        # What stays once the dedupe claims (`push:{<tag>}d…`, for their window) are gone: records and marks.
+        redis-cli -p "$node" --scan --pattern 'push:{*}d*' | xargs -r -n 1000 redis-cli -p "$node" del >/dev/null
+        redis-cli -p "$node" info memory | sed -n 's/^used_memory:/kept_memory:/p'
     done | tr -d '\r' >"$work/redis-$label.txt"
     echo "$cpu_before" >>"$work/redis-$label.txt"
     kill "$kafka"
@@ -263,7 +266,8 @@ if len(rounds) == 2:
           + f"  (median {statistics.median(ratios):.3f})")
 print()
 # reads: the socket reads Redis served, about one per round trip (the commands of many jobs share one).
-print(f"{'Redis per job':<44} {'commands':>9} {'reads':>7} {'bytes in':>9} {'bytes out':>10} {'CPU µs':>8} {'memory B':>9}  commands by name")
+# memory B: Redis's used_memory right after the run; kept B: once the dedupe claims are deleted (records and marks).
+print(f"{'Redis per job':<44} {'commands':>9} {'reads':>7} {'bytes in':>9} {'bytes out':>10} {'CPU µs':>8} {'memory B':>9} {'kept B':>7}  commands by name")
 for path in sys.argv[3:]:
     report = json.load(open(path))
     label = path.rsplit("report-", 1)[-1].removesuffix(".json")
@@ -293,7 +297,8 @@ for path in sys.argv[3:]:
     cpu = sum(stats.get(key, 0) - stats.get("before_" + key, 0) for key in ("used_cpu_sys", "used_cpu_user"))
     by_name = ", ".join(f"{name} {count / jobs:.2f}" for name, count in sorted(calls.items(), key=lambda item: -item[1]) if count / jobs >= 0.01)
     print(f"{label:<44} {sum(calls.values()) / jobs:>9.2f} {stats.get('total_reads_processed', 0) / jobs:>7.3f} {stats.get('total_net_input_bytes', 0) / jobs:>9.0f} "
-          f"{stats.get('total_net_output_bytes', 0) / jobs:>10.0f} {cpu * 1e6 / jobs:>8.1f} {stats.get('used_memory', 0) / jobs:>9.0f}  {by_name}")
+          f"{stats.get('total_net_output_bytes', 0) / jobs:>10.0f} {cpu * 1e6 / jobs:>8.1f} {stats.get('used_memory', 0) / jobs:>9.0f} "
+          f"{stats.get('kept_memory', 0) / jobs:>7.0f}  {by_name}")
     print(f"{'  keys left after the run':<44} {stats.get('keys', 0):.0f} (used_memory {stats.get('used_memory', 0) / 1e6:.1f} MB)")
     if len(per_node) > 1:
         print(f"{'  commands per master':<44} " + " / ".join(f"{count / jobs:.2f}" for count in per_node))
