@@ -395,6 +395,8 @@ struct RedisDeliveryStoreTests {
     func keysAreUnambiguous(_ deployment: RedisDeployment) async throws {
         #expect(RedisKeys.record(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.record(bindingId: "a", jobId: "x}:sent:y"))
         #expect(RedisKeys.record(bindingId: "ab", jobId: "c") != RedisKeys.record(bindingId: "a", jobId: "bc"))
+        #expect(RedisKeys.recordDigest(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.recordDigest(bindingId: "a", jobId: "x}:sent:y"))
+        #expect(RedisKeys.recordDigest(bindingId: "ab", jobId: "c") != RedisKeys.recordDigest(bindingId: "a", jobId: "bc"))
         #expect(RedisKeys.dedupe(bindingId: "a}:dd:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:dd:y"))
         #expect(RetryEntry.id(jobId: "a/b", bindingId: "c") != RetryEntry.id(jobId: "a", bindingId: "b/c"))
         let server = try await deployment.start()
