@@ -96,7 +96,7 @@ enum CoreSettings {
         "Dedupe window for `wake` jobs.")
     static let idempotencyTtlS = Setting(
         "PUSH_IDEMPOTENCY_TTL_S", .integer(60...2_592_000), default: "3600",
-        "How long a (job, binding) final outcome is remembered, so a job Kafka delivers again is not sent again. It must outlast the longest an offset stays uncommitted (`push_oldest_uncommitted_seconds`: seconds normally; an outage of Kafka or Redis holds it) plus the time until another replica takes the partition over; see docs/delivery.md."
+        "How long a (job, binding) final outcome is remembered, so a job Kafka delivers again is not sent again. It must outlast the longest an offset stays uncommitted (`push_oldest_uncommitted_seconds`: seconds normally; an outage of Kafka or Redis holds it) plus the time until another replica takes the partition over; see docs/delivery.md. Records are kept up to an eighth longer (they expire with the slice of time they were written in) and are filed by it: after a change, records written under the old value are no longer found, so jobs Kafka redelivers from before the change may be sent again."
     )
     static let retryLeaseMs = Setting(
         "PUSH_RETRY_LEASE_MS", .integer(1000...3_600_000), default: "30000",
