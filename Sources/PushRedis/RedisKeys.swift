@@ -42,7 +42,11 @@ public enum RedisKeys {
     /// The field that names a (job, binding) record in its `RecordBuckets` hash: the first 16 bytes of SHA-256 of the
     /// binding id and the job id, each length-prefixed.
     static func recordDigest(bindingId: String, jobId: String) -> [UInt8] {
-        Array(HashedKey.digests(bindingId: bindingId, id: jobId).digest[0..<16])
+        var input: [UInt8] = []
+        input.reserveCapacity(bindingId.utf8.count + jobId.utf8.count + 24)
+        HashedKey.appendLengthPrefixed(bindingId, to: &input)
+        HashedKey.appendLengthPrefixed(jobId, to: &input)
+        return Array(Digest.sha256(input)[0..<16])
     }
 
     /// `push:{r:<shard>}<slice length ms>:<slice>`: one hash of idempotency records (`RecordBuckets`).
@@ -116,7 +120,7 @@ public enum RedisKeys {
             return (tag, Digest.sha256(input))
         }
 
-        private static func appendLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
+        static func appendLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
             bytes.append(contentsOf: String(id.utf8.count).utf8)
             bytes.append(UInt8(ascii: ":"))
             bytes.append(contentsOf: id.utf8)
