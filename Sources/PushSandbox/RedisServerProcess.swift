@@ -60,8 +60,9 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Starts the server (again, after `stop`) on its port and waits until it accepts connections.
     public func start() async throws {
         try spawn()
-        // Generous: a test suite running side by side can keep a fresh process from the CPU for seconds.
-        let deadline = ContinuousClock.now + .seconds(20)
+        // Generous: the Redis suites start more than a hundred servers side by side on two cores, and a fresh
+        // process can wait for the CPU for tens of seconds (20 s was once not enough for any of them).
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if lock.withLock({ process?.hasExited ?? false }) {
                 stop()
