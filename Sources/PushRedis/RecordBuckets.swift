@@ -9,7 +9,7 @@ import PushCore
 /// is one of `shardCount`, taken from the digest. The hash expires `retention` after its slice ends, so a record
 /// is kept for between `retention` and `retention` plus one slice. A reader looks in every slice that a record
 /// written during the last `retention` can be in, with one more slice on each side for replicas whose clocks differ
-/// by up to a slice: at most 12 slices.
+/// by up to a slice: at most 12 slices, all of one shard (one hash tag), so one script reads them.
 ///
 /// The slice length is part of the key, so replicas configured with different retentions never read each other's
 /// slices as their own (nor find each other's records).

@@ -17,7 +17,6 @@ public final class RedisDeliveryStore: DeliveryStore {
     static let expiryRefresh: Int64 = 60_000
 
     private let client: RedisClient
-    private let retention: Duration
     private let buckets: RecordBuckets
     private let clock: WallClock
     private let expiriesSet = Mutex(ExpiriesSet())
@@ -27,7 +26,6 @@ public final class RedisDeliveryStore: DeliveryStore {
     ///   - clock: wall-clock milliseconds, which place records in their slice of time.
     public init(client: RedisClient, recordRetention: Duration, clock: @escaping WallClock = currentTimeMilliseconds) {
         self.client = client
-        retention = recordRetention
         buckets = RecordBuckets(retention: recordRetention)
         self.clock = clock
     }
@@ -112,24 +110,30 @@ public final class RedisDeliveryStore: DeliveryStore {
         }
     }
 
-    /// `HGET` of the target's record in every hash it can be in, then `GET` of the key the version before wrote it
-    /// under.
+    /// The target's record read from every hash it can be in, in one command (the hashes share the record's shard,
+    /// so one slot), then `GET` of the key the version before wrote it under.
     private static func recordReads(_ job: Job, target: Target, buckets: RecordBuckets, now: Int64) -> [RedisCommand] {
         let digest = RedisKeys.recordDigest(bindingId: target.bindingId, jobId: job.id)
-        var commands = buckets.buckets(of: digest, at: now).map { bucket in
-            var get = RedisCommand(argumentCount: 3, capacity: bucket.byteCount + digest.count + 4)
-            get.append("HGET")
-            get.append(bucket)
-            get.append(bytes: digest)
-            return get
-        }
+        let hashes = buckets.buckets(of: digest, at: now)
+        var read = RedisCommand(
+            argumentCount: 4 + hashes.count,
+            capacity: readRecordScript.utf8.count + hashes.reduce(0) { $0 + $1.byteCount + 4 } + digest.count + 24)
+        read.append("EVAL")
+        read.append(readRecordScript)
+        read.append(Int64(hashes.count))
+        for hash in hashes { read.append(hash) }
+        read.append(bytes: digest)
         let earlier = RedisKeys.recordKey(bindingId: target.bindingId, jobId: job.id)
         var get = RedisCommand(argumentCount: 2, capacity: earlier.byteCount + 3)
         get.append("GET")
         get.append(earlier)
-        commands.append(get)
-        return commands
+        return [read, get]
     }
+
+    /// The field `ARGV[1]` of the first of `KEYS` that has it, or nil. Sent whole with `EVAL` (Redis caches it by
+    /// its SHA-1), as only redelivered offsets read records.
+    static let readRecordScript =
+        "for _, key in ipairs(KEYS) do local value = redis.call('HGET', key, ARGV[1]) if value then return value end end return false"
 
     /// `EXISTS` of the target's retry entry.
     private static func retryExists(_ job: Job, target: Target) -> RedisCommand {
@@ -239,7 +243,7 @@ public final class RedisDeliveryStore: DeliveryStore {
         let commands = cancel.targets.map { target in
             RedisCommand(
                 "SET", RedisKeys.cancellation(bindingId: target.bindingId, userId: cancel.userId, key: key), value,
-                "PX", String(max(retention.milliseconds, 1)))
+                "PX", String(buckets.retention))
         }
         _ = try Self.checked(await client.pipeline(commands))
     }

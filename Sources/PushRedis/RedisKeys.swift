@@ -42,11 +42,7 @@ public enum RedisKeys {
     /// The field that names a (job, binding) record in its `RecordBuckets` hash: the first 16 bytes of SHA-256 of the
     /// binding id and the job id, each length-prefixed.
     static func recordDigest(bindingId: String, jobId: String) -> [UInt8] {
-        var input: [UInt8] = []
-        input.reserveCapacity(bindingId.utf8.count + jobId.utf8.count + 24)
-        HashedKey.appendLengthPrefixed(bindingId, to: &input)
-        HashedKey.appendLengthPrefixed(jobId, to: &input)
-        return Array(Digest.sha256(input)[0..<16])
+        Array(HashedKey.digest(bindingId: bindingId, id: jobId)[0..<16])
     }
 
     /// `push:{r:<shard>}<slice length ms>:<slice>`: one hash of idempotency records (`RecordBuckets`).
@@ -58,24 +54,12 @@ public enum RedisKeys {
             bytes.reserveCapacity(48)
             bytes.append(contentsOf: prefix.utf8)
             bytes.append(contentsOf: ":{r:".utf8)
-            Self.appendDecimal(Int64(shard), to: &bytes)
+            RedisCommand.appendDecimal(shard, to: &bytes)
             bytes.append(UInt8(ascii: "}"))
-            Self.appendDecimal(sliceLength, to: &bytes)
+            RedisCommand.appendDecimal(Int(sliceLength), to: &bytes)
             bytes.append(UInt8(ascii: ":"))
-            Self.appendDecimal(slice, to: &bytes)
+            RedisCommand.appendDecimal(Int(slice), to: &bytes)
             self.bytes = bytes
-        }
-
-        /// `value` (not negative) in decimal, with no string made first.
-        private static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
-            var divisor: Int64 = 1
-            while divisor <= value / 10 { divisor *= 10 }
-            var rest = max(0, value)
-            while divisor > 0 {
-                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-                rest %= divisor
-                divisor /= 10
-            }
         }
 
         var text: String { String(decoding: bytes, as: UTF8.self) }
@@ -112,15 +96,27 @@ public enum RedisKeys {
 
         /// SHA-256 of the length-prefixed binding id (`tag`), and of it followed by the length-prefixed id (`digest`).
         static func digests(bindingId: String, id: String) -> (tag: [UInt8], digest: [UInt8]) {
-            var input: [UInt8] = []
-            input.reserveCapacity(bindingId.utf8.count + id.utf8.count + 24)
-            appendLengthPrefixed(bindingId, to: &input)
+            var input = lengthPrefixed(bindingId, reservingFor: id)
             let tag = Digest.sha256(input)
             appendLengthPrefixed(id, to: &input)
             return (tag, Digest.sha256(input))
         }
 
-        static func appendLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
+        /// `digests(bindingId:id:).digest` alone.
+        static func digest(bindingId: String, id: String) -> [UInt8] {
+            var input = lengthPrefixed(bindingId, reservingFor: id)
+            appendLengthPrefixed(id, to: &input)
+            return Digest.sha256(input)
+        }
+
+        private static func lengthPrefixed(_ bindingId: String, reservingFor id: String) -> [UInt8] {
+            var input: [UInt8] = []
+            input.reserveCapacity(bindingId.utf8.count + id.utf8.count + 24)
+            appendLengthPrefixed(bindingId, to: &input)
+            return input
+        }
+
+        private static func appendLengthPrefixed(_ id: String, to bytes: inout [UInt8]) {
             bytes.append(contentsOf: String(id.utf8.count).utf8)
             bytes.append(UInt8(ascii: ":"))
             bytes.append(contentsOf: id.utf8)

@@ -128,7 +128,7 @@ public struct RedisCommand: Sendable {
     private static let lineEnd: [UInt8] = [13, 10]
 
     /// A count's decimal digits (a small string: no allocation).
-    private static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
+    static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
         bytes.append(contentsOf: String(value).utf8)
     }
 }
