@@ -117,7 +117,7 @@ public final class RedisDeliveryStore: DeliveryStore {
         let hashes = buckets.buckets(of: digest, at: now)
         var read = RedisCommand(
             argumentCount: 4 + hashes.count,
-            capacity: readRecordScript.utf8.count + hashes.reduce(0) { $0 + $1.byteCount + 4 } + digest.count + 24)
+            capacity: 4 + readRecordScript.utf8.count + 2 + hashes.reduce(0) { $0 + $1.byteCount } + digest.count)
         read.append("EVAL")
         read.append(readRecordScript)
         read.append(Int64(hashes.count))
