@@ -131,7 +131,9 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     /// The field `ARGV[1]` of the first of `KEYS` that has it, or nil. Sent whole with `EVAL` (Redis caches it by
-    /// its SHA-1), as only redelivered offsets read records.
+    /// its SHA-1) rather than as a `RedisScript` through `RedisClient.evaluateAll`: it rides in the same pipeline as
+    /// the job's other checks, where a `NOSCRIPT` answer would need a path of its own, and only redelivered offsets
+    /// send it.
     static let readRecordScript =
         "for _, key in ipairs(KEYS) do local value = redis.call('HGET', key, ARGV[1]) if value then return value end end return false"
 
