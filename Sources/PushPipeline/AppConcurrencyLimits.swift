@@ -27,12 +27,21 @@ public final class AppConcurrencyLimits: Sendable {
         let id: UInt64
         let scope: DeliveryScope
         let lane: Lane
-        /// Called outside the lock: true with both slots handed over, false when an `acquire` was cancelled.
-        let resume: @Sendable (Bool) -> Void
-        /// Called outside the lock when the waiter got its app's slot and goes on waiting for its endpoint's.
-        let waitsForEndpoint: (@Sendable () -> Void)?
-        /// Called outside the lock when the waiter's deadline took it out of its queue.
-        var timedOut: (@Sendable () -> Void)? = nil
+        /// Who waits: told outside the lock (one value per waiter, no closure made for each thing it may be told).
+        let party: Party
+
+        /// Resumes a task taken out of its queue without its slots (a reservation taken out is its owner's to handle).
+        func resumeTask(_ wait: SlotWait) {
+            if case .task(let continuation) = party { continuation.resume(returning: wait) }
+        }
+    }
+
+    private enum Party: Sendable {
+        /// A reservation made before its job's task exists: told when both slots are handed over (a job's
+        /// slot of its app's first, when its endpoint's is still taken: `waitsForEndpoint`).
+        case reservation(@Sendable (ReservationEvent) -> Void)
+        /// A task suspended in `acquire`.
+        case task(CheckedContinuation<SlotWait, Never>)
     }
 
     /// The answer to `reserve`.
@@ -64,10 +73,14 @@ public final class AppConcurrencyLimits: Sendable {
     private func carryOut(_ actions: [SlotQueues<Waiter>.Action]) {
         for action in actions {
             switch action {
-            case .granted(let waiter): waiter.resume(true)
+            case .granted(let waiter):
+                switch waiter.party {
+                case .reservation(let notify): notify(.granted(AppSlot(scope: waiter.scope, limits: self)))
+                case .task(let continuation): continuation.resume(returning: .granted)
+                }
             case .waitsForEndpoint(let waiter):
                 metrics.endpointConcurrencyLimited(waiter.scope)
-                waiter.waitsForEndpoint?()
+                if case .reservation(let notify) = waiter.party { notify(.waitsForEndpoint) }
             }
         }
     }
@@ -96,11 +109,7 @@ public final class AppConcurrencyLimits: Sendable {
         let answer = state.withLock { state -> (SlotQueues<Waiter>.Stage, UInt64) in
             if state.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return (.granted, 0) }
             let id = state.nextID()
-            let waiter = Waiter(
-                id: id, scope: key, lane: lane,
-                resume: { [self] granted in
-                    if granted { notify(.granted(AppSlot(scope: key, limits: self))) }
-                }, waitsForEndpoint: { notify(.waitsForEndpoint) })
+            let waiter = Waiter(id: id, scope: key, lane: lane, party: .reservation(notify))
             return (state.enter(waiter, appLimit: appLimit), id)
         }
         countWait(answer.0, of: key)
@@ -154,9 +163,7 @@ public final class AppConcurrencyLimits: Sendable {
         defer { timer.withLock { $0 }?.cancel() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<SlotWait, Never>) in
-                let waiter = Waiter(
-                    id: id, scope: key, lane: lane, resume: { continuation.resume(returning: $0 ? .granted : .cancelled) },
-                    waitsForEndpoint: nil, timedOut: { continuation.resume(returning: .timedOut) })
+                let waiter = Waiter(id: id, scope: key, lane: lane, party: .task(continuation))
                 let stage = state.withLock { state -> SlotQueues<Waiter>.Stage? in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
                     if Task.isCancelled { return nil }
@@ -169,12 +176,12 @@ public final class AppConcurrencyLimits: Sendable {
                 timer.withLock {
                     $0 = Task { [self] in
                         guard (try? await Task.sleep(until: deadline)) != nil else { return }
-                        takeOut(id, of: key)?.timedOut?()
+                        takeOut(id, of: key)?.resumeTask(.timedOut)
                     }
                 }
             }
         } onCancel: {
-            takeOut(id, of: key)?.resume(false)
+            takeOut(id, of: key)?.resumeTask(.cancelled)
         }
     }
 
@@ -230,30 +237,34 @@ final class AppSlot: Sendable {
 /// lane's in-flight limit (only against its read-ahead bound), so a stalled app cannot
 /// stop the jobs of other apps behind it.
 final class JobParking: Sendable {
-    private let waiting = Mutex(0)
-    private let changed: @Sendable (_ parked: Bool) -> Void
-    private let keyReleased: @Sendable () -> Void
-
-    init(changed: @escaping @Sendable (_ parked: Bool) -> Void, releaseKey: @escaping @Sendable () -> Void = {}) {
-        self.changed = changed
-        keyReleased = releaseKey
+    enum Change: Sendable {
+        case parked
+        case unparked
+        /// The job waits for a retry in its task: the next job of its Kafka key may start (see `PipelineStateMachine.releaseKey(of:)`).
+        case keyReleased
     }
 
-    /// The job waits for a retry in its task: the next job of its Kafka key may start (see `PipelineStateMachine.releaseKey(of:)`).
-    func releaseKey() { keyReleased() }
+    private let waiting = Mutex(0)
+    private let tell: @Sendable (Change) -> Void
 
-    // `changed` runs under the lock so a park and an unpark of one job reach the pipeline in order.
+    init(telling tell: @escaping @Sendable (Change) -> Void) {
+        self.tell = tell
+    }
+
+    func releaseKey() { tell(.keyReleased) }
+
+    // Told under the lock so a park and an unpark of one job reach the pipeline in order.
     func park() {
         waiting.withLock { count in
             count += 1
-            if count == 1 { changed(true) }
+            if count == 1 { tell(.parked) }
         }
     }
 
     func unpark() {
         waiting.withLock { count in
             count -= 1
-            if count == 0 { changed(false) }
+            if count == 0 { tell(.unparked) }
         }
     }
 }

@@ -554,15 +554,17 @@ public final class DeliveryPipeline: Service, Sendable {
         _ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
         slotWaitSpent: Bool
     ) -> Task<Void, Never> {
-        let parking = JobParking(
-            changed: { [weak self] parked in
-                guard let self else { return }
+        let parking = JobParking { [weak self] change in
+            guard let self else { return }
+            switch change {
+            case .parked, .unparked:
+                let parked = change == .parked
                 let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
                 for lane in woken { wake[lane]?.signal() }
-            },
-            releaseKey: { [weak self] in
-                self?.perform { shared in (shared.machine.releaseKey(of: id), ()) }
-            })
+            case .keyReleased:
+                perform { shared in (shared.machine.releaseKey(of: id), ()) }
+            }
+        }
         let startedAt = ContinuousClock.now
         let message = admitted.message
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.

@@ -1,4 +1,5 @@
 import PushCore
+import PushKafka
 import Synchronization
 import Tracing
 
@@ -28,38 +29,154 @@ struct JobFinishing: Sendable {
         _ processed: JobProcessor.ProcessedTargets?, span: (any Span)? = nil, givingUp: @escaping @Sendable () -> Bool,
         then done: @escaping @Sendable (Ending) -> Void
     ) {
-        let done = Self.endingSpan(span, then: done)
-        guard let processed else { return done(.abandoned) }
-        processor.record(processed, trace: span?.context, givingUp: givingUp) { [processor, publisher] recorded, encoded in
-            guard case .publish(let publications, let handedOff) = recorded else { return done(.abandoned) }
-            let recordedAt = ContinuousClock.now
-            let producerSpan = span.flatMap { span in
-                processor.tracing?.producerSpan(topic: publisher.outcomesTopic, records: publications.count, parent: span.context)
-            }
-            let traceHeaders = producerSpan.flatMap { processor.tracing?.headers(carrying: $0.context) } ?? []
-            publisher.publish(publications, encoded: encoded, traceHeaders: traceHeaders, givingUp: givingUp) { acknowledged in
-                if let producerSpan {
-                    if !acknowledged { producerSpan.setStatus(SpanStatus(code: .error)) }
-                    producerSpan.end()
-                }
-                done(acknowledged ? .acknowledged(publications, handedOff: handedOff, recordedAt: recordedAt) : .abandoned)
-            }
+        guard let processed else {
+            span?.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later"))
+            span?.end()
+            return done(.abandoned)
         }
-    }
-
-    /// `done`, after it ends the job's span (if any), marked an error when the job was abandoned.
-    private static func endingSpan(_ span: (any Span)?, then done: @escaping @Sendable (Ending) -> Void) -> @Sendable (Ending) -> Void {
-        guard let span else { return done }
-        return { ending in
-            if case .abandoned = ending { span.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later")) }
-            span.end()
-            done(ending)
-        }
+        FinishingJob(
+            processor: processor, processed: processed, trace: span?.context, givingUp: givingUp,
+            next: .publish(publisher, span: span, then: done)
+        ).start()
     }
 
     /// `finish` for a task (a retry's): it gives up at the next failure once the task is cancelled.
     func finish(_ processed: JobProcessor.ProcessedTargets?) async -> Ending {
         await withGivingUpOnCancel { givingUp, done in finish(processed, givingUp: givingUp, then: done) }
+    }
+}
+
+/// One job's finishing under way: its steps are this object's methods, so each answer (the store's, the broker's)
+/// hands the next step only the object, and a job's way to its end costs one allocation rather than a closure per step.
+/// A failed step is tried again after a wait that doubles up to its longest, until `givingUp` says to stop.
+final class FinishingJob: Sendable {
+    /// What follows the recording.
+    enum Next: Sendable {
+        /// Nothing: `done` gets what to publish (`JobProcessor.record`).
+        case report(@Sendable (ProcessedJob, [EncodedOutcome]) -> Void)
+        /// Publishing, then `done` once the broker acknowledged (`JobFinishing.finish`). `span` ends with the job.
+        case publish(OutcomePublisher, span: (any Span)?, then: @Sendable (JobFinishing.Ending) -> Void)
+    }
+
+    private let processor: JobProcessor
+    private let processed: JobProcessor.ProcessedTargets
+    private let outcomes: [EncodedOutcome]
+    private let trace: ServiceContext?
+    private let givingUp: @Sendable () -> Bool
+    private let next: Next
+
+    static let firstPublishRetry = Duration.milliseconds(100)
+    static let longestPublishRetry = Duration.seconds(5)
+
+    /// `trace`: the job's span context, under which its finished deliveries are logged (their lines then carry its ids).
+    init(
+        processor: JobProcessor, processed: JobProcessor.ProcessedTargets, trace: ServiceContext?,
+        givingUp: @escaping @Sendable () -> Bool, next: Next
+    ) {
+        self.processor = processor
+        self.processed = processed
+        outcomes = processed.outcomesToRecord.map(EncodedOutcome.init)
+        self.trace = trace
+        self.givingUp = givingUp
+        self.next = next
+    }
+
+    func start() {
+        guard !outcomes.isEmpty else { return recorded() }
+        record(retryingAfter: JobProcessor.firstStoreRetry)
+    }
+
+    private func record(retryingAfter delay: Duration) {
+        processor.store.record(outcomes) { [self] error in
+            guard let error else {
+                processor.storeAnswered()
+                return recorded()
+            }
+            processor.storeFailed(error)
+            again(after: delay) { [self] in record(retryingAfter: min(delay * 2, JobProcessor.longestStoreRetry)) }
+        }
+    }
+
+    private func recorded() {
+        let job =
+            trace.map { trace in ServiceContext.withValue(trace) { processor.published(processed) } } ?? processor.published(processed)
+        switch next {
+        case .report(let done): done(job, outcomes)
+        case .publish(let publisher, let span, _):
+            guard case .publish(let publications, let handedOff) = job else { return end(.abandoned) }
+            let producerSpan = span.flatMap { span in
+                processor.tracing?.producerSpan(topic: publisher.outcomesTopic, records: publications.count, parent: span.context)
+            }
+            let traceHeaders = producerSpan.flatMap { processor.tracing?.headers(carrying: $0.context) } ?? []
+            let publishing = Publishing(
+                publications: publications, handedOff: handedOff, recordedAt: .now, producerSpan: producerSpan,
+                records: publisher.records(for: publications, encoded: outcomes, traceHeaders: traceHeaders))
+            publish(publishing, with: publisher, retryingAfter: Self.firstPublishRetry)
+        }
+    }
+
+    /// What is published, and what the ending reports.
+    private struct Publishing: Sendable {
+        let publications: [Publication]
+        let handedOff: Bool
+        let recordedAt: ContinuousClock.Instant
+        let producerSpan: (any Span)?
+        let records: [KafkaRecord]
+    }
+
+    private func publish(_ publishing: Publishing, with publisher: OutcomePublisher, retryingAfter delay: Duration) {
+        publisher.producer.send(publishing.records) { [self] result in
+            switch result {
+            case .success:
+                publishing.producerSpan?.end()
+                end(.acknowledged(publishing.publications, handedOff: publishing.handedOff, recordedAt: publishing.recordedAt))
+            case .failure(let error):
+                publisher.failed(error)
+                again(after: delay) { [self] in
+                    publish(publishing, with: publisher, retryingAfter: min(delay * 2, Self.longestPublishRetry))
+                } orElse: {
+                    publishing.producerSpan?.setStatus(SpanStatus(code: .error))
+                    publishing.producerSpan?.end()
+                }
+            }
+        }
+    }
+
+    /// After a failure: `step` again once `delay` passed, or the job abandoned when `givingUp` says so (then `orElse` first).
+    private func again(after delay: Duration, _ step: @escaping @Sendable () -> Void, orElse: () -> Void = {}) {
+        guard !givingUp() else {
+            orElse()
+            return abandon()
+        }
+        Task { [givingUp] in
+            await Self.pause(for: delay, unless: givingUp)
+            step()
+        }
+    }
+
+    private func abandon() {
+        switch next {
+        case .report(let done): done(.abandoned, [])
+        case .publish: end(.abandoned)
+        }
+    }
+
+    private func end(_ ending: JobFinishing.Ending) {
+        guard case .publish(_, let span, let done) = next else { return }
+        if let span {
+            if case .abandoned = ending { span.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later")) }
+            span.end()
+        }
+        done(ending)
+    }
+
+    /// Waits `duration`, ending early (within 100 ms) once `givingUp` says so.
+    static func pause(for duration: Duration, unless givingUp: @Sendable () -> Bool) async {
+        var waited = Duration.zero
+        while waited < duration, !givingUp() {
+            try? await Task.sleep(for: min(.milliseconds(100), duration - waited))
+            waited += .milliseconds(100)
+        }
     }
 }
 

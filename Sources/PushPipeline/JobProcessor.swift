@@ -352,7 +352,7 @@ public final class JobProcessor: Sendable {
     }
 
     /// The job once its outcomes are recorded: logs each and lists what to publish.
-    private func published(_ processed: ProcessedTargets) -> ProcessedJob {
+    func published(_ processed: ProcessedTargets) -> ProcessedJob {
         var publications: [Publication] = []
         var handedOff = false
         for result in processed.results {
@@ -392,23 +392,7 @@ public final class JobProcessor: Sendable {
         _ processed: ProcessedTargets, trace: ServiceContext? = nil, givingUp: @escaping @Sendable () -> Bool,
         then done: @escaping @Sendable (ProcessedJob, [EncodedOutcome]) -> Void
     ) {
-        let outcomes = processed.outcomesToRecord.map(EncodedOutcome.init)
-        let published: @Sendable (ProcessedTargets) -> ProcessedJob = { [self] processed in
-            guard let trace else { return self.published(processed) }
-            return ServiceContext.withValue(trace) { self.published(processed) }
-        }
-        guard !outcomes.isEmpty else { return done(published(processed), []) }
-        Backoff.retry(
-            { [store] answer in
-                store.record(outcomes) { error in answer(error.map { .failure($0) } ?? .success(())) }
-            },
-            delay: Self.firstStoreRetry, maximum: Self.longestStoreRetry, givingUp: givingUp,
-            failed: { [self] in storeFailed($0) },
-            then: { [self] recorded in
-                guard recorded != nil else { return done(.abandoned, []) }
-                storeAnswered()
-                done(published(processed), outcomes)
-            })
+        FinishingJob(processor: self, processed: processed, trace: trace, givingUp: givingUp, next: .report(done)).start()
     }
 
     /// The wait after a store operation failed, doubling from the first to the longest.
@@ -444,9 +428,9 @@ public final class JobProcessor: Sendable {
         }
     }
 
-    private func storeAnswered() { Self.storeAnswered(health: health, metrics: metrics, logger: logger) }
+    func storeAnswered() { Self.storeAnswered(health: health, metrics: metrics, logger: logger) }
 
-    private func storeFailed(_ error: any Error) { Self.storeFailed(error, health: health, metrics: metrics, logger: logger) }
+    func storeFailed(_ error: any Error) { Self.storeFailed(error, health: health, metrics: metrics, logger: logger) }
 
     @inline(never)
     private static func storeAnswered(health: StoreHealth, metrics: PipelineMetrics, logger: Logger) {

@@ -80,21 +80,9 @@ public struct OutcomePublisher: Sendable {
         }
     }
 
-    /// Publishes until acknowledged, with no task waiting; `acknowledged` gets true once every record is, or
-    /// false when a send failed and `givingUp` says to stop (a stop). It runs on the producer's thread.
-    /// `encoded`: outcomes among `publications` whose JSON is made already (the store recorded it), in order.
-    func publish(
-        _ publications: [Publication], encoded: [EncodedOutcome] = [], traceHeaders: [KafkaHeader] = [],
-        givingUp: @escaping @Sendable () -> Bool, acknowledged: @escaping @Sendable (Bool) -> Void
-    ) {
-        let records = records(for: publications, encoded: encoded, traceHeaders: traceHeaders)
-        Backoff.retry(
-            { [producer] answer in producer.send(records) { answer($0.mapError { $0 }) } },
-            maximum: .seconds(5), givingUp: givingUp,
-            failed: { [metrics, logger] error in
-                metrics.publishFailures.increment()
-                logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
-            },
-            then: { acknowledged($0 != nil) })
+    /// Counts and logs a failed send; the sender tries again (`FinishingJob`).
+    func failed(_ error: any Error) {
+        metrics.publishFailures.increment()
+        logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])
     }
 }
