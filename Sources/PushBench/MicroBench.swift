@@ -85,6 +85,11 @@ public enum MicroBench {
         return results
     }
 
+    /// `run()` and the pieces that take the whole process (`HandOffBench`).
+    public static func runAll() async throws -> [Result] {
+        try run() + (await HandOffBench.run())
+    }
+
     public static func table(_ results: [Result]) -> String {
         let width = results.map(\.name.count).max() ?? 0
         return results.map { result in
