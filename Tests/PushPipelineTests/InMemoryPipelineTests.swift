@@ -352,6 +352,46 @@ struct InMemoryPipelineTests {
         #expect(provider.deliveries == 2, "a refused publication must not send the notification again")
     }
 
+    @Test("a store that refuses to record is tried again until it records; each job is then published once and committed")
+    func refusedRecordsAreRetried() async throws {
+        let kafka = sixJobsLog()
+        let provider = RecordingProvider()
+        let store = RecordFailingStore()
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: store)
+        let running = harness.start()
+        try await waitUntil(timeout: .seconds(60)) { provider.deliveries == 6 && store.refused >= 12 }
+        #expect(outcomeJobIds(kafka).isEmpty, "an outcome was published before it was recorded")
+        store.recover()
+        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        try await harness.stop(running)
+
+        #expect(outcomeJobIds(kafka).sorted() == (0..<6).map { "job-\($0)-0" }, "each job's outcome once, after its record")
+        #expect(provider.deliveries == 6, "a refused record must not send the notification again")
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+    }
+
+    @Test(
+        "a stop while the sink refuses: the jobs waiting to publish give up at once, nothing is committed, the next worker publishes them")
+    func stopWhileSendsFail() async throws {
+        let kafka = sixJobsLog()
+        let provider = RecordingProvider()
+        let store = InMemoryDeliveryStore()
+        kafka.refuseSends(1_000_000)
+        let first = InMemoryHarness(kafka: kafka, provider: provider, store: store) { $0.shutdownGrace = .milliseconds(200) }
+        let firstRun = first.start()
+        try await waitUntil(timeout: .seconds(60)) { provider.deliveries == 6 && kafka.sends >= 12 }
+        let stopping = ContinuousClock.now
+        try await first.stop(firstRun)
+        #expect(
+            ContinuousClock.now - stopping < .seconds(2), "jobs retrying their publication did not give up when the stop cancelled them")
+        #expect(kafka.committed(group: "push-worker").isEmpty, "a stop committed jobs whose outcomes were never acknowledged")
+
+        kafka.refuseSends(0)
+        try await runToTheEnd(kafka, provider: provider, store: store)
+        #expect(Set(outcomeJobIds(kafka)) == Set((0..<6).map { "job-\($0)-0" }))
+        #expect(provider.deliveries == 6, "the next worker republished the recorded outcomes instead of sending again")
+    }
+
     @Test("offsets are stored by the thread that polls their lane, never by a job's task, and never move backwards")
     func offsetsStoredByThePollingThread() async throws {
         let kafka = InMemoryKafka(topics: ["push.jobs": 3, "push.jobs.urgent": 1, "push.outcomes": 2])
