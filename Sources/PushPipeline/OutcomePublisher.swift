@@ -2,8 +2,9 @@ import Logging
 import PushCore
 import PushKafka
 
-/// Publishes outcomes (key = bindingId) and dead letters (original key and bytes,
-/// reason in headers), each with its CloudEvents headers (`CloudEventHeaders`), waiting for the broker's acknowledgement.
+/// Where and as what outcomes (key = bindingId) and dead letters (original key and bytes, reason in headers) are
+/// published, each with its CloudEvents headers (`CloudEventHeaders`): the records and the producer they go
+/// through. `FinishingJob` sends them and waits for the broker's acknowledgement.
 public struct OutcomePublisher: Sendable {
     public static let reasonHeader = "push-dlq-reason"
     public static let codeHeader = "push-dlq-code"
