@@ -245,26 +245,31 @@ final class JobParking: Sendable {
     }
 
     private let waiting = Mutex(0)
-    private let tell: @Sendable (Change) -> Void
+    private let owner: any JobParkingOwner
 
-    init(telling tell: @escaping @Sendable (Change) -> Void) {
-        self.tell = tell
+    init(owner: any JobParkingOwner) {
+        self.owner = owner
     }
 
-    func releaseKey() { tell(.keyReleased) }
+    func releaseKey() { owner.parkingChanged(.keyReleased) }
 
     // Told under the lock so a park and an unpark of one job reach the pipeline in order.
     func park() {
         waiting.withLock { count in
             count += 1
-            if count == 1 { tell(.parked) }
+            if count == 1 { owner.parkingChanged(.parked) }
         }
     }
 
     func unpark() {
         waiting.withLock { count in
             count -= 1
-            if count == 0 { tell(.unparked) }
+            if count == 0 { owner.parkingChanged(.unparked) }
         }
     }
+}
+
+/// Whom a job's `JobParking` tells of its changes: the pipeline's record of the started job.
+protocol JobParkingOwner: AnyObject, Sendable {
+    func parkingChanged(_ change: JobParking.Change)
 }

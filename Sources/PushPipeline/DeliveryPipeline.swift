@@ -554,22 +554,29 @@ public final class DeliveryPipeline: Service, Sendable {
         _ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
         slotWaitSpent: Bool
     ) -> Task<Void, Never> {
-        let parking = JobParking { [weak self] change in
-            guard let self else { return }
-            switch change {
-            case .parked, .unparked:
-                let parked = change == .parked
-                let woken = perform { shared in (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : []) }
-                for lane in woken { wake[lane]?.signal() }
-            case .keyReleased:
-                perform { shared in (shared.machine.releaseKey(of: id), ()) }
-            }
-        }
-        let startedAt = ContinuousClock.now
-        let message = admitted.message
+        let job = StartedJob(pipeline: self, id: id, admitted: admitted)
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
-        return Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
-            let span = processor.tracing?.consumerSpan(of: message)
+        return Task(priority: id.lane == .urgent ? .high : .medium) { await job.run(slot: slot, slotWaitSpent: slotWaitSpent) }
+    }
+
+    /// A started job: its task's work, its parking changes and its ending reach the pipeline through this one object,
+    /// rather than through a closure made for each.
+    private final class StartedJob: JobParkingOwner {
+        let pipeline: DeliveryPipeline
+        let id: Machine.JobID
+        let admitted: JobProcessor.AdmittedJob
+        let startedAt = ContinuousClock.now
+
+        init(pipeline: DeliveryPipeline, id: Machine.JobID, admitted: JobProcessor.AdmittedJob) {
+            self.pipeline = pipeline
+            self.id = id
+            self.admitted = admitted
+        }
+
+        func run(slot: AppSlot?, slotWaitSpent: Bool) async {
+            let processor = pipeline.processor
+            let parking = JobParking(owner: self)
+            let span = processor.tracing?.consumerSpan(of: admitted.message)
             let processed: JobProcessor.ProcessedTargets?
             if let span {
                 processed = await ServiceContext.withValue(span.context) {
@@ -578,14 +585,31 @@ public final class DeliveryPipeline: Service, Sendable {
             } else {
                 processed = await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
             }
-            tasks.withLock { $0.ended(id) }
+            pipeline.tasks.withLock { $0.ended(id) }
             // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
             // the broker's acknowledgement finishes the job (on the producer's).
-            finishing.finish(processed, span: span, givingUp: { [weak self] in self?.isCancelled(id.lane) ?? true }) { [self] ending in
-                guard case .acknowledged(let publications, _, let recordedAt) = ending else { return finish(id, completed: false) }
-                observer?.acknowledged(
-                    publications, timeline: JobTimeline(started: startedAt, processed: recordedAt), kafkaTimestamp: message.timestamp)
-                finish(id, completed: true)
+            pipeline.finishing.finish(processed, span: span, givingUp: givingUp, then: ended)
+        }
+
+        @Sendable private func givingUp() -> Bool { pipeline.isCancelled(id.lane) }
+
+        @Sendable private func ended(_ ending: JobFinishing.Ending) {
+            guard case .acknowledged(let publications, _, let recordedAt) = ending else { return pipeline.finish(id, completed: false) }
+            pipeline.observer?.acknowledged(
+                publications, timeline: JobTimeline(started: startedAt, processed: recordedAt), kafkaTimestamp: admitted.message.timestamp)
+            pipeline.finish(id, completed: true)
+        }
+
+        func parkingChanged(_ change: JobParking.Change) {
+            switch change {
+            case .parked, .unparked:
+                let parked = change == .parked
+                let woken = pipeline.perform { shared in
+                    (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : [])
+                }
+                for lane in woken { pipeline.wake[lane]?.signal() }
+            case .keyReleased:
+                pipeline.perform { shared in (shared.machine.releaseKey(of: id), ()) }
             }
         }
     }
