@@ -83,6 +83,10 @@ struct WebPushSandboxTests {
     static let loopback = [IPNetwork("127.0.0.0/8")!, IPNetwork("::1/128")!]
 
     struct Harness {
+        /// Far above the default 10 s: these tests are about what is sent, and the suites run side by side on CI's two
+        /// cores, where this suite's endpoint check (its DNS lookup included) once took the whole 10 s.
+        static let attemptTimeout = Duration.seconds(60)
+
         let tls: SandboxTLS
         let instance: WebPushSandboxInstance
         let provider: WebPushProvider
@@ -93,7 +97,8 @@ struct WebPushSandboxTests {
             let provider = try WebPushProvider(
                 configuration: WebPushConfiguration(
                     vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-                    allowedNetworks: loopback, allowedPorts: [instance.server.port]), transport: NIOHTTP2Transport(fallback: NoFallback()))
+                    allowedNetworks: loopback, allowedPorts: [instance.server.port], timeout: Self.attemptTimeout,
+                    dnsTimeout: Self.attemptTimeout / 2), transport: NIOHTTP2Transport(fallback: NoFallback()))
             return Harness(tls: tls, instance: instance, provider: provider)
         }
 
