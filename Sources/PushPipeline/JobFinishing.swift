@@ -30,8 +30,7 @@ struct JobFinishing: Sendable {
         then done: @escaping @Sendable (Ending) -> Void
     ) {
         guard let processed else {
-            span?.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later"))
-            span?.end()
+            FinishingJob.end(span, .abandoned)
             return done(.abandoned)
         }
         FinishingJob(
@@ -47,8 +46,8 @@ struct JobFinishing: Sendable {
 }
 
 /// One job's finishing under way: its steps are this object's methods, so each answer (the store's, the broker's)
-/// hands the next step only the object, and a job's way to its end costs one allocation rather than a closure per step.
-/// A failed step is tried again after a wait that doubles up to its longest, until `givingUp` says to stop.
+/// hands the next step only the object, with no closure made per step. A failed step is tried again after its
+/// `RetryWait`, until `givingUp` says to stop.
 final class FinishingJob: Sendable {
     /// What follows the recording.
     enum Next: Sendable {
@@ -65,9 +64,6 @@ final class FinishingJob: Sendable {
     private let givingUp: @Sendable () -> Bool
     private let next: Next
 
-    static let firstPublishRetry = Duration.milliseconds(100)
-    static let longestPublishRetry = Duration.seconds(5)
-
     /// `trace`: the job's span context, under which its finished deliveries are logged (their lines then carry its ids).
     init(
         processor: JobProcessor, processed: JobProcessor.ProcessedTargets, trace: ServiceContext?,
@@ -83,17 +79,17 @@ final class FinishingJob: Sendable {
 
     func start() {
         guard !outcomes.isEmpty else { return recorded() }
-        record(retryingAfter: JobProcessor.firstStoreRetry)
+        record(retryingAfter: .store)
     }
 
-    private func record(retryingAfter delay: Duration) {
+    private func record(retryingAfter wait: RetryWait) {
         processor.store.record(outcomes) { [self] error in
             guard let error else {
                 processor.storeAnswered()
                 return recorded()
             }
             processor.storeFailed(error)
-            again(after: delay) { [self] in record(retryingAfter: min(delay * 2, JobProcessor.longestStoreRetry)) }
+            again(after: wait) { [self] in record(retryingAfter: wait.next) }
         }
     }
 
@@ -111,7 +107,7 @@ final class FinishingJob: Sendable {
             let publishing = Publishing(
                 publications: publications, handedOff: handedOff, recordedAt: .now, producerSpan: producerSpan,
                 records: publisher.records(for: publications, encoded: outcomes, traceHeaders: traceHeaders))
-            publish(publishing, with: publisher, retryingAfter: Self.firstPublishRetry)
+            publish(publishing, with: publisher, retryingAfter: .publish)
         }
     }
 
@@ -124,7 +120,7 @@ final class FinishingJob: Sendable {
         let records: [KafkaRecord]
     }
 
-    private func publish(_ publishing: Publishing, with publisher: OutcomePublisher, retryingAfter delay: Duration) {
+    private func publish(_ publishing: Publishing, with publisher: OutcomePublisher, retryingAfter wait: RetryWait) {
         publisher.producer.send(publishing.records) { [self] result in
             switch result {
             case .success:
@@ -132,8 +128,8 @@ final class FinishingJob: Sendable {
                 end(.acknowledged(publishing.publications, handedOff: publishing.handedOff, recordedAt: publishing.recordedAt))
             case .failure(let error):
                 publisher.failed(error)
-                again(after: delay) { [self] in
-                    publish(publishing, with: publisher, retryingAfter: min(delay * 2, Self.longestPublishRetry))
+                again(after: wait) { [self] in
+                    publish(publishing, with: publisher, retryingAfter: wait.next)
                 } orElse: {
                     publishing.producerSpan?.setStatus(SpanStatus(code: .error))
                     publishing.producerSpan?.end()
@@ -142,14 +138,14 @@ final class FinishingJob: Sendable {
         }
     }
 
-    /// After a failure: `step` again once `delay` passed, or the job abandoned when `givingUp` says so (then `orElse` first).
-    private func again(after delay: Duration, _ step: @escaping @Sendable () -> Void, orElse: () -> Void = {}) {
+    /// After a failure: `step` again once `wait` passed, or the job abandoned when `givingUp` says so (then `orElse` first).
+    private func again(after wait: RetryWait, _ step: @escaping @Sendable () -> Void, orElse: () -> Void = {}) {
         guard !givingUp() else {
             orElse()
             return abandon()
         }
         Task { [givingUp] in
-            await Self.pause(for: delay, unless: givingUp)
+            await Self.pause(for: wait.duration, unless: givingUp)
             step()
         }
     }
@@ -163,11 +159,15 @@ final class FinishingJob: Sendable {
 
     private func end(_ ending: JobFinishing.Ending) {
         guard case .publish(_, let span, let done) = next else { return }
-        if let span {
-            if case .abandoned = ending { span.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later")) }
-            span.end()
-        }
+        Self.end(span, ending)
         done(ending)
+    }
+
+    /// Ends the job's span, if it has one: an error when the job was abandoned.
+    static func end(_ span: (any Span)?, _ ending: JobFinishing.Ending) {
+        guard let span else { return }
+        if case .abandoned = ending { span.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later")) }
+        span.end()
     }
 
     /// Waits `duration`, ending early (within 100 ms) once `givingUp` says so.

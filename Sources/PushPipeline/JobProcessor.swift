@@ -395,10 +395,6 @@ public final class JobProcessor: Sendable {
         FinishingJob(processor: self, processed: processed, trace: trace, givingUp: givingUp, next: .report(done)).start()
     }
 
-    /// The wait after a store operation failed, doubling from the first to the longest.
-    static let firstStoreRetry = Duration.milliseconds(100)
-    static let longestStoreRetry = Duration.seconds(2)
-
     private func logFinished(_ outcome: Outcome) {
         metrics.finished(outcome)
         guard logger.logLevel <= .info else { return }
@@ -414,7 +410,7 @@ public final class JobProcessor: Sendable {
     /// nil when a stop cancels the wait.
     @inline(never)
     func withStore<T: Sendable>(_ operation: @Sendable () async throws -> T) async -> T? {
-        var backoff = Self.firstStoreRetry
+        var wait = RetryWait.store
         while true {
             do {
                 let value = try await operation()
@@ -422,8 +418,8 @@ public final class JobProcessor: Sendable {
                 return value
             } catch {
                 storeFailed(error)
-                do { try await Task.sleep(for: backoff) } catch { return nil }
-                backoff = min(backoff * 2, Self.longestStoreRetry)
+                do { try await Task.sleep(for: wait.duration) } catch { return nil }
+                wait = wait.next
             }
         }
     }
