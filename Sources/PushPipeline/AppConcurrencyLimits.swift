@@ -21,71 +21,95 @@ import Synchronization
 /// Two ways to wait share these queues: `reserve`, for a consumed job before its task exists (the
 /// waiting job is then a value in the queue, not a suspended task), and `acquire`, for a task
 /// already running (a job with several targets, a retry), which counts as parked while it waits
-/// for either.
+/// for either. The pipeline keeps the queues under its own lock (`SlotQueuesHost`), so a job's
+/// admission, its slots and its parking change together.
 public final class AppConcurrencyLimits: Sendable {
-    private struct Waiter: SlotWaiter, Sendable {
+    struct Waiter: SlotWaiter, Sendable {
         let id: UInt64
         let scope: DeliveryScope
         let lane: Lane
         /// Who waits: told outside the lock (one value per waiter, no closure made for each thing it may be told).
         let party: Party
 
-        /// Resumes a task taken out of its queue without its slots (a reservation taken out is its owner's to handle).
+        /// Resumes a task taken out of its queue without its slots (a reservation taken out is its host's to handle).
         func resumeTask(_ wait: SlotWait) {
             if case .task(let continuation) = party { continuation.resume(returning: wait) }
         }
     }
 
-    private enum Party: Sendable {
-        /// A reservation made before its job's task exists: told when both slots are handed over (a job's
-        /// slot of its app's first, when its endpoint's is still taken: `waitsForEndpoint`).
-        case reservation(@Sendable (ReservationEvent) -> Void)
+    enum Party: Sendable {
+        /// A job waiting as a value before its task exists (`reserve`): the host of the queues takes its turns in
+        /// under the same lock (`SlotQueuesHost`).
+        case reservation
         /// A task suspended in `acquire`.
         case task(CheckedContinuation<SlotWait, Never>)
     }
+
+    typealias Queues = SlotQueues<Waiter>
+    typealias Turn = Queues.Action
 
     /// The answer to `reserve`.
     enum Reservation {
         /// Both slots are held now.
         case granted(AppSlot)
-        /// The app's slot is not free: `notify` will be told `.granted`, and `.waitsForEndpoint` before
-        /// that if the app's slot comes before the endpoint's, unless the ticket is withdrawn first.
+        /// The app's slot is not free: the job waits in its queue as `ticket`.
         case waitingForApp(ticket: UInt64)
-        /// The app's slot is held, the endpoint's is not free: `notify` will be told `.granted`, unless
-        /// the ticket is withdrawn first.
+        /// The app's slot is held, the endpoint's is not free: the job waits in the endpoint's queue as `ticket`.
         case waitingForEndpoint(ticket: UInt64)
     }
 
     public let limit: Int
+    private let endpointLimit: LaneCapacity?
     private let metrics: PipelineMetrics
-    private let state: Locked<SlotQueues<Waiter>>
+    private let host = AtomicLazyReference<HostReference>()
 
     /// - Parameter endpointLimit: slots per endpoint, of which normal requests leave a tenth (at least one) to urgent
     ///   ones, as the transport leaves a tenth of its streams; nil: scopes share none.
     public init(limit: Int, endpointLimit: Int? = nil, metrics: PipelineMetrics) {
         self.limit = max(1, limit)
-        state = Locked(SlotQueues(endpointLimit: endpointLimit.map { LaneCapacity(total: $0) }))
+        self.endpointLimit = endpointLimit.map { LaneCapacity(total: $0) }
         self.metrics = metrics
     }
 
-    private func limit(of key: DeliveryScope) -> Int { key.inFlightLimit.map { max(1, $0) } ?? limit }
+    /// Empty queues for a host to keep.
+    func makeQueues() -> Queues { Queues(endpointLimit: endpointLimit) }
 
-    private func carryOut(_ actions: [SlotQueues<Waiter>.Action]) {
-        for action in actions {
-            switch action {
+    /// Keeps the queues under `host`'s lock from now on. Called once, before any slot is asked for (the pipeline, as it
+    /// is made): without it the queues have a lock of their own.
+    func keepQueues(in host: some SlotQueuesHost) {
+        let reference = HostReference(pipeline: host, endpointLimit: endpointLimit)
+        precondition(self.host.storeIfNil(reference) === reference, "the app slot queues already have a host")
+    }
+
+    private var queuesHost: HostReference {
+        if let host = host.load() { return host }
+        return host.storeIfNil(HostReference(own: OwnLock(makeQueues())))
+    }
+
+    /// Runs `change` under the queues' lock, then carries out the turns of the waiters it moved on.
+    private func withQueues<Result>(_ change: (inout Queues) -> (Result, [Turn])) -> Result {
+        let (result, turns) = queuesHost.withQueues(change)
+        carryOut(turns)
+        return result
+    }
+
+    /// Resumes the tasks granted their slots and counts the waits moved on to an endpoint; a reservation's grant was
+    /// taken in by the host under its lock.
+    func carryOut(_ turns: [Turn]) {
+        for turn in turns {
+            switch turn {
             case .granted(let waiter):
-                switch waiter.party {
-                case .reservation(let notify): notify(.granted(AppSlot(scope: waiter.scope, limits: self)))
-                case .task(let continuation): continuation.resume(returning: .granted)
-                }
+                if case .task(let continuation) = waiter.party { continuation.resume(returning: .granted) }
             case .waitsForEndpoint(let waiter):
                 metrics.endpointConcurrencyLimited(waiter.scope)
-                if case .reservation(let notify) = waiter.party { notify(.waitsForEndpoint) }
             }
         }
     }
 
-    private func countWait(_ stage: SlotQueues<Waiter>.Stage, of key: DeliveryScope) {
+    private func limit(of key: DeliveryScope) -> Int { key.inFlightLimit.map { max(1, $0) } ?? limit }
+
+    /// Counts a request that had to wait.
+    func countWait(_ stage: Queues.Stage, of key: DeliveryScope) {
         switch stage {
         case .granted: break
         case .waitingForApp: metrics.appConcurrencyLimited(key)
@@ -93,42 +117,21 @@ public final class AppConcurrencyLimits: Sendable {
         }
     }
 
-    /// What a reservation that waited is told, outside any lock of this type, on the thread that freed the slot.
-    enum ReservationEvent {
-        /// Its app's slot came before its endpoint's, which it waits for now.
-        case waitsForEndpoint
-        /// Both slots are its own now.
-        case granted(AppSlot)
-    }
-
-    /// Takes a slot of `key` (and of its endpoint) if free; otherwise queues the reservation, which
-    /// `notify` tells when it moves on to wait for its endpoint and when it is granted (unless it is
-    /// withdrawn first). Never suspends: the caller keeps the waiting job as a value.
-    func reserve(_ key: DeliveryScope, lane: Lane, notify: @escaping @Sendable (ReservationEvent) -> Void) -> Reservation {
+    /// Under the host's lock, for a job that has no task yet: takes a slot of `key` (and of its endpoint) if free, or
+    /// queues the job, whose turns the host takes in as they come. Never suspends, counts nothing (`countWait`).
+    func reserve(_ key: DeliveryScope, lane: Lane, in queues: inout Queues) -> Reservation {
         let appLimit = limit(of: key)
-        let answer = state.withLock { state -> (SlotQueues<Waiter>.Stage, UInt64) in
-            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return (.granted, 0) }
-            let id = state.nextID()
-            let waiter = Waiter(id: id, scope: key, lane: lane, party: .reservation(notify))
-            return (state.enter(waiter, appLimit: appLimit), id)
-        }
-        countWait(answer.0, of: key)
-        switch answer.0 {
+        if queues.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return .granted(AppSlot(scope: key, limits: self)) }
+        let ticket = queues.nextID()
+        switch queues.enter(Waiter(id: ticket, scope: key, lane: lane, party: .reservation), appLimit: appLimit) {
         case .granted: return .granted(AppSlot(scope: key, limits: self))
-        case .waitingForApp: return .waitingForApp(ticket: answer.1)
-        case .waitingForEndpoint: return .waitingForEndpoint(ticket: answer.1)
+        case .waitingForApp: return .waitingForApp(ticket: ticket)
+        case .waitingForEndpoint: return .waitingForEndpoint(ticket: ticket)
         }
     }
 
-    /// Takes these reservations out of their queues; returns the tickets that were still waiting
-    /// (their `notify` is never told `.granted`). A ticket not returned was granted already. A
-    /// reservation that waited for its endpoint gives its app slot back.
-    func withdraw(_ tickets: Set<UInt64>) -> Set<UInt64> {
-        guard !tickets.isEmpty else { return [] }
-        let (withdrawn, actions) = state.withLock { $0.withdraw(tickets) }
-        carryOut(actions)
-        return Set(withdrawn.map(\.id))
-    }
+    /// Under the host's lock: the slots of a reservation granted its turn.
+    func slot(grantedTo waiter: Waiter) -> AppSlot { AppSlot(scope: waiter.scope, limits: self) }
 
     /// How a wait for a slot ended.
     enum SlotWait: Sendable, Equatable {
@@ -151,9 +154,8 @@ public final class AppConcurrencyLimits: Sendable {
     @inline(never)
     func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?, until deadline: ContinuousClock.Instant?) async -> SlotWait {
         let appLimit = limit(of: key)
-        let id: UInt64? = state.withLock { state in
-            if state.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return nil }
-            return state.nextID()
+        let id: UInt64? = withQueues { queues in
+            (queues.takeBothIfFree(key, lane: lane, appLimit: appLimit) ? nil : queues.nextID(), [])
         }
         guard let id else { return .granted }
         if let deadline, deadline <= .now { return .timedOut }
@@ -164,10 +166,10 @@ public final class AppConcurrencyLimits: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<SlotWait, Never>) in
                 let waiter = Waiter(id: id, scope: key, lane: lane, party: .task(continuation))
-                let stage = state.withLock { state -> SlotQueues<Waiter>.Stage? in
+                let stage = withQueues { queues -> (Queues.Stage?, [Turn]) in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.
-                    if Task.isCancelled { return nil }
-                    return state.enter(waiter, appLimit: appLimit)
+                    if Task.isCancelled { return (nil, []) }
+                    return (queues.enter(waiter, appLimit: appLimit), [])
                 }
                 guard let stage else { return continuation.resume(returning: .cancelled) }
                 countWait(stage, of: key)
@@ -188,25 +190,73 @@ public final class AppConcurrencyLimits: Sendable {
     /// Takes a waiting `acquire` out of the queue it is in (giving back the app slot it holds if it waited for its
     /// endpoint); nil when it is in none (granted, or taken out already).
     private func takeOut(_ id: UInt64, of key: DeliveryScope) -> Waiter? {
-        guard let (waiter, actions) = state.withLock({ $0.remove(id, of: key) }) else { return nil }
-        carryOut(actions)
-        return waiter
+        withQueues { queues in
+            guard let (waiter, turns) = queues.remove(id, of: key) else { return (nil, []) }
+            return (waiter, turns)
+        }
     }
 
     /// Frees a slot: hands it (and its endpoint's) to the next waiters, if any.
     func release(_ key: DeliveryScope) {
-        carryOut(state.withLock { $0.release(key) })
+        withQueues { queues in ((), queues.release(key)) }
     }
 
     /// Requests running in that scope, for tests.
     func running(_ scope: DeliveryScope) -> Int {
-        state.withLock { $0.running(scope) }
+        withQueues { queues in (queues.running(scope), []) }
     }
 
     /// Requests running in that endpoint, for tests.
     func running(endpoint: String) -> Int {
-        state.withLock { $0.running(endpoint: endpoint) }
+        withQueues { queues in (queues.running(endpoint: endpoint), []) }
     }
+
+    /// The queues' host, for `AtomicLazyReference`, which keeps objects of one class. A pipeline is held weakly (it holds
+    /// these limits); once it is gone, what is left is changed in empty queues, where every slot is free.
+    private final class HostReference: Sendable {
+        private let own: OwnLock?
+        private weak let pipeline: (any SlotQueuesHost)?
+        private let endpointLimit: LaneCapacity?
+
+        init(own: OwnLock) {
+            self.own = own
+            pipeline = nil
+            endpointLimit = nil
+        }
+
+        init(pipeline: some SlotQueuesHost, endpointLimit: LaneCapacity?) {
+            own = nil
+            self.pipeline = pipeline
+            self.endpointLimit = endpointLimit
+        }
+
+        func withQueues<Result>(_ change: (inout Queues) -> (Result, [Turn])) -> (Result, [Turn]) {
+            if let host = own ?? pipeline { return host.withQueues(change) }
+            var queues = Queues(endpointLimit: endpointLimit)
+            return change(&queues)
+        }
+    }
+
+    /// The queues under a lock of their own, with no reservations (no pipeline runs).
+    private final class OwnLock: SlotQueuesHost {
+        let queues: Locked<Queues>
+
+        init(_ queues: Queues) { self.queues = Locked(queues) }
+
+        func withQueues<Result>(_ change: (inout Queues) -> (Result, [Turn])) -> (Result, [Turn]) {
+            queues.withLock { change(&$0) }
+        }
+    }
+}
+
+/// Where the app slot queues are kept: the pipeline keeps them under its own lock, so a job that waits for its slots as a
+/// value (`AppConcurrencyLimits.reserve`) is queued, registered and parked in one hold of it, and its turn (granted, or
+/// moved on to its endpoint) is taken in under the same hold as the release that gave it.
+protocol SlotQueuesHost: AnyObject, Sendable {
+    /// Runs `change` under the host's lock and takes in the reservations' turns among those it returns; returns its
+    /// result and every turn, for `AppConcurrencyLimits.carryOut` once the lock is released.
+    func withQueues<Result>(_ change: (inout AppConcurrencyLimits.Queues) -> (Result, [AppConcurrencyLimits.Turn]))
+        -> (Result, [AppConcurrencyLimits.Turn])
 }
 
 /// A slot of one scope, reserved for a job before its task started: its first send takes it
@@ -227,9 +277,14 @@ final class AppSlot: Sendable {
         scope == self.scope && held.exchange(false, ordering: .acquiringAndReleasing)
     }
 
-    /// Frees the slot unless a send took it. Never call it under a lock a reservation's `notify` takes.
+    /// Frees the slot unless a send took it. Never call it under the queues' host's lock (`giveBack(in:)` is for that).
     func giveBack() {
         if held.exchange(false, ordering: .acquiringAndReleasing) { limits.release(scope) }
+    }
+
+    /// `giveBack` under the queues' host's lock: returns the turns of the waiters it moved on.
+    func giveBack(in queues: inout AppConcurrencyLimits.Queues) -> [AppConcurrencyLimits.Turn] {
+        held.exchange(false, ordering: .acquiringAndReleasing) ? queues.release(scope) : []
     }
 }
 

@@ -29,7 +29,6 @@ import Tracing
 /// revocation withdraws such waiting jobs at once (they never sent anything).
 public final class DeliveryPipeline: Service, Sendable {
     typealias Machine = PipelineStateMachine<JobProcessor.AdmittedJob>
-    private typealias SlotWaitRegister = SlotWaits<Machine.JobID, SlotWait, AppSlot>
 
     private struct LaneTopic: Sendable {
         let lane: Lane
@@ -54,8 +53,11 @@ public final class DeliveryPipeline: Service, Sendable {
             defer { waiting.removeAll() }
             return waiting
         }
-        /// Started jobs waiting for their app's or endpoint's slot before their task exists (`AppConcurrencyLimits.reserve`).
-        var slotWaits = SlotWaitRegister()
+        /// The app and endpoint slot queues (`AppConcurrencyLimits`), kept under this lock: a job's reservation, its
+        /// wait and its parking change in one hold of it, and so does a reservation's turn with the release that gave it.
+        var slots: AppConcurrencyLimits.Queues
+        /// Started jobs waiting for their app's or endpoint's slot before their task exists, by their ticket in `slots`.
+        var slotWaits: [UInt64: SlotWait] = [:]
         /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
         var abandoning: Set<Lane> = []
         var runningThreads = 0
@@ -63,12 +65,24 @@ public final class DeliveryPipeline: Service, Sendable {
     }
 
     private struct SlotWait {
-        let ticket: UInt64
-        let topicPartition: TopicPartition
+        let id: Machine.JobID
         /// When the job stops waiting for its slot and starts anyway: its first send then takes a slot only if one
         /// is free, and is otherwise retried (`longestSlotWait`).
         let until: ContinuousClock.Instant
         let admitted: JobProcessor.AdmittedJob
+        /// It waits for its app's slot (it holds none of the lane's capacity), not for its endpoint's only.
+        var parked: Bool
+    }
+
+    /// What an admission under the shared lock leaves to do once the lock is released.
+    private struct Admission {
+        /// Jobs to start a task for, with the slots they hold, if any.
+        var launches: [(id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool)] = []
+        var woken = Set<Lane>()
+        /// Turns of the slot queues, for `AppConcurrencyLimits.carryOut` (a reservation's was taken in already).
+        var turns: [AppConcurrencyLimits.Turn] = []
+        /// Jobs that had to wait for a slot, to count.
+        var waited: [(stage: AppConcurrencyLimits.Queues.Stage, scope: DeliveryScope)] = []
     }
 
     /// The job tasks that exist, so a drain can cancel them. A task is created outside the shared
@@ -143,7 +157,8 @@ public final class DeliveryPipeline: Service, Sendable {
             lanes.append(LaneTopic(lane: .urgent, topic: urgentTopic))
         }
         laneTopics = lanes
-        shared = Locked(Shared(machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane))))
+        shared = Locked(
+            Shared(machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane)), slots: processor.appLimits.makeQueues()))
         wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
         let publisher = OutcomePublisher(
@@ -157,6 +172,7 @@ public final class DeliveryPipeline: Service, Sendable {
                 observer: observer)
         }
         self.logger = logger
+        processor.appLimits.keepQueues(in: self)
     }
 
     /// Consumed and unfinished jobs of both lanes.
@@ -258,7 +274,7 @@ public final class DeliveryPipeline: Service, Sendable {
             return shared.machine.stop()
         }
         processor.marks.stop()
-        let dropped = queued + withdrawWaiting { _, _ in true }
+        let dropped = queued + withdrawWaiting { _ in true }
         if dropped > 0 { logger.info("stopping: queued jobs left to redelivery", metadata: ["jobs": "\(dropped)"]) }
         for semaphore in wake.values { semaphore.signal() }
     }
@@ -386,11 +402,13 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Runs a state-machine event under the lock and queues the offsets it returns for their
     /// consumer thread; then starts the jobs it returns. Returns what the event returned besides.
     private func perform<Result>(_ event: (inout Shared) -> ([Machine.Action], Result)) -> Result {
-        let (starts, result) = shared.withLock { shared in
+        var admission = Admission()
+        let result = shared.withLock { shared in
             let (actions, result) = event(&shared)
-            return (Self.queueOffsets(actions, in: &shared), result)
+            admit(Self.queueOffsets(actions, in: &shared), turns: [], in: &shared, &admission)
+            return result
         }
-        begin(starts)
+        afterAdmission(admission)
         return result
     }
 
@@ -400,9 +418,7 @@ public final class DeliveryPipeline: Service, Sendable {
         var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
         for action in actions {
             switch action {
-            case .start(let id, let admitted):
-                if admitted.scope != nil { shared.slotWaits.reserve(id) }
-                starts.append((id, admitted))
+            case .start(let id, let admitted): starts.append((id, admitted))
             case .storeOffset(let lane, let topicPartition, let offset): shared.pendingOffsets[lane, default: [:]][topicPartition] = offset
             }
         }
@@ -414,96 +430,97 @@ public final class DeliveryPipeline: Service, Sendable {
         for (topicPartition, offset) in offsets ?? [:] { consumer.storeOffset(offset, for: topicPartition) }
     }
 
-    /// Starts jobs the state machine let go (decoded when consumed): each job's task starts or, when its
-    /// one target's app slot is taken, it waits for the slot as a value and is parked (which may let further jobs start); when its app's slot is free but its
-    /// endpoint's is not, it waits as a value too, in flight. The slots are reserved outside the shared lock (their
-    /// queues have a lock of their own); the jobs of one batch register their waits under one hold of it.
-    private func begin(_ starts: [(Machine.JobID, JobProcessor.AdmittedJob)]) {
-        var pending = starts
-        while !pending.isEmpty {
-            let reservations = pending.map { id, admitted in
-                admitted.scope.map { scope in
-                    processor.appLimits.reserve(scope, lane: admitted.deliveryLane) { [weak self] event in
-                        switch event {
-                        case .waitsForEndpoint: self?.noticed(.appSlotGranted, by: id)
-                        case .granted(let slot): self?.noticed(.granted(slot), by: id)
-                        }
-                    }
-                }
-            }
-            var launches: [(Machine.JobID, JobProcessor.AdmittedJob, AppSlot?)] = []
-            var abandoned: [(Machine.JobID, AppSlot)] = []
-            var withdrawing = Set<Machine.JobID>()
-            let waitUntil = ContinuousClock.now + configuration.longestSlotWait
-            let (more, woken) = shared.withLock { shared -> ([(Machine.JobID, JobProcessor.AdmittedJob)], Set<Lane>) in
-                var more: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-                var woken = Set<Lane>()
-                for ((id, admitted), reservation) in zip(pending, reservations) {
-                    guard let reservation else {
-                        launches.append((id, admitted, nil))
+    /// Under the shared lock: starts the jobs the state machine let go (decoded when consumed) and takes in the slot
+    /// queues' turns, until neither leaves anything more. A job with one target reserves its app's slot and its
+    /// endpoint's: when its app's is taken it waits for it as a value and is parked (which may let further jobs start);
+    /// when only its endpoint's is taken it waits as a value too, in flight. A reservation's turn moves it on: parked
+    /// no more once it holds its app's slot, started once it holds both. The tasks start once the lock is released
+    /// (`afterAdmission`).
+    private func admit(
+        _ starts: [(Machine.JobID, JobProcessor.AdmittedJob)], turns: [AppConcurrencyLimits.Turn], in shared: inout Shared,
+        _ admission: inout Admission
+    ) {
+        let limits = processor.appLimits
+        var starts = starts
+        var turns = turns
+        var waitUntil: ContinuousClock.Instant?
+        while !starts.isEmpty || !turns.isEmpty {
+            let taking = turns
+            turns = []
+            for turn in taking {
+                admission.turns.append(turn)
+                switch turn {
+                case .granted(let waiter):
+                    guard case .reservation = waiter.party else { continue }
+                    let slot = limits.slot(grantedTo: waiter)
+                    // A reservation that waits is registered in the hold that queued it; one that is not (or whose lane is
+                    // being stopped) gives its slots back rather than hold them for good.
+                    let registered = shared.slotWaits.removeValue(forKey: waiter.id)
+                    guard let wait = registered, !shared.abandoning.contains(wait.id.lane) else {
+                        turns += slot.giveBack(in: &shared.slots)
+                        if let registered { starts += Self.abandon(registered.id, in: &shared, &admission) }
                         continue
                     }
-                    // A lane being stopped starts nothing more: a job granted its slots gives them back, a waiting one is withdrawn.
-                    let abandoning = shared.abandoning.contains(id.lane)
-                    let registration: SlotWaitRegister.Registration
-                    switch reservation {
-                    case .granted(let slot):
-                        shared.slotWaits.grantedAtOnce(id)
-                        registration = .granted(slot)
-                    case .waitingForApp(let ticket), .waitingForEndpoint(let ticket):
-                        let wait = SlotWait(
-                            ticket: ticket, topicPartition: admitted.message.topicPartition, until: waitUntil, admitted: admitted)
-                        var forEndpoint = false
-                        if case .waitingForEndpoint = reservation { forEndpoint = true }
-                        registration = shared.slotWaits.register(id, wait, forEndpoint: forEndpoint)
-                    }
-                    switch registration {
-                    case .granted(let slot):
-                        if abandoning { abandoned.append((id, slot)) } else { launches.append((id, admitted, slot)) }
-                    case .waitingForApp:
-                        if abandoning { withdrawing.insert(id) }
-                        more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
-                        woken.formUnion(shared.wakeWaiting())
-                    case .waitingForEndpoint:
-                        // Waits for the provider's capacity, in flight (not parked), as a value.
-                        if abandoning { withdrawing.insert(id) }
-                    }
+                    if wait.parked { starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared) }
+                    admission.launches.append((wait.id, wait.admitted, slot, false))
+                case .waitsForEndpoint(let waiter):
+                    guard case .reservation = waiter.party, let wait = shared.slotWaits[waiter.id], wait.parked,
+                        !shared.abandoning.contains(wait.id.lane)
+                    else { continue }
+                    // Waits on for the provider's capacity, in flight (not parked), as a value.
+                    shared.slotWaits[waiter.id]!.parked = false
+                    starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared)
                 }
-                return (more, woken)
             }
-            for (id, admitted, slot) in launches { launch(id, admitted, slot: slot) }
-            for (id, slot) in abandoned {
-                slot.giveBack()
-                finish(id, completed: false)
+            let starting = starts
+            starts = []
+            for (id, admitted) in starting {
+                guard let scope = admitted.scope else {
+                    admission.launches.append((id, admitted, nil, false))
+                    continue
+                }
+                // A lane being stopped starts nothing more that would take a slot: such a job never sent anything and is redelivered.
+                guard !shared.abandoning.contains(id.lane) else {
+                    starts += Self.abandon(id, in: &shared, &admission)
+                    continue
+                }
+                switch limits.reserve(scope, lane: admitted.deliveryLane, in: &shared.slots) {
+                case .granted(let slot):
+                    admission.launches.append((id, admitted, slot, false))
+                case .waitingForApp(let ticket):
+                    admission.waited.append((.waitingForApp, scope))
+                    if waitUntil == nil { waitUntil = .now + configuration.longestSlotWait }
+                    shared.slotWaits[ticket] = SlotWait(id: id, until: waitUntil!, admitted: admitted, parked: true)
+                    starts += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
+                    admission.woken.formUnion(shared.wakeWaiting())
+                case .waitingForEndpoint(let ticket):
+                    admission.waited.append((.waitingForEndpoint, scope))
+                    if waitUntil == nil { waitUntil = .now + configuration.longestSlotWait }
+                    shared.slotWaits[ticket] = SlotWait(id: id, until: waitUntil!, admitted: admitted, parked: false)
+                }
             }
-            if !withdrawing.isEmpty { withdrawWaiting { id, _ in withdrawing.contains(id) } }
-            for lane in woken { wake[lane]?.signal() }
-            pending = more
         }
     }
 
-    /// A notice of a job's slot reservation: a parked job that got its app's slot waits on for its endpoint's, in
-    /// flight again; one whose slots were both handed to it starts (unless its lane is being stopped).
-    private func noticed(_ notice: SlotWaitRegister.Notice, by id: Machine.JobID) {
-        var granted: (SlotWait, AppSlot)?
-        var unclaimed: AppSlot?
-        let more = shared.withLock { shared -> [(Machine.JobID, JobProcessor.AdmittedJob)]? in
-            let action = shared.slotWaits.notice(notice, for: id)
-            if case .start(let wait, let slot) = action { granted = (wait, slot) }
-            if case .giveBack(let slot) = action { unclaimed = slot }
-            if case .none = action { return [] }
-            if unclaimed != nil { return [] }
-            guard !shared.abandoning.contains(id.lane) else { return nil }
-            return Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared)
+    /// Under the shared lock: the job ends unfinished (it never sent anything, and is redelivered); returns the jobs
+    /// this lets start.
+    private static func abandon(
+        _ id: Machine.JobID, in shared: inout Shared, _ admission: inout Admission
+    ) -> [(Machine.JobID, JobProcessor.AdmittedJob)] {
+        let starts = queueOffsets(shared.machine.finished(id, completed: false), in: &shared)
+        admission.woken.formUnion(shared.wakeWaiting())
+        return starts
+    }
+
+    /// Once the shared lock is released: the tasks granted their slots resume, the jobs admitted start, waiting lanes wake.
+    private func afterAdmission(_ admission: Admission) {
+        let limits = processor.appLimits
+        limits.carryOut(admission.turns)
+        for waited in admission.waited { limits.countWait(waited.stage, of: waited.scope) }
+        for launch in admission.launches {
+            self.launch(launch.id, launch.admitted, slot: launch.slot, slotWaitSpent: launch.slotWaitSpent)
         }
-        unclaimed?.giveBack()
-        guard let (wait, slot) = granted else { return begin(more ?? []) }
-        guard let more else {
-            slot.giveBack()
-            return finish(id, completed: false)
-        }
-        launch(id, wait.admitted, slot: slot)
-        begin(more)
+        for lane in admission.woken { wake[lane]?.signal() }
     }
 
     /// Starts the lane's jobs that waited for their slot as values past `longestSlotWait`: each task's first send
@@ -511,37 +528,46 @@ public final class DeliveryPipeline: Service, Sendable {
     /// jobs' keys nor the lane's read-ahead for longer than that.
     private func startOverdueSlotWaits(in lane: Lane) {
         let now = ContinuousClock.now
-        let overdue = shared.withLock { shared in shared.slotWaits.waits { id, wait in id.lane == lane && wait.until <= now } }
-        guard !overdue.isEmpty else { return }
-        let withdrawn = processor.appLimits.withdraw(Set(overdue.values.map(\.ticket)))
-        let starting = overdue.filter { withdrawn.contains($0.value.ticket) }
-        let (more, stopping) = shared.withLock { shared -> ([(Machine.JobID, JobProcessor.AdmittedJob)], Bool) in
-            var more: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-            shared.slotWaits.withdrawn(starting.keys)
-            // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
-            guard !shared.abandoning.contains(lane) else { return ([], true) }
-            for id in starting.keys { more += Self.queueOffsets(shared.machine.parkingChanged(id, parked: false), in: &shared) }
-            return (more, false)
+        var admission = Admission()
+        shared.withLock { shared in
+            let overdue = shared.slotWaits.filter { $0.value.id.lane == lane && $0.value.until <= now }
+            guard !overdue.isEmpty else { return }
+            let (withdrawn, turns) = shared.slots.withdraw(Set(overdue.keys))
+            var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
+            for waiter in withdrawn {
+                guard let wait = shared.slotWaits.removeValue(forKey: waiter.id) else { continue }
+                // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
+                if shared.abandoning.contains(lane) {
+                    starts += Self.abandon(wait.id, in: &shared, &admission)
+                    continue
+                }
+                if wait.parked { starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared) }
+                admission.launches.append((wait.id, wait.admitted, nil, true))
+            }
+            admit(starts, turns: turns, in: &shared, &admission)
         }
-        if stopping {
-            for id in starting.keys { finish(id, completed: false) }
-            return
-        }
-        for (id, wait) in starting { launch(id, wait.admitted, slot: nil, slotWaitSpent: true) }
-        begin(more)
+        afterAdmission(admission)
     }
 
     /// Gives up the jobs still waiting for an app slot that match (they never sent anything,
     /// so they stay uncommitted and are redelivered); returns how many.
     @discardableResult
-    private func withdrawWaiting(where matches: (Machine.JobID, SlotWait) -> Bool) -> Int {
-        let waiting = shared.withLock { shared in shared.slotWaits.waits(where: matches) }
-        guard !waiting.isEmpty else { return 0 }
-        let withdrawn = processor.appLimits.withdraw(Set(waiting.values.map(\.ticket)))
-        let ids = waiting.filter { withdrawn.contains($0.value.ticket) }.map(\.key)
-        shared.withLock { shared in shared.slotWaits.withdrawn(ids) }
-        for id in ids { finish(id, completed: false) }
-        return ids.count
+    private func withdrawWaiting(where matches: (SlotWait) -> Bool) -> Int {
+        var admission = Admission()
+        let count = shared.withLock { shared -> Int in
+            let waiting = shared.slotWaits.filter { matches($0.value) }
+            guard !waiting.isEmpty else { return 0 }
+            let (withdrawn, turns) = shared.slots.withdraw(Set(waiting.keys))
+            var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
+            for waiter in withdrawn {
+                guard let wait = shared.slotWaits.removeValue(forKey: waiter.id) else { continue }
+                starts += Self.abandon(wait.id, in: &shared, &admission)
+            }
+            admit(starts, turns: turns, in: &shared, &admission)
+            return withdrawn.count
+        }
+        afterAdmission(admission)
+        return count
     }
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
@@ -635,7 +661,7 @@ public final class DeliveryPipeline: Service, Sendable {
             processor.marks.revoked(partitions)
             _ = shared.withLock { $0.machine.revoking(partitions, in: lane) }
             let revoked = Set(partitions)
-            withdrawWaiting { id, wait in id.lane == lane && revoked.contains(wait.topicPartition) }
+            withdrawWaiting { wait in wait.id.lane == lane && revoked.contains(wait.admitted.message.topicPartition) }
             let deadline = ContinuousClock.now + configuration.revocationGrace
             while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane, partitions: partitions) > 0 }) {}
             let (abandoned, consumer, offsets) = shared.withLock { shared in
@@ -688,5 +714,23 @@ public final class DeliveryPipeline: Service, Sendable {
             let cancelDeadline = ContinuousClock.now + .seconds(2)
             while waitForJobs(in: lane, until: cancelDeadline, while: { $0.running(in: lane) > 0 }) {}
         }
+    }
+}
+
+extension DeliveryPipeline: SlotQueuesHost {
+    func withQueues<Result>(_ change: (inout AppConcurrencyLimits.Queues) -> (Result, [AppConcurrencyLimits.Turn]))
+        -> (Result, [AppConcurrencyLimits.Turn])
+    {
+        var admission = Admission()
+        let result = shared.withLock { shared in
+            let (result, turns) = change(&shared.slots)
+            admit([], turns: turns, in: &shared, &admission)
+            return result
+        }
+        // The caller carries the turns out (`AppConcurrencyLimits.carryOut`).
+        let turns = admission.turns
+        admission.turns = []
+        afterAdmission(admission)
+        return (result, turns)
     }
 }

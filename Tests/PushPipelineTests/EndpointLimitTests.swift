@@ -5,6 +5,69 @@ import Testing
 import TestSupport
 @testable import PushPipeline
 
+/// Reservations made the way the pipeline makes them: the queues kept under this host's lock, each reservation's turns
+/// taken in there and recorded by name.
+final class SlotReservations: SlotQueuesHost {
+    private struct State {
+        var queues: AppConcurrencyLimits.Queues
+        var names: [UInt64: String] = [:]
+        var granted: [String: AppSlot] = [:]
+        var movedToEndpoint: [String] = []
+    }
+
+    let limits: AppConcurrencyLimits
+    private let state: Locked<State>
+
+    init(_ limits: AppConcurrencyLimits) {
+        self.limits = limits
+        state = Locked(State(queues: limits.makeQueues()))
+        limits.keepQueues(in: self)
+    }
+
+    var granted: [String: AppSlot] { state.withLock { $0.granted } }
+    var movedToEndpoint: [String] { state.withLock { $0.movedToEndpoint } }
+
+    func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal) -> AppConcurrencyLimits.Reservation {
+        state.withLock { state in
+            let reservation = limits.reserve(scope, lane: lane, in: &state.queues)
+            switch reservation {
+            case .granted: break
+            case .waitingForApp(let ticket), .waitingForEndpoint(let ticket): state.names[ticket] = name
+            }
+            return reservation
+        }
+    }
+
+    /// Takes these reservations out of their queues; returns those that were still waiting.
+    func withdraw(_ tickets: Set<UInt64>) -> Set<UInt64> {
+        let (withdrawn, turns) = withQueues { queues in
+            let (withdrawn, turns) = queues.withdraw(tickets)
+            return (Set(withdrawn.map(\.id)), turns)
+        }
+        limits.carryOut(turns)
+        return withdrawn
+    }
+
+    func withQueues<Result>(_ change: (inout AppConcurrencyLimits.Queues) -> (Result, [AppConcurrencyLimits.Turn]))
+        -> (Result, [AppConcurrencyLimits.Turn])
+    {
+        state.withLock { state in
+            let (result, turns) = change(&state.queues)
+            for turn in turns {
+                switch turn {
+                case .granted(let waiter):
+                    guard case .reservation = waiter.party, let name = state.names.removeValue(forKey: waiter.id) else { continue }
+                    state.granted[name] = limits.slot(grantedTo: waiter)
+                case .waitsForEndpoint(let waiter):
+                    guard case .reservation = waiter.party, let name = state.names[waiter.id] else { continue }
+                    state.movedToEndpoint.append(name)
+                }
+            }
+            return (result, turns)
+        }
+    }
+}
+
 /// Scopes (apps) whose requests share one provider endpoint's connections share its slots too.
 @Suite("Endpoint limits: requests beyond what an endpoint's connections carry wait as values")
 struct EndpointLimitTests {
@@ -13,40 +76,22 @@ struct EndpointLimitTests {
         DeliveryScope(provider: .proxy, key: app, endpoint: endpoint)
     }
 
-    /// Records what each reservation was told.
-    private final class Tickets: Sendable {
-        private let state = Mutex<(granted: [String: AppSlot], movedToEndpoint: [String])>(([:], []))
-        var granted: [String: AppSlot] { state.withLock { $0.granted } }
-        var movedToEndpoint: [String] { state.withLock { $0.movedToEndpoint } }
-
-        func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal, in limits: AppConcurrencyLimits)
-            -> AppConcurrencyLimits.Reservation
-        {
-            limits.reserve(scope, lane: lane) { event in
-                switch event {
-                case .waitsForEndpoint: self.state.withLock { $0.movedToEndpoint.append(name) }
-                case .granted(let slot): self.state.withLock { $0.granted[name] = slot }
-                }
-            }
-        }
-    }
-
     @Test("apps that share an endpoint share its slots: a request over the endpoint's limit keeps its app slot and waits, oldest first")
     func appsShareTheirEndpointsSlots() throws {
         // Three slots, one of them kept for urgent requests: two for these normal ones.
         let limits = AppConcurrencyLimits(limit: 5, endpointLimit: 3, metrics: PipelineMetrics())
-        let tickets = Tickets()
-        guard case .granted(let first) = tickets.reserve("a1", scope("a"), in: limits),
-            case .granted(let second) = tickets.reserve("b1", scope("b"), in: limits),
-            case .waitingForEndpoint = tickets.reserve("a2", scope("a"), in: limits),
-            case .waitingForEndpoint = tickets.reserve("b2", scope("b"), in: limits)
+        let tickets = SlotReservations(limits)
+        guard case .granted(let first) = tickets.reserve("a1", scope("a")),
+            case .granted(let second) = tickets.reserve("b1", scope("b")),
+            case .waitingForEndpoint = tickets.reserve("a2", scope("a")),
+            case .waitingForEndpoint = tickets.reserve("b2", scope("b"))
         else {
             Issue.record("the endpoint's two slots were not shared by both apps")
             return
         }
         #expect(limits.running(endpoint: endpoint) == 2)
         #expect(limits.running(scope("a")) == 2, "a request waiting for its endpoint holds its app's slot")
-        guard case .granted(let elsewhere) = tickets.reserve("c1", scope("c", endpoint: "https://other.example"), in: limits) else {
+        guard case .granted(let elsewhere) = tickets.reserve("c1", scope("c", endpoint: "https://other.example")) else {
             Issue.record("another endpoint's request waited")
             return
         }
@@ -64,11 +109,11 @@ struct EndpointLimitTests {
     @Test("a request parked on its app's limit gets the app slot first and then waits for the endpoint, told once, urgent before normal")
     func parkedRequestMovesOnToItsEndpoint() throws {
         let limits = AppConcurrencyLimits(limit: 1, endpointLimit: 1, metrics: PipelineMetrics())
-        let tickets = Tickets()
-        guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
-            case .waitingForApp = tickets.reserve("a2", scope("a"), in: limits),
-            case .waitingForEndpoint = tickets.reserve("b1", scope("b"), in: limits),
-            case .waitingForEndpoint = tickets.reserve("c1", scope("c"), lane: .urgent, in: limits)
+        let tickets = SlotReservations(limits)
+        guard case .granted(let a1) = tickets.reserve("a1", scope("a")),
+            case .waitingForApp = tickets.reserve("a2", scope("a")),
+            case .waitingForEndpoint = tickets.reserve("b1", scope("b")),
+            case .waitingForEndpoint = tickets.reserve("c1", scope("c"), lane: .urgent)
         else {
             Issue.record("unexpected first answers")
             return
@@ -89,16 +134,16 @@ struct EndpointLimitTests {
     @Test("normal requests leave a tenth of an endpoint's slots to urgent ones: a call finds a slot while messages fill the rest")
     func urgentRequestsHaveAShareOfTheEndpoint() throws {
         let limits = AppConcurrencyLimits(limit: 100, endpointLimit: 10, metrics: PipelineMetrics())
-        let tickets = Tickets()
+        let tickets = SlotReservations(limits)
         for index in 0..<9 {
-            guard case .granted = tickets.reserve("m\(index)", scope("chat"), in: limits) else {
+            guard case .granted = tickets.reserve("m\(index)", scope("chat")) else {
                 Issue.record("message \(index) of the normal share waited")
                 return
             }
         }
-        guard case .waitingForEndpoint = tickets.reserve("m9", scope("chat"), in: limits),
-            case .granted(let call) = tickets.reserve("call", scope("voip"), lane: .urgent, in: limits),
-            case .waitingForEndpoint = tickets.reserve("call2", scope("voip"), lane: .urgent, in: limits)
+        guard case .waitingForEndpoint = tickets.reserve("m9", scope("chat")),
+            case .granted(let call) = tickets.reserve("call", scope("voip"), lane: .urgent),
+            case .waitingForEndpoint = tickets.reserve("call2", scope("voip"), lane: .urgent)
         else {
             Issue.record("the urgent share was not kept for urgent requests")
             return
@@ -113,19 +158,19 @@ struct EndpointLimitTests {
     @Test("withdrawing a request that waits for its endpoint gives its app slot to the app's next request, never to one withdrawn with it")
     func withdrawingGivesTheAppSlotOn() throws {
         let limits = AppConcurrencyLimits(limit: 1, endpointLimit: 1, metrics: PipelineMetrics())
-        let tickets = Tickets()
-        guard case .granted(let a1) = tickets.reserve("a1", scope("a"), in: limits),
-            case .waitingForEndpoint(let b1) = tickets.reserve("b1", scope("b"), in: limits),
-            case .waitingForApp(let b2) = tickets.reserve("b2", scope("b"), in: limits),
-            case .waitingForApp(let b3) = tickets.reserve("b3", scope("b"), in: limits)
+        let tickets = SlotReservations(limits)
+        guard case .granted(let a1) = tickets.reserve("a1", scope("a")),
+            case .waitingForEndpoint(let b1) = tickets.reserve("b1", scope("b")),
+            case .waitingForApp(let b2) = tickets.reserve("b2", scope("b")),
+            case .waitingForApp(let b3) = tickets.reserve("b3", scope("b"))
         else {
             Issue.record("unexpected first answers")
             return
         }
-        #expect(limits.withdraw([b1, b2]) == [b1, b2])
+        #expect(tickets.withdraw([b1, b2]) == [b1, b2])
         #expect(tickets.movedToEndpoint == ["b3"], "b1's app slot went to b3, which now waits for the endpoint")
         #expect(limits.running(scope("b")) == 1)
-        #expect(limits.withdraw([b3]) == [b3])
+        #expect(tickets.withdraw([b3]) == [b3])
         #expect(limits.running(scope("b")) == 0)
         a1.giveBack()
         #expect(tickets.granted.isEmpty)
@@ -152,11 +197,12 @@ struct EndpointLimitTests {
 
     @Test("scopes without an endpoint, and workers without an endpoint limit, are bounded by the app limit only")
     func noEndpointNoSharedBound() {
-        let shared = AppConcurrencyLimits(limit: 3, endpointLimit: 1, metrics: PipelineMetrics())
         let unlimited = AppConcurrencyLimits(limit: 3, metrics: PipelineMetrics())
+        let shared = SlotReservations(AppConcurrencyLimits(limit: 3, endpointLimit: 1, metrics: PipelineMetrics()))
+        let unlimitedReservations = SlotReservations(unlimited)
         for app in ["a", "b", "c"] {
-            guard case .granted = shared.reserve(scope(app, endpoint: nil), lane: .normal, notify: { _ in }),
-                case .granted = unlimited.reserve(scope(app), lane: .normal, notify: { _ in })
+            guard case .granted = shared.reserve(app, scope(app, endpoint: nil)),
+                case .granted = unlimitedReservations.reserve(app, scope(app))
             else {
                 Issue.record("a request without a shared bound waited")
                 return

@@ -231,12 +231,8 @@ extension PriorityLaneTests {
     func reservationsWaitAsValues() async throws {
         let limits = AppConcurrencyLimits(limit: 1, metrics: PipelineMetrics())
         let scope = DeliveryScope(provider: .proxy, key: "a")
-        let granted = Mutex<[String: AppSlot]>([:])
-        func reserve(_ name: String, _ lane: Lane) -> AppConcurrencyLimits.Reservation {
-            limits.reserve(scope, lane: lane) { event in
-                if case .granted(let slot) = event { granted.withLock { $0[name] = slot } }
-            }
-        }
+        let reservations = SlotReservations(limits)
+        func reserve(_ name: String, _ lane: Lane) -> AppConcurrencyLimits.Reservation { reservations.reserve(name, scope, lane: lane) }
         #expect(await limits.acquire(scope, lane: .normal, parking: nil))
         guard case .waitingForApp(let normal) = reserve("normal", .normal), case .waitingForApp(let urgent) = reserve("urgent", .urgent),
             case .waitingForApp(let withdrawn) = reserve("withdrawn", .normal)
@@ -244,22 +240,22 @@ extension PriorityLaneTests {
             Issue.record("a reservation took a slot held by a running request")
             return
         }
-        #expect(limits.withdraw([withdrawn]) == [withdrawn])
+        #expect(reservations.withdraw([withdrawn]) == [withdrawn])
         limits.release(scope)
-        let urgentSlot = try #require(granted.withLock { $0["urgent"] }, "the urgent reservation goes first")
-        #expect(granted.withLock { $0["normal"] } == nil)
+        let urgentSlot = try #require(reservations.granted["urgent"], "the urgent reservation goes first")
+        #expect(reservations.granted["normal"] == nil)
         #expect(urgentSlot.take(for: scope))
         #expect(!urgentSlot.take(for: scope), "a reserved slot serves one send")
         urgentSlot.giveBack()
         #expect(limits.running(scope) == 1, "giving back a slot already taken frees nothing")
         limits.release(scope)
-        let normalSlot = try #require(granted.withLock { $0["normal"] })
-        #expect(limits.withdraw([normal, urgent]).isEmpty, "granted reservations cannot be withdrawn")
+        let normalSlot = try #require(reservations.granted["normal"])
+        #expect(reservations.withdraw([normal, urgent]).isEmpty, "granted reservations cannot be withdrawn")
         #expect(!normalSlot.take(for: DeliveryScope(provider: .proxy, key: "b")), "a slot is taken only for its own scope")
         normalSlot.giveBack()
         normalSlot.giveBack()
         #expect(limits.running(scope) == 0)
-        #expect(granted.withLock { $0["withdrawn"] } == nil)
+        #expect(reservations.granted["withdrawn"] == nil)
         guard case .granted(let free) = reserve("free", .normal) else {
             Issue.record("a free slot was not granted at once")
             return
