@@ -28,7 +28,7 @@ public final class AppConcurrencyLimits: Sendable {
         let id: UInt64
         let scope: DeliveryScope
         let lane: Lane
-        /// Who waits: told outside the lock (one value per waiter, no closure made for each thing it may be told).
+        /// Who waits: a task, resumed once the lock is released, or a reservation, taken in by the queues' host under it.
         let party: Party
 
         /// Resumes a task taken out of its queue without its slots (a reservation taken out is its host's to handle).

@@ -9,7 +9,7 @@ protocol SlotWaiter {
 
 /// The app slots and endpoint slots of `AppConcurrencyLimits` as one value, with no locks, no I/O and no
 /// closures: events in (a request asks for its slots, frees them, leaves its queue), actions out (the waiters
-/// to tell, once the caller released its lock).
+/// it moved on, for the caller to take in or tell).
 ///
 /// A request takes its app's (scope's) slot and then, when its scope shares an endpoint, the endpoint's. Each
 /// queue is urgent first, then oldest first; normal requests leave the endpoint's reserved part to urgent ones
@@ -17,7 +17,7 @@ protocol SlotWaiter {
 /// Scopes and endpoints are forgotten as soon as nothing runs or waits in them, so the maps keyed by them hold
 /// at most one entry per request running or waiting.
 struct SlotQueues<Waiter: SlotWaiter> {
-    /// What to tell a waiter once the lock is released.
+    /// A waiter moved on.
     enum Action {
         /// Both slots are its own now.
         case granted(Waiter)

@@ -305,6 +305,46 @@ struct InMemoryPipelineTests {
         #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
     }
 
+    @Test(
+        "jobs waiting for their app's slot as values each start once as slots come free: every job sent once, each key in log order, no app beyond its limit, all committed"
+    )
+    func jobsWaitingForAppSlotsStartOnceEach() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 4])
+        let provider = RecordingProvider(pause: .milliseconds(10))
+        for index in 0..<3 {
+            for user in 0..<60 {
+                kafka.append(
+                    KafkaRecord(
+                        topic: "push.jobs", key: Array("user-\(user)".utf8),
+                        value: jobJSON(
+                            id: "job-\(user)-\(index)", userId: "user-\(user)",
+                            targets: [appTarget("b-\(user)-\(index)", app: "app-\(user % 3)")])))
+            }
+        }
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore()) {
+            $0.maximumInFlightPerApp = 2
+            $0.maximumInFlightJobs = 40
+        }
+        let running = harness.start()
+        var mostWaiting = 0
+        try await waitUntil(timeout: .seconds(60)) {
+            mostWaiting = max(mostWaiting, harness.pipeline.jobsWaitingForAppSlot)
+            return outcomeJobIds(kafka).count == 180
+        }
+        let waitingAtTheEnd = harness.pipeline.jobsWaitingForAppSlot
+        try await harness.stop(running)
+
+        #expect(provider.deliveries == 180, "each job sent once")
+        for user in 0..<60 {
+            #expect(provider.order["user-\(user)"] == (0..<3).map { "job-\(user)-\($0)" })
+        }
+        #expect(provider.mostAtOnceOverall <= 6, "three apps, two slots each: \(provider.mostAtOnceOverall) sent at once")
+        #expect(mostWaiting > 0, "jobs waited for their app's slot")
+        #expect(waitingAtTheEnd == 0)
+        #expect(Set(outcomeJobIds(kafka)).count == 180)
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+    }
+
     @Test("a rebalance hands back what was not committed: jobs held past the grace are consumed again and nothing is lost")
     func rebalanceRedelivers() async throws {
         let kafka = InMemoryKafka(topics: ["push.jobs": 2])
