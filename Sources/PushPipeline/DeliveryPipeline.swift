@@ -571,18 +571,11 @@ public final class DeliveryPipeline: Service, Sendable {
     }
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
-    private func launch(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool = false) {
-        let task = start(id, admitted, slot: slot, slotWaitSpent: slotWaitSpent)
-        if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
-    }
-
-    private func start(
-        _ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?,
-        slotWaitSpent: Bool
-    ) -> Task<Void, Never> {
+    private func launch(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool) {
         let job = StartedJob(pipeline: self, id: id, admitted: admitted)
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
-        return Task(priority: id.lane == .urgent ? .high : .medium) { await job.run(slot: slot, slotWaitSpent: slotWaitSpent) }
+        let task = Task(priority: id.lane == .urgent ? .high : .medium) { await job.run(slot: slot, slotWaitSpent: slotWaitSpent) }
+        if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
     }
 
     /// A started job: its task's work, its parking changes and its ending reach the pipeline through this one object,
