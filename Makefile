@@ -1,5 +1,6 @@
 # The two commands of the README. Each installs what it needs first.
-export PATH := $(PATH):/opt/swift/usr/bin
+# .venv/bin first: scripts/install-deps.sh --test makes it, with Debian's python3-* modules and helm-sdkpy.
+export PATH := $(CURDIR)/.venv/bin:$(PATH):/opt/swift/usr/bin
 SWIFT_BUILD_FLAGS ?=
 FUZZ_SECONDS ?= 20
 

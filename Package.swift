@@ -54,6 +54,10 @@ let package = Package(
         // Core: contracts, validation, plugin API, policy. No I/O.
         .target(name: "PushCore", path: "Sources/PushCore"),
 
+        // The version (VERSION) and git revision of this build, generated on every build by the plugin.
+        .plugin(name: "BuildInfoPlugin", capability: .buildTool(), path: "Sources/BuildInfoPlugin"),
+        .target(name: "PushBuildInfo", path: "Sources/PushBuildInfo", plugins: ["BuildInfoPlugin"]),
+
         // Infrastructure.
         .target(
             name: "PushKafka",
@@ -167,7 +171,7 @@ let package = Package(
             name: "PushWorker",
             dependencies: [
                 "PushCore", "PushKafka", "PushHTTP", "PushPipeline", "PushRedis", "PushCrypto", "PushTemplates",
-                "PushPluginAPI", "PushPlugins",
+                "PushPluginAPI", "PushPlugins", "PushBuildInfo",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -204,7 +208,7 @@ let package = Package(
         .executableTarget(
             name: "push-worker",
             dependencies: [
-                "PushPlugins",
+                "PushPlugins", "PushBuildInfo",
                 "PushWorker", "PushCrypto", "PushCore", "WebPushPlugin",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -304,7 +308,7 @@ let package = Package(
             dependencies: [
                 "APNsSandbox", "FCMSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin",
                 "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates",
-                "TestSupport", "PushKafka", "PushPipeline",
+                "TestSupport", "PushKafka", "PushPipeline", "PushBuildInfo",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "OTel", package: "swift-otel"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

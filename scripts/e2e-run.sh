@@ -7,6 +7,10 @@
 source "$(dirname "$0")/e2e-lib.sh"
 fail() { echo "e2e: FAIL: $*" >&2; [ -f "$work/run.log" ] && tail -20 "$work/run.log" >&2; exit 1; }
 
+echo "e2e: --version names the VERSION file's version and the revision"
+version=$("$bin" --version)
+[[ "$version" =~ ^push-worker\ $(cat VERSION)\ \(([0-9a-f]{12}(-dirty)?|unknown)\)$ ]] || fail "unexpected --version: $version"
+
 echo "e2e: bad configuration stops start-up with one line per problem"
 set +e
 problems=$(env -i PATH="$PATH" PUSH_PROXY_URL=http://proxy.example.com PUSH_MAX_ATTEMPTS=many "$bin" run 2>&1 >/dev/null)
@@ -97,6 +101,7 @@ echo "e2e: operations endpoint: readiness, liveness and delivery counters"
 curl -s "http://127.0.0.1:$http_port/metrics" >"$work/metrics"
 grep -q '^push_deliveries_total{provider="apns",app="-",status="delivered"} 1$' "$work/metrics" || fail "metrics lack the APNs delivery: $(grep push_deliveries "$work/metrics")"
 grep -q '^push_jobs_invalid_total{code="invalid_json"} 1$' "$work/metrics" || fail "metrics lack the invalid job"
+grep -q '^push_build_info{version="'"$(cat VERSION)"'",revision="[0-9a-z-]*"} 1' "$work/metrics" || fail "metrics lack push_build_info"
 grep -q '^push_kafka_produce_rtt_milliseconds{broker="[0-9]*",quantile="0.99"} [0-9.e+-]*$' "$work/metrics" \
     || fail "metrics lack the outcome producer's round trip: $(grep push_kafka_produce "$work/metrics")"
 python3 scripts/check-observability.py "$work/metrics" || fail "the chart's alerting rules or dashboard name a metric the worker does not export"

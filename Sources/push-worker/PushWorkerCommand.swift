@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Metrics
 import Prometheus
+import PushBuildInfo
 import PushCore
 import PushCrypto
 import PushPlugins
@@ -16,6 +17,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
         commandName: "push-worker",
         abstract: "Delivers push-notification jobs from Kafka through APNs, FCM, Web Push and push-proxy plugins.",
         discussion: "The development tools (demo, bench, sandbox, kafka-mock) are the push-worker-dev executable's.",
+        version: "push-worker \(BuildInfo.description)",
         subcommands: [Run.self, Send.self, CheckConfig.self, VAPIDKeys.self, ImportTemplates.self])
 }
 
@@ -52,6 +54,7 @@ struct Run: AsyncParsableCommand {
         }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        BuildInfo.recordGauge()
         let worker = try Worker(configuration: configuration, logger: logger)
         let endpoint = configuration.operations
         let operations: OperationsServer
@@ -82,6 +85,7 @@ struct Run: AsyncParsableCommand {
         logger.info(
             "push-worker started",
             metadata: [
+                "version": "\(BuildInfo.version)", "revision": "\(BuildInfo.revision)",
                 "brokers": "\(configuration.brokers)", "group": "\(configuration.groupId)",
                 "topic": "\(configuration.pipeline.jobsTopic)",
                 "providers": "\(configuration.enabledProviders.map(\.rawValue).sorted().joined(separator: ","))",

@@ -65,6 +65,28 @@ struct JobDecoderTests {
         #expect(job.targets[3].details(ProxyTarget.self)?.tokenType == "apnsVoip")
     }
 
+    @Test("the README's job is one the worker accepts, and the outcomes it shows are of that job's targets")
+    func readmeExample() throws {
+        let readme = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md"),
+            encoding: .utf8)
+        func blocks(_ schema: String) -> [String] {
+            readme.components(separatedBy: "<!-- schema: \(schema) -->\n```json\n").dropFirst()
+                .map { $0.components(separatedBy: "\n```").first ?? "" }
+        }
+        let jobs = blocks("job")
+        #expect(jobs.count == 1)
+        let job = try decode(try #require(jobs.first))
+        let outcomes = try blocks("outcome").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:] }
+        #expect(!outcomes.isEmpty)
+        for outcome in outcomes {
+            #expect(outcome["jobId"] as? String == job.id)
+            #expect(outcome["userId"] as? String == job.userId)
+            let target = job.targets.first { $0.bindingId == outcome["bindingId"] as? String }
+            #expect(target?.provider.rawValue == outcome["provider"] as? String)
+        }
+    }
+
     @Test("every valid example decodes and every invalid example is rejected")
     func examplesAgreeWithDecoder() throws {
         for folder in ["valid", "invalid"] {
