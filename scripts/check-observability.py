@@ -3,7 +3,9 @@
 worker: `promtool check rules` accepts the rules file, `promtool test rules` passes its unit tests
 (Tests/Observability/prometheus-rules-test.yaml), and every metric a rule or a dashboard panel names is
 one the worker exports, in a /metrics scrape given as the argument (scripts/e2e-run.sh passes the one it takes
-after its jobs went through). A histogram's _bucket, _sum and _count series count as its family's."""
+after its jobs went through). A histogram's _bucket, _sum and _count series count as its family's. Every alert links
+its runbook, a section of docs/operations.md named after it; the worker exports no metric in milliseconds and no
+`quantile` label outside a summary (Prometheus's base units and label conventions)."""
 import json
 import pathlib
 import re
@@ -17,6 +19,8 @@ files = root / "charts" / "push-worker" / "files"
 rules_tests = root / "Tests" / "Observability" / "prometheus-rules-test.yaml"
 rules_file = files / "prometheus-rules.yaml"
 dashboard_file = files / "grafana-dashboard.json"
+operations = root / "docs" / "operations.md"
+runbook_base = "https://github.com/push-worker/push-worker/blob/main/docs/operations.md#"
 metric_name = re.compile(r"\bpush_[a-z0-9_]+")
 
 
@@ -65,6 +69,42 @@ def named_in_dashboard():
     return names
 
 
+def runbook_problems():
+    """Each alert's runbook_url is docs/operations.md#<alert name, lower case>, and the page has that section."""
+    problems = []
+    headings = {line[4:].strip() for line in operations.read_text().splitlines() if line.startswith("### ")}
+    for group in yaml.safe_load(rules_file.read_text())["groups"]:
+        for rule in group["rules"]:
+            alert = rule.get("alert")
+            if not alert:
+                continue
+            url = rule.get("annotations", {}).get("runbook_url")
+            if url != runbook_base + alert.lower():
+                problems.append(f"alert {alert}: runbook_url is {url!r}, expected {runbook_base + alert.lower()!r}")
+            if alert not in headings:
+                problems.append(f"alert {alert}: docs/operations.md has no '### {alert}' runbook section")
+    return problems
+
+
+def unit_problems(scrape):
+    """No family in milliseconds, no quantile label on anything but a summary."""
+    problems = []
+    types = {}
+    for line in scrape.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(maxsplit=3)
+            types[name] = kind
+    for name in sorted(types):
+        if name.endswith("_milliseconds"):
+            problems.append(f"{name} is exported in milliseconds; Prometheus metrics are in seconds")
+    for line in scrape.splitlines():
+        if line and not line.startswith("#") and 'quantile="' in line.split(" ", 1)[0]:
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            if types.get(name) != "summary":
+                problems.append(f"{name} carries a quantile label but is a {types.get(name, 'metric of no TYPE')}, not a summary")
+    return sorted(set(problems))
+
+
 def main():
     if len(sys.argv) != 2:
         raise SystemExit("usage: check-observability.py METRICS_SCRAPE_FILE")
@@ -75,7 +115,10 @@ def main():
     tests = subprocess.run(["promtool", "test", "rules", rules_tests.name], cwd=rules_tests.parent, capture_output=True, text=True)
     if tests.returncode != 0:
         problems.append(f"promtool test rules: {tests.stdout}{tests.stderr}")
-    families = exported(pathlib.Path(sys.argv[1]).read_text())
+    scrape = pathlib.Path(sys.argv[1]).read_text()
+    problems += runbook_problems()
+    problems += unit_problems(scrape)
+    families = exported(scrape)
     if not any(name.startswith("push_") for name in families):
         problems.append("the scrape holds no push_ metric at all")
     for source, names in (("rules", named_in_rules()), ("dashboard", named_in_dashboard())):
@@ -87,7 +130,7 @@ def main():
     for problem in problems:
         print(problem)
     rules = sum(len(group["rules"]) for group in yaml.safe_load(rules_file.read_text())["groups"])
-    print(f"observability: {rules} rules pass promtool's check and unit tests, every metric they and the dashboard name is exported"
+    print(f"observability: {rules} rules pass promtool's check and unit tests and link their runbooks, every metric they and the dashboard name is exported, in base units"
           if not problems else "observability: FAILED")
     sys.exit(1 if problems else 0)
 

@@ -60,6 +60,11 @@ public struct FIFOQueue<Element> {
 
     @inlinable public mutating func append(_ element: Element) { items.append(element) }
 
+    /// Calls `body` with each element, oldest first, leaving them in place.
+    @inlinable public func forEach(_ body: (Element) throws -> Void) rethrows {
+        for case let element? in items[head...] { try body(element) }
+    }
+
     /// Puts `element` before every other one.
     @inlinable public mutating func prepend(_ element: Element) {
         if head > 0 {

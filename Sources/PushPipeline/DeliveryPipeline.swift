@@ -45,6 +45,8 @@ public final class DeliveryPipeline: Service, Sendable {
         /// Paused while the shared store is unavailable.
         var paused: Set<Lane> = []
         var lastPoll: [Lane: ContinuousClock.Instant] = [:]
+        /// What each lane's reads tell of its lag, sampled every second (`sampleLaneLag`).
+        var lag: [Lane: LaneLag] = [:]
         /// Lanes whose consumer thread waits for capacity, a revocation or a drain: woken by the next finish or park.
         var waiting: Set<Lane> = []
 
@@ -222,10 +224,39 @@ public final class DeliveryPipeline: Service, Sendable {
     /// consumers left their groups. Cancellation stops it the same way (the drain is bounded by the shutdown grace).
     public func run() async throws {
         try await withTaskCancellationOrGracefulShutdownHandler {
-            try await consumeUntilStopped()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // The lag is sampled here rather than on the lanes' threads, so a lane whose thread stops shows it.
+                group.addTask { [self] in
+                    while true {
+                        sampleLaneLag()
+                        processor.metrics.ready.record(readiness.ready ? 1 : 0)
+                        try await Task.sleep(for: Self.lagSamplingInterval)
+                    }
+                }
+                defer { processor.metrics.ready.record(0) }
+                try await consumeUntilStopped()
+                group.cancelAll()
+            }
         } onCancelOrGracefulShutdown: { [self] in
             stop()
         }
+    }
+
+    /// How often each lane's lag is sampled into `push_lane_lag_seconds`, and readiness into `push_worker_ready`.
+    static let lagSamplingInterval = Duration.seconds(1)
+
+    /// Records each lane's lag (`LaneLag`: the age of the oldest message it has not started, held or unread) and
+    /// returns it (ms); a lane that has not started reading yet has none.
+    @discardableResult
+    func sampleLaneLag() -> [Lane: Int64] {
+        let now = processor.clock()
+        let lags = shared.withLock { shared in
+            shared.lag.reduce(into: [Lane: Int64]()) { lags, entry in
+                lags[entry.key] = entry.value.milliseconds(at: now, oldestHeld: shared.machine.oldestHeldTimestamp(in: entry.key))
+            }
+        }
+        for (lane, milliseconds) in lags { processor.metrics.laneLag(lane, milliseconds: milliseconds) }
+        return lags
     }
 
     private func consumeUntilStopped() async throws {
@@ -238,10 +269,14 @@ public final class DeliveryPipeline: Service, Sendable {
             consumers.append((source, consumer))
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let start = processor.clock()
             shared.withLock { shared in
                 shared.finishedRun = continuation
                 shared.runningThreads = consumers.count
-                for (source, consumer) in consumers { shared.consumers[source.lane] = consumer }
+                for (source, consumer) in consumers {
+                    shared.consumers[source.lane] = consumer
+                    shared.lag[source.lane] = LaneLag(startingAt: start)
+                }
             }
             for (source, consumer) in consumers {
                 NamedThread.start("kafka-\(source.lane.rawValue)") { [self] in
@@ -307,6 +342,7 @@ public final class DeliveryPipeline: Service, Sendable {
                     shared.machine.pausedPartitions(in: lane), Load(of: shared.machine, lane: lane)
                 )
             }
+            let pausedAll = !storeHealthy
             load.report(to: processor.metrics)
             store(offsets, in: consumer)
             if stopping { break }
@@ -330,9 +366,15 @@ public final class DeliveryPipeline: Service, Sendable {
                 _ = wake.wait(timeout: .now() + .milliseconds(100))
                 continue
             }
-            let messages = consumer.poll(maximum: min(room, Self.batchSize), timeoutMilliseconds: 100)
-            guard !messages.isEmpty else { continue }
-            consumed(messages, lane: lane)
+            let maximum = min(room, Self.batchSize)
+            let messages = consumer.poll(maximum: maximum, timeoutMilliseconds: 100)
+            // A read of a paused lane shows nothing of what waits: its lag keeps growing from its last read.
+            let read = pausedAll ? nil : Read(count: messages.count, maximum: maximum, at: processor.clock())
+            guard !messages.isEmpty else {
+                if let read { shared.withLock { $0.lag[lane]?.read(read.count, of: read.maximum, lastTimestamp: nil, at: read.at) } }
+                continue
+            }
+            consumed(messages, lane: lane, read: read)
         }
         drain(lane)
         let (offsets, load) = shared.withLock { ($0.pendingOffsets.removeValue(forKey: lane), Load(of: $0.machine, lane: lane)) }
@@ -364,17 +406,24 @@ public final class DeliveryPipeline: Service, Sendable {
         }
     }
 
-    private func consumed(_ messages: [KafkaMessage], lane: Lane) {
+    /// One poll of a lane's source, for its lag (`LaneLag`).
+    private struct Read {
+        let count: Int
+        let maximum: Int
+        let at: Int64
+    }
+
+    private func consumed(_ messages: [KafkaMessage], lane: Lane, read: Read?) {
         let metrics = processor.metrics
         let now = currentTimeMilliseconds()
-        // The gauge shows the job consumed last: one record per batch, of its last message with a timestamp.
-        if let timestamp = messages.last(where: { $0.timestamp != nil })?.timestamp {
-            metrics.laneLag(lane, milliseconds: max(now.subtracting(saturating: timestamp), 0))
-        }
         metrics.consumed.increment(by: messages.count)
         // Decoded here, outside the lock: the state machine shares the lane between the jobs' apps.
         let admitted = messages.map { processor.admit($0, lane: lane) }
-        perform { shared in (shared.machine.consumed(admitted, in: lane, at: now), ()) }
+        let lastTimestamp = messages.last(where: { $0.timestamp != nil })?.timestamp
+        perform { shared in
+            if let read { shared.lag[lane]?.read(read.count, of: read.maximum, lastTimestamp: lastTimestamp, at: read.at) }
+            return (shared.machine.consumed(admitted, in: lane, at: now), ())
+        }
     }
 
     /// The pipeline's load as its gauges show it: recorded by each lane's consumer thread once per pass of its

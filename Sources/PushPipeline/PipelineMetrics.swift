@@ -20,6 +20,8 @@ public final class PipelineMetrics: Sendable {
     let retryQueueEntries = Gauge(label: "push_retry_queue_entries")
     let retryQueueOverdue = Gauge(label: "push_retry_queue_overdue_entries")
     let storeAvailable = Gauge(label: "push_store_available")
+    /// 1 while the replica is ready (`/readyz` answers 200: both lanes joined, the store answers, not stopping), sampled every second.
+    let ready = Gauge(label: "push_worker_ready")
     let shedJobs = Counter(label: "push_jobs_shed_total")
 
     private let laneLagGauges: PerLane<Gauge>
@@ -45,7 +47,7 @@ public final class PipelineMetrics: Sendable {
 
     public init(appLabels: MetricAppLabels = MetricAppLabels()) {
         labels = Locked(appLabels)
-        laneLagGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_lag_milliseconds", dimensions: [("lane", $0.rawValue)]) }
+        laneLagGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_lag_seconds", dimensions: [("lane", $0.rawValue)]) }
         laneInFlightGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]) }
         oldestUncommittedGauges = PerLane(Lane.allCases) {
             Gauge(label: "push_oldest_uncommitted_seconds", dimensions: [("lane", $0.rawValue)])
@@ -112,9 +114,11 @@ public final class PipelineMetrics: Sendable {
         .record(open ? 1 : 0)
     }
 
-    func consumerLag(topic: String, partition: Int32, messages: Int64) {
-        Gauge(label: "push_consumer_lag_messages", dimensions: [("topic", topic), ("partition", String(partition))])
-            .record(Double(messages))
+    func consumerLag(_ lane: Lane, topic: String, partition: Int32, messages: Int64) {
+        Gauge(
+            label: "push_consumer_lag_messages", dimensions: [("lane", lane.rawValue), ("topic", topic), ("partition", String(partition))]
+        )
+        .record(Double(messages))
     }
 
     func appConcurrencyLimited(_ scope: DeliveryScope) {
@@ -138,9 +142,9 @@ public final class PipelineMetrics: Sendable {
         }.increment()
     }
 
-    /// Now − Kafka timestamp of the job a lane consumed last.
+    /// The age of the oldest message the lane has not started, held or unread (`LaneLag`), sampled every second.
     func laneLag(_ lane: Lane, milliseconds: Int64) {
-        laneLagGauges[lane]?.record(Double(milliseconds))
+        laneLagGauges[lane]?.record(Double(milliseconds) / 1000)
     }
 
     func laneInFlight(_ lane: Lane, jobs: Int) {
@@ -156,15 +160,14 @@ public final class PipelineMetrics: Sendable {
 
     func shed() { shedJobs.increment() }
 
-    /// Records the outcome producer's latency to a broker (see `ProducerLatency`).
+    /// Records the outcome producer's latency to a broker (see `ProducerLatency`), in seconds: one gauge per
+    /// percentile, since librdkafka hands out percentiles of its own window, not a histogram Prometheus could sum.
     public func producerLatency(fromStatistics statistics: [UInt8]) {
         for latency in ProducerLatency.parse(statistics) {
-            Gauge(label: "push_kafka_produce_rtt_milliseconds", dimensions: [("broker", latency.broker), ("quantile", "0.5")])
-                .record(latency.roundTripP50)
-            Gauge(label: "push_kafka_produce_rtt_milliseconds", dimensions: [("broker", latency.broker), ("quantile", "0.99")])
-                .record(latency.roundTripP99)
-            Gauge(label: "push_kafka_produce_queue_milliseconds", dimensions: [("broker", latency.broker), ("quantile", "0.99")])
-                .record(latency.queueP99)
+            let broker = [("broker", latency.broker)]
+            Gauge(label: "push_kafka_produce_rtt_p50_seconds", dimensions: broker).record(latency.roundTripP50 / 1000)
+            Gauge(label: "push_kafka_produce_rtt_p99_seconds", dimensions: broker).record(latency.roundTripP99 / 1000)
+            Gauge(label: "push_kafka_produce_queue_p99_seconds", dimensions: broker).record(latency.queueP99 / 1000)
         }
     }
 
@@ -207,7 +210,9 @@ struct ProducerLatency: Equatable {
     }
 }
 
-/// Consumer lag per partition from librdkafka's statistics JSON (`statistics.interval.ms`).
+/// Consumer lag per partition from librdkafka's statistics JSON (`statistics.interval.ms`). A partition whose lag
+/// librdkafka does not know (-1: not consumed by this replica, revoked, no offset yet) counts 0, so a replica that
+/// gave a partition up does not keep showing its last lag: across replicas, the owner's is the `max`.
 enum ConsumerLag {
     static func parse(_ statistics: [UInt8]) -> [(topic: String, partition: Int32, lag: Int64)] {
         guard let document = try? JSONParser.parse(statistics, maximumDepth: 16), case .object(let topics)? = document["topics"] else {
@@ -217,8 +222,8 @@ enum ConsumerLag {
         for (topic, value) in topics {
             guard case .object(let partitions)? = value["partitions"] else { continue }
             for (key, partition) in partitions {
-                guard let number = Int32(key), number >= 0, case .integer(let lag)? = partition["consumer_lag"], lag >= 0 else { continue }
-                lags.append((topic, number, lag))
+                guard let number = Int32(key), number >= 0, case .integer(let lag)? = partition["consumer_lag"] else { continue }
+                lags.append((topic, number, max(lag, 0)))
             }
         }
         return lags

@@ -457,6 +457,22 @@ struct PipelineStateMachine<Job: PipelineJob> {
         return actions
     }
 
+    /// The Kafka timestamp of the oldest job the lane holds and has not started (ready, set aside or behind its
+    /// key): the part of the lane's lag (`LaneLag`) it has already read. Walks every held job: for a timer, not per event.
+    func oldestHeldTimestamp(in lane: Lane) -> Int64? {
+        lanes.read(lane) { state -> Int64? in
+            var oldest: Int64?
+            func note(_ entry: Entry) {
+                guard let timestamp = entry.message.timestamp else { return }
+                oldest = min(oldest ?? timestamp, timestamp)
+            }
+            state.ready.forEach(note)
+            for tenant in state.setAsideTenants { state.tenants[tenant]?.setAside.forEach(note) }
+            for queue in state.behind.values { queue.forEach(note) }
+            return oldest
+        } ?? nil
+    }
+
     /// When the lane's oldest unfinished job was consumed (ms): its offset is the oldest the lane has not committed.
     func oldestUnfinishedConsumedAt(in lane: Lane) -> Int64? { lanes.read(lane) { $0.tracker.oldestUnfinishedConsumedAt } ?? nil }
 
