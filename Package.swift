@@ -306,7 +306,8 @@ let package = Package(
         .testTarget(
             name: "PushWorkerTests",
             dependencies: [
-                "APNsSandbox", "FCMSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin", "ProxyPlugin",
+                "APNsSandbox", "FCMSandbox", "HMSSandbox", "ProxySandbox", "PushWorker", "APNsPlugin", "FCMPlugin", "WebPushPlugin",
+                "ProxyPlugin",
                 "PushPluginAPI", "PushPlugins", "PushDevelopmentTools", "PushCore", "PushCrypto", "PushSandbox", "PushTemplates",
                 "TestSupport", "PushKafka", "PushPipeline", "PushBuildInfo",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -109,13 +109,16 @@ package final class RDKafkaContext: Sendable {
     let logger: Logger
     let rebalance: (@Sendable (RebalanceEvent) -> Void)?
     let statistics: (@Sendable ([UInt8]) -> Void)?
+    /// librdkafka's client-level errors (a refused SASL login, brokers down), from `rd_kafka_poll`.
+    let errors: (@Sendable (KafkaError) -> Void)?
 
     package init(
         logger: Logger, rebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
-        statistics: (@Sendable ([UInt8]) -> Void)? = nil
+        statistics: (@Sendable ([UInt8]) -> Void)? = nil, errors: (@Sendable (KafkaError) -> Void)? = nil
     ) {
         self.logger = logger
         self.rebalance = rebalance
         self.statistics = statistics
+        self.errors = errors
     }
 }

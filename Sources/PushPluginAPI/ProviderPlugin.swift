@@ -1,5 +1,7 @@
+import Foundation
 import Logging
 import PushCore
+import PushCrypto
 import PushHTTP
 
 /// Everything the worker knows about a provider, given by its plugin: how jobs write its targets,
@@ -37,8 +39,6 @@ public struct ConfiguredPlugin: Sendable {
     public let configuration: any Sendable
     /// What start-up logs say about it: the apps and credentials it will use, no secrets.
     public let summary: [String]
-    /// The fixed endpoints it talks to, which `check-config` tries to reach.
-    public let endpoints: [Endpoint]
     /// The `app` label values its metrics may carry: the apps its configuration names, as targets'
     /// `app` and its scopes' `metricLabel` write them. Any other name a job gives is labelled
     /// `unconfigured` (`PushPipeline.MetricAppLabels`): job producers never choose a label.
@@ -47,38 +47,127 @@ public struct ConfiguredPlugin: Sendable {
     /// enabled providers, and a retry's lease must outlast it.
     public let requestTimeout: Duration
     private let make: @Sendable (ProviderContext) throws -> any PushProvider
-
-    /// An HTTPS endpoint `check-config` reaches with a TLS handshake and one request (any HTTP status counts).
-    public struct Endpoint: Sendable, Equatable {
-        public var name: String
-        public var url: String
-        public var tls: TLSOptions
-
-        public init(name: String, url: String, tls: TLSOptions) {
-            self.name = name
-            self.url = url
-            self.tls = tls
-        }
-    }
+    private let checkCredentials: @Sendable (CredentialCheckContext) async -> [CheckResult]
 
     public init(
-        id: ProviderID, configuration: any Sendable, summary: [String], endpoints: [Endpoint] = [],
+        id: ProviderID, configuration: any Sendable, summary: [String],
         appLabels: Set<String> = [], requestTimeout: Duration = .seconds(10),
+        check: @escaping @Sendable (CredentialCheckContext) async -> [CheckResult],
         make: @escaping @Sendable (ProviderContext) throws -> any PushProvider
     ) {
         self.id = id
         self.configuration = configuration
         self.summary = summary
-        self.endpoints = endpoints
         self.appLabels = appLabels
         self.requestTimeout = requestTimeout
+        self.checkCredentials = check
         self.make = make
     }
 
     public func makeProvider(_ context: ProviderContext) throws -> any PushProvider { try make(context) }
 
+    /// `check-config`'s proof that the provider will take this configuration's credentials: one result per credential
+    /// (an access token minted, a provider token signed, a key or certificate loaded) and, when `context.probesProvider`,
+    /// one per request that shows the provider accepting them. Results come in a stable order; none shows a secret.
+    public func checkCredentials(_ context: CredentialCheckContext) async -> [CheckResult] { await checkCredentials(context) }
+
     /// The typed configuration, for tests: `configured.configuration(as: APNsConfiguration.self)`.
     public func configuration<Configuration>(as type: Configuration.Type) -> Configuration? { configuration as? Configuration }
+}
+
+/// One line of `check-config`: what was checked, whether it passed, and what was found (never a secret: tokens,
+/// keys and passwords are shortened with `Redaction` or left out).
+public struct CheckResult: Sendable, Equatable, CustomStringConvertible {
+    /// What was checked, e.g. `fcm example-project access token`.
+    public var check: String
+    public var passed: Bool
+    public var detail: String
+
+    public init(check: String, passed: Bool, detail: String) {
+        self.check = check
+        self.passed = passed
+        self.detail = detail
+    }
+
+    public static func ok(_ check: String, _ detail: String) -> CheckResult { CheckResult(check: check, passed: true, detail: detail) }
+    public static func fail(_ check: String, _ detail: String) -> CheckResult { CheckResult(check: check, passed: false, detail: detail) }
+
+    /// `ok   <check>: <detail>` or `FAIL <check>: <detail>`.
+    public var description: String { "\(passed ? "ok  " : "FAIL") \(check): \(detail)" }
+
+    /// The result of minting an OAuth2 access token (FCM, HMS): the token endpoint's grant proves the key or secret.
+    public static func accessToken(
+        _ check: String, endpoint: String, mint: @Sendable () async throws(AccessTokenCache.Failure) -> AccessTokenCache.Issued
+    ) async -> CheckResult {
+        do throws(AccessTokenCache.Failure) {
+            let issued = try await mint()
+            let lifetime = max(0, (issued.expiresAt - issued.obtainedAt) / 1000)
+            return .ok(check, "access token minted at \(Redaction.url(endpoint)) (valid \(lifetime) s)")
+        } catch {
+            switch error {
+            case .refused(let reason): return .fail(check, "\(Redaction.url(endpoint)): \(reason)")
+            case .unavailable(let reason): return .fail(check, "\(Redaction.url(endpoint)) granted no token: \(reason)")
+            }
+        }
+    }
+
+    /// The result of one probe request: `judge` reads the provider's answer and says whether it shows the credential
+    /// accepted (nil) or why not; a request that got no answer fails with the transport's error.
+    public static func probe(
+        _ check: String, _ request: HTTPRequest, over transport: any HTTPTransport,
+        judge: (HTTPResponse) -> (passed: Bool, detail: String)
+    ) async -> CheckResult {
+        do {
+            let response = try await transport.send(request)
+            let verdict = judge(response)
+            return CheckResult(check: check, passed: verdict.passed, detail: verdict.detail)
+        } catch {
+            return .fail(check, "\(Redaction.url(request.url)): no answer: \(error)")
+        }
+    }
+}
+
+extension CheckResult {
+    /// Loads a TLS client certificate (APNs certificate auth, mutual TLS with a push proxy) as far as can be done
+    /// without a handshake: a PEM certificate holds a certificate, its unencrypted PEM key parses; a PKCS#12 bundle
+    /// (and an encrypted key, with its password) is read, and opened by the handshake of a probe.
+    public static func clientCertificate(_ tls: TLSOptions, check: String) -> CheckResult {
+        guard let certificateFile = tls.clientCertificateFile else { return .ok(check, "no client certificate") }
+        guard let certificate = FileManager.default.contents(atPath: certificateFile), !certificate.isEmpty else {
+            return .fail(check, "cannot read the certificate \(certificateFile)")
+        }
+        if tls.clientCertificateFormat == .pkcs12 {
+            return .ok(check, "PKCS#12 certificate \(certificateFile) read (opened at the TLS handshake)")
+        }
+        guard String(decoding: certificate, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
+            return .fail(check, "\(certificateFile) holds no PEM certificate")
+        }
+        let keyFile = tls.clientKeyFile ?? certificateFile
+        guard let keyBytes = FileManager.default.contents(atPath: keyFile) else { return .fail(check, "cannot read the key \(keyFile)") }
+        let key = String(decoding: keyBytes, as: UTF8.self)
+        if key.contains("ENCRYPTED") {
+            return .ok(check, "certificate \(certificateFile) loads; its key \(keyFile) is encrypted (opened at the TLS handshake)")
+        }
+        guard (try? PrivateKey(pem: key)) != nil else { return .fail(check, "\(keyFile) holds no PEM private key") }
+        return .ok(check, "certificate \(certificateFile) and key \(keyFile) load")
+    }
+}
+
+/// What `check-config` hands a plugin's credential check.
+public struct CredentialCheckContext: Sendable {
+    /// For the requests the check makes (token grants; the probes).
+    public let transport: any HTTPTransport
+    /// `--probe-providers`: also send the provider one request that proves it accepts the credential (never a push a
+    /// device receives: a made-up token, or a validate-only message).
+    public let probesProvider: Bool
+    /// The longest one request may take.
+    public let timeout: Duration
+
+    public init(transport: any HTTPTransport, probesProvider: Bool, timeout: Duration) {
+        self.transport = transport
+        self.probesProvider = probesProvider
+        self.timeout = timeout
+    }
 }
 
 /// What a provider gets from the worker when it is built.

@@ -74,7 +74,7 @@ final class RedisConnection: @unchecked Sendable {
             let replies = try pipeline(setup)
             if case .error(let message)? = replies.first(where: { if case .error = $0 { true } else { false } }) {
                 disconnect()
-                throw .unavailable("connection setup (AUTH/SELECT) refused: \(message)")
+                throw .unavailable("\(RedisError.setupRefused): \(message)")
             }
         }
         return context

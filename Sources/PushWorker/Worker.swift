@@ -5,7 +5,6 @@ import PushHTTP
 import PushKafka
 import PushPipeline
 import PushPluginAPI
-import PushRedis
 import PushTemplates
 import ServiceLifecycle
 import UnixSignals
@@ -25,6 +24,8 @@ public struct Worker: Sendable {
     let logger: Logger
     /// Trace export, when the `OTEL_*` variables turn it on.
     let traceExport: TraceExport?
+    /// Whether dedupe, idempotency and retries are shared through Redis (`DeliveryState`), not kept in memory.
+    let storeIsShared: Bool
 
     /// - Parameter traceConfiguration: exports traces as this says (the `OTEL_*` variables over it), whatever the
     ///   configuration's `exportsTraces`; nil: as the variables say.
@@ -43,33 +44,17 @@ public struct Worker: Sendable {
         for plugin in configuration.plugins {
             for line in plugin.summary { logger.info("provider configured", metadata: ["provider": "\(plugin.id)", "detail": "\(line)"]) }
         }
-        var producerProperties = KafkaProducer.defaultProperties(bootstrapServers: configuration.brokers)
-        producerProperties.merge(configuration.rdkafkaProperties) { $1 }
-        var consumerProperties = KafkaConsumer.defaultProperties(
-            bootstrapServers: configuration.brokers,
-            groupId: configuration.groupId)
-        consumerProperties.merge(configuration.rdkafkaProperties) { $1 }
-        // Producer-only properties would make the consumer refuse to start, and vice versa.
-        consumerProperties = consumerProperties.filter { !Self.producerOnly.contains($0.key) }
-        producerProperties = producerProperties.filter { !Self.consumerOnly.contains($0.key) }
+        let producerProperties = configuration.producerProperties
+        let consumerProperties = configuration.consumerProperties
         let metrics = PipelineMetrics(
             appLabels: MetricAppLabels(
                 Dictionary(configuration.plugins.map { ($0.id, $0.appLabels) }) { $0.union($1) }))
         producer = try KafkaProducer(
             properties: producerProperties, logger: logger,
             statistics: { metrics.producerLatency(fromStatistics: $0) })
-        let store: any DeliveryStore
-        let retryQueue: (any RetryQueue)?
-        if let url = configuration.redisURL {
-            let client = RedisClient(url: url, connections: configuration.redisConnections)
-            store = RedisDeliveryStore(client: client, recordRetention: configuration.idempotencyRetention)
-            retryQueue = RedisRetryQueue(client: client, logger: logger)
-            logger.info("shared store: Redis", metadata: ["url": "\(url)"])
-        } else {
-            store = InMemoryDeliveryStore(recordRetention: configuration.idempotencyRetention)
-            retryQueue = nil
-            logger.warning("PUSH_REDIS_URL is not set: dedupe, idempotency and retries live in this process only; run a single replica")
-        }
+        let state = DeliveryState(configuration, logger: logger)
+        state.report()
+        storeIsShared = state.isShared
         if let traceConfiguration {
             traceExport = try TraceExport(configuration: traceConfiguration, consumerGroup: configuration.pipeline.consumerGroup)
         } else if configuration.exportsTraces {
@@ -78,8 +63,8 @@ public struct Worker: Sendable {
             traceExport = nil
         }
         let processor = JobProcessor(
-            providers: providers, configuration: configuration.pipeline, store: store,
-            retryQueue: retryQueue, metrics: metrics, logger: logger, tracing: traceExport?.tracing)
+            providers: providers, configuration: configuration.pipeline, store: state.store,
+            retryQueue: state.retryQueue, metrics: metrics, logger: logger, tracing: traceExport?.tracing)
         liveConfiguration = LiveConfiguration(
             source: configuration.providerSource, version: configuration.providerVersion, plugins: configuration.plugins,
             attemptTimeout: configuration.pipeline.attemptTimeout,
@@ -164,17 +149,6 @@ public struct Worker: Sendable {
             makeTransport: { transports.transport(named: $0) }, templates: configuration.templates ?? BuiltInPayloads(), logger: logger)
     }
 
-    static let producerOnly: Set<String> = [
-        "enable.idempotence", "acks", "linger.ms", "compression.type",
-        "message.timeout.ms", "batch.size", "queue.buffering.max.messages",
-    ]
-    static let consumerOnly: Set<String> = [
-        "auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms",
-        "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
-        "partition.assignment.strategy", "enable.partition.eof",
-        "group.instance.id", "fetch.min.bytes", "fetch.wait.max.ms",
-        "queued.max.messages.kbytes",
-    ]
 }
 
 /// A resource closed at the graceful shutdown, once the services after it in the group have stopped using it.

@@ -189,19 +189,29 @@ struct Send: AsyncParsableCommand {
 struct CheckConfig: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
-        abstract: "Validate the PUSH_* environment, credential files and payload templates, and reach every configured endpoint.",
-        discussion: "Prints one line per problem and exits 1 when there is any (0 and \"configuration OK\" otherwise). "
-            + "Endpoints: Kafka brokers and Redis by TCP connect; APNs, FCM (API and token endpoint) and the push proxy by TLS + HTTP.")
+        abstract: "Check the PUSH_* environment as run would, then Kafka, Redis and each provider's credentials.",
+        discussion: """
+            Prints one line per check, "ok   <check>: <detail>" or "FAIL <check>: <detail>" (no secret is printed), and \
+            exits 0 when every check passed, 1 when one failed, 2 when the configuration does not load (as run). \
+            Kafka: cluster metadata through the PUSH_RDKAFKA_* settings (SASL, TLS), each topic with its partitions, the \
+            committed offsets of the group and of <group>.urgent. Redis: AUTH, PING, a server version of at least 7.0. \
+            Providers: FCM and HMS mint an access token, APNs signs its provider token or loads its certificate, Web Push \
+            loads its VAPID keys, the push proxy loads its client certificate; --probe-providers also sends each provider \
+            one request that shows it accepts the credential (APNs: a push to a made-up device token).
+            """)
 
-    @Option(help: "Seconds to wait for each endpoint.") var timeout = 3
+    @Option(help: "Seconds each request may take (a group of checks fails after twice this).") var timeout = 5
+    @Flag(help: "Also send each provider one request with the configured credentials (no device receives it).")
+    var probeProviders = false
+    @Flag(help: "Print one JSON object per check and line: {\"check\":…,\"ok\":…,\"detail\":…}.") var json = false
 
     func run() async throws {
-        let problems = await ConfigurationCheck.run(environment: ProcessInfo.processInfo.environment, timeout: .seconds(timeout))
-        guard problems.isEmpty else {
-            for problem in problems { print("problem: \(problem)") }
-            throw ExitCode(1)
-        }
-        print("configuration OK")
+        LogSetup.bootstrap(format: .text, level: .critical)
+        let report = await ConfigurationCheck.run(
+            environment: ProcessInfo.processInfo.environment,
+            options: .init(timeout: .seconds(max(1, timeout)), probesProviders: probeProviders))
+        print((json ? report.jsonLines : report.lines).joined(separator: "\n"))
+        if report.exitStatus != 0 { throw ExitCode(report.exitStatus) }
     }
 }
 

@@ -123,7 +123,7 @@ struct HMSConfigurationTests {
         #expect(problems == [#"PUSH_HMS_APP_ID: the app id "com.example/app" is not 1 to 64 digits"#])
     }
 
-    @Test("the plugin declares its settings once, names the apps without secrets and gives check-config both endpoints")
+    @Test("the plugin declares its settings once, names the apps without secrets and defaults to Huawei's two endpoints")
     func pluginDescribesItself() throws {
         let files = try SecretFiles()
         defer { files.remove() }
@@ -138,10 +138,9 @@ struct HMSConfigurationTests {
         let configured = try #require(plugin.configure(&reader, apps: []))
         #expect(configured.summary == ["hms app 104000001: client 104000001, secret from \(files.secretFile)"])
         #expect(!configured.summary.joined().contains("s3cr3t"))
-        #expect(
-            configured.endpoints.map(\.url) == [
-                "https://push-api.cloud.huawei.com/", "https://oauth-login.cloud.huawei.com/oauth2/v3/token",
-            ])
+        let configuration = try #require(configured.configuration(as: HMSConfiguration.self))
+        #expect(configuration.endpoint == "https://push-api.cloud.huawei.com")
+        #expect(configuration.tokenURL == "https://oauth-login.cloud.huawei.com/oauth2/v3/token")
     }
 
     @Test("an hms target needs a token without control characters, at most 4096 bytes")

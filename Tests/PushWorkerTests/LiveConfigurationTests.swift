@@ -589,6 +589,7 @@ struct LiveConfigurationTests {
         ])
         .write(toFile: candidate, atomically: true, encoding: .utf8)
         let problems = await ConfigurationCheck.run(environment: ["PUSH_KAFKA_BROKERS": "127.0.0.1:1", "PUSH_APPS_FILE": candidate])
+            .failures.map(\.detail)
         #expect(
             problems.contains("PUSH_APPS_FILE apns[0] (\(Self.phone)): key file \(missing) does not exist or is not readable"),
             "\(problems)")

@@ -68,9 +68,8 @@ public struct APNsPlugin: ProviderPlugin {
                 case .certificate: "apns app \(app.bundleId): certificate auth"
                 }
             },
-            endpoints: Set([configuration.productionURL, configuration.sandboxURL]).sorted().map {
-                .init(name: "APNs \($0)", url: $0 + "/", tls: TLSOptions(caFile: configuration.caFile))
-            }, appLabels: Set(configuration.apps.map(\.bundleId))
+            appLabels: Set(configuration.apps.map(\.bundleId)),
+            check: { await APNsCredentialCheck.run(configuration, context: $0) }
         ) { context in
             try APNsProvider(
                 configuration: configuration, transport: context.makeTransport("apns"), logger: context.logger,

@@ -48,7 +48,8 @@ public struct FCMPlugin: ProviderPlugin {
         return ConfiguredPlugin(
             id: id, configuration: configuration,
             summary: configuration.accounts.map { "fcm project \($0.projectId): service account \($0.clientEmail)" },
-            endpoints: Self.endpoints(configuration), appLabels: Self.appLabels(configuration)
+            appLabels: Self.appLabels(configuration),
+            check: { await FCMCredentialCheck.run(configuration, context: $0) }
         ) { context in
             try FCMProvider(configuration: configuration, transport: context.makeTransport("fcm"), templates: context.templates)
         }
@@ -144,12 +145,6 @@ public struct FCMPlugin: ProviderPlugin {
             names.append(name)
         }
         return names
-    }
-
-    static func endpoints(_ configuration: FCMConfiguration) -> [ConfiguredPlugin.Endpoint] {
-        let tls = TLSOptions(caFile: configuration.caFile)
-        return [.init(name: "FCM \(configuration.endpoint)", url: configuration.endpoint + "/", tls: tls)]
-            + Set(configuration.accounts.map(\.tokenURI)).sorted().map { .init(name: "FCM token endpoint \($0)", url: $0, tls: tls) }
     }
 
     static func serviceAccount(at path: String, place: String, reader: inout SettingsReader) -> ServiceAccount? {

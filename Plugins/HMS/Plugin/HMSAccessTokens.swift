@@ -36,6 +36,10 @@ public final class HMSAccessTokens: Sendable {
         try await cache.token()
     }
 
+    func issued() async throws(Failure) -> AccessTokenCache.Issued {
+        try await cache.issued()
+    }
+
     /// Huawei refused `token` (80200001, 80200003): drop it. False when it was fresh: a new one will not help.
     public func rejected(_ token: String) async -> Bool {
         await cache.rejected(token)

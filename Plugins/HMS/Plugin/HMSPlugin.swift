@@ -37,7 +37,8 @@ public struct HMSPlugin: ProviderPlugin {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         return ConfiguredPlugin(
             id: id, configuration: configuration, summary: configuration.apps.map(\.description),
-            endpoints: Self.endpoints(configuration), appLabels: Set(configuration.apps.map(\.appId))
+            appLabels: Set(configuration.apps.map(\.appId)),
+            check: { await HMSCredentialCheck.run(configuration, context: $0) }
         ) { context in
             HMSProvider(configuration: configuration, transport: context.makeTransport("hms"))
         }
@@ -106,13 +107,5 @@ public struct HMSPlugin: ProviderPlugin {
         }
         guard let secret = CredentialFiles.secret(at: secretFile, place: secretPlace, reader: &reader), valid else { return nil }
         return HMSConfiguration.App(appId: appId, clientId: clientId, clientSecret: secret, clientSecretFile: secretFile)
-    }
-
-    static func endpoints(_ configuration: HMSConfiguration) -> [ConfiguredPlugin.Endpoint] {
-        let tls = TLSOptions(caFile: configuration.caFile)
-        return [
-            .init(name: "HMS \(configuration.endpoint)", url: configuration.endpoint + "/", tls: tls),
-            .init(name: "HMS token endpoint \(configuration.tokenURL)", url: configuration.tokenURL, tls: tls),
-        ]
     }
 }
