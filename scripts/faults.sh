@@ -473,8 +473,25 @@ scenario_refused_origins() {
 scenario_stalls() {
     stalls_slow_user
     stalls_silent_dns
+    stalls_flaky_dns
     stalls_outage
     stalls_leases
+}
+# Worker a, delivering APNs, Web Push (loopback allowed, the sandbox's port) and proxy targets of the hostile sandbox,
+# in a mount namespace of its own whose /etc/resolv.conf is $dir/resolv.conf (a test name server); ready on return.
+start_worker_behind_resolver() {  # [VAR=value …]
+    local state=$dir/sandbox webpush_port
+    "$bin" vapid-keys --output "$dir/vapid.pem" >/dev/null
+    webpush_port=$(sed 's/.*://' "$state/webpush-url")
+    worker_wrapper=(unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' "$dir/resolv.conf")
+    start_worker a "$@" \
+        PUSH_APNS_KEY_FILE="$state/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
+        PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$state/apns-port")" \
+        PUSH_APNS_CA_FILE="$state/ca.pem" PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" \
+        PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com PUSH_WEBPUSH_CA_FILE="$state/ca.pem" \
+        PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8,::1/128 PUSH_WEBPUSH_ALLOWED_PORTS="443,$webpush_port"
+    worker_wrapper=()
+    wait_ready a
 }
 stalls_silent_dns() {
     local jobs silent
@@ -487,23 +504,28 @@ stalls_silent_dns() {
     spawn python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('$silent', 53))
 while True: s.recv(4096)"
     start_kafka; start_sandbox --hostile --max-faults-per-target 2; start_redis
-    "$bin" vapid-keys --output "$dir/vapid.pem" >/dev/null
-    local state=$dir/sandbox webpush_port
-    webpush_port=$(sed 's/.*://' "$state/webpush-url")
-    worker_wrapper=(unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' "$dir/resolv.conf")
-    start_worker a PUSH_MAX_ATTEMPTS=3 PUSH_RETRY_MAX_MS=1000 PUSH_WEBPUSH_DNS_TIMEOUT_MS=1000 \
-        PUSH_APNS_KEY_FILE="$state/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
-        PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$state/apns-port")" \
-        PUSH_APNS_CA_FILE="$state/ca.pem" PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" \
-        PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com PUSH_WEBPUSH_CA_FILE="$state/ca.pem" \
-        PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8,::1/128 PUSH_WEBPUSH_ALLOWED_PORTS="443,$webpush_port"
-    worker_wrapper=()
-    wait_ready a
+    start_worker_behind_resolver PUSH_MAX_ATTEMPTS=3 PUSH_RETRY_MAX_MS=1000 PUSH_WEBPUSH_DNS_TIMEOUT_MS=1000
     local t0=$(date +%s%3N)
     "$ledger_python" scripts/ledger.py produce-endpoints --brokers "$brokers" --manifest "$dir/manifest" --prefix sd \
-        --count "$jobs" --sandbox-dir "$state" --scale "$scale" --ttl 60 --rate 100 --markers dns-silent || fail "producing jobs failed"
+        --count "$jobs" --sandbox-dir "$dir/sandbox" --scale "$scale" --ttl 60 --rate 100 --markers dns-silent || fail "producing jobs failed"
     check --timeout 120 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
     echo "faults[stalls-silent-dns]: every other target final $(( ($(date +%s%3N) - t0) / 1000 )) s after the first job; DNS timeouts logged: $(grep -c 'DNS lookup of the push service timed out' "$dir/worker-a.log" || true)"
+    stop_worker a
+    end
+}
+stalls_flaky_dns() {
+    local jobs flaky=127.8.8.9
+    jobs=$(scaled 100)
+    begin stalls-flaky-dns "$jobs jobs × (APNs, Web Push, proxy); some Web Push endpoints on a host whose name server answers SERVFAIL for 5 s, then resolves"
+    # As stalls-silent-dns: the worker's mount namespace sees a resolv.conf naming scripts/flaky-dns.py on loopback.
+    printf 'nameserver %s\noptions timeout:1 attempts:1\n' "$flaky" >"$dir/resolv.conf"
+    spawn python3 scripts/flaky-dns.py "$flaky" push.dns-flaky.example 127.0.0.1 5 >"$dir/dns.log" 2>&1
+    start_kafka; start_sandbox --hostile --server-name push.dns-flaky.example; start_redis
+    start_worker_behind_resolver PUSH_MAX_ATTEMPTS=12 PUSH_RETRY_BASE_MS=1000 PUSH_RETRY_MAX_MS=4000
+    "$ledger_python" scripts/ledger.py produce-endpoints --brokers "$brokers" --manifest "$dir/manifest" --prefix fd \
+        --count "$jobs" --sandbox-dir "$dir/sandbox" --scale "$scale" --ttl 120 --markers dns-flaky || fail "producing jobs failed"
+    check --timeout 120 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    echo "faults[stalls-flaky-dns]: lookups that failed for now, retried: $(grep -c 'DNS lookup of the push service failed for now' "$dir/worker-a.log" || true)"
     stop_worker a
     end
 }

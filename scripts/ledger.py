@@ -167,9 +167,13 @@ HOSTILE_MARKERS = {
     # one): each attempt ends at the DNS timeout, retried until its attempts or TTL end; nothing else waits for it.
     # Only when named in --markers: elsewhere the lookup would go to the machine's real name server.
     "dns-silent": (4, ("webpush",), ("expired", "failed")),
+    # A push service whose name server answers SERVFAIL for a while, then resolves (faults.sh stalls runs
+    # scripts/flaky-dns.py): a lookup that failed for now is retried, so every one is delivered.
+    "dns-flaky": (4, ("webpush",), ("delivered",)),
 }
-EXPLICIT_MARKERS = {"dns-silent"}
+EXPLICIT_MARKERS = {"dns-silent", "dns-flaky"}
 SILENT_DNS_ORIGIN = "https://push.dns-silent.example"
+FLAKY_DNS_HOST = "push.dns-flaky.example"
 PRIVATE_ORIGINS = {
     "private-10": "https://10.0.0.1",
     "private-nat64": "https://[64:ff9b::a00:1]",
@@ -244,6 +248,8 @@ def produce_endpoints(args):
             endpoint = f"{PRIVATE_ORIGINS[marker]}{base}/hostile/{marker}/{i}"
         elif marker == "dns-silent":
             endpoint = f"{SILENT_DNS_ORIGIN}{base}/hostile/{marker}/{i}"
+        elif marker == "dns-flaky":
+            endpoint = f"https://{FLAKY_DNS_HOST}:{origin.rsplit(':', 1)[1]}{base}/n/{i}"
         else:
             endpoint = f"{origin}{base}/hostile/{marker}/{i}" if marker else f"{origin}{base}/n/{i}"
         targets.append({"bindingId": f"{p}-w-{i}", "provider": "webpush", "endpoint": endpoint, "keys": subscription["keys"]})

@@ -90,8 +90,14 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "Hostile endpoints: how long a stalled answer waits (longer than the worker's request timeout).")
     var hostileStallMs = 12_000
 
+    @Option(
+        help:
+            "A further name the sandboxes' server certificate holds and the Web Push sandbox answers to (repeatable): one a test's own name server serves."
+    )
+    var serverName: [String] = []
+
     func run() async throws {
-        let tls = try SandboxTLS.make()
+        let tls = try SandboxTLS.make(serverNames: ["localhost", "127.0.0.1"] + serverName)
         // Also when a sandbox fails to start: the directory holds the sandboxes' private keys.
         defer { tls.remove() }
         var faults = SandboxFaults()
@@ -142,7 +148,7 @@ struct Sandbox: AsyncParsableCommand {
         let fcm = try await FCMSandboxInstance.start(tls: tls)
         let hms = try await HMSSandboxInstance.start(tls: tls)
         let webPush = try await WebPushSandboxInstance.start(
-            tls: tls, host: hostile ? "127.0.0.1" : "localhost",
+            tls: tls, host: hostile ? "127.0.0.1" : "localhost", aliases: serverName,
             connectionClosed: connectionClosed, wrap: wrapWebPush)
         let subscription = try webPush.sandbox.subscribe(id: "sandbox-subscription")
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)

@@ -72,6 +72,25 @@ final class WebPushConfigurationTests: Sendable {
         }
         #expect(stray.problems == ["PUSH_WEBPUSH_ALLOW_PRIVATE is set but PUSH_WEBPUSH_VAPID_KEY_FILE is not"])
     }
+
+    @Test("PUSH_WEBPUSH_NAT64_PREFIXES takes RFC 6052's prefix lengths; anything else is one line")
+    func nat64Prefixes() throws {
+        let base = [
+            "PUSH_WEBPUSH_VAPID_KEY_FILE": try write(PrivateKey.generateP256().pem()),
+            "PUSH_WEBPUSH_VAPID_SUBJECT": "mailto:ops@example.com",
+        ]
+        let webPush = try #require(
+            try load(base.merging(["PUSH_WEBPUSH_NAT64_PREFIXES": "2001:db8:64::/96, 2001:db8:100::/40"]) { $1 }).get().webPush)
+        #expect(webPush.nat64Prefixes.map(\.description) == ["2001:db8:64::/96", "2001:db8:100::/40"])
+        guard case .failure(let bad) = load(base.merging(["PUSH_WEBPUSH_NAT64_PREFIXES": "2001:db8::/33"]) { $1 }) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(
+            bad.problems == [
+                "PUSH_WEBPUSH_NAT64_PREFIXES: \"2001:db8::/33\" is not a NAT64 prefix: an IPv6 CIDR block of length 32, 40, 48, 56, 64 or 96 (RFC 6052)"
+            ])
+    }
 }
 
 @Suite("Web Push keys per app in PUSH_APPS_FILE")

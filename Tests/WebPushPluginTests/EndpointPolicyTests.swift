@@ -130,6 +130,44 @@ struct EndpointPolicyTests {
         #expect(IPNetwork("not-an-address/8") == nil)
     }
 
+    @Test(
+        "a network's own NAT64 prefix finds the IPv4 address at every length RFC 6052 defines (its §2.4 examples)",
+        arguments: [
+            ("2001:db8::/32", "2001:db8:c000:221::"), ("2001:db8:100::/40", "2001:db8:1c0:2:21::"),
+            ("2001:db8:122::/48", "2001:db8:122:c000:2:2100::"), ("2001:db8:122:300::/56", "2001:db8:122:3c0:0:221::"),
+            ("2001:db8:122:344::/64", "2001:db8:122:344:c0:2:2100:0"), ("2001:db8:122:344::/96", "2001:db8:122:344::192.0.2.33"),
+        ])
+    func nat64PrefixLengths(prefix: String, address: String) throws {
+        let nat64 = try #require(NAT64Prefix(prefix))
+        #expect(nat64.embeddedIPv4(in: try #require(IPAddress(address))) == IPAddress("192.0.2.33"))
+        #expect(nat64.embeddedIPv4(in: try #require(IPAddress("2001:db9::1"))) == nil)
+    }
+
+    @Test("an endpoint under a PUSH_WEBPUSH_NAT64_PREFIXES prefix is judged by the IPv4 address it embeds")
+    func nat64PrefixesJudgeTheEmbeddedAddress() async {
+        let translated = "https://[2a00:1450:4001::10.0.0.1]/x"
+        let policy = Self.policy { $0.nat64Prefixes = [NAT64Prefix("2a00:1450:4001::/96")!] }
+        guard case .failure(let refusal) = await policy.check(translated) else {
+            Issue.record("a private IPv4 address behind the cluster's NAT64 prefix was allowed")
+            return
+        }
+        #expect(refusal == .address)
+        guard case .success = await policy.check("https://[2a00:1450:4001::8.8.8.8]/x") else {
+            Issue.record("a public IPv4 address behind the NAT64 prefix was refused")
+            return
+        }
+        let allowing = Self.policy {
+            $0.nat64Prefixes = [NAT64Prefix("2a00:1450:4001::/96")!]
+            $0.allowedNetworks = [IPNetwork("10.0.0.0/8")!]
+        }
+        guard case .success = await allowing.check(translated) else {
+            Issue.record("an allowed IPv4 block behind the NAT64 prefix was refused")
+            return
+        }
+        #expect(NAT64Prefix("2001:db8::/33") == nil)
+        #expect(NAT64Prefix("10.0.0.0/8") == nil)
+    }
+
     @Test("PUSH_WEBPUSH_ALLOW_PRIVATE lets loopback through; the allow-list matches hosts and their subdomains only")
     func allowances() async {
         guard case .success = await Self.policy { $0.allowPrivateNetworks = true }.check("https://127.0.0.1/x") else {

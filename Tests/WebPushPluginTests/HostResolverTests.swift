@@ -8,7 +8,8 @@ import TestSupport
 @testable import WebPushPlugin
 
 /// A name server under the test's control: hosts named `hang…` do not answer until released, hosts named
-/// `private…` resolve to 10.0.0.1, `nothing…` to no address, `slow…` after 200 ms; anything else to 198.41.0.4.
+/// `private…` resolve to 10.0.0.1, `nothing…` do not exist, `servfail…` fail (as a SERVFAIL does) while
+/// `failing` is on, `slow…` answer after 200 ms; anything else resolves to 198.41.0.4.
 final class ScriptedNameServer: Sendable {
     private let lookups = Mutex<[String: Int]>([:])
     private let lookupCount = Atomic<Int>(0)
@@ -16,15 +17,18 @@ final class ScriptedNameServer: Sendable {
     /// Off for runs over many hosts, whose memory is measured: then only `total` is kept.
     private let countsEachHost: Bool
 
+    let failing = Atomic<Bool>(true)
+
     init(countsEachHost: Bool = true) { self.countsEachHost = countsEachHost }
 
-    func lookup(_ host: String) -> [IPAddress] {
+    func lookup(_ host: String) -> HostResolver.LookupResult {
         lookupCount.add(1, ordering: .relaxed)
         if countsEachHost { lookups.withLock { $0[host, default: 0] += 1 } }
         if host.hasPrefix("hang") { gate.wait() }
         if host.hasPrefix("slow") { Thread.sleep(forTimeInterval: 0.2) }
-        if host.hasPrefix("nothing") { return [] }
-        return [IPAddress(host.hasPrefix("private") ? "10.0.0.1" : "198.41.0.4")!]
+        if host.hasPrefix("nothing") { return .noSuchHost }
+        if host.hasPrefix("servfail"), failing.load(ordering: .relaxed) { return .failed("Temporary failure in name resolution") }
+        return .found([IPAddress(host.hasPrefix("private") ? "10.0.0.1" : "198.41.0.4")!])
     }
 
     func lookups(of host: String) -> Int { lookups.withLock { $0[host, default: 0] } }
@@ -163,6 +167,42 @@ struct HostResolverTests {
         clock.advance(milliseconds: 10_000)
         #expect(await resolver.resolve("nothing.example", timeout: .seconds(5)) == .success([]))
         #expect(names.lookups(of: "nothing.example") == 2)
+    }
+
+    @Test("a lookup that fails for now (SERVFAIL, EAI_AGAIN) is retryable and never cached: the next attempt asks again")
+    func transientFailureStaysTransient() async throws {
+        let names = ScriptedNameServer()
+        let resolver = names.resolver()
+        let provider = try WebPushDeliveries.provider(resolver)
+        let first = await provider.deliver(WebPushDeliveries.delivery("https://servfail.example/s"))
+        guard case .retryable(let reason, nil, _) = first else {
+            Issue.record("expected retryable, got \(first)")
+            return
+        }
+        #expect(reason == "DNS lookup of the push service failed for now: Temporary failure in name resolution")
+        #expect(
+            await resolver.resolve("servfail.example", timeout: .seconds(5))
+                == .failure(.lookupFailed("Temporary failure in name resolution")))
+        #expect(names.lookups(of: "servfail.example") == 2)
+        names.failing.store(false, ordering: .relaxed)
+        let second = await provider.deliver(WebPushDeliveries.delivery("https://servfail.example/s"))
+        guard case .delivered = second else {
+            Issue.record("expected delivered once the name server answers, got \(second)")
+            return
+        }
+        #expect(names.lookups(of: "servfail.example") == 3)
+    }
+
+    @Test("a host that does not exist (EAI_NONAME) ends the target as failed, not retried")
+    func noSuchHostIsFinal() async throws {
+        let names = ScriptedNameServer()
+        let provider = try WebPushDeliveries.provider(names.resolver())
+        let result = await provider.deliver(WebPushDeliveries.delivery("https://nothing.example/s"))
+        guard case .failed(let reason, _, _, _) = result else {
+            Issue.record("expected failed, got \(result)")
+            return
+        }
+        #expect(reason == "endpoint refused, not sent: endpoint host does not resolve (no such name)")
     }
 
     @Test("a cancelled job stops waiting at once; the lookup it started still fills the cache")

@@ -17,6 +17,8 @@ struct EndpointPolicy: Sendable {
         var allowedHosts: [String] = []
         /// `PUSH_WEBPUSH_ALLOWED_PORTS`; push services listen on 443.
         var allowedPorts: Set<Int> = [443]
+        /// The network's own NAT64 prefixes: addresses under them are judged by the IPv4 address they embed.
+        var nat64Prefixes: [NAT64Prefix] = []
     }
 
     let rules: Rules
@@ -78,7 +80,8 @@ struct EndpointPolicy: Sendable {
         case .success(let found): addresses = found
         case .failure(let failure): return .failure(Refusal(failure))
         }
-        guard let first = addresses.first, addresses.allSatisfy(allows) else { return .failure(.address) }
+        guard let first = addresses.first else { return .failure(.noSuchHost) }
+        guard addresses.allSatisfy(allows) else { return .failure(.address) }
         let pinned = first.isV6 ? "[\(first.text)]" : first.text
         return .success(
             Target(
@@ -87,18 +90,22 @@ struct EndpointPolicy: Sendable {
     }
 
     func allows(_ address: IPAddress) -> Bool {
-        address.isPublic || rules.allowPrivateNetworks || rules.allowedNetworks.contains { $0.contains(address) }
+        address.isPublic(nat64: rules.nat64Prefixes) || rules.allowPrivateNetworks
+            || rules.allowedNetworks.contains { $0.contains(address, nat64: rules.nat64Prefixes) }
     }
 }
 
 extension EndpointRefusal {
     static let address = EndpointRefusal("endpoint host is not a public address this worker may contact")
+    /// The push service's name does not exist (an answer, unlike a failed lookup): trying again will not help.
+    static let noSuchHost = EndpointRefusal("endpoint host does not resolve (no such name)")
 
     init(_ failure: HostResolver.Failure) {
         switch failure {
         case .timedOut: self.init("DNS lookup of the push service timed out", retryable: true)
         case .busy: self.init("DNS lookups are queued to their limit; the push service was not looked up", retryable: true)
         case .cancelled: self.init("DNS lookup of the push service was cancelled", retryable: true)
+        case .lookupFailed(let reason): self.init("DNS lookup of the push service failed for now: \(reason)", retryable: true)
         }
     }
 }

@@ -15,8 +15,11 @@ import PushCore
 ///   own budget) and returns at once when its task is cancelled; the thread may still finish
 ///   `getaddrinfo`, and its answer then only fills the cache;
 /// - answers are cached in a `BoundedCache` (`Limits.cachedHosts` entries): found addresses for
-///   `positiveLifetime`, "no address" for the shorter `negativeLifetime`. `getaddrinfo` reports no
-///   TTL, so these lifetimes are our guess at how long an answer stays true, kept short.
+///   `positiveLifetime`, "no such host" for the shorter `negativeLifetime`. `getaddrinfo` reports no
+///   TTL, so these lifetimes are our guess at how long an answer stays true, kept short;
+/// - a lookup that got no answer (a name server's SERVFAIL or silence, `EAI_AGAIN`, and every other
+///   error but `EAI_NONAME`) is a transient failure for the askers of that moment: never cached, so
+///   the next attempt asks again.
 final class HostResolver: Sendable {
     struct Limits: Sendable {
         var threads = 4
@@ -33,10 +36,23 @@ final class HostResolver: Sendable {
         /// Every resolver thread is busy and the queue of hosts waiting for one is full.
         case busy
         case cancelled
+        /// The lookup ended without an answer (`getaddrinfo`'s words for why).
+        case lookupFailed(String)
     }
 
-    /// The blocking lookup: every address of `host`, empty when it has none (or the lookup failed).
-    typealias Lookup = @Sendable (_ host: String) -> [IPAddress]
+    /// What one lookup learnt of a host.
+    enum LookupResult: Sendable, Equatable {
+        /// Every address of the host (not empty).
+        case found([IPAddress])
+        /// The name does not exist (`EAI_NONAME`): an answer, cached for `negativeLifetime`.
+        case noSuchHost
+        /// No answer for now: the name server failed or did not answer (`EAI_AGAIN`), or anything else went
+        /// wrong. Never cached.
+        case failed(String)
+    }
+
+    /// The blocking lookup.
+    typealias Lookup = @Sendable (_ host: String) -> LookupResult
 
     private struct Answer: Sendable {
         let addresses: [IPAddress]
@@ -89,7 +105,8 @@ final class HostResolver: Sendable {
     /// Hosts queued or being looked up now.
     var hostsInFlight: Int { state.withLock { $0.inFlight.count } }
 
-    /// The addresses of `host`, waiting at most `timeout` (and never longer than `Limits.timeout`).
+    /// The addresses of `host`, empty when it does not exist, waiting at most `timeout` (and never longer than
+    /// `Limits.timeout`).
     func resolve(_ host: String, timeout: Duration) async -> Result<[IPAddress], Failure> {
         let now = clock()
         if let cached = state.withLock({ $0.fresh(host, now: now) }) { return .success(cached) }
@@ -148,15 +165,23 @@ final class HostResolver: Sendable {
     /// A resolver thread: looks up queued hosts until the queue is empty, then ends.
     private func work() {
         while let host = next() {
-            let addresses = lookup(host)
+            let result: Result<[IPAddress], Failure>
+            let lifetime: Duration?
+            switch lookup(host) {
+            case .found(let addresses) where !addresses.isEmpty: (result, lifetime) = (.success(addresses), limits.positiveLifetime)
+            case .found, .noSuchHost: (result, lifetime) = (.success([]), limits.negativeLifetime)
+            case .failed(let reason): (result, lifetime) = (.failure(.lookupFailed(reason)), nil)
+            }
             let now = clock()
-            let lifetime = addresses.isEmpty ? limits.negativeLifetime : limits.positiveLifetime
             let (waiters, cached) = state.withLock { state in
-                state.cache.set(Answer(addresses: addresses, expiresAt: now.adding(saturating: lifetime.milliseconds)), for: host, now: now)
+                if let lifetime, case .success(let addresses) = result {
+                    state.cache.set(
+                        Answer(addresses: addresses, expiresAt: now.adding(saturating: lifetime.milliseconds)), for: host, now: now)
+                }
                 return (state.inFlight.removeValue(forKey: host) ?? [:], state.cache.count)
             }
             cacheGauge.record(cached)
-            for waiter in waiters.values { waiter.resume(returning: .success(addresses)) }
+            for waiter in waiters.values { waiter.resume(returning: result) }
         }
     }
 
@@ -178,11 +203,16 @@ final class HostResolver: Sendable {
     }
 
     /// `getaddrinfo`, which blocks: the only C call of the resolver.
-    static func systemLookup(_ host: String) -> [IPAddress] {
+    static func systemLookup(_ host: String) -> LookupResult {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else { return [] }
+        let status = getaddrinfo(host, nil, &hints, &result)
+        guard status == 0, let first = result else {
+            if status == EAI_NONAME { return .noSuchHost }
+            if status == EAI_SYSTEM { return .failed(String(cString: strerror(errno))) }
+            return .failed(String(cString: gai_strerror(status)))
+        }
         defer { freeaddrinfo(first) }
         var addresses: [IPAddress] = []
         var cursor: UnsafeMutablePointer<addrinfo>? = first
@@ -190,6 +220,6 @@ final class HostResolver: Sendable {
             if let address = entry.pointee.ai_addr.flatMap(IPAddress.init(socketAddress:)) { addresses.append(address) }
             cursor = entry.pointee.ai_next
         }
-        return addresses
+        return addresses.isEmpty ? .noSuchHost : .found(addresses)
     }
 }

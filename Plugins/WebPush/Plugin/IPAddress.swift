@@ -56,12 +56,24 @@ struct IPAddress: Equatable, Sendable {
         return IPAddress(bytes: Array(bytes[12..<16]))
     }
 
+    /// The IPv4 address an IPv6 one carries under one of a network's own NAT64 prefixes (RFC 6052 §2.2:
+    /// `PUSH_WEBPUSH_NAT64_PREFIXES`), else as `embeddedIPv4` finds it.
+    func embeddedIPv4(nat64 prefixes: [NAT64Prefix]) -> IPAddress? {
+        if let known = embeddedIPv4 { return known }
+        return prefixes.lazy.compactMap { $0.embeddedIPv4(in: self) }.first
+    }
+
     /// What the rules judge: the embedded IPv4 address if there is one, else this one.
     var effective: IPAddress { embeddedIPv4 ?? self }
 
+    func effective(nat64 prefixes: [NAT64Prefix]) -> IPAddress { embeddedIPv4(nat64: prefixes) ?? self }
+
     /// Globally reachable unicast, per the IANA special-purpose registries (RFC 6890 and its updates).
-    var isPublic: Bool {
-        let address = effective
+    var isPublic: Bool { isPublic(nat64: []) }
+
+    /// As `isPublic`, an address under one of these NAT64 prefixes judged by the IPv4 address it embeds.
+    func isPublic(nat64 prefixes: [NAT64Prefix]) -> Bool {
+        let address = effective(nat64: prefixes)
         return address.isV6 ? Self.v6IsPublic(address.bytes) : Self.v4IsPublic(address.bytes)
     }
 
@@ -119,8 +131,8 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(base.text)/\(prefixLength)" }
 
     /// Whether the address (or the IPv4 address it embeds) lies in this block.
-    func contains(_ address: IPAddress) -> Bool {
-        let candidate = base.isV6 ? address : address.effective
+    func contains(_ address: IPAddress, nat64 prefixes: [NAT64Prefix] = []) -> Bool {
+        let candidate = base.isV6 ? address : address.effective(nat64: prefixes)
         guard candidate.bytes.count == base.bytes.count else { return false }
         var remaining = prefixLength
         for (left, right) in zip(candidate.bytes, base.bytes) where remaining > 0 {
@@ -129,5 +141,30 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
             remaining -= 8
         }
         return true
+    }
+}
+
+/// A network's own NAT64 prefix (RFC 6052 §2.2), for `PUSH_WEBPUSH_NAT64_PREFIXES`: in an IPv6-only cluster
+/// whose DNS64 synthesizes addresses under it, `2001:db8:64::10.0.0.1` reaches `10.0.0.1` and is judged as it.
+/// The well-known `64:ff9b::/96` needs no setting.
+public struct NAT64Prefix: Sendable, Equatable, CustomStringConvertible {
+    let network: IPNetwork
+
+    /// An IPv6 block of one of the lengths RFC 6052 §2.2 defines: 32, 40, 48, 56, 64 or 96.
+    public init?(_ text: String) {
+        guard let network = IPNetwork(text), network.base.isV6, [32, 40, 48, 56, 64, 96].contains(network.prefixLength) else {
+            return nil
+        }
+        self.network = network
+    }
+
+    public var description: String { network.description }
+
+    /// The IPv4 address `address` embeds under this prefix. Its 32 bits follow the prefix, skipping bits 64 to 71
+    /// (octet 8, reserved; read whatever it holds, since a translator may ignore it).
+    func embeddedIPv4(in address: IPAddress) -> IPAddress? {
+        guard address.isV6, network.contains(address) else { return nil }
+        let octets = (0..<16).filter { $0 >= network.prefixLength / 8 && $0 != 8 }.prefix(4).map { address.bytes[$0] }
+        return IPAddress(bytes: Array(octets))
     }
 }

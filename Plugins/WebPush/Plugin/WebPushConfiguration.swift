@@ -18,6 +18,8 @@ public struct WebPushConfiguration: Sendable {
     public var allowedHosts: [String]
     /// Ports endpoints may name; push services listen on 443.
     public var allowedPorts: Set<Int>
+    /// The network's own NAT64 prefixes (`PUSH_WEBPUSH_NAT64_PREFIXES`), beside the well-known `64:ff9b::/96`.
+    public var nat64Prefixes: [NAT64Prefix] = []
     /// Requests in flight per push-service origin, so one slow or hostile push service holds a bounded share.
     public var maximumInFlightPerOrigin: Int
     /// The budget of one attempt: the DNS lookup of the endpoint's host and then the request share it.

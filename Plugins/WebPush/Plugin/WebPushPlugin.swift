@@ -33,6 +33,10 @@ public struct WebPushPlugin: ProviderPlugin {
             "PUSH_WEBPUSH_ALLOWED_NETWORKS", .list,
             "Comma-separated CIDR blocks (`10.20.0.0/16`, `fd00:1::/64`) that endpoints may use although they are not public (an in-house push service); narrower than `PUSH_WEBPUSH_ALLOW_PRIVATE`."
         )
+        static let nat64Prefixes = Setting(
+            "PUSH_WEBPUSH_NAT64_PREFIXES", .list,
+            "Comma-separated NAT64 prefixes of an IPv6-only cluster's own DNS64 (RFC 6052: /32, /40, /48, /56, /64 or /96); an endpoint address under one is judged by the IPv4 address it embeds, as under the well-known `64:ff9b::/96`."
+        )
         static let allowedPorts = Setting(
             "PUSH_WEBPUSH_ALLOWED_PORTS", .list, default: "443",
             "Comma-separated ports subscription endpoints may name; any other port is refused.")
@@ -45,7 +49,8 @@ public struct WebPushPlugin: ProviderPlugin {
             "Web Push: the longest a DNS lookup of a push-service host may take, within the attempt's request timeout; a lookup that takes longer is a retryable failure of that origin. The resolver's limits and cache are in docs/operations.md."
         )
         static let dependents = [
-            vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, allowedPorts, maximumInFlightPerOrigin, dnsTimeoutMs,
+            vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, nat64Prefixes, allowedPorts, maximumInFlightPerOrigin,
+            dnsTimeoutMs,
         ]
     }
 
@@ -59,7 +64,8 @@ public struct WebPushPlugin: ProviderPlugin {
             summary: [
                 "webpush: VAPID public key \(publicKey), subject \(configuration.subject), ports \(configuration.allowedPorts.sorted().map(String.init).joined(separator: ","))"
                     + (configuration.allowPrivateNetworks ? ", private networks allowed" : "")
-            ], appLabels: Set(configuration.apps.keys)
+            ], appLabels: Set(configuration.apps.keys),
+            check: { _ in WebPushCredentialCheck.run(configuration) }
         ) { context in
             try WebPushProvider(configuration: configuration, transport: context.makeTransport("webpush"), templates: context.templates)
         }
@@ -99,6 +105,16 @@ public struct WebPushPlugin: ProviderPlugin {
             }
             networks.append(network)
         }
+        var prefixes: [NAT64Prefix] = []
+        for text in reader.list(Settings.nat64Prefixes) {
+            guard let prefix = NAT64Prefix(text) else {
+                reader.problem(
+                    "PUSH_WEBPUSH_NAT64_PREFIXES: \"\(text)\" is not a NAT64 prefix: an IPv6 CIDR block of length 32, 40, 48, 56, 64 or 96 (RFC 6052)"
+                )
+                continue
+            }
+            prefixes.append(prefix)
+        }
         var ports: Set<Int> = []
         for text in reader.list(Settings.allowedPorts) {
             guard let port = Int(text), (1...65_535).contains(port) else {
@@ -134,6 +150,7 @@ public struct WebPushPlugin: ProviderPlugin {
             maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin),
             dnsTimeout: .milliseconds(reader.integer(Settings.dnsTimeoutMs)))
         configuration.apps = apps
+        configuration.nat64Prefixes = prefixes
         return configuration
     }
 }

@@ -35,7 +35,8 @@ public struct WebPushProvider: PushProvider {
         policy = EndpointPolicy(
             EndpointPolicy.Rules(
                 allowPrivateNetworks: configuration.allowPrivateNetworks, allowedNetworks: configuration.allowedNetworks,
-                allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts),
+                allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts,
+                nat64Prefixes: configuration.nat64Prefixes),
             resolver: resolver ?? HostResolver(limits: HostResolver.Limits(timeout: configuration.dnsTimeout)))
         let tokenCache = VAPIDTokenCache()
         vapidTokenCache = tokenCache

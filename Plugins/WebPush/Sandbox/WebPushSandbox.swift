@@ -42,6 +42,9 @@ public final class WebPushSandbox: Sendable {
     }
 
     private let origin: String
+    /// Every origin clients may address this server by (`origin` first): a VAPID `aud` must be the origin of the
+    /// push resource the request is for (RFC 8292 §2), so any of these.
+    private let origins: Set<String>
     /// Answer as Apple's push service does where it is stricter than the others (`web.push.apple.com`).
     private let apple: Bool
     private let clock: @Sendable () -> Int64
@@ -51,11 +54,15 @@ public final class WebPushSandbox: Sendable {
 
     /// - Parameters:
     ///   - origin: `https://host:port` as clients address this server.
+    ///   - aliases: further origins that reach this server (other names its certificate holds).
     ///   - apple: refuse what Apple's push service refuses and the others accept: a VAPID `sub` on a host that is not
     ///     public (`localhost`, `.localhost`, `.invalid`, `.test`, `.local`) gets `403 {"reason":"BadJwtToken"}`
     ///     (web-push-libs/web-push#947, pywebpush#175; FCM and Mozilla accept such a subject).
-    public init(origin: String, apple: Bool = false, clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds) {
+    public init(
+        origin: String, aliases: [String] = [], apple: Bool = false, clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds
+    ) {
         self.origin = origin
+        origins = Set([origin] + aliases)
         self.apple = apple
         self.clock = clock
     }
@@ -104,7 +111,9 @@ public final class WebPushSandbox: Sendable {
             let publicKey = try? PublicKey(p256: point), let jwt = JSONWebToken.parse(token), jwt.verifies(with: publicKey)
         else { return answer(401, "VAPID token does not verify") }
         let now = clock() / 1000
-        guard jwt.claims["aud"] == .string(origin) else { return answer(403, "VAPID aud must be \(origin)") }
+        guard case .string(let audience)? = jwt.claims["aud"], origins.contains(audience) else {
+            return answer(403, "VAPID aud must be \(origin)")
+        }
         guard case .integer(let expires)? = jwt.claims["exp"], expires > now, expires <= now + 24 * 3600 else {
             return answer(403, "VAPID exp must be in the future and at most 24 h away")
         }
@@ -148,9 +157,10 @@ public struct WebPushSandboxInstance: Sendable {
 
     /// - Parameters:
     ///   - host: the host clients name in endpoints (and in the VAPID `aud`): `localhost` or `127.0.0.1`.
+    ///   - aliases: further host names that reach it (resolved by a test's own name server), accepted in `aud` too.
     ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
     public static func start(
-        tls: SandboxTLS, port: Int = 0, host: String = "localhost", apple: Bool = false,
+        tls: SandboxTLS, port: Int = 0, host: String = "localhost", aliases: [String] = [], apple: Bool = false,
         connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
         wrap: @escaping @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
     )
@@ -158,7 +168,8 @@ public struct WebPushSandboxInstance: Sendable {
     {
         let holder = LateResponder()
         let server = try await SandboxServer.start(tls: tls, port: port, connectionClosed: connectionClosed) { holder.respond($0) }
-        let sandbox = WebPushSandbox(origin: "https://\(host):\(server.port)", apple: apple)
+        let sandbox = WebPushSandbox(
+            origin: "https://\(host):\(server.port)", aliases: aliases.map { "https://\($0):\(server.port)" }, apple: apple)
         holder.set(wrap(sandbox.respond))
         return WebPushSandboxInstance(server: server, sandbox: sandbox)
     }
