@@ -16,6 +16,7 @@ public final class InMemoryKafka: Sendable {
         var committed: [String: [TopicPartition: Int64]] = [:]
         var members: [String: [InMemoryConsumer]] = [:]
         var refusedSends = 0
+        var refusal: (@Sendable (KafkaRecord) -> KafkaError?)?
         var holding = false
         /// The acknowledgements held back, each the completion of one send.
         var held: [@Sendable () -> Void] = []
@@ -133,6 +134,10 @@ public final class InMemoryKafka: Sendable {
     /// The next `count` sends fail (nothing is appended), as a broker that is down would.
     public func refuseSends(_ count: Int) { state.withLock { $0.refusedSends = count } }
 
+    /// From now on each record that `refusal` answers with an error is refused with it (not appended), as librdkafka or
+    /// the broker refuses a record over `message.max.bytes`; the send's other records are appended. nil: none refused.
+    public func refuseRecords(_ refusal: (@Sendable (KafkaRecord) -> KafkaError?)?) { state.withLock { $0.refusal = refusal } }
+
     /// Sends wait for their acknowledgement until `releaseAcknowledgements` (their records are already in the log).
     public func holdAcknowledgements() { state.withLock { $0.holding = true } }
 
@@ -149,26 +154,36 @@ public final class InMemoryKafka: Sendable {
     public var heldSends: Int { state.withLock { $0.held.count } }
 
     func send(_ records: [KafkaRecord]) async throws(KafkaError) {
-        try await withCheckedContinuation { continuation in send(records) { continuation.resume(returning: $0) } }.get()
+        try await withCheckedContinuation { continuation in send(records) { continuation.resume(returning: $0) } }.mapError(\.first)
+            .get()
     }
 
     /// `completion` runs at once on the caller's thread, or when held acknowledgements are let go.
-    func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
-        let refused = state.withLock { state in
+    func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, UndeliveredRecords>) -> Void) {
+        let (refused, refusal) = state.withLock { state in
             state.sends += 1
-            guard state.refusedSends > 0 else { return false }
+            guard state.refusedSends > 0 else { return (false, state.refusal) }
             state.refusedSends -= 1
-            return true
+            return (true, state.refusal)
         }
         if refused {
-            return completion(.failure(KafkaError(code: -195, message: "Local: Broker transport failure (refused by the in-memory log)")))
+            let error = KafkaError(code: -195, message: "Local: Broker transport failure (refused by the in-memory log)")
+            return completion(.failure(UndeliveredRecords(records.indices.map { UndeliveredRecords.Failure(index: $0, error: error) })))
         }
-        for record in records { append(record) }
+        var failures: [UndeliveredRecords.Failure] = []
+        for (index, record) in records.enumerated() {
+            if let error = refusal?(record) {
+                failures.append(UndeliveredRecords.Failure(index: index, error: error))
+            } else {
+                append(record)
+            }
+        }
+        let result: Result<Void, UndeliveredRecords> = failures.isEmpty ? .success(()) : .failure(UndeliveredRecords(failures))
         let waits = state.withLock { state in
-            if state.holding { state.held.append { completion(.success(())) } }
+            if state.holding { state.held.append { completion(result) } }
             return state.holding
         }
-        if !waits { completion(.success(())) }
+        if !waits { completion(result) }
     }
 }
 
@@ -188,7 +203,7 @@ private struct InMemorySources: MessageSourceFactory {
 private struct InMemorySink: MessageSink {
     let kafka: InMemoryKafka
 
-    func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
+    func produce(_ records: [KafkaRecord], reporting completion: @escaping @Sendable (Result<Void, UndeliveredRecords>) -> Void) {
         kafka.send(records, completion: completion)
     }
 

@@ -4,31 +4,53 @@ import Logging
 import PushCore
 import Synchronization
 
-/// Counts the delivery reports of one batch of records; after the last, resumes the task waiting
-/// for them or calls the batch's completion.
+/// Counts the delivery reports of one batch of records and notes each record that failed (by its index); after the
+/// last, resumes the task waiting for them or calls the batch's completion.
 final class DeliveryBatch: Sendable {
-    typealias Completion = @Sendable (Result<Void, KafkaError>) -> Void
+    typealias Completion = @Sendable (Result<Void, UndeliveredRecords>) -> Void
 
     private struct State {
         var remaining: Int
-        var firstError: KafkaError?
-        var continuation: CheckedContinuation<Result<Void, KafkaError>, Never>?
+        /// Stays empty, with nothing allocated, while every record is acknowledged.
+        var failures: [UndeliveredRecords.Failure] = []
+        var continuation: CheckedContinuation<Result<Void, UndeliveredRecords>, Never>?
 
-        var result: Result<Void, KafkaError> { firstError.map { .failure($0) } ?? .success(()) }
+        var result: Result<Void, UndeliveredRecords> { failures.isEmpty ? .success(()) : .failure(UndeliveredRecords(failures)) }
     }
 
     private let state: Mutex<State>
     /// Called with the result on the thread of the last report, instead of resuming a waiting task.
     private let completion: Completion?
+    /// One slot per record, each holding this batch's address: a record's opaque is its slot, from which its delivery
+    /// report learns both the batch and the record's index, with one allocation per batch. Written here, then only read.
+    private nonisolated(unsafe) let slots: UnsafeMutablePointer<UnsafeMutableRawPointer>
 
     init(count: Int, completion: Completion? = nil) {
         state = Mutex(State(remaining: count))
         self.completion = completion
+        slots = .allocate(capacity: max(count, 1))
+        slots.initialize(repeating: Unmanaged.passUnretained(self).toOpaque(), count: max(count, 1))
     }
 
-    func reported(_ error: KafkaError?) {
-        let finished = state.withLock { state -> (Result<Void, KafkaError>, CheckedContinuation<Result<Void, KafkaError>, Never>?)? in
-            if state.firstError == nil, let error { state.firstError = error }
+    deinit { slots.deallocate() }
+
+    /// The opaque of the record at `index`, which keeps the batch alive until `takeRetained` (its report).
+    func retainedOpaque(of index: Int) -> UnsafeMutableRawPointer {
+        _ = Unmanaged.passRetained(self)
+        return UnsafeMutableRawPointer(slots + index)
+    }
+
+    /// The batch and record index of an opaque from `retainedOpaque`, releasing what it retained.
+    static func takeRetained(_ opaque: UnsafeMutableRawPointer) -> (batch: DeliveryBatch, index: Int) {
+        let slot = opaque.assumingMemoryBound(to: UnsafeMutableRawPointer.self)
+        let batch = Unmanaged<DeliveryBatch>.fromOpaque(slot.pointee).takeRetainedValue()
+        return (batch, slot - batch.slots)
+    }
+
+    func reported(_ error: KafkaError?, index: Int) {
+        let finished = state.withLock {
+            state -> (Result<Void, UndeliveredRecords>, CheckedContinuation<Result<Void, UndeliveredRecords>, Never>?)? in
+            if let error { state.failures.append(UndeliveredRecords.Failure(index: index, error: error)) }
             state.remaining -= 1
             guard state.remaining == 0 else { return nil }
             defer { state.continuation = nil }
@@ -39,9 +61,9 @@ final class DeliveryBatch: Sendable {
     }
 
     /// Waits for the last report; returns at once if every record was reported already.
-    func outcome() async -> Result<Void, KafkaError> {
+    func outcome() async -> Result<Void, UndeliveredRecords> {
         await withCheckedContinuation { continuation in
-            let finished = state.withLock { state -> Result<Void, KafkaError>? in
+            let finished = state.withLock { state -> Result<Void, UndeliveredRecords>? in
                 guard state.remaining == 0 else {
                     state.continuation = continuation
                     return nil
@@ -92,9 +114,9 @@ public final class KafkaProducer: Sendable {
         if statistics != nil { RDKafkaConfig.attachStatistics(to: conf) }
         rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
             guard let message, let opaque = message.pointee._private else { return }
-            let batch = Unmanaged<DeliveryBatch>.fromOpaque(opaque).takeRetainedValue()
+            let (batch, index) = DeliveryBatch.takeRetained(opaque)
             let error = message.pointee.err
-            batch.reported(error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error))
+            batch.reported(error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error), index: index)
         }
         rdkafka = RDKafkaHandle(try RDKafkaConfig.newHandle(RD_KAFKA_PRODUCER, conf: conf), context: context)
         NamedThread.start("kafka-produce") { [rdkafka, poller] in
@@ -109,16 +131,21 @@ public final class KafkaProducer: Sendable {
         guard !records.isEmpty else { return }
         let batch = DeliveryBatch(count: records.count)
         await enqueueWaitingForRoom(records[...], batch: batch)
-        try await batch.outcome().get()
+        try await batch.outcome().mapError(\.first).get()
     }
 
-    /// Produces `records` without a task waiting: `completion` runs once every record is reported,
-    /// on the producer's polling thread (or on the caller's, for a record librdkafka refused). Only
-    /// while librdkafka's local queue is full does a task wait for room, for the records left.
+    /// `produce(_:reporting:)` answered with the first failure only.
     public func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
+        produce(records, reporting: { completion($0.mapError(\.first)) })
+    }
+
+    /// Produces `records` without a task waiting: `completion` runs once every record is reported (with each record
+    /// that was not acknowledged, and why), on the producer's polling thread (or on the caller's, for a record
+    /// librdkafka refused). Only while librdkafka's local queue is full does a task wait for room, for the records left.
+    public func produce(_ records: [KafkaRecord], reporting completion: @escaping @Sendable (Result<Void, UndeliveredRecords>) -> Void) {
         guard !records.isEmpty else { return completion(.success(())) }
         let batch = DeliveryBatch(count: records.count, completion: completion)
-        for index in records.indices where !enqueue(records[index], for: batch) {
+        for index in records.indices where !enqueue(records[index], at: index, for: batch) {
             let rest = records[index...]
             Task { await self.enqueueWaitingForRoom(rest, batch: batch) }
             return
@@ -127,19 +154,20 @@ public final class KafkaProducer: Sendable {
 
     /// Hands each record to librdkafka, pausing while its local queue is full.
     private func enqueueWaitingForRoom(_ records: ArraySlice<KafkaRecord>, batch: DeliveryBatch) async {
-        for record in records {
-            while !enqueue(record, for: batch) { await Self.pause(milliseconds: 5) }
+        for index in records.indices {
+            while !enqueue(records[index], at: index, for: batch) { await Self.pause(milliseconds: 5) }
         }
     }
 
-    /// Hands one record of `batch` to librdkafka; false when its local queue is full (and the producer is not
-    /// stopping), so the record waits. A record refused for any other reason is reported to the batch.
-    private func enqueue(_ record: KafkaRecord, for batch: DeliveryBatch) -> Bool {
-        let opaque = Unmanaged.passRetained(batch).toOpaque()
+    /// Hands the record at `index` of `batch` to librdkafka; false when its local queue is full (and the producer is
+    /// not stopping), so the record waits. A record refused for any other reason (one over `message.max.bytes`) is
+    /// reported to the batch.
+    private func enqueue(_ record: KafkaRecord, at index: Int, for batch: DeliveryBatch) -> Bool {
+        let opaque = batch.retainedOpaque(of: index)
         guard let refusal = enqueue(record, opaque: opaque) else { return true }
-        Unmanaged<DeliveryBatch>.fromOpaque(opaque).release()
+        _ = DeliveryBatch.takeRetained(opaque)
         if refusal == RD_KAFKA_RESP_ERR__QUEUE_FULL, !poller.stopping.load(ordering: .relaxed) { return false }
-        batch.reported(KafkaError(refusal))
+        batch.reported(KafkaError(refusal), index: index)
         return true
     }
 

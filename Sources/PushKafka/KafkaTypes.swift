@@ -15,6 +15,53 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "Kafka error \(code): \(message)" }
+
+    /// The one rule for what a refused record can hope for: an error that refuses the record itself (its size,
+    /// its contents), locally when it is produced or by the broker, refuses it again however often it is sent, so
+    /// it is final for that record; any other error (a broker down, a timeout, a full queue) is transient and the
+    /// record is sent again as it is.
+    public var refusesRecordForGood: Bool {
+        switch code {
+        // `INVALID_MSG` is Kafka's CORRUPT_MESSAGE.
+        case RD_KAFKA_RESP_ERR_INVALID_MSG.rawValue, RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE.rawValue,
+            RD_KAFKA_RESP_ERR_INVALID_RECORD.rawValue:
+            true
+        default: isRecordTooLarge
+        }
+    }
+
+    /// librdkafka's refusal of a record over `message.max.bytes` (a sink that models it uses this one).
+    public static let messageSizeTooLarge = KafkaError(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+
+    /// Whether the record (or the batch it went in) is larger than the producer or the broker takes.
+    public var isRecordTooLarge: Bool {
+        code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE.rawValue || code == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE.rawValue
+    }
+}
+
+/// The records of a batch that were not acknowledged, each by its index in the batch, with why.
+public struct UndeliveredRecords: Error, Sendable, CustomStringConvertible {
+    public struct Failure: Sendable, Equatable {
+        public let index: Int
+        public let error: KafkaError
+
+        public init(index: Int, error: KafkaError) {
+            self.index = index
+            self.error = error
+        }
+    }
+
+    /// In the order they were reported; never empty.
+    public let failures: [Failure]
+
+    public init(_ failures: [Failure]) {
+        precondition(!failures.isEmpty, "no undelivered record")
+        self.failures = failures
+    }
+
+    public var first: KafkaError { failures[0].error }
+
+    public var description: String { "\(failures.count) record(s) not acknowledged, first: \(first)" }
 }
 
 public struct KafkaHeader: Sendable, Equatable {

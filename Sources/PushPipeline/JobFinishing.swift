@@ -106,7 +106,7 @@ final class FinishingJob: Sendable {
             let traceHeaders = producerSpan.flatMap { processor.tracing?.headers(carrying: $0.context) } ?? []
             let publishing = Publishing(
                 publications: publications, handedOff: handedOff, recordedAt: .now, producerSpan: producerSpan,
-                records: publisher.records(for: publications, encoded: outcomes, traceHeaders: traceHeaders))
+                traced: !traceHeaders.isEmpty, records: publisher.records(for: publications, encoded: outcomes, traceHeaders: traceHeaders))
             publish(publishing, with: publisher, retryingAfter: .publish)
         }
     }
@@ -117,25 +117,52 @@ final class FinishingJob: Sendable {
         let handedOff: Bool
         let recordedAt: ContinuousClock.Instant
         let producerSpan: (any Span)?
-        let records: [KafkaRecord]
+        /// Whether the records carry trace headers (the first form to drop when one is refused for good).
+        let traced: Bool
+        /// What the next send sends: at first a record per publication, in their order; after a failure, only those
+        /// not acknowledged yet, each in the form `pending` says.
+        var records: [KafkaRecord]
+        /// nil until a send fails (nothing made per record while sends succeed); then `records`' publications and forms.
+        var pending: [PendingRecord]? = nil
+        var gaveUp = false
+
+        /// `records` as pending records, as they were first sent.
+        var sent: [PendingRecord] {
+            pending
+                ?? records.indices.map { index in
+                    PendingRecord(publication: index, form: traced ? .asBuilt : .withoutTraceHeaders, record: records[index], refusal: nil)
+                }
+        }
     }
 
+    /// Sends what is left of `publishing`. A record that failed for a transient reason is sent again after `wait`; one
+    /// refused for good (`KafkaError.refusesRecordForGood`) is sent again at once in its next, smaller form, or given
+    /// up (`RecordForm`), so that such a record never holds its job. Acknowledged records are never sent again.
     private func publish(_ publishing: Publishing, with publisher: OutcomePublisher, retryingAfter wait: RetryWait) {
-        publisher.producer.send(publishing.records) { [self] result in
-            switch result {
-            case .success:
+        publisher.producer.produce(publishing.records) { [self] result in
+            guard case .failure(let undelivered) = result else { return published(publishing) }
+            var publishing = publishing
+            let next = publisher.nextRound(after: undelivered, of: publishing.sent, publications: publishing.publications)
+            publishing.pending = next.records
+            publishing.records = next.records.map(\.record)
+            publishing.gaveUp = publishing.gaveUp || next.gaveUp
+            guard !next.records.isEmpty else { return published(publishing) }
+            guard next.transient else { return publish(publishing, with: publisher, retryingAfter: wait) }
+            publisher.failed(undelivered.failures.first { !$0.error.refusesRecordForGood }?.error ?? undelivered.first)
+            again(after: wait) { [self, publishing] in
+                publish(publishing, with: publisher, retryingAfter: wait.next)
+            } orElse: {
+                publishing.producerSpan?.setStatus(SpanStatus(code: .error))
                 publishing.producerSpan?.end()
-                end(.acknowledged(publishing.publications, handedOff: publishing.handedOff, recordedAt: publishing.recordedAt))
-            case .failure(let error):
-                publisher.failed(error)
-                again(after: wait) { [self] in
-                    publish(publishing, with: publisher, retryingAfter: wait.next)
-                } orElse: {
-                    publishing.producerSpan?.setStatus(SpanStatus(code: .error))
-                    publishing.producerSpan?.end()
-                }
             }
         }
+    }
+
+    /// Every record acknowledged, or given up: the job ends.
+    private func published(_ publishing: Publishing) {
+        if publishing.gaveUp { publishing.producerSpan?.setStatus(SpanStatus(code: .error, message: "a record was refused for good")) }
+        publishing.producerSpan?.end()
+        end(.acknowledged(publishing.publications, handedOff: publishing.handedOff, recordedAt: publishing.recordedAt))
     }
 
     /// After a failure: `step` again once `wait` passed, or the job abandoned when `givingUp` says so (then `orElse` first).

@@ -107,9 +107,44 @@ public struct JobTracing: Sendable {
 }
 
 /// Reads a propagation field from a consumed message's headers (the last header of that name, compared without case).
+/// A producer's trace headers go on into every outcome and dead letter of the job, so only what W3C Trace Context
+/// (Level 1, §3.2 and §3.3) lets a vendor pass on is read: a `traceparent` that parses, and a `tracestate` of at most
+/// 512 bytes and 32 list-members; anything else is dropped as if absent.
 struct KafkaHeadersExtractor: Extractor {
+    static let maximumTraceStateBytes = 512
+    static let maximumTraceStateMembers = 32
+
     func extract(key: String, from carrier: [KafkaHeader]) -> String? {
-        carrier.last { $0.name.lowercased() == key.lowercased() }.map { String(decoding: $0.value, as: UTF8.self) }
+        guard let header = carrier.last(where: { $0.name.lowercased() == key.lowercased() }) else { return nil }
+        switch key.lowercased() {
+        case "traceparent": return Self.isTraceParent(header.value) ? String(decoding: header.value, as: UTF8.self) : nil
+        case "tracestate": return Self.isPassableTraceState(header.value) ? String(decoding: header.value, as: UTF8.self) : nil
+        default: return String(decoding: header.value, as: UTF8.self)
+        }
+    }
+
+    /// `version-traceid-parentid-flags` in lower-case hex (§3.2.2): version not `ff`, ids not all zero; a later
+    /// version may add fields after a `-` (§3.2.4).
+    static func isTraceParent(_ value: [UInt8]) -> Bool {
+        guard
+            value.count == 55 || (value.count > 55 && value.count <= 256 && value[55] == UInt8(ascii: "-") && value[0...1] != [0x30, 0x30])
+        else { return false }
+        func isHex(_ range: Range<Int>) -> Bool {
+            value[range].allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        }
+        func isZero(_ range: Range<Int>) -> Bool { value[range].allSatisfy { $0 == 0x30 } }
+        let dash = UInt8(ascii: "-")
+        guard value[2] == dash, value[35] == dash, value[52] == dash else { return false }
+        guard isHex(0..<2), isHex(3..<35), isHex(36..<52), isHex(53..<55) else { return false }
+        return value[0...1] != [0x66, 0x66] && !isZero(3..<35) && !isZero(36..<52)
+    }
+
+    /// At most 512 bytes (§3.3.1.1's size every vendor must pass on) and 32 list-members (§3.3.1.1), printable ASCII.
+    static func isPassableTraceState(_ value: [UInt8]) -> Bool {
+        guard value.count <= maximumTraceStateBytes, value.allSatisfy({ (0x20...0x7E).contains($0) }) else { return false }
+        let members = value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: true)
+            .filter { !$0.allSatisfy { $0 == 0x20 || $0 == 0x09 } }
+        return members.count <= maximumTraceStateMembers
     }
 }
 

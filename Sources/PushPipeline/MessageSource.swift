@@ -29,8 +29,8 @@ public protocol MessageSourceFactory: Sendable {
 
 /// Where outcomes and dead letters go.
 public protocol MessageSink: Sendable {
-    /// Calls `completion` once every record is acknowledged, with the first failure if any was not.
-    func send(_ records: [KafkaRecord], completion: @escaping @Sendable (Result<Void, KafkaError>) -> Void)
+    /// Calls `completion` once every record is acknowledged or refused, with each record that was not (by its index).
+    func produce(_ records: [KafkaRecord], reporting completion: @escaping @Sendable (Result<Void, UndeliveredRecords>) -> Void)
     /// Learns the topics' partitions before the first send (blocks up to `timeout`); returns the topics it could not.
     func prepare(topics: [String], timeout: Duration) -> [String]
 }
@@ -76,7 +76,7 @@ public struct KafkaMessageSources: MessageSourceFactory {
             properties: properties(of: lane), topics: [topic], logger: logger,
             statistics: { json in
                 for (topic, partition, lag) in ConsumerLag.parse(json) {
-                    metrics.consumerLag(topic: topic, partition: partition, messages: lag)
+                    metrics.consumerLag(lane, topic: topic, partition: partition, messages: lag)
                 }
             }, rebalance: rebalance)
     }

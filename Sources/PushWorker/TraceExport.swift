@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import OTel
 import PushPipeline
@@ -8,7 +9,7 @@ import Tracing
 /// `OTEL_TRACES_EXPORTER` names an exporter (`otlp`, `console`) or an OTLP endpoint is set
 /// (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); off with `OTEL_TRACES_EXPORTER=none` or
 /// `OTEL_SDK_DISABLED=true`. swift-otel reads the rest (`OTEL_SERVICE_NAME`, `OTEL_EXPORTER_OTLP_PROTOCOL`
-/// `http/protobuf` or `http/json`, `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES`, …). Only traces
+/// `http/protobuf` or `http/json`, `OTEL_TRACES_SAMPLER` (checked here first), `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES`, …). Only traces
 /// are exported: the worker's metrics stay Prometheus's, its logs stay JSON lines, which carry `trace_id` and
 /// `span_id` while a traced job runs.
 public struct TraceExport: Sendable {
@@ -29,9 +30,31 @@ public struct TraceExport: Sendable {
         if let exporter, !["otlp", "console", "none"].contains(exporter) {
             problems.append("OTEL_TRACES_EXPORTER must be otlp, console or none, got \"\(exporter.prefix(64))\"")
         }
+        problems += samplerProblems(environment)
         guard problems.isEmpty else { return .failure(ConfigurationErrors(problems: problems)) }
         if let exporter { return .success(exporter != "none") }
         return .success(environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil)
+    }
+
+    /// The samplers of the OpenTelemetry specification's `OTEL_TRACES_SAMPLER` this build has; the Jaeger and X-Ray
+    /// ones it lacks are refused here rather than stopping the process at the first span.
+    static let samplers = [
+        "always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio",
+    ]
+
+    /// `OTEL_TRACES_SAMPLER` and its `OTEL_TRACES_SAMPLER_ARG` (a probability from 0 to 1 for the ratio samplers).
+    /// Whether a producer's sampled `traceparent` forces a job's trace is the operator's choice: the `parentbased_`
+    /// samplers follow it, the others decide alone.
+    static func samplerProblems(_ environment: [String: String]) -> [String] {
+        guard let sampler = environment["OTEL_TRACES_SAMPLER"] else { return [] }
+        guard samplers.contains(sampler) else {
+            return ["OTEL_TRACES_SAMPLER must be one of \(samplers.joined(separator: ", ")), got \"\(sampler.prefix(64))\""]
+        }
+        guard sampler.hasSuffix("traceidratio"), let argument = environment["OTEL_TRACES_SAMPLER_ARG"] else { return [] }
+        guard let ratio = Double(argument.trimmingCharacters(in: .whitespaces)), (0...1).contains(ratio) else {
+            return ["OTEL_TRACES_SAMPLER_ARG must be a probability from 0 to 1 for \(sampler), got \"\(argument.prefix(64))\""]
+        }
+        return []
     }
 
     /// What the pipeline traces with, and the exporter's service (it batches spans and sends them; stop it after the

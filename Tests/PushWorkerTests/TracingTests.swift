@@ -104,6 +104,76 @@ struct TracingTests {
             ])
     }
 
+    @Test(
+        "OTEL_TRACES_SAMPLER takes the specification's samplers this build has, with a ratio from 0 to 1; Jaeger, X-Ray or a bad ratio is one line"
+    )
+    func samplers() {
+        for sampler in TraceExport.samplers {
+            #expect((try? TraceExport.requested(by: ["OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_EXPORTER": "otlp"]).get()) == true)
+        }
+        #expect(
+            (try? TraceExport.requested(by: ["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"]).get())
+                == false)
+        #expect(
+            TraceExport.samplerProblems(["OTEL_TRACES_SAMPLER": "parentbased_jaeger_remote"]) == [
+                "OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got \"parentbased_jaeger_remote\""
+            ])
+        #expect(TraceExport.samplerProblems(["OTEL_TRACES_SAMPLER": "xray"]).count == 1)
+        #expect(
+            TraceExport.samplerProblems(["OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"]) == [
+                "OTEL_TRACES_SAMPLER_ARG must be a probability from 0 to 1 for traceidratio, got \"1.5\""
+            ])
+    }
+
+    @Test(
+        "a producer's trace headers go on only as W3C Trace Context lets a vendor pass them: a traceparent that parses, a tracestate of at most 512 bytes and 32 members"
+    )
+    func inboundTraceHeadersAreBounded() throws {
+        let extractor = KafkaHeadersExtractor()
+        let parent = "00-\(Self.traceID)-\(Self.parentSpanID)-01"
+        func read(_ name: String, _ value: String) -> String? { extractor.extract(key: name, from: [KafkaHeader(name, value)]) }
+        #expect(read("traceparent", parent) == parent)
+        #expect(read("TraceParent", parent) == parent)
+        #expect(read("traceparent", "01-\(Self.traceID)-\(Self.parentSpanID)-01-later-field") != nil)
+        for broken in [
+            "00-\(Self.traceID)-\(Self.parentSpanID)-01-extra", "ff-\(Self.traceID)-\(Self.parentSpanID)-01",
+            "00-\(String(repeating: "0", count: 32))-\(Self.parentSpanID)-01", "00-\(Self.traceID)-0000000000000000-01",
+            "00-\(Self.traceID.uppercased())-\(Self.parentSpanID)-01", "garbage", parent + String(repeating: "x", count: 1_000_000),
+        ] {
+            #expect(read("traceparent", broken) == nil, "\(broken.prefix(80))")
+        }
+        let members = (1...32).map { "v\($0)=x" }.joined(separator: ",")
+        #expect(read("tracestate", members) == members)
+        #expect(read("tracestate", members + ",v33=x") == nil)
+        #expect(read("tracestate", "v=" + String(repeating: "a", count: 510)) != nil)
+        #expect(read("tracestate", "v=" + String(repeating: "a", count: 511)) == nil)
+        #expect(read("tracestate", "v=" + String(repeating: "a", count: 1 << 20)) == nil)
+        #expect(read("tracestate", "v=a\nb") == nil)
+    }
+
+    @Test("a producer's oversized tracestate reaches no outcome: the job's trace goes on without it")
+    func oversizedTraceStateStopsAtTheWorker() throws {
+        var configuration = TraceExport.baseConfiguration(logger: testLogger())
+        configuration.traces.exporter = .none
+        let tracing = try TraceExport(configuration: configuration, consumerGroup: "g").tracing
+        func outboundHeaders(tracestate: String) -> [String: String] {
+            let message = KafkaMessage(
+                topicPartition: TopicPartition(topic: "push.jobs", partition: 0), offset: 0, key: nil, value: [], timestamp: nil,
+                headers: [KafkaHeader("traceparent", "00-\(Self.traceID)-\(Self.parentSpanID)-01"), KafkaHeader("tracestate", tracestate)])
+            let span = tracing.consumerSpan(of: message)
+            defer { span.end() }
+            return Dictionary(
+                tracing.headers(carrying: span.context).map { ($0.name, String(decoding: $0.value, as: UTF8.self)) }
+            ) { $1 }
+        }
+        let small = outboundHeaders(tracestate: "vendor=abc")
+        #expect(small["tracestate"] == "vendor=abc")
+        #expect(small["traceparent"]?.contains(Self.traceID) == true)
+        let huge = outboundHeaders(tracestate: "vendor=" + String(repeating: "a", count: 1 << 20))
+        #expect(huge["tracestate"] == nil)
+        #expect(huge["traceparent"]?.contains(Self.traceID) == true)
+    }
+
     @Test("a JSON log line written while a traced job runs carries its trace_id and span_id")
     func logLinesCarryTheTrace() throws {
         var configuration = TraceExport.baseConfiguration(logger: testLogger())
