@@ -111,6 +111,11 @@ public struct Job: Sendable, Equatable {
                 overrides: overrides, liveActivity: liveActivity.map(Indirect.init), targets: targets))
     }
 
+    /// This decoding of the job: each consumed Kafka message (and each claimed retry entry) decodes to an instance of
+    /// its own, which every copy of the value shares and a change to a field replaces. Two jobs in flight that reuse an
+    /// `id` are two instances. Unique among the jobs alive (a value that holds it keeps it alive).
+    public var instance: ObjectIdentifier { ObjectIdentifier(box) }
+
     public var deadline: Deadline { Deadline(createdAt: createdAt, ttlSeconds: ttl) }
 
     /// Whether the push shows the user anything: a notification text, sound or badge. Apple devices get

@@ -1,5 +1,11 @@
 /// The one place where a plugin's classified result becomes an outcome's status and action.
 extension Outcome {
+    /// The longest `providerMessageId` kept, in UTF-8 bytes, cut on a character boundary. Provider ids are far shorter
+    /// (an `apns-id` is 36, FCM's message name about 80), but a Web Push service's `Location` header may take the
+    /// transport's whole header bound (16 KiB): stored in Redis and published with every outcome, it would let a push
+    /// service bloat both.
+    public static let maximumProviderMessageIdBytes = 256
+
     public init(job: Job, target: Target, result: DeliveryResult, attempts: Int, at now: Int64) {
         self.init(
             jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
@@ -8,7 +14,7 @@ extension Outcome {
         switch result {
         case .delivered(let messageId, _, let shortened):
             status = .delivered
-            providerMessageId = messageId
+            providerMessageId = messageId.map { $0.utf8Prefix(Self.maximumProviderMessageIdBytes) }
             truncated = shortened
         case .rejected(let reason, _, let since):
             status = .rejected

@@ -42,8 +42,15 @@ struct UnsafeKafkaProperty: Sendable {
             consequence:
                 "turns off the idempotent outcome producer: a batch resent after a broker error can be written twice or out of order, and acks=all is no longer enforced"
         ),
+        UnsafeKafkaProperty(name: "message.timeout.ms", unsafeValue: isZero, consequence: outcomesNeverTimeOut),
+        UnsafeKafkaProperty(name: "delivery.timeout.ms", unsafeValue: isZero, consequence: outcomesNeverTimeOut),
         UnsafeKafkaProperty(name: "enable.auto.commit", unsafeValue: isFalse, consequence: commitsOnlyOnRebalance),
-        UnsafeKafkaProperty(name: "auto.commit.interval.ms", unsafeValue: { $0.normalized == "0" }, consequence: commitsOnlyOnRebalance),
+        UnsafeKafkaProperty(name: "auto.commit.interval.ms", unsafeValue: isZero, consequence: commitsOnlyOnRebalance),
+        UnsafeKafkaProperty(
+            name: "auto.commit.interval.ms", unsafeValue: { $0.integer.map { $0 > longestCommitInterval } ?? false },
+            consequence:
+                "commits finished jobs' offsets less often than every \(longestCommitInterval) ms: after a crash the jobs finished since the last commit come back once the session times out (45 s by default), and past 10 s they can come back after the shortest PUSH_IDEMPOTENCY_TTL_S (60 s) has forgotten them, so they are sent twice"
+        ),
         UnsafeKafkaProperty(
             name: "auto.offset.reset", unsafeValue: { ["largest", "latest", "end"].contains($0.normalized) },
             consequence:
@@ -56,6 +63,16 @@ struct UnsafeKafkaProperty: Sendable {
 
     private static let acknowledgedBeforeReplicated =
         "lets a broker acknowledge an outcome before every in-sync replica has it: the job's offset can be committed for an outcome a broker failure then loses"
+    /// `message.timeout.ms` (alias `delivery.timeout.ms`) 0 is "no limit": librdkafka holds an outcome it cannot produce
+    /// until a broker takes it and never calls the delivery report, which is how the worker learns of a failed publish.
+    private static let outcomesNeverTimeOut =
+        "waits for the brokers' acknowledgement of an outcome without end: its delivery report never comes, so a publish that cannot complete is never reported, logged or retried, and its job's offset is never committed"
+    /// The slowest periodic commit allowed. The worker commits offsets through librdkafka's periodic commit (every
+    /// 1 s, `KafkaConsumer.defaultProperties`; explicitly only on a rebalance or shutdown), so the interval is how much
+    /// finished work a crash redelivers. A job redelivered must still find its idempotency record: that record lives
+    /// `PUSH_IDEMPOTENCY_TTL_S`, at least 60 s, and the job comes back up to the interval plus the group's session timeout
+    /// (librdkafka's 45 s) after it finished. 10 s keeps that under the shortest retention.
+    static let longestCommitInterval = 10_000
     /// The worker stores offsets as jobs finish and relies on librdkafka's periodic commit of them (`KafkaConsumer.defaultProperties`).
     private static let commitsOnlyOnRebalance =
         "stops the periodic commit of finished jobs' offsets: they are committed only on a rebalance or shutdown, so a crash redelivers every job since"
@@ -72,6 +89,8 @@ struct UnsafeKafkaProperty: Sendable {
 
     private static let isFalse: @Sendable (String) -> Bool = { ["false", "f", "0"].contains($0.normalized) }
     private static let isTrue: @Sendable (String) -> Bool = { ["true", "t", "1"].contains($0.normalized) }
+    /// Integer properties read as 0 by librdkafka: `0`, `00`, `0x0`, `-0`, `0abc`.
+    private static let isZero: @Sendable (String) -> Bool = { $0.integer == 0 }
     /// `acks`: `all` or `-1` wait for every in-sync replica; `0` and a count of replicas do not.
     private static let isNotAll: @Sendable (String) -> Bool = { !["all", "-1"].contains($0.normalized) }
 }
@@ -99,4 +118,52 @@ enum ManagedKafkaProperty {
 
 private extension String {
     var normalized: String { trimmingCharacters(in: .whitespaces).lowercased() }
+    /// The value librdkafka sets for an integer property: C `strtol` with base 0 (leading white space, a sign, `0x` for hex
+    /// or `0` for octal, up to the first other character: `1e3` is 1), saturated to a 64-bit long, then cut to a C `int`
+    /// (`4294967296010000` is 10000, `-99999999999999999999` is 0); nil when no digit is read, which librdkafka refuses.
+    var integer: Int? {
+        var rest = utf8.drop { [0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D].contains($0) }
+        let negative = rest.first == UInt8(ascii: "-")
+        if negative || rest.first == UInt8(ascii: "+") { rest = rest.dropFirst() }
+        var radix: UInt64 = 10
+        var digits = 0
+        if rest.first == UInt8(ascii: "0") {
+            digits = 1
+            rest = rest.dropFirst()
+            radix = 8
+            if let x = rest.first, x | 0x20 == UInt8(ascii: "x"), let next = rest.dropFirst().first, Self.digit(next, radix: 16) != nil {
+                radix = 16
+                rest = rest.dropFirst()
+            }
+        }
+        var magnitude: UInt64 = 0
+        var overflow = false
+        for byte in rest {
+            guard let digit = Self.digit(byte, radix: radix) else { break }
+            digits += 1
+            let (shifted, over) = magnitude.multipliedReportingOverflow(by: radix)
+            let (sum, carry) = shifted.addingReportingOverflow(digit)
+            overflow = overflow || over || carry
+            magnitude = sum
+        }
+        guard digits > 0 else { return nil }
+        let long: Int64
+        if negative {
+            long = overflow || magnitude > UInt64(Int64.max) + 1 ? .min : Int64(truncatingIfNeeded: 0 &- magnitude)
+        } else {
+            long = overflow || magnitude > UInt64(Int64.max) ? .max : Int64(magnitude)
+        }
+        return Int(Int32(truncatingIfNeeded: long))
+    }
+
+    private static func digit(_ byte: UInt8, radix: UInt64) -> UInt64? {
+        let value: UInt64
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): value = UInt64(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): value = UInt64(byte - UInt8(ascii: "a")) + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = UInt64(byte - UInt8(ascii: "A")) + 10
+        default: return nil
+        }
+        return value < radix ? value : nil
+    }
 }

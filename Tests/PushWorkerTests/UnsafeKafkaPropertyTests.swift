@@ -122,6 +122,46 @@ struct UnsafeKafkaPropertyTests {
     }
 
     @Test(
+        "an infinite outcome timeout (message.timeout.ms or its alias delivery.timeout.ms = 0) is refused: its delivery reports never come"
+    )
+    func infiniteOutcomeTimeoutIsRefused() throws {
+        let never =
+            "waits for the brokers' acknowledgement of an outcome without end: its delivery report never comes, so a publish that cannot complete is never reported, logged or retried, and its job's offset is never committed; refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true"
+        #expect(
+            problems(minimal.merging(["PUSH_RDKAFKA_MESSAGE_TIMEOUT_MS": "0"]) { $1 }) == ["PUSH_RDKAFKA_MESSAGE_TIMEOUT_MS=0 " + never])
+        #expect(
+            problems(minimal.merging(["PUSH_RDKAFKA_DELIVERY_TIMEOUT_MS": "0"]) { $1 }) == ["PUSH_RDKAFKA_DELIVERY_TIMEOUT_MS=0 " + never])
+        // librdkafka reads integers with strtol (base 0) and keeps a C int: each of these is 0 to it.
+        for spelling in [" 00 ", "0x0", "-0", "0ms", "-99999999999999999999", "4294967296"] {
+            #expect(problems(minimal.merging(["PUSH_RDKAFKA_DELIVERY_TIMEOUT_MS": spelling]) { $1 }).count == 1, "\(spelling)")
+        }
+        let configuration = try WorkerConfiguration.load(
+            from: minimal.merging(["PUSH_RDKAFKA_MESSAGE_TIMEOUT_MS": "30000"]) { $1 }
+        ).get()
+        #expect(configuration.rdkafkaProperties["message.timeout.ms"] == "30000")
+        #expect(configuration.allowedUnsafeKafkaSettings.isEmpty)
+    }
+
+    @Test(
+        "a periodic commit slower than 10 s is refused: a crash could redeliver finished jobs after their idempotency records expired; 10 s passes"
+    )
+    func slowPeriodicCommitIsRefused() throws {
+        #expect(
+            problems(minimal.merging(["PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS": "60000"]) { $1 }) == [
+                "PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS=60000 commits finished jobs' offsets less often than every 10000 ms: after a crash the jobs finished since the last commit come back once the session times out (45 s by default), and past 10 s they can come back after the shortest PUSH_IDEMPOTENCY_TTL_S (60 s) has forgotten them, so they are sent twice; refused unless PUSH_RDKAFKA_ALLOW_UNSAFE=true"
+            ])
+        #expect(problems(minimal.merging(["PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS": "86400000"]) { $1 }).count == 1)
+        // librdkafka reads integers with strtol (base 0) and keeps a C int: these are 0, 10001 and 60000 to it.
+        for spelling in ["00", "0x2711", "4294967296060000"] {
+            #expect(problems(minimal.merging(["PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS": spelling]) { $1 }).count == 1, "\(spelling)")
+        }
+        let configuration = try WorkerConfiguration.load(
+            from: minimal.merging(["PUSH_RDKAFKA_AUTO_COMMIT_INTERVAL_MS": "10000"]) { $1 }
+        ).get()
+        #expect(configuration.rdkafkaProperties["auto.commit.interval.ms"] == "10000")
+    }
+
+    @Test(
         "librdkafka's other name for the brokers, metadata.broker.list, is refused like bootstrap.servers, even with PUSH_RDKAFKA_ALLOW_UNSAFE=true"
     )
     func brokerListAliasIsManaged() {

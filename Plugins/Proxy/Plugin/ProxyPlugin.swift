@@ -33,11 +33,11 @@ public struct ProxyPlugin: ProviderPlugin {
         guard let configuration = Self.configuration(&reader, apps: entries) else { return nil }
         let endpoints = (configuration.defaultEndpoint.map { [("default", $0)] } ?? []) + configuration.endpoints.sorted { $0.key < $1.key }
         return ConfiguredPlugin(
-            id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \($0.1.url)" },
-            endpoints: endpoints.map { .init(name: "push proxy \($0.1.url)", url: $0.1.url, tls: $0.1.tls) },
+            id: id, configuration: configuration, summary: endpoints.map { "proxy \($0.0): \(Redaction.url($0.1.url))" },
             // The default proxy serves any app name a job gives; only the apps with a proxy of their own are labels.
             appLabels: Set(configuration.endpoints.keys),
-            requestTimeout: endpoints.map(\.1.timeout).max() ?? .seconds(10)
+            requestTimeout: endpoints.map(\.1.timeout).max() ?? .seconds(10),
+            check: { await ProxyCredentialCheck.run(endpoints, context: $0) }
         ) { context in
             ProxyProvider(configuration: configuration, transport: context.makeTransport("proxy"))
         }
@@ -50,7 +50,14 @@ public struct ProxyPlugin: ProviderPlugin {
         var defaultEndpoint: ProxyEndpoint?
         if reader.isSet(Settings.url) {
             // A bad URL is a start-up problem; the proxy still counts as configured, so it is the only line.
-            let url = reader.httpsURL(Settings.url, isBase: false) ?? reader.string(Settings.url) ?? ""
+            var url = ""
+            if let text = reader.string(Settings.url), ProxyURL.carriesCredentials(text) {
+                reader.problem(
+                    "\(Settings.url.name) \(ProxyURL.credentialsRefused): \(Settings.certificateFile.name) and \(Settings.keyFile.name), the key's password in \(Settings.keyPasswordFile.name)"
+                )
+            } else {
+                url = reader.httpsURL(Settings.url, isBase: false) ?? reader.string(Settings.url) ?? ""
+            }
             var tls = TLSOptions(
                 caFile: reader.readableFile(Settings.caFile),
                 clientCertificateFile: reader.readableFile(Settings.certificateFile),
@@ -83,6 +90,11 @@ public struct ProxyPlugin: ProviderPlugin {
     }
 
     private static func endpoint(_ entry: JSONValue, at place: String, timeout: Duration, reader: inout SettingsReader) -> ProxyEndpoint? {
+        if let url = entry.nonEmptyString("url"), ProxyURL.carriesCredentials(url) {
+            reader.problem(
+                "\(place): url \(ProxyURL.credentialsRefused): certificateFile and privateKeyFile, the key's password in passwordFile")
+            return nil
+        }
         guard let url = entry.nonEmptyString("url"), let parsed = URL(string: url), parsed.scheme == "https", parsed.host != nil else {
             reader.problem("\(place): url must be an https:// URL")
             return nil

@@ -3,7 +3,8 @@ import PushHTTP
 import PushPluginAPI
 
 /// Delivers to the customer's push proxy: one POST per job and proxy, carrying every endpoint of the job's
-/// targets there (`endpointData`), each target getting the request's outcome.
+/// targets there (`endpointData`), each target getting the request's outcome. A job is its instance
+/// (`EndpointGathering`), never its id: jobs that reuse an id are never sent in one request.
 public struct ProxyProvider: PushProvider {
     public let id = ProviderID.proxy
     public var targetFormat: any TargetFormat { ProxyTargetFormat() }
