@@ -102,8 +102,10 @@ curl -s "http://127.0.0.1:$http_port/metrics" >"$work/metrics"
 grep -q '^push_deliveries_total{provider="apns",app="-",status="delivered"} 1$' "$work/metrics" || fail "metrics lack the APNs delivery: $(grep push_deliveries "$work/metrics")"
 grep -q '^push_jobs_invalid_total{code="invalid_json"} 1$' "$work/metrics" || fail "metrics lack the invalid job"
 grep -q '^push_build_info{version="'"$(cat VERSION)"'",revision="[0-9a-z-]*"} 1' "$work/metrics" || fail "metrics lack push_build_info"
-grep -q '^push_kafka_produce_rtt_milliseconds{broker="[0-9]*",quantile="0.99"} [0-9.e+-]*$' "$work/metrics" \
+grep -q '^push_kafka_produce_rtt_p99_seconds{broker="[0-9]*"} [0-9.e+-]*$' "$work/metrics" \
     || fail "metrics lack the outcome producer's round trip: $(grep push_kafka_produce "$work/metrics")"
+grep -q '^push_lane_lag_seconds{lane="urgent"} [0-9.e+-]*$' "$work/metrics" || fail "metrics lack the urgent lane's lag: $(grep push_lane_lag "$work/metrics")"
+grep -q '^push_store_shared 1' "$work/metrics" || fail "with Redis, push_store_shared is not 1: $(grep push_store_shared "$work/metrics")"
 python3 scripts/check-observability.py "$work/metrics" || fail "the chart's alerting rules or dashboard name a metric the worker does not export"
 
 echo "e2e: SIGTERM stops the worker cleanly"
