@@ -100,8 +100,8 @@ formats="fuzz/targets/FuzzFormats.swift Plugins/APNs/Plugin/APNsTarget.swift Plu
     Plugins/APNs/Plugin/APNsConfiguration.swift Plugins/FCM/Plugin/FCMTarget.swift Plugins/WebPush/Plugin/WebPushTarget.swift Plugins/WebPush/Plugin/WebPushEndpoint.swift
     Plugins/Proxy/Plugin/ProxyTarget.swift Plugins/HMS/Plugin/HMSTarget.swift"
 jobs="fuzz/targets/FuzzJob.swift $formats"
-plugin() {  # provider: its plugin's sources but the ProviderPlugin declaration (which needs the plugin API)
-    ls Plugins/"$1"/Plugin/*.swift | grep -v "/$1Plugin.swift$"
+plugin() {  # provider: its plugin's sources but the ProviderPlugin declaration and its check-config credential check
+    ls Plugins/"$1"/Plugin/*.swift | grep -v -E "/$1(Plugin|CredentialCheck)\.swift$"  # (both need the plugin API)
 }
 for target in "${targets[@]}"; do
     case $target in
