@@ -101,7 +101,7 @@ public struct CheckResult: Sendable, Equatable, CustomStringConvertible {
     ) async -> CheckResult {
         do throws(AccessTokenCache.Failure) {
             let issued = try await mint()
-            let lifetime = max(0, (issued.expiresAt - issued.obtainedAt) / 1000)
+            let lifetime = max(0, issued.expiresAt.subtracting(saturating: issued.obtainedAt) / 1000)
             return .ok(check, "access token minted at \(Redaction.url(endpoint)) (valid \(lifetime) s)")
         } catch {
             switch error {

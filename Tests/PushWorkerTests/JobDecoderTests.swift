@@ -48,7 +48,7 @@ struct JobDecoderTests {
     func documentedExample() throws {
         let bytes = try Array(Data(contentsOf: Self.examples.appendingPathComponent("valid/call-all-providers.json")))
         let job = try decoder.decode(bytes, fallbackCreatedAt: 0)
-        #expect(job.id == "4f1c2a9e-call")
+        #expect(job.id == "call-all-providers-1")
         #expect(job.createdAt == 1_795_310_000_000)
         #expect(job.ttl == 30)
         #expect(job.kind == .call)
