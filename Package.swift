@@ -69,7 +69,7 @@ let package = Package(
         .target(
             name: "PushHTTP",
             dependencies: [
-                "PushCore", "CCurlShim", "CCurl", "CNGHTTP2",
+                "PushCore", "PushCrypto", "CCurlShim", "CCurl", "CNGHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -7,8 +7,8 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…] (push-worker-dev is taken from the same folder)
-#   scenarios: kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls reload (the default), refused-origins
-#   (the worker's RSS after 80 000 refused Web Push hosts), sigterm (a ledger-checked
+#   scenarios: kill brokers redis redis-cluster redis-handoff replica-stall provider hostile hostile-endpoints slow stalls reload (the default), refused-origins
+#   (the worker's RSS grows at most 10 MB over 80 000 refused Web Push hosts once 20 000 filled its caches), sigterm (a ledger-checked
 #   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
 #   reload: FAULTS_RELOAD_S sets PUSH_APPS_RELOAD_S (default 1; 0 shows its checks fail when no version is applied)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
@@ -18,7 +18,7 @@
 source "$(dirname "$0")/e2e-lib.sh"
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff provider hostile hostile-endpoints slow stalls reload)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff replica-stall provider hostile hostile-endpoints slow stalls reload)
 scale=${FAULTS_SCALE:-1}
 rows=${FAULTS_ROWS:-$work/rows.jsonl}
 : >"$rows"
@@ -133,6 +133,7 @@ metric() {  # name metric: the sum of its samples
     curl -s "http://127.0.0.1:$(eval echo "\$http_port_$1")/metrics" | awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'
 }
 peak_rss_kb() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 answered() { [ -f "$dir/record" ] && wc -l <"$dir/record" || echo 0; }
 wait_answered() {  # at least N provider answers
     for _ in $(seq 1 1200); do [ "$(answered)" -ge "$1" ] && return 0; sleep 0.1; done
@@ -265,6 +266,21 @@ scenario_redis_cluster() {
     end
 }
 
+# Sets `victim` (the cluster's first master) and `replica` (its replica), waits until the replica is in sync (one still
+# taking its first copy is not waited for: it could not acknowledge), then freezes it (SIGSTOP): it acknowledges
+# nothing, so the master's writes exist only there from now on.
+freeze_replica_of_first_master() {
+    victim=$(cluster_masters | sed -n 1p)
+    replica=
+    for port in "${cluster_ports[@]}"; do
+        [ "$(redis-cli -p "$port" role | sed -n 1p)" = slave ] && [ "$(redis-cli -p "$port" role | sed -n 3p)" = "$victim" ] && replica=$port
+    done
+    [ -n "$replica" ] || fail "no replica of master $victim"
+    for _ in $(seq 1 300); do redis-cli -p "$victim" info replication | grep -q 'state=online' && break; sleep 0.1; done
+    redis-cli -p "$victim" info replication | grep -q 'state=online' || fail "the replica of master $victim never got in sync"
+    kill -STOP "$(eval echo "\$redis_cluster_pid_$replica")"
+}
+
 scenario_redis_handoff() {
     local jobs
     jobs=$(scaled 2000)
@@ -272,20 +288,11 @@ scenario_redis_handoff() {
     start_kafka; start_sandbox --fail-share 1 --fail-status 503 --retry-after 3 --max-faults-per-target 1; start_redis_cluster
     # Every first attempt fails on purpose: no circuit may open over it.
     start_worker a PUSH_CIRCUIT_FAILURES=100000; wait_ready a
-    local victim replica killed_at entries
-    victim=$(cluster_masters | sed -n 1p)
-    for port in "${cluster_ports[@]}"; do
-        [ "$(redis-cli -p "$port" role | sed -n 1p)" = slave ] && [ "$(redis-cli -p "$port" role | sed -n 3p)" = "$victim" ] && replica=$port
-    done
-    [ -n "${replica:-}" ] || fail "no replica of master $victim"
-    # A replica still taking its first copy is not waited for (it could not acknowledge): let it finish first.
-    for _ in $(seq 1 300); do redis-cli -p "$victim" info replication | grep -q 'state=online' && break; sleep 0.1; done
-    redis-cli -p "$victim" info replication | grep -q 'state=online' || fail "the replica of master $victim never got in sync"
-    # Frozen, the replica acknowledges nothing: the master's writes exist only there from now on.
-    kill -STOP "$(eval echo "\$redis_cluster_pid_$replica")"
+    local killed_at entries
+    freeze_replica_of_first_master
     produce --prefix ho --count "$jobs" --users 500
     # Each 503 is a hand-off; the job's offset may be committed only once a replica has it. The hand-offs to the
-    # frozen replica's master fail, so the worker pauses its intake (the shared store is unavailable to it).
+    # frozen replica's master fall short of WAIT: their jobs wait, uncommitted.
     wait_answered $((jobs / 10))
     sleep 3
     entries=$(redis-cli -p "$victim" --scan --pattern 'push:{retry:*}:entry:*' | wc -l)
@@ -303,6 +310,48 @@ scenario_redis_handoff() {
     # Lost: a hand-off acknowledged (its job committed) that the replica did not have. Duplicates are allowed: dedupe and
     # idempotency records are not waited for, so a target answered before the kill may be sent again (window 1).
     check --timeout 100 --max-duplicates "$jobs" --broken-at "$killed_at" --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+
+# A replica that stays connected but acknowledges nothing (SIGSTOP) for 20 s while retries are handed off to its
+# master: the hand-offs there fall short of `WAIT 1`, and only their jobs wait (uncommitted, holding no in-flight
+# capacity); the store stays available and intake goes on for every other job. Thawed, the replica is made master at
+# once (its master SIGKILLed): entries it had not caught up with are lost with the master, and the jobs that waited
+# for them write them again, so the ledger still finds every target delivered.
+scenario_replica_stall() {
+    local batch rounds=10 stalled_at during shortfalls killed_at
+    batch=$(scaled 150)
+    begin replica-stall "every first attempt answered 503 + Retry-After: 3 on a 3-master Redis Cluster (a replica each): one master's replica frozen (SIGSTOP) for 20 s while $((batch * rounds)) jobs are handed off; then thawed and its master SIGKILLed"
+    start_kafka; start_sandbox --fail-share 1 --fail-status 503 --retry-after 3 --max-faults-per-target 1; start_redis_cluster
+    # Every first attempt fails on purpose: no circuit may open over it.
+    start_worker a PUSH_CIRCUIT_FAILURES=100000; wait_ready a
+    freeze_replica_of_first_master
+    stalled_at=$(answered)
+    for round in $(seq 1 "$rounds"); do
+        produce --prefix "rs$round" --count "$batch" --users 500
+        sleep 2
+        [ "$(readyz a)" = 200 ] || fail "/readyz $(readyz a) while a replica lags (round $round): a lagging replica is not a store outage"
+        ! grep -q 'shared store unavailable' "$dir/worker-a.log" || fail "the worker paused its intake for a lagging replica (round $round)"
+    done
+    during=$(($(answered) - stalled_at))
+    shortfalls=$(metric_sample a push_store_errors_total '{reason="replication_shortfall"}')
+    echo "faults[replica-stall]: replica 127.0.0.1:$replica of master $victim frozen 20 s: $during provider answers meanwhile, push_store_errors_total{reason=\"replication_shortfall\"} ${shortfalls:-0}, $(redis-cli -p "$victim" --scan --pattern 'push:{retry:*}:entry:*' | wc -l) retry entries on that master"
+    [ "${shortfalls:-0}" != 0 ] || fail "no hand-off fell short: the scenario tested nothing"
+    # Every job produced during the stall had its first attempt: intake never paused for the lagging replica.
+    [ "$during" -ge $((batch * rounds)) ] || fail "only $during of $((batch * rounds)) jobs reached the provider while the replica lagged"
+    kill -CONT "$(eval echo "\$redis_cluster_pid_$replica")"
+    killed_at=$(date +%s%3N)
+    kill -9 "$(eval echo "\$redis_cluster_pid_$victim")"
+    echo "faults[replica-stall]: replica thawed and master 127.0.0.1:$victim SIGKILLed after $(answered) provider answers"
+    local survivors=()
+    for port in "${cluster_ports[@]}"; do [ "$port" = "$victim" ] || survivors+=("$port"); done
+    for _ in $(seq 1 300); do [ "$(cluster_masters | wc -l)" -ge 3 ] && break; sleep 0.1; done
+    [ "$(cluster_masters | wc -l)" -ge 3 ] || fail "no replica took over from the killed master"
+    wait_cluster_ok "${survivors[@]}"
+    echo "faults[replica-stall]: the replica took over after $(($(date +%s%3N) - killed_at)) ms"
+    # Duplicates are allowed (records are not waited for: window 4); a lost target is a hand-off committed too early.
+    check --timeout 150 --max-duplicates $((batch * rounds)) --broken-at "$killed_at" --expect delivered --rss-pids "$pid_a"
     stop_worker a
     end
 }
@@ -402,10 +451,10 @@ scenario_slow() {
     jobs=$(scaled 1500)
     begin slow "slow provider (2 s per request), $jobs jobs, PUSH_MAX_IN_FLIGHT=$limit"
     start_kafka; start_sandbox; start_redis
-    start_worker a PUSH_MAX_IN_FLIGHT=$limit; wait_ready a
+    start_worker a PUSH_MAX_IN_FLIGHT=$limit PUSH_MAX_READ_AHEAD=$((2 * limit)); wait_ready a
     produce --prefix sl --count "$jobs" --user-prefix slow-
     # Jobs consumed but unfinished (taken from Kafka into the process) stay within the read-ahead bound
-    # (PUSH_MAX_READ_AHEAD, 2 × the limit by default: a lane at capacity reads on to find other apps' jobs),
+    # (PUSH_MAX_READ_AHEAD, set to 2 × the limit here, below the jobs produced: a lane at capacity reads on to find other apps' jobs),
     # and the requests the provider holds at once (every answer takes 2 s, so those recorded within any
     # 2 s) stay within the limit: jobs read ahead wait as values, unsent.
     local peak=0 held=0 running=0 value consumed finished
@@ -445,33 +494,85 @@ PY
     end
 }
 
-# State keyed by outside values stays bounded: jobs whose Web Push endpoints are each on a private address of their own
-# (refused before any connection). Reports the worker's RSS once ready and at its peak; not in the default list.
+# State keyed by outside values stays bounded: jobs whose Web Push endpoints are each on a host of its own that refuses
+# them (scripts/ledger.py produce-refused --names): a private 10.x.y.z, by literal or by a name, refused by the policy
+# before any connection; or a name of a loopback 127.x.y.z (allowed here) where nothing listens, refused by the host,
+# so each costs a VAPID token, a circuit breaker, a connection pool and two failed connections (PUSH_MAX_ATTEMPTS=2).
+# scripts/refused-dns.py answers the names (the worker's own mount namespace sees a resolv.conf naming it).
+# 20 000 hosts fill every bounded map (10 000 DNS answers, VAPID tokens and breakers each); 80 000 more must not grow
+# the worker's RSS by more than FAULTS_REFUSED_GROWTH_MB (default 10), read 15 s after each phase. Not in the
+# default list. FAULTS_REFUSED_WRAPPER=<command…> runs the worker under a command that execs it (keeping its pid),
+# such as one that sets LD_PRELOAD for a heap profiler (FAULTS_REFUSED_TIMEOUT_S, default 300, gives each phase longer
+# to finish under it); FAULTS_REFUSED_INSPECT=<command> runs with the worker's pid
+# after each reading (e.g. to print the allocator's statistics).
 scenario_refused_origins() {
-    local jobs before
-    jobs=$(scaled 80000)
-    begin refused-origins "$jobs Web Push jobs, every endpoint on another refused private host"
+    local fill more ready filled after growth limit_mb=${FAULTS_REFUSED_GROWTH_MB:-10} resolver=127.8.8.10
+    fill=$(scaled 20000)
+    more=$(scaled 80000)
+    begin refused-origins "$fill then $more Web Push jobs, every endpoint on another host that refuses it"
     # The mock cluster keeps about 5 MiB per partition: enough partitions that the ledger still reads every outcome.
     local topics=("${kafka_topics[@]}")
     kafka_topics=(--topic push.jobs:32 --topic push.outcomes:64 --topic push.dlq:4)
     start_kafka; start_sandbox; start_redis
     kafka_topics=("${topics[@]}")
+    printf 'nameserver %s\noptions timeout:2 attempts:2\n' "$resolver" >"$dir/resolv.conf"
+    spawn python3 scripts/refused-dns.py "$resolver" >"$dir/dns.log" 2>&1
     "$bin" vapid-keys --output "$dir/vapid.pem" >/dev/null
-    start_worker a PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com
+    local profiler=()
+    read -r -a profiler <<<"${FAULTS_REFUSED_WRAPPER:-}"
+    worker_wrapper=(unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' "$dir/resolv.conf" "${profiler[@]}")
+    # In flight at most the DNS resolver's queue (256 hosts), so that no lookup is refused as busy and retried.
+    # jemalloc's background thread purges the pages it keeps once they decay (10 s): without it an arena that goes
+    # idle keeps them, and which arenas the last jobs touched would add 5-15 MB of noise to the readings.
+    start_worker a PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com \
+        PUSH_MAX_IN_FLIGHT=200 PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.0.0/8 PUSH_MAX_ATTEMPTS=2 PUSH_RETRY_MAX_MS=500 \
+        MALLOC_CONF="${MALLOC_CONF:-background_thread:true}"
+    worker_wrapper=()
     wait_ready a
-    before=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid_a/status")
+    ready=$(rss_kb "$pid_a")
+    "$ledger_python" scripts/ledger.py produce-refused --brokers "$brokers" --manifest "$dir/manifest" --prefix rf \
+        --names --count "$fill" --sandbox-dir "$dir/sandbox" || fail "producing jobs failed"
+    check --timeout "${FAULTS_REFUSED_TIMEOUT_S:-300}" --max-duplicates 0 --rss-pids "$pid_a"
+    sleep 15
+    filled=$(rss_kb "$pid_a")
+    [ -z "${FAULTS_REFUSED_INSPECT:-}" ] || $FAULTS_REFUSED_INSPECT "$pid_a"
+    echo "faults[refused-origins]: RSS once ready $((ready / 1024)) MB, after $fill hosts $((filled / 1024)) MB; $(bounded_entries a)"
+    refused_maps_full "after $fill hosts"
     "$ledger_python" scripts/ledger.py produce-refused --brokers "$brokers" --manifest "$dir/manifest" --prefix ro \
-        --count "$jobs" --sandbox-dir "$dir/sandbox" || fail "producing jobs failed"
-    check --timeout 300 --max-duplicates 0 --rss-pids "$pid_a"
-    echo "faults[refused-origins]: RSS once ready $((before / 1024)) MB, peak $(($(peak_rss_kb "$pid_a") / 1024)) MB, after $(($(awk '/^VmRSS/ { print $2 }' "/proc/$pid_a/status") / 1024)) MB; push_circuit_breakers $(metric a push_circuit_breakers)"
+        --names --first "$fill" --count "$more" --sandbox-dir "$dir/sandbox" || fail "producing jobs failed"
+    check --timeout "${FAULTS_REFUSED_TIMEOUT_S:-300}" --max-duplicates 0 --rss-pids "$pid_a"
+    sleep 15
+    after=$(rss_kb "$pid_a")
+    [ -z "${FAULTS_REFUSED_INSPECT:-}" ] || $FAULTS_REFUSED_INSPECT "$pid_a"
+    growth=$((after - filled))
+    echo "faults[refused-origins]: RSS after $more more hosts $((after / 1024)) MB ($((growth / 1024)) MB more), peak $(($(peak_rss_kb "$pid_a") / 1024)) MB; $(bounded_entries a)"
+    [ "$growth" -le $((limit_mb * 1024)) ] || fail "RSS grew by $((growth / 1024)) MB over $more hosts after $fill filled the caches (at most $limit_mb MB)"
+    refused_maps_full "after $more more hosts"
     stop_worker a
     end
+}
+bounded_entries() {  # name: the sizes of its maps keyed by outside values
+    echo "push_circuit_breakers $(metric "$1" push_circuit_breakers); $(curl -s "http://127.0.0.1:$(eval echo "\$http_port_$1")/metrics" \
+        | awk '/^push_bounded_entries/ { printf "%s %s; ", $1, $2 }')"
+}
+refused_maps_full() {  # when: worker a's maps keyed by hosts are at or near their bounds (10 000 each)
+    local tokens answers breakers
+    [ "$(scaled 20000)" -ge 20000 ] || return 0  # FAULTS_SCALE below 1 leaves them short of their bounds
+    tokens=$(metric_sample a push_bounded_entries '{map="vapid_tokens"}')
+    [ "${tokens%.*}" = 10000 ] || fail "$1: $tokens VAPID tokens kept, not their bound 10000"
+    # Beyond its bound the breakers' map drops to nine tenths of it.
+    breakers=$(metric a push_circuit_breakers)
+    [ "$breakers" -ge 9000 ] && [ "$breakers" -le 10000 ] || fail "$1: $breakers circuit breakers kept, not 9000-10000"
+    # DNS answers are kept 60 s: a slow run (under a profiler) sees the first ones gone.
+    answers=$(metric_sample a push_bounded_entries '{map="webpush_dns_cache"}')
+    [ "${answers%.*}" -ge 1 ] && [ "${answers%.*}" -le 10000 ] || fail "$1: $answers DNS answers cached, not 1-10000"
 }
 
 # Bounded waits: what does not answer must not stop or bloat a replica (one slow user, an outage with scarce
 # slots, two replicas whose retries wait for slots longer than a lease would last without renewal).
 scenario_stalls() {
     stalls_slow_user
+    stalls_slow_users
     stalls_silent_dns
     stalls_flaky_dns
     stalls_outage
@@ -529,8 +630,31 @@ stalls_flaky_dns() {
     stop_worker a
     end
 }
+# Latency of each of `count` jobs whose bindings start with `prefix`: its first accepted answer after `t0` (ms).
+# Prints: how many within `bound_ms`, how many answered, the median and the slowest (ms).
+first_answers_within() {  # record t0 prefix count bound_ms
+    python3 - "$@" <<'PY'
+import sys
+record, t0, prefix, count, bound = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+first = {}
+for line in open(record):
+    at, target, label = line.split()[:3]
+    if target.startswith(prefix) and label.split(":")[-1].startswith("2"):
+        first.setdefault(target, int(at) - t0)
+latencies = sorted(first.values())
+within = sum(1 for l in latencies if l <= bound)
+p50 = latencies[len(latencies) // 2] if latencies else None
+print(f"{within} {len(latencies)} {p50} {latencies[-1] if latencies else None}")
+PY
+}
+
+# Waits until `count` targets whose bindings start with `prefix` were answered 2xx, up to 30 s.
+wait_for_answers() {  # prefix count
+    for _ in $(seq 1 300); do [ "$(grep -c " $1[0-9]* 2" "$dir/record" || true)" -ge "$2" ] && break; sleep 0.1; done
+}
+
 stalls_slow_user() {
-    local slow others within t0
+    local slow others within seen p50 worst t0
     slow=$(scaled 30); others=$(scaled 40)
     begin stalls-slow-user "one user's push service answers after 2 s: $slow of its jobs, then $others jobs of $others other users, PUSH_MAX_IN_FLIGHT=10"
     start_kafka; start_sandbox --slow-prefix su-b- --slow-ms 2000; start_redis
@@ -538,29 +662,38 @@ stalls_slow_user() {
     produce --prefix su --count "$slow" --users 1 --user-prefix slowuser-
     t0=$(date +%s%3N)
     produce --prefix ot --count "$others"
-    for _ in $(seq 1 300); do [ "$(grep -c ' ot-b-[0-9]* 2' "$dir/record" || true)" -ge "$others" ] && break; sleep 0.1; done
-    # Latency of each other user's job: its first accepted answer after they were produced.
-    within=$(python3 - "$dir/record" "$t0" "$others" <<'PY'
-import sys
-record, t0, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-first = {}
-for line in open(record):
-    at, target, label = line.split()[:3]
-    if target.startswith("ot-b-") and label.split(":")[-1].startswith("2"):
-        first.setdefault(target, int(at) - t0)
-latencies = sorted(first.values())
-within = sum(1 for l in latencies if l <= 10_000)
-p50 = latencies[len(latencies) // 2] if latencies else None
-print(f"{within} {len(latencies)} {p50} {latencies[-1] if latencies else None}")
-PY
-)
-    read -r within seen p50 worst <<<"$within"
+    wait_for_answers ot-b- "$others"
+    read -r within seen p50 worst <<<"$(first_answers_within "$dir/record" "$t0" ot-b- "$others" 10000)"
     echo "faults[stalls-slow-user]: other users delivered within 10 s: $within of $others (answered $seen; p50 ${p50} ms, slowest ${worst} ms)"
     [ "$within" -ge $((others / 2)) ] || fail "only $within of $others other users delivered within 10 s beside one slow user"
     check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
     stop_worker a
     end
 }
+
+# Several slow users together: their jobs queued behind each running one are bounded by the memory they hold
+# (PUSH_MAX_READ_AHEAD_BYTES), not by a count a few users fill, so the lane reads on to the other users' jobs, which
+# take the places the slow requests free before the slow users' next jobs do. No urgent reserve: the normal lane
+# has all ten places, one per slow user (with the default reserve, half of them, the slow users' first jobs, older
+# than the others', take the first two rounds).
+stalls_slow_users() {
+    local users=10 per_user=10 others within seen p50 worst t0
+    others=$(scaled 40)
+    begin stalls-slow-users "$users users whose push service answers after 5 s, $per_user jobs each, then $others jobs of $others other users, PUSH_MAX_IN_FLIGHT=10, no urgent reserve"
+    start_kafka; start_sandbox --slow-prefix sv-b- --slow-ms 5000; start_redis
+    start_worker a PUSH_MAX_IN_FLIGHT=10 PUSH_URGENT_RESERVED_IN_FLIGHT=0; wait_ready a
+    produce --prefix sv --count $((users * per_user)) --users "$users" --user-prefix slowusers-
+    t0=$(date +%s%3N)
+    produce --prefix vo --count "$others"
+    wait_for_answers vo-b- "$others"
+    read -r within seen p50 worst <<<"$(first_answers_within "$dir/record" "$t0" vo-b- "$others" 10000)"
+    echo "faults[stalls-slow-users]: other users delivered within 10 s: $within of $others (answered $seen; p50 ${p50} ms, slowest ${worst} ms)"
+    [ "$within" -ge "$others" ] || fail "only $within of $others other users delivered within 10 s beside $users slow users"
+    check --timeout 200 --max-duplicates 0 --expect delivered --rss-pids "$pid_a"
+    stop_worker a
+    end
+}
+
 stalls_outage() {
     local jobs
     jobs=$(scaled 200)

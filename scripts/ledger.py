@@ -187,13 +187,19 @@ APNS_CODES = {"retry-after-huge-429": "01", "retry-after-huge-503": "02", "huge-
 
 
 def produce_refused(args):
-    """Jobs whose one Web Push endpoint is on a private address of its own (10.0.0.0/8, one host per job): every one is
-    refused before any connection, and each names an origin the worker never saw (state keyed by outside values)."""
+    """Jobs whose one Web Push endpoint is on a host of its own that refuses it (a private address of 10.0.0.0/8, by
+    literal or with --names by a name, refused before any connection; with --names also names of loopback addresses
+    where nothing listens, refused by the host): each names an origin the worker never saw (state keyed by outside
+    values)."""
     keys = json.load(open(os.path.join(args.sandbox_dir, "webpush-subscription.json")))["keys"]
     writer = JobWriter(args, **{"linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
     now = int(time.time() * 1000)
-    for i in range(args.count):
+    for i in range(args.first, args.first + args.count):
         host = f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+        if args.names and i % 4 == 3:
+            host = f"h{i}.refused.test"
+        elif args.names and i % 2 == 0:
+            host = f"c{i}.refused.test"
         binding, user = f"{args.prefix}-w-{i}", f"{args.prefix}-u-{i}"
         job = {"v": 1, "id": f"{args.prefix}-{i}", "createdAt": now, "ttl": 600, "kind": "message", "userId": user,
                "targets": [{"bindingId": binding, "provider": "webpush", "endpoint": f"https://{host}/push/{i}", "keys": keys}]}
@@ -598,6 +604,11 @@ def main():
     a.add_argument("--label", help="marker prefix in the row (default apns)")
     r = producer_parser(sub, "produce-refused")
     r.add_argument("--count", type=int, required=True, help="jobs, one Web Push target each, every one on another host")
+    r.add_argument("--first", type=int, default=0, help="the first job's host number (hosts first … first+count-1)")
+    r.add_argument("--names", action="store_true",
+                   help="hosts by name (scripts/refused-dns.py): one in four h<N>.refused.test, a private 10.x.y.z the policy "
+                        "refuses; one in two c<N>.refused.test, a loopback 127.x.y.z that refuses the connection (for a "
+                        "worker that allows 127.0.0.0/8); the rest 10.x.y.z literals")
     r.add_argument("--sandbox-dir", required=True, help="state directory of `push-worker-dev sandbox` (for the subscription's keys)")
     args = parser.parse_args()
     {"produce": produce, "produce-endpoints": produce_endpoints, "produce-refused": produce_refused, "produce-apns": produce_apns,

@@ -94,6 +94,28 @@ public struct CircuitBreaker: Sendable, Equatable {
         state = .halfOpen(cause: cause, probe: nil)
     }
 
+    /// Feeds back the result of a permitted request to `scope`: a rate limit on the whole scope
+    /// (`DeliveryScope.hold(after:)`) holds every send for as long as it says, else as `record(_:at:)`.
+    /// Returns true when the circuit opened.
+    @discardableResult
+    public mutating func record(_ result: DeliveryResult, in scope: DeliveryScope, at now: Int64) -> Bool {
+        guard let duration = scope.hold(after: result) else { return record(result, at: now) }
+        return hold(until: now.adding(saturating: duration.milliseconds))
+    }
+
+    /// Stops every send until `until`, then lets one probe through as after a cool-down; a circuit open after a failure
+    /// storm keeps the later of its end and `until`, one open on credentials keeps its own end (its sends end failed,
+    /// not held: a hold must not stretch that). Returns true when the circuit opened (it was not open already).
+    @discardableResult
+    public mutating func hold(until: Int64) -> Bool {
+        if case .open(let cause, let end) = state {
+            if cause == .failureStorm { state = .open(cause: cause, until: max(end, until)) }
+            return false
+        }
+        state = .open(cause: .failureStorm, until: until)
+        return true
+    }
+
     /// Feeds back the result of a permitted request. Returns true when the circuit opened.
     @discardableResult
     public mutating func record(_ result: DeliveryResult, at now: Int64) -> Bool {

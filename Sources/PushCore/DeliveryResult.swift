@@ -3,8 +3,9 @@
 public enum DeliveryResult: Sendable, Equatable {
     /// The provider accepted the push; `truncated` when the plugin shortened the alert to fit (`AlertFitting`).
     case delivered(providerMessageId: String?, httpStatus: Int?, truncated: Bool = false)
-    /// The provider says the token itself is dead (unregistered, expired, malformed): the binding should be removed.
-    case rejected(reason: String, httpStatus: Int?, invalidSince: Int64? = nil)
+    /// The provider says the token itself is dead (unregistered, expired, malformed): the binding should be removed —
+    /// unless `token` names the half of a two-token binding that died (`BindingToken`), whose other half may live.
+    case rejected(reason: String, httpStatus: Int?, invalidSince: Int64? = nil, token: BindingToken? = nil)
     /// A transient failure (timeout, reset, 429, 5xx); `retryAfter` is the provider's own hint.
     case retryable(reason: String, httpStatus: Int?, retryAfter: Duration? = nil)
     /// A permanent failure that is not the target's fault; `action` says whether credentials are to blame,
@@ -19,7 +20,7 @@ public enum DeliveryResult: Sendable, Equatable {
 
     public var httpStatus: Int? {
         switch self {
-        case .delivered(_, let status, _), .rejected(_, let status, _), .retryable(_, let status, _),
+        case .delivered(_, let status, _), .rejected(_, let status, _, _), .retryable(_, let status, _),
             .failed(_, let status, _, _):
             status
         }

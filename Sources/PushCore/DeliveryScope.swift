@@ -21,10 +21,14 @@ public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
     /// connections carry wait as values before their jobs start. nil: the scope shares no connections
     /// (or its own limit is lower than they carry).
     public let endpoint: String?
+    /// The longest a rate-limit answer holds the whole scope: a `retryable` answer with HTTP 429 stops every send
+    /// of the scope for its `retryAfter`, at most this long (an FCM project's quota, which Firebase refills "in the
+    /// following minute"). nil: a 429 is about its own request (an APNs device token's rate), not the scope.
+    public let rateLimitHold: Duration?
 
     public init(
         provider: ProviderID, key: String, metricLabel: String? = nil, inFlightLimit: Int? = nil,
-        part: String? = nil, endpoint: String? = nil
+        part: String? = nil, endpoint: String? = nil, rateLimitHold: Duration? = nil
     ) {
         self.provider = provider
         self.key = key
@@ -32,6 +36,15 @@ public struct DeliveryScope: Sendable, Hashable, CustomStringConvertible {
         self.inFlightLimit = inFlightLimit
         self.part = part
         self.endpoint = endpoint
+        self.rateLimitHold = rateLimitHold
+    }
+
+    /// How long `result` holds every send of this scope: a 429's `retryAfter`, at most `rateLimitHold`; nil when it
+    /// holds nothing (another answer, no hold for this scope, or a hint of zero).
+    public func hold(after result: DeliveryResult) -> Duration? {
+        guard let longest = rateLimitHold, case .retryable(_, 429?, let retryAfter?) = result else { return nil }
+        let hold = min(max(retryAfter, .zero), longest)
+        return hold > .zero ? hold : nil
     }
 
     /// The scope of this target's part (`<key>/<part>`), whose circuit a part's failure opens; nil without a part.

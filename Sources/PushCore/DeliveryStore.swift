@@ -185,8 +185,12 @@ public struct RetryClaim: Sendable, Equatable {
 /// the entries it still runs.
 public protocol RetryQueue: Sendable {
     /// Stores the entry, due at `dueAt` on the caller's clock (the queue may keep it as a delay from now); returns
-    /// once the entry is durable, or throws (the write is idempotent: the caller may retry it).
+    /// once the entry is durable, or throws (the write is idempotent: the caller may retry it). `ReplicationShortfall`:
+    /// the entry was written, but no replica acknowledged it in time; `confirm` it rather than write it again.
     func schedule(_ entry: RetryEntry, dueAt: Int64) async throws
+    /// Whether the entry `id` is in the queue, answered once it is durable: where the queue's node has replicas, once
+    /// one acknowledged everything the node held when it was asked. Throws `ReplicationShortfall` when none did in time.
+    func confirm(_ id: String) async throws -> Bool
     /// Entries due now, each leased to the caller for `lease` from now.
     func claimDue(limit: Int, lease: Duration) async throws -> [RetryClaim]
     /// Extends each lease the caller still holds to `lease` from now: the renewed lease, in order, or nil where
@@ -198,6 +202,29 @@ public protocol RetryQueue: Sendable {
     func count() async throws -> Int
     /// Entries waiting, and those of them due more than `overdueAfter` ago and not claimed since, judged by the queue's clock.
     func depth(overdueAfter: Duration) async throws -> RetryQueueDepth
+}
+
+extension RetryQueue {
+    /// A queue without replicas never falls short (`schedule` returns once the entry is durable), so it is never asked.
+    public func confirm(_ id: String) async throws -> Bool { true }
+}
+
+/// The store answered, but fewer of its replicas than required acknowledged a write, or the writes a read depends on,
+/// within the wait: the data is on the primary only, where a failover now could lose it. Not a store outage (the
+/// primary answers): the caller keeps what depends on it (a Kafka offset) uncommitted and asks again later.
+public struct ReplicationShortfall: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The node that answered (an address, never a job's data).
+    public var node: String
+    public var acknowledged: Int
+    public var required: Int
+
+    public init(node: String, acknowledged: Int, required: Int) {
+        self.node = node
+        self.acknowledged = acknowledged
+        self.required = required
+    }
+
+    public var description: String { "\(acknowledged) of \(required) replicas of \(node) acknowledged in time (WAIT)" }
 }
 
 /// How full the retry queue is: what the `push_retry_queue_entries` and `push_retry_queue_overdue_entries` gauges show.

@@ -57,7 +57,7 @@ public final class InMemoryDeliveryStore: DeliveryStore {
                 {
                     return .alreadyFinished(recorded.value)
                 }
-                guard dedupeWindow > 0 else { return .fresh }
+                guard dedupeWindow > 0, target.isDeliverable else { return .fresh }
                 if let holder, holder != job.id { return .duplicate(ofJob: holder) }
                 if holder == nil { state.claims[key] = Entry(value: job.id, expiresAt: now.adding(saturating: dedupeWindow)) }
                 return .fresh

@@ -143,6 +143,11 @@ public struct ProviderID: RawRepresentable, Hashable, Comparable, Sendable, Expr
     public var description: String { rawValue }
 
     public static func < (lhs: ProviderID, rhs: ProviderID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// `none`: the provider of a target that names none this worker links — an X-MPUSH value of just `null`, or a target
+    /// refused before its provider was known (`pn-provider=gcm`, `"provider": "pager"`). The outcome says `none` rather
+    /// than the producer's text, which never becomes a metric label.
+    public static let unnamed: ProviderID = "none"
 }
 
 /// One device binding of the job's user: the fields every provider shares, and the provider's own
@@ -156,24 +161,33 @@ public struct Target: Sendable, Equatable {
     /// The device unbound itself (RFC 8599 `pn-prid=null`, X-MPUSH token `null`): nothing
     /// is sent, the outcome is `rejected` + `remove_binding`.
     public var isUnbound: Bool
+    /// Why this target cannot be understood (its provider unknown, its binding string or token malformed): nothing is
+    /// sent, its outcome is `rejected` + `none` with this reason, and the job's other targets go on. nil for a target
+    /// that decoded. Such a target has its `bindingId`, the provider it named when this worker links it (else
+    /// `ProviderID.unnamed`), and no app or details.
+    public var refusal: JobRejection?
 
     public init(
         bindingId: String, provider: ProviderID, app: String? = nil, details: any TargetDetails = NoTargetDetails(),
-        isUnbound: Bool = false
+        isUnbound: Bool = false, refusal: JobRejection? = nil
     ) {
         self.bindingId = bindingId
         self.provider = provider
         self.app = app
         self.details = details
         self.isUnbound = isUnbound
+        self.refusal = refusal
     }
+
+    /// Whether a provider is asked to deliver to it: neither unbound nor refused.
+    public var isDeliverable: Bool { !isUnbound && refusal == nil }
 
     /// The provider's part as its plugin's type; nil for a target of another provider.
     public func details<Details: TargetDetails>(_ type: Details.Type) -> Details? { details as? Details }
 
     public static func == (lhs: Target, rhs: Target) -> Bool {
         lhs.bindingId == rhs.bindingId && lhs.provider == rhs.provider && lhs.app == rhs.app
-            && lhs.isUnbound == rhs.isUnbound && lhs.details.isEqual(to: rhs.details)
+            && lhs.isUnbound == rhs.isUnbound && lhs.refusal == rhs.refusal && lhs.details.isEqual(to: rhs.details)
     }
 }
 

@@ -1,6 +1,8 @@
 /// Decodes and validates the job contract (v1) strictly: every rejection names the
 /// field and the rule it broke, so the upstream team can fix its producer from the
-/// dead-letter header alone.
+/// dead-letter header alone. A target that breaks a rule is refused on its own
+/// (`Target.refusal`, an outcome `rejected` with the rule); only a job none of whose
+/// targets is valid goes to the dead-letter topic for it.
 public struct JobDecoder: Sendable {
     public static let supportedVersion: Int64 = 1
     /// TTL used when a job has none: a ringing call is stale after a minute, a message is not.
@@ -143,15 +145,34 @@ public struct JobDecoder: Sendable {
             }
             targets.append(target)
         }
+        if let first = targets.first?.refusal, targets.allSatisfy({ $0.refusal != nil }) {
+            guard targets.count > 1 else { throw first }
+            throw JobRejection(first.code, "\(first.message) (and every other target of the job is invalid too)")
+        }
         return targets
     }
 
+    /// A target: its `bindingId`, which keys its outcome, or the job is refused (a target without one, or with another
+    /// target's, cannot be answered for); then the rest, where a mistake refuses this target alone
+    /// (`Target.refusal`), so that one binding the producer cannot describe never costs the user's other devices
+    /// their push.
     private func decodeTarget(_ fields: Fields) throws(JobRejection) -> Target {
         var fields = fields
-        let path = fields.path
         let bindingId = try fields.requiredString("bindingId", maximumLength: limits.maximumIdentifierLength)
+        var named = ProviderID.unnamed
+        do {
+            return try decodeDeliverableTarget(&fields, bindingId: bindingId, named: &named)
+        } catch {
+            return Target(bindingId: bindingId, provider: named, refusal: error)
+        }
+    }
+
+    /// - Parameter named: set to the provider the target names as soon as a linked plugin's format is found for it.
+    private func decodeDeliverableTarget(_ fields: inout Fields, bindingId: String, named: inout ProviderID) throws(JobRejection) -> Target
+    {
+        let path = fields.path
         if let notation = SIPBinding.Notation.allCases.first(where: { fields.has($0.rawValue) }) {
-            return try decodeSIPBindingTarget(fields, bindingId: bindingId, notation: notation)
+            return try decodeSIPBindingTarget(fields, bindingId: bindingId, notation: notation, named: &named)
         }
         let providerName = try fields.requiredString("provider", maximumLength: 32)
         guard let format = formats.byProvider[ProviderID(providerName)] else {
@@ -159,6 +180,7 @@ public struct JobDecoder: Sendable {
                 .unknownProvider,
                 "\(path)provider \"\(providerName)\" is not one of \(formats.providerNames.joined(separator: ", "))")
         }
+        named = format.provider
         let app = try fields.optionalString("app", maximumLength: limits.maximumIdentifierLength)
         let details = try format.decode(&fields)
         try Self.toleratePriorTargetMembers(&fields)
@@ -186,7 +208,9 @@ public struct JobDecoder: Sendable {
 
     /// A target given as an RFC 8599 or X-MPUSH binding string: split by the core, given its meaning
     /// by the format of the provider it names.
-    private func decodeSIPBindingTarget(_ fields: Fields, bindingId: String, notation: SIPBinding.Notation) throws(JobRejection) -> Target {
+    private func decodeSIPBindingTarget(
+        _ fields: Fields, bindingId: String, notation: SIPBinding.Notation, named: inout ProviderID
+    ) throws(JobRejection) -> Target {
         var fields = fields
         let path = fields.path
         if let other = SIPBinding.Notation.allCases.first(where: { $0 != notation && fields.has($0.rawValue) }) {
@@ -200,6 +224,7 @@ public struct JobDecoder: Sendable {
             return Target(bindingId: bindingId, provider: SIPBinding.bareUnbindProvider, isUnbound: true)
         }
         let format = try formats.format(for: binding, fields)
+        named = format.provider
         let (app, details) = try format.decode(binding, &fields)
         try fields.rejectUnread("cannot be combined with \(notation.rawValue): the binding string carries provider, app and token")
         return Target(bindingId: bindingId, provider: format.provider, app: app, details: details, isUnbound: binding.isUnbound)

@@ -18,10 +18,13 @@ public struct LiveActivity: Sendable, Equatable {
     public var attributesType: String?
     /// The activity's static attributes; required to start an activity.
     public var attributes: JSONValue?
+    /// Whether a `start` asks the device for the new activity's update token (`aps.input-push-token: 1`), so the
+    /// activity can then be updated and ended by push. nil: yes. Only a start asks; on update and end it is ignored.
+    public var inputPushToken: Bool?
 
     public init(
         event: Event, contentState: JSONValue, timestamp: Int64? = nil, staleDate: Int64? = nil,
-        dismissalDate: Int64? = nil, attributesType: String? = nil, attributes: JSONValue? = nil
+        dismissalDate: Int64? = nil, attributesType: String? = nil, attributes: JSONValue? = nil, inputPushToken: Bool? = nil
     ) {
         self.event = event
         self.contentState = contentState
@@ -30,7 +33,11 @@ public struct LiveActivity: Sendable, Equatable {
         self.dismissalDate = dismissalDate
         self.attributesType = attributesType
         self.attributes = attributes
+        self.inputPushToken = inputPushToken
     }
+
+    /// The push asks for an update token: a start, unless the job said `inputPushToken: false`.
+    public var asksForUpdateToken: Bool { event == .start && inputPushToken != false }
 
     /// Latest date accepted (9999-12-31T23:59:59Z): later numbers are mistakes, and keep arithmetic far from overflow.
     public static let latestDate: Int64 = 253_402_300_799

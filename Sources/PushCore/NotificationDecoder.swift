@@ -90,6 +90,7 @@ enum LiveActivityDecoder {
             dismissalDate: try fields.optionalInteger("dismissalDate", in: dates),
             attributesType: try fields.optionalString("attributesType", maximumLength: NotificationDecoder.identifierLimit))
         activity.attributes = try fields.optionalObject("attributes").map { .object($0.members) }
+        activity.inputPushToken = try fields.optionalBool("inputPushToken")
         if event == .start, activity.attributesType == nil || activity.attributes == nil {
             throw fields.invalid("a start event needs attributesType and attributes")
         }

@@ -39,13 +39,18 @@ public struct Outcome: Sendable, Equatable {
     /// The alert was shortened to fit the provider's size limit. Written only when true, so that outcomes
     /// without it keep their bytes.
     public var truncated: Bool
+    /// Of a binding that holds two tokens (an RFC 8599 `voip&remote` APNs binding), the one the provider said is dead,
+    /// while the other may live: the outcome is `rejected` with action `none`, so the upstream drops that half and keeps
+    /// the binding. Written only when set.
+    public var token: BindingToken?
     /// Milliseconds since the epoch when the outcome was decided.
     public var at: Int64
 
     public init(
         jobId: String, userId: String, bindingId: String, provider: ProviderID, app: String?,
         status: Status, reason: String? = nil, httpStatus: Int? = nil, providerMessageId: String? = nil,
-        action: Action = .none, invalidSince: Int64? = nil, attempts: Int, truncated: Bool = false, at: Int64
+        action: Action = .none, invalidSince: Int64? = nil, attempts: Int, truncated: Bool = false, token: BindingToken? = nil,
+        at: Int64
     ) {
         self.jobId = jobId
         self.userId = userId
@@ -60,6 +65,7 @@ public struct Outcome: Sendable, Equatable {
         self.invalidSince = invalidSince
         self.attempts = attempts
         self.truncated = truncated
+        self.token = token
         self.at = at
     }
 
@@ -82,6 +88,7 @@ public struct Outcome: Sendable, Equatable {
         writer.member("attempts", Int64(attempts))
         writer.member("at", at)
         if truncated { writer.member("truncated", true) }
+        if let token { writer.member("token", token.rawValue) }
         writer.endObject()
         return writer.bytes
     }
@@ -104,6 +111,14 @@ extension Outcome {
             jobId: jobId, userId: userId, bindingId: bindingId, provider: ProviderID(providerName), app: string("app"),
             status: status, reason: string("reason"), httpStatus: integer("httpStatus").map { Int($0) },
             providerMessageId: string("providerMessageId"), action: action, invalidSince: integer("invalidSince"),
-            attempts: Int(attempts), truncated: document["truncated"] == .bool(true), at: at)
+            attempts: Int(attempts), truncated: document["truncated"] == .bool(true),
+            token: string("token").flatMap(BindingToken.init(rawValue:)), at: at)
     }
+}
+
+/// One of the tokens of a binding that holds two: RFC 8599's dual APNs binding `voip&remote`, as Flexisip and
+/// liblinphone write it (`pn-prid=<voip token>:voip&<remote token>:remote`), whose PushKit token takes calls and whose
+/// remote token takes everything else.
+public enum BindingToken: String, Sendable, CaseIterable {
+    case voip, remote
 }

@@ -16,10 +16,12 @@ extension Outcome {
             status = .delivered
             providerMessageId = messageId.map { $0.utf8Prefix(Self.maximumProviderMessageIdBytes) }
             truncated = shortened
-        case .rejected(let reason, _, let since):
+        case .rejected(let reason, _, let since, let deadToken):
             status = .rejected
             self.reason = reason
-            action = .removeBinding
+            // A dead half of a dual binding: the other token may live, so the binding stays and the outcome names the half.
+            action = deadToken == nil ? .removeBinding : .none
+            token = deadToken
             invalidSince = since
         case .retryable(let reason, _, _):
             status = .retrying
@@ -48,6 +50,14 @@ extension Outcome {
         self.init(
             job: job, target: target, status: .rejected,
             reason: "the device unbound itself (token null); not sent", attempts: 0, at: now, action: .removeBinding)
+    }
+
+    /// A target the job named in a way that cannot be understood (`Target.refusal`): nothing is sent and nothing is
+    /// removed (the binding may be fine and the producer wrong); the reason is the rule it broke.
+    public init(refusedJob job: Job, target: Target, at now: Int64) {
+        self.init(
+            job: job, target: target, status: .rejected, reason: (target.refusal?.description ?? "invalid target") + "; not sent",
+            attempts: 0, at: now)
     }
 
     /// A target not sent because the normal lane is overloaded and the job's TTL cannot be met (`ShedPolicy`).

@@ -5,7 +5,8 @@
 ///
 /// Layout: a format byte (1), the status and action as their index, a flags byte, then unsigned LEB128 varints:
 /// attempts, at (ms), [httpStatus], [invalidSince], [provider message id: 16 bytes when it is a UUID, else a varint
-/// length and its bytes], [reason: a varint length and its bytes].
+/// length and its bytes], [reason: a varint length and its bytes], [the dead token of a dual binding: its index in
+/// `BindingToken.allCases`, one byte].
 public enum OutcomeRecord {
     static let format: UInt8 = 1
 
@@ -18,6 +19,7 @@ public enum OutcomeRecord {
         static let reason = Flags(rawValue: 16)
         static let upperCaseUUID = Flags(rawValue: 32)
         static let lowerCaseUUID = Flags(rawValue: 64)
+        static let token = Flags(rawValue: 128)
     }
 
     public static func encode(_ outcome: Outcome) -> [UInt8] {
@@ -26,6 +28,7 @@ public enum OutcomeRecord {
         if outcome.httpStatus != nil { flags.insert(.httpStatus) }
         if outcome.invalidSince != nil { flags.insert(.invalidSince) }
         if outcome.reason != nil { flags.insert(.reason) }
+        if outcome.token != nil { flags.insert(.token) }
         let uuid = outcome.providerMessageId.flatMap(PackedUUID.init)
         if let uuid {
             flags.insert(uuid.upperCase ? .upperCaseUUID : .lowerCaseUUID)
@@ -48,6 +51,7 @@ public enum OutcomeRecord {
             appendString(id, to: &bytes)
         }
         if let reason = outcome.reason { appendString(reason, to: &bytes) }
+        if let token = outcome.token { bytes.append(UInt8(BindingToken.allCases.firstIndex(of: token)!)) }
         return bytes
     }
 
@@ -82,6 +86,10 @@ public enum OutcomeRecord {
         if flags.contains(.reason) {
             guard let reason = reader.string() else { return nil }
             outcome.reason = reason
+        }
+        if flags.contains(.token) {
+            guard let index = reader.byte(), Int(index) < BindingToken.allCases.count else { return nil }
+            outcome.token = BindingToken.allCases[Int(index)]
         }
         guard reader.isAtEnd else { return nil }
         return outcome

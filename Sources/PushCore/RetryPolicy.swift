@@ -41,8 +41,10 @@ public struct RetryPolicy: Sendable, Equatable {
         random: (Int64) -> Int64 = { Int64.random(in: 0...$0) }
     ) -> Decision {
         guard !deadline.isNowOrNever else { return .expired }
-        let wait = circuitRetryAfter.clamped(to: Self.maximumRetryAfter).milliseconds
-        let due = now.adding(saturating: max(0, wait)).adding(saturating: random(max(0, baseMilliseconds)))
+        let wait = max(0, circuitRetryAfter.clamped(to: Self.maximumRetryAfter).milliseconds)
+        // The spread is ours, like the backoff: it never carries a retry the circuit allows in time past the TTL.
+        let beforeExpiry = deadline.remainingMilliseconds(at: now).subtracting(saturating: wait + 1)
+        let due = now.adding(saturating: wait).adding(saturating: random(max(0, min(baseMilliseconds, beforeExpiry))))
         return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired
     }
 
@@ -52,11 +54,16 @@ public struct RetryPolicy: Sendable, Equatable {
     ) -> Decision {
         guard attempt < maximumAttempts else { return .exhausted }
         guard !deadline.isNowOrNever else { return .expired }
-        var delay = random(backoffCeiling(afterAttempt: attempt))
+        // The backoff is ours to choose, so it is drawn within what is left of the TTL: our jitter never pushes a
+        // retry past the TTL (a call's 30 s must not run out behind a backoff it did not need).
+        let beforeExpiry = max(0, deadline.remainingMilliseconds(at: now) - 1)
+        var delay = random(min(backoffCeiling(afterAttempt: attempt), beforeExpiry))
         if let retryAfter {
             delay = max(delay, retryAfter.clamped(to: Self.maximumRetryAfter).milliseconds)
         }
-        // A hint past the TTL cannot be honoured: the retry would be due when nothing may be sent.
+        // The provider's hint (Retry-After, a scope's rate-limit hold) is not ours: the retry is never earlier, and a
+        // hint past the TTL cannot be honoured (the retry would be due when nothing may be sent): the job ends
+        // `expired` now, as PRODUCT.md's TTL rule says, instead of waiting in the retry queue for its TTL to pass.
         let due = now.adding(saturating: max(0, delay))
         return deadline.allowsRetry(dueAt: due) ? .retry(atMilliseconds: due) : .expired
     }

@@ -3,7 +3,10 @@
 ///
 /// - RFC 8599 Contact parameters `pn-provider=…;pn-param=…;pn-prid=…` (any order, names
 ///   case-insensitive, values percent-decoded): `provider` is `pn-provider`, `parameter` is `pn-param`,
-///   `token` is `pn-prid`.
+///   `token` is `pn-prid`. Other `pn-` parameters are ignored, as Flexisip ignores them: liblinphone appends
+///   `pn-silent`, `pn-timeout`, `pn-msg-str`, `pn-call-str`, `pn-groupchat-str`, `pn-call-snd`, `pn-msg-snd`
+///   (and `pn-call-remote-push-interval`) to every registration (`src/push-notification/push-notification-config.cpp`,
+///   `src/account/account.cpp`), and RFC 8599 reserves the `pn-` prefix for push parameters.
 /// - Mizu's `X-MPUSH` header value `[env:]provider:package:token`: `provider` is the letter,
 ///   `parameter` the package, `environment` the one-letter prefix (`s`, `p`, `d`) if given, `token`
 ///   everything after the third field, colons included (FCM tokens contain them; a Web Push token is
@@ -39,7 +42,7 @@ public struct SIPBinding: Sendable, Equatable {
     public var isBareUnbind: Bool { notation == .xmpush && provider.isEmpty && token == nil }
 
     /// The provider of a bare unbind's target and outcome.
-    public static let bareUnbindProvider: ProviderID = "none"
+    public static let bareUnbindProvider: ProviderID = .unnamed
 
     public init(
         notation: Notation, provider: String, parameter: String? = nil, token: String?, environment: String? = nil,
@@ -75,6 +78,14 @@ public struct SIPBinding: Sendable, Equatable {
         return binding
     }
 
+    /// The parameters a binding is read from; every other `pn-` parameter is ignored.
+    static let rfc8599Parameters = ["pn-provider", "pn-param", "pn-prid"]
+
+    /// Each parameter is `name=value`. The three of `rfc8599Parameters` must each appear once (a second one is refused:
+    /// which would be meant?); any other `pn-` parameter is skipped unread and unstored, so neither its count nor its
+    /// size costs more than the text's own bound. A parameter outside the `pn-` namespace (`transport=tls`, `ob`, a
+    /// `+sip.instance`) is refused: the member holds the push parameters, and such a one says the producer copied
+    /// something else — the whole Contact, with the user's address — which is not guessed at.
     static func rfc8599(_ text: String, path: String) throws(JobRejection) -> SIPBinding {
         func invalid(_ rule: String) -> JobRejection { JobRejection(.invalidField, "\(path)rfc8599 \(rule)") }
         var parameters: [String: String] = [:]
@@ -84,8 +95,12 @@ public struct SIPBinding: Sendable, Equatable {
                 throw invalid("a parameter is not name=value")
             }
             let name = part[..<equals].lowercased()
-            guard ["pn-provider", "pn-param", "pn-prid"].contains(name) else {
-                throw invalid("parameter \(name.prefix(32)) is not one of pn-provider, pn-param, pn-prid")
+            guard rfc8599Parameters.contains(name) else {
+                guard name.hasPrefix("pn-") else {
+                    throw invalid(
+                        "parameter \(name.prefix(32)) is not a push parameter (pn-provider, pn-param, pn-prid, other pn-* ignored)")
+                }
+                continue
             }
             guard let value = percentDecoded(part[part.index(after: equals)...]), !value.isEmpty else {
                 throw invalid("\(name) has an empty or badly percent-encoded value")

@@ -71,6 +71,10 @@ public enum Demo {
         // Linphone's iOS registration: a PushKit token for calls and a remote token for everything else, in one binding.
         let linphoneDual =
             #"{"bindingId":"leo-iphone","rfc8599":"pn-provider=apns.dev;pn-param=\#(APNsSandboxInstance.teamId).\#(APNsSandboxInstance.bundleId).voip&remote;pn-prid=\#(String(repeating: "a7", count: 32)):voip&\#(String(repeating: "b8", count: 32)):remote"}"#
+        // liblinphone's Contact as its iOS SDK writes it (src/account/account.cpp, src/push-notification/push-notification-config.cpp):
+        // its placeholder team id ABCD1234, upper-case hex tokens each with its service, and its own pn-* parameters.
+        let liblinphone =
+            #"{"bindingId":"mia-iphone","rfc8599":"pn-prid=\#(String(repeating: "C9", count: 32)):voip&\#(String(repeating: "D0", count: 32)):remote;pn-provider=apns;pn-param=ABCD1234.\#(APNsSandboxInstance.bundleId).voip&remote;pn-silent=1;pn-timeout=0;pn-msg-str=IM_MSG;pn-call-str=IC_MSG;pn-groupchat-str=GC_MSG;pn-call-snd=notes_of_the_optimistic.caf;pn-msg-snd=msg.caf"}"#
         let ringingPhone = #"{"bindingId":"kate-phone","provider":"proxy","token":"kate-voip-1","tokenType":"apnsVoip","platform":"ios"}"#
         let fcmAndroid = #"{"bindingId":"frank-pixel","provider":"fcm","app":"example-project","token":"fcm-frank-1","platform":"android"}"#
         let fcmGone = #"{"bindingId":"old-tablet","provider":"fcm","token":"unregistered-tablet-7","platform":"android"}"#
@@ -115,6 +119,11 @@ public enum Demo {
                 json: job(
                     "msg-10", kind: "message", user: "leo", extra: #""notification":{"title":"Ivan","body":"Call me back"},"#,
                     targets: linphoneDual), expectedMessages: 1),
+            SampleJob(
+                title: "liblinphone registration as it writes it rings", id: "call-8", key: "mia",
+                json: job(
+                    "call-8", kind: "call", user: "mia", ttl: 30, extra: #""data":{"callId":"c-94","caller":"leo"},"#,
+                    targets: liblinphone), expectedMessages: 1),
             SampleJob(
                 title: "VoIP call via Huawei Push Kit", id: "call-5", key: "judy",
                 json: job(

@@ -17,6 +17,14 @@ final class CurlEasyHandle {
     func set(_ option: CURLoption, _ value: Int) { _ = push_curl_easy_setopt_long(pointer, option, value) }
     func set(_ option: CURLoption, _ value: String) { _ = value.withCString { push_curl_easy_setopt_string(pointer, option, $0) } }
     func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) { _ = push_curl_easy_setopt_pointer(pointer, option, value) }
+    /// A `CURLOPT_*_BLOB` option: curl copies the bytes (`CURL_BLOB_COPY`), so they need not outlive the call.
+    func set(_ option: CURLoption, blob file: CredentialFile) {
+        var bytes = (try? file.bytes()) ?? []
+        bytes.withUnsafeMutableBytes { buffer in
+            var blob = curl_blob(data: buffer.baseAddress, len: buffer.count, flags: UInt32(CURL_BLOB_COPY))
+            _ = withUnsafeMutablePointer(to: &blob) { push_curl_easy_setopt_pointer(pointer, option, $0) }
+        }
+    }
     func set(_ option: CURLoption, list: CurlStringList) { _ = push_curl_easy_setopt_slist(pointer, option, list.head) }
     func set(_ option: CURLoption, callback: push_curl_data_callback) { _ = push_curl_easy_setopt_data_callback(pointer, option, callback) }
 

@@ -20,6 +20,7 @@ public final class CurlHTTPTransport: HTTPTransport {
 
     public func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
         if let problem = request.unsafeFieldDescription { throw .invalidRequest(problem) }
+        if let refused = request.tls.refusedFile { throw .tls("\(refused)") }
         let id = loop.nextTransferID()
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -36,7 +37,7 @@ public final class CurlHTTPTransport: HTTPTransport {
     /// requests that do (HTTP/1.1-only hosts), what libcurl can do it does by itself: a connection
     /// idle for `maximumIdleTime` is not reused (`CURLOPT_MAXAGE_CONN`) and is closed when curl next prunes its cache
     /// (on a later transfer), so a removed app's connections are not used after that long; a client certificate rotated
-    /// at the same path is used by new connections, while busy ones keep the old one until they go idle.
+    /// read by a new configuration version is used by new connections, while busy ones keep the old one until they go idle.
     public func closeConnections(except live: Set<ConnectionIdentity>) {}
 
     public func shutdown() { loop.stop() }
@@ -307,12 +308,16 @@ final class CurlMultiLoop: @unchecked Sendable {
         easy.set(CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds))
         easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(request.timeout, configuration.connectTimeout).milliseconds))
         easy.set(CURLOPT_PROTOCOLS_STR, "https")
-        if let caFile = request.tls.caFile { easy.set(CURLOPT_CAINFO, caFile) }
+        // The bytes the options carry (copied by curl), never the paths: what a path holds now was not checked.
+        if let caFile = request.tls.caFile { easy.set(CURLOPT_CAINFO_BLOB, blob: caFile) }
         if let certificate = request.tls.clientCertificateFile {
-            easy.set(CURLOPT_SSLCERT, certificate)
+            easy.set(CURLOPT_SSLCERT_BLOB, blob: certificate)
             easy.set(CURLOPT_SSLCERTTYPE, request.tls.clientCertificateFormat.rawValue)
+            if request.tls.clientCertificateFormat == .pem {
+                easy.set(CURLOPT_SSLKEY_BLOB, blob: request.tls.clientKeyFile ?? certificate)
+                easy.set(CURLOPT_SSLKEYTYPE, "PEM")
+            }
         }
-        if let key = request.tls.clientKeyFile { easy.set(CURLOPT_SSLKEY, key) }
         if let password = request.tls.clientKeyPassword { easy.set(CURLOPT_KEYPASSWD, password) }
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         easy.set(CURLOPT_MAXAGE_CONN, max(1, Int(configuration.maximumIdleTime.milliseconds / 1000)))

@@ -246,6 +246,10 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
+    /// The context holds this handler: a connection whose channel closed without ever becoming active (the TCP
+    /// connection refused, or it timed out) gets no `channelInactive`, so the cycle is broken here.
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent {
             handshakeCompleted(context: context, negotiated: negotiated)

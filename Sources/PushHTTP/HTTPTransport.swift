@@ -1,34 +1,5 @@
 import PushCore
 
-/// TLS settings for a request. Verification of the server is always on; `caFile`
-/// replaces the system trust store (a sandbox or private CA).
-public struct TLSOptions: Sendable, Hashable {
-    public enum CertificateFormat: String, Sendable, Hashable {
-        case pem = "PEM"
-        /// PKCS#12 (`.p12`): certificate and key in one file, usually with a password.
-        case pkcs12 = "P12"
-    }
-
-    public var caFile: String?
-    public var clientCertificateFile: String?
-    /// Not needed for PKCS#12, which carries the key.
-    public var clientKeyFile: String?
-    public var clientCertificateFormat: CertificateFormat
-    /// Password of the client key or PKCS#12 file.
-    public var clientKeyPassword: String?
-
-    public init(
-        caFile: String? = nil, clientCertificateFile: String? = nil, clientKeyFile: String? = nil,
-        clientCertificateFormat: CertificateFormat = .pem, clientKeyPassword: String? = nil
-    ) {
-        self.caFile = caFile
-        self.clientCertificateFile = clientCertificateFile
-        self.clientKeyFile = clientKeyFile
-        self.clientCertificateFormat = clientCertificateFormat
-        self.clientKeyPassword = clientKeyPassword
-    }
-}
-
 public struct HTTPTransportConfiguration: Sendable {
     /// Connections per host; HTTP/2 multiplexes streams over each.
     public var maximumConnectionsPerHost: Int

@@ -139,7 +139,7 @@ public final class CircuitBreakers: Sendable {
             var breaker = table.breaker(of: scope, settings: settings)
             let wasOpen = breaker.isOpen
             if onlyWhenOpen, !wasOpen { return nil }
-            let opened = breaker.record(result, at: now)
+            let opened = breaker.record(result, in: scope, at: now)
             table.store(breaker, for: scope, at: now)
             return (opened, wasOpen, breaker.state)
         }

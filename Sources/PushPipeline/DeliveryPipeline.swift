@@ -316,7 +316,7 @@ public final class DeliveryPipeline: Service, Sendable {
 
     private func consumeLoop(_ consumer: any MessageSource, lane: Lane) {
         let wake = wake[lane]!
-        /// Partitions this thread paused for keys whose jobs back up (the state machine says which should be).
+        /// Partitions this thread paused for keys whose jobs back up or hold the most memory (the state machine says which).
         var pausedForKeys = Set<TopicPartition>()
         let pausedGauge = Gauge(label: "push_partitions_paused", dimensions: [("lane", lane.rawValue)])
         var nextSlotWaitCheck = ContinuousClock.now
@@ -391,7 +391,7 @@ public final class DeliveryPipeline: Service, Sendable {
         if !pausing.isEmpty {
             consumer.pause(pausing)
             logger.warning(
-                "a key's jobs back up behind its running job: its partitions paused, the others flow",
+                "jobs back up behind their keys (a key past its bound, or the keys holding the most of the lane's memory): their partitions paused, the others flow",
                 metadata: [
                     "lane": "\(lane.rawValue)", "partitions": "\(pausing.map(\.description))",
                 ])
@@ -399,7 +399,7 @@ public final class DeliveryPipeline: Service, Sendable {
         if !resuming.isEmpty {
             consumer.resume(resuming)
             logger.notice(
-                "partitions resumed: the key's queue went down",
+                "partitions resumed: the jobs behind their keys went down",
                 metadata: [
                     "lane": "\(lane.rawValue)", "partitions": "\(resuming.map(\.description))",
                 ])
@@ -431,19 +431,21 @@ public final class DeliveryPipeline: Service, Sendable {
     private struct Load {
         let consumed: Int
         let consumedInLane: Int
+        let heldBytesInLane: Int
         let running: Int
         let lane: Lane
 
         init(of machine: Machine, lane: Lane) {
             consumed = machine.consumed
             consumedInLane = machine.consumed(in: lane)
+            heldBytesInLane = machine.heldBytes(in: lane)
             running = machine.running
             self.lane = lane
         }
 
         func report(to metrics: PipelineMetrics) {
             metrics.inFlight.record(consumed)
-            metrics.laneInFlight(lane, jobs: consumedInLane)
+            metrics.laneInFlight(lane, jobs: consumedInLane, bytes: heldBytesInLane)
             metrics.running.record(running)
         }
     }

@@ -191,9 +191,13 @@ extension JobProcessor {
         breakers.record(result, in: scope, at: clock())
     }
 
+    /// Attempts count provider requests: a final result without an HTTP status was decided before any request (a
+    /// plugin's refusal, `Prepared.refused`; an open circuit), so this attempt made none.
     @inline(never)
     private static func final(_ result: DeliveryResult, _ job: Job, _ target: Target, attempt: Int, at now: Int64) -> AttemptEnd {
-        .finish(Outcome(job: job, target: target, result: result, attempts: attempt, at: now))
+        let sent: Bool
+        if case .delivered = result { sent = true } else { sent = result.httpStatus != nil }
+        return .finish(Outcome(job: job, target: target, result: result, attempts: sent ? attempt : attempt - 1, at: now))
     }
 
     /// After a retryable answer: a retry (from the retry queue, or after a wait in this task), or the
@@ -204,9 +208,9 @@ extension JobProcessor {
         attempt: Int, source: Source, entryId: String?
     ) async -> AttemptEnd {
         let failedAt = clock()
-        if let stopped = await cancelledCall(job, target, attempts: attempt, at: failedAt) { return stopped }
         // Attempts count sends: one the open circuit held back is tried again under the same number.
         let completed = heldBack ? attempt - 1 : attempt
+        if let stopped = await cancelledCall(job, target, attempts: completed, at: failedAt) { return stopped }
         let decision =
             heldBack
             ? configuration.retryPolicy.decideHeldBack(now: failedAt, deadline: job.deadline, circuitRetryAfter: retryAfter ?? .zero)
@@ -226,7 +230,11 @@ extension JobProcessor {
                     kafkaKey: source.key, fallbackCreatedAt: source.fallbackCreatedAt,
                     bindingId: target.bindingId, attempts: completed, lastReason: reason,
                     lastHTTPStatus: httpStatus)
-                guard await withStore({ try await retryQueue.schedule(entry, dueAt: dueAt) }) != nil else { return .done(.abandoned) }
+                switch await handOff(entry, dueAt: dueAt, to: retryQueue, job, target, source: source) {
+                case .durable: break
+                case .finished(let outcome): return .done(.final([.outcome(outcome)]))
+                case .abandoned: return .done(.abandoned)
+                }
                 metrics.retryScheduled(target.provider)
                 guard configuration.publishRetryingOutcomes else { return .done(.handedOff([])) }
                 return .done(
@@ -258,6 +266,63 @@ extension JobProcessor {
                 attempts: attempt, at: failedAt, httpStatus: httpStatus)
             let rejection = JobRejection(.attemptsExhausted, "binding \(target.bindingId): \(outcome.reason!)")
             return .finish(outcome, deadLetter: .deadLetter(rejection, value: source.value, key: source.key, source: source.description))
+        }
+    }
+
+    /// How a hand-off to the retry queue ended.
+    enum HandOff {
+        /// The entry is durable in the queue: the job's offset may be committed.
+        case durable
+        /// The queue ran the entry to its end meanwhile: this outcome is recorded (and is published again).
+        case finished(Outcome)
+        /// A stop or a revocation cancelled the wait: the job stays uncommitted.
+        case abandoned
+    }
+
+    /// Hands `entry` to the retry queue until it is durable there. A write no replica acknowledged in time
+    /// (`ReplicationShortfall`) is on the queue's primary only: the store stays healthy, and a consumed job lets its
+    /// key go and parks (it holds no in-flight capacity; the queue may run the entry meanwhile), then asks the queue
+    /// whether the entry is there and durable (`confirm`), never writing it again over a claim that may hold it; an
+    /// entry gone with no record of its end was lost with its node and is written again. A claimed retry's entry was
+    /// durable before its claim: a shortfall of its new version leaves the replica the version before, due again later.
+    @inline(never)
+    private func handOff(
+        _ entry: RetryEntry, dueAt: Int64, to queue: any RetryQueue, _ job: Job, _ target: Target, source: Source
+    ) async -> HandOff {
+        var retries = StoreRetries()
+        var written = false
+        var parked = false
+        defer { if parked { source.parking?.unpark() } }
+        while true {
+            do {
+                if !written {
+                    try await queue.schedule(entry, dueAt: dueAt)
+                    storeAnswered()
+                    return .durable
+                }
+                if try await queue.confirm(entry.id) {
+                    storeAnswered()
+                    return .durable
+                }
+                if let outcome = try await store.recordedOutcome(of: job, target: target) {
+                    storeAnswered()
+                    return .finished(outcome)
+                }
+                written = false
+                continue
+            } catch let shortfall as ReplicationShortfall {
+                replicationFellShort(shortfall)
+                if case .retryEntry = source.location { return .durable }
+                written = true
+                if !parked {
+                    source.parking?.releaseKey()
+                    source.parking?.park()
+                    parked = true
+                }
+            } catch {
+                storeFailed(error)
+            }
+            guard await retries.pause() else { return .abandoned }
         }
     }
 

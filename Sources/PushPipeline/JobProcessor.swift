@@ -149,7 +149,7 @@ public final class JobProcessor: Sendable {
         let decoded = Result { () throws(JobRejection) -> Job in try decoder.decode(message.value, fallbackCreatedAt: fallbackCreatedAt) }
         var scope: DeliveryScope?
         var deliveryLane = lane
-        if case .success(let job) = decoded, job.targets.count == 1, !job.targets[0].isUnbound, !job.deadline.isExpired(at: clock()),
+        if case .success(let job) = decoded, job.targets.count == 1, job.targets[0].isDeliverable, !job.deadline.isExpired(at: clock()),
             let provider = providers.provider(for: job.targets[0].provider)
         {
             scope = provider.scope(of: job.targets[0])
@@ -192,7 +192,7 @@ public final class JobProcessor: Sendable {
             cover = await marks.cover(message.topicPartition, offset: message.offset, consumedBefore: admitted.consumedBefore)
         }
         guard cover != .givenUp,
-            let prior = await prepareInStore(job, dedupeWindow: window, firstDelivery: cover == .firstDelivery)
+            let prior = await prepareInStore(job, dedupeWindow: window, firstDelivery: cover == .firstDelivery, parking: parking)
         else { return nil }
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
@@ -205,11 +205,15 @@ public final class JobProcessor: Sendable {
     }
 
     /// What the store knows of each target (and, for a cancel, the cancel recorded); nil when a stop interrupts it.
+    /// (A redelivery's retry entry counts only once a replica has it: the job waits parked while none acknowledges.)
     @inline(never)
-    private func prepareInStore(_ job: Job, dedupeWindow window: Int64, firstDelivery: Bool) async -> [PriorState]? {
+    private func prepareInStore(_ job: Job, dedupeWindow window: Int64, firstDelivery: Bool, parking: JobParking?) async -> [PriorState]? {
         let span = tracing?.storeSpan("prepare")
         defer { span?.end() }
-        guard let prior = await withStore({ try await store.prepare(job, dedupeWindow: window, firstDelivery: firstDelivery) }) else {
+        guard
+            let prior = await withStore(
+                parking: parking, { try await store.prepare(job, dedupeWindow: window, firstDelivery: firstDelivery) })
+        else {
             return nil
         }
         if job.kind == .cancel, CallCancellation.key(of: job) != nil {
@@ -264,7 +268,7 @@ public final class JobProcessor: Sendable {
     /// One target of a consumed job, given what the store knew about it.
     @inline(never)
     private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool, source: Source) async -> TargetResult {
-        if case .fresh = prior, !shed, !target.isUnbound {} else { source.slot?.giveBack() }
+        if case .fresh = prior, !shed, target.isDeliverable {} else { source.slot?.giveBack() }
         switch firstStep(job, target: target, prior: prior, window: window, shed: shed) {
         case .finish(let outcome, let deadLetter): return .recording(outcome, deadLetter: deadLetter)
         case .done(let result): return result
@@ -276,6 +280,9 @@ public final class JobProcessor: Sendable {
     private func firstStep(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool) -> AttemptEnd {
         if target.isUnbound, !prior.isAlreadyFinished {
             return .finish(Outcome(unboundJob: job, target: target, at: clock()))
+        }
+        if target.refusal != nil, !prior.isAlreadyFinished {
+            return .finish(Outcome(refusedJob: job, target: target, at: clock()))
         }
         switch prior {
         case .alreadyFinished(let outcome):
@@ -307,7 +314,7 @@ public final class JobProcessor: Sendable {
             value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
             location: .retryEntry(id: entry.id))
         guard let job = try? decoder.decode(entry.jobBytes, fallbackCreatedAt: entry.fallbackCreatedAt),
-            let target = job.targets.first(where: { $0.bindingId == entry.bindingId })
+            let target = job.targets.first(where: { $0.bindingId == entry.bindingId && $0.isDeliverable })
         else {
             let rejection = JobRejection(
                 .invalidField, "retry entry \(entry.id) no longer decodes to a job with binding \(entry.bindingId)")
@@ -406,27 +413,49 @@ public final class JobProcessor: Sendable {
         }
     }
 
-    /// Runs a store operation until it succeeds, pausing intake while the store is down;
-    /// nil when a stop cancels the wait.
+    /// Runs a store operation until it succeeds, pausing intake while the store is down; nil when a stop or the
+    /// partition's revocation cancels the wait (`StoreRetries`): the job is then abandoned, uncommitted. A `ReplicationShortfall` (the store answers, its
+    /// replicas lag) does not pause intake: this job alone waits, parked (no in-flight capacity) when `parking` is given.
     @inline(never)
-    func withStore<T: Sendable>(_ operation: @Sendable () async throws -> T) async -> T? {
-        var wait = RetryWait.store
+    func withStore<T: Sendable>(parking: JobParking? = nil, _ operation: @Sendable () async throws -> T) async -> T? {
+        var retries = StoreRetries()
+        var parked = false
+        defer { if parked { parking?.unpark() } }
         while true {
             do {
                 let value = try await operation()
                 storeAnswered()
                 return value
+            } catch let shortfall as ReplicationShortfall {
+                replicationFellShort(shortfall)
+                if !parked, let parking {
+                    parking.park()
+                    parked = true
+                }
             } catch {
                 storeFailed(error)
-                do { try await Task.sleep(for: wait.duration) } catch { return nil }
-                wait = wait.next
             }
+            guard await retries.pause() else { return nil }
         }
     }
 
     func storeAnswered() { Self.storeAnswered(health: health, metrics: metrics, logger: logger) }
 
-    func storeFailed(_ error: any Error) { Self.storeFailed(error, health: health, metrics: metrics, logger: logger) }
+    func storeFailed(_ error: any Error) {
+        health.count(.unavailable)
+        Self.storeFailed(error, health: health, metrics: metrics, logger: logger)
+    }
+
+    /// The store answered but its replicas did not acknowledge in time: counted, logged at most once an interval,
+    /// and the store stays healthy (pausing every partition for one lagging replica would stall the whole fleet).
+    func replicationFellShort(_ shortfall: ReplicationShortfall) {
+        storeAnswered()
+        health.count(.replicationShortfall)
+        guard let count = health.shortfalls.note() else { return }
+        logger.warning(
+            "shared store's replicas do not acknowledge writes in time: the jobs concerned wait uncommitted, intake goes on",
+            metadata: ["shortfall": "\(shortfall)", "shortfalls": "\(count)"])
+    }
 
     @inline(never)
     private static func storeAnswered(health: StoreHealth, metrics: PipelineMetrics, logger: Logger) {

@@ -74,7 +74,7 @@ public struct JobTracing: Sendable {
         switch result {
         case .delivered(_, let code, _):
             (status, httpStatus) = ("delivered", code)
-        case .rejected(_, let code, _):
+        case .rejected(_, let code, _, _):
             (status, httpStatus) = ("rejected", code)
         case .failed(_, let code, _, _):
             (status, httpStatus) = ("failed", code)

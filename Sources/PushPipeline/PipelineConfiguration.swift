@@ -18,9 +18,12 @@ public struct PipelineConfiguration: Sendable {
     /// use whatever the normal lane leaves free; the normal lane never uses the reserved part.
     /// At most half of `maximumInFlightJobs` is reserved, whatever is set.
     public var urgentReservedInFlightJobs: Int
-    /// Jobs consumed and not finished per lane, parked ones included: the read-ahead bound
-    /// (and the uncommitted window). nil: twice `maximumInFlightJobs`.
+    /// Jobs consumed and not finished per lane, parked ones included, not those waiting behind their keys:
+    /// how far a lane at capacity reads ahead (and the uncommitted window). nil: ten times `maximumInFlightJobs`.
     public var maximumReadAheadJobs: Int?
+    /// Bytes of the jobs a lane holds, all of them (`PipelineStateMachine.Limits.cost(of:)`): the memory bound,
+    /// from half of which the partitions whose keys hold the most are paused.
+    public var maximumReadAheadBytes = Self.defaultReadAheadBytes
     /// Each lane's capacity is shared between the apps with jobs in it (`PipelineStateMachine`): one app's
     /// burst does not hold every place while another app's job waits in the read-ahead window. Off: ready jobs
     /// start in the order consumed, whatever their app, and a lane at capacity consumes nothing more (the
@@ -97,5 +100,11 @@ public struct PipelineConfiguration: Sendable {
     public var probeLease: Duration { longestSlotWait + attemptTimeout + .seconds(5) }
 
     /// The read-ahead bound per lane.
-    public var readAheadJobs: Int { max(maximumReadAheadJobs ?? 2 * maximumInFlightJobs, maximumInFlightJobs) }
+    public var readAheadJobs: Int { max(maximumReadAheadJobs ?? 10 * maximumInFlightJobs, maximumInFlightJobs) }
+
+    /// 32 MiB per lane.
+    public static let defaultReadAheadBytes = 32 << 20
+
+    /// The bytes bound per lane.
+    public var readAheadBytes: Int { max(maximumReadAheadBytes, 1 << 20) }
 }

@@ -26,6 +26,7 @@ public final class PipelineMetrics: Sendable {
 
     private let laneLagGauges: PerLane<Gauge>
     private let laneInFlightGauges: PerLane<Gauge>
+    private let laneHeldBytesGauges: PerLane<Gauge>
     private let oldestUncommittedGauges: PerLane<Gauge>
     /// Handlers made once per label set: the factory's lookup (label validation, hashing, a lock) costs more than recording.
     private let deliveryCounters = Locked<[DeliveryLabels: Counter]>([:])
@@ -49,6 +50,7 @@ public final class PipelineMetrics: Sendable {
         labels = Locked(appLabels)
         laneLagGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_lag_seconds", dimensions: [("lane", $0.rawValue)]) }
         laneInFlightGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_in_flight", dimensions: [("lane", $0.rawValue)]) }
+        laneHeldBytesGauges = PerLane(Lane.allCases) { Gauge(label: "push_lane_held_bytes", dimensions: [("lane", $0.rawValue)]) }
         oldestUncommittedGauges = PerLane(Lane.allCases) {
             Gauge(label: "push_oldest_uncommitted_seconds", dimensions: [("lane", $0.rawValue)])
         }
@@ -147,8 +149,9 @@ public final class PipelineMetrics: Sendable {
         laneLagGauges[lane]?.record(Double(milliseconds) / 1000)
     }
 
-    func laneInFlight(_ lane: Lane, jobs: Int) {
+    func laneInFlight(_ lane: Lane, jobs: Int, bytes: Int) {
         laneInFlightGauges[lane]?.record(jobs)
+        laneHeldBytesGauges[lane]?.record(bytes)
     }
 
     /// How long the lane's oldest uncommitted offset has waited since it was consumed (0 when every job finished):

@@ -38,12 +38,16 @@ struct Tenant: Hashable, Sendable {
 /// other apps' jobs (see below), within its read-ahead bound (ready, running and parked jobs
 /// together). Offsets move per partition over the contiguous run of completed jobs.
 ///
-/// Jobs waiting behind an earlier job of their key take neither capacity nor read-ahead room, so one
-/// slow key (a user whose push service hangs) never stalls the lane: they count against a bound of
-/// their own (`maximumQueuedBehindKeys`). When one key has more than `maximumQueuedPerKey` waiting, the
-/// partitions that hold them are to be paused (`pausedPartitions`, which the lane's consumer thread
-/// follows), and the rest flow; they resume once the key's queue is down to half of that. What a stuck key costs is its partition: the jobs behind it in that
-/// partition wait, uncommitted.
+/// Jobs waiting behind an earlier job of their key take neither capacity nor read-ahead room, so slow
+/// keys (users whose push service hangs) never stall the lane: what bounds them is memory. Every job the
+/// lane holds counts its bytes (`Limits.cost(of:)`) against `readAheadBytes`; at that bound the lane
+/// consumes nothing more, and from half of it the partitions whose keys hold the most bytes behind them
+/// are paused, heaviest first, until the partitions still read hold at most a quarter of the bound behind
+/// their keys: other users' jobs go on being read while the slow users' partitions wait. Those partitions
+/// resume once the lane holds less than a quarter of the bound, or each once its keys hold nothing behind them. When one key has more than
+/// `maximumQueuedPerKey` waiting, the partitions that hold them are paused too (`pausedPartitions`, which
+/// the lane's consumer thread follows), and the rest flow; they resume once the key's queue is down to half
+/// of that. What a stuck key costs is its partition: the jobs behind it in that partition wait, uncommitted.
 ///
 /// Fair sharing between apps (`Tenant`): a lane's in-flight capacity is shared by the apps with jobs
 /// running or ready in it, each app's share being the capacity divided by their number. Of the ready
@@ -60,31 +64,44 @@ struct PipelineStateMachine<Job: PipelineJob> {
         var maximumInFlight: Int
         /// The part of `maximumInFlight` only the urgent lane may use.
         var urgentReserved: Int
-        /// Consumed and unfinished jobs per lane.
+        /// Consumed and unfinished jobs per lane that are not waiting behind their keys.
         var readAhead: Int
+        /// Bytes of the jobs a lane holds (`cost(of:)`), all of them, behind their keys or not.
+        var readAheadBytes: Int
 
         /// Jobs of one key waiting behind its running job before the partitions holding them are paused.
         var maximumQueuedPerKey: Int
-        /// Jobs waiting behind their keys, all keys of the lane together; past it the lane consumes nothing more.
-        var maximumQueuedBehindKeys: Int
         /// Whether apps share each lane's capacity (see the type); off, every app's share is the whole lane.
         var sharesBetweenApps: Bool
 
-        init(maximumInFlight: Int, urgentReserved: Int, readAhead: Int, sharesBetweenApps: Bool = true) {
+        /// What a held job is counted as beyond its Kafka key and value: its decoded form and its place in the
+        /// machine, about 2 KiB of resident memory per job held (docs/performance.md).
+        static var heldJobOverhead: Int { 2048 }
+
+        init(
+            maximumInFlight: Int, urgentReserved: Int, readAhead: Int,
+            readAheadBytes: Int = PipelineConfiguration.defaultReadAheadBytes, sharesBetweenApps: Bool = true
+        ) {
             self.sharesBetweenApps = sharesBetweenApps
             self.maximumInFlight = max(1, maximumInFlight)
             self.urgentReserved = max(0, min(urgentReserved, self.maximumInFlight / 2))
             self.readAhead = max(readAhead, self.maximumInFlight)
-            maximumQueuedPerKey = self.readAhead
-            maximumQueuedBehindKeys = 2 * self.readAhead
+            self.readAheadBytes = max(readAheadBytes, Self.heldJobOverhead)
+            maximumQueuedPerKey = min(self.readAhead, 2 * self.maximumInFlight)
         }
 
         init(_ configuration: PipelineConfiguration) {
             self.init(
                 maximumInFlight: configuration.maximumInFlightJobs,
                 urgentReserved: configuration.effectiveUrgentReservedInFlightJobs, readAhead: configuration.readAheadJobs,
-                sharesBetweenApps: configuration.sharesLanesBetweenApps)
+                readAheadBytes: configuration.readAheadBytes, sharesBetweenApps: configuration.sharesLanesBetweenApps)
         }
+
+        /// The bytes a held job counts for: its Kafka key and value, and the overhead.
+        static func cost(of message: KafkaMessage) -> Int { message.value.count + (message.key?.count ?? 0) + heldJobOverhead }
+
+        /// From here on the partitions whose keys hold the most bytes are paused.
+        var pressureBytes: Int { readAheadBytes / 2 }
     }
 
     /// One consumed job, from consumption until it finishes or is given up.
@@ -110,6 +127,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
 
         var message: KafkaMessage { job.message }
         var key: MessageKey? { message.key.map(MessageKey.init) }
+        var cost: Int { Limits.cost(of: job.message) }
     }
 
     /// What one app has in a lane: jobs running and holding capacity, jobs ready (in `ready` or set
@@ -138,6 +156,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
                 left = waiting.count
                 if !waiting.isEmpty { behind[key] = waiting }
                 behindCount -= 1
+                changeBytesBehind(in: next.message.topicPartition, by: -next.cost)
                 makeReady(next)
             } else {
                 busyKeys.remove(key)
@@ -161,8 +180,40 @@ struct PipelineStateMachine<Job: PipelineJob> {
             }
         }
 
+        /// A partition whose keys hold nothing behind them any more is no longer paused for memory.
+        mutating func changeBytesBehind(in partition: TopicPartition, by change: Int) {
+            let bytes = bytesBehind[partition, default: 0] + change
+            guard bytes > 0 else {
+                bytesBehind[partition] = nil
+                if !pausedForMemory.isEmpty { pausedForMemory.remove(partition) }
+                return
+            }
+            bytesBehind[partition] = bytes
+        }
+
+        /// Under memory pressure (the lane holds half its bytes bound), pauses the partitions whose keys hold the
+        /// most bytes behind them, heaviest first, until those still read hold at most a quarter of the bound behind
+        /// their keys; resumes them all once the lane holds less than a quarter, and each one as soon as its keys hold
+        /// nothing behind them (`changeBytesBehind`). O(partitions), and only under pressure.
+        mutating func balanceHeldBytes(limits: Limits) {
+            guard heldBytes >= limits.pressureBytes else {
+                if !pausedForMemory.isEmpty, heldBytes < limits.pressureBytes / 2 { pausedForMemory.removeAll() }
+                return
+            }
+            let target = limits.pressureBytes / 2
+            var read = 0
+            for (partition, bytes) in bytesBehind where !pausedForMemory.contains(partition) { read += bytes }
+            guard read > target else { return }
+            for (partition, bytes) in bytesBehind.sorted(by: { $0.value > $1.value }) where !pausedForMemory.contains(partition) {
+                pausedForMemory.insert(partition)
+                read -= bytes
+                if read <= target { break }
+            }
+        }
+
         /// Partitions leaving the lane: no longer paused for any key (their jobs are redelivered to the next owner).
         mutating func forget(_ partitions: Set<TopicPartition>) {
+            pausedForMemory.subtract(partitions)
             for partition in partitions { pausedFor[partition] = nil }
             for key in Array(stalled.keys) {
                 stalled[key]!.subtract(partitions)
@@ -284,6 +335,12 @@ struct PipelineStateMachine<Job: PipelineJob> {
         var stalled: [MessageKey: Set<TopicPartition>] = [:]
         /// Paused partitions, with how many stalled keys hold each.
         var pausedFor: [TopicPartition: Int] = [:]
+        /// Bytes (`Limits.cost(of:)`) of every job the lane holds.
+        var heldBytes = 0
+        /// Bytes of the jobs waiting behind their keys, per partition (none for a partition without such jobs).
+        var bytesBehind: [TopicPartition: Int] = [:]
+        /// Partitions paused because their keys hold the most of the lane's memory (`balanceHeldBytes`).
+        var pausedForMemory = Set<TopicPartition>()
         var running: [UInt64: Entry] = [:]
         var parked = Set<UInt64>()
         /// Running jobs that let their key go before they finished (a retry waiting in the job's task).
@@ -331,11 +388,18 @@ struct PipelineStateMachine<Job: PipelineJob> {
                 })
         else { return 0 }
         let capacityRoom = readsOn ? Int.max : free - ready
-        return max(0, min(limits.readAhead - (consumed - behind), capacityRoom, limits.maximumQueuedBehindKeys - behind))
+        // Every message costs at least the overhead: a batch may pass the bytes bound by its messages' own size only.
+        let bytesRoom = (limits.readAheadBytes - heldBytes(in: lane)) / Limits.heldJobOverhead
+        return max(0, min(limits.readAhead - (consumed - behind), capacityRoom, bytesRoom))
     }
 
-    /// Partitions of the lane to keep paused for keys whose jobs back up.
-    func pausedPartitions(in lane: Lane) -> Set<TopicPartition> { lanes.read(lane) { Set($0.pausedFor.keys) } ?? [] }
+    /// Partitions of the lane to keep paused: for keys whose jobs back up, and for the keys holding the most memory.
+    func pausedPartitions(in lane: Lane) -> Set<TopicPartition> {
+        lanes.read(lane) { $0.pausedForMemory.union($0.pausedFor.keys) } ?? []
+    }
+
+    /// Bytes (`Limits.cost(of:)`) of the jobs the lane holds.
+    func heldBytes(in lane: Lane) -> Int { lanes.read(lane) { $0.heldBytes } ?? 0 }
 
     /// Apps with jobs running or ready in the lane: at most the read-ahead bound plus the in-flight capacity.
     func apps(in lane: Lane) -> Int { lanes.read(lane) { $0.tenants.count } ?? 0 }
@@ -391,6 +455,8 @@ struct PipelineStateMachine<Job: PipelineJob> {
                 let generation = state.tracker.begin(message.topicPartition, offset: message.offset, at: now)
                 let entry = Entry(id: JobID(lane: lane, sequence: sequence), job: job, generation: generation)
                 state.queued += 1
+                let cost = entry.cost
+                state.heldBytes += cost
                 if let key = entry.key {
                     if state.busyKeys.contains(key) {
                         var waiting = state.behind.removeValue(forKey: key) ?? FIFOQueue()
@@ -398,6 +464,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
                         let count = waiting.count
                         state.behind[key] = waiting
                         state.behindCount += 1
+                        state.changeBytesBehind(in: message.topicPartition, by: cost)
                         state.noteQueued(key, count: count, in: message.topicPartition, limits: limits)
                         continue
                     }
@@ -405,6 +472,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
                 }
                 state.makeReady(entry)
             }
+            state.balanceHeldBytes(limits: limits)
         }
         self.sequence = sequence
         return startAdmitted()
@@ -443,6 +511,8 @@ struct PipelineStateMachine<Job: PipelineJob> {
             guard let entry = state.running.removeValue(forKey: id.sequence) else { return (false, nil) }
             if state.parked.remove(id.sequence) == nil { state.changeLoad(of: entry.job.tenant, working: -1) }
             if state.keyReleased.remove(id.sequence) == nil, let key = entry.key { state.releaseKey(key, limits: limits) }
+            state.heldBytes -= entry.cost
+            state.balanceHeldBytes(limits: limits)
             guard completed else { return (true, nil) }
             let topicPartition = entry.message.topicPartition
             return (
@@ -545,14 +615,18 @@ struct PipelineStateMachine<Job: PipelineJob> {
         var state = lanes[lane]!
         var kept: [Entry] = []
         var dropped = 0
+        func giveUp(_ entry: Entry) {
+            dropped += 1
+            state.heldBytes -= entry.cost
+        }
         for entry in state.takeReady() {
-            if drop(entry) { dropped += 1 } else { kept.append(entry) }
+            if drop(entry) { giveUp(entry) } else { kept.append(entry) }
         }
         var behind: [MessageKey: FIFOQueue<Entry>] = [:]
         for (key, var queue) in state.behind {
             var remaining = FIFOQueue<Entry>()
             for entry in queue.removeAll() {
-                if drop(entry) { dropped += 1 } else { remaining.append(entry) }
+                if drop(entry) { giveUp(entry) } else { remaining.append(entry) }
             }
             if !remaining.isEmpty { behind[key] = remaining }
         }
@@ -582,6 +656,10 @@ struct PipelineStateMachine<Job: PipelineJob> {
         state.behind = behind
         state.busyKeys = busy
         state.behindCount = behind.values.reduce(0) { $0 + $1.count }
+        state.bytesBehind = [:]
+        for queue in behind.values { queue.forEach { state.changeBytesBehind(in: $0.message.topicPartition, by: $0.cost) } }
+        state.pausedForMemory.formIntersection(state.bytesBehind.keys)
+        state.balanceHeldBytes(limits: limits)
         state.recountTenants()
         // Keys whose queue shrank with the drop hold their partitions no longer.
         for key in Array(state.stalled.keys) where (behind[key]?.count ?? 0) <= limits.maximumQueuedPerKey / 2 {

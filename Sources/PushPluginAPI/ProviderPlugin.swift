@@ -133,23 +133,24 @@ extension CheckResult {
     /// (and an encrypted key, with its password) is read, and opened by the handshake of a probe.
     public static func clientCertificate(_ tls: TLSOptions, check: String) -> CheckResult {
         guard let certificateFile = tls.clientCertificateFile else { return .ok(check, "no client certificate") }
-        guard let certificate = FileManager.default.contents(atPath: certificateFile), !certificate.isEmpty else {
-            return .fail(check, "cannot read the certificate \(certificateFile)")
+        let path = certificateFile.path
+        guard let certificate = try? certificateFile.bytes(), !certificate.isEmpty else {
+            return .fail(check, "cannot read the certificate \(certificateFile.problem.map { "\($0)" } ?? "\(path): empty")")
         }
         if tls.clientCertificateFormat == .pkcs12 {
-            return .ok(check, "PKCS#12 certificate \(certificateFile) read (opened at the TLS handshake)")
+            return .ok(check, "PKCS#12 certificate \(path) read (opened at the TLS handshake)")
         }
         guard String(decoding: certificate, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
-            return .fail(check, "\(certificateFile) holds no PEM certificate")
+            return .fail(check, "\(path) holds no PEM certificate")
         }
         let keyFile = tls.clientKeyFile ?? certificateFile
-        guard let keyBytes = FileManager.default.contents(atPath: keyFile) else { return .fail(check, "cannot read the key \(keyFile)") }
+        guard let keyBytes = try? keyFile.bytes() else { return .fail(check, "cannot read the key \(keyFile)") }
         let key = String(decoding: keyBytes, as: UTF8.self)
         if key.contains("ENCRYPTED") {
-            return .ok(check, "certificate \(certificateFile) loads; its key \(keyFile) is encrypted (opened at the TLS handshake)")
+            return .ok(check, "certificate \(path) loads; its key \(keyFile.path) is encrypted (opened at the TLS handshake)")
         }
-        guard (try? PrivateKey(pem: key)) != nil else { return .fail(check, "\(keyFile) holds no PEM private key") }
-        return .ok(check, "certificate \(certificateFile) and key \(keyFile) load")
+        guard (try? PrivateKey(pem: key)) != nil else { return .fail(check, "\(keyFile.path) holds no PEM private key") }
+        return .ok(check, "certificate \(path) and key \(keyFile.path) load")
     }
 }
 

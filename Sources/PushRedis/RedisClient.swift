@@ -203,14 +203,17 @@ public final class RedisClient: Sendable {
     }
 
     /// `evaluate`, durable: where the node serving `keys[0]` has replicas, `WAIT 1 <timeout>` follows the call on
-    /// its connection and the call returns once a replica acknowledged the write. No acknowledgement in time throws
-    /// `.unavailable` (the write may still reach a replica: callers retry an idempotent write). A node without
-    /// replicas is not waited for. The wait is bounded below the connection's command timeout, which would
-    /// otherwise drop the connection.
+    /// its connection and the call returns once a replica acknowledged the write. No acknowledgement in time is not
+    /// an error of the node (it answered, the write ran there): the reply comes back with its `shortfall`, and the
+    /// caller keeps what depends on the write uncommitted. A node without replicas is not waited for. The wait is
+    /// bounded below the connection's command timeout, which would otherwise drop the connection.
+    ///
+    /// `WAIT` covers the writes made on its own connection (https://redis.io/docs/latest/commands/wait/): a script
+    /// that only reads is confirmed by a write of its own (see `RedisRetryQueue.confirmScript`).
     public func evaluateReplicated(
         _ script: RedisScript, keys: [String], arguments: [[UInt8]],
         timeout: Duration
-    ) async throws(RedisError) -> RedisValue {
+    ) async throws(RedisError) -> ReplicatedReply {
         guard let key = keys.first, let node = try await node(serving: key) else { throw .unavailable("no Redis node serves the key") }
         let wait = await replicas(of: node) > 0 ? min(timeout, commandTimeout / 2) : nil
         var sha = scripts.withLock { $0[script.source] }
@@ -229,10 +232,11 @@ public final class RedisClient: Sendable {
             if RedisRedirection(replies[0]) != nil { markStale() }
             throw .reply(message)
         }
-        if wait != nil, (replies.last?.integer ?? 0) < 1 {
-            throw .unavailable("no replica of \(node) acknowledged the write in time (WAIT)")
-        }
-        return replies[0]
+        guard wait != nil else { return ReplicatedReply(value: replies[0], shortfall: nil) }
+        let acknowledged = Int(clamping: replies.last?.integer ?? 0)
+        return ReplicatedReply(
+            value: replies[0],
+            shortfall: acknowledged < 1 ? ReplicationShortfall(node: "\(node)", acknowledged: acknowledged, required: 1) : nil)
     }
 
     /// One command to `node`, followed by `WAIT` when `wait` is set.
@@ -489,6 +493,13 @@ public final class RedisClient: Sendable {
         }
         return replies
     }
+}
+
+/// A script's reply from `evaluateReplicated`, and how far its write was from durable.
+public struct ReplicatedReply: Sendable {
+    public var value: RedisValue
+    /// Set when the node has replicas and none acknowledged the write in time: it ran on the node only.
+    public var shortfall: ReplicationShortfall?
 }
 
 /// A Lua script run with `EVALSHA`.

@@ -19,15 +19,21 @@ public final class RedisDeliveryStore: DeliveryStore {
     private let client: RedisClient
     private let buckets: RecordBuckets
     private let clock: WallClock
+    private let replicationTimeout: Duration
     private let expiriesSet = Mutex(ExpiriesSet())
 
     /// - Parameters:
     ///   - recordRetention: how long final outcomes and cancels are kept (`PUSH_IDEMPOTENCY_TTL_S`).
     ///   - clock: wall-clock milliseconds, which place records in their slice of time.
-    public init(client: RedisClient, recordRetention: Duration, clock: @escaping WallClock = currentTimeMilliseconds) {
+    ///   - replicationTimeout: how long a redelivery that finds its retry entry waits for a replica to have it.
+    public init(
+        client: RedisClient, recordRetention: Duration, clock: @escaping WallClock = currentTimeMilliseconds,
+        replicationTimeout: Duration = .seconds(1)
+    ) {
         self.client = client
         buckets = RecordBuckets(retention: recordRetention)
         self.clock = clock
+        self.replicationTimeout = replicationTimeout
     }
 
     public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
@@ -35,17 +41,34 @@ public final class RedisDeliveryStore: DeliveryStore {
         guard !checks.commands.isEmpty else { return Array(repeating: .fresh, count: job.targets.count) }
         let replies = try Self.checked(await client.pipeline(checks.commands))
         var (states, unread) = checks.priorStates(replies: replies)
-        guard !unread.isEmpty else { return states }
-        let now = clock()
-        let reads = unread.map {
-            Self.recordReads(job, target: job.targets[$0], buckets: buckets, now: now) + [Self.retryExists(job, target: job.targets[$0])]
+        if !unread.isEmpty {
+            let now = clock()
+            let reads = unread.map {
+                Self.recordReads(job, target: job.targets[$0], buckets: buckets, now: now) + [
+                    Self.retryExists(job, target: job.targets[$0])
+                ]
+            }
+            var records = try Self.checked(await client.pipeline(reads.flatMap { $0 }))[...]
+            for (index, read) in zip(unread, reads) {
+                states[index] = Self.priorState(of: job, target: job.targets[index], replies: records.prefix(read.count))
+                records = records.dropFirst(read.count)
+            }
         }
-        var records = try Self.checked(await client.pipeline(reads.flatMap { $0 }))[...]
-        for (index, read) in zip(unread, reads) {
-            states[index] = Self.priorState(of: job, target: job.targets[index], replies: records.prefix(read.count))
-            records = records.dropFirst(read.count)
+        for index in states.indices where states[index] == .inRetryQueue {
+            states[index] = try await confirmedInRetryQueue(job, target: job.targets[index])
         }
         return states
+    }
+
+    /// A retry entry a redelivery found (`EXISTS`) owns its target only once a replica has it: the entry may be one
+    /// whose hand-off no replica acknowledged (its job was abandoned, uncommitted, for that), and the redelivery's
+    /// commit must not stand on it. Throws `ReplicationShortfall` while no replica acknowledges. An entry gone since
+    /// was finished by a scheduler (its record is read) or lost with its node (the target is fresh again).
+    @inline(never)
+    private func confirmedInRetryQueue(_ job: Job, target: Target) async throws -> PriorState {
+        let id = RetryEntry.id(jobId: job.id, bindingId: target.bindingId)
+        if try await RedisRetryQueue.confirm(id, client: client, timeout: replicationTimeout) { return .inRetryQueue }
+        return try await recordedOutcome(of: job, target: target).map(PriorState.alreadyFinished) ?? .fresh
     }
 
     /// A job's checks, built out of line so what they hold does not live in the async frame every job in flight
@@ -70,7 +93,8 @@ public final class RedisDeliveryStore: DeliveryStore {
                     commands.append(RedisDeliveryStore.retryExists(job, target: target))
                 }
                 reads.append(start..<commands.count)
-                if claiming {
+                // A target that is unbound or refused is never sent: it claims no window another job's send would miss.
+                if claiming, target.isDeliverable {
                     let key = RedisKeys.dedupeKey(bindingId: target.bindingId, identity: identity)
                     var claim = RedisCommand(argumentCount: 7, capacity: key.byteCount + job.id.utf8.count + 40)
                     claim.append("SET")
@@ -97,7 +121,7 @@ public final class RedisDeliveryStore: DeliveryStore {
                 var state = PriorState.fresh
                 if !read.isEmpty { state = RedisDeliveryStore.priorState(of: job, target: target, replies: replies[read]) }
                 // The claim's holder: nil when this job took the window now, else whoever holds it.
-                if claiming, state == .fresh, let holder = replies[read.upperBound].string {
+                if claiming, target.isDeliverable, state == .fresh, let holder = replies[read.upperBound].string {
                     if holder != job.id {
                         state = .duplicate(ofJob: holder)
                     } else if read.isEmpty {

@@ -19,6 +19,7 @@ import PushCrypto
 /// | `push:{<tag>}c<digest of <n>:<userId>:<key>>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{mark:<n>:<group>:<n>:<topic>:<partition>}` | hash | `f`: the fence of the partition's last owner, `o`: the highest offset marked (`PartitionMark`) | — |
 /// | `push:{retry:<shard>}:due` | sorted set | retry entry ids, score = due time or lease end (ms, Redis's clock) | — |
+/// | `push:{retry:<shard>}:fence` | counter | written before a `WAIT` that confirms an entry found, not written, on this connection | — |
 /// | `push:{retry:<shard>}:entry:<entry id>` | hash | job bytes, binding, attempts, last error | deleted when done |
 /// | `push:{retry:<shard>}:damaged:<entry id>` | hash | a retry record that no longer read as one, kept for the operator | — |
 

@@ -18,6 +18,8 @@ import Synchronization
 ///
 /// A hand-off (`schedule`) returns once a replica of the entry's node has the write where the node has replicas
 /// (`RedisClient.evaluateReplicated`): after it the job's offset may be committed, and a failover must not lose it.
+/// A hand-off no replica acknowledged in time throws `ReplicationShortfall` (the entry is on the node only); `confirm`
+/// says later whether it is there and durable, without writing it again over a claim that may hold it by then.
 public final class RedisRetryQueue: RetryQueue {
     /// On a Redis Cluster the shards spread over the masters. Fixed: an entry is found again by its
     /// id, in the shard the id names, so the count cannot change under a running queue.
@@ -111,10 +113,38 @@ public final class RedisRetryQueue: RetryQueue {
         field("attempts", Array(String(entry.attempts).utf8))
         field("reason", Array(entry.lastReason.utf8))
         field("httpStatus", Array((entry.lastHTTPStatus.map(String.init) ?? "").utf8))
-        _ = try await client.evaluateReplicated(
+        let reply = try await client.evaluateReplicated(
             Self.scheduleScript,
             keys: [RedisKeys.retryEntry(entry.id, shard: shard), RedisKeys.retryIndex(shard: shard)],
             arguments: arguments, timeout: replicationTimeout)
+        if let shortfall = reply.shortfall { throw shortfall }
+    }
+
+    /// KEYS: the entry's hash, its shard's fence. Returns whether the entry exists, after a write of the fence: `WAIT`
+    /// confirms the writes of its own connection only, and the entry may have been written on another (another
+    /// replica's hand-off before a redelivery), so the fence's write, which follows the entry's in the node's
+    /// replication stream, is what the replica acknowledges.
+    static let confirmScript = RedisScript(
+        """
+        local exists = redis.call('EXISTS', KEYS[1])
+        redis.call('INCR', KEYS[2])
+        return exists
+        """)
+
+    /// A shard's fence: a counter `confirm` writes to, under the shard's hash tag so it lives on the entries' node.
+    static func fence(shard: Int) -> String { "push:\(RedisKeys.retryTag(shard: shard)):fence" }
+
+    public func confirm(_ id: String) async throws -> Bool {
+        try await Self.confirm(id, client: client, timeout: replicationTimeout)
+    }
+
+    /// `confirm` through `client`, for a store that sees an entry on a redelivery (`RedisDeliveryStore.prepare`).
+    static func confirm(_ id: String, client: RedisClient, timeout: Duration) async throws -> Bool {
+        let shard = shard(of: id)
+        let reply = try await client.evaluateReplicated(
+            confirmScript, keys: [RedisKeys.retryEntry(id, shard: shard), fence(shard: shard)], arguments: [], timeout: timeout)
+        if let shortfall = reply.shortfall { throw shortfall }
+        return (reply.value.integer ?? 0) > 0
     }
 
     public func claimDue(limit: Int, lease: Duration) async throws -> [RetryClaim] {

@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushCrypto
+import PushHTTP
 import PushPluginAPI
 
 /// The content of everything a `ProviderSource` is read from, hashed: `PUSH_APPS_FILE`, every `…File` member of its
@@ -73,10 +74,13 @@ private struct FileDigests {
         return content
     }
 
-    /// Adds the file here and to `whole`.
+    /// Adds the credential file at `path` here and to `whole`, read as the plugins read TLS files (`CredentialFile`: a
+    /// regular file, opened without blocking, at most 1 MiB), so a FIFO named by a new version cannot hang the check.
     mutating func record(_ name: String, path: String, into whole: inout FileDigests) {
+        let file = CredentialFile(reading: path)
         let before = bytes.count
-        add(path, as: name)
+        bytes += Array("\(name)\u{0}\(path)\u{0}".utf8)
+        bytes += file.problem == nil ? file.sha256 : Array("refused: \(file.problem.map { "\($0)" } ?? "")".utf8)
         whole.bytes += bytes[before...]
     }
 }

@@ -42,8 +42,12 @@ enum CoreSettings {
         "Part of `PUSH_MAX_IN_FLIGHT` only the urgent lane may use; the urgent lane may also use what the normal lane leaves free, never the reverse. At most half of `PUSH_MAX_IN_FLIGHT` (a smaller `PUSH_MAX_IN_FLIGHT` lowers the default reserve to its half)."
     )
     static let maxReadAhead = Setting(
-        "PUSH_MAX_READ_AHEAD", default: "2 × PUSH_MAX_IN_FLIGHT",
-        "Jobs consumed but not finished per lane, including jobs waiting for an app slot: bounds memory and the uncommitted window when one app's endpoint stalls, and how far a lane at capacity reads ahead to find other apps' jobs behind one app's burst."
+        "PUSH_MAX_READ_AHEAD", default: "10 × PUSH_MAX_IN_FLIGHT",
+        "Jobs consumed but not finished per lane, including jobs waiting for an app slot, not those waiting behind an earlier job of their user: how far a lane at capacity reads ahead to find other apps' and users' jobs behind one app's burst, and the uncommitted window."
+    )
+    static let maxReadAheadBytes = Setting(
+        "PUSH_MAX_READ_AHEAD_BYTES", .integer(1_048_576...68_719_476_736), default: "33554432",
+        "Memory a lane may hold in consumed, unfinished jobs (each counted as its Kafka key and value plus 2 KiB), those waiting behind an earlier job of their user included; at it the lane reads nothing more. From half of it the partitions whose users hold the most jobs behind them are paused, heaviest first, so slow users' jobs never stop other users' from being read ([delivery](delivery.md#semantics))."
     )
     static let appMaxInFlight = Setting(
         "PUSH_APP_MAX_IN_FLIGHT", .integer(1...1_000_000), default: "500",
@@ -159,7 +163,7 @@ enum CoreSettings {
         "A connection to that endpoint whose client sends nothing for this long is closed.")
     static let httpMaxInboundConnections = Setting(
         "PUSH_HTTP_MAX_INBOUND_CONNECTIONS", .integer(1...10_000), default: "32",
-        "Connections that endpoint keeps open at once (probes, Prometheus); a further one takes the place of the oldest idle one, or is closed at once when every one is being answered."
+        "Connections that endpoint keeps open at once (probes, Prometheus); a further one is always let in and takes the place of the oldest one between requests, or else of the oldest one (reset), so clients holding connections cannot keep a probe out."
     )
     static let logLevel = Setting(
         "PUSH_LOG_LEVEL", default: "info",
@@ -176,7 +180,7 @@ enum CoreSettings {
     /// In the reference, before the plugins' settings.
     static let opening: [Setting] = [
         kafkaBrokers, kafkaGroupId, jobsTopic, urgentTopic, outcomesTopic, dlqTopic, rdkafkaProperty,
-        rdkafkaAllowUnsafe, maxInFlight, urgentReservedInFlight, maxReadAhead, appMaxInFlight, shedLagMs,
+        rdkafkaAllowUnsafe, maxInFlight, urgentReservedInFlight, maxReadAhead, maxReadAheadBytes, appMaxInFlight, shedLagMs,
         maxJobBytes, retryBaseMs, retryMaxMs, maxAttempts, redisUrl, redisConnections, dedupeWindowCallMs,
         dedupeWindowMessageMs, dedupeWindowCancelMs, dedupeWindowCustomMs, dedupeWindowWakeMs, idempotencyTtlS,
         retryLeaseMs, publishRetrying, circuitFailures, circuitCooldownMs, shutdownGraceS, providers,

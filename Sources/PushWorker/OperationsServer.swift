@@ -3,7 +3,6 @@ import NIOHTTP1
 import NIOPosix
 import Prometheus
 import ServiceLifecycle
-import Synchronization
 
 /// Where the operations endpoint listens and what it tolerates from clients
 /// (`PUSH_HTTP_BIND`, `PUSH_HTTP_PORT`, `PUSH_HTTP_IDLE_TIMEOUT_S`, `PUSH_HTTP_MAX_INBOUND_CONNECTIONS`).
@@ -14,25 +13,33 @@ public struct OperationsEndpoint: Sendable, Equatable {
     public var port: Int
     /// A connection whose client sends nothing for this long is closed.
     public var idleTimeout: Duration
-    /// Connections open at once; at this many a new one takes the place of the oldest idle one (see `ConnectionSlots`).
+    /// Connections open at once; at this many a new one takes the place of another (see `ConnectionSlots`).
     public var maximumConnections: Int
     /// A client that has not completed a request head this long after connecting, or after the first byte of its next
-    /// request, is closed (see `RequestHeadDeadline`).
+    /// request, is closed (see `ExchangeDeadlines`). No request has a body, so this bounds the whole request.
     public var requestHeadTimeout: Duration
+    /// An answer not fully written this long after its request head arrived — its client does not read — resets the
+    /// connection (see `ExchangeDeadlines`).
+    public var responseWriteTimeout: Duration
 
     /// Long enough for any client on a congested network to send one small request head (a kubelet probe sends its head
     /// in one segment), short enough that clients dripping bytes cannot hold places for long.
     public static let defaultRequestHeadTimeout = Duration.seconds(5)
+    /// Prometheus gives up on a scrape after its `scrape_timeout` (10 s by default): an answer still unwritten by then
+    /// has no reader left.
+    public static let defaultResponseWriteTimeout = Duration.seconds(10)
 
     public init(
         bindAddress: String, port: Int, idleTimeout: Duration, maximumConnections: Int,
-        requestHeadTimeout: Duration = defaultRequestHeadTimeout
+        requestHeadTimeout: Duration = defaultRequestHeadTimeout,
+        responseWriteTimeout: Duration = defaultResponseWriteTimeout
     ) {
         self.bindAddress = bindAddress
         self.port = port
         self.idleTimeout = idleTimeout
         self.maximumConnections = maximumConnections
         self.requestHeadTimeout = requestHeadTimeout
+        self.responseWriteTimeout = responseWriteTimeout
     }
 
     /// Whether `text` is an address the endpoint can bind to (an IP literal, not a host name).
@@ -59,7 +66,9 @@ public final class OperationsServer: Service, Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let slots = ConnectionSlots(limit: endpoint.maximumConnections)
         let idleTimeout = TimeAmount(endpoint.idleTimeout)
-        let requestHeadTimeout = TimeAmount(endpoint.requestHeadTimeout)
+        let headTimeout = TimeAmount(endpoint.requestHeadTimeout)
+        let writeTimeout = TimeAmount(endpoint.responseWriteTimeout)
+        let routes = OperationsRoutes(registry: registry, liveness: liveness, readiness: readiness)
         do {
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -67,16 +76,17 @@ public final class OperationsServer: Service, Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         switch slots.admit(channel) {
                         case .admitted: break
-                        case .admittedInPlaceOf(let oldest): oldest.close(promise: nil)
-                        case .refused: throw ConnectionLimitReached()
+                        case .admittedInPlaceOf(let other, .betweenRequests): other.close(promise: nil)
+                        case .admittedInPlaceOf(let other, .busy): other.closeWithReset()
                         }
                         channel.closeFuture.whenComplete { _ in slots.release(channel) }
-                        try channel.pipeline.syncOperations.addHandler(RequestHeadDeadline(timeout: requestHeadTimeout))
-                        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout))
-                        try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                        try channel.pipeline.syncOperations.addHandler(
-                            OperationsHandler(registry: registry, slots: slots, liveness: liveness, readiness: readiness))
+                        let pipeline = channel.pipeline.syncOperations
+                        try pipeline.addHandler(
+                            ExchangeDeadlines(headTimeout: headTimeout, writeTimeout: writeTimeout, slots: slots))
+                        try pipeline.addHandler(IdleStateHandler(readTimeout: idleTimeout))
+                        try pipeline.addHandler(CloseWhenIdle())
+                        try pipeline.configureHTTPServerPipeline()
+                        try pipeline.addHandler(OperationsHandler(routes: routes))
                     }
                 }
                 .bind(host: endpoint.bindAddress, port: endpoint.port).get()
@@ -107,134 +117,6 @@ public final class OperationsServer: Service, Sendable {
     }
 }
 
-/// The endpoint's open connections against its limit, oldest first. At the limit a new connection takes the place of
-/// the oldest one with no request in progress (one still sending its head counts as idle), so a kubelet probe is answered
-/// even when slow or idle clients hold every place; only when every connection is being answered is the new one refused.
-final class ConnectionSlots: Sendable {
-    enum Admission {
-        case admitted
-        /// Admitted; the caller closes this connection, whose place the new one took.
-        case admittedInPlaceOf(any Channel)
-        case refused
-    }
-
-    private struct Slot {
-        let channel: any Channel
-        var answering = false
-    }
-
-    private let limit: Int
-    /// In the order the connections were accepted.
-    private let slots = Mutex<[Slot]>([])
-
-    init(limit: Int) { self.limit = limit }
-
-    func admit(_ channel: any Channel) -> Admission {
-        slots.withLock { slots in
-            guard slots.count >= limit else {
-                slots.append(Slot(channel: channel))
-                return .admitted
-            }
-            guard let oldestIdle = slots.firstIndex(where: { !$0.answering }) else { return .refused }
-            let oldest = slots.remove(at: oldestIdle).channel
-            slots.append(Slot(channel: channel))
-            return .admittedInPlaceOf(oldest)
-        }
-    }
-
-    /// Marks whether `channel` has a request in progress: from its complete head until its answer is written.
-    func setAnswering(_ answering: Bool, _ channel: any Channel) {
-        slots.withLock { slots in
-            if let index = slots.firstIndex(where: { $0.channel === channel }) { slots[index].answering = answering }
-        }
-    }
-
-    /// Frees the place of a closed connection (none if it already gave its place to a newer one).
-    func release(_ channel: any Channel) {
-        slots.withLock { slots in slots.removeAll { $0.channel === channel } }
-    }
-}
-
-/// What `OperationsHandler` tells `RequestHeadDeadline` (an outbound user event, travelling towards the socket).
-private enum RequestProgress {
-    case headReceived
-    case answered
-}
-
-/// Closes a connection whose client has not completed a request head within the timeout: counted from the accept for the
-/// first request and from the first byte of each later one (between requests the idle timeout applies). The idle
-/// timeout alone is defeated by a client that sends one byte now and then (the "slowloris" attack); this deadline is not.
-/// It sits before the HTTP decoder and learns of complete heads and written answers from `RequestProgress` events.
-private final class RequestHeadDeadline: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundIn = NIOAny
-
-    private enum Phase {
-        case awaitingHead(Scheduled<Void>?)
-        case answering
-        case betweenRequests
-    }
-
-    private let timeout: TimeAmount
-    private var phase = Phase.awaitingHead(nil)
-
-    init(timeout: TimeAmount) { self.timeout = timeout }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { startDeadline(context: context) }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        startDeadline(context: context)
-        context.fireChannelActive()
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .betweenRequests = phase { startDeadline(context: context) }
-        context.fireChannelRead(data)
-    }
-
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        switch event as? RequestProgress {
-        case .headReceived?:
-            cancelDeadline()
-            phase = .answering
-            promise?.succeed()
-        case .answered?:
-            phase = .betweenRequests
-            promise?.succeed()
-        case nil:
-            context.triggerUserOutboundEvent(event, promise: promise)
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        cancelDeadline()
-        context.fireChannelInactive()
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) { cancelDeadline() }
-
-    private func startDeadline(context: ChannelHandlerContext) {
-        switch phase {
-        case .awaitingHead(.some), .answering: return
-        case .awaitingHead(nil), .betweenRequests: break
-        }
-        let channel = context.channel
-        phase = .awaitingHead(context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) })
-    }
-
-    private func cancelDeadline() {
-        if case .awaitingHead(let deadline?) = phase {
-            deadline.cancel()
-            phase = .awaitingHead(nil)
-        }
-    }
-}
-
-/// Thrown from the child initializer so that NIO closes the accepted connection at once.
-private struct ConnectionLimitReached: Error {}
-
 /// Closes the connection when `IdleStateHandler` reports that the client went quiet.
 private final class CloseWhenIdle: ChannelInboundHandler {
     typealias InboundIn = NIOAny
@@ -248,68 +130,82 @@ private final class CloseWhenIdle: ChannelInboundHandler {
     }
 }
 
+/// Answers each request as soon as its head is complete, in the order they came. A request that announces a body is
+/// answered at once and its connection closed: the body is never read or waited for.
 private final class OperationsHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let registry: PrometheusCollectorRegistry
-    private let slots: ConnectionSlots
-    private let liveness: OperationsServer.Check
-    private let readiness: OperationsServer.Check
-    private var head: HTTPRequestHead?
+    private let routes: OperationsRoutes
+    /// Set by an answer that closes the connection: nothing after that request is answered.
+    private var closing = false
 
-    init(
-        registry: PrometheusCollectorRegistry, slots: ConnectionSlots,
-        liveness: @escaping OperationsServer.Check, readiness: @escaping OperationsServer.Check
-    ) {
-        self.registry = registry
-        self.slots = slots
-        self.liveness = liveness
-        self.readiness = readiness
-    }
+    init(routes: OperationsRoutes) { self.routes = routes }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            self.head = head
-            slots.setAnswering(true, context.channel)
-            context.triggerUserOutboundEvent(RequestProgress.headReceived, promise: nil)
-        case .body: break
-        case .end:
-            guard let head else { return }
-            let (status, contentType, body) = answer(head)
-            var headers = HTTPHeaders([("content-type", contentType), ("content-length", String(body.count))])
-            if !head.isKeepAlive { headers.add(name: "connection", value: "close") }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
-            let channel = context.channel
-            let keepAlive = head.isKeepAlive
-            let slots = self.slots
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-                if keepAlive {
-                    slots.setAnswering(false, channel)
-                    channel.triggerUserOutboundEvent(RequestProgress.answered, promise: nil)
-                } else {
-                    channel.close(promise: nil)
-                }
-            }
-            self.head = nil
+        guard case .head(let head) = unwrapInboundIn(data), !closing else { return }
+        let answer = routes.answer(head)
+        closing = answer.closesConnection || !head.isKeepAlive
+        var headers = HTTPHeaders([("content-type", answer.contentType), ("content-length", String(answer.body.count))])
+        headers.add(contentsOf: answer.extraHeaders)
+        if closing { headers.add(name: "connection", value: "close") }
+
+        context.triggerUserOutboundEvent(ExchangeProgress.answerStarted, promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: answer.status, headers: headers))), promise: nil)
+        if head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: answer.body)))), promise: nil)
+        }
+        let channel = context.channel
+        let closes = closing
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            channel.triggerUserOutboundEvent(ExchangeProgress.answerFinished, promise: nil)
+            if closes { channel.close(promise: nil) }
+        }
+    }
+}
+
+/// What the endpoint answers to a request head.
+struct OperationsRoutes: Sendable {
+    struct Answer {
+        var status: HTTPResponseStatus
+        var contentType = "text/plain"
+        var body: [UInt8]
+        var extraHeaders: [(String, String)] = []
+        /// The request announced a body, which is not read: the connection cannot carry another request.
+        var closesConnection = false
+    }
+
+    let registry: PrometheusCollectorRegistry
+    let liveness: OperationsServer.Check
+    let readiness: OperationsServer.Check
+
+    func answer(_ head: HTTPRequestHead) -> Answer {
+        let announcesBody = Self.announcesBody(head)
+        guard head.method == .GET || head.method == .HEAD else {
+            return Answer(
+                status: .methodNotAllowed, body: Array("GET or HEAD only\n".utf8), extraHeaders: [("allow", "GET, HEAD")],
+                closesConnection: announcesBody)
+        }
+        guard !announcesBody else {
+            return Answer(status: .payloadTooLarge, body: Array("no request body accepted\n".utf8), closesConnection: true)
+        }
+        switch head.uri.split(separator: "?").first.map(String.init) ?? head.uri {
+        case "/metrics":
+            return Answer(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: registry.emitToBuffer())
+        case "/healthz":
+            let (ok, reason) = liveness()
+            return Answer(status: ok ? .ok : .serviceUnavailable, body: Array("\(reason)\n".utf8))
+        case "/readyz":
+            let (ok, reason) = readiness()
+            return Answer(status: ok ? .ok : .serviceUnavailable, body: Array("\(reason)\n".utf8))
+        default:
+            return Answer(status: .notFound, body: Array("not found: /metrics, /healthz, /readyz\n".utf8))
         }
     }
 
-    private func answer(_ head: HTTPRequestHead) -> (HTTPResponseStatus, String, [UInt8]) {
-        guard head.method == .GET || head.method == .HEAD else { return (.methodNotAllowed, "text/plain", Array("GET only\n".utf8)) }
-        switch head.uri.split(separator: "?").first.map(String.init) ?? head.uri {
-        case "/metrics":
-            return (.ok, "text/plain; version=0.0.4; charset=utf-8", registry.emitToBuffer())
-        case "/healthz":
-            let (ok, reason) = liveness()
-            return (ok ? .ok : .serviceUnavailable, "text/plain", Array("\(reason)\n".utf8))
-        case "/readyz":
-            let (ok, reason) = readiness()
-            return (ok ? .ok : .serviceUnavailable, "text/plain", Array("\(reason)\n".utf8))
-        default:
-            return (.notFound, "text/plain", Array("not found: /metrics, /healthz, /readyz\n".utf8))
-        }
+    /// Whether a body follows the head (RFC 9112 §6.3): any `Transfer-Encoding`, or a `Content-Length` other than 0.
+    static func announcesBody(_ head: HTTPRequestHead) -> Bool {
+        head.headers.contains(name: "transfer-encoding") || head.headers["content-length"].contains { Int($0) != 0 }
     }
 }

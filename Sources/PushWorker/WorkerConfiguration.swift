@@ -80,12 +80,13 @@ public struct WorkerConfiguration: Sendable {
             )
         }
         if reader.isSet(CoreSettings.maxReadAhead) {
-            let readAhead = reader.integer(CoreSettings.maxReadAhead.name, default: 2 * pipeline.maximumInFlightJobs, in: 1...10_000_000)
+            let readAhead = reader.integer(CoreSettings.maxReadAhead.name, default: 10 * pipeline.maximumInFlightJobs, in: 1...10_000_000)
             if readAhead < pipeline.maximumInFlightJobs {
                 reader.problem("PUSH_MAX_READ_AHEAD (\(readAhead)) must not be below PUSH_MAX_IN_FLIGHT (\(pipeline.maximumInFlightJobs))")
             }
             pipeline.maximumReadAheadJobs = readAhead
         }
+        pipeline.maximumReadAheadBytes = reader.integer(CoreSettings.maxReadAheadBytes)
         pipeline.maximumInFlightPerApp = reader.integer(CoreSettings.appMaxInFlight)
         let shedLag = reader.integer(CoreSettings.shedLagMs)
         pipeline.shedPolicy = ShedPolicy(lagThresholdMilliseconds: shedLag > 0 ? Int64(shedLag) : nil)

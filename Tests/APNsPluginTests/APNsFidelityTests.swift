@@ -18,12 +18,12 @@ struct APNsFidelityTests {
     static func delivery(
         kind: JobKind = .message, priority: JobPriority = .high, ttl: Int64 = 30, target: Target? = nil,
         pushType: String? = nil, notification: PushCore.Notification? = Notification(title: "Bob", body: "Hi"),
-        liveActivity: LiveActivity? = nil
+        liveActivity: LiveActivity? = nil, overrides: [ProviderID: JSONValue] = [:]
     ) -> Delivery {
         let target = target ?? Target.apns("b1", app: "com.example.chat", token: token, pushType: pushType)
         let job = Job(
             id: "fidelity-1", createdAt: 1_795_310_000_000, ttl: ttl, kind: kind, priority: priority, userId: "alice",
-            notification: notification, data: ["callId": "c-1"], liveActivity: liveActivity, targets: [target])
+            notification: notification, data: ["callId": "c-1"], overrides: overrides, liveActivity: liveActivity, targets: [target])
         return Delivery(job: job, target: target, attempt: 1, now: 1_795_310_001_000)
     }
 
@@ -54,7 +54,7 @@ struct APNsFidelityTests {
 
     // MARK: item 1, Push to Talk
 
-    @Test("a Push to Talk push goes at priority 10 with apns-expiration 0, whatever the job's priority and TTL")
+    @Test("a Push to Talk transmission goes at priority 10 with apns-expiration 0, whatever the job's priority and TTL")
     func pushToTalk() throws {
         let built = try APNsRequest.build(Self.delivery(priority: .normal, ttl: 3600, pushType: "pushtotalk"), app: Self.tokenApp)
         #expect(Self.headers(built)["apns-priority"] == "10")
@@ -77,6 +77,55 @@ struct APNsFidelityTests {
                 sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "10", expiration: "1795310030", body: #"{"aps":{}}"#
             ).status == 200)
         #expect(sandbox.deviceDrops == Array(repeating: "pushtotalk needs apns-priority 10 and apns-expiration 0", count: 2))
+    }
+
+    /// `overrides.apns.payload` that makes a Push to Talk push a service update.
+    static let serviceUpdate: [ProviderID: JSONValue] = [
+        "apns": .object([("payload", .object([("aps", .object([("ptt-push-type", .string("service-update"))]))]))])
+    ]
+
+    @Test("a Push to Talk service update goes at the job's priority, normal → 5 (no budget) and high → 10, against the sandbox")
+    func pushToTalkServiceUpdate() async throws {
+        func delivery(_ priority: JobPriority) -> Delivery {
+            Self.delivery(
+                priority: priority,
+                target: Target.apns("b1", app: APNsSandboxFixture.bundleId, token: Self.token, pushType: "pushtotalk"),
+                overrides: Self.serviceUpdate)
+        }
+        let normal = try APNsRequest.build(delivery(.normal), app: Self.tokenApp)
+        #expect(Self.headers(normal)["apns-priority"] == "5")
+        #expect(Self.headers(normal)["apns-expiration"] == "0")
+        #expect(Self.headers(try APNsRequest.build(delivery(.high), app: Self.tokenApp))["apns-priority"] == "10")
+
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try fixture.tokenProvider()
+        guard case .delivered(_, 200, _) = await provider.deliver(delivery(.normal)) else {
+            Issue.record("the service update is sent")
+            return
+        }
+        let request = try #require(fixture.server.requests.last)
+        #expect(request.header("apns-priority") == "5")
+        #expect(try JSONParser.parse(request.body)["aps"]?["ptt-push-type"] == .string("service-update"))
+        #expect(fixture.sandbox.deviceDrops.isEmpty, "a service update may go at 5")
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("the sandbox takes a Push to Talk service update at priority 5 or 1, with any expiration, as the device does")
+    func sandboxPushToTalkServiceUpdate() {
+        let sandbox = Self.certificateSandbox()
+        let body = #"{"aps":{"ptt-push-type":"service-update"}}"#
+        for (priority, expiration) in [("5", "0"), ("1", "1795310030"), ("10", "0")] {
+            #expect(
+                Self.answer(
+                    sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: priority, expiration: expiration, body: body
+                ).status == 200)
+        }
+        #expect(sandbox.deviceDrops.isEmpty)
+        #expect(
+            Self.answer(sandbox, pushType: "pushtotalk", topicSuffix: ".voip-ptt", priority: "5", expiration: "0", body: #"{"aps":{}}"#)
+                .status == 200)
+        #expect(sandbox.deviceDrops == ["pushtotalk needs apns-priority 10 and apns-expiration 0"], "a transmission still needs 10")
     }
 
     // MARK: item 2, token-only push types
@@ -157,6 +206,50 @@ struct APNsFidelityTests {
         #expect(
             APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start),"alert":{"title-loc-key":"T"}}}"#.utf8), pushType: "liveactivity")
                 == "a Live Activity alert has title, body and sound only, not title-loc-key")
+    }
+
+    // MARK: issue 57 item 11, a Live Activity started by push asks for its update token
+
+    static func liveActivityJob(_ liveActivity: String) throws -> Delivery {
+        let json =
+            #"{"v":1,"id":"la-1","kind":"message","userId":"alice","notification":{"title":"Bob is calling"},"liveActivity":\#(liveActivity),"targets":[{"bindingId":"b1","provider":"apns","app":"\#(APNsSandboxFixture.bundleId)","token":"\#(token)","pushType":"liveactivity"}]}"#
+        let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())
+        return Delivery(job: job, target: job.targets[0], attempt: 1, now: currentTimeMilliseconds())
+    }
+
+    static let startFields = #""event":"start","contentState":{"status":"ringing"},"attributesType":"CallAttributes","attributes":{}"#
+
+    @Test(
+        "a Live Activity start asks for its update token with input-push-token 1 unless the job says inputPushToken false; an update or an end never asks"
+    )
+    func liveActivityInputPushToken() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try fixture.tokenProvider()
+        func sentAps(_ liveActivity: String) async throws -> JSONValue? {
+            guard case .delivered(_, 200, _) = await provider.deliver(try Self.liveActivityJob(liveActivity)) else {
+                Issue.record("not delivered: \(liveActivity)")
+                return nil
+            }
+            return try JSONParser.parse(try #require(fixture.server.requests.last).body)["aps"]
+        }
+        #expect(try await sentAps("{\(Self.startFields)}")?["input-push-token"] == .integer(1))
+        #expect(try await sentAps("{\(Self.startFields),\"inputPushToken\":true}")?["input-push-token"] == .integer(1))
+        #expect(try await sentAps("{\(Self.startFields),\"inputPushToken\":false}")?["input-push-token"] == nil)
+        #expect(try await sentAps(#"{"event":"update","contentState":{},"inputPushToken":true}"#)?["input-push-token"] == nil)
+        #expect(try await sentAps(#"{"event":"end","contentState":{}}"#)?["input-push-token"] == nil)
+        #expect(fixture.sandbox.deviceDrops.isEmpty)
+        #expect(throws: JobRejection.self) { try Self.liveActivityJob("{\(Self.startFields),\"inputPushToken\":1}") }
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("the sandbox takes input-push-token 1 on a start and records one that is not a number as dropped by the device")
+    func sandboxInputPushToken() {
+        let start = #""event":"start","timestamp":1,"content-state":{},"attributes-type":"A","attributes":{},"alert":{"title":"Bob"}"#
+        #expect(APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start),"input-push-token":1}}"#.utf8), pushType: "liveactivity") == nil)
+        #expect(
+            APNsPayloadRules.problem(in: Array(#"{"aps":{\#(start),"input-push-token":"yes"}}"#.utf8), pushType: "liveactivity")
+                == "aps.input-push-token must be an integer")
     }
 
     // MARK: item 4, widgets and controls

@@ -4,6 +4,7 @@ import PushHTTP
 import PushSandbox
 import Testing
 import TestSupport
+import APNsSandbox
 @testable import APNsPlugin
 
 @Suite("APNs deliveries to SIP bindings and from payload templates")
@@ -69,6 +70,128 @@ struct APNsSIPBindingTests {
         await fixture.stop()
     }
 
+    @Test(
+        "the team id is everything before pn-param's first dot whenever the rest names a configured app: liblinphone's ABCD1234, a lower-case team id, and Mizu's bare bundle id all reach the app"
+    )
+    func teamIdBeforeTheFirstDot() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try fixture.tokenProvider()
+        let bundle = APNsSandboxFixture.bundleId
+        let configured = provider.scope(of: Target.apns("b0", app: bundle, token: Self.token, environment: "production"))
+        for param in [
+            "ABCD1234.\(bundle).voip", "abcd1234.\(bundle).voip", "\(bundle).voip", "\(APNsSandboxFixture.teamId).\(bundle).voip",
+        ] {
+            let delivery = try Self.delivery(
+                target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=\#(param);pn-prid=\#(Self.token)"}"#)
+            #expect(provider.scope(of: delivery.target) == configured, "\(param): the configured app's scope")
+            let result = await provider.deliver(delivery)
+            guard case .delivered(_, 200, _) = result else {
+                Issue.record("\(param): not delivered: \(result)")
+                continue
+            }
+            #expect(fixture.server.requests.last?.header("apns-topic") == "\(bundle).voip", "\(param)")
+        }
+        let elsewhere = await provider.deliver(
+            try Self.delivery(
+                target: #"{"bindingId":"b1","rfc8599":"pn-provider=apns;pn-param=ABCD1234.org.other.app.voip;pn-prid=\#(Self.token)"}"#))
+        #expect(elsewhere == .failed(reason: "no APNs credentials for app org.other.app", httpStatus: nil))
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test(
+        "liblinphone's registration as its iOS SDK writes it — team id ABCD1234, upper-case tokens, its own pn-* parameters — rings through its VoIP token"
+    )
+    func liblinphoneRegistration() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try fixture.tokenProvider()
+        let voip = Self.voipToken.uppercased(), remote = Self.remoteToken.uppercased()
+        let contact =
+            "pn-prid=\(voip):voip&\(remote):remote;pn-provider=apns;pn-param=ABCD1234.\(APNsSandboxFixture.bundleId).voip&remote;"
+            + "pn-silent=1;pn-timeout=0;pn-msg-str=IM_MSG;pn-call-str=IC_MSG;pn-groupchat-str=GC_MSG;"
+            + "pn-call-snd=notes_of_the_optimistic.caf;pn-msg-snd=msg.caf"
+        let result = await provider.deliver(try Self.delivery(target: #"{"bindingId":"b1","rfc8599":"\#(contact)"}"#))
+        guard case .delivered(_, 200, _) = result else {
+            Issue.record("not delivered: \(result)")
+            return
+        }
+        let request = try #require(fixture.server.requests.first)
+        #expect(request.path == "/3/device/\(voip)")
+        #expect(request.header("apns-topic") == "\(APNsSandboxFixture.bundleId).voip")
+        #expect(request.header("apns-push-type") == "voip")
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test(
+        "400 BadDeviceToken under RFC 8599 pn-provider=apns keeps the binding (it names no environment: a development token may have gone to production); under apns.dev it removes it"
+    )
+    func badDeviceTokenUnderPlainAPNs() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try fixture.tokenProvider()
+        let dead = "0400" + String(repeating: "ab", count: 30)
+        func binding(_ pnProvider: String) -> String {
+            #"{"bindingId":"b1","rfc8599":"pn-provider=\#(pnProvider);pn-param=ABCD1234.\#(APNsSandboxFixture.bundleId);pn-prid=\#(dead)"}"#
+        }
+        let message = #""notification":{"title":"Bob","body":"Hi"},"#
+        let plain = await provider.deliver(try Self.delivery(target: binding("apns"), kind: "message", notification: message))
+        #expect(
+            plain
+                == .failed(
+                    reason:
+                        "BadDeviceToken in production, which RFC 8599 pn-provider=apns does not name (a development build's token sent there is answered so): kept",
+                    httpStatus: 400, action: .checkCredentials, blame: .request))
+        let dev = await provider.deliver(try Self.delivery(target: binding("apns.dev"), kind: "message", notification: message))
+        #expect(dev == .rejected(reason: "BadDeviceToken", httpStatus: 400))
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
+    @Test(
+        "a dead half of a voip&remote binding: the outcome names the token that died and keeps the binding (action none); a binding whose halves are one token is removed"
+    )
+    func deadHalfOfDualBinding() async throws {
+        let fixture = try await APNsSandboxFixture.start()
+        let provider = try fixture.tokenProvider()
+        let unregistered = "0410" + String(repeating: "1f", count: 30)
+        let badToken = "0400" + String(repeating: "2e", count: 30)
+        func dual(voip: String, remote: String) -> String {
+            #"{"bindingId":"b1","rfc8599":"pn-provider=apns.dev;pn-param=ABCD1234.\#(APNsSandboxFixture.bundleId).voip&remote;pn-prid=\#(voip):voip&\#(remote):remote"}"#
+        }
+        let message = #""notification":{"title":"Bob","body":"Hi"},"#
+
+        let deadVoip = try Self.delivery(target: dual(voip: unregistered, remote: Self.remoteToken))
+        let call = await provider.deliver(deadVoip)
+        #expect(
+            call
+                == .rejected(
+                    reason: "Unregistered: the voip token of this voip&remote binding; its remote token is kept", httpStatus: 410,
+                    invalidSince: APNsSandbox.unregisteredSince, token: .voip))
+        let outcome = Outcome(job: deadVoip.job, target: deadVoip.target, result: call, attempts: 1, at: 1)
+        #expect((outcome.status, outcome.action, outcome.token) == (.rejected, .none, .voip))
+        let stillRemote = await provider.deliver(
+            try Self.delivery(target: dual(voip: unregistered, remote: Self.remoteToken), kind: "message", notification: message))
+        guard case .delivered(_, 200, _) = stillRemote else {
+            Issue.record("the live remote half is not delivered: \(stillRemote)")
+            return
+        }
+
+        let deadRemote = await provider.deliver(
+            try Self.delivery(target: dual(voip: Self.voipToken, remote: badToken), kind: "message", notification: message))
+        #expect(
+            deadRemote
+                == .rejected(
+                    reason: "BadDeviceToken: the remote token of this voip&remote binding; its voip token is kept", httpStatus: 400,
+                    token: .remote))
+
+        let oneToken = try Self.delivery(target: dual(voip: unregistered, remote: unregistered))
+        let both = await provider.deliver(oneToken)
+        #expect(both == .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: APNsSandbox.unregisteredSince))
+        #expect(Outcome(job: oneToken.job, target: oneToken.target, result: both, attempts: 1, at: 1).action == .removeBinding)
+        await provider.shutdown()
+        await fixture.stop()
+    }
+
     @Test("pn-provider=apns.dev is Apple's sandbox environment; pn-param without a service, or with remote, is an ordinary device token")
     func flexisipForms() throws {
         let bundle = APNsSandboxFixture.bundleId
@@ -80,7 +203,10 @@ struct APNsSIPBindingTests {
                 target: #"{"bindingId":"b1","rfc8599":"\#(binding)"}"#, kind: "message",
                 notification: #""notification":{"title":"Bob","body":"Hi"},"#)
             #expect(delivery.target.app == bundle)
-            #expect(delivery.target.details(APNsTarget.self) == APNsTarget(token: Self.token, environment: environment, notation: .rfc8599))
+            #expect(
+                delivery.target.details(APNsTarget.self)
+                    == APNsTarget(
+                        token: Self.token, environment: environment, notation: .rfc8599, alternativeBundleId: "ABCD123456.\(bundle)"))
             let built = try APNsRequest.build(
                 delivery, app: APNsApp(bundleId: bundle, authentication: .token(keyFile: "-", keyId: "K", teamId: "T")))
             #expect(built.pushType == .alert)

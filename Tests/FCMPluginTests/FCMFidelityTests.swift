@@ -56,7 +56,8 @@ struct FCMFidelityTests {
         #expect(processor.circuitBreakers.openCircuits.keys.map(\.description) == ["fcm/example-project"])
         // Google's own NOT_FOUND still removes the binding.
         let google = try Self.provider(instance, tls: tls)
-        guard case .rejected(_, 404?, _) = await google.deliver(Self.delivery(.fcm("b", token: "notfound-1", platform: "android"))) else {
+        guard case .rejected(_, 404?, _, _) = await google.deliver(Self.delivery(.fcm("b", token: "notfound-1", platform: "android")))
+        else {
             Issue.record("Google's NOT_FOUND should reject the token")
             return
         }
@@ -164,7 +165,7 @@ struct FCMFidelityTests {
             instance, tls: tls, packages: ["com.example.ios": FCMSandboxInstance.projectId],
             iosPackages: ["com.example.ios"])
         let json =
-            #"{"v":1,"id":"j1","kind":"call","userId":"u","data":{"callId":"c"},"targets":[{"bindingId":"b1","rfc8599":"pn-provider=fcm;pn-param=com.example.ios;pn-prid=fcm-ios-token"}]}"#
+            #"{"v":1,"id":"j1","kind":"wake","userId":"u","data":{"callId":"c"},"targets":[{"bindingId":"b1","rfc8599":"pn-provider=fcm;pn-param=com.example.ios;pn-prid=fcm-ios-token"}]}"#
         let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())
         let target = job.targets[0]
         #expect(provider.scope(of: target).key == FCMSandboxInstance.projectId)

@@ -45,14 +45,14 @@ struct FCMMessageTests {
 
     @Test("an iOS token gets an apns block; a data-only push to iOS is a background push with apns-priority 5")
     func iosBlock() throws {
-        let call = try #require(try Self.body(kind: .call, platform: "ios")["message"]?["apns"])
+        let wake = try #require(try Self.body(kind: .wake, platform: "ios")["message"]?["apns"])
         #expect(
-            call["headers"]
+            wake["headers"]
                 == .object([
                     ("apns-priority", .string("5")), ("apns-push-type", .string("background")),
                     ("apns-expiration", .string("1795310045")),
                 ]))
-        #expect(call["payload"] == .object([("aps", .object([("content-available", .integer(1))]))]))
+        #expect(wake["payload"] == .object([("aps", .object([("content-available", .integer(1))]))]))
         let message = try #require(try Self.body(kind: .message, platform: "ios")["message"]?["apns"])
         #expect(message["headers"]?["apns-priority"] == .string("10"))
         #expect(message["headers"]?["apns-push-type"] == .string("alert"))

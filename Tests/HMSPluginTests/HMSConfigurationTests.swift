@@ -130,13 +130,13 @@ struct HMSConfigurationTests {
         let plugin = HMSPlugin()
         #expect(
             plugin.settings.map(\.name) == [
-                "PUSH_HMS_APP_ID", "PUSH_HMS_CLIENT_ID", "PUSH_HMS_CLIENT_SECRET_FILE",
+                "PUSH_HMS_APP_ID", "PUSH_HMS_CLIENT_ID", "PUSH_HMS_CLIENT_SECRET_FILE", "PUSH_HMS_CATEGORY",
                 "PUSH_HMS_TOKEN_URL", "PUSH_HMS_ENDPOINT", "PUSH_HMS_CA_FILE",
             ])
         #expect(plugin.appsFileSection == "hms")
         var reader = SettingsReader(["PUSH_HMS_APP_ID": "104000001", "PUSH_HMS_CLIENT_SECRET_FILE": files.secretFile])
         let configured = try #require(plugin.configure(&reader, apps: []))
-        #expect(configured.summary == ["hms app 104000001: client 104000001, secret from \(files.secretFile)"])
+        #expect(configured.summary == ["hms app 104000001: client 104000001, secret from \(files.secretFile), notification category IM"])
         #expect(!configured.summary.joined().contains("s3cr3t"))
         let configuration = try #require(configured.configuration(as: HMSConfiguration.self))
         #expect(configuration.endpoint == "https://push-api.cloud.huawei.com")

@@ -14,7 +14,7 @@ struct HMSFidelityTests {
     func allTokensInvalidNeedsANamedApp() async throws {
         let harness = try await HMSHarness.start()
         let named = await harness.provider.deliver(HMSHarness.delivery(token: "invalid-1"))
-        guard case .rejected(_, 400?, _) = named else {
+        guard case .rejected(_, 400?, _, _) = named else {
             Issue.record("named app: \(named)")
             return
         }

@@ -18,11 +18,13 @@ struct HMSHarness {
     ///   extra connection that many sends open, and on loaded CI cores that took longer (the sends ended `request timed out`).
     static func start(
         clock: FakeClock = FakeClock(), secret: String = HMSSandboxInstance.clientSecret,
-        extraApps: [HMSConfiguration.App] = [], timeout: Duration = .seconds(10)
+        extraApps: [HMSConfiguration.App] = [], timeout: Duration = .seconds(10),
+        category: String = HMSConfiguration.defaultCategory
     ) async throws -> HMSHarness {
         let tls = try SandboxTLS.make()
         let instance = try await HMSSandboxInstance.start(tls: tls, clock: { clock.milliseconds })
-        let app = HMSConfiguration.App(appId: HMSSandboxInstance.appId, clientSecret: secret, clientSecretFile: instance.clientSecretFile)
+        let app = HMSConfiguration.App(
+            appId: HMSSandboxInstance.appId, clientSecret: secret, clientSecretFile: instance.clientSecretFile, category: category)
         let configuration = HMSConfiguration(
             apps: [app] + extraApps, defaultAppId: HMSSandboxInstance.appId, tokenURL: instance.tokenURL,
             endpoint: instance.server.baseURL, caFile: tls.caFile, timeout: timeout)
@@ -87,7 +89,7 @@ struct HMSSandboxTests {
         #expect(
             message["android"]?["notification"]?["click_action"]?["type"] == .integer(3), "a message with text is a notification message")
         #expect(message["android"]?["urgency"] == .string("HIGH"))
-        #expect(message["android"]?["category"] == nil)
+        #expect(message["android"]?["category"] == .string("IM"), "the app's self-classification (HMS-Q19)")
         #expect(message["android"]?["ttl"] == .string("60s"))
         #expect(message["android"]?["bi_tag"] == .string("j0/b0"))
         await harness.stop()
@@ -240,12 +242,14 @@ struct HMSSandboxTests {
         await harness.stop()
     }
 
-    @Test("calls and cancels are HIGH data messages with category VOIP; other kinds follow the job's priority without a category")
+    @Test(
+        "calls and cancels are HIGH data messages with category VOIP; other kinds follow the job's priority, notification messages with the app's category"
+    )
     func urgencyAndCategory() async throws {
         let harness = try await HMSHarness.start()
         let cases: [(JobKind, JobPriority, String, String?)] = [
             (.call, .high, "HIGH", "VOIP"), (.cancel, .normal, "HIGH", "VOIP"),
-            (.message, .high, "HIGH", nil), (.message, .normal, "NORMAL", nil), (.wake, .normal, "NORMAL", nil),
+            (.message, .high, "HIGH", "IM"), (.message, .normal, "NORMAL", "IM"), (.wake, .normal, "NORMAL", nil),
         ]
         for (index, (kind, priority, urgency, category)) in cases.enumerated() {
             let result = await harness.provider.deliver(HMSHarness.delivery(token: "tok", kind: kind, priority: priority, index: index))
@@ -304,6 +308,7 @@ struct HMSSandboxTests {
         #expect(try await code(#"{"data":"x","android":{"urgency":"URGENT"},"token":["t"]}"#) == "80100001")
         #expect(try await code(#"{"data":"x","android":{"urgency":"NORMAL","category":"VOIP"},"token":["t"]}"#) == "80100001")
         #expect(try await code(#"{"data":"x","android":{"urgency":"HIGH","category":"IM"},"token":["t"]}"#) == "80100001")
+        #expect(try await code(#"{"data":"x","android":{"urgency":"HIGH","category":"URGENT"},"token":["t"]}"#) == "80100001")
         #expect(try await code(#"{"data":"x","android":{"urgency":"HIGH","category":"VOIP"},"token":["t"]}"#) == "80000000")
         #expect(try await code(#"{"data":"x","android":{"collapse_key":101},"token":["t"]}"#) == "80100013")
         #expect(try await code(#"{"data":"\#(String(repeating: "x", count: 4096))","token":["t"]}"#) == "80300008")
@@ -318,7 +323,7 @@ struct HMSSandboxTests {
             HTTPResponse(
                 status: 400, headers: [],
                 body: Array(#"{"code":"80300007","msg":"token \#(token) is invalid","requestId":"1"}"#.utf8)))
-        guard case .rejected(let reason, 400?, _) = HMSResponse.classify(answer, token: token, targetNamesApp: true) else {
+        guard case .rejected(let reason, 400?, _, _) = HMSResponse.classify(answer, token: token, targetNamesApp: true) else {
             Issue.record("expected rejected")
             return
         }
@@ -328,7 +333,7 @@ struct HMSSandboxTests {
             HTTPResponse(
                 status: 200, headers: [],
                 body: Array(#"{"code":"80100000","msg":"{\"illegal_tokens\":[\"\#(token)\"]}","requestId":"1"}"#.utf8)))
-        guard case .rejected(let partialReason, _, _) = HMSResponse.classify(partial, token: token, targetNamesApp: true) else {
+        guard case .rejected(let partialReason, _, _, _) = HMSResponse.classify(partial, token: token, targetNamesApp: true) else {
             Issue.record("expected rejected")
             return
         }

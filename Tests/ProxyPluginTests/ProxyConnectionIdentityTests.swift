@@ -39,7 +39,13 @@ struct ProxyConnectionIdentityTests {
         #expect(provider.connectionIdentities.count == 1)
         #expect(transport.identities.withLock { $0 } == [first])
         try "certificate two".write(toFile: certificate, atomically: true, encoding: .utf8)
-        let rotated = ProxyProvider(configuration: configuration, transport: transport)
+        #expect(
+            ProxyProvider(configuration: configuration, transport: transport).connectionIdentities == provider.connectionIdentities,
+            "the configuration carries the bytes it read: the file's new content is not its identity")
+        // The next configuration version reads the files again.
+        let reread = ProxyConfiguration(
+            url: "https://proxy.example/push", tls: TLSOptions(clientCertificateFile: certificate, clientKeyFile: key))
+        let rotated = ProxyProvider(configuration: reread, transport: transport)
         #expect(rotated.connectionIdentities.count == 1 && rotated.connectionIdentities != provider.connectionIdentities)
         #expect(
             ProxyProvider(configuration: ProxyConfiguration(url: "https://proxy.example/push"), transport: transport).connectionIdentities

@@ -193,7 +193,7 @@ struct ProxyProviderTests {
     func scopeEndpoints() async {
         let shared = ProxyEndpoint(url: "https://proxy.example", tls: TLSOptions(clientCertificateFile: "/etc/push/a.pem"))
         var otherIdentity = shared
-        otherIdentity.tls.clientCertificateFile = "/etc/push/b.pem"
+        otherIdentity.tls.clientCertificateFile = CredentialFile(reading: "/etc/push/b.pem")
         let configuration = ProxyConfiguration(
             defaultEndpoint: ProxyEndpoint(url: "https://default.example"),
             endpoints: ["a": shared, "b": shared, "c": otherIdentity])

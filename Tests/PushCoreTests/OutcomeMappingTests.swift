@@ -38,4 +38,36 @@ struct OutcomeMappingTests {
         #expect(Self.delivered(exact).providerMessageId == exact)
         #expect(Self.delivered(nil).providerMessageId == nil)
     }
+
+    @Test(
+        "a dead half of a dual binding is rejected with action none and names its token; a dead token of a whole binding removes it"
+    )
+    func deadHalfKeepsTheBinding() throws {
+        let target = Self.job.targets[0]
+        let half = Outcome(
+            job: Self.job, target: target, result: .rejected(reason: "Unregistered", httpStatus: 410, token: .voip), attempts: 1, at: 1)
+        #expect(half.status == .rejected)
+        #expect(half.action == .none)
+        #expect(half.token == .voip)
+        let whole = Outcome(job: Self.job, target: target, result: .rejected(reason: "Unregistered", httpStatus: 410), attempts: 1, at: 1)
+        #expect(whole.action == .removeBinding)
+        #expect(whole.token == nil)
+        let json = String(decoding: half.encoded(), as: UTF8.self)
+        #expect(json.hasSuffix(#","token":"voip"}"#))
+        #expect(Outcome(json: half.encoded()) == half)
+        #expect(!String(decoding: whole.encoded(), as: UTF8.self).contains("token"), "an outcome without it keeps its bytes")
+    }
+
+    @Test("a target refused at decoding ends rejected with action none, 0 attempts and the rule it broke as the reason")
+    func refusedTarget() {
+        let target = Target(
+            bindingId: "b-2", provider: .unnamed,
+            refusal: JobRejection(.unknownProvider, #"targets[1].provider "pager" is not one of apns, fcm"#))
+        let outcome = Outcome(refusedJob: Self.job, target: target, at: 7)
+        #expect(outcome.status == .rejected)
+        #expect(outcome.action == .none)
+        #expect(outcome.attempts == 0)
+        #expect(outcome.provider == "none")
+        #expect(outcome.reason == #"unknown_provider: targets[1].provider "pager" is not one of apns, fcm; not sent"#)
+    }
 }

@@ -37,6 +37,12 @@ struct OutcomeRecordTests {
                 attempts: Int.max, at: -1),
             Outcome(job: job, target: target, status: .expired, reason: "TTL of 60 s passed before sending", attempts: 0, at: 0),
             Outcome(job: job, target: target, status: .deduplicated, reason: "", attempts: 0, at: Int64.max),
+            Outcome(
+                job: job, target: target,
+                result: .rejected(reason: "Unregistered", httpStatus: 410, invalidSince: 1_764_000_000_000, token: .voip), attempts: 1,
+                at: 5),
+            Outcome(
+                job: job, target: target, result: .rejected(reason: "BadDeviceToken", httpStatus: 400, token: .remote), attempts: 2, at: 6),
         ])
     func roundTrip(_ outcome: Outcome) {
         #expect(OutcomeRecord.decode(OutcomeRecord.encode(outcome), job: Self.job, target: Self.target) == outcome)
@@ -62,6 +68,8 @@ struct OutcomeRecordTests {
         #expect(OutcomeRecord.decode([2] + record.dropFirst(), job: Self.job, target: Self.target) == nil)
         #expect(OutcomeRecord.decode(Array(Self.outcome(.delivered).encoded()), job: Self.job, target: Self.target) == nil, "JSON")
         #expect(OutcomeRecord.decode([1, 200, 0, 0, 1, 1], job: Self.job, target: Self.target) == nil, "a status out of range")
+        #expect(OutcomeRecord.decode([1, 1, 0, 128, 1, 1, 7], job: Self.job, target: Self.target) == nil, "a dead token out of range")
+        #expect(OutcomeRecord.decode([1, 1, 0, 128, 1, 1], job: Self.job, target: Self.target) == nil, "a dead token flagged, not stored")
         #expect(
             OutcomeRecord.decode(
                 [1, 0, 0, 16, 1, 1] + [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], job: Self.job, target: Self.target)

@@ -31,6 +31,7 @@ struct HTTPTransportTests {
 
     static func echo(_ request: SandboxRequest) -> SandboxResponse {
         if request.path.hasPrefix("/slow") { return SandboxResponse(status: 200, delay: .seconds(2)) }
+        if request.path.hasPrefix("/hang") { return SandboxResponse(status: 200, delay: .seconds(20)) }
         return SandboxResponse(
             status: 201, headers: [("x-seen-method", request.method), ("retry-after", "3")],
             body: request.body.reversed())
@@ -201,9 +202,11 @@ struct HTTPTransportTests {
         let transport = kind.make()
         defer { transport.shutdown() }
         let task = Task {
-            try await transport.send(HTTPRequest(url: sandbox.server.baseURL + "/slow", tls: TLSOptions(caFile: sandbox.tls.caFile)))
+            try await transport.send(
+                HTTPRequest(url: sandbox.server.baseURL + "/hang", timeout: .seconds(30), tls: TLSOptions(caFile: sandbox.tls.caFile)))
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // Cancelled once the server holds the request, long before it would answer (a loaded task pool may delay either).
+        while !sandbox.server.requests.contains(where: { $0.path == "/hang" }) { try await Task.sleep(for: .milliseconds(20)) }
         task.cancel()
         await #expect(throws: HTTPTransportError.cancelled) { try await task.value }
         await sandbox.stop()

@@ -25,10 +25,11 @@ struct HostileHTTP2ServerTests {
         await #expect(throws: HTTPTransportError.self) {
             try await transport.send(
                 HTTPRequest(
-                    url: "https://localhost:\(server.port)/x", body: Array("{}".utf8), timeout: .seconds(20),
+                    url: "https://localhost:\(server.port)/x", body: Array("{}".utf8), timeout: .seconds(120),
                     tls: TLSOptions(caFile: tls.caFile)))
         }
-        #expect(ContinuousClock.now - started < .seconds(10))
+        // Far below the timeout, with room for a task pool the whole suite keeps busy (stalls of 20 s seen on 2 cores).
+        #expect(ContinuousClock.now - started < .seconds(60))
         try await server.stop()
     }
 

@@ -223,6 +223,7 @@ struct EndpointLimitPipelineTests {
         let sandbox = try await ProxySandboxFixture.start()
         let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) {
             $0.maximumInFlightJobs = 40
+            $0.maximumReadAheadJobs = 80
             $0.urgentReservedInFlightJobs = 5
             $0.maximumInFlightPerApp = 100
             $0.maximumInFlightPerEndpoint = 5

@@ -30,10 +30,11 @@ struct PipelineStateMachineTests {
 
     static func machine(
         maximumInFlight: Int = 10, urgentReserved: Int = 0, readAhead: Int = 100,
-        lanes: [Lane] = [.normal, .urgent]
+        readAheadBytes: Int = PipelineConfiguration.defaultReadAheadBytes, lanes: [Lane] = [.normal, .urgent]
     ) -> Machine {
         var machine = Machine(
-            limits: .init(maximumInFlight: maximumInFlight, urgentReserved: urgentReserved, readAhead: readAhead),
+            limits: .init(
+                maximumInFlight: maximumInFlight, urgentReserved: urgentReserved, readAhead: readAhead, readAheadBytes: readAheadBytes),
             lanes: lanes)
         machine.assigned([normal, other], in: .normal)
         if lanes.contains(.urgent) { machine.assigned([urgent], in: .urgent) }
@@ -242,12 +243,13 @@ struct PipelineStateMachineTests {
     }
 
     @Test(
-        "under any sequence of events no job starts beyond capacity, read-ahead and the bound behind keys are never exceeded, the counts agree, and each key runs one job at a time"
+        "under any sequence of events no job starts beyond capacity, the read-ahead and bytes bounds are never exceeded, the counts agree, and each key runs one job at a time"
     )
     func randomEvents() {
         var generator = SplitMix(seed: 7)
         for _ in 0..<200 {
-            var machine = Self.machine(maximumInFlight: 3, urgentReserved: 1, readAhead: 6)
+            let bytesBound = 10 * Self.smallJobCost
+            var machine = Self.machine(maximumInFlight: 3, urgentReserved: 1, readAhead: 6, readAheadBytes: bytesBound)
             var running: [Machine.JobID: KafkaMessage] = [:]
             var parked = Set<Machine.JobID>()
             var offsets: [Lane: Int64] = [.normal: 0, .urgent: 0]
@@ -292,7 +294,9 @@ struct PipelineStateMachineTests {
                 for lane in [Lane.normal, .urgent] {
                     let behind = machine.queuedBehindKeys(in: lane)
                     #expect(machine.consumed(in: lane) - behind <= 6)
-                    #expect(behind <= machine.limits.maximumQueuedBehindKeys)
+                    let held = machine.heldBytes(in: lane)
+                    #expect(held <= bytesBound + bytesBound / 1000, "consumed within the bytes bound, but for the messages' own size")
+                    #expect(machine.consumed(in: lane) > 0 || held == 0, "a lane that holds nothing counts no bytes")
                     #expect(machine.running(in: lane) == running.keys.filter { $0.lane == lane }.count)
                     let keys = running.filter { $0.key.lane == lane }.compactMap(\.value.key)
                     #expect(Set(keys).count == keys.count, "two jobs of one key run at once")
@@ -333,16 +337,97 @@ struct PipelineStateMachineTests {
         }
     }
 
-    @Test("jobs behind keys are bounded all together: past the bound the lane consumes nothing more")
-    func behindKeysAreBounded() {
-        var machine = Self.machine(maximumInFlight: 2, readAhead: 2)
-        #expect(machine.limits.maximumQueuedBehindKeys == 4)
-        _ = machine.consumed([Self.message(0, key: "a"), Self.message(1, key: "b")], in: .normal)
-        _ = machine.consumed(
-            [Self.message(2, key: "a"), Self.message(3, key: "b"), Self.message(4, key: "a"), Self.message(5, key: "b")],
-            in: .normal)
-        #expect(machine.queuedBehindKeys(in: .normal) == 4)
-        #expect(machine.room(in: .normal) == 0)
+    /// What one test message with a one-character key and a one-digit offset counts for.
+    static let smallJobCost = Machine.Limits.cost(of: message(0, key: "a").message)
+
+    @Test("what a lane holds is bounded by its bytes, jobs behind keys included: at the bound it consumes nothing more")
+    func heldBytesAreBounded() {
+        var machine = Self.machine(maximumInFlight: 2, readAhead: 100, readAheadBytes: 8 * Self.smallJobCost)
+        #expect(Self.smallJobCost == 2050, "the key and value bytes and 2 KiB for the decoded job")
+        _ = machine.consumed((0..<8).map { Self.message(Int64($0), key: ["a", "b"][$0 % 2]) }, in: .normal)
+        #expect(machine.queuedBehindKeys(in: .normal) == 6)
+        #expect(machine.heldBytes(in: .normal) == 8 * Self.smallJobCost)
+        #expect(machine.room(in: .normal) == 0, "the jobs count is far from its bound; the bytes are at theirs")
+    }
+
+    @Test(
+        "from half the bytes bound the partitions whose keys hold the most are paused and the others read on; they resume below a quarter, or once nothing waits behind their keys"
+    )
+    func memoryPressurePausesTheHeaviestPartitions() {
+        var machine = Self.machine(maximumInFlight: 2, readAhead: 100, readAheadBytes: 16 * Self.smallJobCost)
+        // Two slow users in one partition: one job each running, four each behind them.
+        let slow = machine.consumed((0..<10).map { Self.message(Int64($0), key: ["a", "b"][$0 % 2]) }, in: .normal)
+        #expect(Self.started(slow) == [0, 1])
+        #expect(machine.limits.maximumQueuedPerKey == 4, "no key passed its own bound: the pause is for memory")
+        #expect(machine.pausedPartitions(in: .normal) == [Self.normal])
+        #expect(machine.room(in: .normal) > 0, "the other partition is still read")
+        let others = machine.consumed([Self.message(0, key: "c", in: Self.other), Self.message(1, key: "d", in: Self.other)], in: .normal)
+        #expect(Self.started(others).isEmpty, "capacity is held by the slow users' jobs")
+        #expect(machine.pausedPartitions(in: .normal) == [Self.normal])
+        // The slow users' jobs finish one by one: the other users' jobs start first, and the paused partition
+        // resumes once the lane holds less than a quarter of the bound.
+        var running = Self.ids(slow)
+        var startedOthers: [Int64] = []
+        while !running.isEmpty {
+            let next = machine.finished(running.removeFirst(), completed: true)
+            running += Self.ids(next)
+            startedOthers += next.compactMap {
+                if case .start(_, let job) = $0, job.message.topicPartition == Self.other { job.message.offset } else { nil }
+            }
+            let stillHeld = machine.heldBytes(in: .normal) >= 4 * Self.smallJobCost && machine.queuedBehindKeys(in: .normal) > 0
+            #expect(machine.pausedPartitions(in: .normal) == (stillHeld ? [Self.normal] : []))
+        }
+        #expect(startedOthers == [0, 1])
+        #expect(machine.heldBytes(in: .normal) == 0)
+    }
+
+    @Test(
+        "a partition paused for memory resumes once its keys hold nothing behind them, though the lane still holds more than a quarter of the bound"
+    )
+    func memoryPauseEndsWithTheQueueBehindItsKeys() {
+        var machine = Self.machine(maximumInFlight: 4, readAhead: 100, readAheadBytes: 16 * Self.smallJobCost)
+        // Three jobs of the other partition that keep running hold a quarter of the bound between them and one more.
+        _ = machine.consumed((0..<3).map { Self.message(Int64($0), key: "x\($0)", in: Self.other) }, in: .normal)
+        let slow = machine.consumed((0..<7).map { Self.message(Int64($0), key: "a") }, in: .normal)
+        #expect(machine.pausedPartitions(in: .normal) == [Self.normal], "one key holds six jobs behind it")
+        var running = Self.ids(slow)
+        while machine.queuedBehindKeys(in: .normal) > 0 {
+            running += Self.ids(machine.finished(running.removeFirst(), completed: true))
+        }
+        #expect(machine.heldBytes(in: .normal) >= 4 * Self.smallJobCost, "the lane still holds a quarter of its bound")
+        #expect(machine.pausedPartitions(in: .normal).isEmpty, "nothing waits behind the partition's keys: it is read again")
+    }
+
+    @Test(
+        "ten slow users' queued jobs do not stop the lane: forty other users' jobs are consumed and start first as capacity frees"
+    )
+    func slowUsersDoNotStopOthers() {
+        // PUSH_MAX_IN_FLIGHT=10 with the default read-ahead bounds: ten users of a push service that answers in
+        // 5 s, ten jobs each, then forty other users' jobs.
+        let configuration = PipelineConfiguration(maximumInFlightJobs: 10, urgentReservedInFlightJobs: 0)
+        var machine = Machine(limits: .init(configuration), lanes: [.normal])
+        machine.assigned([Self.normal], in: .normal)
+        var offset: Int64 = 0
+        func next(_ key: String) -> TestJob {
+            offset += 1
+            return Self.message(offset, key: key, app: "chat")
+        }
+        let slow = (0..<10).flatMap { _ in (0..<10).map { next("slow-\($0)") } }
+        var actions = machine.consumed(slow, in: .normal)
+        actions += machine.consumed((0..<40).map { next("other-\($0)") }, in: .normal)
+        #expect(Self.started(actions).count == 10)
+        #expect(machine.consumed(in: .normal) == 140, "every job was read: 90 behind their users, 40 ready")
+        #expect(machine.pausedPartitions(in: .normal).isEmpty)
+        // The slow requests answer: each place they free goes to another user's job, older in turn than the slow
+        // users' next ones, and so on until all forty ran.
+        var running = Self.ids(actions)
+        var started: [String] = []
+        while started.filter({ $0.hasPrefix("other-") }).count < 40, !running.isEmpty {
+            let now = machine.finished(running.removeFirst(), completed: true)
+            running += Self.ids(now)
+            for case .start(_, let job) in now { started.append(String(decoding: job.message.key!, as: UTF8.self)) }
+        }
+        #expect(started.prefix(40).allSatisfy { $0.hasPrefix("other-") }, "no slow user's next job starts before the others")
     }
 
     @Test("a revoked partition is no longer paused for a key, and a key's other partitions resume when the drop shortens its queue")

@@ -266,7 +266,10 @@ struct PipelineTests {
     func backPressure() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let sandbox = try await ProxySandboxFixture.start()
-        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) { $0.maximumInFlightJobs = 3 }
+        let harness = try PipelineHarness(kafka: kafka, sandbox: sandbox) {
+            $0.maximumInFlightJobs = 3
+            $0.maximumReadAheadJobs = 6
+        }
         try await produce(
             kafka, (0..<9).map { ("user-\($0)", jobJSON(id: "slow-\($0)", userId: "slow-\($0)", targets: [proxyTarget("s\($0)")])) })
         let reader = try kafka.reader()
@@ -284,7 +287,7 @@ struct PipelineTests {
 
         #expect(highestStarted <= 3, "never more than the limit in flight")
         #expect(highestStarted >= 2, "the limit was actually reached")
-        #expect(highest <= 6, "never more consumed than the read-ahead bound (twice the limit)")
+        #expect(highest <= 6, "never more consumed than the read-ahead bound (twice the limit here)")
         #expect(outcomes(reader.received).count == 9)
     }
 

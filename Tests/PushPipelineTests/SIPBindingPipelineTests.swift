@@ -70,4 +70,58 @@ struct SIPBindingPipelineTests {
             "a second cancel of the same call inside the cancel window is still a duplicate")
         #expect(provider.calls(for: "p") == 2)
     }
+
+    @Test(
+        "a target that cannot be parsed ends rejected on its own (action none, 0 attempts, the rule as reason) while the job's good target is delivered"
+    )
+    func unparseableTargetIsRejectedAlone() async throws {
+        let provider = ScriptedProvider(id: .fcm, format: FCMTargetFormat()) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
+        let processor = processor(provider)
+        let job =
+            #"{"v":1,"id":"j1","kind":"call","userId":"alice","targets":[{"bindingId":"bad","rfc8599":"pn-provider=fcm;pn-prid=t"},{"bindingId":"pager","provider":"pager"},{"bindingId":"live","xmpush":"a:live-project:tok-1"}]}"#
+        let outcomes = Self.outcomes(await processor.process(Self.message(job)))
+        #expect(outcomes.count == 3)
+        let bad = try #require(outcomes.first { $0.bindingId == "bad" })
+        #expect(bad.status == .rejected)
+        #expect(bad.action == .none)
+        #expect(bad.attempts == 0)
+        #expect(bad.provider == .fcm)
+        #expect(bad.app == nil)
+        #expect(bad.reason?.hasPrefix("invalid_field: targets[0].rfc8599 pn-param (the Firebase project id) is required for fcm") == true)
+        let pager = try #require(outcomes.first { $0.bindingId == "pager" })
+        #expect((pager.provider, pager.status, pager.action, pager.attempts) == ("none", .rejected, .none, 0))
+        #expect(pager.reason?.hasPrefix(#"unknown_provider: targets[1].provider "pager""#) == true)
+        #expect(outcomes.first { $0.bindingId == "live" }?.status == .delivered)
+        #expect(provider.calls(for: "live-project") == 1)
+
+        let again = Self.outcomes(await processor.process(Self.message(job)))
+        var refusedAgain = try #require(again.first { $0.bindingId == "bad" })
+        refusedAgain.at = bad.at
+        #expect(refusedAgain == bad, "a redelivered job refuses the target again, alike but for the time: it claims no dedupe window")
+        #expect(again.first { $0.bindingId == "live" }?.attempts == 1)
+        #expect(provider.calls(for: "live-project") == 1, "and sends nothing again")
+    }
+
+    @Test("a job whose every target is unparseable is still dead-lettered, with the first target's rule as the reason")
+    func allTargetsUnparseableIsDeadLettered() async throws {
+        let provider = ScriptedProvider(id: .fcm, format: FCMTargetFormat()) { _ in .delivered(providerMessageId: "m", httpStatus: 200) }
+        let job =
+            #"{"v":1,"id":"j1","kind":"call","userId":"alice","targets":[{"bindingId":"bad","rfc8599":"pn-provider=fcm;pn-prid=t"},{"bindingId":"pager","provider":"pager"}]}"#
+        guard case .publish(let publications, _) = await processor(provider).process(Self.message(job)) else {
+            Issue.record("the job was not finished")
+            return
+        }
+        #expect(publications.count == 1)
+        guard case .deadLetter(let rejection, let value, _, _)? = publications.first else {
+            Issue.record("not dead-lettered: \(publications)")
+            return
+        }
+        #expect(rejection.code == .invalidField)
+        #expect(
+            rejection.message
+                == "targets[0].rfc8599 pn-param (the Firebase project id) is required for fcm (and every other target of the job is invalid too)"
+        )
+        #expect(value == Array(job.utf8))
+        #expect(provider.calls(for: "live-project") == 0)
+    }
 }

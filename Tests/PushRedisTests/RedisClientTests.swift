@@ -176,6 +176,26 @@ struct RedisDeliveryStoreTests {
             "other identities are independent")
     }
 
+    @Test(
+        "a target never sent (refused or unbound) claims no dedupe window: the same call to that binding once it is valid is sent",
+        arguments: RedisDeployment.allCases)
+    func unsendableTargetsClaimNoWindow(_ deployment: RedisDeployment) async throws {
+        let server = try await deployment.start()
+        defer { server.stop() }
+        let stores: [any DeliveryStore] = [
+            RedisDeliveryStore(client: server.client(), recordRetention: .seconds(60)), InMemoryDeliveryStore(),
+        ]
+        for store in stores {
+            var refused = Self.job("j1", dedupeKey: "call-7", bindings: ["b1", "b2"])
+            refused.targets[0].refusal = JobRejection(.invalidField, "targets[0].rfc8599 pn-prid is required (null to unbind)")
+            refused.targets[1].isUnbound = true
+            #expect(try await store.prepare(refused, dedupeWindow: 60_000) == [.fresh, .fresh])
+            #expect(
+                try await store.prepare(Self.job("j2", dedupeKey: "call-7", bindings: ["b1", "b2"]), dedupeWindow: 60_000)
+                    == [.fresh, .fresh], "the registration fixed, the call goes")
+        }
+    }
+
     @Test("each target of one job gets its own answer: recorded, duplicate of another job, or fresh", arguments: RedisDeployment.allCases)
     func perTargetAnswers(_ deployment: RedisDeployment) async throws {
         let server = try await deployment.start()

@@ -49,7 +49,7 @@ struct DurableHandOffTests {
         replica.pause()
         defer { replica.resume() }
         let started = ContinuousClock.now
-        await #expect(throws: RedisError.self) { try await queue.schedule(RedisRetryQueueTests.entry("r1"), dueAt: 0) }
+        await #expect(throws: ReplicationShortfall.self) { try await queue.schedule(RedisRetryQueueTests.entry("r1"), dueAt: 0) }
         #expect(ContinuousClock.now - started >= .milliseconds(300), "it waited for the replica first")
     }
 

@@ -89,7 +89,7 @@ final class APNsConfigurationTests: Sendable {
         let directory = scratch.url
         let certificate = directory.appendingPathComponent("legacy-\(UUID().uuidString).p12").path
         let password = directory.appendingPathComponent("legacy-\(UUID().uuidString).password").path
-        try "p12-bytes".write(toFile: certificate, atomically: true, encoding: .utf8)
+        try TestPKCS12.bytes(password: "s3cret").write(to: URL(fileURLWithPath: certificate))
         try "s3cret\n".write(toFile: password, atomically: true, encoding: .utf8)
         let apps = directory.appendingPathComponent("apps-\(UUID().uuidString).json").path
         let document = """
@@ -178,7 +178,7 @@ final class APNsConfigurationTests: Sendable {
         let directory = scratch.url.path
         let certificate = "\(directory)/voip-\(UUID().uuidString).p12"
         let password = "\(directory)/voip-\(UUID().uuidString).password"
-        try "not parsed at start-up".write(toFile: certificate, atomically: true, encoding: .utf8)
+        try TestPKCS12.bytes(password: "secret").write(to: URL(fileURLWithPath: certificate))
         try "secret\n".write(toFile: password, atomically: true, encoding: .utf8)
         let appsFile = "\(directory)/apps-\(UUID().uuidString).json"
         try
@@ -190,7 +190,7 @@ final class APNsConfigurationTests: Sendable {
             Issue.record("VoIP pushes must use the VoIP certificate, others the token: \(app)")
             return
         }
-        #expect(voip.clientCertificateFile == certificate)
+        #expect(voip.clientCertificateFile?.path == certificate)
         #expect(voip.clientCertificateFormat == .pkcs12)
         #expect(voip.clientKeyPassword == "secret")
         try

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushCrypto
 import PushPlugins
 import Testing
 import TestSupport
@@ -16,7 +17,7 @@ final class ConfigurationTests: Sendable {
     var caFile: String {
         let path = scratch.url.appendingPathComponent("ca.pem").path
         if !FileManager.default.fileExists(atPath: path) {
-            _ = FileManager.default.createFile(atPath: path, contents: Data("-----BEGIN CERTIFICATE-----\n".utf8))
+            _ = FileManager.default.createFile(atPath: path, contents: Data(((try? CertificateAuthority().certificatePEM) ?? "").utf8))
         }
         return path
     }
@@ -202,7 +203,7 @@ final class ConfigurationTests: Sendable {
         ]).get()
         let proxy = try #require(configuration.proxy)
         #expect(proxy.endpoint(for: "acme")?.url == "https://acme.example/push")
-        #expect(proxy.endpoint(for: "acme")?.tls.caFile == caFile)
+        #expect(proxy.endpoint(for: "acme")?.tls.caFile?.path == caFile)
         #expect(proxy.endpoint(for: "acme")?.tls.clientKeyPassword == "s3cret")
         #expect(proxy.endpoint(for: "other")?.url == "https://proxy.example/push")
         #expect(proxy.endpoint(for: nil)?.tls.clientKeyPassword == "s3cret")

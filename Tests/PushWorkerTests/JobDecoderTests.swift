@@ -215,6 +215,44 @@ struct JobDecoderTests {
         #expect(rejection?.code == .unknownProvider)
     }
 
+    @Test(
+        "a target that cannot be understood is refused on its own — provider none when it names no linked one — and the job goes on with the others"
+    )
+    func oneBadTargetIsRefusedAlone() throws {
+        let good = #"{"bindingId":"good","provider":"proxy"}"#
+        let pager = #"{"bindingId":"pager","provider":"pager","token":"t"}"#
+        let badToken = #"{"bindingId":"bad-token","provider":"apns","app":"com.example.chat","token":"xyz"}"#
+        let badBinding = #"{"bindingId":"bad-binding","rfc8599":"pn-provider=apns;pn-param=ABCD1234..voip;pn-prid=null"}"#
+        let gcm = #"{"bindingId":"gcm","rfc8599":"pn-provider=gcm;pn-param=p;pn-prid=t"}"#
+        let job = try decode(
+            #"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(pager),\#(good),\#(badToken),\#(badBinding),\#(gcm)]}"#)
+        #expect(job.targets.map(\.bindingId) == ["pager", "good", "bad-token", "bad-binding", "gcm"])
+        #expect(job.targets.map(\.provider) == ["none", "proxy", "apns", "apns", "none"])
+        #expect(job.targets.map(\.isDeliverable) == [false, true, false, false, false])
+        #expect(job.targets[0].refusal?.code == .unknownProvider)
+        #expect(job.targets[0].refusal?.message.hasPrefix(#"targets[0].provider "pager" is not one of"#) == true)
+        #expect(
+            job.targets[2].refusal == JobRejection(.invalidField, "targets[2].token must be an even number (≥ 16) of hex digits for apns"))
+        #expect(job.targets[2].app == nil, "a refused target's app is not taken from the producer")
+        #expect(job.targets[3].refusal?.message.hasPrefix("targets[3].rfc8599 pn-param") == true)
+        #expect(job.targets[4].refusal?.message.hasPrefix(#"targets[4].rfc8599 pn-provider "gcm" is not one of"#) == true)
+    }
+
+    @Test("a job none of whose targets is valid is refused with the first target's rule; a target without its bindingId refuses the job")
+    func noValidTargetRefusesTheJob() {
+        let pager = #"{"bindingId":"pager","provider":"pager"}"#
+        let badToken = #"{"bindingId":"bad-token","provider":"apns","token":"xyz"}"#
+        let both = rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(pager),\#(badToken)]}"#)
+        #expect(both?.code == .unknownProvider)
+        #expect(both?.message.hasPrefix(#"targets[0].provider "pager" is not one of"#) == true)
+        #expect(both?.message.hasSuffix("(and every other target of the job is invalid too)") == true)
+        let unbound = #"{"bindingId":"gone","xmpush":"null"}"#
+        #expect(rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(pager),\#(unbound)]}"#) == nil, "unbound is valid")
+        #expect(
+            rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(unbound),{"provider":"proxy"}]}"#)?.message
+                == "targets[1].bindingId is required and must be a non-empty string")
+    }
+
     @Test("more targets than the limit are rejected")
     func tooManyTargets() {
         let targets = (0...100).map { #"{"bindingId":"b\#($0)","provider":"proxy"}"# }.joined(separator: ",")

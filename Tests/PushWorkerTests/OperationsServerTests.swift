@@ -11,17 +11,36 @@ import Testing
 struct OperationsServerTests {
     static func endpoint(
         bindAddress: String = "127.0.0.1", idleTimeout: Duration = .seconds(60),
-        maximumConnections: Int = 32, requestHeadTimeout: Duration = .seconds(60)
+        maximumConnections: Int = 32, requestHeadTimeout: Duration = .seconds(60),
+        responseWriteTimeout: Duration = .seconds(60)
     ) -> OperationsEndpoint {
         OperationsEndpoint(
             bindAddress: bindAddress, port: 0, idleTimeout: idleTimeout, maximumConnections: maximumConnections,
-            requestHeadTimeout: requestHeadTimeout)
+            requestHeadTimeout: requestHeadTimeout, responseWriteTimeout: responseWriteTimeout)
     }
 
-    static func start(_ endpoint: OperationsEndpoint) async throws -> OperationsServer {
+    static func start(
+        _ endpoint: OperationsEndpoint, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()
+    ) async throws -> OperationsServer {
         try await OperationsServer.start(
-            endpoint, registry: PrometheusCollectorRegistry(),
+            endpoint, registry: registry,
             liveness: { (true, "alive") }, readiness: { (true, "ready") })
+    }
+
+    /// A registry whose `/metrics` answer is about 2 MiB: far more than a `slowReader` client and the server's socket
+    /// buffers take, so writing it to a client that does not read blocks.
+    static func largeMetricsRegistry() -> PrometheusCollectorRegistry {
+        let registry = PrometheusCollectorRegistry()
+        for name in ["push_large_one_total", "push_large_two_total"] {
+            registry.makeCounter(name: name, labels: [("padding", String(repeating: "p", count: 1 << 20))]).increment()
+        }
+        return registry
+    }
+
+    /// The status line of the answer that arrives first on `client`, nil if none does.
+    static func statusLine(_ client: TCPClient) -> String? {
+        guard case .bytes(let text) = client.receive(within: .seconds(5)) else { return nil }
+        return text.components(separatedBy: "\r\n").first
     }
 
     func get(_ port: Int, _ path: String) async throws -> (Int, String) {
@@ -74,17 +93,108 @@ struct OperationsServerTests {
         await server.stop()
     }
 
-    @Test("at the connection cap with a request in progress on every connection, one more connection is closed at once")
-    func connectionsBeyondTheLimitAreRefusedWhenAllAreBusy() async throws {
-        let server = try await Self.start(Self.endpoint(maximumConnections: 3))
-        // A complete head whose body never comes: the request is in progress until the body ends.
-        let busy = try (1...3).map { _ in try TCPClient(host: "127.0.0.1", port: server.port) }
-        for client in busy { client.send("POST /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\n") }
-        for client in busy { #expect(client.receive(within: .milliseconds(200)) == .nothing) }
+    @Test("32 clients that never read their /metrics answer hold every place, and /healthz and /readyz are still answered")
+    func probeIsAnsweredWhileUnreadAnswersHoldEveryPlace() async throws {
+        // The write deadline is long here, so what lets the probes in is the displacement of the oldest busy connection.
+        let server = try await Self.start(
+            Self.endpoint(maximumConnections: 32, responseWriteTimeout: .seconds(60)), registry: Self.largeMetricsRegistry())
+        let holders = try (1...32).map { _ in try TCPClient(host: "127.0.0.1", port: server.port, slowReader: true) }
+        for client in holders { client.send("GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n") }
+        // Each reads the first bytes of its answer and no more: the server is answering every one, its write blocked.
+        for client in holders { #expect(Self.statusLine(client) == "HTTP/1.1 200 OK") }
 
-        let excess = try TCPClient(host: "127.0.0.1", port: server.port)
-        #expect(excess.receive(within: .seconds(5)) == .closed)
-        for client in busy { #expect(client.receive(within: .milliseconds(100)) == .nothing, "the busy ones stay open") }
+        let livenessProbe = try TCPClient(host: "127.0.0.1", port: server.port)
+        #expect(livenessProbe.get("/healthz") == "HTTP/1.1 200 OK")
+        #expect(holders[0].closes(within: .seconds(5)), "the oldest holder gave its place")
+        let readinessProbe = try TCPClient(host: "127.0.0.1", port: server.port)
+        #expect(readinessProbe.get("/readyz") == "HTTP/1.1 200 OK")
+        #expect(livenessProbe.closes(within: .seconds(5)), "an answered, kept-alive connection gives its place first")
+        #expect(holders[1].closes(within: .milliseconds(100)) == false, "the other holders keep theirs")
+        await server.stop()
+    }
+
+    @Test("32 clients announcing 1 GB request bodies and dripping them hold no place: /healthz is answered")
+    func bodyDrippersHoldNoPlace() async throws {
+        let server = try await Self.start(Self.endpoint(maximumConnections: 32))
+        let drippers = try (1...32).map { _ in try TCPClient(host: "127.0.0.1", port: server.port) }
+        for client in drippers {
+            client.send("GET /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 1000000000\r\n\r\n")
+        }
+        for client in drippers { #expect(Self.statusLine(client) == "HTTP/1.1 413 Payload Too Large") }
+        for client in drippers { client.send("x") }
+
+        #expect(try TCPClient(host: "127.0.0.1", port: server.port).get("/healthz") == "HTTP/1.1 200 OK")
+        await server.stop()
+    }
+
+    @Test(
+        "a GET or HEAD announcing a request body is answered 413 at its head and closed; the body is never waited for",
+        arguments: [
+            "GET /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 1000000000\r\n\r\n",
+            "HEAD /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 1000000000\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ])
+    func requestBodyIsRefusedAtTheHead(request: String) async throws {
+        let server = try await Self.start(Self.endpoint())
+        let client = try TCPClient(host: "127.0.0.1", port: server.port)
+        client.send(request)
+        #expect(Self.statusLine(client) == "HTTP/1.1 413 Payload Too Large", "answered before a byte of the body was sent")
+        var closed = false
+        for _ in 1...50 where !closed {
+            client.send("x")
+            closed = client.receive(within: .milliseconds(100)) == .closed
+        }
+        #expect(closed, "the connection does not wait for the announced body")
+        await server.stop()
+    }
+
+    @Test("a method other than GET or HEAD is answered 405 with Allow at its head; a body it announces is never waited for")
+    func otherMethodsAreRefusedAtTheHead() async throws {
+        let server = try await Self.start(Self.endpoint())
+        let client = try TCPClient(host: "127.0.0.1", port: server.port)
+        client.send("POST /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 1000000000\r\n\r\n")
+        guard case .bytes(let answer) = client.receive(within: .seconds(5)) else {
+            Issue.record("no answer before the body")
+            return
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 405 Method Not Allowed\r\n"))
+        #expect(answer.lowercased().contains("\r\nallow: get, head\r\n"))
+        #expect(client.closes(within: .seconds(5)))
+
+        let bodiless = try TCPClient(host: "127.0.0.1", port: server.port)
+        bodiless.send("DELETE /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+        #expect(Self.statusLine(bodiless) == "HTTP/1.1 405 Method Not Allowed")
+        #expect(bodiless.get("/healthz") == "HTTP/1.1 200 OK", "a request without a body keeps its connection")
+        await server.stop()
+    }
+
+    @Test("HEAD is answered with the head alone; pipelined requests are answered in order on one connection")
+    func headAndPipelinedRequests() async throws {
+        let server = try await Self.start(Self.endpoint())
+        let client = try TCPClient(host: "127.0.0.1", port: server.port)
+        client.send(
+            "HEAD /healthz HTTP/1.1\r\nHost: test\r\n\r\nGET /readyz HTTP/1.1\r\nHost: test\r\n\r\n"
+                + "GET /nope HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        var received = ""
+        while case .bytes(let more) = client.receive(within: .seconds(5)) { received += more }
+        let statusLines = received.matches(of: /HTTP\/1\.1 [0-9]{3} [^\r]*/).map { String($0.output) }
+        #expect(statusLines == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found"])
+        #expect(!received.contains("alive"), "no body for HEAD")
+        #expect(received.contains("ready\n"))
+        await server.stop()
+    }
+
+    @Test("a client that does not read a large /metrics answer is reset at the write deadline, the answer unfinished")
+    func unreadAnswerIsAbortedAtTheWriteDeadline() async throws {
+        let server = try await Self.start(
+            Self.endpoint(idleTimeout: .seconds(60), responseWriteTimeout: .milliseconds(300)),
+            registry: Self.largeMetricsRegistry())
+        let client = try TCPClient(host: "127.0.0.1", port: server.port, slowReader: true)
+        client.send("GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+        #expect(client.closes(within: .seconds(10)), "closed while the client reads nothing")
+        let (bytes, closed) = client.receiveAll()
+        #expect(closed)
+        #expect(bytes < 1 << 20, "far less than the 2 MiB answer arrived: the server gave up writing it")
         await server.stop()
     }
 

@@ -13,11 +13,13 @@ struct SIPPushBindingTests {
     /// The target a binding string of binding id `b1` decodes to.
     static func expected(
         provider: ProviderID, notation: SIPBinding.Notation? = nil, app: String? = nil, token: String?,
-        environment: String? = nil, pushType: String? = nil, platform: String? = nil
+        environment: String? = nil, pushType: String? = nil, platform: String? = nil, alternative: String? = nil
     ) -> Target {
         let details: any TargetDetails =
             switch provider {
-            case .apns: APNsTarget(token: token, environment: environment, pushType: pushType, notation: notation)
+            case .apns:
+                APNsTarget(
+                    token: token, environment: environment, pushType: pushType, notation: notation, alternativeBundleId: alternative)
             case .fcm: FCMTarget(token: token, platform: platform)
             default: WebPushTarget(endpoint: token, keys: token == nil ? nil : WebPushKeys(p256dh: "k", auth: "a"))
             }
@@ -42,22 +44,35 @@ struct SIPPushBindingTests {
     static let validRFC8599: [(String, Target)] = [
         (
             "pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken)",
-            expected(provider: .apns, notation: .rfc8599, app: "com.example", token: apnsToken, environment: "production", pushType: "voip")
+            expected(
+                provider: .apns, notation: .rfc8599, app: "com.example", token: apnsToken, environment: "production", pushType: "voip",
+                alternative: "DEF123GHIJ.com.example")
         ),
         (
             "pn-prid=\(apnsToken);pn-param=DEF123GHIJ.com.example.chat.voip-ptt;pn-provider=apns",
             expected(
                 provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production",
-                pushType: "pushtotalk")
+                pushType: "pushtotalk", alternative: "DEF123GHIJ.com.example.chat")
         ),
         // Flexisip's grammar: no service, or `remote`, is an ordinary device token; `apns.dev` is the sandbox.
         (
             "pn-provider=apns;pn-param=DEF123GHIJ.com.example.app;pn-prid=\(apnsToken)",
-            expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "production")
+            expected(
+                provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "production",
+                alternative: "DEF123GHIJ.com.example.app")
         ),
         (
             "pn-provider=apns.dev;pn-param=DEF123GHIJ.com.example.app.remote;pn-prid=\(apnsToken):remote",
-            expected(provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "sandbox")
+            expected(
+                provider: .apns, notation: .rfc8599, app: "com.example.app", token: apnsToken, environment: "sandbox",
+                alternative: "DEF123GHIJ.com.example.app")
+        ),
+        // liblinphone's default team id is the 8-character placeholder ABCD1234: everything before the first dot.
+        (
+            "pn-provider=apns;pn-param=ABCD1234.org.linphone.phone.remote;pn-prid=\(apnsToken.uppercased()):remote",
+            expected(
+                provider: .apns, notation: .rfc8599, app: "org.linphone.phone", token: apnsToken.uppercased(), environment: "production",
+                alternative: "ABCD1234.org.linphone.phone")
         ),
         (
             "PN-PROVIDER=fcm;pn-param=example-project;pn-prid=dGhpcyBpcw:APA91%3Dtoken",
@@ -69,13 +84,17 @@ struct SIPPushBindingTests {
         ),
         (
             "pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=null",
-            expected(provider: .apns, notation: .rfc8599, app: "com.example", token: nil, environment: "production", pushType: "voip")
+            expected(
+                provider: .apns, notation: .rfc8599, app: "com.example", token: nil, environment: "production", pushType: "voip",
+                alternative: "DEF123GHIJ.com.example")
         ),
-        // Without the team id (Mizu's pushnotification_teamid left empty): the bundle id starts at once.
+        // Without the team id (Mizu's pushnotification_teamid left empty): a lower-case first label is the bundle id's;
+        // Flexisip's reading (`example.chat`) is kept for the provider, which sends to it only if it is the app configured.
         (
             "pn-provider=apns;pn-param=com.example.chat.voip;pn-prid=\(apnsToken)",
             expected(
-                provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production", pushType: "voip")
+                provider: .apns, notation: .rfc8599, app: "com.example.chat", token: apnsToken, environment: "production", pushType: "voip",
+                alternative: "example.chat")
         ),
         (
             "pn-provider=apns;pn-param=example.voip-ptt;pn-prid=\(apnsToken)",
@@ -85,6 +104,11 @@ struct SIPPushBindingTests {
         (
             "pn-provider=fcm;pn-param=example-project;pn-prid=null",
             expected(provider: .fcm, app: "example-project", token: nil)
+        ),
+        // Other pn- parameters are ignored, as Flexisip ignores them, repeated or not.
+        (
+            "pn-provider=fcm;pn-param=p;pn-prid=t;pn-purr=x;pn-silent=1;pn-silent=1;PN-TIMEOUT=0;pn-call-str=IC_MSG;pn-flag=%zz",
+            expected(provider: .fcm, app: "p", token: "t")
         ),
     ]
 
@@ -122,7 +146,8 @@ struct SIPPushBindingTests {
         ),
         ("pn-provider=apns;pn-param=DEF123GHIJ.com.example.voip;pn-prid=\(apnsToken):remote", "pn-prid's services do not match pn-param's"),
         ("pn-provider=fcm;pn-provider=fcm;pn-param=p;pn-prid=t", "pn-provider appears twice"),
-        ("pn-provider=fcm;pn-param=p;pn-prid=t;pn-purr=x", "parameter pn-purr is not one of pn-provider, pn-param, pn-prid"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=t;transport=tls", "parameter transport is not a push parameter"),
+        ("pn-provider=fcm;pn-param=p;pn-prid=t;pn-prid=u", "pn-prid appears twice"),
         ("pn-provider=fcm;pn-param=p;pn-prid=", "pn-prid has an empty or badly percent-encoded value"),
         ("pn-provider=fcm;pn-param=p;pn-prid=%zz", "pn-prid has an empty or badly percent-encoded value"),
         ("pn-provider=fcm;pn-param=p;pn-prid=t;", "a parameter is not name=value"),
@@ -140,6 +165,28 @@ struct SIPPushBindingTests {
         let (text, reason) = Self.malformedRFC8599[index]
         let refusal = Self.refusal("rfc8599", text)
         #expect(refusal.contains(reason), "\(refusal)")
+    }
+
+    /// What liblinphone puts in its Contact (`Account::getContactAddress`, src/account/account.cpp): pn-prid, pn-provider,
+    /// pn-param, pn-silent, pn-timeout, then the remote-push strings and sounds with their defaults
+    /// (src/push-notification/push-notification-config.cpp); tokens in upper-case hex, each with its service.
+    static let liblinphoneRegistration =
+        "pn-prid=\(apnsToken.uppercased()):voip&\(String(repeating: "B2", count: 32)):remote;pn-provider=apns;"
+        + "pn-param=ABCD1234.org.linphone.phone.voip&remote;pn-silent=1;pn-timeout=0;pn-msg-str=IM_MSG;pn-call-str=IC_MSG;"
+        + "pn-groupchat-str=GC_MSG;pn-call-snd=notes_of_the_optimistic.caf;pn-msg-snd=msg.caf"
+
+    @Test(
+        "liblinphone's registration as it writes it — team id ABCD1234, pn-silent, pn-timeout, pn-*-str, pn-*-snd — decodes to its bundle id and both tokens"
+    )
+    func liblinphoneRegistration() throws {
+        let target = try Self.decode("rfc8599", Self.liblinphoneRegistration)
+        #expect(target.provider == .apns)
+        #expect(target.app == "org.linphone.phone")
+        #expect(
+            target.details(APNsTarget.self)
+                == APNsTarget(
+                    token: String(repeating: "B2", count: 32), voipToken: Self.apnsToken.uppercased(), environment: "production",
+                    notation: .rfc8599, alternativeBundleId: "ABCD1234.org.linphone.phone"))
     }
 
     static let validXMPUSH: [(String, Target)] = [
@@ -247,7 +294,7 @@ struct SIPBindingTargetTests {
                     bindingId: "b1", provider: .apns, app: "com.example.chat",
                     details: APNsTarget(
                         token: SIPPushBindingTests.apnsToken, environment: "production", pushType: "voip",
-                        notation: .rfc8599)))
+                        notation: .rfc8599, alternativeBundleId: "DEF123GHIJ.com.example.chat")))
     }
 
     @Test("pn-prid=null decodes to an unbound target without a token")

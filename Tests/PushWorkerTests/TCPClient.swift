@@ -18,9 +18,17 @@ final class TCPClient {
 
     private let descriptor: Int32
 
-    /// Connects to an IPv4 address literal.
-    init(host: String, port: Int) throws {
+    /// Connects to an IPv4 address literal. `slowReader` makes this client's socket take little from the server before
+    /// the server's writes block while it does not read: a small receive buffer, and a small segment size, which keeps
+    /// the server's send buffer from growing (on loopback it otherwise takes megabytes).
+    init(host: String, port: Int, slowReader: Bool = false) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if slowReader {
+            var receiveBuffer: Int32 = 4096
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, socklen_t(MemoryLayout<Int32>.size))
+            var segmentSize: Int32 = 536
+            setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_MAXSEG, &segmentSize, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -50,6 +58,33 @@ final class TCPClient {
         if count > 0 { return .bytes(String(decoding: buffer.prefix(count), as: UTF8.self)) }
         if count == 0 || errno == ECONNRESET { return .closed }
         return .nothing
+    }
+
+    /// Whether the server closes or resets the connection within `wait`, seen without reading what it sent.
+    func closes(within wait: Duration) -> Bool {
+        let peerClosed: Int16 = 0x2000  // POLLRDHUP (Linux), which Glibc exports only under _GNU_SOURCE
+        var watched = pollfd(fd: descriptor, events: peerClosed, revents: 0)
+        let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
+        guard poll(&watched, 1, milliseconds) == 1 else { return false }
+        return watched.revents & (peerClosed | Int16(POLLHUP) | Int16(POLLERR)) != 0
+    }
+
+    /// Reads until the server closes the connection or nothing arrives for `wait`; how many bytes came and whether the
+    /// connection closed.
+    func receiveAll(quietFor wait: Duration = .seconds(5)) -> (bytes: Int, closed: Bool) {
+        var total = 0
+        while true {
+            var timeout = timeval(
+                tv_sec: Int(wait.components.seconds), tv_usec: Int(wait.components.attoseconds / 1_000_000_000_000))
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            if count > 0 {
+                total += count
+                continue
+            }
+            return (total, count == 0 || errno == ECONNRESET)
+        }
     }
 
     /// Sends `GET path` on this connection, keeping it open, reads the whole response and

@@ -42,7 +42,7 @@ struct WebPushBoundedStateTests {
                     for index in stride(from: lane, to: origins, by: lanes) {
                         switch await provider.deliver(WebPushDeliveries.delivery(Self.endpoint(index), id: "j\(index)")) {
                         case .failed(let reason, _, _, _) where reason.contains("endpoint refused"): counts.refused += 1
-                        case .rejected(_, 410?, _): counts.rejected += 1
+                        case .rejected(_, 410?, _, _): counts.rejected += 1
                         case let other: Issue.record("\(Self.endpoint(index)): \(other)")
                         }
                     }

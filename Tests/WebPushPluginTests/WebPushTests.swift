@@ -2,7 +2,7 @@ import Foundation
 import PushCore
 import PushCrypto
 import PushHTTP
-import PushSandbox
+@testable import PushSandbox
 import Testing
 import TestSupport
 import WebPushSandbox
@@ -52,7 +52,7 @@ struct WebPushRulesTests {
         #expect(headers(Self.delivery())["content-encoding"] == "aes128gcm")
     }
 
-    @Test("VAPID: aud is the endpoint's origin, exp 12 h ahead (≤ 24 h), one token per origin reused")
+    @Test("VAPID: aud is the endpoint's origin, exp 12 h ahead (at most 24 h less 10 minutes), one token per origin reused")
     func vapid() throws {
         let key = try PrivateKey.generateP256()
         let clock = FakeClock(start: 1_795_310_000_000)
@@ -74,7 +74,7 @@ struct WebPushRulesTests {
         let capped = try VAPIDTokens(key: key, subject: "mailto:x@y", lifetime: .seconds(48 * 3600), clock: { clock.milliseconds })
         let cappedJWT = try #require(
             JSONWebToken.parse(String(try capped.authorization(for: "https://a").dropFirst(8).prefix { $0 != "," })))
-        #expect(cappedJWT.claims["exp"] == .integer(clock.milliseconds / 1000 + 24 * 3600))
+        #expect(cappedJWT.claims["exp"] == .integer(clock.milliseconds / 1000 + 24 * 3600 - 10 * 60))
     }
 }
 
@@ -149,7 +149,7 @@ struct WebPushSandboxTests {
         let harness = try await Harness.start()
         let result = await harness.provider.deliver(harness.delivery(try harness.instance.sandbox.subscribe(id: id)))
         switch (expected, result) {
-        case ("rejected", .rejected(_, let status?, _)): #expect(status == 410 || status == 404)
+        case ("rejected", .rejected(_, let status?, _, _)): #expect(status == 410 || status == 404)
         case ("retryable", .retryable(_, 429?, let retryAfter)): #expect(retryAfter == .seconds(1))
         case ("failed", .failed(_, 413?, .none, _)): break
         default: Issue.record("\(id): expected \(expected), got \(result)")
@@ -190,6 +190,52 @@ struct WebPushSandboxTests {
         #expect(harness.instance.server.requests.isEmpty)
         await strict.shutdown()
         await harness.stop()
+    }
+
+    @Test("a push service whose clock is 5 minutes behind ours accepts our longest VAPID token; it refuses an exp more than 24 h ahead")
+    func vapidExpiryWithinTwentyFourHoursOfThePushService() async throws {
+        let tls = try SandboxTLS.make()
+        let skew: Int64 = 5 * 60 * 1000
+        let instance = try await WebPushSandboxInstance.start(tls: tls, clock: { currentTimeMilliseconds() - skew })
+        let provider = try WebPushProvider(
+            configuration: WebPushConfiguration(
+                vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
+                allowedNetworks: Self.loopback, allowedPorts: [instance.server.port], timeout: Harness.attemptTimeout,
+                dnsTimeout: Harness.attemptTimeout / 2, tokenLifetime: .seconds(48 * 3600)),
+            transport: NIOHTTP2Transport(fallback: NoFallback()))
+        let subscription = try instance.sandbox.subscribe()
+        let target = Target.webPush(
+            "w1", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
+        let job = Job(
+            id: "exp", createdAt: currentTimeMilliseconds(), ttl: 600, kind: .message, priority: .high, userId: "u",
+            notification: Notification(title: "Erin", body: "Hello"), targets: [target])
+        let result = await provider.deliver(Delivery(job: job, target: target, attempt: 1, now: currentTimeMilliseconds()))
+        guard case .delivered(_, 201?, _) = result else {
+            Issue.record("a 48 h lifetime is cut to 24 h less 10 minutes, within a day of the push service's clock: \(result)")
+            return
+        }
+
+        let key = try PrivateKey.generateP256()
+        let now = (currentTimeMilliseconds() - skew) / 1000  // the push service's
+        for (exp, status) in [(now + 24 * 3600 - 60, 400), (now + 24 * 3600 + 60, 403)] {
+            let jwt = try JSONWebToken.sign(
+                algorithm: .es256, headerFields: [("typ", "JWT")],
+                claims: { claims in
+                    claims.member("aud", instance.server.baseURL)
+                    claims.member("exp", exp)
+                    claims.member("sub", "mailto:ops@example.com")
+                }, key: key)
+            let answer = instance.sandbox.respond(
+                to: SandboxRequest(
+                    method: "POST", path: URL(string: subscription.endpoint)!.path,
+                    headers: [("authorization", "vapid t=\(jwt), k=\(Base64URL.encode(try key.rawPublicKey()))")], body: [],
+                    receivedAt: .now, connection: nil))
+            // 400: the token passed and the request without TTL did not; 403: the token did not.
+            #expect(answer.status == status, "exp \(exp - now) s ahead")
+        }
+        await provider.shutdown()
+        await instance.server.stop()
+        tls.remove()
     }
 
     @Test("malformed subscription keys reject the binding without a request")

@@ -71,8 +71,9 @@ public struct APNsConfiguration: Sendable {
     /// Base URLs; overridable for staging and tests.
     public var productionURL: String
     public var sandboxURL: String
-    /// Trust for the endpoints (a sandbox CA); nil = the system store.
-    public var caFile: String?
+    /// Trust for the endpoints (a sandbox CA); nil = the system store. Read once, with the
+    /// configuration (`CredentialFile`): the init reads the path it is given; a plugin sets the file it checked.
+    public var caFile: CredentialFile?
     public var apps: [APNsApp]
     /// The app serving targets without `app`.
     public var defaultBundleId: String?
@@ -101,7 +102,7 @@ public struct APNsConfiguration: Sendable {
         self.defaultBundleId = defaultBundleId ?? (apps.count == 1 ? apps[0].bundleId : nil)
         self.productionURL = productionURL
         self.sandboxURL = sandboxURL
-        self.caFile = caFile
+        self.caFile = caFile.map { CredentialFile(reading: $0) }
         self.timeout = timeout
     }
 }

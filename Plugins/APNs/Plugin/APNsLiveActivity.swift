@@ -4,7 +4,9 @@ import PushPluginAPI
 /// The `aps` members of a Live Activity push (Apple, "Starting and updating Live Activities with
 /// ActivityKit push notifications"): `timestamp`, `event`, `content-state`, optionally `stale-date`,
 /// `dismissal-date` (end), `attributes-type` and `attributes` (start), an `alert` whose `sound` sits
-/// inside it, and `relevance-score`.
+/// inside it, and `relevance-score`. A start asks for the new activity's update token with `input-push-token: 1`
+/// (unless the job says `inputPushToken: false`): without it the server never learns the token that updates and
+/// ends the activity it started by push.
 ///
 /// The alert has a `title` and a `body`, each a string or, localized, `{"loc-key": …, "loc-args": […]}`
 /// (ActivityKit's localized-alert form); it has no `subtitle` and none of the flat `title-loc-key`/`loc-key`
@@ -29,6 +31,7 @@ enum APNsLiveActivity {
             writer.key("attributes")
             writer.value(attributes)
         }
+        if activity.asksForUpdateToken { writer.member("input-push-token", Int64(1)) }
         guard let notification else { return }
         if hasAlertText(notification) {
             writer.key("alert")

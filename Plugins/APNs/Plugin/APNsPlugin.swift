@@ -132,9 +132,8 @@ public struct APNsPlugin: ProviderPlugin {
                 because: "no APNs app is configured")
             return nil
         }
-        var configuration = APNsConfiguration(
-            apps: apps, defaultBundleId: reader.string(Settings.bundleId),
-            caFile: reader.readableFile(Settings.caFile))
+        var configuration = APNsConfiguration(apps: apps, defaultBundleId: reader.string(Settings.bundleId))
+        configuration.caFile = CredentialFiles.certificateAuthority(Settings.caFile, reader: &reader)
         configuration.connectionLifetime = HTTPConnectionLifetime(
             maximumIdleTime: .seconds(reader.integer(Settings.idleConnectionS)),
             keepaliveInterval: APNsProvider.connectionLifetime.keepaliveInterval)
@@ -229,11 +228,13 @@ enum APNsAppsFileEntry {
     private static func certificate(_ entry: JSONValue, prefix: String?, at place: String, reader: inout SettingsReader) -> TLSOptions? {
         func member(_ name: String) -> String { prefix.map { $0 + name.prefix(1).uppercased() + name.dropFirst() } ?? name }
         guard let certificate = entry.nonEmptyString(member("certificateFile")) else { return nil }
-        guard FileManager.default.isReadableFile(atPath: certificate) else {
-            reader.problem("\(place): \(member("certificateFile")) \(certificate) does not exist or is not readable")
+        // Read once, with this version: the connections use these bytes, and the identity is their digest.
+        let certificateFile = CredentialFile(reading: certificate)
+        if let problem = certificateFile.problem {
+            reader.problem("\(place): \(member("certificateFile")) \(problem)")
             return nil
         }
-        var tls = TLSOptions(clientCertificateFile: certificate)
+        var tls = TLSOptions(caFile: nil, clientCertificateFile: certificateFile)
         if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
             tls.clientCertificateFormat = .pkcs12
         } else {
@@ -241,7 +242,11 @@ enum APNsAppsFileEntry {
                 reader.problem("\(place): a PEM \(member("certificateFile")) needs a readable \(member("privateKeyFile"))")
                 return nil
             }
-            tls.clientKeyFile = keyFile
+            tls.clientKeyFile = CredentialFile(reading: keyFile)
+            if let problem = tls.clientKeyFile?.problem {
+                reader.problem("\(place): \(member("privateKeyFile")) \(problem)")
+                return nil
+            }
         }
         if let passwordFile = entry.nonEmptyString(member("passwordFile")) {
             guard let password = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
@@ -250,6 +255,7 @@ enum APNsAppsFileEntry {
             }
             tls.clientKeyPassword = password.trimmingCharacters(in: .newlines)
         }
+        guard CredentialFiles.tls(tls, place: "\(place): \(member("certificateFile"))", reader: &reader) else { return nil }
         return tls
     }
 }

@@ -130,7 +130,7 @@ public struct APNsProvider: PushProvider {
     /// Apple keeps production and sandbox apart (their own hosts, and a key or certificate may be
     /// valid for one only), so a 403 from one environment says nothing about the other.
     public func scope(of target: Target) -> DeliveryScope {
-        let bundleId = target.app ?? configuration.defaultBundleId ?? "-"
+        let bundleId = app(of: target)?.bundleId ?? target.app ?? configuration.defaultBundleId ?? "-"
         guard let known = scopes[bundleId] else {
             return Self.scope(bundleId, .production, configuration: configuration, endpoint: configuration.productionURL)
         }
@@ -145,9 +145,11 @@ public struct APNsProvider: PushProvider {
         case .ready(let ready): sending = ready
         case .refused(let result): return result
         }
-        let environmentNamed = delivery.target.details(APNsTarget.self)?.environment != nil
+        let details = delivery.target.details(APNsTarget.self)
+        let environmentNamed = details?.namesEnvironment ?? false
+        let guessed = details?.environment == nil ? APNsResponse.defaultEnvironmentGuess : APNsResponse.rfc8599ProductionGuess
         let answer = await HTTPDelivery.send(sending.request, for: delivery, over: transport) { response in
-            APNsResponse.classify(response, environmentNamed: environmentNamed)
+            APNsResponse.classify(response, environmentNamed: environmentNamed, guessedEnvironment: guessed)
         }
         return read(answer, of: sending)
     }
@@ -160,13 +162,16 @@ public struct APNsProvider: PushProvider {
         let bundleId: String
         let pushType: APNsPushType
         let truncated: Bool
+        /// Of a dual binding, the token the request went to.
+        let half: BindingToken?
     }
 
     @inline(never)
     private func prepare(_ delivery: Delivery) -> Prepared<Sending> {
-        guard let bundleId = delivery.target.app ?? configuration.defaultBundleId, let app = apps[bundleId] else {
+        guard let app = app(of: delivery.target) else {
             return .refused(.failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil))
         }
+        let bundleId = app.bundleId
         var built: APNsRequest.Built
         do {
             built = try APNsRequest.build(delivery, app: app, templates: templates)
@@ -199,7 +204,16 @@ public struct APNsProvider: PushProvider {
         return .ready(
             Sending(
                 request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
-                pushType: built.pushType, truncated: built.truncated))
+                pushType: built.pushType, truncated: built.truncated,
+                half: delivery.target.details(APNsTarget.self)?.half(sentAs: built.pushType)))
+    }
+
+    /// The configured app a target goes to: its `app` (else the default bundle id), or else the other reading of its
+    /// RFC 8599 `pn-param` (`APNsTarget.alternativeBundleId`) — the first label is the team id whenever the rest names
+    /// a configured app, and part of the bundle id whenever the whole does.
+    private func app(of target: Target) -> APNsApp? {
+        if let app = apps[target.app ?? configuration.defaultBundleId ?? ""] { return app }
+        return target.details(APNsTarget.self)?.alternativeBundleId.flatMap { apps[$0] }
     }
 
     /// A request not built: `failed`, unsent, saying why.
@@ -228,7 +242,13 @@ public struct APNsProvider: PushProvider {
 
     @inline(never)
     private func read(_ answer: DeliveryResult, of sending: Sending) -> DeliveryResult {
-        let result = answer.truncated(sending.truncated)
+        var result = answer.truncated(sending.truncated)
+        if case .rejected(let reason, let status, let since, nil) = result, let half = sending.half {
+            let other: BindingToken = half == .voip ? .remote : .voip
+            result = .rejected(
+                reason: "\(reason): the \(half.rawValue) token of this voip&remote binding; its \(other.rawValue) token is kept",
+                httpStatus: status, invalidSince: since, token: half)
+        }
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
             if let bearer = sending.bearer { tokenCache(for: sending.authentication)?.rejected(bearer) }

@@ -72,13 +72,18 @@ public enum APNsPushType: String, Sendable, CaseIterable {
         return resolved == .alert && !hasVisibleNotification ? .background : resolved
     }
 
-    /// `apns-priority`: background is always 5; VoIP calls always 10 (they must ring now); Push to Talk
-    /// always 10 (PushToTalk, "Creating a Push to Talk app": "set the APNs priority to 10"); others 10 for
-    /// high-priority jobs, 5 for normal ones.
-    public func priority(for jobPriority: JobPriority) -> Int {
+    /// `apns-priority`: background is always 5; VoIP calls always 10 (they must ring now); a Push to Talk
+    /// transmission always 10 (PushToTalk, "Creating a Push to Talk app": "Set the APNs priority to 10 to request
+    /// immediate delivery"); others, Push to Talk service updates included, 10 for high-priority jobs and 5 for
+    /// normal ones. A service update (`aps.ptt-push-type: service-update`) at 10 counts against a budget of six an
+    /// hour, one at 5 or below against none (PushToTalk, `incomingServiceUpdatePush(…remainingHighPriorityBudget:…)`:
+    /// "Use low-priority push notifications (priority <= 5) whenever possible, as they aren't subject to a budget
+    /// limit").
+    public func priority(for jobPriority: JobPriority, serviceUpdate: Bool = false) -> Int {
         switch self {
         case .background: 5
-        case .voip, .pushtotalk: 10
+        case .voip: 10
+        case .pushtotalk where !serviceUpdate: 10
         default: jobPriority == .high ? 10 : 5
         }
     }

@@ -3,16 +3,27 @@ import PushCore
 /// An RFC 8599 APNs binding as Flexisip and Linphone write it (Flexisip, `src/pushnotification/rfc8599-push-params.cc`,
 /// `RFC8599PushParams::parsePushParams`; RFC 8599 section 9 for `pn-param`):
 ///
-/// - `pn-provider`: `apns` (production) or `apns.dev` (Apple's sandbox environment, what Linphone's debug builds register).
+/// - `pn-provider`: `apns` or `apns.dev` (Flexisip's name for Apple's sandbox, what Linphone's debug builds register).
+///   RFC 8599 defines only `apns`, so `apns` sends to production but does not say the token is a production one
+///   (`APNsTarget.namesEnvironment`).
 /// - `pn-param`: `[<team id>.]<bundle id>[.<services>]`. Services: `remote` (an ordinary device token), `voip` (a PushKit
 ///   token), or both as `voip&remote` in either order — Flexisip's grammar, which takes no service to mean `remote`;
-///   `voip-ptt` and `complication` stand alone. The team id is a leading label of exactly 10 characters `[A-Z0-9]`
-///   (Mizu's `pushnotification_teamid` is optional, so it may be absent); it is checked for shape only, as the
-///   credentials come from the worker's configuration.
+///   `voip-ptt` and `complication` stand alone.
+/// - The team id: Flexisip takes "all the characters before the first point" (`sPnParamRegex`), and liblinphone always
+///   writes one — its default is the placeholder `ABCD1234` (`src/push-notification/push-notification-config.cpp`,
+///   `mTeamId`), 8 characters, not Apple's 10. A Mizu client may send the bundle id alone (`pushnotification_teamid`
+///   is optional, its guide's `pn-param` is "your Apple app Bundle ID"), so dropping the first label always would send
+///   `com.example.chat` to `example.chat`. The rule: the first label is the team id **whenever the rest names a
+///   configured app**. The configuration is the provider's, not the decoder's, so the binding's `app` is read by the
+///   label's shape — a first label of upper-case letters and digits only (Apple's team ids, liblinphone's placeholder)
+///   is a team id, a reverse-DNS label such as `com` is not — and the other reading is kept as
+///   `alternativeBundleId`, which `APNsProvider` delivers to when it, and not `app`, is a configured app.
+///   The team id is not checked further: credentials and their team come from the worker's configuration.
 /// - `pn-prid`: one token per service, joined by `&`, each `<token>:<service>`; a single token may leave its service
 ///   out. Every service of `pn-param` has exactly one token.
 ///
-/// Linphone's iOS clients register the dual form, `pn-param=TEAMID.bundle.voip&remote;pn-prid=<voip token>:voip&<remote token>:remote`.
+/// liblinphone's iOS clients register the dual form (`PushNotificationConfig::generatePushParams`), `pn-param=ABCD1234.bundle.voip&remote;pn-prid=<voip token>:voip&<remote token>:remote`,
+/// tokens in upper-case hex (`ios-app-delegate.mm`, `stringFromToken:forType:`).
 struct APNsRFC8599Binding: Equatable {
     enum Service: String, CaseIterable, Sendable {
         case remote, voip
@@ -36,6 +47,9 @@ struct APNsRFC8599Binding: Equatable {
     static let combinable: Set<Service> = [.remote, .voip]
 
     var bundleId: String
+    /// `pn-param` read the other way round: with its first label kept when `bundleId` dropped it as a team id, or
+    /// dropped when `bundleId` kept it; nil when `bundleId` is a single label that was never a team id.
+    var alternativeBundleId: String?
     var environment: APNsEnvironment
     /// The services `pn-param` names, in its order.
     var services: [Service]
@@ -54,8 +68,9 @@ struct APNsRFC8599Binding: Equatable {
         }
         var labels = param.split(separator: ".", omittingEmptySubsequences: false)
         guard !labels.contains(where: \.isEmpty) else { throw binding.invalid("pn-param \"\(param.prefix(128))\" \(shape)") }
-        if let first = labels.first, first.utf8.count == 10, first.utf8.allSatisfy(\.isUppercaseAlphanumeric) {
-            labels.removeFirst()
+        var teamId: Substring?
+        if let first = labels.first, first.utf8.allSatisfy(\.isUppercaseAlphanumeric) {
+            teamId = labels.removeFirst()
         }
         var services = [Service.remote]
         if let last = labels.last, let named = try serviceList(last, binding) {
@@ -66,7 +81,10 @@ struct APNsRFC8599Binding: Equatable {
         guard !labels.isEmpty else { throw binding.invalid("pn-param \"\(param.prefix(128))\" \(shape)") }
         var tokens: [Service: String] = [:]
         if let prid = binding.token { tokens = try Self.tokens(prid, for: services, binding) }
-        return APNsRFC8599Binding(bundleId: labels.joined(separator: "."), environment: environment, services: services, tokens: tokens)
+        let bundleId = labels.joined(separator: ".")
+        let alternative = teamId.map { "\($0).\(bundleId)" } ?? (labels.count > 1 ? labels.dropFirst().joined(separator: ".") : nil)
+        return APNsRFC8599Binding(
+            bundleId: bundleId, alternativeBundleId: alternative, environment: environment, services: services, tokens: tokens)
     }
 
     /// The services of `pn-param`'s last label, or nil when it names none (then it is part of the bundle id).

@@ -73,7 +73,8 @@ enum APNsRequest {
         headers.reserveCapacity(8)
         headers.append(("apns-topic", (app.topicOverride ?? app.bundleId) + pushType.topicSuffix))
         headers.append(("apns-push-type", pushType.rawValue))
-        headers.append(("apns-priority", String(pushType.priority(for: job.priority))))
+        let serviceUpdate = pushType == .pushtotalk && isPushToTalkServiceUpdate(payload)
+        headers.append(("apns-priority", String(pushType.priority(for: job.priority, serviceUpdate: serviceUpdate))))
         headers.append(("apns-expiration", String(pushType.expiresAtOnce ? 0 : expiration(job))))
         headers.append(("apns-id", stableId(delivery.deliveryKey)))
         headers.append(("content-type", "application/json"))
@@ -81,6 +82,13 @@ enum APNsRequest {
         return Built(
             path: "/3/device/\(destination.token)", headers: headers, payload: payload,
             pushType: pushType, truncated: truncated)
+    }
+
+    /// A Push to Talk payload that updates the service rather than carrying a transmission: `aps.ptt-push-type` is
+    /// `service-update` (what the device reads to call `incomingServiceUpdatePush`; Apple's developer forum thread
+    /// 787878). The job sets it with `overrides.apns.payload` or a template.
+    static func isPushToTalkServiceUpdate(_ payload: [UInt8]) -> Bool {
+        (try? JSONParser.parse(payload))?["aps"]?["ptt-push-type"] == .string("service-update")
     }
 
     /// Seconds since the epoch after which APNs stops trying; 0 = deliver now or never.

@@ -16,13 +16,22 @@ enum APNsResponse {
     /// (`HTTPRequest.connectionIdentity`), so this answer is a defect of ours, not a credential failure: the request is
     /// sent again (on a connection of its own key), and no credential circuit opens.
     static let unrelatedKeyId = "UnrelatedKeyIdInToken"
-    /// - Parameter environmentNamed: the binding named its environment (a target's `environment`, RFC 8599
-    ///   `apns`/`apns.dev`, X-MPUSH `s:`/`p:`). Apple: BadDeviceToken means "the specified device token is invalid.
-    ///   Verify that the request contains a valid token and that the token matches the environment", so when the
-    ///   environment was the app's default (our guess) the token may be alive in the other one: one wrong
-    ///   `environment` setting must not delete every binding of an app. Such a binding stays: `failed`,
-    ///   check_credentials, and no circuit (the next binding may name its environment).
-    static func classify(_ response: HTTPResponse, environmentNamed: Bool = true) -> DeliveryResult {
+    /// The environment a binding that names none was sent to, as a BadDeviceToken's reason says it.
+    static let defaultEnvironmentGuess = "the app's default environment (the binding names none)"
+    static let rfc8599ProductionGuess =
+        "production, which RFC 8599 pn-provider=apns does not name (a development build's token sent there is answered so)"
+
+    /// - Parameter environmentNamed: the binding named its environment (`APNsTarget.namesEnvironment`: a target's
+    ///   `environment`, RFC 8599 `apns.dev`, X-MPUSH `s:`/`p:`). Apple: BadDeviceToken means "the specified device token
+    ///   is invalid. Verify that the request contains a valid token and that the token matches the environment", so
+    ///   when the environment was a guess — the app's default, or production for RFC 8599's `apns`, which names none —
+    ///   the token may be alive in the other one: one wrong `environment` setting, or one development build registering
+    ///   `apns`, must not delete bindings. Such a binding stays: `failed`, check_credentials, and no circuit (the next
+    ///   binding may name its environment).
+    /// - Parameter guessedEnvironment: where the push went when the binding named no environment, for the reason.
+    static func classify(
+        _ response: HTTPResponse, environmentNamed: Bool = true, guessedEnvironment: String = defaultEnvironmentGuess
+    ) -> DeliveryResult {
         let status = response.status
         let body = try? JSONParser.parse(response.body)
         let reason: String = if case .string(let text)? = body?["reason"] { text } else { "HTTP \(status)" }
@@ -34,7 +43,7 @@ enum APNsResponse {
             return .rejected(reason: reason, httpStatus: status, invalidSince: since)
         case 400 where reason == "BadDeviceToken" && !environmentNamed:
             return .failed(
-                reason: "BadDeviceToken in the app's default environment (the binding names none): kept",
+                reason: "BadDeviceToken in \(guessedEnvironment): kept",
                 httpStatus: status, action: .checkCredentials, blame: .request)
         case 400 where deadToken.contains(reason):
             return .rejected(reason: reason, httpStatus: status)

@@ -13,19 +13,40 @@ public struct APNsTarget: TargetDetails, Equatable {
     public var pushType: String?
     /// The SIP notation the binding came in, if any: an X-MPUSH `i:` token may be a PushKit token.
     public var notation: SIPBinding.Notation?
+    /// An RFC 8599 `pn-param` read the other way round (`APNsRFC8599Binding.alternativeBundleId`): the app the push
+    /// goes to when it is configured and the target's `app` is not.
+    public var alternativeBundleId: String?
 
     public init(
         token: String?, voipToken: String? = nil, environment: String? = nil, pushType: String? = nil,
-        notation: SIPBinding.Notation? = nil
+        notation: SIPBinding.Notation? = nil, alternativeBundleId: String? = nil
     ) {
         self.token = token
         self.voipToken = voipToken
         self.environment = environment
         self.pushType = pushType
         self.notation = notation
+        self.alternativeBundleId = alternativeBundleId
     }
 
     public var deviceAddress: String? { token }
+
+    /// Whether the binding says which environment its token belongs to, so that a BadDeviceToken there means the token
+    /// is dead (`APNsResponse.classify`): a target's `environment`, X-MPUSH `s:`/`p:`, RFC 8599 `apns.dev`. RFC 8599's
+    /// `apns` does not: RFC 8599 defines no other value, and liblinphone writes `apns` unless the app says `apns.dev`
+    /// (`src/account/account.cpp`; `PushNotificationConfig`'s default provider), so a development build's token may
+    /// arrive as `apns` and be sent to production.
+    public var namesEnvironment: Bool {
+        guard let environment else { return false }
+        return !(notation == .rfc8599 && environment == APNsEnvironment.production.rawValue)
+    }
+
+    /// Of a dual binding (`voipToken` set), the token a push of `pushType` goes to (`APNsDestination`); nil for a
+    /// binding of one token, or when both halves hold the same token (then it is the whole binding that died).
+    func half(sentAs pushType: APNsPushType) -> BindingToken? {
+        guard let voipToken, voipToken != token else { return nil }
+        return pushType == .voip ? .voip : .remote
+    }
 }
 
 extension ProviderID {
@@ -90,8 +111,8 @@ public struct APNsTargetFormat: TargetFormat {
     /// X-MPUSH environment prefixes: `s` sandbox, `p` production; `d` (or none) the app's default environment.
     static let xmpushEnvironments: [String: String] = ["s": "sandbox", "p": "production"]
 
-    /// - RFC 8599, as Flexisip and Linphone write it (`APNsRFC8599Binding`): the bundle id selects the app,
-    ///   `pn-provider` the environment; a `remote` token follows the job's kind, a `voip` token is a PushKit token
+    /// - RFC 8599, as Flexisip and Linphone write it (`APNsRFC8599Binding`): the bundle id selects the app (the team id
+    ///   before it dropped by its shape, the other reading kept for the provider), `pn-provider` the environment; a `remote` token follows the job's kind, a `voip` token is a PushKit token
     ///   (calls only), `voip-ptt` and `complication` select those push types, and a dual `voip&remote` binding
     ///   keeps both tokens.
     /// - X-MPUSH `i`: the package is the bundle id; `s:`/`p:` choose the environment, `d:` or none leave it
@@ -103,6 +124,7 @@ public struct APNsTargetFormat: TargetFormat {
         case .rfc8599:
             let parsed = try APNsRFC8599Binding.parse(binding)
             app = parsed.bundleId
+            details.alternativeBundleId = parsed.alternativeBundleId
             details.environment = parsed.environment.rawValue
             if parsed.services.count > 1 {
                 details.token = parsed.tokens[.remote]

@@ -9,10 +9,18 @@ enum APNsPayloadRules {
     static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
     static let liveActivityEvents: Set<String> = ["start", "update", "end"]
 
-    /// PushToTalk: "set the APNs priority to 10 … and set an expiration of 0".
-    static func headerProblem(pushType: String, priority: String, expiration: String?) -> String? {
-        guard pushType == "pushtotalk" else { return nil }
+    /// PushToTalk: a transmission needs "the APNs priority to 10 … and … an expiration of 0" ("Creating a Push to Talk
+    /// app"). A service update (`aps.ptt-push-type: service-update`) may go at any priority APNs takes: one at 10 counts
+    /// against a budget of six an hour, one at 5 or below against none (`incomingServiceUpdatePush`, "Use low-priority
+    /// push notifications (priority <= 5) whenever possible"); Apple sets it no expiration.
+    static func headerProblem(pushType: String, priority: String, expiration: String?, body: [UInt8]) -> String? {
+        guard pushType == "pushtotalk", !isPushToTalkServiceUpdate(body) else { return nil }
         return priority == "10" && expiration == "0" ? nil : "pushtotalk needs apns-priority 10 and apns-expiration 0"
+    }
+
+    /// The device reads `aps.ptt-push-type: service-update` as a service update (Apple's developer forum thread 787878).
+    static func isPushToTalkServiceUpdate(_ body: [UInt8]) -> Bool {
+        (try? JSONParser.parse(body))?["aps"]?["ptt-push-type"] == .string("service-update")
     }
 
     /// What is wrong with the payload, nil when nothing is.
@@ -78,14 +86,16 @@ enum APNsPayloadRules {
         return nil
     }
 
-    /// `event`, `timestamp` and `content-state` always; `attributes-type` and `attributes` to start.
+    /// `event`, `timestamp` and `content-state` always; `attributes-type` and `attributes` to start; `input-push-token`
+    /// (1: the start asks for the activity's update token) a number. Apple documents no answer to `input-push-token` on
+    /// an update or an end, so it passes there.
     static func liveActivityProblem(_ aps: JSONValue) -> String? {
         guard let event = aps["event"].flatMap(string), liveActivityEvents.contains(event) else {
             return "aps.event must be start, update or end"
         }
         guard aps["timestamp"].flatMap(integer) != nil else { return "aps.timestamp is required (seconds since the epoch)" }
         guard case .object? = aps["content-state"] else { return "aps.content-state is required" }
-        for key in ["stale-date", "dismissal-date"] where aps[key] != nil && integer(aps[key]!) == nil {
+        for key in ["stale-date", "dismissal-date", "input-push-token"] where aps[key] != nil && integer(aps[key]!) == nil {
             return "aps.\(key) must be an integer"
         }
         if event == "start",

@@ -25,8 +25,8 @@ import Synchronization
 ///
 /// As strict as APNs, never stricter: a missing `apns-push-type` is accepted ("Sending notification requests to
 /// APNs": required for watchOS, recommended elsewhere), and a payload the device would drop — a malformed `aps`
-/// key, a Live Activity start without an alert, a widget push without `content-changed`, a Push to Talk push not
-/// at priority 10 and expiration 0 — is answered 200 as APNs answers it (Apple documents no reason for these),
+/// key, a Live Activity start without an alert, a widget push without `content-changed`, a Push to Talk transmission
+/// not at priority 10 and expiration 0 — is answered 200 as APNs answers it (Apple documents no reason for these),
 /// and recorded in `deviceDrops` so tests see it.
 public final class APNsSandbox: Sendable {
     public struct SigningKey: Sendable {
@@ -153,7 +153,8 @@ public final class APNsSandbox: Sendable {
         guard !request.body.isEmpty else { return error(400, "PayloadEmpty") }
         guard request.body.count <= (pushType == "voip" ? 5120 : 4096) else { return error(413, "PayloadTooLarge") }
         let problem =
-            APNsPayloadRules.headerProblem(pushType: pushType, priority: priority, expiration: request.header("apns-expiration"))
+            APNsPayloadRules.headerProblem(
+                pushType: pushType, priority: priority, expiration: request.header("apns-expiration"), body: request.body)
             ?? APNsPayloadRules.problem(in: request.body, pushType: pushType)
         if let problem { dropped.withLock { $0.append(problem) } }
 

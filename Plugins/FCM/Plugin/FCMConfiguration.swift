@@ -17,8 +17,9 @@ public struct FCMConfiguration: Sendable {
     public var removeNotification: NotificationRemoval = .dataOnlyKinds
     /// Base URL of the send API; overridable for tests.
     public var endpoint: String
-    /// Trust for the send API and the token endpoint (a sandbox CA); nil = the system store.
-    public var caFile: String?
+    /// Trust for the send API and the token endpoint (a sandbox CA); nil = the system store. Read once, with the
+    /// configuration (`CredentialFile`): the init reads the path it is given; a plugin sets the file it checked.
+    public var caFile: CredentialFile?
     public var timeout: Duration
 
     public init(
@@ -29,7 +30,7 @@ public struct FCMConfiguration: Sendable {
         self.packages = packages
         self.defaultProjectId = defaultProjectId ?? (accounts.count == 1 ? accounts[0].projectId : nil)
         self.endpoint = endpoint
-        self.caFile = caFile
+        self.caFile = caFile.map { CredentialFile(reading: $0) }
         self.timeout = timeout
     }
 

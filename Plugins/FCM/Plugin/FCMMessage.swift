@@ -3,13 +3,16 @@ import PushPluginAPI
 
 /// The `messages:send` body for one delivery.
 ///
-/// Calls, cancels and wake-ups are data-only (Mizu `fcm_removenotification`): the app must
+/// Calls, cancels and wake-ups are data-only on Android (Mizu `fcm_removenotification`): the app must
 /// run its own code (ring, stop ringing) instead of the system showing a notification.
-/// Cancels always go at Android priority `high` and carry the job's data (its `callId`).
+/// Calls and cancels always go at Android priority `high` (normal priority "may be delayed" for a backgrounded
+/// app) and carry the job's data (its `callId`).
 /// Android notifications carry the sound (`android.notification.sound`) and the badge
 /// (`android.notification.notification_count`). Tokens of iOS apps get an `apns` block: a push
 /// that shows nothing is a background push (`content-available: 1`, apns-priority 5, as Apple and
-/// Firebase's Message.data reference require). Web tokens get a `webpush` block with TTL and Urgency.
+/// Firebase's Message.data reference require); a call or cancel is a visible alert at apns-priority 10 with
+/// `content-available: 1` (a background push is delivered at Apple's discretion, too late to ring), and one with
+/// nothing to show is not sent (`FCMProvider`). Web tokens get a `webpush` block with TTL and Urgency.
 enum FCMMessage {
     /// Firebase ("About FCM messages"): "Maximum payload for both message types is 4096 bytes"; a notification
     /// message's payload is its "predefined set of user-visible keys" and optional data, a data message's "only your
@@ -31,6 +34,14 @@ enum FCMMessage {
 
     static func isDataOnly(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel || kind == .wake }
 
+    /// Calls and cancels: they must reach the device now, on every platform.
+    static func isCallOrCancel(_ kind: JobKind) -> Bool { kind == .call || kind == .cancel }
+
+    /// A call or cancel to an iOS token that has nothing to show (no title, body, sound or badge): only a background
+    /// push could carry it, and Apple delivers those at its discretion ("don't try to send more than two or three per
+    /// hour"), so it is not sent: calls to iOS need APNs VoIP.
+    static func needsVoIPOnApple(_ job: Job) -> Bool { isCallOrCancel(job.kind) && !job.hasVisibleNotification }
+
     /// The platform a target says itself: its own `platform`, iOS for a VoIP binding; nil when it does not say
     /// (`FCMConfiguration.platform(of:)` adds what the app configuration says).
     static func platform(of target: Target) -> String? { target.details(FCMTarget.self)?.resolvedPlatform }
@@ -46,13 +57,15 @@ enum FCMMessage {
         data.keys.filter(isReservedDataKey).min()
     }
 
-    /// A push to an iOS token that shows nothing: data-only kinds, and messages without title, body, sound or badge.
-    static func showsNothingOnApple(_ job: Job) -> Bool { isDataOnly(job.kind) || !job.hasVisibleNotification }
+    /// A push to an iOS token that shows nothing: wake-ups, and other kinds without title, body, sound or badge.
+    static func showsNothingOnApple(_ job: Job) -> Bool { job.kind == .wake || !job.hasVisibleNotification }
 
     /// `apns-push-type` and `apns-priority` of the `apns` block: background and 5 for a push that shows nothing
-    /// (Firebase's Message.data reference allows only priority 5 for data-only pushes to iOS), else alert by priority.
+    /// (Firebase's Message.data reference allows only priority 5 for data-only pushes to iOS); alert and 10 for a
+    /// call or cancel, whatever the job's priority (it must ring, or stop ringing, now); else alert by priority.
     static func apnsHeaders(_ job: Job) -> (pushType: String, priority: String) {
-        showsNothingOnApple(job) ? ("background", "5") : ("alert", job.priority == .normal ? "5" : "10")
+        if showsNothingOnApple(job) { return ("background", "5") }
+        return ("alert", job.priority == .normal && !isCallOrCancel(job.kind) ? "5" : "10")
     }
 
     /// The message with the job's notification for the platform the target says, `overrides.fcm` merged last.
@@ -100,8 +113,8 @@ enum FCMMessage {
         }
         writer.key("android")
         writer.beginObject()
-        // A cancel must stop the ringing now, whatever the job's priority says.
-        writer.member("priority", job.priority == .high || job.kind == .cancel ? "high" : "normal")
+        // A call must ring and a cancel stop the ringing now, whatever the job's priority says.
+        writer.member("priority", job.priority == .high || isCallOrCancel(job.kind) ? "high" : "normal")
         writer.member("ttl", "\(ttl)s")
         if let collapseKey = job.collapseKey { writer.member("collapse_key", collapseKey) }
         if let notification, FCMAndroidNotification.hasMembers(notification) {
@@ -129,10 +142,13 @@ enum FCMMessage {
                 writer.member("content-available", Int64(1))
             } else if let notification = jobNotification {
                 // Title and body travel in `message.notification`; an alert with a subtitle or localized
-                // text is written whole, since FCM's notification has no place for those.
+                // text is written whole, since FCM's notification has no place for those. A call or cancel has no
+                // `message.notification` (Android's push is data-only): its alert is written whole here, and
+                // `content-available` hands the data to the app's code as well.
+                if dataOnly { writer.member("content-available", Int64(1)) }
                 AppleNotificationMembers.write(
                     notification, into: &writer,
-                    includeAlert: AppleNotificationMembers.needsOwnAlert(notification))
+                    includeAlert: dataOnly || AppleNotificationMembers.needsOwnAlert(notification))
             }
             writer.endObject()
             writer.endObject()

@@ -112,9 +112,8 @@ public struct FCMPlugin: ProviderPlugin {
                 reader.problem("FCM package \(package) is listed for projects \(other) and \(projectId)")
             }
         }
-        var configuration = FCMConfiguration(
-            accounts: accounts, defaultProjectId: defaultProject, packages: packageProjects,
-            caFile: reader.readableFile(Settings.caFile))
+        var configuration = FCMConfiguration(accounts: accounts, defaultProjectId: defaultProject, packages: packageProjects)
+        configuration.caFile = CredentialFiles.certificateAuthority(Settings.caFile, reader: &reader)
         configuration.iosPackages = iosPackages
         if let endpoint = reader.httpsURL(Settings.endpoint) { configuration.endpoint = endpoint }
         if let name = reader.string(Settings.removeNotification) {

@@ -34,10 +34,12 @@ public struct FCMProvider: PushProvider {
     /// project (one breaker, one concurrency limit). The APNs key and web credentials the project holds are
     /// per platform, so THIRD_PARTY_AUTH_ERROR stops only the target's platform, `<project>/<platform>`, and
     /// opens no circuit when the target does not say its platform. A target naming no project uses the default one.
+    /// A 429 (QUOTA_EXCEEDED) is the project's quota, which Firebase refills "in the following minute": it holds every
+    /// send of the project for its Retry-After (or a minute), at most a minute.
     public func scope(of target: Target) -> DeliveryScope {
         DeliveryScope(
             provider: id, key: configuration.projectId(for: target.app) ?? "-", part: configuration.platform(of: target),
-            endpoint: configuration.endpoint)
+            endpoint: configuration.endpoint, rateLimitHold: FCMResponse.quotaBackoff)
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
@@ -84,6 +86,9 @@ public struct FCMProvider: PushProvider {
         }
         switch templates.render(PayloadTemplateKey(provider: .fcm, app: projectId, kind: delivery.job.kind), keywords: keywords()) {
         case nil:
+            if platform == "ios", FCMMessage.needsVoIPOnApple(delivery.job) {
+                return .refused(.failed(reason: Self.callsToIOSReason(delivery.job.kind), httpStatus: nil))
+            }
             let override = delivery.job.overrides[.fcm]
             let measured = { (notification: Notification?) in
                 FCMMessage.payload(
@@ -143,6 +148,13 @@ public struct FCMProvider: PushProvider {
             }
         }
         return result
+    }
+
+    /// A call or cancel to an iOS token with nothing to show could only be a background push, which Apple delivers at
+    /// its discretion (FCM sends data messages to Apple devices at priority 5).
+    static func callsToIOSReason(_ kind: JobKind) -> String {
+        "calls to iOS need APNs VoIP: a \(kind.rawValue) to an iOS token through FCM with nothing to show (no title, body, "
+            + "sound or badge) could only be a background push, which Apple delivers at its discretion; not sent"
     }
 
     static func reservedKeyReason(_ key: String) -> String {

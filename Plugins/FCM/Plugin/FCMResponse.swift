@@ -6,7 +6,9 @@ import PushHTTP
 enum FCMResponse {
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
     static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
-    /// QUOTA_EXCEEDED without Retry-After waits this long (Google's guidance: at least a minute).
+    /// QUOTA_EXCEEDED without Retry-After waits this long (Google's guidance: at least a minute), and the longest a
+    /// 429 holds the project's sends (`FCMProvider.scope(of:)`): Firebase serves 429 "until the quota is refilled in
+    /// the following minute".
     static let quotaBackoff = Duration.seconds(60)
 
     struct ErrorBody {

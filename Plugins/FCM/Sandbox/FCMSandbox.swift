@@ -17,6 +17,9 @@ import Synchronization
 /// QUOTA_EXCEEDED with Retry-After 1, `unavailable` 503 UNAVAILABLE, `internal` 500 INTERNAL,
 /// `thirdparty` 401 THIRD_PARTY_AUTH_ERROR, `apnsauth` 401 APNS_AUTH_ERROR (its older name), `notfound`
 /// 404 NOT_FOUND without an FcmError detail, `ratelimited` 429 RESOURCE_EXHAUSTED without a detail or Retry-After.
+/// `exhaustQuota(of:retryAfterSeconds:)` runs a project over its quota: every send of it is answered 429
+/// RESOURCE_EXHAUSTED with an FcmError QUOTA_EXCEEDED detail (Firebase, "Throttling and quotas": the system "serves
+/// HTTP status code 429 RESOURCE_EXHAUSTED ("QUOTA_EXCEEDED") until the quota is refilled"), until `refillQuota(of:)`.
 /// As Firebase's Message.data reference requires, data keys `from`, `message_type`, `google…` and `gcm…` and a
 /// data-only `apns` block at apns-priority 10 are refused with INVALID_ARGUMENT; so are a payload over 4096 bytes
 /// and an `apns-collapse-id` over 64 bytes (`FCMMessageRules`). A path no API serves gets Google's HTML 404 page.
@@ -40,6 +43,8 @@ public final class FCMSandbox: Sendable {
     private let tokenRequests = Atomic<Int>(0)
     private let tokenEndpointDown = Atomic<Bool>(false)
     private let sent = Atomic<Int>(0)
+    /// Projects over their quota, with the Retry-After (seconds) their 429 carries, if any.
+    private let exhausted = Mutex<[String: Int?]>([:])
 
     /// - Parameter tokenURL: the URL clients post grants to; assertions must name it as `aud`.
     public init(
@@ -56,6 +61,15 @@ public final class FCMSandbox: Sendable {
 
     /// Forgets every access token issued so far: the next sends get 401 UNAUTHENTICATED.
     public func revokeAccessTokens() { issued.withLock { $0.removeAll() } }
+
+    /// Runs `projectId` over its quota: its sends are answered 429 QUOTA_EXCEEDED (with `Retry-After` when given)
+    /// until `refillQuota(of:)`.
+    public func exhaustQuota(of projectId: String, retryAfterSeconds: Int? = nil) {
+        exhausted.withLock { $0[projectId] = .some(retryAfterSeconds) }
+    }
+
+    /// The project's quota is refilled: its sends are answered on their merits again.
+    public func refillQuota(of projectId: String) { _ = exhausted.withLock { $0.removeValue(forKey: projectId) } }
 
     /// While down, the token endpoint answers 503.
     public func setTokenEndpointDown(_ down: Bool) { tokenEndpointDown.store(down, ordering: .relaxed) }
@@ -113,6 +127,11 @@ public final class FCMSandbox: Sendable {
         else { return googleError(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.") }
         guard grant.projectId == projectId else {
             return googleError(403, "PERMISSION_DENIED", "Permission denied on project \(projectId)")
+        }
+        if let retryAfter = exhausted.withLock({ $0[projectId] }) {
+            var response = googleError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", fcmCode: "QUOTA_EXCEEDED")
+            if let retryAfter { response.headers.append(("retry-after", String(retryAfter))) }
+            return response
         }
         guard let document = try? JSONParser.parse(request.body), let message = document["message"], case .object = message else {
             return googleError(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")

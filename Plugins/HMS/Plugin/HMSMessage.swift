@@ -10,6 +10,10 @@ import PushCore
 /// high-priority data messages (`urgency` HIGH, `category` VOIP), which Huawei lets an app send once it has been
 /// granted the special permission for them; other kinds are HIGH when the job's priority is high. Every push carries
 /// the data, which a notification message hands to the app when the user taps it.
+///
+/// A notification message carries its app's `category` (Huawei's self-classification, `HMSConfiguration.App.category`,
+/// `IM` by default): since 2023 Huawei classes a notification message without one as information and marketing, shown
+/// silently and limited to a few per device a day; with the app's self-classification right, the category is trusted.
 enum HMSMessage {
     /// Huawei: "消息体最大不能超过4096Bytes（不包括Token）" — the body without the tokens.
     static let largestBodyBytes = 4096
@@ -57,11 +61,12 @@ enum HMSMessage {
     }
 
     /// The request body, `overrides.hms` merged last; `tokens` empty gives the body Huawei's 4096-byte limit is about.
-    static func body(_ delivery: Delivery, tokens: [String]) -> [UInt8] {
-        PayloadOverride.apply(delivery.job.overrides[.hms], to: bodyBeforeOverride(delivery, tokens: tokens))
+    /// - Parameter category: the app's notification category, sent with notification messages.
+    static func body(_ delivery: Delivery, tokens: [String], category: String? = nil) -> [UInt8] {
+        PayloadOverride.apply(delivery.job.overrides[.hms], to: bodyBeforeOverride(delivery, tokens: tokens, category: category))
     }
 
-    static func bodyBeforeOverride(_ delivery: Delivery, tokens: [String]) -> [UInt8] {
+    static func bodyBeforeOverride(_ delivery: Delivery, tokens: [String], category: String? = nil) -> [UInt8] {
         let job = delivery.job
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
@@ -72,11 +77,16 @@ enum HMSMessage {
         writer.key("android")
         writer.beginObject()
         writer.member("urgency", urgency(job))
-        if isVoIP(job.kind) { writer.member("category", "VOIP") }
+        let shown = shownNotification(job)
+        if isVoIP(job.kind) {
+            writer.member("category", "VOIP")
+        } else if shown != nil, let category {
+            writer.member("category", category)
+        }
         writer.member("ttl", ttl(delivery))
         if let collapseKey = collapseKey(job) { writer.member("collapse_key", collapseKey) }
         writer.member("bi_tag", delivery.deliveryKey)
-        if let notification = shownNotification(job), let title = notification.title, let body = notification.body {
+        if let notification = shown, let title = notification.title, let body = notification.body {
             writer.key("notification")
             writer.beginObject()
             writer.member("title", title)

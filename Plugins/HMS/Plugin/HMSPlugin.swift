@@ -27,10 +27,17 @@ public struct HMSPlugin: ProviderPlugin {
         static let caFile = Setting(
             "PUSH_HMS_CA_FILE", .file,
             "PEM CA bundle trusted for the Push Kit API and token endpoint instead of the system store (sandboxes).")
+        static let category = Setting(
+            "PUSH_HMS_CATEGORY", default: HMSConfiguration.defaultCategory,
+            "Huawei's self-classification of that app's notification messages (`android.category`): one of `IM`, `VOIP`, `SUBSCRIPTION`, `TRAVEL`, `HEALTH`, `WORK`, `ACCOUNT`, `EXPRESS`, `FINANCE`, `DEVICE_REMINDER`, `SYSTEM_REMINDER`, `MAIL`, `MARKETING`. Huawei shows a notification message without a category as marketing (silent, a few a day per device) and trusts it once the app holds the self-classification right. Calls and cancels are `VOIP` data messages whatever it says. Apps in `PUSH_APPS_FILE` set `category`."
+        )
     }
 
     public var settings: [Setting] {
-        [Settings.appId, Settings.clientId, Settings.clientSecretFile, Settings.tokenURL, Settings.endpoint, Settings.caFile]
+        [
+            Settings.appId, Settings.clientId, Settings.clientSecretFile, Settings.category, Settings.tokenURL, Settings.endpoint,
+            Settings.caFile,
+        ]
     }
 
     public func configure(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> ConfiguredPlugin? {
@@ -44,8 +51,8 @@ public struct HMSPlugin: ProviderPlugin {
         }
     }
 
-    /// HMS apps from `PUSH_HMS_APP_ID` and `PUSH_APPS_FILE` (`{"hms": [{"appId", "clientId"?, "clientSecretFile"}]}`),
-    /// plus endpoint overrides.
+    /// HMS apps from `PUSH_HMS_APP_ID` and `PUSH_APPS_FILE`
+    /// (`{"hms": [{"appId", "clientId"?, "clientSecretFile", "category"?}]}`), plus endpoint overrides.
     public static func configuration(_ reader: inout SettingsReader, apps entries: [JSONValue]) -> HMSConfiguration? {
         var apps: [HMSConfiguration.App] = []
         let defaultAppId = reader.string(Settings.appId)
@@ -53,7 +60,8 @@ public struct HMSPlugin: ProviderPlugin {
             if let secretFile = reader.string(Settings.clientSecretFile) {
                 if let app = app(
                     appId: appId, clientId: reader.string(Settings.clientId), secretFile: secretFile,
-                    place: Settings.appId.name, secretPlace: Settings.clientSecretFile.name, reader: &reader)
+                    category: reader.string(Settings.category), place: Settings.appId.name,
+                    secretPlace: Settings.clientSecretFile.name, categoryPlace: Settings.category.name, reader: &reader)
                 {
                     apps.append(app)
                 }
@@ -61,7 +69,8 @@ public struct HMSPlugin: ProviderPlugin {
                 reader.problem("\(Settings.appId.name) is set but \(Settings.clientSecretFile.name) is not")
             }
         } else {
-            reader.refuseDependents([Settings.clientId, Settings.clientSecretFile], because: "\(Settings.appId.name) is not")
+            reader.refuseDependents(
+                [Settings.clientId, Settings.clientSecretFile, Settings.category], because: "\(Settings.appId.name) is not")
         }
         for (index, entry) in entries.enumerated() {
             let place = "PUSH_APPS_FILE hms[\(index)]"
@@ -69,9 +78,14 @@ public struct HMSPlugin: ProviderPlugin {
                 reader.problem("\(place): appId and clientSecretFile are required")
                 continue
             }
+            if entry["category"] != nil, entry.nonEmptyString("category") == nil {
+                reader.problem("\(place): category must be a string, one of Huawei's message categories")
+                continue
+            }
             if let app = app(
-                appId: appId, clientId: entry.nonEmptyString("clientId"), secretFile: secretFile, place: place,
-                secretPlace: place, reader: &reader)
+                appId: appId, clientId: entry.nonEmptyString("clientId"), secretFile: secretFile,
+                category: entry.nonEmptyString("category"), place: place, secretPlace: place, categoryPlace: place,
+                reader: &reader)
             {
                 apps.append(app)
             }
@@ -85,9 +99,11 @@ public struct HMSPlugin: ProviderPlugin {
         }
         let tokenURL = reader.httpsURL(Settings.tokenURL, isBase: false)
         let endpoint = reader.httpsURL(Settings.endpoint)
-        let caFile = reader.readableFile(Settings.caFile)
+        let caFile = CredentialFiles.certificateAuthority(Settings.caFile, reader: &reader)
         guard !apps.isEmpty, let tokenURL, let endpoint else { return nil }
-        return HMSConfiguration(apps: apps, defaultAppId: defaultAppId, tokenURL: tokenURL, endpoint: endpoint, caFile: caFile)
+        var configuration = HMSConfiguration(apps: apps, defaultAppId: defaultAppId, tokenURL: tokenURL, endpoint: endpoint)
+        configuration.caFile = caFile
+        return configuration
     }
 
     /// Huawei's client ids are `^[0-9]{1,64}$` (token endpoint sub_error 20002); the app id is the client id by default.
@@ -96,8 +112,8 @@ public struct HMSPlugin: ProviderPlugin {
     }
 
     static func app(
-        appId: String, clientId: String?, secretFile: String, place: String, secretPlace: String,
-        reader: inout SettingsReader
+        appId: String, clientId: String?, secretFile: String, category: String?, place: String, secretPlace: String,
+        categoryPlace: String, reader: inout SettingsReader
     ) -> HMSConfiguration.App? {
         var valid = true
         for (name, value) in [("app id", appId), ("client id", clientId)] {
@@ -105,7 +121,15 @@ public struct HMSPlugin: ProviderPlugin {
             reader.problem("\(place): the \(name) \"\(value.prefix(64))\" is not 1 to 64 digits")
             valid = false
         }
+        let category = category ?? HMSConfiguration.defaultCategory
+        if !HMSConfiguration.notificationCategories.contains(category) {
+            reader.problem(
+                "\(categoryPlace): the notification category \"\(category.prefix(32))\" is not one of Huawei's: "
+                    + HMSConfiguration.notificationCategories.sorted().joined(separator: ", "))
+            valid = false
+        }
         guard let secret = CredentialFiles.secret(at: secretFile, place: secretPlace, reader: &reader), valid else { return nil }
-        return HMSConfiguration.App(appId: appId, clientId: clientId, clientSecret: secret, clientSecretFile: secretFile)
+        return HMSConfiguration.App(
+            appId: appId, clientId: clientId, clientSecret: secret, clientSecretFile: secretFile, category: category)
     }
 }

@@ -9,6 +9,8 @@ public struct HMSProvider: PushProvider {
     private let configuration: HMSConfiguration
     private let transport: any HTTPTransport
     private let tokens: [String: HMSAccessTokens]
+    /// Each app's notification category.
+    private let categories: [String: String]
 
     public init(
         configuration: HMSConfiguration, transport: any HTTPTransport,
@@ -22,6 +24,7 @@ public struct HMSProvider: PushProvider {
                 (app.appId, HMSAccessTokens(app: app, tokenURL: configuration.tokenURL, transport: transport, tls: tls, clock: clock))
             }
         ) { first, _ in first }
+        categories = Dictionary(configuration.apps.map { ($0.appId, $0.category) }) { first, _ in first }
     }
 
     public func accessTokens(for appId: String) -> HMSAccessTokens? { tokens[appId] }
@@ -70,7 +73,7 @@ public struct HMSProvider: PushProvider {
         switch AlertFitting.fit(
             delivery.job.notification, limit: HMSMessage.largestBodyBytes, override: delivery.job.overrides[.hms],
             build: {
-                HMSMessage.bodyBeforeOverride(delivery.replacingNotification($0), tokens: [])
+                HMSMessage.bodyBeforeOverride(delivery.replacingNotification($0), tokens: [], category: categories[appId])
             })
         {
         case .success(let fitting): fitted = fitting
@@ -80,7 +83,8 @@ public struct HMSProvider: PushProvider {
                     reason: "the HMS message is \(tooLarge.size) bytes; Huawei accepts at most "
                         + "\(HMSMessage.largestBodyBytes) (without the token); not sent", httpStatus: nil))
         }
-        let body = HMSMessage.body(delivery.replacingNotification(fitted.notification), tokens: [deviceToken])
+        let body = HMSMessage.body(
+            delivery.replacingNotification(fitted.notification), tokens: [deviceToken], category: categories[appId])
         return .ready(Message(body: body, appId: appId, deviceToken: deviceToken, source: source, truncated: fitted.truncated))
     }
 

@@ -56,8 +56,12 @@ enum HMSResponse {
     /// Codes that say our request was wrong (the token may be fine): parameters, structure, TTL in the past,
     /// body over 4096 bytes, too many tokens.
     static let requestCodes: Set<String> = ["80100001", "80100003", "80100004", "80300008", "80300010"]
-    /// The app may not push (Push Kit off, region, app/token mismatch), or Huawei's OAuth service refused our client.
-    static let permissionCodes: Set<String> = ["80300002", "80600003"]
+    /// Huawei's OAuth service refused our client.
+    static let permissionCodes: Set<String> = ["80600003"]
+    /// "No permission to send message to these tmIDs": Huawei's troubleshooting lists Push Kit being off for the app
+    /// and a token of another app or project among its causes. Like 80300007, the answer is about this request's
+    /// token: one foreign token must not stop every push of the app, so it opens no circuit.
+    static let noPermissionForToken = "80300002"
     static let internalError = "81000001"
 
     /// `token` is the request's device token: a partial success names it when it is the one that failed.
@@ -87,6 +91,8 @@ enum HMSResponse {
                     httpStatus: status, action: .checkCredentials, blame: .request)
             }
             return .rejected(reason: reason, httpStatus: status)
+        case noPermissionForToken?:
+            return .failed(reason: reason, httpStatus: status, action: .checkCredentials, blame: .request)
         case let code? where HMSAnswer.accessTokenCodes.contains(code) || permissionCodes.contains(code):
             return .failed(reason: reason, httpStatus: status, action: .checkCredentials)
         case let code? where requestCodes.contains(code):

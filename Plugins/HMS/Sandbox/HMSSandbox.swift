@@ -34,9 +34,13 @@ public final class HMSSandbox: Sendable {
     }
 
     public static let tokenPath = "/oauth2/v3/token"
+    /// The values of `android.category`: Huawei's message classification standard (the service-and-communication
+    /// categories, SYSTEM_REMINDER among them, and MARKETING) and PLAY_VOICE for data messages. Huawei documents no
+    /// refusal of a notification message's category by an app without the self-classification right (it is then
+    /// classed as marketing), so the sandbox refuses only a value outside the list.
     static let categories: Set<String> = [
         "IM", "VOIP", "SUBSCRIPTION", "TRAVEL", "HEALTH", "WORK", "ACCOUNT", "EXPRESS",
-        "FINANCE", "DEVICE_REMINDER", "MAIL", "PLAY_VOICE", "MARKETING",
+        "FINANCE", "DEVICE_REMINDER", "SYSTEM_REMINDER", "MAIL", "PLAY_VOICE", "MARKETING",
     ]
     static let highPriorityDataCategories: Set<String> = ["VOIP", "PLAY_VOICE"]
 

@@ -58,15 +58,20 @@ public struct ProxyPlugin: ProviderPlugin {
             } else {
                 url = reader.httpsURL(Settings.url, isBase: false) ?? reader.string(Settings.url) ?? ""
             }
+            let problemsBefore = reader.problems.count
             var tls = TLSOptions(
-                caFile: reader.readableFile(Settings.caFile),
-                clientCertificateFile: reader.readableFile(Settings.certificateFile),
-                clientKeyFile: reader.readableFile(Settings.keyFile))
+                caFile: CredentialFiles.tlsFile(Settings.caFile, reader: &reader),
+                clientCertificateFile: CredentialFiles.tlsFile(Settings.certificateFile, reader: &reader),
+                clientKeyFile: CredentialFiles.tlsFile(Settings.keyFile, reader: &reader))
             if reader.isSet(Settings.certificateFile) != reader.isSet(Settings.keyFile) {
                 reader.problem("PUSH_PROXY_CERT_FILE and PUSH_PROXY_KEY_FILE must be set together")
             }
             if let path = reader.string(Settings.keyPasswordFile) {
                 tls.clientKeyPassword = CredentialFiles.secret(at: path, place: Settings.keyPasswordFile.name, reader: &reader)
+            }
+            if reader.problems.count == problemsBefore {
+                let files = [Settings.caFile, Settings.certificateFile, Settings.keyFile].filter { reader.isSet($0) }
+                _ = CredentialFiles.tls(tls, place: files.map(\.name).joined(separator: ", "), reader: &reader)
             }
             defaultEndpoint = ProxyEndpoint(url: url, tls: tls, timeout: timeout)
         } else {
@@ -100,15 +105,17 @@ public struct ProxyPlugin: ProviderPlugin {
             return nil
         }
         var tls = TLSOptions()
-        for (member, path) in [
+        for (member, keyPath) in [
             ("caFile", \TLSOptions.caFile), ("certificateFile", \.clientCertificateFile), ("privateKeyFile", \.clientKeyFile),
         ] {
-            guard let file = entry.nonEmptyString(member) else { continue }
-            guard FileManager.default.isReadableFile(atPath: file) else {
-                reader.problem("\(place): \(member) \(file) does not exist or is not readable")
+            guard let path = entry.nonEmptyString(member) else { continue }
+            // Read once, with this version: the connections use these bytes, and the identity is their digest.
+            let file = CredentialFile(reading: path)
+            if let problem = file.problem {
+                reader.problem("\(place): \(member) \(problem)")
                 return nil
             }
-            tls[keyPath: path] = file
+            tls[keyPath: keyPath] = file
         }
         if (tls.clientCertificateFile == nil) != (tls.clientKeyFile == nil) {
             reader.problem("\(place): certificateFile and privateKeyFile must be given together")
@@ -120,6 +127,7 @@ public struct ProxyPlugin: ProviderPlugin {
             }
             tls.clientKeyPassword = password
         }
+        guard CredentialFiles.tls(tls, place: place, reader: &reader) else { return nil }
         return ProxyEndpoint(url: url, tls: tls, timeout: timeout)
     }
 }

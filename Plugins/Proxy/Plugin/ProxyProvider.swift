@@ -23,7 +23,7 @@ public struct ProxyProvider: PushProvider {
     public init(configuration: ProxyConfiguration, transport: any HTTPTransport) {
         self.configuration = configuration
         self.transport = transport
-        let scopeEndpoint = { (endpoint: ProxyEndpoint) in "\(endpoint.url) \(endpoint.tls.clientCertificateFile ?? "")" }
+        let scopeEndpoint = { (endpoint: ProxyEndpoint) in "\(endpoint.url) \(endpoint.tls.clientCertificateFile?.path ?? "")" }
         scopeEndpoints = configuration.endpoints.mapValues(scopeEndpoint)
         defaultScopeEndpoint = configuration.defaultEndpoint.map(scopeEndpoint)
         var identities: [TLSOptions: ConnectionIdentity] = [:]
@@ -45,7 +45,7 @@ public struct ProxyProvider: PushProvider {
         guard configuration.endpoint(for: delivery.target.app) != nil else {
             return .failed(reason: "no push proxy for app \(delivery.target.app ?? "(none)")", httpStatus: nil)
         }
-        let sameProxy = delivery.job.targets.filter { $0.provider == id && !$0.isUnbound && $0.app == delivery.target.app }
+        let sameProxy = delivery.job.targets.filter { $0.provider == id && $0.isDeliverable && $0.app == delivery.target.app }
         return await gathering.deliver(delivery, expected: sameProxy.count)
     }
 
@@ -75,7 +75,7 @@ public struct ProxyProvider: PushProvider {
 
     @inline(never)
     private static func read(_ result: DeliveryResult, for first: Delivery) -> DeliveryResult {
-        if case .rejected(_, let status, _) = result {
+        if case .rejected(_, let status, _, _) = result {
             return .rejected(
                 reason: "proxy does not know user \(first.job.userId): stop pushing to it until it registers a new endpoint",
                 httpStatus: status)

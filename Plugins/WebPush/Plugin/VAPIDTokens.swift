@@ -3,8 +3,14 @@ import PushCore
 import PushCrypto
 
 /// RFC 8292 VAPID tokens: an ES256 JWT per push-service origin (`aud`), valid for the
-/// configured lifetime (≤ 24 h), reused until an hour before it expires.
+/// configured lifetime, never more than `longestLifetime`, reused until an hour before it expires.
 final class VAPIDTokens: Sendable {
+    /// RFC 8292 §2: `exp` "MUST NOT be more than 24 hours from the time of the request", and push services refuse a
+    /// later one by their own clock (Mozilla autopush: 401 "The VAPID token expiration is too long"). A push
+    /// service whose clock is behind ours by up to `clockSkewMargin` must still find `exp` within 24 hours.
+    static let clockSkewMargin = Duration.seconds(10 * 60)
+    static let longestLifetime = Duration.seconds(24 * 3600) - clockSkewMargin
+
     private let key: PrivateKey
     private let subject: String
     private let lifetime: Int64
@@ -19,7 +25,7 @@ final class VAPIDTokens: Sendable {
     ) throws {
         self.key = key
         self.subject = subject
-        self.lifetime = min(lifetime.milliseconds, 24 * 3600 * 1000)
+        self.lifetime = min(lifetime.milliseconds, Self.longestLifetime.milliseconds)
         self.clock = clock
         self.cache = cache
         publicKey = Base64URL.encode(try key.rawPublicKey())

@@ -1,4 +1,5 @@
 import PushCrypto
+import PushHTTP
 
 public struct WebPushConfiguration: Sendable {
     /// The application server's VAPID key (P-256): targets without `app`, or whose app has no key of its own.
@@ -8,8 +9,9 @@ public struct WebPushConfiguration: Sendable {
     /// VAPID identities by the targets' `app` (tenants, key rotation): a subscription is tied to the key its page
     /// subscribed with, so each app's targets are signed with that app's key.
     public var apps: [String: VAPIDIdentity] = [:]
-    /// Trust for push services (a sandbox CA); nil = the system store.
-    public var caFile: String?
+    /// Trust for push services (a sandbox CA); nil = the system store. Read once, with the
+    /// configuration (`CredentialFile`): the init reads the path it is given; a plugin sets the file it checked.
+    public var caFile: CredentialFile?
     /// Allow endpoints on any loopback, private and link-local address (tests, private push services).
     public var allowPrivateNetworks: Bool
     /// Non-public networks endpoints may use nonetheless (an in-house push service), e.g. `10.20.0.0/16`.
@@ -27,7 +29,8 @@ public struct WebPushConfiguration: Sendable {
     /// The longest one DNS lookup of a push-service host may take (`PUSH_WEBPUSH_DNS_TIMEOUT_MS`); a lookup that
     /// takes longer is a retryable failure of that origin.
     public var dnsTimeout: Duration
-    /// Lifetime of a VAPID token (RFC 8292 allows at most 24 h).
+    /// Lifetime of a VAPID token: RFC 8292 allows at most 24 h from the request, so a longer one is cut to 24 h less
+    /// a 10-minute margin for a push service whose clock is behind ours (`VAPIDTokens.longestLifetime`).
     public var tokenLifetime: Duration
 
     public init(
@@ -38,7 +41,7 @@ public struct WebPushConfiguration: Sendable {
     ) {
         self.vapidKey = vapidKey
         self.subject = subject
-        self.caFile = caFile
+        self.caFile = caFile.map { CredentialFile(reading: $0) }
         self.allowPrivateNetworks = allowPrivateNetworks
         self.allowedNetworks = allowedNetworks
         self.allowedHosts = allowedHosts

@@ -143,12 +143,13 @@ public struct WebPushPlugin: ProviderPlugin {
             }
         }
         var configuration = WebPushConfiguration(
-            vapidKey: key, subject: subject, caFile: reader.readableFile(Settings.caFile),
+            vapidKey: key, subject: subject,
             allowPrivateNetworks: reader.boolean(Settings.allowPrivate),
             allowedNetworks: networks, allowedHosts: reader.list(Settings.allowedHosts).map { $0.lowercased() },
             allowedPorts: ports.isEmpty ? [443] : ports,
             maximumInFlightPerOrigin: reader.integer(Settings.maximumInFlightPerOrigin),
             dnsTimeout: .milliseconds(reader.integer(Settings.dnsTimeoutMs)))
+        configuration.caFile = CredentialFiles.certificateAuthority(Settings.caFile, reader: &reader)
         configuration.apps = apps
         configuration.nat64Prefixes = prefixes
         return configuration

@@ -6,7 +6,7 @@ import Synchronization
 
 /// A push service (RFC 8030) that holds its subscriptions' private keys: it checks the
 /// VAPID token (ES256 signature with the `k` key, `aud` = its origin, `exp` in the future
-/// and at most 24 h away, `sub` mailto:/https:), the `TTL` and `Content-Encoding` headers,
+/// and at most 24 h away by its own clock, `sub` mailto:/https:), the `TTL` and `Content-Encoding` headers,
 /// decrypts the aes128gcm body and records the plaintext. Scripted by subscription id
 /// prefix: `gone` 410, `missing` 404, `busy` 429 with Retry-After 1, `big` 413. A subscription made with an
 /// `applicationServerKey` refuses a VAPID key other than that one with 403 (RFC 8292 §4.2).
@@ -114,6 +114,9 @@ public final class WebPushSandbox: Sendable {
         guard case .string(let audience)? = jwt.claims["aud"], origins.contains(audience) else {
             return answer(403, "VAPID aud must be \(origin)")
         }
+        // RFC 8292 §2: `exp` "MUST NOT be more than 24 hours from the time of the request". Mozilla autopush refuses a
+        // later one (autoendpoint `validate_vapid_jwt`: `exp` past now + 1 day is `FutureExpirationToken`, 401 errno
+        // 109); this sandbox answers 403, as for every claim it refuses (the plugin reads 401 and 403 alike).
         guard case .integer(let expires)? = jwt.claims["exp"], expires > now, expires <= now + 24 * 3600 else {
             return answer(403, "VAPID exp must be in the future and at most 24 h away")
         }
@@ -158,10 +161,11 @@ public struct WebPushSandboxInstance: Sendable {
     /// - Parameters:
     ///   - host: the host clients name in endpoints (and in the VAPID `aud`): `localhost` or `127.0.0.1`.
     ///   - aliases: further host names that reach it (resolved by a test's own name server), accepted in `aud` too.
+    ///   - clock: the push service's own clock (ms since the epoch), against which it checks a VAPID token's `exp`.
     ///   - wrap: applied to the sandbox's responder (fault injection, hostile answers).
     public static func start(
         tls: SandboxTLS, port: Int = 0, host: String = "localhost", aliases: [String] = [], apple: Bool = false,
-        connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
+        clock: @escaping @Sendable () -> Int64 = currentTimeMilliseconds, connectionClosed: (@Sendable (ObjectIdentifier) -> Void)? = nil,
         wrap: @escaping @Sendable (@escaping SandboxServer.Responder) -> SandboxServer.Responder = { $0 }
     )
         async throws -> WebPushSandboxInstance
@@ -169,7 +173,8 @@ public struct WebPushSandboxInstance: Sendable {
         let holder = LateResponder()
         let server = try await SandboxServer.start(tls: tls, port: port, connectionClosed: connectionClosed) { holder.respond($0) }
         let sandbox = WebPushSandbox(
-            origin: "https://\(host):\(server.port)", aliases: aliases.map { "https://\($0):\(server.port)" }, apple: apple)
+            origin: "https://\(host):\(server.port)", aliases: aliases.map { "https://\($0):\(server.port)" }, apple: apple,
+            clock: clock)
         holder.set(wrap(sandbox.respond))
         return WebPushSandboxInstance(server: server, sandbox: sandbox)
     }
