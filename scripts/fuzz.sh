@@ -60,8 +60,13 @@ dependency() {  # name mirror major: a SwiftPM dependency's checkout (from .buil
     echo "$dir"
 }
 core() { module PushCore -- Sources/PushCore/*.swift; }
-http() { core; module PushHTTP -- Sources/PushHTTP/HTTPTransport.swift Sources/PushHTTP/HTTPDelivery.swift Sources/PushHTTP/RetryAfter.swift; }
 crypto() { core; module PushCrypto -I Sources/COpenSSL -- Sources/PushCrypto/*.swift; }
+http() {
+    crypto
+    module PushHTTP -I Sources/COpenSSL -- Sources/PushHTTP/HTTPTransport.swift Sources/PushHTTP/HTTPDelivery.swift \
+        Sources/PushHTTP/RetryAfter.swift Sources/PushHTTP/TLSOptions.swift Sources/PushHTTP/CredentialFile.swift \
+        fuzz/targets/FuzzTLSOptionsCheck.swift  # in place of TLSOptions+NIOSSL.swift: no TLS stack in the fuzzers
+}
 logging() {
     local log
     log=$(dependency swift-log /opt/swift-packages/apple/swift-log.git 1)
@@ -105,11 +110,13 @@ plugin() {  # provider: its plugin's sources but the ProviderPlugin declaration 
 }
 for target in "${targets[@]}"; do
     case $target in
-        job-decoder) http; build job-decoder fuzz/targets/JobDecoderFuzz.swift $formats "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
+        job-decoder) http; build job-decoder fuzz/targets/JobDecoderFuzz.swift $formats "$out/libPushHTTP.a" "$out/libPushCrypto.a" \
+            "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
         responses) http; build responses fuzz/targets/ResponseFuzz.swift Plugins/APNs/Plugin/APNsResponse.swift Plugins/FCM/Plugin/FCMResponse.swift \
             Plugins/HMS/Plugin/HMSResponse.swift \
-            "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
-        retry-decisions) http; build retry-decisions fuzz/targets/RetryFuzz.swift $reader "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
+            "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
+        retry-decisions) http; build retry-decisions fuzz/targets/RetryFuzz.swift $reader "$out/libPushHTTP.a" "$out/libPushCrypto.a" \
+            "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
         webpush-proxy-responses) pluginapi; metrics  # the proxy's client certificate identity is the plugin API's
             build webpush-proxy-responses fuzz/targets/WebPushProxyResponseFuzz.swift $reader $(plugin WebPush) $(plugin Proxy) \
                 "$out/libPushPluginAPI.a" "$out/libLogging.a" \
@@ -132,7 +139,8 @@ for target in "${targets[@]}"; do
                 "$out/libPushCrypto.a" "$out/libPushCore.a" -I Sources/CHiredis -I Sources/COpenSSL -lhiredis -lssl -lcrypto ;;
         templates) http; mustache
             build templates fuzz/targets/TemplatesFuzz.swift $reader $jobs Sources/PushTemplates/*.swift Plugins/APNs/Plugin/APNsTemplateShape.swift \
-                Plugins/FCM/Plugin/FCMTemplateShape.swift "$out/libMustache.a" "$out/libPushHTTP.a" "$out/libPushCore.a" ;;
+                Plugins/FCM/Plugin/FCMTemplateShape.swift "$out/libMustache.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" \
+                -I Sources/COpenSSL -lssl -lcrypto ;;
         *) echo "fuzz: unknown target $target (targets: ${all[*]})" >&2; exit 2 ;;
     esac
 done
