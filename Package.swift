@@ -74,7 +74,6 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -83,8 +82,12 @@ let package = Package(
         .target(
             name: "PushRedis",
             dependencies: [
-                "CHiredis", "PushCore", "PushCrypto",
+                "CHiredis", "PushCore", "PushCrypto", "PushHTTP",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
             ],
             path: "Sources/PushRedis"),
         .target(name: "PushCrypto", dependencies: ["COpenSSL", "PushCore"], path: "Sources/PushCrypto"),
@@ -239,8 +242,12 @@ let package = Package(
             dependencies: [
                 "APNsSandbox", "ProxySandbox",
                 "PushCore", "PushPlugins", "PushPluginAPI", "ProxyPlugin", "PushKafka", "PushKafkaMock", "PushSandbox", "PushRedis",
-                "PushCrypto", .product(name: "Logging", package: "swift-log"),
+                "PushCrypto", "PushHTTP", .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
+                // swift-nio-http2's framing, the oracle the transport's tests run beside nghttp2's (NIOHTTP2Framing.swift).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ], path: "Tests/TestSupport"),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], path: "Tests/PushCoreTests"),
         .testTarget(

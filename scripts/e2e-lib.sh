@@ -42,15 +42,17 @@ while True:
     except OSError:
         pass'
 }
+# redis-cli as the Redis helpers below run it: a script whose Redis needs TLS or a user adds those options.
+redis_cli=(redis-cli)
 # Joins running cluster-enabled redis-servers into one cluster (replicas per master first, then the
 # ports) and waits until every node reports cluster_state:ok.
 create_redis_cluster() {
     local replicas=$1 port
     shift
     for port in "$@"; do
-        for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+        for _ in $(seq 1 50); do "${redis_cli[@]}" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     done
-    redis-cli --cluster create $(printf '127.0.0.1:%s ' "$@") --cluster-replicas "$replicas" --cluster-yes >"$work/cluster-create.log" 2>&1 \
+    "${redis_cli[@]}" --cluster create $(printf '127.0.0.1:%s ' "$@") --cluster-replicas "$replicas" --cluster-yes >"$work/cluster-create.log" 2>&1 \
         || fail "redis-cli --cluster create failed: $(tail -n 3 "$work/cluster-create.log")"
     wait_cluster_ok "$@"
 }
@@ -58,7 +60,7 @@ wait_cluster_ok() {  # ports: every one reports cluster_state:ok
     local port
     for _ in $(seq 1 200); do
         local ok=1
-        for port in "$@"; do redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0; done
+        for port in "$@"; do "${redis_cli[@]}" -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0; done
         [ "$ok" = 1 ] && return 0
         sleep 0.1
     done

@@ -7,9 +7,10 @@
 # independent client) produces jobs with known ids and checks the outcomes and the DLQ.
 # Each scenario prints one ledger row; FAULTS_ROWS=<file> keeps them (JSON lines).
 # Usage: scripts/faults.sh [path/to/push-worker] [scenario…] (push-worker-dev is taken from the same folder)
-#   scenarios: kill brokers redis redis-cluster redis-handoff replica-stall provider hostile hostile-endpoints slow stalls reload (the default), refused-origins
+#   scenarios: kill brokers redis redis-cluster redis-tls redis-handoff replica-stall provider hostile hostile-endpoints slow stalls reload (the default), refused-origins
 #   (the worker's RSS grows at most 10 MB over 80 000 refused Web Push hosts once 20 000 filled its caches), sigterm (a ledger-checked
-#   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`)
+#   hand-over; scripts/e2e-shutdown.sh covers SIGTERM in `make test`); redis-tls is redis-cluster over mutual TLS with an ACL user
+#   (rediss:// and PUSH_REDIS_CA_FILE, PUSH_REDIS_CERT_FILE, PUSH_REDIS_KEY_FILE)
 #   reload: FAULTS_RELOAD_S sets PUSH_APPS_RELOAD_S (default 1; 0 shows its checks fail when no version is applied)
 #   FAULTS_SCALE=<factor> multiplies the job counts (default 1); FAULTS_KEEP=<dir> keeps a failed scenario's
 #   logs, manifest and provider record there. hostile-endpoints: FAULTS_HOSTILE_MARKERS=<m,…> limits it to some
@@ -18,7 +19,7 @@
 source "$(dirname "$0")/e2e-lib.sh"
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-handoff replica-stall provider hostile hostile-endpoints slow stalls reload)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(kill brokers redis redis-cluster redis-tls redis-handoff replica-stall provider hostile hostile-endpoints slow stalls reload)
 scale=${FAULTS_SCALE:-1}
 rows=${FAULTS_ROWS:-$work/rows.jsonl}
 : >"$rows"
@@ -46,6 +47,9 @@ begin() {
     mkdir -p "$dir"
     spids=()
     redis_url=""
+    redis_cli=(redis-cli)
+    redis_secure=()
+    redis_url_prefix=redis://
     started_at=$(date +%s%N)
     echo "faults[$current]: $2"
 }
@@ -85,24 +89,57 @@ start_redis() {  # [port]; append-only file fsynced on every write, so a restart
     for _ in $(seq 1 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
     fail "redis-server did not start"
 }
-start_redis_cluster() {  # 3 masters with a replica each, append-only files fsynced on every write; sets redis_url
+# Redis over TLS only, clients (the worker, redis-cli) and nodes verified against a CA (mutual TLS), user `worker`
+# with a password and every command, `default` user off: start_redis_cluster then starts such nodes. Certificates
+# made with openssl: the server's valid for 127.0.0.1, localhost and redis.push.test. Sets redis_tls (the
+# directory: ca.pem, client.pem, client-key.pem).
+use_redis_tls() {
+    redis_tls=$dir/redis-tls
+    mkdir -p "$redis_tls"
+    local password
+    password=$(openssl rand -hex 16)
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=faults Redis CA" \
+        -keyout "$redis_tls/ca-key.pem" -out "$redis_tls/ca.pem" >/dev/null 2>&1 || fail "openssl could not make the CA"
+    redis_tls_issue server "subjectAltName=DNS:redis.push.test,DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth"
+    redis_tls_issue client "extendedKeyUsage=clientAuth"
+    printf 'user default off\nuser worker on >%s ~* &* +@all\n' "$password" >"$redis_tls/users.acl"
+    # A node presents the client certificate when it connects to another (replication, cluster bus).
+    redis_secure=(--tls-cert-file "$redis_tls/server.pem" --tls-key-file "$redis_tls/server-key.pem"
+        --tls-ca-cert-file "$redis_tls/ca.pem" --tls-auth-clients yes --tls-client-cert-file "$redis_tls/client.pem"
+        --tls-client-key-file "$redis_tls/client-key.pem" --tls-replication yes --tls-cluster yes
+        --aclfile "$redis_tls/users.acl" --masteruser worker --masterauth "$password")
+    redis_cli=(redis-cli --tls --cacert "$redis_tls/ca.pem" --cert "$redis_tls/client.pem" --key "$redis_tls/client-key.pem"
+        --user worker --pass "$password" --no-auth-warning)
+    redis_url_prefix="rediss://worker:$password@"
+}
+redis_tls_issue() {  # name extensions: a P-256 key and a certificate of the CA
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" -keyout "$redis_tls/$1-key.pem" \
+        -out "$redis_tls/$1.csr" >/dev/null 2>&1 || fail "openssl could not make the $1 key"
+    openssl x509 -req -in "$redis_tls/$1.csr" -CA "$redis_tls/ca.pem" -CAkey "$redis_tls/ca-key.pem" -CAcreateserial -days 2 \
+        -extfile <(printf '%b\n' "$2") -out "$redis_tls/$1.pem" >/dev/null 2>&1 || fail "openssl could not issue the $1 certificate"
+}
+# 3 masters with a replica each, append-only files fsynced on every write; sets redis_url. After use_redis_tls:
+# TLS only (each node's one port is its TLS port, which it announces; the cluster bus is that port + 10000), ACL.
+start_redis_cluster() {
     cluster_ports=()
     for _ in 1 2 3 4 5 6; do
-        local port
+        local port listen
         port=$(free_cluster_port)
+        listen=(--port "$port")
+        [ ${#redis_secure[@]} -eq 0 ] || listen=(--port 0 --tls-port "$port" "${redis_secure[@]}")
         mkdir -p "$dir/redis-cluster/$port"
-        spawn redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/redis-cluster/$port" --cluster-enabled yes \
+        spawn redis-server "${listen[@]}" --bind 127.0.0.1 --dir "$dir/redis-cluster/$port" --cluster-enabled yes \
             --cluster-config-file nodes.conf --cluster-node-timeout 2000 --save "" --appendonly yes --appendfsync always \
             --loglevel warning >>"$dir/redis.log"
         eval "redis_cluster_pid_$port=$!"
         cluster_ports+=("$port")
     done
     create_redis_cluster 1 "${cluster_ports[@]}"
-    redis_url="redis://127.0.0.1:${cluster_ports[0]},127.0.0.1:${cluster_ports[1]}/0"
+    redis_url="${redis_url_prefix}127.0.0.1:${cluster_ports[0]},127.0.0.1:${cluster_ports[1]}/0"
 }
 cluster_masters() {  # the ports of the nodes that are masters now, one per line
     for port in "${cluster_ports[@]}"; do
-        if [ "$(redis-cli -p "$port" role 2>/dev/null | sed -n 1p)" = master ]; then echo "$port"; fi
+        if [ "$("${redis_cli[@]}" -p "$port" role 2>/dev/null | sed -n 1p)" = master ]; then echo "$port"; fi
     done
     return 0
 }
@@ -234,35 +271,55 @@ scenario_redis() {
     end
 }
 
-scenario_redis_cluster() {
-    local jobs
-    jobs=$(scaled 10000)
-    begin redis-cluster "two workers on a 3-master Redis Cluster (a replica each); one master SIGKILLed in the middle of a $jobs-job stream, its replica takes over"
+# Two workers on the cluster start_redis_cluster starts; one master SIGKILLed in the middle of a stream of `jobs` jobs,
+# its replica takes over; nothing is lost. The workers get these settings besides.
+cluster_failover() {  # prefix jobs [VAR=value …]
+    local prefix=$1 jobs=$2
+    shift 2
     start_kafka; start_sandbox; start_redis_cluster
-    start_worker a PUSH_MAX_IN_FLIGHT=500; start_worker b PUSH_MAX_IN_FLIGHT=500
+    start_worker a PUSH_MAX_IN_FLIGHT=500 "$@"; start_worker b PUSH_MAX_IN_FLIGHT=500 "$@"
     wait_ready a; wait_ready b
-    produce --prefix rc --count "$jobs" --users 1000
+    produce --prefix "$prefix" --count "$jobs" --users 1000
     wait_answered $((jobs / 3))
     local victim survivors killed_at
     victim=$(cluster_masters | sed -n 1p)
     killed_at=$(date +%s%3N)
     kill -9 "$(eval echo "\$redis_cluster_pid_$victim")"
-    echo "faults[redis-cluster]: SIGKILL master 127.0.0.1:$victim after $(answered) provider answers"
+    echo "faults[$current]: SIGKILL master 127.0.0.1:$victim after $(answered) provider answers"
     survivors=()
     for port in "${cluster_ports[@]}"; do [ "$port" = "$victim" ] || survivors+=("$port"); done
     # The survivors notice the death after cluster-node-timeout (2 s); then the replica is elected.
     for _ in $(seq 1 300); do [ "$(cluster_masters | wc -l)" -ge 3 ] && break; sleep 0.1; done
     [ "$(cluster_masters | wc -l)" -ge 3 ] || fail "no replica took over from the killed master"
     wait_cluster_ok "${survivors[@]}"
-    echo "faults[redis-cluster]: a replica took over after $(($(date +%s%3N) - killed_at)) ms; masters now $(cluster_masters | tr '\n' ' ')"
+    echo "faults[$current]: a replica took over after $(($(date +%s%3N) - killed_at)) ms; masters now $(cluster_masters | tr '\n' ' ')"
     # Replication is asynchronous: records a dying master had acknowledged but not yet passed on are lost,
     # so targets answered shortly before the kill may be sent again (window 1, like a killed worker's).
     check --timeout 150 --max-duplicates 1000 --broken-at "$killed_at" --expect delivered --rss-pids "$pid_a,$pid_b"
     local keys=()
-    for port in $(cluster_masters); do keys+=("$port:$(redis-cli -p "$port" dbsize)"); done
-    echo "faults[redis-cluster]: keys per master (port:keys): ${keys[*]}"
+    for port in $(cluster_masters); do keys+=("$port:$("${redis_cli[@]}" -p "$port" dbsize)"); done
+    echo "faults[$current]: keys per master (port:keys): ${keys[*]}"
     for entry in "${keys[@]}"; do [ "${entry#*:}" -gt 0 ] || fail "a master holds no keys: ${keys[*]}"; done
     stop_worker a; stop_worker b
+}
+
+scenario_redis_cluster() {
+    local jobs
+    jobs=$(scaled 10000)
+    begin redis-cluster "two workers on a 3-master Redis Cluster (a replica each); one master SIGKILLed in the middle of a $jobs-job stream, its replica takes over"
+    cluster_failover rc "$jobs"
+    end
+}
+
+# The same over mutual TLS as user `worker` (its `default` user off): the nodes announce their TLS ports and IP
+# addresses, which the server certificate carries; the workers reconnect to the promoted replica over TLS.
+scenario_redis_tls() {
+    local jobs
+    jobs=$(scaled 10000)
+    begin redis-tls "two workers on a 3-master Redis Cluster (a replica each) over mutual TLS with an ACL user; one master SIGKILLed in the middle of a $jobs-job stream, its replica takes over"
+    use_redis_tls
+    cluster_failover rt "$jobs" PUSH_REDIS_CA_FILE="$redis_tls/ca.pem" PUSH_REDIS_CERT_FILE="$redis_tls/client.pem" \
+        PUSH_REDIS_KEY_FILE="$redis_tls/client-key.pem"
     end
 }
 

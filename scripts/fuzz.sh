@@ -65,7 +65,7 @@ http() {
     crypto
     module PushHTTP -I Sources/COpenSSL -- Sources/PushHTTP/HTTPTransport.swift Sources/PushHTTP/HTTPDelivery.swift \
         Sources/PushHTTP/RetryAfter.swift Sources/PushHTTP/TLSOptions.swift Sources/PushHTTP/CredentialFile.swift \
-        fuzz/targets/FuzzTLSOptionsCheck.swift  # in place of TLSOptions+NIOSSL.swift: no TLS stack in the fuzzers
+        Sources/PushHTTP/EgressProxy.swift Sources/PushHTTP/NoProxyRules.swift fuzz/targets/FuzzTLSOptionsCheck.swift  # in place of TLSOptions+NIOSSL.swift: no TLS stack in the fuzzers
 }
 logging() {
     local log
@@ -78,9 +78,10 @@ metrics() {  # the Web Push plugin's bounded maps report their size on a gauge
     module CoreMetrics -- $(find "$source/Sources/CoreMetrics" -name '*.swift' | sort)
     module Metrics -- $(find "$source/Sources/Metrics" -name '*.swift' | sort)
 }
-redis() {
+redis() {  # without its connections (swift-nio), which the fuzzers never open
     core; logging; crypto
-    module PushRedis -I Sources/CHiredis -I Sources/COpenSSL -enable-testing -- Sources/PushRedis/*.swift
+    module PushRedis -I Sources/CHiredis -I Sources/COpenSSL -enable-testing -- Sources/PushRedis/*.swift \
+        fuzz/targets/FuzzRedisConnections.swift
 }
 pluginapi() { http; crypto; logging; module PushPluginAPI -I Sources/COpenSSL -- Sources/PushPluginAPI/*.swift; }
 mustache() {

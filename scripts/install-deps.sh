@@ -31,7 +31,7 @@ case "$mode" in
     "") ;;
     --demo) packages+=(redis-server) ;;
     --test)
-        packages+=(redis-server kcat curl strace binutils prometheus
+        packages+=(redis-server kcat curl strace binutils prometheus squid
             python3 python3-venv python3-yaml python3-jsonschema python3-confluent-kafka) ;;
     --bench) packages+=(redis-server curl python3 openssl nginx-light libnginx-mod-http-echo nghttp2-client) ;;
     *) echo "usage: $0 [--test|--demo|--bench]" >&2; exit 2 ;;

@@ -93,7 +93,7 @@ public struct EndToEndReport: Sendable, Codable {
         mix = options.mix.description
         self.endpoint = endpoint
         self.kafka = kafka
-        transport = "\(HTTPClientKind.standard.library) (fallback \(HTTPClientKind.curl.library))"
+        transport = "\(HTTP2FramingKind.nghttp2.library) (fallback for HTTP/1.1-only hosts: \(CurlHTTPTransport.library))"
         redis = configuration.redisURL == nil ? "in-memory (PUSH_REDIS_URL unset)" : "redis-server"
         maxInFlight = configuration.pipeline.maximumInFlightJobs
         maxInFlightPerApp = configuration.pipeline.maximumInFlightPerApp

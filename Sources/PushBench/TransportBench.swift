@@ -12,7 +12,6 @@ public enum TransportBench {
         public var connections = 4
         public var endpoint = ""
         public var caFile: String?
-        public var client = HTTPClientKind.standard
         public init() {}
     }
 
@@ -42,9 +41,8 @@ public enum TransportBench {
             .utf8)
 
     public static func run(_ options: Options) async throws -> Report {
-        let transport = options.client.makeTransport(
-            configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: options.connections),
-            name: "bench")
+        let transport = NIOHTTP2Transport(
+            configuration: HTTPTransportConfiguration(maximumConnectionsPerHost: options.connections), name: "bench")
         defer { transport.shutdown() }
         let request = HTTPRequest(
             url: options.endpoint + "/3/device/be" + String(repeating: "0", count: 60) + "2a",
@@ -76,7 +74,7 @@ public enum TransportBench {
         let seconds = (ContinuousClock.now - started).seconds
         let cpu = ProcessResources.cpuSeconds() - cpuBefore
         return Report(
-            client: options.client.library, requests: options.requests, failures: failures, connections: options.connections,
+            client: HTTP2FramingKind.nghttp2.library, requests: options.requests, failures: failures, connections: options.connections,
             seconds: seconds,
             requestsPerSecond: Double(options.requests) / seconds, cpuMicrosecondsPerRequest: cpu * 1e6 / Double(options.requests),
             peakResidentMB: Double(ProcessResources.peakResidentBytes()) / 1e6)

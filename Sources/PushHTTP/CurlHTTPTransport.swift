@@ -4,8 +4,10 @@ import Foundation
 import PushCore
 import Synchronization
 
-/// HTTP/2 over TLS on libcurl's multi interface: one thread owns the multi handle and
-/// runs every transfer; callers enqueue requests and await their responses.
+/// HTTP/1.1 over TLS on libcurl's multi interface, for hosts that speak only HTTP/1.1: `NIOHTTP2Transport` hands it every
+/// request to a host whose TLS handshake did not choose h2 (`FallbackTransport`). HTTP/2 is never negotiated here (the
+/// worker's HTTP/2 client is `NIOHTTP2Transport`), so a connection carries one request at a time. One thread owns the
+/// multi handle and runs every transfer; callers enqueue requests and await their responses.
 public final class CurlHTTPTransport: HTTPTransport {
     private let loop: CurlMultiLoop
 
@@ -44,6 +46,9 @@ public final class CurlHTTPTransport: HTTPTransport {
 
     /// libcurl's version line as loaded at run time, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 … nghttp2/1.52.0`.
     public static var libraryVersion: String { String(cString: curl_version()) }
+
+    /// libcurl with its version, e.g. `libcurl/7.88.1`: for reports.
+    public static var library: String { String(libraryVersion.split(separator: " ").first ?? "libcurl") }
 
     deinit { loop.stop() }
 }
@@ -106,11 +111,9 @@ private let curlGlobalInit: Void = {
     curl_global_init(Int(CURL_GLOBAL_ALL))
 }()
 
-/// Owns the multi handle and the thread that drives it. Hands curl at most as many
-/// transfers per host as its connections have streams; the rest wait here, so a
-/// request's timeout runs from when it can be sent, not while it queues behind others.
-/// Urgent transfers start before waiting normal ones, and normal ones leave
-/// `urgentReservedStreams` of each host's streams free for urgent ones.
+/// Owns the multi handle and the thread that drives it. Hands curl at most one transfer per connection it may open
+/// to a host (`maximumConnectionsPerHost`: HTTP/1.1 carries one request at a time); the rest wait here, oldest first,
+/// so a request's timeout runs from when it can be sent, not while it queues behind others.
 final class CurlMultiLoop: @unchecked Sendable {
     private struct Inbox {
         var pending: [PendingTransfer] = []
@@ -128,10 +131,10 @@ final class CurlMultiLoop: @unchecked Sendable {
     // Touched only by the loop thread.
     private var active: [UnsafeMutableRawPointer: TransferState] = [:]
     private var activePerHost: [Substring: Int] = [:]
-    private var waiting: [Substring: LaneQueue<PendingTransfer>] = [:]
+    private var waiting: [Substring: FIFOQueue<PendingTransfer>] = [:]
     private var idleHandles: [CurlEasyHandle] = []
-    /// Streams per host: normal transfers leave the reserved part to urgent ones.
-    private let streamsPerHost: LaneCapacity
+    /// Transfers curl runs at once per host: one per connection.
+    private let transfersPerHost: Int
 
     /// Seconds curl keeps a DNS cache entry, pinned ones included.
     private let dnsCacheSeconds: Int
@@ -142,12 +145,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         self.multi = multi
         self.configuration = configuration
-        streamsPerHost = LaneCapacity(
-            total: configuration.maximumConnectionsPerHost * configuration.maximumStreamsPerConnection,
-            reservedForUrgent: configuration.urgentReservedStreams)
-        _ = push_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
-        _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maximumStreamsPerConnection)
+        transfersPerHost = max(1, configuration.maximumConnectionsPerHost)
+        _ = push_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, transfersPerHost)
         NamedThread.start("curl-\(name)") { [self] in run() }
     }
 
@@ -234,15 +233,10 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func admit(_ transfer: PendingTransfer) {
         let host = Self.host(of: transfer.request.url)
-        let active = activePerHost[host, default: 0]
-        let startsNow =
-            transfer.request.lane == .urgent
-            ? streamsPerHost.hasRoom(for: .urgent, used: active) && !(waiting[host]?.hasUrgent ?? false)
-            : streamsPerHost.hasRoom(for: .normal, used: active) && (waiting[host]?.isEmpty ?? true)
-        if startsNow {
+        if activePerHost[host, default: 0] < transfersPerHost, waiting[host]?.isEmpty ?? true {
             start(transfer, host: host)
         } else {
-            waiting[host, default: LaneQueue()].append(transfer, lane: transfer.request.lane)
+            waiting[host, default: FIFOQueue()].append(transfer)
         }
     }
 
@@ -300,11 +294,21 @@ final class CurlMultiLoop: @unchecked Sendable {
 
         easy.set(CURLOPT_URL, request.url)
         easy.set(CURLOPT_NOSIGNAL, 1)
-        // Never a proxy from the environment (https_proxy, ALL_PROXY): it would decide where we
-        // connect instead of the checked, pinned address.
-        easy.set(CURLOPT_PROXY, "")
-        easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        easy.set(CURLOPT_PIPEWAIT, 1)
+        // The egress proxy as the worker read it (HTTPS_PROXY, NO_PROXY), never one libcurl would read from the environment
+        // itself. A pinned request goes straight to its checked address: through a proxy, curl would CONNECT to the name,
+        // which the proxy would resolve anew.
+        if let proxy = configuration.egressProxy, request.pinnedResolution == nil {
+            easy.set(CURLOPT_PROXY, proxy.curlProxyURL)
+            easy.set(CURLOPT_NOPROXY, proxy.noProxy.curlList)
+            easy.set(CURLOPT_HTTPPROXYTUNNEL, 1)
+            if let user = proxy.user {
+                easy.set(CURLOPT_PROXYUSERNAME, user)
+                easy.set(CURLOPT_PROXYPASSWORD, proxy.password ?? "")
+            }
+        } else {
+            easy.set(CURLOPT_PROXY, "")
+        }
+        easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
         easy.set(CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds))
         easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(request.timeout, configuration.connectTimeout).milliseconds))
         easy.set(CURLOPT_PROTOCOLS_STR, "https")
@@ -377,9 +381,6 @@ final class CurlMultiLoop: @unchecked Sendable {
         switch code {
         case CURLE_OK:
             return .success(response)
-        case CURLE_HTTP2_STREAM where status != 0 && isComplete(response):
-            // A complete response followed by RST_STREAM(NO_ERROR) is still a response.
-            return .success(response)
         case CURLE_OPERATION_TIMEDOUT:
             return .failure(.timedOut)
         case CURLE_WRITE_ERROR where state.bodyTooLarge && status != 0:
@@ -397,11 +398,6 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
     }
 
-    private func isComplete(_ response: HTTPResponse) -> Bool {
-        guard let length = response.header("content-length").flatMap(Int.init) else { return true }
-        return length == response.body.count
-    }
-
     private func describe(_ code: CURLcode) -> String {
         "\(String(cString: curl_easy_strerror(code))) (curl \(code.rawValue))"
     }
@@ -413,7 +409,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         state.continuation.resume(returning: result)
         let host = state.host
         activePerHost[host, default: 1] -= 1
-        if let next = waiting[host]?.popFirst(normalAllowed: streamsPerHost.hasRoom(for: .normal, used: activePerHost[host, default: 0])) {
+        if activePerHost[host, default: 0] < transfersPerHost, let next = waiting[host]?.popFirst() {
             start(next, host: host)
         }
         if waiting[host]?.isEmpty == true { waiting[host] = nil }

@@ -78,6 +78,8 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
     private var flushScheduled = false
     private var lastError: (any Error)?
     private var handshakeTimeout: Scheduled<Void>?
+    /// Connected to the egress proxy, waiting for its answer to CONNECT (`HTTPConnectTunnel`).
+    private var tunnelPending = false
     /// The one timer of the streams' timeouts, set for the earliest deadline it knows of.
     private var timeoutCheck: (deadline: NIODeadline, timer: Scheduled<Void>)?
     private var idleSince = NIODeadline.now()
@@ -188,13 +190,18 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         let timeout = min(configuration.connectTimeout, .seconds(3600))
         handshakeTimeout = eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
             guard phase == .connecting else { return }
-            lastError = ChannelError.connectTimeout(TimeAmount(timeout))
+            if let proxy = key.proxy, tunnelPending {
+                tunnelPending = false
+                lastError = EgressProxyFailure.timedOut.record(proxy: proxy, target: Self.displayedTarget(key))
+            } else {
+                lastError = ChannelError.connectTimeout(TimeAmount(timeout))
+            }
             if let channel {
                 channel.close(promise: nil)
             } else {
                 // No channel yet: the context or the TCP connection is late; whichever comes finds the connection closed.
                 phase = .closed
-                pool?.connectionFailed(self, .timedOut)
+                pool?.connectionFailed(self, Self.transportError(lastError))
             }
         }
         contexts.context(for: key.tls, on: eventLoop).assumeIsolated().whenComplete { [self] result in
@@ -215,18 +222,44 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
         let serverHostname = HTTPSTarget.isIPAddress(key.host) ? nil : key.host
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let timeout = min(configuration.connectTimeout, .seconds(3600))
+        let tunnel = key.proxy.map { proxy in
+            HTTPConnectTunnel(
+                proxy: proxy, target: Self.tunnelTarget(key),
+                established: { context in
+                    // TLS for the target, inside the tunnel; it starts its handshake as it is added (the channel is active).
+                    do {
+                        let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname)
+                        try context.pipeline.syncOperations.addHandler(tls, position: .before(bound.value))
+                    } catch {
+                        bound.value.lastError = error
+                        context.close(promise: nil)
+                    }
+                    bound.value.tunnelPending = false
+                },
+                failed: { failure in bound.value.tunnelFailed(failure, key: key) })
+        }
+        tunnelPending = tunnel != nil
+        let tunnelBound = tunnel.map { NIOLoopBound($0, eventLoop: eventLoop) }
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(timeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname)
-                    try channel.pipeline.syncOperations.addHandlers([tls, bound.value])
+                    if let tunnelBound {
+                        try channel.pipeline.syncOperations.addHandlers([tunnelBound.value, bound.value])
+                    } else {
+                        let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname)
+                        try channel.pipeline.syncOperations.addHandlers([tls, bound.value])
+                    }
                 }
             }
         let connecting =
-            if let pinned = key.pinned { bootstrap.connect(to: pinned.socketAddress) } else {
+            if let proxy = key.proxy {
+                bootstrap.connect(host: proxy.host, port: proxy.port)
+            } else if let pinned = key.pinned {
+                bootstrap.connect(to: pinned.socketAddress)
+            } else {
                 bootstrap.connect(host: key.host, port: key.port)
             }
         connecting
@@ -239,9 +272,30 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
                     guard phase == .connecting else { return }
                     phase = .closed
                     handshakeTimeout?.cancel()
-                    pool?.connectionFailed(self, Self.transportError(lastError ?? error))
+                    var failure = Self.transportError(lastError ?? error)
+                    if let proxy = key.proxy, lastError == nil {
+                        let why: EgressProxyFailure =
+                            if case .timedOut = failure { .timedOut } else { .unreachable(detail: "\(error)") }
+                        failure = why.record(proxy: proxy, target: Self.displayedTarget(key))
+                    }
+                    pool?.connectionFailed(self, failure)
                 }
             }
+    }
+
+    /// The CONNECT target: the checked address of a pinned request (so the proxy cannot be steered to another one, as
+    /// DNS could not), else the host's name, which the proxy resolves.
+    static func tunnelTarget(_ key: HTTP2ConnectionPool.Key) -> String {
+        EgressProxy.authority(key.pinned?.address ?? key.host, key.port)
+    }
+
+    /// What errors name: the request's host, never the address it was pinned to.
+    static func displayedTarget(_ key: HTTP2ConnectionPool.Key) -> String { EgressProxy.authority(key.host, key.port) }
+
+    private func tunnelFailed(_ failure: EgressProxyFailure, key: HTTP2ConnectionPool.Key) {
+        guard tunnelPending, let proxy = key.proxy, phase == .connecting else { return }
+        tunnelPending = false
+        lastError = failure.record(proxy: proxy, target: Self.displayedTarget(key))
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }

@@ -26,6 +26,9 @@ final class HTTP2ConnectionPool {
         var pinned: PinnedAddress?
         /// Requests of different identities never share a connection (APNs binds one to a signing key).
         var identity: ConnectionIdentity?
+        /// The egress proxy its connections tunnel through (`HTTPTransportConfiguration.egressProxy`, when `NO_PROXY` does
+        /// not exclude the host); nil: straight to the host.
+        var proxy: EgressProxy?
     }
 
     /// How often a request the server refused unprocessed (REFUSED_STREAM, or beyond a GOAWAY's
@@ -78,6 +81,10 @@ final class HTTP2ConnectionPool {
     }
 
     func submit(_ transfer: HTTP2Transfer) {
+        if transfer.request.resolvedByProxy, key.proxy == nil {
+            transfer.complete(.failure(.invalidRequest("the host was left for an egress proxy to resolve, and none applies to it")))
+            return
+        }
         if speaksOnlyHTTP1 {
             sendThroughFallback(transfer)
             return

@@ -75,38 +75,45 @@ enum HTTP2ClientSettings {
 }
 
 /// Which library frames HTTP/2 on the transport's connections; TLS and the event loop are swift-nio's either way.
-public enum HTTP2FramingKind: String, Sendable, CaseIterable {
-    /// swift-nio-http2's `NIOHTTP2Handler`: a second implementation under the same connections, which the transport
-    /// tests run beside nghttp2 (a frame-level difference shows as a test that passes on one framing only) and the
-    /// transport benchmark measures.
-    case nio
-    /// nghttp2, the library under h2load and libcurl's HTTP/2: the worker's, with half the CPU per request of `nio`
-    /// (docs/performance.md).
-    case nghttp2
-
+/// The worker has one, `nghttp2`. Tests add a second implementation as an oracle (swift-nio-http2's, in TestSupport)
+/// through the internal initializer, and run the transport's tests on both: a frame-level difference shows as a test
+/// that passes on one framing only.
+public struct HTTP2FramingKind: Sendable, Equatable, CustomStringConvertible {
     /// The library, with its version where it has one: for reports.
-    public var library: String {
-        switch self {
-        case .nio: "swift-nio-http2"
-        case .nghttp2: "nghttp2 " + NGHTTP2Framing.libraryVersion
-        }
+    public let library: String
+    private let installer:
+        @Sendable (ChannelPipeline.SynchronousOperations, any ChannelHandler & HTTP2FramingDelegate) throws -> any HTTP2Framing
+
+    /// - Parameter install: puts the framing between TLS and the connection (the handler it is given) once the handshake
+    ///   chose h2, and sends the client preface.
+    init(
+        library: String,
+        install:
+            @escaping @Sendable (ChannelPipeline.SynchronousOperations, any ChannelHandler & HTTP2FramingDelegate) throws ->
+            any HTTP2Framing
+    ) {
+        self.library = library
+        installer = install
     }
+
+    /// nghttp2, the library under h2load and libcurl's HTTP/2, with half the CPU per request of swift-nio-http2's
+    /// framing (docs/performance.md).
+    public static let nghttp2 = HTTP2FramingKind(library: "nghttp2 " + NGHTTP2Framing.libraryVersion) { pipeline, connection in
+        let framing = try NGHTTP2Framing(delegate: connection)
+        try pipeline.addHandler(framing, position: .before(connection))
+        return framing
+    }
+
+    public var description: String { library }
+
+    /// Framings are told apart by their library.
+    public static func == (lhs: HTTP2FramingKind, rhs: HTTP2FramingKind) -> Bool { lhs.library == rhs.library }
 
     /// Puts the framing between TLS and `connection` once the handshake chose h2, and sends the client preface.
     func install(in pipeline: ChannelPipeline.SynchronousOperations, below connection: some ChannelHandler & HTTP2FramingDelegate)
         throws -> any HTTP2Framing
     {
-        switch self {
-        case .nio:
-            let framing = NIOHTTP2Framing(delegate: connection)
-            try pipeline.addHandlers([NIOHTTP2Framing.makeHandler(), framing], position: .before(connection))
-            framing.openConnectionWindow()
-            return framing
-        case .nghttp2:
-            let framing = try NGHTTP2Framing(delegate: connection)
-            try pipeline.addHandler(framing, position: .before(connection))
-            return framing
-        }
+        try installer(pipeline, connection)
     }
 
     /// A name of an RFC 9113 §7 error code for messages.

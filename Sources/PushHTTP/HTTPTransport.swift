@@ -19,12 +19,16 @@ public struct HTTPTransportConfiguration: Sendable {
     /// open are forgotten first, then the least recently used one with no request in flight is closed; pools with requests
     /// in flight are never dropped, so those (bounded by the requests in flight) may go beyond it.
     public var maximumConnectionPools: Int
+    /// The HTTP proxy requests leave through (`HTTPS_PROXY`, with the `NO_PROXY` hosts reached without it): an HTTP CONNECT
+    /// tunnel per connection, TLS for the target inside. nil: every connection goes straight to its host.
+    public var egressProxy: EgressProxy?
 
     public init(
         maximumConnectionsPerHost: Int = 2, maximumStreamsPerConnection: Int = 100,
         maximumResponseBytes: Int = 64 << 10, connectTimeout: Duration = .seconds(5), urgentReservedStreams: Int? = nil,
-        maximumIdleTime: Duration = .seconds(118), maximumConnectionPools: Int = 10_000
+        maximumIdleTime: Duration = .seconds(118), maximumConnectionPools: Int = 10_000, egressProxy: EgressProxy? = nil
     ) {
+        self.egressProxy = egressProxy
         self.urgentReservedStreams = urgentReservedStreams
         self.maximumIdleTime = maximumIdleTime
         self.maximumConnectionPools = maximumConnectionPools
@@ -91,6 +95,9 @@ public struct HTTPRequest: Sendable {
     /// Whom the connection that carries this request speaks for (`ConnectionIdentity`): part of the connection's
     /// identity, as `tls` is. nil: anyone's requests to the same host and TLS options may share it.
     public var connectionIdentity: ConnectionIdentity?
+    /// The host name is left for the egress proxy to resolve (`CONNECT host:port`): the worker did not look it up, so
+    /// the request is sent only through the proxy; a transport without a proxy for this host refuses it unsent.
+    public var resolvedByProxy = false
 
     public init(
         method: String = "POST", url: String, headers: [(name: String, value: String)] = [],

@@ -4,12 +4,12 @@ import NIOPosix
 import PushCore
 
 /// HTTP/2 over TLS on swift-nio: one event-loop thread owns every connection, and the writes of a
-/// burst of requests leave in one flush. The HTTP/2 framing is swift-nio-http2's or nghttp2's
-/// (`HTTP2FramingKind`), under the same connections, queues and timeouts.
+/// burst of requests leave in one flush. nghttp2 frames HTTP/2 (`HTTP2FramingKind`; tests put swift-nio-http2's
+/// framing under the same connections, queues and timeouts as an oracle).
 ///
 /// A request pinned to an address (Web Push, where the address was checked before the request) connects there, with TLS
 /// for the URL's host (`PinnedAddress`). Every request to a host whose TLS handshake did not choose `h2` (an
-/// HTTP/1.1-only endpoint) goes to `fallback` (libcurl unless given), pinned there as here.
+/// HTTP/1.1-only endpoint) goes to `fallback` (libcurl over HTTP/1.1, `CurlHTTPTransport`, unless given), pinned there as here.
 public final class NIOHTTP2Transport: HTTPTransport {
     private let group: MultiThreadedEventLoopGroup
     private let pools: NIOLoopBound<HTTP2ConnectionPools>
@@ -160,7 +160,7 @@ final class HTTP2Transfer: Sendable {
     func complete(_ result: Result<HTTPResponse, HTTPTransportError>) { continuation.resume(returning: result) }
 }
 
-/// libcurl for what the HTTP/2 client does not take, made on first use.
+/// The HTTP/1.1 client (libcurl, `CurlHTTPTransport`) for hosts whose TLS handshake did not choose h2, made on first use.
 final class FallbackTransport: Sendable {
     private let made: Locked<(any HTTPTransport)?>
     private let make: @Sendable () -> any HTTPTransport
@@ -224,6 +224,7 @@ final class HTTP2ConnectionPools {
             lifetime: transfer.request.connectionLifetime ?? configuration.connectionLifetime,
             identity: transfer.request.connectionIdentity)
         key.pinned = transfer.pinned
+        key.proxy = configuration.egressProxy.flatMap { $0.applies(to: transfer.target.host) ? $0 : nil }
         let pool: HTTP2ConnectionPool
         if let existing = pools[key] {
             pool = existing

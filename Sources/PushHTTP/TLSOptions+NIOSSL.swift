@@ -18,10 +18,10 @@ extension TLSOptions {
     }
 
     /// A client configuration made of the files' bytes, never of their paths: verification of the server always on,
-    /// `h2` offered first.
-    func clientConfiguration() throws -> TLSConfiguration {
+    /// `h2` offered first unless the caller names its own protocols (none for Redis).
+    package func clientConfiguration(applicationProtocols: [String] = ["h2", "http/1.1"]) throws -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()
-        tls.applicationProtocols = ["h2", "http/1.1"]
+        tls.applicationProtocols = applicationProtocols
         tls.certificateVerification = .fullVerification
         if let caFile { tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(try caFile.bytes())) }
         guard let clientCertificateFile else { return tls }

@@ -18,8 +18,6 @@ import PushCore
 /// (https://redis.io/docs/latest/commands/wait/).
 public final class RedisClient: Sendable {
     public let url: RedisURL
-    private let connections: Int
-    private let connectTimeout: Duration
     private let commandTimeout: Duration
     private let scripts = Locked<[String: String]>([:])
     private let state = Locked(State())
@@ -52,14 +50,15 @@ public final class RedisClient: Sendable {
         var discovery: Task<Result<Topology, RedisError>, Never>?
     }
 
-    public init(
-        url: RedisURL, connections: Int = 1, connectTimeout: Duration = .seconds(2),
-        commandTimeout: Duration = .seconds(2)
+    /// Opens the connections to a node (`RedisClient+Connections.swift`).
+    private let makePool: @Sendable (RedisNodeAddress) -> RedisNodePool
+
+    init(
+        url: RedisURL, commandTimeout: Duration, makePool: @escaping @Sendable (RedisNodeAddress) -> RedisNodePool
     ) {
         self.url = url
-        self.connections = connections
-        self.connectTimeout = connectTimeout
         self.commandTimeout = commandTimeout
+        self.makePool = makePool
     }
 
     /// Whether the URL turned out to name a Redis Cluster (nil until the first command).
@@ -372,9 +371,7 @@ public final class RedisClient: Sendable {
     private func pool(for address: RedisNodeAddress) -> RedisNodePool {
         state.withLock { state in
             if let pool = state.pools[address] { return pool }
-            let pool = RedisNodePool(
-                url: url, address: address, connections: connections,
-                connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+            let pool = makePool(address)
             state.pools[address] = pool
             return pool
         }

@@ -1,7 +1,9 @@
 /// `redis://[[user]:password@]host[:port][,host[:port]…][/db]`: one node, or several seed nodes of
 /// a Redis Cluster (any one of them is enough to learn the cluster; the others are tried when it
-/// does not answer).
+/// does not answer). `rediss://` is the same over TLS, to every node.
 public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
+    /// `rediss://`: every connection is TLS, the server verified.
+    public var usesTLS: Bool
     /// The first node.
     public var host: String
     public var port: Int
@@ -12,8 +14,14 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     public var password: String?
 
     public init?(_ text: String) {
-        guard text.hasPrefix("redis://") else { return nil }
-        var rest = Substring(text.dropFirst("redis://".count))
+        if text.hasPrefix("redis://") {
+            usesTLS = false
+        } else if text.hasPrefix("rediss://") {
+            usesTLS = true
+        } else {
+            return nil
+        }
+        var rest = Substring(text.drop { $0 != "/" }.dropFirst(2))
         if let at = rest.lastIndex(of: "@") {
             let credentials = rest[..<at]
             rest = rest[rest.index(after: at)...]
@@ -68,7 +76,7 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     /// The URL with the password masked, for logs.
     public var description: String {
         let credentials = password == nil ? "" : "\(username ?? ""):***@"
-        return "redis://\(credentials)\(seeds.map(\.description).joined(separator: ","))/\(database)"
+        return "\(usesTLS ? "rediss" : "redis")://\(credentials)\(seeds.map(\.description).joined(separator: ","))/\(database)"
     }
 }
 

@@ -40,8 +40,14 @@ public enum RedisError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .unavailable(let detail): "Redis unavailable: \(detail)"
-        case .reply(let detail): "Redis error: \(detail)"
+        case .unavailable(let detail):
+            detail.contains("WRONGPASS")
+                ? "Redis unavailable: \(detail) (check the user and password of PUSH_REDIS_URL)"
+                : "Redis unavailable: \(detail)"
+        case .reply(let detail):
+            RedisClient.meansDenied(detail)
+                ? "Redis error: \(detail) (the ACL of PUSH_REDIS_URL's user lacks a command the worker needs: see docs/operations.md)"
+                : "Redis error: \(detail)"
         }
     }
 }

@@ -2,42 +2,61 @@ import Foundation
 import Synchronization
 
 /// A real `redis-server` process on a free loopback port, without persistence, for tests and the demo.
-/// It can be stopped and started again on the same port to simulate an outage.
+/// It can be stopped and started again on the same port to simulate an outage. With TLS (`options.tls`) it
+/// listens on that port with TLS only.
 public final class RedisServerProcess: @unchecked Sendable {
+    /// The one port it listens on: the TLS port with TLS.
     public let port: Int
-    private let password: String?
+    public let options: RedisServerOptions
     /// Where a cluster node keeps its `nodes.conf`; nil: not a cluster node.
     private let clusterDirectory: String?
     /// The port of the master this server replicates (`--replicaof`); nil: a master.
     private let replicaOf: Int?
+    /// The ACL file written for `options.acl`, removed with the server.
+    private let aclFile: String?
     private var process: ChildProcess?
     private let lock = NSLock()
 
-    private init(port: Int, password: String?, clusterDirectory: String?, replicaOf: Int? = nil) {
+    private init(port: Int, options: RedisServerOptions, clusterDirectory: String?, replicaOf: Int? = nil) throws {
         self.port = port
-        self.password = password
+        self.options = options
         self.clusterDirectory = clusterDirectory
         self.replicaOf = replicaOf
+        if let acl = options.acl {
+            let file = "\(clusterDirectory ?? FileManager.default.temporaryDirectory.path)/redis-\(port)-\(UUID().uuidString).acl"
+            try acl.fileContents.write(toFile: file, atomically: true, encoding: .utf8)
+            aclFile = file
+        } else {
+            aclFile = nil
+        }
     }
 
     /// A server started and accepting connections.
     public static func launch(password: String? = nil) async throws -> RedisServerProcess {
-        try await launch { RedisServerProcess(port: try allocatePort(clusterBus: false), password: password, clusterDirectory: nil) }
+        try await launch(options: RedisServerOptions(password: password))
     }
 
-    /// A replica of `master` (`--replicaof`), started and accepting connections; its first sync may still be under way.
+    /// A server with these options (TLS, ACL users), started and accepting connections.
+    public static func launch(options: RedisServerOptions) async throws -> RedisServerProcess {
+        try await launch { try RedisServerProcess(port: try allocatePort(clusterBus: false), options: options, clusterDirectory: nil) }
+    }
+
+    /// A replica of `master` (`--replicaof`, with its options: over TLS as the ACL user when it has them),
+    /// started and accepting connections; its first sync may still be under way.
     public static func launchReplica(of master: RedisServerProcess) async throws -> RedisServerProcess {
         try await launch {
-            RedisServerProcess(
-                port: try allocatePort(clusterBus: false), password: master.password,
+            try RedisServerProcess(
+                port: try allocatePort(clusterBus: false), options: master.options,
                 clusterDirectory: nil, replicaOf: master.port)
         }
     }
 
     /// A node with cluster support on (`--cluster-enabled yes`), not yet part of a cluster; its
     /// cluster bus port (the port + 10 000) is free too.
-    static func launchClusterNode(in directory: String) async throws -> RedisServerProcess {
-        try await launch { RedisServerProcess(port: try allocatePort(clusterBus: true), password: nil, clusterDirectory: directory) }
+    static func launchClusterNode(in directory: String, options: RedisServerOptions = RedisServerOptions()) async throws
+        -> RedisServerProcess
+    {
+        try await launch { try RedisServerProcess(port: try allocatePort(clusterBus: true), options: options, clusterDirectory: directory) }
     }
 
     /// Starts a server on a new port; one that exits at once (its port was taken after it was found
@@ -76,10 +95,16 @@ public final class RedisServerProcess: @unchecked Sendable {
         throw NSError(domain: "redis-server", code: 1, userInfo: [NSLocalizedDescriptionKey: "redis-server did not start on port \(port)"])
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        if let aclFile { try? FileManager.default.removeItem(atPath: aclFile) }
+    }
 
-    /// `redis://[:password@]127.0.0.1:<port>/0`.
-    public var urlString: String { "redis://\(password.map { ":\($0)@" } ?? "")127.0.0.1:\(port)/0" }
+    /// `redis://[:password@]127.0.0.1:<port>/0`; with TLS `rediss://`, with ACL `<user>:<password>@`.
+    public var urlString: String { options.urlPrefix() + "127.0.0.1:\(port)/0" }
+
+    /// What redis-cli needs to reach this server as its user: host, port, TLS and credentials.
+    public var cliArguments: [String] { ["-h", "127.0.0.1", "-p", String(port)] + options.cliArguments }
 
     /// Whether a `redis-server` executable is installed.
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
@@ -87,13 +112,15 @@ public final class RedisServerProcess: @unchecked Sendable {
     private func spawn() throws {
         try lock.withLock {
             guard process == nil else { return }
-            var arguments = [
-                "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            // With TLS, the only port is the TLS port; the cluster bus is that port + 10 000.
+            var arguments = options.tls == nil ? ["--port", String(port)] : ["--port", "0", "--tls-port", String(port)]
+            arguments += [
+                "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                 "--daemonize", "no", "--loglevel", "warning",
                 // A replica's first copy starts at once, not after the default 5 s wait for more replicas.
                 "--repl-diskless-sync-delay", "0",
             ]
-            if let password { arguments += ["--requirepass", password, "--masterauth", password] }
+            arguments += options.serverArguments(aclFile: aclFile)
             if let replicaOf { arguments += ["--replicaof", "127.0.0.1", String(replicaOf)] }
             if let clusterDirectory {
                 arguments += [

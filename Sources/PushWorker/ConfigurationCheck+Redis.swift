@@ -2,14 +2,16 @@ import PushPluginAPI
 import PushRedis
 
 extension ConfigurationCheck {
-    /// `redis auth` (the URL's user and password accepted), `redis ping`, `redis version` (at least 7.0); one line when
+    /// `redis auth` (the URL's user and password accepted; over TLS for `rediss://`, the server verified), `redis ping`,
+    /// `redis acl` (every command the worker sends allowed), `redis version` (at least 7.0); one line when
     /// Redis is not configured or cannot be reached. Through the worker's own client (`RedisClient`), which sends `AUTH`
     /// on each new connection.
     static func redisChecks(_ configuration: WorkerConfiguration, timeout: Duration) async -> [CheckResult] {
         guard let url = configuration.redisURL else {
             return [.ok("redis", "not configured (PUSH_REDIS_URL unset): dedupe, idempotency and retries live in each process")]
         }
-        let client = RedisClient(url: url, connections: 1, connectTimeout: timeout, commandTimeout: timeout)
+        let client = RedisClient(
+            url: url, connections: 1, connectTimeout: timeout, commandTimeout: timeout, tls: configuration.redisTLS)
         let user = url.username ?? "default"
         let pong: RedisValue
         do {
@@ -24,6 +26,18 @@ extension ConfigurationCheck {
                 : .ok("redis auth", "\(url): accepted for user \(user)"),
             .ok("redis ping", pong.string ?? "answered"),
         ]
+        do {
+            let denied = try await client.deniedCommands()
+            results.append(
+                denied.isEmpty
+                    ? .ok("redis acl", "user \(user) may run every command the worker sends")
+                    : .fail(
+                        "redis acl",
+                        "user \(user) may not run \(denied.joined(separator: ", ")) (NOPERM): grant them in its ACL (docs/operations.md lists them)"
+                    ))
+        } catch {
+            results.append(.fail("redis acl", "\(error)"))
+        }
         do {
             let info = try await client.command(RedisCommand("INFO", "server"))
             results.append(versionCheck(info.string ?? ""))

@@ -72,8 +72,18 @@ public enum ConfigurationCheck {
                     "configuration",
                     "PUSH_* variables, credential files and templates load (providers: \(providers.isEmpty ? "none" : providers))"))
         }
+        if let proxy = configuration.egressProxy { results.append(egressProxyLine(proxy)) }
         results += await checkConnections(configuration, options: options, logger: logger)
         return Report(results: results, configurationRefused: false)
+    }
+
+    /// Where provider connections go: the plugins' checks below tunnel through this proxy, and a refusal of it fails them
+    /// with the proxy's answer ("the egress proxy proxy.corp:3128 refused CONNECT …: 407 Proxy Authentication Required").
+    static func egressProxyLine(_ proxy: EgressProxy) -> CheckResult {
+        let excluded = proxy.noProxy.isEmpty ? "no host excluded" : "NO_PROXY excludes \(proxy.noProxy.summary)"
+        return .ok(
+            "egress proxy",
+            "provider connections tunnel through \(proxy) (HTTP CONNECT\(proxy.hasCredentials ? ", Basic auth" : "")); \(excluded)")
     }
 
     /// What start-up only warns about and `check-config` fails: variables it does not know (typos) or no longer reads.

@@ -71,7 +71,21 @@ enum CoreSettings {
         "Attempts per target, the first included; then the outcome is `failed`.")
     static let redisUrl = Setting(
         "PUSH_REDIS_URL",
-        "`redis://[[user]:password@]host:port/db` for dedupe windows, idempotency records and the retry queue, shared by all replicas. A Redis Cluster is found out by itself: name one or more of its nodes, comma-separated (`redis://:pw@10.0.0.1:7000,10.0.0.2:7000/0`; database 0). Unset: in-memory stores and in-task retries (single replica only; logged as a warning)."
+        "`redis://[[user]:password@]host:port/db` for dedupe windows, idempotency records and the retry queue, shared by all replicas; `rediss://` for TLS (managed Redis), the server's certificate and host name always verified. A Redis Cluster is found out by itself: name one or more of its nodes, comma-separated (`redis://:pw@10.0.0.1:7000,10.0.0.2:7000/0`; database 0). The user needs `+@all ~*` or the commands in docs/operations.md. Unset: in-memory stores and in-task retries (single replica only; logged as a warning)."
+    )
+    static let redisCaFile = Setting(
+        "PUSH_REDIS_CA_FILE", .file,
+        "PEM CA bundle trusted for `rediss://` instead of the system store (a private CA, Memorystore's server CA). Read again for each new connection, so a rotated bundle is used without a restart."
+    )
+    static let redisCertFile = Setting(
+        "PUSH_REDIS_CERT_FILE", .file,
+        "PEM client certificate presented to Redis servers that require mutual TLS (`tls-auth-clients yes`), with `PUSH_REDIS_KEY_FILE` unless it holds its key. Read again for each new connection."
+    )
+    static let redisKeyFile = Setting(
+        "PUSH_REDIS_KEY_FILE", .file, "PEM private key of `PUSH_REDIS_CERT_FILE`.")
+    static let redisTlsServerName = Setting(
+        "PUSH_REDIS_TLS_SERVER_NAME",
+        "The name every Redis node's certificate must carry, sent as SNI: for a Redis Cluster over TLS whose nodes announce IP addresses. Unset: the host named in `PUSH_REDIS_URL` is verified, and a node reached by IP address must have that address in its certificate."
     )
     static let redisConnections = Setting(
         "PUSH_REDIS_CONNECTIONS", .integer(1...64), default: "1",
@@ -181,7 +195,8 @@ enum CoreSettings {
     static let opening: [Setting] = [
         kafkaBrokers, kafkaGroupId, jobsTopic, urgentTopic, outcomesTopic, dlqTopic, rdkafkaProperty,
         rdkafkaAllowUnsafe, maxInFlight, urgentReservedInFlight, maxReadAhead, maxReadAheadBytes, appMaxInFlight, shedLagMs,
-        maxJobBytes, retryBaseMs, retryMaxMs, maxAttempts, redisUrl, redisConnections, dedupeWindowCallMs,
+        maxJobBytes, retryBaseMs, retryMaxMs, maxAttempts, redisUrl, redisCaFile, redisCertFile, redisKeyFile,
+        redisTlsServerName, redisConnections, dedupeWindowCallMs,
         dedupeWindowMessageMs, dedupeWindowCancelMs, dedupeWindowCustomMs, dedupeWindowWakeMs, idempotencyTtlS,
         retryLeaseMs, publishRetrying, circuitFailures, circuitCooldownMs, shutdownGraceS, providers,
         httpMaxConnections, templatesDir, templatesReloadS, soundCall, soundMessage, soundOther, appsFile, appsReloadS,

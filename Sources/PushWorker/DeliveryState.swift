@@ -16,7 +16,9 @@ struct DeliveryState {
 
     init(_ configuration: WorkerConfiguration, logger: Logger) {
         if let url = configuration.redisURL {
-            let client = RedisClient(url: url, connections: configuration.redisConnections)
+            let client = RedisClient(
+                url: url, connections: configuration.redisConnections, tls: configuration.redisTLS,
+                logger: logger)
             store = RedisDeliveryStore(client: client, recordRetention: configuration.idempotencyRetention)
             retryQueue = RedisRetryQueue(client: client, logger: logger)
             logger.info("shared store: Redis", metadata: ["url": "\(url)"])

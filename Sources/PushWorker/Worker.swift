@@ -140,7 +140,8 @@ public struct Worker: Sendable {
         _ configuration: WorkerConfiguration,
         wrap: @escaping @Sendable (any HTTPTransport) -> any HTTPTransport = { $0 }
     ) -> ProviderTransports {
-        let transportConfiguration = HTTPTransportConfiguration(maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+        let transportConfiguration = HTTPTransportConfiguration(
+            maximumConnectionsPerHost: configuration.maximumConnectionsPerHost, egressProxy: configuration.egressProxy)
         return ProviderTransports { name in wrap(NIOHTTP2Transport(configuration: transportConfiguration, name: name)) }
     }
 

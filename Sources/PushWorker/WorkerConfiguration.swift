@@ -28,6 +28,8 @@ public struct WorkerConfiguration: Sendable {
     public var operations: OperationsEndpoint
     public var redisURL: RedisURL?
     public var redisConnections: Int
+    /// TLS for `rediss://` (`PUSH_REDIS_CA_FILE`, `…_CERT_FILE`, `…_KEY_FILE`, `…_TLS_SERVER_NAME`).
+    public var redisTLS = RedisTLSSettings()
     /// How long a final outcome is remembered so a redelivered job is not sent again (`PUSH_IDEMPOTENCY_TTL_S`).
     public var idempotencyRetention: Duration = .seconds(3_600)
     /// The enabled providers' plugins, configured.
@@ -51,6 +53,8 @@ public struct WorkerConfiguration: Sendable {
     public var appsReloadInterval: Duration?
     /// Whether the `OTEL_*` variables turn trace export on (`TraceExport`).
     public var exportsTraces = false
+    /// The HTTP proxy provider traffic leaves through: `HTTPS_PROXY`/`https_proxy` and `NO_PROXY`/`no_proxy` (curl's rules).
+    public var egressProxy: EgressProxy?
     /// The content of those files as they were before the plugins read them.
     var providerVersion: ConfigurationVersion
 
@@ -116,10 +120,11 @@ public struct WorkerConfiguration: Sendable {
             redisURL = RedisURL(text)
             if redisURL == nil {
                 reader.problem(
-                    "PUSH_REDIS_URL must look like redis://[:password@]host:port/db or, for a Redis Cluster, redis://[:password@]host:port,host:port/0, got \"\(RedisURL.masked(text))\""
+                    "PUSH_REDIS_URL must look like redis[s]://[[user]:password@]host:port/db or, for a Redis Cluster, redis[s]://[[user]:password@]host:port,host:port/0, got \"\(RedisURL.masked(text))\""
                 )
             }
         }
+        let redisTLS = Self.redisTLS(url: redisURL, reader: &reader)
         let redisConnections = reader.integer(CoreSettings.redisConnections)
         let connections = reader.integer(CoreSettings.httpMaxConnections)
         // Twice the streams an endpoint's connections carry: requests being prepared or read need slots too.
@@ -211,6 +216,9 @@ public struct WorkerConfiguration: Sendable {
         case .failure(let errors): errors.problems.forEach { reader.problem($0) }
         }
 
+        var egressProxy: EgressProxy?
+        do { egressProxy = try EgressProxy.fromEnvironment { environment[$0] } } catch { reader.problem(error.description) }
+
         guard reader.problems.isEmpty else { return .failure(ConfigurationErrors(problems: reader.problems)) }
         var configuration = WorkerConfiguration(
             brokers: brokers, groupId: groupId, pipeline: pipeline, rdkafkaProperties: rdkafka,
@@ -223,7 +231,38 @@ public struct WorkerConfiguration: Sendable {
             providerSource: providers, appsReloadInterval: appsReloadSeconds > 0 ? .seconds(appsReloadSeconds) : nil,
             providerVersion: providerVersion)
         configuration.exportsTraces = exportsTraces
+        configuration.egressProxy = egressProxy
         configuration.idempotencyRetention = idempotencyRetention
+        configuration.redisTLS = redisTLS
         return .success(configuration)
+    }
+
+    /// `PUSH_REDIS_CA_FILE`, `…_CERT_FILE`, `…_KEY_FILE` and `…_TLS_SERVER_NAME`: only with `rediss://`, the files read
+    /// and parsed now as a connection will (they are read again for each new one).
+    private static func redisTLS(url: RedisURL?, reader: inout SettingsReader) -> RedisTLSSettings {
+        let settings = [CoreSettings.redisCaFile, CoreSettings.redisCertFile, CoreSettings.redisKeyFile, CoreSettings.redisTlsServerName]
+        let set = settings.filter { reader.isSet($0) }
+        guard url?.usesTLS == true else {
+            if !set.isEmpty {
+                reader.problem(
+                    "\(set.map(\.name).joined(separator: ", ")) set, but PUSH_REDIS_URL is not rediss:// (TLS): use rediss:// or unset them"
+                )
+            }
+            return RedisTLSSettings()
+        }
+        let caFile = CredentialFiles.tlsFile(CoreSettings.redisCaFile, reader: &reader)
+        let certificateFile = CredentialFiles.tlsFile(CoreSettings.redisCertFile, reader: &reader)
+        let keyFile = CredentialFiles.tlsFile(CoreSettings.redisKeyFile, reader: &reader)
+        if reader.isSet(CoreSettings.redisKeyFile), !reader.isSet(CoreSettings.redisCertFile) {
+            reader.problem("PUSH_REDIS_KEY_FILE is set without PUSH_REDIS_CERT_FILE: set both for mutual TLS")
+        }
+        let options = TLSOptions(caFile: caFile, clientCertificateFile: certificateFile, clientKeyFile: keyFile)
+        _ = CredentialFiles.tls(options, place: "PUSH_REDIS_CA_FILE/CERT_FILE/KEY_FILE", reader: &reader)
+        let serverName = reader.string(CoreSettings.redisTlsServerName)
+        if let serverName, serverName.contains(where: { $0 == "/" || $0 == ":" || $0 == "@" || $0.isWhitespace }) {
+            reader.problem("PUSH_REDIS_TLS_SERVER_NAME must be a host name, got \"\(serverName)\"")
+        }
+        return RedisTLSSettings(
+            caFile: caFile?.path, certificateFile: certificateFile?.path, keyFile: keyFile?.path, serverName: serverName)
     }
 }

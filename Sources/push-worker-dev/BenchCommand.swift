@@ -59,9 +59,6 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Produce the jobs at this rate (jobs/s) while the pipeline runs, instead of queueing them all first.")
     var rate: Int?
 
-    @Option(help: "HTTP/2 client of the transport scenario: nghttp2 (the worker's), nio (swift-nio-http2's framing) or curl.")
-    var client: String?
-
     @Option(help: "Give up after this many seconds.")
     var timeout = 900
 
@@ -118,10 +115,6 @@ struct BenchCommand: AsyncParsableCommand {
             guard let endpoint else { throw ValidationError("--scenario transport needs --endpoint") }
             transportOptions.endpoint = endpoint
             transportOptions.caFile = caFile
-            guard let kind = HTTPClientKind(rawValue: client ?? HTTPClientKind.standard.rawValue) else {
-                throw ValidationError("--client must be nghttp2, nio or curl")
-            }
-            transportOptions.client = kind
             let report = try await TransportBench.run(transportOptions)
             print(json ? try report.prettyJSON() : report.table())
             if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }

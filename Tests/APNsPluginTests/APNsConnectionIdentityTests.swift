@@ -99,7 +99,7 @@ struct APNsConnectionIdentityTests {
             configuration: APNsConfiguration(
                 apps: teams.apps + [sameKey, certificate], productionURL: "https://apns.test",
                 sandboxURL: "https://sandbox.apns.test"),
-            transport: CurlHTTPTransport(), logger: Logger(label: "test"))
+            transport: TestTransport.make(), logger: Logger(label: "test"))
         func endpoint(_ app: String) -> String? {
             provider.scope(of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa"))).endpoint
         }
@@ -113,7 +113,7 @@ struct APNsConnectionIdentityTests {
 
     @Test(
         "20 teams, each with its own app and key, through one worker against a sandbox that binds connections to keys: every job delivered, no 403",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func twentyTeamsThroughOneWorker(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }

@@ -3,6 +3,7 @@ import PushCore
 import PushCrypto
 import PushHTTP
 import Testing
+import TestSupport
 @testable import APNsPlugin
 
 @Suite("APNs request rules (headers, topic, priority, payload)")
@@ -157,7 +158,7 @@ struct APNsRulesTests {
             configuration: APNsConfiguration(
                 apps: [certificate], productionURL: "https://apns.test",
                 sandboxURL: "https://sandbox.apns.test"),
-            transport: CurlHTTPTransport(), logger: Logger(label: "test"))
+            transport: TestTransport.make(), logger: Logger(label: "test"))
         func endpoint(_ app: String, _ environment: String? = nil) -> String? {
             provider.scope(
                 of: Target(bindingId: "b", provider: .apns, app: app, details: APNsTarget(token: "aa", environment: environment))

@@ -11,6 +11,6 @@ extension APNsSandboxFixture {
         return try APNsProvider(
             configuration: APNsConfiguration(
                 apps: [app], productionURL: server.baseURL, sandboxURL: server.baseURL, caFile: tls.caFile),
-            transport: CurlHTTPTransport(), logger: testLogger(), templates: templates)
+            transport: TestTransport.make(), logger: testLogger(), templates: templates)
     }
 }

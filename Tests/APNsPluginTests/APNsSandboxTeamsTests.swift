@@ -29,7 +29,7 @@ struct APNsSandboxTeamsTests {
                 apps: [app], productionURL: instance.server.baseURL,
                 sandboxURL: instance.server.baseURL, caFile: tls.caFile,
                 timeout: .seconds(10)),
-            transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: .seconds(10))),
+            transport: TestTransport.make(connectTimeout: .seconds(10)),
             logger: testLogger())
         let token = String(repeating: "ab", count: 32)
         let target = Target.apns("b1", app: team.bundleId, token: token, environment: nil, pushType: nil)

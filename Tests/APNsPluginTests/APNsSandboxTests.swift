@@ -38,7 +38,7 @@ struct APNsSandboxTests {
                 apps: [app], productionURL: fixture.server.baseURL,
                 sandboxURL: sandboxURL ?? fixture.server.baseURL,
                 caFile: fixture.tls.caFile, timeout: timeout),
-            transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+            transport: TestTransport.make(connectTimeout: timeout),
             logger: testLogger())
     }
 
@@ -89,7 +89,7 @@ struct APNsSandboxTests {
                 apps: [app], productionURL: production.server.baseURL,
                 sandboxURL: development.baseURL,
                 caFile: production.tls.caFile),
-            transport: CurlHTTPTransport(), logger: testLogger())
+            transport: TestTransport.make(), logger: testLogger())
         _ = await provider.deliver(Self.delivery(token: Self.liveToken, environment: "production"))
         _ = await provider.deliver(Self.delivery(token: Self.liveToken, environment: "sandbox"))
         _ = await provider.deliver(Self.delivery(token: Self.liveToken))
@@ -155,7 +155,7 @@ struct APNsSandboxTests {
     // The transport's idle time of 1 s stands for its 118 s, the keepalive interval of 1 s for Apple's hour.
     @Test(
         "APNs connections outlive the transport's idle time: a push after it goes over the same connection",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func connectionOutlivesTheIdleTime(_ framing: HTTP2FramingKind) async throws {
         let closed = Locked(0)
         let tls = try SandboxTLS.make()
@@ -222,7 +222,7 @@ struct APNsSandboxTests {
             configuration: APNsConfiguration(
                 apps: [app], productionURL: fixture.server.baseURL,
                 sandboxURL: fixture.server.baseURL, caFile: fixture.tls.caFile),
-            transport: CurlHTTPTransport(), logger: testLogger())
+            transport: TestTransport.make(), logger: testLogger())
         guard case .delivered = await provider.deliver(Self.delivery(token: Self.liveToken, kind: .call)) else {
             Issue.record("the VoIP push did not go with the VoIP certificate")
             return

@@ -157,7 +157,7 @@ struct FCMConformanceTests {
         let account = try ServiceAccount(contentsOfFile: instance.credentialsFile)
         let provider = try FCMProvider(
             configuration: FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL, caFile: tls.caFile),
-            transport: CurlHTTPTransport(), templates: ReservedKeyTemplate())
+            transport: TestTransport.make(), templates: ReservedKeyTemplate())
         guard case .failed(let reason, nil, .none, _) = await provider.deliver(FCMHarness.delivery(token: "tok-1")) else {
             Issue.record("expected a refusal")
             return
@@ -173,7 +173,7 @@ struct FCMConformanceTests {
     func sandboxRefusesWhatFCMRefuses() async throws {
         let harness = try await FCMHarness.start()
         let accessToken = try await #require(harness.provider.accessTokens(for: FCMSandboxInstance.projectId)).token()
-        let transport = CurlHTTPTransport()
+        let transport = TestTransport.make()
         func send(_ body: String) async throws -> HTTPResponse {
             try await transport.send(
                 HTTPRequest(

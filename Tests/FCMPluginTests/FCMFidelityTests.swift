@@ -20,7 +20,7 @@ struct FCMFidelityTests {
             accounts: [try ServiceAccount(contentsOfFile: instance.credentialsFile)], packages: packages,
             endpoint: endpoint ?? instance.server.baseURL, caFile: tls.caFile)
         configuration.iosPackages = iosPackages
-        return try FCMProvider(configuration: configuration, transport: CurlHTTPTransport())
+        return try FCMProvider(configuration: configuration, transport: TestTransport.make())
     }
 
     static func delivery(
@@ -198,7 +198,7 @@ struct FCMFidelityTests {
 
     static func send(_ harness: FCMHarnessOf, _ body: String, caFile: String? = nil) async throws -> HTTPResponse {
         let accessToken = try await #require(harness.provider.accessTokens(for: FCMSandboxInstance.projectId)).token()
-        let transport = CurlHTTPTransport()
+        let transport = TestTransport.make()
         defer { transport.shutdown() }
         let ca = caFile ?? harness.instance.server.tls.caFile
         return try await transport.send(

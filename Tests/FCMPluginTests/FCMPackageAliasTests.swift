@@ -24,7 +24,7 @@ struct FCMPackageAliasTests {
             ],
             packages: ["com.voip.phone": FCMSandboxInstance.projectId],
             endpoint: instance.server.baseURL, caFile: tls.caFile)
-        let provider = try FCMProvider(configuration: configuration, transport: CurlHTTPTransport())
+        let provider = try FCMProvider(configuration: configuration, transport: TestTransport.make())
         let json =
             #"{"v":1,"id":"j1","kind":"message","userId":"u","notification":{"title":"T"},"targets":[{"bindingId":"b1","xmpush":"a:com.voip.phone:fcm-token-1"}]}"#
         let job = try JobDecoder().decode(Array(json.utf8), fallbackCreatedAt: currentTimeMilliseconds())

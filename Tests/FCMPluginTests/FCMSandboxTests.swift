@@ -26,7 +26,7 @@ struct FCMHarness {
             configuration: FCMConfiguration(
                 accounts: [account], endpoint: instance.server.baseURL,
                 caFile: tls.caFile, timeout: timeout),
-            transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+            transport: TestTransport.make(connectTimeout: timeout),
             clock: { clock.milliseconds })
         return FCMHarness(tls: tls, instance: instance, provider: provider)
     }
@@ -168,7 +168,7 @@ struct FCMSandboxTests {
         let provider = try FCMProvider(
             configuration: FCMConfiguration(
                 accounts: [account], endpoint: instance.server.baseURL,
-                caFile: tls.caFile), transport: CurlHTTPTransport())
+                caFile: tls.caFile), transport: TestTransport.make())
         guard case .failed(let reason, nil, .checkCredentials, _) = await provider.deliver(FCMHarness.delivery(token: "tok")) else {
             Issue.record("expected a credentials failure")
             return

@@ -36,7 +36,7 @@ struct FCMTemplateAndCancelTests {
             configuration: FCMConfiguration(
                 accounts: [account], endpoint: instance.server.baseURL,
                 caFile: tls.caFile),
-            transport: CurlHTTPTransport(), templates: MizuLikeTemplate())
+            transport: TestTransport.make(), templates: MizuLikeTemplate())
         let result = await provider.deliver(FCMHarness.delivery(token: "tok-1", kind: .cancel))
         guard case .delivered = result else {
             Issue.record("not delivered: \(result)")
@@ -82,7 +82,7 @@ struct FCMTemplateAndCancelTests {
         let account = try ServiceAccount(contentsOfFile: instance.credentialsFile)
         var configuration = FCMConfiguration(accounts: [account], endpoint: instance.server.baseURL, caFile: tls.caFile)
         configuration.removeNotification = removal
-        let provider = try FCMProvider(configuration: configuration, transport: CurlHTTPTransport(), templates: NotifyingTemplate())
+        let provider = try FCMProvider(configuration: configuration, transport: TestTransport.make(), templates: NotifyingTemplate())
         let result = await provider.deliver(FCMHarness.delivery(token: "tok-1", kind: kind))
         guard case .delivered = result else {
             Issue.record("not delivered: \(result)")

@@ -53,7 +53,7 @@ struct HMSClassificationTests {
     func sandboxCategories() async throws {
         let harness = try await HMSHarness.start()
         let accessToken = try await #require(harness.provider.accessTokens(for: HMSSandboxInstance.appId)).token()
-        let transport = CurlHTTPTransport()
+        let transport = TestTransport.make()
         func code(category: String) async throws -> String? {
             let message =
                 #"{"data":"x","android":{"category":"\#(category)","notification":{"title":"T","body":"B","click_action":{"type":3}}},"token":["t"]}"#

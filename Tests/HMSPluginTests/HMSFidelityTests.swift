@@ -62,7 +62,7 @@ struct HMSFidelityTests {
     func sandboxChecksNotificationMessages() async throws {
         let harness = try await HMSHarness.start()
         let accessToken = try await #require(harness.provider.accessTokens(for: HMSSandboxInstance.appId)).token()
-        let transport = CurlHTTPTransport()
+        let transport = TestTransport.make()
         func send(_ notification: String) async throws -> String {
             let body = #"{"validate_only":false,"message":{"data":"{}","android":{"notification":\#(notification)},"token":["tok"]}}"#
             let response = try await transport.send(

@@ -29,7 +29,7 @@ struct HMSHarness {
             apps: [app] + extraApps, defaultAppId: HMSSandboxInstance.appId, tokenURL: instance.tokenURL,
             endpoint: instance.server.baseURL, caFile: tls.caFile, timeout: timeout)
         let provider = HMSProvider(
-            configuration: configuration, transport: CurlHTTPTransport(configuration: HTTPTransportConfiguration(connectTimeout: timeout)),
+            configuration: configuration, transport: TestTransport.make(connectTimeout: timeout),
             clock: { clock.milliseconds })
         return HMSHarness(tls: tls, instance: instance, provider: provider)
     }
@@ -287,7 +287,7 @@ struct HMSSandboxTests {
     func sandboxRefusesWhatHuaweiRefuses() async throws {
         let harness = try await HMSHarness.start()
         let accessToken = try await #require(harness.provider.accessTokens(for: HMSSandboxInstance.appId)).token()
-        let transport = CurlHTTPTransport()
+        let transport = TestTransport.make()
         func code(_ message: String) async throws -> String? {
             let response = try await transport.send(
                 HTTPRequest(

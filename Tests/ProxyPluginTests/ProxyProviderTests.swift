@@ -90,7 +90,7 @@ struct ProxyProviderTests {
         let sandbox = try await ProxySandboxFixture.start()
         let provider = ProxyProvider(
             configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         #expect(await provider.deliver(Self.delivery(userId: "alice")) == .delivered(providerMessageId: nil, httpStatus: 200))
         #expect(
             await provider.deliver(Self.delivery(userId: "unknown-zed"))
@@ -128,7 +128,7 @@ struct ProxyProviderTests {
         let sandbox = try await ProxySandboxFixture.start()
         let provider = ProxyProvider(
             configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         let delivered = await Self.deliverTogether(provider, Self.userJob("alice", bindings: ["phone", "tablet"]))
         #expect(
             delivered == [
@@ -151,7 +151,7 @@ struct ProxyProviderTests {
         let sandbox = try await ProxySandboxFixture.start()
         let provider = ProxyProvider(
             configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         let alone = Self.userJob("alice", bindings: ["phone", "tablet"])[0]
         #expect(await provider.deliver(alone) == .delivered(providerMessageId: nil, httpStatus: 200))
         #expect(sandbox.server.requests.count == 1)
@@ -166,7 +166,7 @@ struct ProxyProviderTests {
         let configuration = ProxyConfiguration(
             defaultEndpoint: ProxyEndpoint(url: fallback.url, tls: TLSOptions(caFile: fallback.tls.caFile)),
             endpoints: ["acme": ProxyEndpoint(url: acme.url, tls: TLSOptions(caFile: acme.tls.caFile))])
-        let provider = ProxyProvider(configuration: configuration, transport: CurlHTTPTransport())
+        let provider = ProxyProvider(configuration: configuration, transport: TestTransport.make())
         #expect(
             await provider.deliver(Self.userJob("alice", bindings: ["a"], app: "acme")[0])
                 == .delivered(providerMessageId: nil, httpStatus: 200))
@@ -177,7 +177,7 @@ struct ProxyProviderTests {
         #expect(fallback.server.requests.count == 1)
         let onlyAcme = ProxyProvider(
             configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         guard case .failed(let reason, nil, _, _) = await onlyAcme.deliver(Self.userJob("bob", bindings: ["b"], app: "other")[0]) else {
             Issue.record("a target of an app without a proxy must fail")
             return
@@ -197,10 +197,10 @@ struct ProxyProviderTests {
         let configuration = ProxyConfiguration(
             defaultEndpoint: ProxyEndpoint(url: "https://default.example"),
             endpoints: ["a": shared, "b": shared, "c": otherIdentity])
-        let provider = ProxyProvider(configuration: configuration, transport: CurlHTTPTransport())
+        let provider = ProxyProvider(configuration: configuration, transport: TestTransport.make())
         let onlyApps = ProxyProvider(
             configuration: ProxyConfiguration(defaultEndpoint: nil, endpoints: configuration.endpoints),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         func scope(_ app: String, of provider: ProxyProvider) -> DeliveryScope {
             provider.scope(of: Self.userJob("u", bindings: ["x"], app: app)[0].target)
         }
@@ -227,11 +227,11 @@ struct ProxyProviderTests {
                     caFile: sandbox.tls.caFile,
                     clientCertificateFile: sandbox.tls.clientCertificateFile,
                     clientKeyFile: sandbox.tls.clientKeyFile)),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         #expect(await withCertificate.deliver(Self.delivery()) == .delivered(providerMessageId: nil, httpStatus: 200))
         let withoutCertificate = ProxyProvider(
             configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         guard case .retryable = await withoutCertificate.deliver(Self.delivery()) else {
             Issue.record("a handshake without the client certificate must not count as delivered")
             return

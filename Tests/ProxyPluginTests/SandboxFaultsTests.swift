@@ -20,7 +20,7 @@ struct SandboxFaultsTests {
         let sandbox = try await ProxySandboxFixture.start(responder: injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId))
         let provider = ProxyProvider(
             configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         let unavailable = DeliveryResult.retryable(reason: "proxy unavailable", httpStatus: 503, retryAfter: .seconds(1))
         #expect(await provider.deliver(ProxyProviderTests.delivery()) == unavailable)
         #expect(await provider.deliver(ProxyProviderTests.delivery()) == unavailable)
@@ -42,7 +42,7 @@ struct SandboxFaultsTests {
         let sandbox = try await ProxySandboxFixture.start(responder: injector.wrap(ProxySandbox.respond, key: ProxySandbox.endpointId))
         let provider = ProxyProvider(
             configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         guard case .retryable = await provider.deliver(ProxyProviderTests.delivery()) else {
             Issue.record("a reset connection should be retryable")
             return

@@ -32,7 +32,7 @@ struct ConnectionIdentityTests {
 
     @Test(
         "requests of one identity share a connection; another identity, or none, gets connections of its own",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func identitiesDoNotShare(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -58,7 +58,7 @@ struct ConnectionIdentityTests {
 
     @Test(
         "closeConnections(except:) lets a removed identity's waiting and running requests finish, then closes its connection; a live identity keeps its own",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func retiredIdentityFinishesThenCloses(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -104,7 +104,7 @@ struct ConnectionIdentityTests {
 
     @Test(
         "connections with the same TLS options share one TLS context; options read again from the path with new content build a new one",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func tlsContextsAreBuiltOncePerContent(_ framing: HTTP2FramingKind) async throws {
         _ = TestMetrics.registry
         let tls = try SandboxTLS.make()

@@ -49,7 +49,7 @@ struct HTTP2ConnectionBehaviourTests {
 
     @Test(
         "a request above the last stream a GOAWAY names was not processed: the swift-nio client sends it again on a new connection (RFC 9113 §6.8)",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func unprocessedStreamsAreSentAgain(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -197,7 +197,7 @@ struct HTTP2ConnectionBehaviourTests {
 
     @Test(
         "a connection idle past its idle time is closed by its own timer, with no further request to its pool",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func idleConnectionIsClosedByItsTimer(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -216,7 +216,7 @@ struct HTTP2ConnectionBehaviourTests {
 
     @Test(
         "requests that ask for a connection lifetime of their own keep their connection past the transport's idle time",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func requestedIdleTime(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -239,7 +239,7 @@ struct HTTP2ConnectionBehaviourTests {
 
     @Test(
         "a server that allows one stream until its first answer, then many (APNs until a provider token is accepted), gets one connection for a burst, not two",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func lowInitialLimitOpensNoSecondConnection(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -267,7 +267,7 @@ struct HTTP2ConnectionBehaviourTests {
 
     @Test(
         "a pool whose connections all closed is forgotten: the transport's map of pools shrinks, and push_http2_connection_pools follows",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func unusedPoolsAreForgotten(_ framing: HTTP2FramingKind) async throws {
         _ = TestMetrics.registry
         let tls = try SandboxTLS.make()
@@ -294,7 +294,7 @@ struct HTTP2ConnectionBehaviourTests {
 
     @Test(
         "at maximumConnectionPools a new pool takes the place of the least recently used idle one, whose connection closes",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func poolsAreBounded(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -341,10 +341,9 @@ struct HTTP2ConnectionBehaviourTests {
         await server.stop()
     }
 
-    // libcurl runs a request's timeout from when it takes the request, its wait for a stream included.
     @Test(
         "a slow server that allows one stream at a time: the swift-nio client's requests wait longer than their timeout for it, and all are answered",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func slowProgressIsNotATimeout(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -405,7 +404,7 @@ struct HTTPSTargetTests {
 struct HTTP1OnlyHostTests {
     @Test(
         "the swift-nio client hands every request to a host whose TLS handshake chose HTTP/1.1 to libcurl, which answers it",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func fallsBackToLibcurl(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -449,7 +448,7 @@ struct HTTP1OnlyHostTests {
 }
 
 /// A TLS server offering only `http/1.1` in ALPN that answers 202 to everything.
-private struct HTTP1Server {
+struct HTTP1Server {
     let group: MultiThreadedEventLoopGroup
     let channel: any Channel
     let counter: RequestCounter
@@ -480,8 +479,14 @@ private struct HTTP1Server {
         }
     }
 
-    static func start(tls: SandboxTLS) async throws -> HTTP1Server {
-        let sslContext = try NIOSSLContext(configuration: tls.serverConfiguration(applicationProtocols: ["http/1.1"]))
+    /// - Parameter requireClientCertificate: demand a client certificate issued by the sandbox CA (mutual TLS).
+    static func start(tls: SandboxTLS, requireClientCertificate: Bool = false) async throws -> HTTP1Server {
+        var configuration = try tls.serverConfiguration(applicationProtocols: ["http/1.1"])
+        if requireClientCertificate {
+            configuration.certificateVerification = .noHostnameVerification
+            configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(tls.caCertificatePEM.utf8), format: .pem)])
+        }
+        let sslContext = try NIOSSLContext(configuration: configuration)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let counter = RequestCounter()
         let channel = try await ServerBootstrap(group: group)
@@ -508,7 +513,7 @@ final class RequestCounter: Sendable {
 struct DeadConnectionTests {
     @Test(
         "when nothing arrives during a whole request timeout, a PING unanswered closes the connection; the next request opens a new one",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func unansweredPingClosesTheConnection(_ framing: HTTP2FramingKind) async throws {
         let sandbox = try await ProxySandboxFixture.start { _ in SandboxResponse(status: 200) }
         let relay = try await BlackholeRelay.start(to: sandbox.server.port)

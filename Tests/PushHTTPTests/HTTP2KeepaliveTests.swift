@@ -1,6 +1,7 @@
 import NIOCore
 import PushSandbox
 import Testing
+import TestSupport
 @testable import PushHTTP
 
 @Suite("Long-lived HTTP/2 connections: a PING keeps an idle connection and finds a dead one")
@@ -22,7 +23,7 @@ struct HTTP2KeepaliveTests {
 
     @Test(
         "a connection that heard nothing for its keepalive interval sends a PING and, answered, stays open past the transport's idle time",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func answeredPingKeepsTheConnection(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -44,7 +45,7 @@ struct HTTP2KeepaliveTests {
 
     @Test(
         "a keepalive PING left unanswered closes the idle connection; the next request opens a new one",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func unansweredPingClosesTheIdleConnection(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
@@ -62,7 +63,8 @@ struct HTTP2KeepaliveTests {
         try await server.stop()
     }
 
-    @Test("without a keepalive interval (every provider but APNs) an idle connection sends no PING", arguments: HTTP2FramingKind.allCases)
+    @Test(
+        "without a keepalive interval (every provider but APNs) an idle connection sends no PING", arguments: HTTP2FramingKind.allFramings)
     func noKeepaliveNoPing(_ framing: HTTP2FramingKind) async throws {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }

@@ -6,24 +6,23 @@ import Testing
 import TestSupport
 @testable import PushHTTP
 
-/// The HTTP/2 clients behind `HTTPTransport` meet one specification.
+/// The HTTP/2 client behind `HTTPTransport` meets one specification on the worker's framing (nghttp2) and on the
+/// oracle's (swift-nio-http2, from TestSupport).
 enum TransportKind: String, CaseIterable, CustomStringConvertible {
-    case curl
-    case nio
     case nghttp2
+    case nio
 
     func make(_ configuration: HTTPTransportConfiguration = HTTPTransportConfiguration()) -> any HTTPTransport {
         switch self {
-        case .curl: CurlHTTPTransport(configuration: configuration)
-        case .nio: NIOHTTP2Transport(configuration: configuration, framing: .nio)
         case .nghttp2: NIOHTTP2Transport(configuration: configuration, framing: .nghttp2)
+        case .nio: NIOHTTP2Transport(configuration: configuration, framing: .nio)
         }
     }
 
     var description: String { rawValue }
 }
 
-@Suite("HTTP/2 over TLS on libcurl, on nghttp2 and on swift-nio-http2, against a real sandbox server")
+@Suite("HTTP/2 over TLS on nghttp2's framing and on swift-nio-http2's, against a real sandbox server")
 struct HTTPTransportTests {
     /// For tests that send hundreds of requests at once: what they check is that all complete, and the suites
     /// share CI's two cores, so a request may wait well beyond the usual 10 s.

@@ -2,6 +2,7 @@ import PushCore
 import PushSandbox
 import Synchronization
 import Testing
+import TestSupport
 @testable import PushHTTP
 
 /// Records what reaches it, and answers nothing: the swift-nio client's fallback, to show a request never went there.
@@ -34,7 +35,7 @@ struct PinnedAddressTests {
 
     @Test(
         "a pinned request reaches the sandbox on 127.0.0.1 by a name that does not resolve, over the HTTP/2 client, not libcurl",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func pinnedRequestUsesTheHTTP2Client(_ framing: HTTP2FramingKind) async throws {
         let (server, tls) = try await Self.answering()
         defer { tls.remove() }
@@ -57,7 +58,7 @@ struct PinnedAddressTests {
 
     @Test(
         "the certificate is checked against the URL's host: a certificate for other names is refused although the address is the pinned one",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func certificateIsCheckedAgainstTheName(_ framing: HTTP2FramingKind) async throws {
         // The server is the one on the pinned address, with a certificate for other names than the request's.
         let tls = try SandboxTLS.make(serverNames: ["localhost", "other.pinned.invalid"])

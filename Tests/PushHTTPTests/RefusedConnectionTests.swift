@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Testing
+import TestSupport
 @testable import PushHTTP
 
 @Suite("Connections a host refuses leave nothing behind")
@@ -16,7 +17,7 @@ struct RefusedConnectionTests {
 
     @Test(
         "a connection whose TCP connection the host refused is freed: its channel handler context no longer holds it",
-        arguments: HTTP2FramingKind.allCases)
+        arguments: HTTP2FramingKind.allFramings)
     func refusedConnectionIsFreed(_ framing: HTTP2FramingKind) async throws {
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let port = try Self.closedPort()

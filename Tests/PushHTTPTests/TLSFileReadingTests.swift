@@ -5,15 +5,14 @@ import Testing
 import TestSupport
 @testable import PushHTTP
 
-/// The transports that open connections from `TLSOptions`: the HTTP/2 client with each framing, and libcurl.
+/// The HTTP/2 client opens connections from `TLSOptions`, with the worker's framing and with the oracle's.
 enum TLSClient: String, CaseIterable, Sendable {
-    case nghttp2, nioHTTP2, curl
+    case nghttp2, nioHTTP2
 
     func make() -> any HTTPTransport {
         switch self {
         case .nghttp2: NIOHTTP2Transport(framing: .nghttp2)
         case .nioHTTP2: NIOHTTP2Transport(framing: .nio)
-        case .curl: CurlHTTPTransport()
         }
     }
 }
@@ -44,6 +43,30 @@ struct TLSFileReadingTests {
             try await transport.send(HTTPRequest(url: server.baseURL + "/half-written", tls: readNow))
         }
         await server.stop()
+    }
+
+    @Test(
+        "on the HTTP/1.1 fallback (libcurl) too, CA, certificate and key files half-written after the options were made do not reach a new connection"
+    )
+    func replacedFilesDoNotReachTheFallback() async throws {
+        let tls = try SandboxTLS.make()
+        defer { tls.remove() }
+        let server = try await HTTP1Server.start(tls: tls, requireClientCertificate: true)
+        let url = "https://localhost:\(server.port)"
+        let options = TLSOptions(caFile: tls.caFile, clientCertificateFile: tls.clientCertificateFile, clientKeyFile: tls.clientKeyFile)
+        for path in [tls.caFile, tls.clientCertificateFile, tls.clientKeyFile] { try Self.halfWrite(path) }
+        let transport = NIOHTTP2Transport()
+        defer { transport.shutdown() }
+
+        #expect(try await transport.send(HTTPRequest(url: url + "/loaded", tls: options)).status == 202)
+        #expect(server.counter.count == 1)
+        let readNow = TLSOptions(caFile: tls.caFile, clientCertificateFile: tls.clientCertificateFile, clientKeyFile: tls.clientKeyFile)
+        await #expect(throws: HTTPTransportError.self, "options read after the files broke cannot make a connection") {
+            try await transport.send(HTTPRequest(url: url + "/half-written", tls: readNow))
+        }
+        #expect(server.counter.count == 1)
+        try await server.channel.close()
+        try await server.group.shutdownGracefully()
     }
 
     @Test("options read from one path with other bytes get a pool and a TLS context of their own; with the same bytes they share one")

@@ -34,7 +34,7 @@ struct PipelineHarness {
         registry = ProviderRegistry([
             ProxyProvider(
                 configuration: ProxyConfiguration(url: sandbox.url, tls: TLSOptions(caFile: sandbox.tls.caFile)),
-                transport: CurlHTTPTransport())
+                transport: TestTransport.make())
         ])
         producer = try kafka.producer()
         processor = JobProcessor(

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 @testable import PushRedis
 
-@Suite("hiredis client against a real redis-server")
+@Suite("Redis client (swift-nio, hiredis' reply reader) against a real redis-server")
 struct RedisClientTests {
     @Test("redis:// URLs: password, user, port and database; the description masks the password")
     func urls() throws {

@@ -28,7 +28,9 @@ struct ConfigurationCheckTests {
         report.results.first { $0.check == check }
     }
 
-    @Test("a configuration start-up accepts passes every check: topics with partitions, both groups, Redis AUTH, APNs token, FCM token")
+    @Test(
+        "a configuration start-up accepts passes every check: topics with partitions, both groups, Redis AUTH and ACL, APNs token, FCM token"
+    )
     func everythingPasses() async throws {
         let kafka = try KafkaFixture(partitions: 4)
         let apns = try await APNsSandboxFixture.start()
@@ -41,7 +43,7 @@ struct ConfigurationCheckTests {
             report.results.map(\.check) == [
                 "configuration", "kafka metadata", "kafka topic jobs", "kafka topic urgent", "kafka topic outcomes",
                 "kafka topic dead letters", "kafka group push-worker", "kafka group push-worker.urgent", "redis auth", "redis ping",
-                "redis version", "apns com.example.chat", "fcm example-project",
+                "redis acl", "redis version", "apns com.example.chat", "fcm example-project",
             ])
         #expect(Self.result(report, "kafka topic jobs")?.detail == "push.jobs: 4 partitions")
         #expect(Self.result(report, "kafka topic dead letters")?.detail == "push.dlq: 1 partition")
@@ -114,6 +116,33 @@ struct ConfigurationCheckTests {
         #expect(auth.detail.contains("WRONGPASS") && auth.detail.contains("user default"), "\(auth)")
         #expect(!report.lines.joined().contains("wrong-pw") && !report.lines.joined().contains("right-pw"))
         #expect(Self.result(report, "redis version") == nil)
+        await apns.stop()
+    }
+
+    @Test(
+        "over rediss:// check-config verifies the server with PUSH_REDIS_CA_FILE, authenticates the ACL user and names every command its ACL denies"
+    )
+    func redisOverTLS() async throws {
+        let kafka = try KafkaFixture()
+        let apns = try await APNsSandboxFixture.start()
+        let redis = try await RedisTLSDeployment.single.start(deniedCommands: ["wait", "zadd"])
+        defer { redis.stop() }
+        let material = try #require(redis.tlsMaterial)
+        var environment = Self.environment(kafka: kafka, apns: apns)
+        environment["PUSH_REDIS_URL"] = redis.urlString
+        environment["PUSH_REDIS_CA_FILE"] = material.caFile
+        let report = await ConfigurationCheck.run(environment: environment, options: .init(timeout: .seconds(10)))
+        #expect(try #require(Self.result(report, "redis auth")).detail.contains("accepted for user worker"))
+        #expect(try #require(Self.result(report, "redis ping")).passed)
+        let acl = try #require(Self.result(report, "redis acl"))
+        #expect(!acl.passed && acl.detail.contains("may not run wait, zadd (in a script) (NOPERM)"), "\(acl)")
+        #expect(report.exitStatus == 1)
+        #expect(!report.lines.joined().contains(try #require(redis.acl).password))
+
+        environment["PUSH_REDIS_CA_FILE"] = material.unrelatedCAFile
+        let unverified = await ConfigurationCheck.run(environment: environment, options: .init(timeout: .seconds(10)))
+        let failure = try #require(Self.result(unverified, "redis"))
+        #expect(!failure.passed && failure.detail.contains("cannot be verified"), "\(failure)")
         await apns.stop()
     }
 

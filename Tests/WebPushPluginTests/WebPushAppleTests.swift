@@ -40,7 +40,7 @@ struct WebPushAppleTests {
             let provider = try WebPushProvider(
                 configuration: WebPushConfiguration(
                     vapidKey: PrivateKey.generateP256(), subject: subject, caFile: tls.caFile,
-                    allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: CurlHTTPTransport())
+                    allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: TestTransport.make())
             let subscription = try instance.sandbox.subscribe()
             let target = Target.webPush(
                 "w", endpoint: subscription.endpoint, keys: WebPushKeys(p256dh: subscription.p256dh, auth: subscription.auth))
@@ -147,7 +147,7 @@ struct WebPushAppleTests {
             configuration: WebPushConfiguration(
                 vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
                 allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         let subscription = try instance.sandbox.subscribe()
         let keys = #"{"p256dh":"\#(subscription.p256dh)","auth":"\#(subscription.auth)"}"#
         // A message without a notification: Safari's push service would revoke the permission, the sandbox takes it.

@@ -39,7 +39,7 @@ struct WebPushBlastRadiusTests {
                 configuration: WebPushConfiguration(
                     vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
                     allowedNetworks: [IPNetwork("127.0.0.0/8")!, IPNetwork("::1/128")!], allowedPorts: [server.port]),
-                transport: CurlHTTPTransport())
+                transport: TestTransport.make())
         }
 
         func message(_ index: Int, subscription: WebPushSandbox.Subscription) -> KafkaMessage {
@@ -107,7 +107,7 @@ struct WebPushBlastRadiusTests {
         let provider = try WebPushProvider(
             configuration: WebPushConfiguration(
                 vapidKey: PrivateKey.generateP256(), subject: "mailto:a@b",
-                maximumInFlightPerOrigin: 7), transport: CurlHTTPTransport())
+                maximumInFlightPerOrigin: 7), transport: TestTransport.make())
         defer { provider.shutdownNow() }
         let first = provider.scope(
             of: Target(

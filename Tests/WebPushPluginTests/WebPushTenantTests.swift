@@ -30,7 +30,7 @@ struct WebPushTenantTests {
             vapidKey: try PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
             allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port])
         configuration.apps = ["tenant-a": VAPIDIdentity(key: tenantKey, subject: "mailto:tenant-a@example.com")]
-        let provider = try WebPushProvider(configuration: configuration, transport: CurlHTTPTransport())
+        let provider = try WebPushProvider(configuration: configuration, transport: TestTransport.make())
         let subscription = try instance.sandbox.subscribe(applicationServerKey: try tenantKey.rawPublicKey())
         guard case .delivered(_, 201?, _) = await provider.deliver(Self.delivery(subscription, app: "tenant-a")) else {
             Issue.record("the tenant's own key must be accepted")
@@ -70,7 +70,7 @@ struct WebPushTenantTests {
         let provider = try WebPushProvider(
             configuration: WebPushConfiguration(
                 vapidKey: try PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-                allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: CurlHTTPTransport(),
+                allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: TestTransport.make(),
             templates: MessageTemplate())
         let subscription = try instance.sandbox.subscribe()
         _ = await provider.deliver(Self.delivery(subscription, app: nil))

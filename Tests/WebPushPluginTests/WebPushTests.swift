@@ -179,7 +179,7 @@ struct WebPushSandboxTests {
                 vapidKey: PrivateKey.generateP256(), subject: "mailto:a@b",
                 caFile: harness.tls.caFile,
                 allowedPorts: [harness.instance.server.port]),
-            transport: CurlHTTPTransport())
+            transport: TestTransport.make())
         let result = await strict.deliver(harness.delivery(try harness.instance.sandbox.subscribe()))
         guard case .failed(let reason, nil, .none, _) = result else {
             Issue.record("expected a refusal, got \(result)")

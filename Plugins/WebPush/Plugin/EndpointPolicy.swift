@@ -1,4 +1,5 @@
 import Foundation
+import PushHTTP
 
 /// Subscription endpoints come from browsers through the upstream service: untrusted URLs.
 /// Only https on an allowed port (443 unless configured), no credentials, no loopback,
@@ -19,6 +20,10 @@ struct EndpointPolicy: Sendable {
         var allowedPorts: Set<Int> = [443]
         /// The network's own NAT64 prefixes: addresses under them are judged by the IPv4 address they embed.
         var nat64Prefixes: [NAT64Prefix] = []
+        /// The egress proxy that resolves endpoint hosts itself (`PUSH_WEBPUSH_RESOLVE_VIA_PROXY`): a name it applies to
+        /// is not looked up here, and the request goes only through it. nil: every name is resolved and checked here, and
+        /// a proxied request tunnels to the checked address.
+        var resolvingProxy: EgressProxy?
     }
 
     let rules: Rules
@@ -38,6 +43,8 @@ struct EndpointPolicy: Sendable {
         let url: String
         /// `host:port:address` for the transport, nil when no resolution was needed.
         let pinnedResolution: String?
+        /// The name was not resolved here: the egress proxy resolves it (`Rules.resolvingProxy`).
+        var resolvedByProxy = false
     }
 
     typealias Refusal = EndpointRefusal
@@ -74,6 +81,10 @@ struct EndpointPolicy: Sendable {
         if let literal = IPAddress(host) {
             guard allows(literal) else { return .failure(.address) }
             return .success(Target(origin: parts.origin, host: host, port: parts.port, url: url, pinnedResolution: nil))
+        }
+        if let proxy = rules.resolvingProxy, proxy.applies(to: host) {
+            return .success(
+                Target(origin: parts.origin, host: host, port: parts.port, url: url, pinnedResolution: nil, resolvedByProxy: true))
         }
         let addresses: [IPAddress]
         switch await resolver.resolve(host, timeout: budget) {

@@ -32,6 +32,12 @@ public struct WebPushConfiguration: Sendable {
     /// Lifetime of a VAPID token: RFC 8292 allows at most 24 h from the request, so a longer one is cut to 24 h less
     /// a 10-minute margin for a push service whose clock is behind ours (`VAPIDTokens.longestLifetime`).
     public var tokenLifetime: Duration
+    /// The egress proxy the worker's transports use (`HTTPS_PROXY`, `NO_PROXY`): with `resolveViaProxy`, the endpoint hosts
+    /// it applies to are resolved by the proxy, not here.
+    public var egressProxy: EgressProxy?
+    /// `PUSH_WEBPUSH_RESOLVE_VIA_PROXY`: behind the proxy, `CONNECT host:443` instead of a tunnel to the address checked
+    /// here; the private-address guard is then the proxy's.
+    public var resolveViaProxy = false
 
     public init(
         vapidKey: PrivateKey, subject: String, caFile: String? = nil, allowPrivateNetworks: Bool = false,

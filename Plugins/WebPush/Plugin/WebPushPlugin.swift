@@ -48,9 +48,13 @@ public struct WebPushPlugin: ProviderPlugin {
             "PUSH_WEBPUSH_DNS_TIMEOUT_MS", .integer(100...60_000), default: "5000",
             "Web Push: the longest a DNS lookup of a push-service host may take, within the attempt's request timeout; a lookup that takes longer is a retryable failure of that origin. The resolver's limits and cache are in docs/operations.md."
         )
+        static let resolveViaProxy = Setting(
+            "PUSH_WEBPUSH_RESOLVE_VIA_PROXY", .boolean, default: "false",
+            "Behind an egress proxy (`HTTPS_PROXY`, for endpoint hosts `NO_PROXY` does not exclude): send `CONNECT <host>:443` and let the proxy resolve the name, instead of resolving and checking the address here and tunnelling to that address. The guard against private addresses then rests on the proxy's own ACLs ([egress proxy](egress-proxy.md))."
+        )
         static let dependents = [
             vapidSubject, caFile, allowPrivate, allowedHosts, allowedNetworks, nat64Prefixes, allowedPorts, maximumInFlightPerOrigin,
-            dnsTimeoutMs,
+            dnsTimeoutMs, resolveViaProxy,
         ]
     }
 
@@ -152,6 +156,9 @@ public struct WebPushPlugin: ProviderPlugin {
         configuration.caFile = CredentialFiles.certificateAuthority(Settings.caFile, reader: &reader)
         configuration.apps = apps
         configuration.nat64Prefixes = prefixes
+        configuration.resolveViaProxy = reader.boolean(Settings.resolveViaProxy)
+        // The worker refuses a malformed HTTPS_PROXY at start-up; here it only decides which hosts are not resolved.
+        configuration.egressProxy = try? EgressProxy.fromEnvironment { reader.string($0) }
         return configuration
     }
 }

@@ -36,7 +36,8 @@ public struct WebPushProvider: PushProvider {
             EndpointPolicy.Rules(
                 allowPrivateNetworks: configuration.allowPrivateNetworks, allowedNetworks: configuration.allowedNetworks,
                 allowedHosts: configuration.allowedHosts, allowedPorts: configuration.allowedPorts,
-                nat64Prefixes: configuration.nat64Prefixes),
+                nat64Prefixes: configuration.nat64Prefixes,
+                resolvingProxy: configuration.resolveViaProxy ? configuration.egressProxy : nil),
             resolver: resolver ?? HostResolver(limits: HostResolver.Limits(timeout: configuration.dnsTimeout)))
         let tokenCache = VAPIDTokenCache()
         vapidTokenCache = tokenCache
@@ -165,10 +166,11 @@ public struct WebPushProvider: PushProvider {
         } catch {
             return .refused(.rejected(reason: "cannot encrypt for this subscription: \(error)", httpStatus: nil))
         }
-        let request = HTTPRequest(
+        var request = HTTPRequest(
             url: target.url, headers: WebPushRequest.headers(delivery) + [("authorization", authorization)],
             body: body, timeout: timeout, tls: TLSOptions(caFile: configuration.caFile),
             pinnedResolution: target.pinnedResolution, maximumResponseBytes: Self.maximumResponseBytes)
+        request.resolvedByProxy = target.resolvedByProxy
         return .ready(Message(request: request, truncated: fitted.truncated))
     }
 

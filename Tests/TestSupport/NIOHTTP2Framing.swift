@@ -1,6 +1,20 @@
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
+@testable import PushHTTP
+
+extension HTTP2FramingKind {
+    /// swift-nio-http2's framing: the oracle the transport's tests run beside the worker's nghttp2 framing.
+    public static let nio = HTTP2FramingKind(library: "swift-nio-http2") { pipeline, connection in
+        let framing = NIOHTTP2Framing(delegate: connection)
+        try pipeline.addHandlers([NIOHTTP2Framing.makeHandler(), framing], position: .before(connection))
+        framing.openConnectionWindow()
+        return framing
+    }
+
+    /// The worker's framing and the oracle, for tests that must pass on both.
+    public static let allFramings: [HTTP2FramingKind] = [.nghttp2, .nio]
+}
 
 /// HTTP/2 framing on swift-nio-http2: the channel handler above `NIOHTTP2Handler` that writes each
 /// request as frames on a stream of its own (no channel per stream) and reports the frames that come back.
