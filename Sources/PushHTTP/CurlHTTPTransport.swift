@@ -270,6 +270,25 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// transfer ends. Each transfer re-adds its own pin before it connects, so expiry never unpins a request.
     /// Source: libcurl's CURLOPT_RESOLVE ("[+]HOST:PORT:ADDRESS": "Entries added without the leading plus character
     /// never times out"), since 7.75.0.
+    /// A pinned `host:port:address` as a `CURLOPT_CONNECT_TO` entry, `host:port:address:port` (an IPv6 address in
+    /// brackets): through a proxy tunnel, curl sends `CONNECT address:port`
+    /// (https://curl.se/libcurl/c/CURLOPT_CONNECT_TO.html).
+    static func connectToEntry(_ pinned: String) -> String {
+        var rest = Substring(pinned.hasPrefix("+") ? String(pinned.dropFirst()) : pinned)
+        let host: Substring
+        if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") {
+            host = rest[...close]
+            rest = rest[rest.index(after: close)...].dropFirst()
+        } else {
+            host = rest.prefix { $0 != ":" }
+            rest = rest.dropFirst(host.count + 1)
+        }
+        let port = rest.prefix { $0 != ":" }
+        let address = rest.dropFirst(port.count + 1)
+        let target = address.contains(":") && !address.hasPrefix("[") ? "[\(address)]" : String(address)
+        return "\(host):\(port):\(target):\(port)"
+    }
+
     static func expiringResolveEntry(_ pinned: String) -> String {
         pinned.hasPrefix("+") || pinned.hasPrefix("-") ? pinned : "+" + pinned
     }
@@ -286,20 +305,26 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
         var lines = request.headers.map { "\($0.name): \($0.value)" }
         lines.append("Expect:")
+        let proxy = configuration.egressProxy.flatMap { $0.applies(to: String(host)) ? $0 : nil }
+        // A pinned request behind the proxy tunnels to its checked address (`CONNECT <address>:<port>`, TLS still for
+        // its name): curl puts the connect-to host in the CONNECT line, where a resolve entry would only change what
+        // curl itself looks up, and the proxy would resolve the name anew.
+        let tunnelsToPinnedAddress = proxy != nil && request.pinnedResolution != nil
+        let pinnedList = request.pinnedResolution.map { pinned in
+            CurlStringList([tunnelsToPinnedAddress ? Self.connectToEntry(pinned) : Self.expiringResolveEntry(pinned)])
+        }
         let state = TransferState(
             pending: transfer, host: host, easy: easy, headerList: CurlStringList(lines),
-            resolveList: request.pinnedResolution.map { CurlStringList([Self.expiringResolveEntry($0)]) },
+            resolveList: pinnedList,
             maximumResponseBytes: max(0, request.maximumResponseBytes ?? configuration.maximumResponseBytes))
         let context = Unmanaged.passUnretained(state).toOpaque()
 
         easy.set(CURLOPT_URL, request.url)
         easy.set(CURLOPT_NOSIGNAL, 1)
         // The egress proxy as the worker read it (HTTPS_PROXY, NO_PROXY), never one libcurl would read from the environment
-        // itself. A pinned request goes straight to its checked address: through a proxy, curl would CONNECT to the name,
-        // which the proxy would resolve anew.
-        if let proxy = configuration.egressProxy, request.pinnedResolution == nil {
+        // itself.
+        if let proxy {
             easy.set(CURLOPT_PROXY, proxy.curlProxyURL)
-            easy.set(CURLOPT_NOPROXY, proxy.noProxy.curlList)
             easy.set(CURLOPT_HTTPPROXYTUNNEL, 1)
             if let user = proxy.user {
                 easy.set(CURLOPT_PROXYUSERNAME, user)
@@ -326,7 +351,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         easy.set(CURLOPT_MAXAGE_CONN, max(1, Int(configuration.maximumIdleTime.milliseconds / 1000)))
         easy.set(CURLOPT_HTTPHEADER, list: state.headerList)
-        if let resolveList = state.resolveList { easy.set(CURLOPT_RESOLVE, list: resolveList) }
+        if let pinnedList = state.resolveList { easy.set(tunnelsToPinnedAddress ? CURLOPT_CONNECT_TO : CURLOPT_RESOLVE, list: pinnedList) }
         easy.set(CURLOPT_DNS_CACHE_TIMEOUT, dnsCacheSeconds)
         switch request.method {
         case "GET":

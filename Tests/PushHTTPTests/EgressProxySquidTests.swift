@@ -130,6 +130,26 @@ struct EgressProxySquidTests {
         await harness.stop()
     }
 
+    @Test(
+        "the HTTP/1.1 client (libcurl) tunnels a pinned request to its checked address (CONNECT 127.0.0.1:port), as the HTTP/2 client does")
+    func curlPinnedThroughTheProxy() async throws {
+        let harness = try await Harness.start()
+        let transport = CurlHTTPTransport(
+            configuration: HTTPTransportConfiguration(egressProxy: try EgressProxy(url: harness.squid.url())))
+        let result: String
+        do { result = "answered \(try await transport.send(harness.request(pinnedTo: "127.0.0.1")).status)" } catch { result = "\(error)" }
+        transport.shutdown()
+        let connects = await harness.squid.connects(atLeast: 1)
+        #expect(connects == [SquidProcess.Connect(target: "127.0.0.1:\(harness.server.port)", status: 200)], "\(result)")
+        await harness.stop()
+    }
+
+    @Test("a pinned host:port:address becomes curl's connect-to entry host:port:address:port, an IPv6 address in brackets")
+    func connectToEntries() {
+        #expect(CurlMultiLoop.connectToEntry("push.example:443:203.0.113.7") == "push.example:443:203.0.113.7:443")
+        #expect(CurlMultiLoop.connectToEntry("+push.example:443:2001:db8::1") == "push.example:443:[2001:db8::1]:443")
+    }
+
     @Test("a proxy that cannot be reached fails the request as a connection failure naming it, counted as unreachable")
     func unreachableProxy() async throws {
         let harness = try await Harness.start()
