@@ -308,6 +308,33 @@ struct RedisPipelineTests {
         #expect(try await queue.count() == 0)
     }
 
+    @Test(
+        "a managed Redis that refuses the password (rediss://, WRONGPASS): the store is unavailable, readiness says so, intake pauses and nothing is sent or published"
+    )
+    func refusedRedisPassword() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let sandbox = try await ProxySandboxFixture.start()
+        let redis = try await RedisTLSDeployment.single.start()
+        defer { redis.stop() }
+        var url = redis.url
+        url.password = "rotated-away"
+        let material = try #require(redis.tlsMaterial)
+        let client = RedisClient(
+            url: url, connections: 1,
+            tls: RedisTLSSettings(caFile: material.caFile, certificateFile: material.clientCertFile, keyFile: material.clientKeyFile))
+        let harness = try harness(kafka, sandbox, client: client)
+        let reader = try kafka.reader()
+        let running = harness.start()
+        try await produce(kafka, [("alice", jobJSON(id: "j1", targets: [proxyTarget("b1")]))])
+        try await waitUntil(timeout: .seconds(20)) { !harness.processor.health.isHealthy }
+        #expect(harness.pipeline.readiness == (false, "shared store (Redis) unavailable"))
+        try await Task.sleep(for: .seconds(1))
+        #expect(outcomes(reader.received).isEmpty && sandbox.server.requests.isEmpty, "nothing goes out without the store")
+        try await harness.stop(running)
+        reader.stop()
+        await sandbox.stop()
+    }
+
     @Test("Redis killed mid-stream and restarted: the worker pauses, then resumes; no job lost, none sent twice")
     func redisOutage() async throws {
         let kafka = try KafkaFixture(partitions: 2)
