@@ -8,10 +8,8 @@
 # The default mix is APNs alerts only, the request h2load sends: with all jobs queued first,
 # calls (TTL 30 s) at the back of the queue would expire instead of being sent.
 # It ends with the micro-benchmarks (`push-worker-dev bench --micro`) beside `openssl speed ecdhp256`.
-# With --transports, each HTTP/2 client runs alone first (`bench --scenario transport`: the same POST
-# as h2load, as many in flight): the worker's (nghttp2 framing on swift-nio) beside swift-nio-http2's framing
-# and libcurl; with --libcurl8 also libcurl 8 from bookworm-backports (downloaded into .build-bench/, loaded
-# with LD_LIBRARY_PATH; the system keeps 7.88).
+# With --transports, the worker's HTTP/2 client (nghttp2 framing on swift-nio) runs alone first
+# (`bench --scenario transport`: the same POST as h2load, as many in flight).
 # With --redis-cluster, the worker uses a local 3-master Redis Cluster instead of one redis-server
 # (the Redis figures are then summed over the masters, and listed per master).
 # With --baseline BINARY, another build of push-worker-dev (say, of an earlier commit; before the
@@ -22,6 +20,10 @@
 # the table lists every run, then the median of each build and, per round, default CPU ÷ baseline CPU.
 # With --beside MIX, the baseline is this build with another mix: `--mix webpush=1 --beside apns-alert=1 --rounds 2`
 # prints Web Push beside APNs, and the per-round ratio is Web Push's CPU per job ÷ APNs'.
+# With --redis-tls, the baseline is this build against plain Redis (redis://) and the default runs are this build
+# against the same redis-server over TLS (rediss://, PUSH_REDIS_CA_FILE; a throwaway CA and server certificate made
+# with openssl, clients not asked for one): the per-round ratio is TLS CPU per job ÷ plain, and the difference of the
+# medians (TLS − plain) is given in µs. It takes neither --baseline, --beside, --traces, --redis-cluster nor --apps.
 # With --apps N, it measures tenants instead (`bench --scenario tenants`): N APNs apps of N teams, each with its
 # own signing key, in a PUSH_APPS_FILE; the built-in APNs sandbox (in the worker's process) knowing every key;
 # N × J jobs (--jobs-per-app J, default 3) over the apps, then the same jobs to one app; Redis from here, each run
@@ -29,9 +31,10 @@
 #
 #   scripts/bench.sh --apps N [--jobs-per-app J] [--no-build]
 #   scripts/bench.sh [--jobs N] [--connections C] [--mix KIND=W,…] [--in-flight N] [--rate R]
-#                    [--transports [--libcurl8]] [--redis-cluster] [--baseline BINARY | --beside MIX [--rounds N]] [--no-build]
+#                    [--transports] [--redis-cluster] [--traces]
+#                    [--baseline BINARY | --beside MIX | --redis-tls [--rounds N]] [--no-build]
 set -euo pipefail
-jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 libcurl8=0 transports=0 redis_cluster=0 baseline="" beside="" traces=0 rounds=1 extra=()
+jobs=200000 connections=4 mix=apns-alert=1 apps="" jobs_per_app=3 build=1 transports=0 redis_cluster=0 baseline="" beside="" redis_tls=0 traces=0 rounds=1 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --jobs) jobs=$2; shift 2 ;;
@@ -41,16 +44,25 @@ while [ $# -gt 0 ]; do
         --jobs-per-app) jobs_per_app=$2; shift 2 ;;
         --in-flight|--rate) extra+=("$1" "$2"); shift 2 ;;
         --no-build) build=0; shift ;;
-        --libcurl8) libcurl8=1; shift ;;
         --transports) transports=1; shift ;;
         --redis-cluster) redis_cluster=1; shift ;;
         --baseline) baseline=$(realpath "$2"); shift 2 ;;
         --beside) beside=$2; shift 2 ;;
+        --redis-tls) redis_tls=1; shift ;;
         --traces) traces=1; shift ;;
         --rounds) rounds=$2; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
+# Refused before the build: each of these would give --redis-tls's baseline or default runs another meaning.
+if [ "$redis_tls" = 1 ]; then
+    for conflicting in "--baseline:$baseline" "--beside:$beside" "--traces:${traces#0}" "--redis-cluster:${redis_cluster#0}" "--apps:$apps"; do
+        [ -z "${conflicting#*:}" ] || {
+            echo "bench: --redis-tls compares this build on plain Redis (baseline) with the same over TLS: it cannot take ${conflicting%%:*}" >&2
+            exit 2
+        }
+    done
+fi
 source "$(dirname "$0")/bench-lib.sh"
 if [ -n "$beside" ]; then
     [ -z "$baseline" ] || fail "--beside and --baseline each name the baseline: give one"
@@ -63,6 +75,12 @@ if [ "$traces" = 1 ]; then
     [ -n "$beside" ] && fail "--traces and --beside each change the default runs: give one"
     [ -n "$baseline" ] || baseline=$dev_bin
     default_environment=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$otlp_port" OTEL_SERVICE_NAME=push-worker-bench)
+fi
+# --redis-tls: the default runs reach the same redis-server on its TLS port (bench-lib.sh); the baseline is this build
+# on its plain port. redis-cli's statistics go through the plain port.
+if [ "$redis_tls" = 1 ]; then
+    baseline=$dev_bin
+    default_environment=(PUSH_REDIS_URL="rediss://127.0.0.1:$redis_tls_port/0" PUSH_REDIS_CA_FILE="$redis_tls_ca")
 fi
 if [ -n "$apps" ]; then
     echo "push-worker-dev bench --scenario tenants --apps $apps --jobs-per-app $jobs_per_app ..." >&2
@@ -119,8 +137,8 @@ bench_run() {
         redis-cli -p "$node" config resetstat >/dev/null
         cpu_before+=$(redis-cli -p "$node" info cpu | tr -d '\r' | sed -n 's/^used_cpu_\(sys\|user\):/before_&/p')$'\n'
     done
-    env "${bench_log_environment[@]}" "$@" \
-        PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="$redis_url" \
+    # The run's own environment last: it may name another PUSH_REDIS_URL (--redis-tls).
+    env "${bench_log_environment[@]}" PUSH_KAFKA_BROKERS="$(cat "$work/bootstrap")" PUSH_REDIS_URL="$redis_url" "$@" \
         "$binary" bench --jobs "$jobs" --mix "$run_mix" --connections "$connections" "${extra[@]}" \
         --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/report-$label.json" \
         2> >(split_worker_log "$work/log-$label.jsonl")
@@ -137,35 +155,13 @@ bench_run() {
     kill "$kafka"
     for node in "${redis_ports[@]}"; do redis-cli -p "$node" flushall >/dev/null; done
 }
-# The HTTP/2 client alone; $1 names the report, $2 is the client, the rest is the environment.
-transport_run() {
-    local label=$1 client=$2; shift 2
-    echo "push-worker-dev bench --scenario transport --client $client ($label) --jobs $jobs --connections $connections ..." >&2
-    env "$@" "$dev_bin" bench --scenario transport --client "$client" --jobs "$jobs" --connections "$connections" \
-        --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/transport-$label.json" >/dev/null
-}
+# The HTTP/2 client alone.
 transport_reports=()
-libcurl8_dir() {
-    curl8=.build-bench/libcurl8
-    if [ ! -e "$curl8/usr/lib/x86_64-linux-gnu/libcurl.so.4" ]; then
-        mkdir -p "$curl8/lists/partial"
-        echo "deb http://deb.debian.org/debian bookworm-backports main" > "$curl8/sources.list"
-        apt_options=(-o Dir::State::Lists="$PWD/$curl8/lists" -o Dir::Etc::sourcelist="$PWD/$curl8/sources.list" -o Dir::Etc::sourceparts=-)
-        apt-get "${apt_options[@]}" update -qq
-        (cd "$curl8" && apt-get "${apt_options[@]}" download -qq libcurl4/bookworm-backports 2>/dev/null)
-        dpkg -x "$curl8"/libcurl4_*.deb "$curl8"
-    fi
-    echo "$PWD/$curl8/usr/lib/x86_64-linux-gnu"
-}
 if [ "$transports" = 1 ]; then
-    transport_run nghttp2 nghttp2
-    transport_run nio nio
-    transport_run curl curl
-    transport_reports+=("$work/transport-nghttp2.json" "$work/transport-nio.json" "$work/transport-curl.json")
-    if [ "$libcurl8" = 1 ]; then
-        transport_run libcurl8 curl LD_LIBRARY_PATH="$(libcurl8_dir)"
-        transport_reports+=("$work/transport-libcurl8.json")
-    fi
+    echo "push-worker-dev bench --scenario transport --jobs $jobs --connections $connections ..." >&2
+    "$dev_bin" bench --scenario transport --jobs "$jobs" --connections "$connections" \
+        --endpoint "https://localhost:$port" --ca-file "$ca" --report-file "$work/transport-nghttp2.json" >/dev/null
+    transport_reports+=("$work/transport-nghttp2.json")
 fi
 reports=()
 if [ "$rounds" -gt 1 ]; then
@@ -195,8 +191,11 @@ after=$(h2load_run after)
 echo "push-worker-dev bench --micro; openssl speed ecdhp256 ..." >&2
 "$dev_bin" bench --micro --json > "$work/micro.json"
 openssl speed -seconds 3 ecdhp256 2>/dev/null | awk '/nistp256/ {print $NF}' > "$work/ecdh.txt"
-BENCH_LEGEND="${beside:+default: --mix $mix; baseline: --mix $beside (the same build)}${default_environment:+default: traces exported over OTLP/HTTP (every job sampled); baseline: trace export off}" \
-python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${transport_reports[@]}" -- "${reports[@]}" <<'PY'
+legend=""
+[ -z "$beside" ] || legend="default: --mix $mix; baseline: --mix $beside (the same build)"
+[ "$traces" = 0 ] || legend="default: traces exported over OTLP/HTTP (every job sampled); baseline: trace export off"
+[ "$redis_tls" = 0 ] || legend="default: Redis over TLS (rediss://); baseline: plain Redis (the same build)"
+BENCH_LEGEND="$legend" python3 - "$work/micro.json" "$(cat "$work/ecdh.txt")" "$before" "$after" "${transport_reports[@]}" -- "${reports[@]}" <<'PY'
 import json, os, sys
 micro, ecdh = json.load(open(sys.argv[1])), float(sys.argv[2])
 separator = sys.argv.index("--")
@@ -264,6 +263,9 @@ if len(rounds) == 2:
               for n in sorted(rounds["default"]) if n in rounds["baseline"]]
     print(f"{'CPU per job, default ÷ baseline, per round':<44} " + " ".join(f"{ratio:.3f}" for ratio in ratios)
           + f"  (median {statistics.median(ratios):.3f})")
+    medians = {build: statistics.median(run["cpuSecondsPer1000Jobs"] for run in rounds[build].values()) * 1000
+               for build in ("baseline", "default")}
+    print(f"{'CPU per job, default − baseline, medians':<44} {medians['default'] - medians['baseline']:+.1f} µs")
 print()
 # reads: the socket reads Redis served, about one per round trip (the commands of many jobs share one).
 # memory B: Redis's used_memory right after the run; kept B: once the dedupe claims are deleted (records and marks).

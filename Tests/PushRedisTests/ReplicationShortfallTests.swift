@@ -21,6 +21,31 @@ struct ReplicationShortfallTests {
         #expect(try await queue.count() == 1, "the write ran on the primary: only its replication fell short")
     }
 
+    @Test(
+        "a durable write whose master stops answering fails as unavailable once the command timeout passes, never left waiting",
+        .timeLimit(.minutes(1)))
+    func durableWriteOnAFrozenMaster() async throws {
+        let (master, replica) = try await DurableHandOffTests.replicatedServer()
+        defer {
+            master.resume()
+            master.stop()
+            replica.stop()
+        }
+        let client = master.client()
+        let script = RedisScript("return redis.call('SET', KEYS[1], ARGV[1])")
+        _ = try await client.evaluateReplicated(script, keys: ["{d}k"], arguments: [Array("1".utf8)], timeout: .milliseconds(200))
+        master.pause()
+        do {
+            _ = try await client.evaluateReplicated(script, keys: ["{d}k"], arguments: [Array("2".utf8)], timeout: .milliseconds(200))
+            Issue.record("a frozen master acknowledged a write")
+        } catch {
+            guard case .unavailable = error else {
+                Issue.record("expected unavailable, got \(error)")
+                return
+            }
+        }
+    }
+
     @Test("an entry another connection wrote is confirmed only once a replica acknowledged it")
     func confirmWaitsForTheReplica() async throws {
         let (master, replica) = try await DurableHandOffTests.replicatedServer()

@@ -290,7 +290,7 @@ final class RedisNodeConnection: @unchecked Sendable {
         let waiting = waitingForConnection
         waitingForConnection = []
         for entry in failed {
-            if case .replies(let waiter, _, false) = entry.kind { waiter.complete(.failure(error)) }
+            if case .replies(let waiter, _, _) = entry.kind { waiter.complete(.failure(error)) }
         }
         for (waiter, _) in acknowledging { waiter.complete(.failure(error)) }
         for request in waiting { request.waiter.complete(.failure(error)) }
