@@ -4,9 +4,10 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 
-/// One connection to one Redis node, owned by one event loop: commands are written as they come and their replies
-/// read as they arrive (RESP, by hiredis' reader), never blocking a thread. Every request queued while the loop was busy
-/// goes out in one write, so the requests of concurrent callers share a round trip.
+/// One connection to one Redis node, owned by one event loop: commands are written and their replies read as they
+/// arrive (RESP, by hiredis' reader), never blocking a thread. One round trip at a time: the requests that arrive while
+/// one is out wait in the inbox, without waking the loop, and all go out in one write once its last reply is in. Under
+/// load every round trip carries the requests of many callers at the cost of one write, one read and no wake-up each.
 ///
 /// The connection opens on first use and again on the first use after it broke: TCP (bounded by the connect timeout),
 /// TLS for `rediss://`, then `AUTH` and `SELECT` before any caller's command. A broken connection, an unverifiable
@@ -49,7 +50,13 @@ final class RedisNodeConnection: @unchecked Sendable {
 
     let eventLoop: any EventLoop
     private let endpoint: Endpoint
-    private let inbox = Mutex<[Request]>([])
+    private let inbox = Mutex(Inbox())
+
+    private struct Inbox {
+        var requests: [Request] = []
+        /// A round trip is out (or the connection is opening): the loop takes the inbox when it ends.
+        var busy = false
+    }
 
     private enum State {
         case idle
@@ -89,11 +96,12 @@ final class RedisNodeConnection: @unchecked Sendable {
 
     /// From any thread.
     func submit(_ request: Request) {
-        let first = inbox.withLock { inbox in
-            inbox.append(request)
-            return inbox.count == 1
+        let wake = inbox.withLock { inbox in
+            inbox.requests.append(request)
+            defer { inbox.busy = true }
+            return !inbox.busy
         }
-        if first { eventLoop.execute { self.drainInbox() } }
+        if wake { eventLoop.execute { self.drainInbox() } }
     }
 
     /// Closes the connection; what it carries fails, and so does anything submitted later.
@@ -107,10 +115,12 @@ final class RedisNodeConnection: @unchecked Sendable {
 
     // MARK: On the event loop
 
+    /// Starts the next round trip with everything in the inbox, or marks the connection idle when it is empty.
     private func drainInbox() {
         let requests = inbox.withLock { inbox in
-            defer { inbox.removeAll(keepingCapacity: true) }
-            return inbox
+            defer { inbox.requests.removeAll(keepingCapacity: true) }
+            if inbox.requests.isEmpty { inbox.busy = false }
+            return inbox.requests
         }
         guard !requests.isEmpty else { return }
         switch state {
@@ -123,7 +133,14 @@ final class RedisNodeConnection: @unchecked Sendable {
             connect()
         case .shutDown:
             for request in requests { request.waiter.complete(.failure(.unavailable("the Redis client was shut down"))) }
+            drainInbox()
         }
+    }
+
+    /// The round trip's last reply came, or it failed: the next one starts.
+    private func roundTripEnded() {
+        guard expected.isEmpty else { return }
+        drainInbox()
     }
 
     private func write(_ requests: [Request], on channel: any Channel) {
@@ -224,7 +241,7 @@ final class RedisNodeConnection: @unchecked Sendable {
         state = .connected(channel)
         let waiting = waitingForConnection
         waitingForConnection = []
-        if !waiting.isEmpty { write(waiting, on: channel) }
+        if waiting.isEmpty { drainInbox() } else { write(waiting, on: channel) }
     }
 
     /// A reply arrived on `channel`.
@@ -251,11 +268,13 @@ final class RedisNodeConnection: @unchecked Sendable {
             let replies = collected
             collected = []
             if acknowledged { awaitingAcknowledgement.append((waiter, replies)) } else { waiter.complete(.success(replies)) }
+            roundTripEnded()
         case .acknowledgement:
             expected.removeFirst()
             let waiting = awaitingAcknowledgement
             awaitingAcknowledgement = []
             for (waiter, replies) in waiting { waiter.complete(.success(replies + [reply])) }
+            roundTripEnded()
         }
     }
 
@@ -294,6 +313,8 @@ final class RedisNodeConnection: @unchecked Sendable {
         }
         for (waiter, _) in acknowledging { waiter.complete(.failure(error)) }
         for request in waiting { request.waiter.complete(.failure(error)) }
+        // What arrived meanwhile goes next: on a connection opened again, or failed at once after a shutdown.
+        drainInbox()
     }
 
     private func armDeadlineCheck() {
