@@ -4,8 +4,11 @@ import PushSandbox
 extension RedisServerProcess {
     public var url: RedisURL { RedisURL(urlString)! }
 
+    // The timeouts leave room for a loaded machine: the Redis suites run more than a hundred servers side by side on two
+    // cores, and a server started a moment ago can wait for the CPU for seconds.
+
     public func client(connections: Int = 2) -> RedisClient {
-        RedisClient(url: url, connections: connections, connectTimeout: .milliseconds(500), commandTimeout: .seconds(1))
+        RedisClient(url: url, connections: connections, connectTimeout: .seconds(2), commandTimeout: .seconds(5))
     }
 }
 
@@ -97,7 +100,7 @@ public final class RunningRedis: Sendable {
 
     public func client(connections: Int = 2) -> RedisClient {
         precondition(tlsMaterial == nil, "a TLS deployment's client needs its TLS settings: build it from url and tlsMaterial")
-        return RedisClient(url: url, connections: connections, connectTimeout: .milliseconds(500), commandTimeout: .seconds(1))
+        return RedisClient(url: url, connections: connections, connectTimeout: .seconds(2), commandTimeout: .seconds(5))
     }
 
     public func stop() {

@@ -73,9 +73,15 @@ struct WebPushTenantTests {
                 allowedNetworks: WebPushSandboxTests.loopback, allowedPorts: [instance.server.port]), transport: TestTransport.make(),
             templates: MessageTemplate())
         let subscription = try instance.sandbox.subscribe()
-        _ = await provider.deliver(Self.delivery(subscription, app: nil))
+        let message = await provider.deliver(Self.delivery(subscription, app: nil))
         let wake = Self.delivery(subscription, app: nil, kind: .wake)
-        _ = await provider.deliver(wake)
+        let woken = await provider.deliver(wake)
+        for result in [message, woken] {
+            guard case .delivered = result else {
+                Issue.record("not delivered: \(result)")
+                continue
+            }
+        }
         let messages = instance.sandbox.messages.map { String(decoding: $0.plaintext, as: UTF8.self) }
         #expect(messages == [#"{"t":"Erin","k":"message"}"#, String(decoding: wake.job.summaryJSON(), as: UTF8.self)])
         await provider.shutdown()

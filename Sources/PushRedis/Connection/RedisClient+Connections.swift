@@ -3,8 +3,8 @@ import NIOCore
 import NIOPosix
 
 extension RedisClient {
-    /// The event loops of clients not given their own: one thread, which Redis' round trips leave mostly idle.
-    public static let sharedEventLoops: any EventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    /// The event loops of clients not given their own, one thread per core; each connection stays on one of them.
+    public static let sharedEventLoops: any EventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
 
     /// - Parameters:
     ///   - connections: per node.
