@@ -47,7 +47,7 @@ PUSH_WEBPUSH_CA_FILE="$work/sandbox/ca.pem" PUSH_WEBPUSH_ALLOWED_NETWORKS=127.0.
 PUSH_WEBPUSH_ALLOWED_PORTS="$(grep -o 'localhost:[0-9]*' "$work/sandbox/webpush-subscription.json" | cut -d: -f2)" \
 PUSH_HTTP_PORT="$http_port" PUSH_KAFKA_BROKERS="$brokers" PUSH_REDIS_URL="redis://127.0.0.1:$redis_port/0" PUSH_PROXY_URL="$(cat "$work/sandbox/url")" PUSH_PROXY_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_RDKAFKA_SESSION_TIMEOUT_MS=6000 PUSH_RDKAFKA_HEARTBEAT_INTERVAL_MS=1000 PUSH_RDKAFKA_STATISTICS_INTERVAL_MS=500 PUSH_SHUTDOWN_GRACE_S=5 \
-    https_proxy=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 ALL_PROXY=http://127.0.0.1:9 all_proxy=http://127.0.0.1:9 \
+    https_proxy=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 no_proxy=localhost,127.0.0.1 ALL_PROXY=http://127.0.0.1:9 all_proxy=http://127.0.0.1:9 \
     "$bin" run >"$work/run.log" 2>&1 &
 worker=$!
 pids+=($worker)
@@ -130,4 +130,4 @@ for secret in secret-voip-token-5f1e9a secret-fcm-token-77c2d0 "$(printf 'ab%.0s
     if grep -qF -- "$secret" "$work/run.log"; then fail "a secret appeared in the logs: ${secret:0:6}…"; fi
 done
 if grep -qE 'eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}' "$work/run.log"; then fail "a JWT appeared in the logs"; fi
-echo "e2e: PASS (proxy, APNs, FCM, Web Push and Huawei Push Kit outcomes with a proxy in the environment ignored, CloudEvents headers, 1 dead letter, alert rules and dashboard checked against /metrics, redelivery replayed from Redis, no secret in the logs, clean SIGTERM)"
+echo "e2e: PASS (proxy, APNs, FCM, Web Push and Huawei Push Kit outcomes, a dead egress proxy skipped for the hosts NO_PROXY names (ALL_PROXY ignored), CloudEvents headers, 1 dead letter, alert rules and dashboard checked against /metrics, redelivery replayed from Redis, no secret in the logs, clean SIGTERM)"
