@@ -150,6 +150,28 @@ struct EgressProxySquidTests {
         #expect(CurlMultiLoop.connectToEntry("+push.example:443:2001:db8::1") == "push.example:443:[2001:db8::1]:443")
     }
 
+    @Test("a CONNECT the proxy's rules deny (a port it does not tunnel to): a connection failure with its 403, counted as refused")
+    func refusedConnect() async throws {
+        let harness = try await Harness.start()
+        let before = Self.failures("refused")
+        let transport = try harness.transport(proxy: harness.squid.url())
+        let request = HTTPRequest(
+            url: "https://\(Self.providerName):1/3/device/abc", body: Array("{}".utf8), tls: TLSOptions(caFile: harness.tls.caFile))
+        do {
+            _ = try await transport.send(request)
+            Issue.record("the proxy tunnelled to a port its rules deny")
+        } catch {
+            guard case .connectionFailed(let detail) = error else {
+                Issue.record("expected a connection failure, got \(error)")
+                return
+            }
+            #expect(detail.contains("refused CONNECT \(Self.providerName):1: 403"), "\(detail)")
+        }
+        #expect(Self.failures("refused") == before + 1)
+        transport.shutdown()
+        await harness.stop()
+    }
+
     @Test("a proxy that cannot be reached fails the request as a connection failure naming it, counted as unreachable")
     func unreachableProxy() async throws {
         let harness = try await Harness.start()
