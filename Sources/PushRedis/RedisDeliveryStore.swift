@@ -6,8 +6,8 @@ import Synchronization
 /// A first delivery (`prepare(_:dedupeWindow:firstDelivery: true)`) sends one command per target when dedupe is on,
 /// `SET d <jobId> NX GET PX <window>`, whose reply is the window's holder, and none when it is off; its final
 /// outcome is one `HSET` of a field in a hash that many records share (`RecordBuckets`). A job whose offset may have
-/// been handed out before reads, in the same round trip, each target's record (in every hash it can be in, and under
-/// the key of the version before) and whether its retry entry exists. The claim names the job, so the same job
+/// been handed out before reads, in the same round trip, each target's record (in every hash it can be in) and
+/// whether its retry entry exists. The claim names the job, so the same job
 /// redelivered by Kafka is not a duplicate of itself; a first delivery whose own id already holds the window (the job
 /// was produced twice) reads its records in a second round trip.
 public final class RedisDeliveryStore: DeliveryStore {
@@ -44,9 +44,7 @@ public final class RedisDeliveryStore: DeliveryStore {
         if !unread.isEmpty {
             let now = clock()
             let reads = unread.map {
-                Self.recordReads(job, target: job.targets[$0], buckets: buckets, now: now) + [
-                    Self.retryExists(job, target: job.targets[$0])
-                ]
+                [Self.recordRead(job, target: job.targets[$0], buckets: buckets, now: now), Self.retryExists(job, target: job.targets[$0])]
             }
             var records = try Self.checked(await client.pipeline(reads.flatMap { $0 }))[...]
             for (index, read) in zip(unread, reads) {
@@ -89,7 +87,7 @@ public final class RedisDeliveryStore: DeliveryStore {
             for target in job.targets {
                 let start = commands.count
                 if readingRecords {
-                    commands += RedisDeliveryStore.recordReads(job, target: target, buckets: buckets, now: now)
+                    commands.append(RedisDeliveryStore.recordRead(job, target: target, buckets: buckets, now: now))
                     commands.append(RedisDeliveryStore.retryExists(job, target: target))
                 }
                 reads.append(start..<commands.count)
@@ -135,8 +133,8 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     /// The target's record read from every hash it can be in, in one command (the hashes share the record's shard,
-    /// so one slot), then `GET` of the key the version before wrote it under.
-    private static func recordReads(_ job: Job, target: Target, buckets: RecordBuckets, now: Int64) -> [RedisCommand] {
+    /// so one slot).
+    private static func recordRead(_ job: Job, target: Target, buckets: RecordBuckets, now: Int64) -> RedisCommand {
         let digest = RedisKeys.recordDigest(bindingId: target.bindingId, jobId: job.id)
         let hashes = buckets.buckets(of: digest, at: now)
         var read = RedisCommand(
@@ -147,11 +145,7 @@ public final class RedisDeliveryStore: DeliveryStore {
         read.append(Int64(hashes.count))
         for hash in hashes { read.append(hash) }
         read.append(bytes: digest)
-        let earlier = RedisKeys.recordKey(bindingId: target.bindingId, jobId: job.id)
-        var get = RedisCommand(argumentCount: 2, capacity: earlier.byteCount + 3)
-        get.append("GET")
-        get.append(earlier)
-        return [read, get]
+        return read
     }
 
     /// The field `ARGV[1]` of the first of `KEYS` that has it, or nil. Sent whole with `EVAL` (Redis caches it by
@@ -171,7 +165,7 @@ public final class RedisDeliveryStore: DeliveryStore {
         return exists
     }
 
-    /// The replies to `recordReads` then `retryExists`.
+    /// The replies to `recordRead` then `retryExists`.
     private static func priorState(of job: Job, target: Target, replies: ArraySlice<RedisValue>) -> PriorState {
         if let outcome = recorded(of: job, target: target, replies: replies.dropLast()) { return .alreadyFinished(outcome) }
         return (replies.last?.integer ?? 0) > 0 ? .inRetryQueue : .fresh
@@ -259,7 +253,7 @@ public final class RedisDeliveryStore: DeliveryStore {
     }
 
     public func recordedOutcome(of job: Job, target: Target) async throws -> Outcome? {
-        let replies = try Self.checked(await client.pipeline(Self.recordReads(job, target: target, buckets: buckets, now: clock())))
+        let replies = try Self.checked(await client.pipeline([Self.recordRead(job, target: target, buckets: buckets, now: clock())]))
         return Self.recorded(of: job, target: target, replies: replies)
     }
 

@@ -15,7 +15,6 @@ import PushCrypto
 /// |---|---|---|---|
 /// | `push:{<tag>}d<digest of the dedupe identity>` | string | id of the job that claimed the window | the kind's dedupe window |
 /// | `push:{r:<shard>}<slice ms>:<slice>` | hash | field `<record digest>` (16 bytes): the final outcome as an `OutcomeRecord` (~30 bytes when delivered); see `RecordBuckets` | `PUSH_IDEMPOTENCY_TTL_S` after the slice ends |
-/// | `push:{<tag>}r<digest of the job id>` | string | a record written by a version before `RecordBuckets`, still read | as written |
 /// | `push:{<tag>}c<digest of <n>:<userId>:<key>>` | string | `<createdAt>:<cancel job id>` of the cancel that stops the user's calls with that key | `PUSH_IDEMPOTENCY_TTL_S` |
 /// | `push:{mark:<n>:<group>:<n>:<topic>:<partition>}` | hash | `f`: the fence of the partition's last owner, `o`: the highest offset marked (`PartitionMark`) | — |
 /// | `push:{retry:<shard>}:due` | sorted set | retry entry ids, score = due time or lease end (ms, Redis's clock) | — |
@@ -28,8 +27,6 @@ public enum RedisKeys {
 
     public static func dedupe(bindingId: String, identity: String) -> String { dedupeKey(bindingId: bindingId, identity: identity).text }
 
-    public static func record(bindingId: String, jobId: String) -> String { recordKey(bindingId: bindingId, jobId: jobId).text }
-
     public static func cancellation(bindingId: String, userId: String, key: String) -> String {
         HashedKey(bindingId: bindingId, kind: "c", id: "\(userId.utf8.count):\(userId):\(key)").text
     }
@@ -37,8 +34,6 @@ public enum RedisKeys {
     public static func mark(_ partition: MarkedPartition) -> String {
         "\(prefix):{mark:\(partition.group.utf8.count):\(partition.group):\(partition.topic.utf8.count):\(partition.topic):\(partition.partition)}"
     }
-
-    static func recordKey(bindingId: String, jobId: String) -> HashedKey { HashedKey(bindingId: bindingId, kind: "r", id: jobId) }
 
     /// The field that names a (job, binding) record in its `RecordBuckets` hash: the first 16 bytes of SHA-256 of the
     /// binding id and the job id, each length-prefixed.

@@ -73,18 +73,19 @@ struct RedisClientTests {
     @Test("a binding\'s keys are 42 bytes whatever its ids (any script, any length), written into a command as their text")
     func hashedKeyBytes() {
         for (bindingId, id) in [("b1", "j1"), ("bé-ü", "job-😀"), (String(repeating: "x", count: 300), "")] {
-            let key = RedisKeys.recordKey(bindingId: bindingId, jobId: id)
+            let key = RedisKeys.dedupeKey(bindingId: bindingId, identity: id)
             var command = RedisCommand(argumentCount: 2, capacity: 0)
             command.append("GET")
             command.append(key)
-            #expect(command.arguments == [Array("GET".utf8), Array(RedisKeys.record(bindingId: bindingId, jobId: id).utf8)])
+            #expect(command.arguments == [Array("GET".utf8), Array(RedisKeys.dedupe(bindingId: bindingId, identity: id).utf8)])
             #expect(key.byteCount == 42)
-            #expect(RedisKeys.dedupe(bindingId: bindingId, identity: id).utf8.count == 42)
+            #expect(RedisKeys.cancellation(bindingId: bindingId, userId: id, key: "k").utf8.count == 42)
         }
-        let record = RedisKeys.record(bindingId: "b", jobId: "j")
-        #expect(record.hasPrefix("push:{") && record.dropFirst(18).hasPrefix("}r"), "push:{<12-character tag>}r<digest>")
-        #expect(RedisKeys.dedupe(bindingId: "b", identity: "j").dropFirst(18).hasPrefix("}d"))
-        #expect(record != RedisKeys.dedupe(bindingId: "b", identity: "j"), "a record and a claim of the same id differ")
+        let claim = RedisKeys.dedupe(bindingId: "b", identity: "j")
+        #expect(claim.hasPrefix("push:{") && claim.dropFirst(18).hasPrefix("}d"), "push:{<12-character tag>}d<digest>")
+        #expect(RedisKeys.cancellation(bindingId: "b", userId: "u", key: "j").dropFirst(18).hasPrefix("}c"))
+        #expect(
+            claim != RedisKeys.cancellation(bindingId: "b", userId: "", key: "j"), "a claim and a cancel of the same ids differ")
         #expect(RedisKeys.mark(MarkedPartition(group: "g", topic: "push.jobs", partition: 3)) == "push:{mark:1:g:9:push.jobs:3}")
     }
 
@@ -346,21 +347,6 @@ struct RedisDeliveryStoreTests {
         #expect(try await client.command(RedisCommand("PTTL", hash.text)).integer ?? -1 > 0)
     }
 
-    @Test("a record written under the key of the version before is still read", arguments: RedisDeployment.allCases)
-    func recordOfTheVersionBeforeIsRead(_ deployment: RedisDeployment) async throws {
-        let server = try await deployment.start()
-        defer { server.stop() }
-        let client = server.client()
-        let store = RedisDeliveryStore(client: client, recordRetention: .seconds(60))
-        let job = Self.job("j1", bindings: ["b1", "b2"])
-        let outcome = Outcome(
-            job: job, target: job.targets[1], result: .delivered(providerMessageId: "m", httpStatus: 200), attempts: 2, at: 5)
-        _ = try await client.command(
-            RedisCommand([Array("SET".utf8), Array(RedisKeys.record(bindingId: "b2", jobId: "j1").utf8), OutcomeRecord.encode(outcome)]))
-        #expect(try await store.prepare(job, dedupeWindow: 0) == [.fresh, .alreadyFinished(outcome)])
-        #expect(try await store.recordedOutcome(of: job, target: job.targets[1]) == outcome)
-    }
-
     @Test(
         "a first delivery reads no record; one whose own id already holds the window (produced twice) reads them",
         arguments: RedisDeployment.allCases)
@@ -381,7 +367,7 @@ struct RedisDeliveryStoreTests {
             try await store.prepare(Self.job("j2", kind: .message), dedupeWindow: 60_000, firstDelivery: true) == [.duplicate(ofJob: "j1")])
     }
 
-    @Test("a redelivered target reads its record in every slice it can be in with one command, beside the earlier key and its retry entry")
+    @Test("a redelivered target reads its record in every slice it can be in with one command, beside its retry entry")
     func redeliveredTargetReadsAllSlicesInOneCommand() async throws {
         let server = try await RedisServerProcess.launch()
         defer { server.stop() }
@@ -402,7 +388,7 @@ struct RedisDeliveryStoreTests {
                 .flatMap { Int($0.dropFirst("cmdstat_\(name):calls=".count).prefix { $0.isNumber }) }
         }
         #expect(calls("eval") == 1, "one script reads every slice")
-        #expect(calls("get") == 1, "the key of the version before")
+        #expect(calls("get") == nil, "no key outside the record hashes is read")
         #expect(calls("exists") == 1, "the retry entry")
     }
 
@@ -438,8 +424,8 @@ struct RedisDeliveryStoreTests {
         "ids cannot reach into each other's keys: binding a}:sent:x with job y never meets binding a with job x}:sent:y",
         arguments: RedisDeployment.allCases)
     func keysAreUnambiguous(_ deployment: RedisDeployment) async throws {
-        #expect(RedisKeys.record(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.record(bindingId: "a", jobId: "x}:sent:y"))
-        #expect(RedisKeys.record(bindingId: "ab", jobId: "c") != RedisKeys.record(bindingId: "a", jobId: "bc"))
+        #expect(RedisKeys.dedupe(bindingId: "a}:sent:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:sent:y"))
+        #expect(RedisKeys.dedupe(bindingId: "ab", identity: "c") != RedisKeys.dedupe(bindingId: "a", identity: "bc"))
         #expect(RedisKeys.recordDigest(bindingId: "a}:sent:x", jobId: "y") != RedisKeys.recordDigest(bindingId: "a", jobId: "x}:sent:y"))
         #expect(RedisKeys.recordDigest(bindingId: "ab", jobId: "c") != RedisKeys.recordDigest(bindingId: "a", jobId: "bc"))
         #expect(RedisKeys.dedupe(bindingId: "a}:dd:x", identity: "y") != RedisKeys.dedupe(bindingId: "a", identity: "x}:dd:y"))
@@ -710,7 +696,7 @@ struct RetryOwnershipTests {
             RedisDeliveryStore.Checks(job, dedupeWindow: dedupeWindow, readingRecords: true, buckets: buckets, now: 1_800_000_000_000)
                 .commands.map(\.arguments)
         }
-        let reads = 2  // one script over the record's slices, one GET of the key of the version before
+        let reads = 1  // one script over the record's slices
         let withoutDedupe = checks(dedupeWindow: 0)
         #expect(withoutDedupe.count == reads + 1)
         #expect(withoutDedupe[reads] == [Array("EXISTS".utf8), key])

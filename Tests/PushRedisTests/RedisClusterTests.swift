@@ -24,7 +24,7 @@ struct RedisKeySlotTests {
         #expect(
             Set(
                 [
-                    RedisKeys.record(bindingId: "b1", jobId: "j1"), RedisKeys.dedupe(bindingId: "b1", identity: "x"),
+                    RedisKeys.dedupe(bindingId: "b1", identity: "y"), RedisKeys.dedupe(bindingId: "b1", identity: "x"),
                     RedisKeys.cancellation(bindingId: "b1", userId: "u", key: "k"),
                 ].map(RedisKeySlot.of)
             ).count == 1,
