@@ -47,13 +47,26 @@ public final class DeliveryPipeline: Service, Sendable {
         var lastPoll: [Lane: ContinuousClock.Instant] = [:]
         /// What each lane's reads tell of its lag, sampled every second (`sampleLaneLag`).
         var lag: [Lane: LaneLag] = [:]
-        /// Lanes whose consumer thread waits for capacity, a revocation or a drain: woken by the next finish or park.
+        /// Lanes whose consumer thread waits for a revocation or a drain: woken by the next finish or park.
         var waiting: Set<Lane> = []
+        /// Lanes whose consumer thread waits for room: woken once they have room for a batch (`refillBatch`).
+        var waitingForRoom: Set<Lane> = []
 
-        /// The waiting lanes, now woken. Capacity is shared, so a finish in one lane may free room in the other.
+        /// The waiting lanes, now woken. Capacity is shared, so a finish in one lane may free room in the other. A lane
+        /// waiting for room is woken once it has room for `refillBatch` jobs, or for any once fewer than that of its
+        /// jobs run (no batch's worth of finishes is coming).
         mutating func wakeWaiting() -> Set<Lane> {
-            defer { waiting.removeAll() }
-            return waiting
+            var woken = waiting
+            waiting.removeAll()
+            for lane in waitingForRoom {
+                let room = machine.room(in: lane)
+                guard room >= DeliveryPipeline.refillBatch || (room > 0 && machine.running(in: lane) < DeliveryPipeline.refillBatch) else {
+                    continue
+                }
+                waitingForRoom.remove(lane)
+                woken.insert(lane)
+            }
+            return woken
         }
         /// The app and endpoint slot queues (`AppConcurrencyLimits`), kept under this lock: a job's reservation, its
         /// wait and its parking change in one hold of it, and so does a reservation's turn with the release that gave it.
@@ -74,6 +87,11 @@ public final class DeliveryPipeline: Service, Sendable {
         let admitted: JobProcessor.AdmittedJob
         /// It waits for its app's slot (it holds none of the lane's capacity), not for its endpoint's only.
         var parked: Bool
+    }
+
+    private struct EndedJob: Sendable {
+        let id: Machine.JobID
+        let completed: Bool
     }
 
     /// What an admission under the shared lock leaves to do once the lock is released.
@@ -122,12 +140,18 @@ public final class DeliveryPipeline: Service, Sendable {
     private let observer: (any PipelineObserver)?
     private let shared: Locked<Shared>
     private let tasks = Locked(JobTasks())
+    /// Jobs whose outcomes were acknowledged (or that were abandoned), finished in the state machine in batches.
+    private let endedJobs = CombiningInbox<EndedJob>()
     /// Signalled for a waiting lane when a job of either lane finishes or parks: its consumer
     /// thread may have room again, or a revocation or stop it waits for may go ahead.
     private let wake: [Lane: DispatchSemaphore]
 
     /// Messages taken from the source per poll.
     static let batchSize = 256
+
+    /// A lane out of room polls again once it has room for this many jobs (or all its capacity is free), not at every
+    /// finish: one wake-up and one poll per batch rather than per job.
+    static let refillBatch = 64
 
     private let messageSources: any MessageSourceFactory
 
@@ -336,7 +360,7 @@ public final class DeliveryPipeline: Service, Sendable {
                 if resume { shared.paused.remove(lane) }
                 shared.lastPoll[lane] = .now
                 let room = shared.machine.room(in: lane)
-                if room == 0 { shared.waiting.insert(lane) }
+                if room == 0 { shared.waitingForRoom.insert(lane) }
                 return (
                     shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane),
                     shared.machine.pausedPartitions(in: lane), Load(of: shared.machine, lane: lane)
@@ -687,9 +711,16 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Whether the drain cancelled the lane's jobs: a job recording or publishing its outcomes gives up at its next failure.
     private func isCancelled(_ lane: Lane) -> Bool { tasks.withLock { $0.cancelledLanes.contains(lane) } }
 
+    /// The job leaves the state machine, batched with the others that end meanwhile (`endedJobs`).
     private func finish(_ id: Machine.JobID, completed: Bool) {
-        let woken = perform { shared in (shared.machine.finished(id, completed: completed), shared.wakeWaiting()) }
-        for lane in woken { wake[lane]?.signal() }
+        endedJobs.handIn(EndedJob(id: id, completed: completed)) { ended in
+            let woken = perform { shared in
+                var actions: [Machine.Action] = []
+                for job in ended { actions += shared.machine.finished(job.id, completed: job.completed) }
+                return (actions, shared.wakeWaiting())
+            }
+            for lane in woken { wake[lane]?.signal() }
+        }
     }
 
     /// Runs on the lane's consumer thread inside `poll`.
