@@ -29,13 +29,15 @@ demo: build-dev
 	.build/debug/push-worker-dev demo
 
 ## Unit and integration tests (real Kafka-protocol mock cluster, redis-server, HTTP/2 + TLS sandboxes),
-## then process-level runs (end to end, shutdown hand-over, fault-injection scenarios with a ledger check, a short
+## then the pipeline's heap allocations per job against their budget (bench/spine-allocations.json), process-level
+## runs (end to end, shutdown hand-over, fault-injection scenarios with a ledger check, a short
 ## fuzzing run), the Helm chart lint, the image's runtime-package check and the check that the production library and
 ## executable use no dev tools (by target dependencies, imports and the binary's symbols).
 test: test-deps
 	scripts/check-format.sh
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	scripts/swift-test.sh $(SWIFT_BUILD_FLAGS)
+	.build/debug/push-worker-dev bench --scenario spine --jobs 20000 --allocation-budget bench/spine-allocations.json
 	scripts/e2e-run.sh .build/debug/push-worker
 	scripts/e2e-shutdown.sh .build/debug/push-worker
 	scripts/faults.sh .build/debug/push-worker

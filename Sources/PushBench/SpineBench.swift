@@ -54,6 +54,61 @@ public enum SpineBench {
         }
     }
 
+    /// The heap allocations per job a run may make, per build configuration (`bench/spine-allocations.json`): `make test`
+    /// fails a change that makes the spine allocate more per job than its build's budget and tolerance allow.
+    public struct AllocationBudget: Sendable, Decodable {
+        /// Allocations per job by build configuration: "debug" and "release".
+        public let allocationsPerJob: [String: Double]
+        /// The share above the budget a run may reach (0.1: 10 %): jemalloc's counts move a little from run to run.
+        public let tolerance: Double
+
+        /// The configuration this binary was built in, as the budget file names it.
+        public static var buildConfiguration: String {
+            #if DEBUG
+                "debug"
+            #else
+                "release"
+            #endif
+        }
+
+        /// The budget file at `path`; refused unless it holds a budget for this build's configuration.
+        public static func load(from path: String) throws(BenchError) -> AllocationBudget {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw BenchError("cannot read the allocation budget \(path)")
+            }
+            let budget: AllocationBudget
+            do { budget = try JSONDecoder().decode(AllocationBudget.self, from: data) } catch {
+                throw BenchError("\(path) is not an allocation budget (\(error))")
+            }
+            guard let perJob = budget.allocationsPerJob[buildConfiguration], perJob > 0 else {
+                throw BenchError("\(path) has no allocationsPerJob.\(buildConfiguration) above 0 for this \(buildConfiguration) build")
+            }
+            guard budget.tolerance >= 0, budget.tolerance < 1 else { throw BenchError("\(path): tolerance must be from 0 to 1") }
+            return budget
+        }
+
+        /// One line comparing `measured` (allocations per job) with this build's budget: an error above the budget
+        /// and its tolerance, or when the process could not count its allocations.
+        public func verdict(_ measured: Double?) -> Result<String, BenchError> {
+            let configuration = Self.buildConfiguration
+            let perJob = allocationsPerJob[configuration] ?? 0
+            let limit = perJob * (1 + tolerance)
+            let budget = "the \(configuration) budget of \(Self.format(perJob)) (+\(Self.format(tolerance * 100)) %: \(Self.format(limit)))"
+            guard let measured else {
+                return .failure(BenchError("allocations per job not counted (no jemalloc mallctl in this process): cannot check \(budget)"))
+            }
+            guard measured <= limit else {
+                return .failure(
+                    BenchError(
+                        "allocations per job \(Self.format(measured)) are over \(budget): find the new allocations, or raise the budget with the reason"
+                    ))
+            }
+            return .success("allocations per job \(Self.format(measured)), within \(budget)")
+        }
+
+        private static func format(_ value: Double) -> String { String(format: "%.0f", value) }
+    }
+
     /// Answers every delivery as delivered, at once.
     private struct InstantProvider: PushProvider {
         let id = ProviderID.proxy

@@ -9,12 +9,17 @@ import Synchronization
 /// records stay in order; a consumer group's members share a topic's partitions and start from the
 /// group's committed offsets; stored offsets are committed when partitions are revoked or a member
 /// closes; whatever was not committed is handed out again. The pipeline reads it through
-/// `sources(group:)` and publishes into it through `sink`, which can refuse or hold acknowledgements.
+/// `sources(group:)` and publishes into it through `sink`, which can refuse or hold acknowledgements. Appending
+/// and handing out cost the same per message however long the log grows, so that the spine bench (`SpineBench`)
+/// measures the pipeline rather than the log.
 public final class InMemoryKafka: Sendable {
     private struct State {
         var topics: [String: [[KafkaMessage]]] = [:]
         var committed: [String: [TopicPartition: Int64]] = [:]
+        /// Live members per group.
         var members: [String: [InMemoryConsumer]] = [:]
+        /// Live members per topic, the consumers an append wakes.
+        var readers: [String: [InMemoryConsumer]] = [:]
         var refusedSends = 0
         var refusal: (@Sendable (KafkaRecord) -> KafkaError?)?
         var holding = false
@@ -39,20 +44,25 @@ public final class InMemoryKafka: Sendable {
     /// Appends a record to the partition its key picks (partition 0 without a key); returns where it went.
     @discardableResult
     public func append(_ record: KafkaRecord, timestamp: Int64? = currentTimeMilliseconds()) -> (TopicPartition, Int64) {
-        let (position, consumers) = state.withLock { state -> ((TopicPartition, Int64), [InMemoryConsumer]) in
-            if state.topics[record.topic] == nil { state.topics[record.topic] = Array(repeating: [], count: defaultPartitions) }
-            let partition = record.key.map { Self.partition(of: $0, among: state.topics[record.topic]!.count) } ?? 0
-            let topicPartition = TopicPartition(topic: record.topic, partition: Int32(partition))
-            let offset = Int64(state.topics[record.topic]![partition].count)
-            // In place: a copy of the partition would make every append cost the whole log.
-            state.topics[record.topic]![partition].append(
-                KafkaMessage(
-                    topicPartition: topicPartition, offset: offset, key: record.key,
-                    value: record.value, timestamp: timestamp, headers: record.headers))
-            return ((topicPartition, offset), state.members.values.flatMap { $0 }.filter { $0.topic == record.topic })
+        let (position, readers) = state.withLock { state -> ((TopicPartition, Int64), [InMemoryConsumer]) in
+            // In place: a copy of the topic's partitions would make every append cost the whole log.
+            let position = Self.append(
+                record, timestamp: timestamp, to: &state.topics[record.topic, default: Array(repeating: [], count: defaultPartitions)])
+            return (position, state.readers[record.topic] ?? [])
         }
-        for consumer in consumers { consumer.arrived() }
+        for reader in readers { reader.arrived() }
         return position
+    }
+
+    private static func append(_ record: KafkaRecord, timestamp: Int64?, to partitions: inout [[KafkaMessage]]) -> (TopicPartition, Int64) {
+        let partition = record.key.map { Self.partition(of: $0, among: partitions.count) } ?? 0
+        let topicPartition = TopicPartition(topic: record.topic, partition: Int32(partition))
+        let offset = Int64(partitions[partition].count)
+        partitions[partition].append(
+            KafkaMessage(
+                topicPartition: topicPartition, offset: offset, key: record.key, value: record.value, timestamp: timestamp,
+                headers: record.headers))
+        return (topicPartition, offset)
     }
 
     /// Every record of `topic`, partition by partition.
@@ -91,13 +101,9 @@ public final class InMemoryKafka: Sendable {
         }
     }
 
-    func read(_ topicPartition: TopicPartition, from offset: Int64, maximum: Int) -> [KafkaMessage] {
-        state.withLock { state in
-            guard let log = state.topics[topicPartition.topic]?[Int(topicPartition.partition)], offset < log.count, maximum > 0 else {
-                return []
-            }
-            return Array(log[Int(offset)..<min(log.count, Int(offset) + maximum)])
-        }
+    /// Runs `body` on `topic`'s partitions (each its messages by offset) under the log's lock, without copying them.
+    func withPartitions<Result>(of topic: String, _ body: ([[KafkaMessage]]) -> Result) -> Result {
+        state.withLock { state in body(state.topics[topic] ?? []) }
     }
 
     func commit(_ offsets: [TopicPartition: Int64], group: String) {
@@ -105,11 +111,17 @@ public final class InMemoryKafka: Sendable {
     }
 
     func join(_ consumer: InMemoryConsumer) {
-        state.withLock { $0.members[consumer.group, default: []].append(consumer) }
+        state.withLock { state in
+            state.members[consumer.group, default: []].append(consumer)
+            state.readers[consumer.topic, default: []].append(consumer)
+        }
     }
 
     func leave(_ consumer: InMemoryConsumer) {
-        state.withLock { $0.members[consumer.group]?.removeAll { $0 === consumer } }
+        state.withLock { state in
+            state.members[consumer.group]?.removeAll { $0 === consumer }
+            state.readers[consumer.topic]?.removeAll { $0 === consumer }
+        }
     }
 
     // MARK: The group
@@ -212,15 +224,57 @@ private struct InMemorySink: MessageSink {
 
 /// One member of a group, taking every partition of its topic (the tests run one member per group at a time).
 final class InMemoryConsumer: MessageSource {
+    /// The partitions a member holds, in partition order, and where it reads in each.
+    private struct Assignment {
+        let partitions: [TopicPartition]
+        /// The next offset to hand out, by partition number.
+        var next: [Int64]
+        /// The partition numbers not paused, in order: made again when a pause or resume changes them, not at each poll.
+        var readable: [Int] = []
+        /// Where in `readable` the next poll starts, so every partition gets its turn.
+        var cursor = 0
+
+        init(partitions: [TopicPartition], committed: [TopicPartition: Int64], paused: Set<TopicPartition>) {
+            self.partitions = partitions
+            next = partitions.map { committed[$0] ?? 0 }
+            makeReadable(skipping: paused)
+        }
+
+        mutating func makeReadable(skipping paused: Set<TopicPartition>) {
+            readable = partitions.indices.filter { !paused.contains(partitions[$0]) }
+        }
+
+        func holds(_ topicPartition: TopicPartition) -> Bool {
+            partitions.indices.contains(Int(topicPartition.partition)) && partitions[Int(topicPartition.partition)] == topicPartition
+        }
+
+        /// Up to `maximum` messages, draining one partition before the next, starting one partition further each poll.
+        mutating func take(_ maximum: Int, from log: [[KafkaMessage]]) -> [KafkaMessage] {
+            guard !readable.isEmpty, maximum > 0 else { return [] }
+            let start = cursor % readable.count
+            cursor = (start + 1) % readable.count
+            var messages: [KafkaMessage] = []
+            for step in 0..<readable.count {
+                let partition = readable[(start + step) % readable.count]
+                guard log.indices.contains(partition) else { continue }
+                let from = Int(next[partition])
+                let until = min(log[partition].count, from + maximum - messages.count)
+                guard from < until else { continue }
+                messages += log[partition][from..<until]
+                next[partition] = Int64(until)
+                if messages.count == maximum { break }
+            }
+            return messages
+        }
+    }
+
     private struct State {
-        var assigned: [TopicPartition: Int64]?
+        var assignment: Assignment?
         var stored: [TopicPartition: Int64] = [:]
         var paused = false
         var pausedPartitions = Set<TopicPartition>()
         var rebalanceRequested = false
         var closed = false
-        /// Where the next poll starts, so every partition gets its turn.
-        var nextPartition = 0
     }
 
     let group: String
@@ -259,50 +313,36 @@ final class InMemoryConsumer: MessageSource {
     private func serveGroup() {
         let (assign, revoke) = state.withLock { state -> (Bool, [TopicPartition]?) in
             guard !state.closed else { return (false, nil) }
-            if state.assigned == nil { return (true, nil) }
+            guard let assignment = state.assignment else { return (true, nil) }
             guard state.rebalanceRequested else { return (false, nil) }
             state.rebalanceRequested = false
-            return (true, state.assigned.map { Array($0.keys) })
+            return (true, assignment.partitions)
         }
         if let revoke {
-            rebalance(.revoking(revoke.sorted { $0.partition < $1.partition }))
+            rebalance(.revoking(revoke))
             commitStored()
         }
         guard assign else { return }
         let partitions = kafka.partitions(of: topic)
         let committed = kafka.committed(group: group)
         state.withLock { state in
-            state.assigned = Dictionary(uniqueKeysWithValues: partitions.map { ($0, committed[$0] ?? 0) })
+            state.assignment = Assignment(partitions: partitions, committed: committed, paused: state.pausedPartitions)
         }
         rebalance(.assigned(partitions))
     }
 
+    /// The consumer's lock is held while the log's is taken (never the other way round), so that what is handed
+    /// out and where the next poll starts change together.
     private func take(_ maximum: Int) -> [KafkaMessage] {
-        let (positions, start) = state.withLock { state -> ([(TopicPartition, Int64)], Int) in
-            guard !state.paused, !state.closed, let assigned = state.assigned else { return ([], 0) }
-            return (
-                assigned.filter { !state.pausedPartitions.contains($0.key) }.sorted { $0.key.partition < $1.key.partition }
-                    .map { ($0.key, $0.value) }, state.nextPartition
-            )
-        }
-        guard !positions.isEmpty else { return [] }
-        var messages: [KafkaMessage] = []
-        for step in 0..<positions.count where messages.count < maximum {
-            let (topicPartition, offset) = positions[(start + step) % positions.count]
-            messages += kafka.read(topicPartition, from: offset, maximum: maximum - messages.count)
-        }
         state.withLock { state in
-            state.nextPartition = (start + 1) % positions.count
-            for message in messages where state.assigned?[message.topicPartition] != nil {
-                state.assigned?[message.topicPartition] = message.offset + 1
-            }
+            guard !state.paused, !state.closed, state.assignment != nil else { return [] }
+            return kafka.withPartitions(of: topic) { log in state.assignment?.take(maximum, from: log) ?? [] }
         }
-        return messages
     }
 
     func storeOffset(_ offset: Int64, for topicPartition: TopicPartition) {
         state.withLock { state in
-            guard state.assigned?[topicPartition] != nil else { return }
+            guard state.assignment?.holds(topicPartition) == true else { return }
             state.stored[topicPartition] = offset
         }
     }
@@ -311,9 +351,19 @@ final class InMemoryConsumer: MessageSource {
 
     func resumeAll() { state.withLock { $0.paused = false } }
 
-    func pause(_ partitions: [TopicPartition]) { state.withLock { $0.pausedPartitions.formUnion(partitions) } }
+    func pause(_ partitions: [TopicPartition]) {
+        state.withLock { state in
+            state.pausedPartitions.formUnion(partitions)
+            state.assignment?.makeReadable(skipping: state.pausedPartitions)
+        }
+    }
 
-    func resume(_ partitions: [TopicPartition]) { state.withLock { $0.pausedPartitions.subtract(partitions) } }
+    func resume(_ partitions: [TopicPartition]) {
+        state.withLock { state in
+            state.pausedPartitions.subtract(partitions)
+            state.assignment?.makeReadable(skipping: state.pausedPartitions)
+        }
+    }
 
     private func commitStored() {
         let stored = state.withLock { state in
@@ -327,7 +377,7 @@ final class InMemoryConsumer: MessageSource {
         let open = state.withLock { state in
             defer {
                 state.closed = true
-                state.assigned = nil
+                state.assignment = nil
             }
             return !state.closed
         }

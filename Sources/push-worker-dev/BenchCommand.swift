@@ -68,6 +68,12 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Time the hot pieces alone (decode, outcome encode, APNs token, Web Push encryption, a job as a task).")
     var micro = false
 
+    @Option(
+        help:
+            "Spine scenario: fail when the heap allocations per job exceed this file's budget for the build (debug or release) by more than its tolerance (bench/spine-allocations.json)."
+    )
+    var allocationBudget: String?
+
     @Flag(help: "Print the report as JSON.")
     var json = false
 
@@ -75,6 +81,9 @@ struct BenchCommand: AsyncParsableCommand {
     var reportFile: String?
 
     func run() async throws {
+        if allocationBudget != nil, micro || scenario != "spine" {
+            throw ValidationError("--allocation-budget applies to --scenario spine only")
+        }
         if micro {
             let results = try await MicroBench.runAll()
             if json {
@@ -134,12 +143,29 @@ struct BenchCommand: AsyncParsableCommand {
             case .failure(let errors): throw ValidationError(errors.description)
             }
             spineOptions.redis = options.environment["PUSH_REDIS_URL"]
+            if spineOptions.redis != nil, allocationBudget != nil {
+                throw ValidationError("--allocation-budget is the in-memory spine's: unset PUSH_REDIS_URL")
+            }
+            let budget: SpineBench.AllocationBudget?
+            do { budget = try allocationBudget.map { path throws(BenchError) in try SpineBench.AllocationBudget.load(from: path) } } catch {
+                throw ValidationError(error.description)
+            }
             spineOptions.maximumReadAhead = configuration.pipeline.maximumReadAheadJobs
             spineOptions.redisConnections = configuration.redisConnections
             let report = try await SpineBench.run(spineOptions, logger: Logger(label: "push-worker-bench"), progress: progress)
             print(json ? try report.prettyJSON() : report.table())
             if let reportFile { try report.prettyJSON().write(toFile: reportFile, atomically: true, encoding: .utf8) }
-            if !report.complete { throw ExitCode(1) }
+            let withinBudget: Bool
+            switch budget?.verdict(report.allocationsPerJob) {
+            case nil: withinBudget = true
+            case .success(let line):
+                progress(line)
+                withinBudget = true
+            case .failure(let error):
+                progress(error.description)
+                withinBudget = false
+            }
+            if !report.complete || !withinBudget { throw ExitCode(1) }
             return
         case "tenants":
             var tenantsOptions = TenantsBench.Options()
