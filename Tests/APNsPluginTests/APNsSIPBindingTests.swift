@@ -71,7 +71,7 @@ struct APNsSIPBindingTests {
     }
 
     @Test(
-        "the team id is everything before pn-param's first dot whenever the rest names a configured app: liblinphone's ABCD1234, a lower-case team id, and Mizu's bare bundle id all reach the app"
+        "the team id is everything before pn-param's first dot whenever the rest names a configured app: liblinphone's placeholder team id, a lower-case team id, and Mizu's bare bundle id all reach the app"
     )
     func teamIdBeforeTheFirstDot() async throws {
         let fixture = try await APNsSandboxFixture.start()
@@ -100,7 +100,7 @@ struct APNsSIPBindingTests {
     }
 
     @Test(
-        "liblinphone's registration as its iOS SDK writes it — team id ABCD1234, upper-case tokens, its own pn-* parameters — rings through its VoIP token"
+        "liblinphone's registration as its iOS SDK writes it — its placeholder team id, upper-case tokens, its own pn-* parameters — rings through its VoIP token"
     )
     func liblinphoneRegistration() async throws {
         let fixture = try await APNsSandboxFixture.start()

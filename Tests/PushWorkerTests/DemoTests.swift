@@ -35,7 +35,7 @@ struct DemoTests {
         #expect(
             rows.first { $0.bindingId == "mia-iphone" }.map { ($0.provider, $0.status, $0.httpStatus) } ?? ("", "", "") == (
                 "apns", "delivered", "200"
-            ), "liblinphone's registration: team id ABCD1234 and its own pn-* parameters")
+            ), "liblinphone's registration: its placeholder team id and its own pn-* parameters")
         #expect(statuses["VoIP call via Huawei Push Kit"] == ["delivered", "rejected"])
         #expect(rows.first { $0.bindingId == "judy-old-p30" }.map { ($0.provider, $0.action) } ?? ("", "") == ("hms", "remove_binding"))
         #expect(statuses["app deleted (APNs 410)"] == ["rejected"])

@@ -176,7 +176,7 @@ struct SIPPushBindingTests {
         + "pn-groupchat-str=GC_MSG;pn-call-snd=notes_of_the_optimistic.caf;pn-msg-snd=msg.caf"
 
     @Test(
-        "liblinphone's registration as it writes it — team id ABCD1234, pn-silent, pn-timeout, pn-*-str, pn-*-snd — decodes to its bundle id and both tokens"
+        "liblinphone's registration as it writes it — its placeholder team id, pn-silent, pn-timeout, pn-*-str, pn-*-snd — decodes to its bundle id and both tokens"
     )
     func liblinphoneRegistration() throws {
         let target = try Self.decode("rfc8599", Self.liblinphoneRegistration)
