@@ -32,7 +32,7 @@ public final class AppConcurrencyLimits: Sendable {
         let party: Party
 
         /// Resumes a task taken out of its queue without its slots (a reservation taken out is its host's to handle).
-        func resumeTask(_ wait: SlotWait) {
+        func resumeTask(_ wait: SlotWaitEnd) {
             if case .task(let continuation) = party { continuation.resume(returning: wait) }
         }
     }
@@ -42,7 +42,7 @@ public final class AppConcurrencyLimits: Sendable {
         /// under the same lock (`SlotQueuesHost`).
         case reservation
         /// A task suspended in `acquire`.
-        case task(CheckedContinuation<SlotWait, Never>)
+        case task(CheckedContinuation<SlotWaitEnd, Never>)
     }
 
     typealias Queues = SlotQueues<Waiter>
@@ -134,7 +134,7 @@ public final class AppConcurrencyLimits: Sendable {
     func slot(grantedTo waiter: Waiter) -> AppSlot { AppSlot(scope: waiter.scope, limits: self) }
 
     /// How a wait for a slot ended.
-    enum SlotWait: Sendable, Equatable {
+    enum SlotWaitEnd: Sendable, Equatable {
         /// Both slots are held: balance with one `release`.
         case granted
         /// The task was cancelled while it waited.
@@ -152,7 +152,7 @@ public final class AppConcurrencyLimits: Sendable {
     /// Waits for a slot of `key` (and of its endpoint) until `deadline` (nil: no deadline; one already passed: only a
     /// slot free now). A waiter is taken out of its queue by exactly one of: the grant, its task's cancellation, its deadline.
     @inline(never)
-    func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?, until deadline: ContinuousClock.Instant?) async -> SlotWait {
+    func acquire(_ key: DeliveryScope, lane: Lane, parking: JobParking?, until deadline: ContinuousClock.Instant?) async -> SlotWaitEnd {
         let appLimit = limit(of: key)
         let id: UInt64? = withQueues { queues in
             (queues.takeBothIfFree(key, lane: lane, appLimit: appLimit) ? nil : queues.nextID(), [])
@@ -164,7 +164,7 @@ public final class AppConcurrencyLimits: Sendable {
         let timer = Locked<Task<Void, Never>?>(nil)
         defer { timer.withLock { $0 }?.cancel() }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<SlotWait, Never>) in
+            await withCheckedContinuation { (continuation: CheckedContinuation<SlotWaitEnd, Never>) in
                 let waiter = Waiter(id: id, scope: key, lane: lane, party: .task(continuation))
                 let stage = withQueues { queues -> (Queues.Stage?, [Turn]) in
                     // The cancellation flag is set before the handler runs: checking it under the lock closes the race.

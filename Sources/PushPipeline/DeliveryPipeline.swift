@@ -72,14 +72,14 @@ public final class DeliveryPipeline: Service, Sendable {
         /// wait and its parking change in one hold of it, and so does a reservation's turn with the release that gave it.
         var slots: AppConcurrencyLimits.Queues
         /// Started jobs waiting for their app's or endpoint's slot before their task exists, by their ticket in `slots`.
-        var slotWaits: [UInt64: SlotWait] = [:]
+        var jobsWaitingForSlot: [UInt64: JobWaitingForSlot] = [:]
         /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
         var abandoning: Set<Lane> = []
         var runningThreads = 0
         var finishedRun: CheckedContinuation<Void, Never>?
     }
 
-    private struct SlotWait {
+    private struct JobWaitingForSlot {
         let id: Machine.JobID
         /// When the job stops waiting for its slot and starts anyway: its first send then takes a slot only if one
         /// is free, and is otherwise retried (`longestSlotWait`).
@@ -133,7 +133,7 @@ public final class DeliveryPipeline: Service, Sendable {
     private let configuration: PipelineConfiguration
     private let laneTopics: [LaneTopic]
     private let processor: JobProcessor
-    private let finishing: JobFinishing
+    private let outcomeHandOff: OutcomeHandOff
     /// Runs the retries that are due (with a shared retry queue); a service of its own beside the pipeline (`services`).
     public let retries: RetryScheduler?
     private let logger: Logger
@@ -191,7 +191,7 @@ public final class DeliveryPipeline: Service, Sendable {
             producer: sink, outcomesTopic: configuration.outcomesTopic,
             deadLetterTopic: configuration.deadLetterTopic, consumerGroup: configuration.consumerGroup, metrics: processor.metrics,
             logger: logger)
-        finishing = JobFinishing(processor: processor, publisher: publisher)
+        outcomeHandOff = OutcomeHandOff(processor: processor, publisher: publisher)
         retries = processor.retryQueue.map {
             RetryScheduler(
                 queue: $0, processor: processor, publisher: publisher, configuration: configuration, logger: logger,
@@ -208,7 +208,7 @@ public final class DeliveryPipeline: Service, Sendable {
     public func inFlightJobs(in lane: Lane) -> Int { shared.withLock { $0.machine.consumed(in: lane) } }
 
     /// Jobs waiting for their app's or endpoint's slot before their task started.
-    var jobsWaitingForAppSlot: Int { shared.withLock { $0.slotWaits.count } }
+    var jobsWaitingForAppSlot: Int { shared.withLock { $0.jobsWaitingForSlot.count } }
 
     /// Job tasks that exist now.
     var jobTasks: Int { tasks.withLock { $0.running.count } }
@@ -305,7 +305,7 @@ public final class DeliveryPipeline: Service, Sendable {
             for (source, consumer) in consumers {
                 NamedThread.start("kafka-\(source.lane.rawValue)") { [self] in
                     // The first outcomes would otherwise wait about a second for a metadata refresh.
-                    let unknown = finishing.publisher.prepareTopics()
+                    let unknown = outcomeHandOff.publisher.prepareTopics()
                     if !unknown.isEmpty {
                         logger.warning(
                             "could not look up the outcome topics yet; the first outcomes may wait for a metadata refresh",
@@ -530,7 +530,7 @@ public final class DeliveryPipeline: Service, Sendable {
                     let slot = limits.slot(grantedTo: waiter)
                     // A reservation that waits is registered in the hold that queued it; one that is not (or whose lane is
                     // being stopped) gives its slots back rather than hold them for good.
-                    let registered = shared.slotWaits.removeValue(forKey: waiter.id)
+                    let registered = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id)
                     guard let wait = registered, !shared.abandoning.contains(wait.id.lane) else {
                         turns += slot.giveBack(in: &shared.slots)
                         if let registered { starts += Self.abandon(registered.id, in: &shared, &admission) }
@@ -539,11 +539,11 @@ public final class DeliveryPipeline: Service, Sendable {
                     if wait.parked { starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared) }
                     admission.launches.append((wait.id, wait.admitted, slot, false))
                 case .waitsForEndpoint(let waiter):
-                    guard case .reservation = waiter.party, let wait = shared.slotWaits[waiter.id], wait.parked,
+                    guard case .reservation = waiter.party, let wait = shared.jobsWaitingForSlot[waiter.id], wait.parked,
                         !shared.abandoning.contains(wait.id.lane)
                     else { continue }
                     // Waits on for the provider's capacity, in flight (not parked), as a value.
-                    shared.slotWaits[waiter.id]!.parked = false
+                    shared.jobsWaitingForSlot[waiter.id]!.parked = false
                     starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared)
                 }
             }
@@ -565,13 +565,13 @@ public final class DeliveryPipeline: Service, Sendable {
                 case .waitingForApp(let ticket):
                     admission.waited.append((.waitingForApp, scope))
                     if waitUntil == nil { waitUntil = .now + configuration.longestSlotWait }
-                    shared.slotWaits[ticket] = SlotWait(id: id, until: waitUntil!, admitted: admitted, parked: true)
+                    shared.jobsWaitingForSlot[ticket] = JobWaitingForSlot(id: id, until: waitUntil!, admitted: admitted, parked: true)
                     starts += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
                     admission.woken.formUnion(shared.wakeWaiting())
                 case .waitingForEndpoint(let ticket):
                     admission.waited.append((.waitingForEndpoint, scope))
                     if waitUntil == nil { waitUntil = .now + configuration.longestSlotWait }
-                    shared.slotWaits[ticket] = SlotWait(id: id, until: waitUntil!, admitted: admitted, parked: false)
+                    shared.jobsWaitingForSlot[ticket] = JobWaitingForSlot(id: id, until: waitUntil!, admitted: admitted, parked: false)
                 }
             }
         }
@@ -605,12 +605,12 @@ public final class DeliveryPipeline: Service, Sendable {
         let now = ContinuousClock.now
         var admission = Admission()
         shared.withLock { shared in
-            let overdue = shared.slotWaits.filter { $0.value.id.lane == lane && $0.value.until <= now }
+            let overdue = shared.jobsWaitingForSlot.filter { $0.value.id.lane == lane && $0.value.until <= now }
             guard !overdue.isEmpty else { return }
             let (withdrawn, turns) = shared.slots.withdraw(Set(overdue.keys))
             var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
             for waiter in withdrawn {
-                guard let wait = shared.slotWaits.removeValue(forKey: waiter.id) else { continue }
+                guard let wait = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id) else { continue }
                 // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
                 if shared.abandoning.contains(lane) {
                     starts += Self.abandon(wait.id, in: &shared, &admission)
@@ -627,15 +627,15 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Gives up the jobs still waiting for an app slot that match (they never sent anything,
     /// so they stay uncommitted and are redelivered); returns how many.
     @discardableResult
-    private func withdrawWaiting(where matches: (SlotWait) -> Bool) -> Int {
+    private func withdrawWaiting(where matches: (JobWaitingForSlot) -> Bool) -> Int {
         var admission = Admission()
         let count = shared.withLock { shared -> Int in
-            let waiting = shared.slotWaits.filter { matches($0.value) }
+            let waiting = shared.jobsWaitingForSlot.filter { matches($0.value) }
             guard !waiting.isEmpty else { return 0 }
             let (withdrawn, turns) = shared.slots.withdraw(Set(waiting.keys))
             var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
             for waiter in withdrawn {
-                guard let wait = shared.slotWaits.removeValue(forKey: waiter.id) else { continue }
+                guard let wait = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id) else { continue }
                 starts += Self.abandon(wait.id, in: &shared, &admission)
             }
             admit(starts, turns: turns, in: &shared, &admission)
@@ -682,12 +682,12 @@ public final class DeliveryPipeline: Service, Sendable {
             pipeline.tasks.withLock { $0.ended(id) }
             // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
             // the broker's acknowledgement finishes the job (on the producer's).
-            pipeline.finishing.finish(processed, span: span, givingUp: givingUp, then: ended)
+            pipeline.outcomeHandOff.finish(processed, span: span, givingUp: givingUp, then: ended)
         }
 
         @Sendable private func givingUp() -> Bool { pipeline.isCancelled(id.lane) }
 
-        @Sendable private func ended(_ ending: JobFinishing.Ending) {
+        @Sendable private func ended(_ ending: OutcomeHandOff.Ending) {
             guard case .acknowledged(let publications, _, let recordedAt) = ending else { return pipeline.finish(id, completed: false) }
             pipeline.observer?.acknowledged(
                 publications, timeline: JobTimeline(started: startedAt, processed: recordedAt), kafkaTimestamp: admitted.message.timestamp)

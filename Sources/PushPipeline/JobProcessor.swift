@@ -308,7 +308,7 @@ public final class JobProcessor: Sendable {
     }
 
     /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number; its final outcome is
-    /// left for `JobFinishing` to record, like a consumed job's. nil when a stop interrupted it.
+    /// left for `OutcomeHandOff` to record, like a consumed job's. nil when a stop interrupted it.
     func processRetry(_ entry: RetryEntry) async -> ProcessedTargets? {
         let source = Source(
             value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
@@ -399,7 +399,7 @@ public final class JobProcessor: Sendable {
         _ processed: ProcessedTargets, trace: ServiceContext? = nil, givingUp: @escaping @Sendable () -> Bool,
         then done: @escaping @Sendable (ProcessedJob, [EncodedOutcome]) -> Void
     ) {
-        FinishingJob(processor: self, processed: processed, trace: trace, givingUp: givingUp, next: .report(done)).start()
+        PendingOutcomes(processor: self, processed: processed, trace: trace, givingUp: givingUp, next: .report(done)).start()
     }
 
     private func logFinished(_ outcome: Outcome) {

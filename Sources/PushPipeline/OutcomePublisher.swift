@@ -4,7 +4,7 @@ import PushKafka
 
 /// Where and as what outcomes (key = bindingId) and dead letters (original key and bytes, reason in headers) are
 /// published, each with its CloudEvents headers (`CloudEventHeaders`): the records and the producer they go
-/// through. `FinishingJob` sends them and waits for the broker's acknowledgement; a record refused for good is sent
+/// through. `PendingOutcomes` sends them and waits for the broker's acknowledgement; a record refused for good is sent
 /// in ever smaller forms (`RecordForm`), then given up.
 public struct OutcomePublisher: Sendable {
     public static let reasonHeader = "push-dlq-reason"
@@ -83,7 +83,7 @@ public struct OutcomePublisher: Sendable {
         }
     }
 
-    /// Counts and logs a send that failed for a transient reason; the sender tries again (`FinishingJob`).
+    /// Counts and logs a send that failed for a transient reason; the sender tries again (`PendingOutcomes`).
     func failed(_ error: any Error) {
         metrics.publishFailures.increment()
         logger.error("publishing outcomes failed; retrying", metadata: ["error": "\(error)"])

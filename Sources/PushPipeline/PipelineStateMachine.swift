@@ -316,7 +316,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
             tenants = counted
         }
 
-        var tracker = OffsetTracker()
+        var tracker = PartitionCommitPoints()
         /// Jobs whose turn came (no earlier job of their key is unfinished), by turn; see `setAsideJobsOverShare`.
         var ready = FIFOQueue<Entry>()
         var nextTurn: UInt64 = 0

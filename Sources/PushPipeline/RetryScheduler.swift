@@ -13,7 +13,7 @@ import Synchronization
 public final class RetryScheduler: Service, Sendable {
     private let queue: any RetryQueue
     private let processor: JobProcessor
-    private let finishing: JobFinishing
+    private let outcomeHandOff: OutcomeHandOff
     private let observer: (any PipelineObserver)?
     private let configuration: PipelineConfiguration
     private let logger: Logger
@@ -35,7 +35,7 @@ public final class RetryScheduler: Service, Sendable {
         self.queue = queue
         self.observer = observer
         self.processor = processor
-        finishing = JobFinishing(processor: processor, publisher: publisher)
+        outcomeHandOff = OutcomeHandOff(processor: processor, publisher: publisher)
         self.configuration = configuration
         self.logger = logger
     }
@@ -148,7 +148,7 @@ public final class RetryScheduler: Service, Sendable {
 
     private func handle(_ entry: RetryEntry) async {
         let processed = await processor.processRetry(entry)
-        guard case .acknowledged(let publications, let handedOff, _) = await finishing.finish(processed) else { return }
+        guard case .acknowledged(let publications, let handedOff, _) = await outcomeHandOff.finish(processed) else { return }
         observer?.acknowledged(publications, timeline: nil, kafkaTimestamp: entry.fallbackCreatedAt)
         if !handedOff {
             _ = await processor.withStore { try await self.queue.complete(entry.id) }

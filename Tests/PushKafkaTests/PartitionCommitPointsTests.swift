@@ -2,7 +2,7 @@ import Testing
 @testable import PushKafka
 
 @Suite("Commit watermark with out-of-order completion")
-struct OffsetWatermarkTests {
+struct PartitionCommitPointsTests {
     @Test("a finished job after an unfinished one does not move the commit point")
     func waitsForTheOldest() {
         var watermark = PartitionWatermark()
@@ -15,7 +15,7 @@ struct OffsetWatermarkTests {
 
     @Test("the oldest uncommitted offset ages from when it was consumed, and the next takes its place once it finishes")
     func oldestUnfinishedAge() {
-        var tracker = OffsetTracker()
+        var tracker = PartitionCommitPoints()
         let first = TopicPartition(topic: "t", partition: 0)
         let second = TopicPartition(topic: "t", partition: 1)
         tracker.assign([first, second])
@@ -52,7 +52,7 @@ struct OffsetWatermarkTests {
     @Test("a completion for a partition given up after revocation is ignored")
     func revoked() {
         let partition = TopicPartition(topic: "push.jobs", partition: 0)
-        var tracker = OffsetTracker()
+        var tracker = PartitionCommitPoints()
         tracker.assign([partition])
         let generation = tracker.begin(partition, offset: 1)
         tracker.revoke([partition])
@@ -67,7 +67,7 @@ struct OffsetWatermarkTests {
     @Test("a rewound partition (offsets going back) starts over instead of crashing; old completions are ignored")
     func rewind() {
         let partition = TopicPartition(topic: "push.jobs", partition: 0)
-        var tracker = OffsetTracker()
+        var tracker = PartitionCommitPoints()
         tracker.assign([partition])
         let old = tracker.begin(partition, offset: 10)
         _ = tracker.begin(partition, offset: 11)

@@ -53,7 +53,7 @@ public struct PartitionWatermark: Sendable {
 /// Watermarks of every partition this consumer owns. Each partition's watermark has a
 /// generation: a completion from an earlier generation (before a revocation or a rewind)
 /// is ignored, so it can never move the new commit point.
-public struct OffsetTracker: Sendable {
+public struct PartitionCommitPoints: Sendable {
     private var partitions: [TopicPartition: PartitionWatermark] = [:]
     private var generations: [TopicPartition: UInt64] = [:]
     private var nextGeneration: UInt64 = 0

@@ -8,7 +8,7 @@ import Tracing
 /// either answer: each step goes on where the previous one's answer arrives (the store's thread, then the
 /// producer's). The caller then acknowledges the job its own way: a consumed job's offset moves on, a retry
 /// entry is completed.
-struct JobFinishing: Sendable {
+struct OutcomeHandOff: Sendable {
     /// How the job ended.
     enum Ending: Sendable {
         /// The broker acknowledged these publications. `handedOff`: a target went (back) to the retry queue, so a
@@ -30,10 +30,10 @@ struct JobFinishing: Sendable {
         then done: @escaping @Sendable (Ending) -> Void
     ) {
         guard let processed else {
-            FinishingJob.end(span, .abandoned)
+            PendingOutcomes.end(span, .abandoned)
             return done(.abandoned)
         }
-        FinishingJob(
+        PendingOutcomes(
             processor: processor, processed: processed, trace: span?.context, givingUp: givingUp,
             next: .publish(publisher, span: span, then: done)
         ).start()
@@ -45,16 +45,16 @@ struct JobFinishing: Sendable {
     }
 }
 
-/// One job's finishing under way: its steps are this object's methods, so each answer (the store's, the broker's)
+/// One job's outcomes on their way to the store and the broker: its steps are this object's methods, so each answer (the store's, the broker's)
 /// hands the next step only the object, with no closure made per step. A failed step is tried again after its
 /// `RetryWait`, until `givingUp` says to stop.
-final class FinishingJob: Sendable {
+final class PendingOutcomes: Sendable {
     /// What follows the recording.
     enum Next: Sendable {
         /// Nothing: `done` gets what to publish (`JobProcessor.record`).
         case report(@Sendable (ProcessedJob, [EncodedOutcome]) -> Void)
-        /// Publishing, then `done` once the broker acknowledged (`JobFinishing.finish`). `span` ends with the job.
-        case publish(OutcomePublisher, span: (any Span)?, then: @Sendable (JobFinishing.Ending) -> Void)
+        /// Publishing, then `done` once the broker acknowledged (`OutcomeHandOff.finish`). `span` ends with the job.
+        case publish(OutcomePublisher, span: (any Span)?, then: @Sendable (OutcomeHandOff.Ending) -> Void)
     }
 
     private let processor: JobProcessor
@@ -184,14 +184,14 @@ final class FinishingJob: Sendable {
         }
     }
 
-    private func end(_ ending: JobFinishing.Ending) {
+    private func end(_ ending: OutcomeHandOff.Ending) {
         guard case .publish(_, let span, let done) = next else { return }
         Self.end(span, ending)
         done(ending)
     }
 
     /// Ends the job's span, if it has one: an error when the job was abandoned.
-    static func end(_ span: (any Span)?, _ ending: JobFinishing.Ending) {
+    static func end(_ span: (any Span)?, _ ending: OutcomeHandOff.Ending) {
         guard let span else { return }
         if case .abandoned = ending { span.setStatus(SpanStatus(code: .error, message: "abandoned: redelivered later")) }
         span.end()
