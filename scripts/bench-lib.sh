@@ -15,15 +15,8 @@ source scripts/e2e-lib.sh .build/release/push-worker
 # A throwaway CA and a server certificate of it (P-256, for IP 127.0.0.1 and localhost) in DIR: ca.pem,
 # server.pem and server-key.pem, for a redis-server's TLS port.
 make_redis_tls_certificates() {
-    local dir=$1
-    mkdir -p "$dir"
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=bench Redis CA" \
-        -keyout "$dir/ca-key.pem" -out "$dir/ca.pem" >/dev/null 2>&1 || fail "openssl could not make the Redis CA"
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost -keyout "$dir/server-key.pem" \
-        -out "$dir/server.csr" >/dev/null 2>&1 || fail "openssl could not make the Redis server key"
-    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" -CAcreateserial -days 1 \
-        -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n') \
-        -out "$dir/server.pem" >/dev/null 2>&1 || fail "openssl could not issue the Redis server certificate"
+    make_test_ca "$1" "bench Redis CA"
+    issue_test_certificate "$1" server "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"
 }
 
 # The redis-server answers on its TLS port, its certificate verified against the CA for 127.0.0.1.

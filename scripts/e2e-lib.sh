@@ -27,6 +27,19 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# A throwaway CA (P-256) in DIR: ca.pem and ca-key.pem, named NAME.
+make_test_ca() {  # dir name
+    mkdir -p "$1"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$2" \
+        -keyout "$1/ca-key.pem" -out "$1/ca.pem" >/dev/null 2>&1 || fail "openssl could not make the CA $2"
+}
+# A P-256 key and a certificate of DIR's CA with the given X.509 extensions (lines, printf %b): DIR/NAME.pem, NAME-key.pem.
+issue_test_certificate() {  # dir name extensions
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" -keyout "$1/$2-key.pem" \
+        -out "$1/$2.csr" >/dev/null 2>&1 || fail "openssl could not make the $2 key"
+    openssl x509 -req -in "$1/$2.csr" -CA "$1/ca.pem" -CAkey "$1/ca-key.pem" -CAcreateserial -days 2 \
+        -extfile <(printf '%b\n' "$3") -out "$1/$2.pem" >/dev/null 2>&1 || fail "openssl could not issue the $2 certificate"
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_for_file() { for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "$1 never appeared"; }
 # A free port whose Redis Cluster bus port (+10000) is free too.

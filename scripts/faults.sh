@@ -98,10 +98,9 @@ use_redis_tls() {
     mkdir -p "$redis_tls"
     local password
     password=$(openssl rand -hex 16)
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=faults Redis CA" \
-        -keyout "$redis_tls/ca-key.pem" -out "$redis_tls/ca.pem" >/dev/null 2>&1 || fail "openssl could not make the CA"
-    redis_tls_issue server "subjectAltName=DNS:redis.push.test,DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth"
-    redis_tls_issue client "extendedKeyUsage=clientAuth"
+    make_test_ca "$redis_tls" "faults Redis CA"
+    issue_test_certificate "$redis_tls" server "subjectAltName=DNS:redis.push.test,DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth"
+    issue_test_certificate "$redis_tls" client "extendedKeyUsage=clientAuth"
     printf 'user default off\nuser worker on >%s ~* &* +@all\n' "$password" >"$redis_tls/users.acl"
     # A node presents the client certificate when it connects to another (replication, cluster bus).
     redis_secure=(--tls-cert-file "$redis_tls/server.pem" --tls-key-file "$redis_tls/server-key.pem"
@@ -111,12 +110,6 @@ use_redis_tls() {
     redis_cli=(redis-cli --tls --cacert "$redis_tls/ca.pem" --cert "$redis_tls/client.pem" --key "$redis_tls/client-key.pem"
         --user worker --pass "$password" --no-auth-warning)
     redis_url_prefix="rediss://worker:$password@"
-}
-redis_tls_issue() {  # name extensions: a P-256 key and a certificate of the CA
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" -keyout "$redis_tls/$1-key.pem" \
-        -out "$redis_tls/$1.csr" >/dev/null 2>&1 || fail "openssl could not make the $1 key"
-    openssl x509 -req -in "$redis_tls/$1.csr" -CA "$redis_tls/ca.pem" -CAkey "$redis_tls/ca-key.pem" -CAcreateserial -days 2 \
-        -extfile <(printf '%b\n' "$2") -out "$redis_tls/$1.pem" >/dev/null 2>&1 || fail "openssl could not issue the $1 certificate"
 }
 # 3 masters with a replica each, append-only files fsynced on every write; sets redis_url. After use_redis_tls:
 # TLS only (each node's one port is its TLS port, which it announces; the cluster bus is that port + 10000), ACL.

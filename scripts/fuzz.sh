@@ -79,7 +79,7 @@ metrics() {  # the Web Push plugin's bounded maps report their size on a gauge
     module Metrics -- $(find "$source/Sources/Metrics" -name '*.swift' | sort)
 }
 redis() {  # without its connections (swift-nio), which the fuzzers never open
-    core; logging; crypto
+    core; logging; crypto; http
     module PushRedis -I Sources/CHiredis -I Sources/COpenSSL -enable-testing -- Sources/PushRedis/*.swift \
         fuzz/targets/FuzzRedisConnections.swift
 }
@@ -133,7 +133,7 @@ for target in "${targets[@]}"; do
                 Plugins/WebPush/Plugin/WebPushRequest.swift Plugins/WebPush/Plugin/VAPIDTokens.swift Plugins/Proxy/Plugin/ProxyRequestBody.swift \
                 "$out/libPushPluginAPI.a" "$out/libLogging.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libMetrics.a" \
                 "$out/libCoreMetrics.a" "$out/libPushCore.a" -I Sources/COpenSSL -lssl -lcrypto ;;
-        redis-url) redis; build redis-url fuzz/targets/RedisURLFuzz.swift "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushCrypto.a" "$out/libPushCore.a" \
+        redis-url) redis; build redis-url fuzz/targets/RedisURLFuzz.swift "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushHTTP.a" "$out/libPushCrypto.a" "$out/libPushCore.a" \
                 -I Sources/CHiredis -I Sources/COpenSSL -lhiredis -lssl -lcrypto ;;
         redis-records) redis; http
             build redis-records fuzz/targets/RedisRecordsFuzz.swift $reader $formats "$out/libPushRedis.a" "$out/libLogging.a" "$out/libPushHTTP.a" \

@@ -219,7 +219,7 @@ final class HTTP2ClientConnection: ChannelInboundHandler, RemovableChannelHandle
 
     private func connect(to key: HTTP2ConnectionPool.Key, sslContext: NIOSSLContext) {
         // The host's name, pinned or not: SNI and the certificate check are for the name (`PinnedAddress`).
-        let serverHostname = HTTPSTarget.isIPAddress(key.host) ? nil : key.host
+        let serverHostname = TLSOptions.isIPAddress(key.host) ? nil : key.host
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let timeout = min(configuration.connectTimeout, .seconds(3600))
         let tunnel = key.proxy.map { proxy in

@@ -8,11 +8,6 @@ struct HTTPSTarget: Hashable, Sendable {
     var authority: String
     var path: String
 
-    /// An IPv4 or IPv6 literal (no SNI is sent for one).
-    static func isIPAddress(_ host: String) -> Bool {
-        host.utf8.contains(UInt8(ascii: ":")) || host.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") }
-    }
-
     init?(_ url: String) {
         let bytes = Array(url.utf8)
         let scheme = Array("https://".utf8)

@@ -54,3 +54,10 @@ public struct TLSOptions: Sendable, Hashable {
     }
 
 }
+
+extension TLSOptions {
+    /// Whether `host` is an IPv4 or IPv6 literal: no SNI is sent for one, and its certificate must name the address.
+    public static func isIPAddress(_ host: String) -> Bool {
+        host.utf8.contains(UInt8(ascii: ":")) || host.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") }
+    }
+}

@@ -1,3 +1,5 @@
+import PushHTTP
+
 /// TLS for `rediss://`: whom to trust, the client certificate for mutual TLS, and the name to verify. Verification of
 /// the server, its host name included, is always on.
 ///
@@ -24,6 +26,6 @@ public struct RedisTLSSettings: Sendable, Equatable {
     /// certificate must name that address).
     func nameToVerify(host: String) -> String? {
         if let serverName { return serverName }
-        return host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : host
+        return TLSOptions.isIPAddress(host) ? nil : host
     }
 }
