@@ -291,7 +291,8 @@ final class AppSlot: Sendable {
 /// Whether a consumed job is parked: some of its targets wait for their app's slot. A parked job stays uncommitted but does not count against the
 /// lane's in-flight limit (only against its read-ahead bound), so a stalled app cannot
 /// stop the jobs of other apps behind it.
-final class JobParking: Sendable {
+/// The pipeline's record of a started job subclasses it (`parkingChanged`), so a job's parking costs no object of its own.
+class JobParking: @unchecked Sendable {
     enum Change: Sendable {
         case parked
         case unparked
@@ -300,31 +301,24 @@ final class JobParking: Sendable {
     }
 
     private let waiting = Mutex(0)
-    private let owner: any JobParkingOwner
 
-    init(owner: any JobParkingOwner) {
-        self.owner = owner
-    }
+    /// Told of each change, in order: the pipeline's record of the job overrides it.
+    func parkingChanged(_ change: Change) {}
 
-    func releaseKey() { owner.parkingChanged(.keyReleased) }
+    func releaseKey() { parkingChanged(.keyReleased) }
 
     // Told under the lock so a park and an unpark of one job reach the pipeline in order.
     func park() {
         waiting.withLock { count in
             count += 1
-            if count == 1 { owner.parkingChanged(.parked) }
+            if count == 1 { parkingChanged(.parked) }
         }
     }
 
     func unpark() {
         waiting.withLock { count in
             count -= 1
-            if count == 0 { owner.parkingChanged(.unparked) }
+            if count == 0 { parkingChanged(.unparked) }
         }
     }
-}
-
-/// Whom a job's `JobParking` tells of its changes: the pipeline's record of the started job.
-protocol JobParkingOwner: AnyObject, Sendable {
-    func parkingChanged(_ change: JobParking.Change)
 }

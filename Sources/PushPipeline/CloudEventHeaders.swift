@@ -39,8 +39,22 @@ struct CloudEventHeaders: Sendable {
 
     /// `ce_id` of an outcome: its status and attempts, then the job id with its length before it and the binding
     /// id, so that no two outcomes share it whatever characters the ids hold.
-    static func id(of outcome: Outcome) -> String {
-        "\(outcome.status.rawValue)/\(outcome.attempts)/\(outcome.jobId.utf8.count):\(outcome.jobId)/\(outcome.bindingId)"
+    static func id(of outcome: Outcome) -> String { String(decoding: idBytes(of: outcome), as: UTF8.self) }
+
+    /// `id(of:)` as the header carries it, written in one buffer.
+    static func idBytes(of outcome: Outcome) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(outcome.status.rawValue.utf8.count + outcome.jobId.utf8.count + outcome.bindingId.utf8.count + 24)
+        bytes.append(contentsOf: outcome.status.rawValue.utf8)
+        bytes.append(UInt8(ascii: "/"))
+        bytes.append(contentsOf: String(outcome.attempts).utf8)
+        bytes.append(UInt8(ascii: "/"))
+        bytes.append(contentsOf: String(outcome.jobId.utf8.count).utf8)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(contentsOf: outcome.jobId.utf8)
+        bytes.append(UInt8(ascii: "/"))
+        bytes.append(contentsOf: outcome.bindingId.utf8)
+        return bytes
     }
 
     /// `extra`: headers to add after these (a traced job's `traceparent`), in the same array.
@@ -49,7 +63,7 @@ struct CloudEventHeaders: Sendable {
         headers.reserveCapacity(common.count + 4 + extra.count)
         headers += common
         headers.append(outcomeTypes[outcome.status]!)
-        headers.append(KafkaHeader("ce_id", Self.id(of: outcome)))
+        headers.append(KafkaHeader("ce_id", Self.idBytes(of: outcome)))
         headers.append(KafkaHeader("ce_time", UTCTimestamp.iso8601Bytes(millisecondsSinceEpoch: outcome.at)))
         headers.append(KafkaHeader("ce_subject", outcome.bindingId))
         headers += extra

@@ -647,29 +647,34 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
     private func launch(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool) {
-        let job = StartedJob(pipeline: self, id: id, admitted: admitted)
+        let job = StartedJob(pipeline: self, id: id, admitted: admitted, slot: slot, slotWaitSpent: slotWaitSpent)
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
-        let task = Task(priority: id.lane == .urgent ? .high : .medium) { await job.run(slot: slot, slotWaitSpent: slotWaitSpent) }
+        let task = Task(priority: id.lane == .urgent ? .high : .medium) { await job.run() }
         if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
     }
 
-    /// A started job: its task's work, its parking changes and its ending reach the pipeline through this one object,
-    /// rather than through a closure made for each.
-    private final class StartedJob: JobParkingOwner {
+    /// A started job: its task's work, its parking changes (it is the job's `JobParking`) and its ending reach the
+    /// pipeline through this one object, rather than through a closure or an object made for each.
+    private final class StartedJob: JobParking, @unchecked Sendable {
         let pipeline: DeliveryPipeline
         let id: Machine.JobID
         let admitted: JobProcessor.AdmittedJob
+        /// The slot its first send holds, reserved before the task started.
+        let slot: AppSlot?
+        let slotWaitSpent: Bool
         let startedAt = ContinuousClock.now
 
-        init(pipeline: DeliveryPipeline, id: Machine.JobID, admitted: JobProcessor.AdmittedJob) {
+        init(pipeline: DeliveryPipeline, id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool) {
             self.pipeline = pipeline
             self.id = id
             self.admitted = admitted
+            self.slot = slot
+            self.slotWaitSpent = slotWaitSpent
         }
 
-        func run(slot: AppSlot?, slotWaitSpent: Bool) async {
+        func run() async {
             let processor = pipeline.processor
-            let parking = JobParking(owner: self)
+            let parking: JobParking = self
             let span = processor.tracing?.consumerSpan(of: admitted.message)
             let processed: JobProcessor.ProcessedTargets?
             if let span {
@@ -694,7 +699,7 @@ public final class DeliveryPipeline: Service, Sendable {
             pipeline.finish(id, completed: true)
         }
 
-        func parkingChanged(_ change: JobParking.Change) {
+        override func parkingChanged(_ change: JobParking.Change) {
             switch change {
             case .parked, .unparked:
                 let parked = change == .parked
