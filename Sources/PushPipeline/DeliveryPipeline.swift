@@ -149,8 +149,8 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Messages taken from the source per poll.
     static let batchSize = 256
 
-    /// A lane out of room polls again once it has room for this many jobs (or all its capacity is free), not at every
-    /// finish: one wake-up and one poll per batch rather than per job.
+    /// A lane out of room polls again once it has room for this many jobs (or for any, once fewer than this many of its
+    /// jobs run), not at every finish: one wake-up and one poll per batch rather than per job.
     static let refillBatch = 64
 
     private let messageSources: any MessageSourceFactory
