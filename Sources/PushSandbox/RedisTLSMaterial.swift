@@ -38,15 +38,10 @@ public struct RedisTLSMaterial: Sendable {
         let unrelated = try CertificateAuthority(commonName: "an unrelated CA")
         let unrelatedClient = try unrelated.issueClientCertificate(commonName: "worker")
 
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("redis-tls-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        func write(_ name: String, _ contents: String) throws -> String {
-            let url = directory.appendingPathComponent(name)
-            try contents.write(to: url, atomically: true, encoding: .utf8)
-            return url.path
-        }
+        let directory = try PrivateDirectory(prefix: "redis-tls")
+        let write = directory.write
         return RedisTLSMaterial(
-            directory: directory,
+            directory: directory.url,
             caFile: try write("ca.pem", authority.certificatePEM),
             serverCertFile: try write("server.pem", server.certificatePEM),
             serverKeyFile: try write("server-key.pem", server.privateKeyPEM),

@@ -18,17 +18,10 @@ public struct SandboxTLS: Sendable {
         let authority = try CertificateAuthority()
         let server = try authority.issueServerCertificate(names: serverNames)
         let client = try authority.issueClientCertificate(commonName: "push-worker")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("push-sandbox-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(
-            at: directory, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        func write(_ name: String, _ contents: String) throws -> String {
-            let url = directory.appendingPathComponent(name)
-            try contents.write(to: url, atomically: true, encoding: .utf8)
-            return url.path
-        }
+        let directory = try PrivateDirectory(prefix: "push-sandbox")
+        let write = directory.write
         return SandboxTLS(
-            directory: directory,
+            directory: directory.url,
             caFile: try write("ca.pem", authority.certificatePEM),
             serverCertificate: server,
             caCertificatePEM: authority.certificatePEM,
