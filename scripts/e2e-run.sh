@@ -35,7 +35,7 @@ hms='{"v":1,"id":"e2e-6","createdAt":'$now',"ttl":30,"kind":"call","userId":"fra
 printf 'alice|%s\nmallory|{"v":1,"id":\nbob|%s\ncarol|%s\ndave|%s\nerin|%s\nfrank|%s\n' "$job" "$gone" "$apns" "$fcm" "$web" "$hms" \
     | kcat -P -b "$brokers" -t push.jobs -K '|'
 
-PUSH_APNS_KEY_FILE="$work/sandbox/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
+PUSH_APNS_KEY_FILE="$work/sandbox/AuthKey_KEYID4APNS.p8" PUSH_APNS_KEY_ID=KEYID4APNS PUSH_APNS_TEAM_ID=TEAM123456 \
 PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$work/sandbox/apns-port")" \
 PUSH_APNS_CA_FILE="$work/sandbox/ca.pem" \
 PUSH_FCM_CREDENTIALS_FILE="$work/sandbox/service-account.json" PUSH_FCM_ENDPOINT="$(cat "$work/sandbox/fcm-url")" \

@@ -464,7 +464,7 @@ scenario_hostile_endpoints() {
     # scenario_provider). PUSH_CIRCUIT_COOLDOWN_MS above every TTL: a circuit one hostile target opens for its
     # app shows as expired outcomes, not as a delay. PUSH_RETRY_MAX_MS keeps retries well inside the 90 s TTL (a stall target may meet two 10 s timeouts plus failures of streams that shared a reset connection).
     start_worker a PUSH_MAX_ATTEMPTS=10 PUSH_RETRY_MAX_MS=2000 PUSH_CIRCUIT_FAILURES=100000 PUSH_CIRCUIT_COOLDOWN_MS=300000 \
-        PUSH_APNS_KEY_FILE="$state/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
+        PUSH_APNS_KEY_FILE="$state/AuthKey_KEYID4APNS.p8" PUSH_APNS_KEY_ID=KEYID4APNS PUSH_APNS_TEAM_ID=TEAM123456 \
         PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$state/apns-port")" \
         PUSH_APNS_CA_FILE="$state/ca.pem" PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" \
         PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com PUSH_WEBPUSH_CA_FILE="$state/ca.pem" "${policy[@]}"
@@ -636,7 +636,7 @@ start_worker_behind_resolver() {  # [VAR=value …]
     webpush_port=$(sed 's/.*://' "$state/webpush-url")
     worker_wrapper=(unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' "$dir/resolv.conf")
     start_worker a "$@" \
-        PUSH_APNS_KEY_FILE="$state/AuthKey_ABC123DEFG.p8" PUSH_APNS_KEY_ID=ABC123DEFG PUSH_APNS_TEAM_ID=TEAM123456 \
+        PUSH_APNS_KEY_FILE="$state/AuthKey_KEYID4APNS.p8" PUSH_APNS_KEY_ID=KEYID4APNS PUSH_APNS_TEAM_ID=TEAM123456 \
         PUSH_APNS_BUNDLE_ID=com.example.chat PUSH_APNS_HOST=localhost PUSH_APNS_PORT="$(cat "$state/apns-port")" \
         PUSH_APNS_CA_FILE="$state/ca.pem" PUSH_WEBPUSH_VAPID_KEY_FILE="$dir/vapid.pem" \
         PUSH_WEBPUSH_VAPID_SUBJECT=mailto:faults@example.com PUSH_WEBPUSH_CA_FILE="$state/ca.pem" \

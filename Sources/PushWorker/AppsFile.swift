@@ -6,7 +6,7 @@ import PushPluginAPI
 /// mounted Kubernetes secrets). A JSON object with one array per provider, each read by its plugin
 /// (`ProviderPlugin.appsFileSection`):
 ///
-///     {"apns": [{"bundleId": "com.example.chat", "keyFile": "/secrets/AuthKey_ABC123DEFG.p8", …}],
+///     {"apns": [{"bundleId": "com.example.chat", "keyFile": "/secrets/AuthKey_KEYID4APNS.p8", …}],
 ///      "fcm": [{"credentialsFile": "/secrets/fcm/example-project.json"}]}
 enum AppsFile {
     /// The file's sections, by name; one problem line per unreadable file or unknown section.

@@ -11,10 +11,10 @@ struct APNsTokenTests {
     func tokenShape() throws {
         let key = try PrivateKey.generateP256()
         let clock = FakeClock(start: 1_795_310_000_000)
-        let cache = APNsTokenCache(key: key, keyId: "ABC123DEFG", teamId: "TEAM123456", clock: { clock.milliseconds })
+        let cache = APNsTokenCache(key: key, keyId: "KEYID4APNS", teamId: "TEAM123456", clock: { clock.milliseconds })
         let parsed = try #require(JSONWebToken.parse(try cache.token()))
         #expect(parsed.header["alg"] == .string("ES256"))
-        #expect(parsed.header["kid"] == .string("ABC123DEFG"))
+        #expect(parsed.header["kid"] == .string("KEYID4APNS"))
         #expect(parsed.claims["iss"] == .string("TEAM123456"))
         #expect(parsed.claims["iat"] == .integer(1_795_310_000))
         #expect(parsed.signature.count == 64)

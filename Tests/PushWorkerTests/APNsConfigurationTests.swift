@@ -26,7 +26,7 @@ final class APNsConfigurationTests: Sendable {
     func shortcut() throws {
         let keyFile = try writeKey()
         let base = [
-            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "KEYID4APNS",
             "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat",
         ]
         let configuration = try WorkerConfiguration.load(
@@ -51,7 +51,7 @@ final class APNsConfigurationTests: Sendable {
     func idleConnectionTime() throws {
         let keyFile = try writeKey()
         let base = [
-            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "KEYID4APNS",
             "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat",
         ]
         let defaults = try #require(try WorkerConfiguration.load(from: base).get().apns)
@@ -70,14 +70,14 @@ final class APNsConfigurationTests: Sendable {
     @Test("an incomplete shortcut or a key file that is not a key is one clear line each")
     func problemsAreClear() throws {
         #expect(
-            problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": "/nonexistent.p8", "PUSH_APNS_KEY_ID": "ABC123DEFG"]).first
+            problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": "/nonexistent.p8", "PUSH_APNS_KEY_ID": "KEYID4APNS"]).first
                 == "APNs token auth needs PUSH_APNS_KEY_FILE, PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_BUNDLE_ID together; missing: PUSH_APNS_TEAM_ID, PUSH_APNS_BUNDLE_ID"
         )
         let notAKey = scratch.url.appendingPathComponent("not-a-key-\(UUID().uuidString).p8").path
         try "hello".write(toFile: notAKey, atomically: true, encoding: .utf8)
         #expect(
             problems([
-                "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": notAKey, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+                "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": notAKey, "PUSH_APNS_KEY_ID": "KEYID4APNS",
                 "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat",
             ]).first
                 == "PUSH_APNS_KEY_FILE: key file \(notAKey) is not a PEM private key (an APNs .p8 file is one)")
@@ -94,7 +94,7 @@ final class APNsConfigurationTests: Sendable {
         let apps = directory.appendingPathComponent("apps-\(UUID().uuidString).json").path
         let document = """
             {"apns": [
-              {"bundleId": "com.example.chat", "keyFile": "\(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456"},
+              {"bundleId": "com.example.chat", "keyFile": "\(keyFile)", "keyId": "KEYID4APNS", "teamId": "TEAM123456"},
               {"bundleId": "com.example.legacy", "certificateFile": "\(certificate)", "passwordFile": "\(password)"}
             ]}
             """
@@ -121,7 +121,7 @@ final class APNsConfigurationTests: Sendable {
     func cancelPushType() throws {
         let keyFile = try writeKey()
         let base = [
-            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "KEYID4APNS",
             "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat",
         ]
         #expect(try WorkerConfiguration.load(from: base).get().apns?.apps.first?.cancelPushType == .alert)
@@ -133,7 +133,7 @@ final class APNsConfigurationTests: Sendable {
                 == ["PUSH_APNS_CANCEL_PUSH_TYPE must be voip or alert, got \"background\""])
         let appsFile = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
         try
-            #"{"apns": [{"bundleId": "com.example.alerts", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "cancelPushType": "voip"}]}"#
+            #"{"apns": [{"bundleId": "com.example.alerts", "keyFile": "\#(keyFile)", "keyId": "KEYID4APNS", "teamId": "TEAM123456", "cancelPushType": "voip"}]}"#
             .write(toFile: appsFile, atomically: true, encoding: .utf8)
         let fromFile = try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get()
         #expect(fromFile.apns?.apps.first?.cancelPushType == .voip)
@@ -145,7 +145,7 @@ final class APNsConfigurationTests: Sendable {
     func defaultEnvironmentAndPushKitTokens() throws {
         let keyFile = try writeKey()
         let base = [
-            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "KEYID4APNS",
             "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": "com.example.chat",
         ]
         let defaults = try #require(try WorkerConfiguration.load(from: base).get().apns?.apps.first)
@@ -164,7 +164,7 @@ final class APNsConfigurationTests: Sendable {
                 == ["PUSH_APNS_ENVIRONMENT must be production or sandbox, got \"development\""])
         let appsFile = scratch.url.appendingPathComponent("apps-\(UUID().uuidString).json").path
         try
-            #"{"apns": [{"bundleId": "com.example.dev", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "environment": "sandbox", "xmpushPushKitTokens": true}]}"#
+            #"{"apns": [{"bundleId": "com.example.dev", "keyFile": "\#(keyFile)", "keyId": "KEYID4APNS", "teamId": "TEAM123456", "environment": "sandbox", "xmpushPushKitTokens": true}]}"#
             .write(toFile: appsFile, atomically: true, encoding: .utf8)
         let fromFile = try #require(
             try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get().apns?.apps.first)
@@ -182,7 +182,7 @@ final class APNsConfigurationTests: Sendable {
         try "secret\n".write(toFile: password, atomically: true, encoding: .utf8)
         let appsFile = "\(directory)/apps-\(UUID().uuidString).json"
         try
-            #"{"apns": [{"bundleId": "com.example.phone", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "voipCertificateFile": "\#(certificate)", "voipPasswordFile": "\#(password)"}]}"#
+            #"{"apns": [{"bundleId": "com.example.phone", "keyFile": "\#(keyFile)", "keyId": "KEYID4APNS", "teamId": "TEAM123456", "voipCertificateFile": "\#(certificate)", "voipPasswordFile": "\#(password)"}]}"#
             .write(toFile: appsFile, atomically: true, encoding: .utf8)
         let app = try #require(
             try WorkerConfiguration.load(from: ["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile]).get().apns?.apps.first)
@@ -194,7 +194,7 @@ final class APNsConfigurationTests: Sendable {
         #expect(voip.clientCertificateFormat == .pkcs12)
         #expect(voip.clientKeyPassword == "secret")
         try
-            #"{"apns": [{"bundleId": "com.example.phone", "keyFile": "\#(keyFile)", "keyId": "ABC123DEFG", "teamId": "TEAM123456", "voipCertificateFile": "/missing.pem"}]}"#
+            #"{"apns": [{"bundleId": "com.example.phone", "keyFile": "\#(keyFile)", "keyId": "KEYID4APNS", "teamId": "TEAM123456", "voipCertificateFile": "/missing.pem"}]}"#
             .write(toFile: appsFile, atomically: true, encoding: .utf8)
         #expect(
             problems(["PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APPS_FILE": appsFile])

@@ -255,7 +255,7 @@ struct ConfigurationCheckTests {
 
     @Test("a configuration start-up refuses exits 2 with one line per problem; an unknown variable fails with 1")
     func configurationRefused() async throws {
-        let refused = await ConfigurationCheck.run(environment: ["PUSH_APNS_KEY_ID": "ABC123DEFG"])
+        let refused = await ConfigurationCheck.run(environment: ["PUSH_APNS_KEY_ID": "KEYID4APNS"])
         #expect(refused.exitStatus == 2)
         #expect(refused.lines.contains { $0.hasPrefix("FAIL configuration: PUSH_KAFKA_BROKERS is required") }, "\(refused.lines)")
         let kafka = try KafkaFixture()

@@ -110,7 +110,7 @@ final class OperatorCommandTests: Sendable {
         try FileManager.default.createDirectory(atPath: templates + "/fcm/default", withIntermediateDirectories: true)
         try #"{"message": {"token": {{TOKEN}}}}"#.write(toFile: templates + "/fcm/default/call.mustache", atomically: true, encoding: .utf8)
         let report = await ConfigurationCheck.run(environment: [
-            "PUSH_APNS_KEY_FILE": "/nonexistent/AuthKey.p8", "PUSH_APNS_KEY_ID": "ABC123DEFG", "PUSH_APNS_TEAM_ID": "TEAM123456",
+            "PUSH_APNS_KEY_FILE": "/nonexistent/AuthKey.p8", "PUSH_APNS_KEY_ID": "KEYID4APNS", "PUSH_APNS_TEAM_ID": "TEAM123456",
             "PUSH_APNS_BUNDLE_ID": "com.example.chat", "PUSH_TEMPLATES_DIR": templates,
         ])
         #expect(report.exitStatus == 2)

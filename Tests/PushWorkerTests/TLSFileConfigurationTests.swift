@@ -58,7 +58,7 @@ struct TLSFileConfigurationTests {
         let keyFile = scratch.url.appendingPathComponent("AuthKey.p8").path
         try PrivateKey.generateP256().pem().write(toFile: keyFile, atomically: true, encoding: .utf8)
         return [
-            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "ABC123DEFG",
+            "PUSH_KAFKA_BROKERS": "k:9092", "PUSH_APNS_KEY_FILE": keyFile, "PUSH_APNS_KEY_ID": "KEYID4APNS",
             "PUSH_APNS_TEAM_ID": "TEAM123456", "PUSH_APNS_BUNDLE_ID": chat, "PUSH_APNS_CA_FILE": caFile,
         ]
     }

@@ -152,7 +152,7 @@ public struct APNsPlugin: ProviderPlugin {
 
 /// One app of the `apns` section of `PUSH_APPS_FILE`:
 ///
-///     {"bundleId": "com.example.chat", "keyFile": "/secrets/AuthKey_ABC123DEFG.p8", "keyId": "ABC123DEFG", "teamId": "TEAM123456"}
+///     {"bundleId": "com.example.chat", "keyFile": "/secrets/AuthKey_KEYID4APNS.p8", "keyId": "KEYID4APNS", "teamId": "TEAM123456"}
 ///     {"bundleId": "com.example.legacy", "certificateFile": "/secrets/legacy.p12", "passwordFile": "/secrets/legacy.password"}
 ///     {"bundleId": "com.example.mdm", "certificateFile": "/secrets/mdm.pem", "privateKeyFile": "/secrets/mdm-key.pem", "topic": "com.apple.mgmt.External.1234"}
 ///

@@ -258,7 +258,7 @@ public struct APNsSandboxTeam: Sendable, Encodable {
 /// A running APNs sandbox with a freshly generated `.p8` signing key registered in it,
 /// for the demo, the `sandbox` command and tests.
 public struct APNsSandboxInstance: Sendable {
-    public static let keyId = "ABC123DEFG"
+    public static let keyId = "KEYID4APNS"
     public static let teamId = "TEAM123456"
     public static let bundleId = "com.example.chat"
 
