@@ -41,6 +41,8 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
         .target(name: "CSpawnShim", path: "Sources/CSpawnShim"),
+        // jemalloc's options in the executables that link it (`malloc_conf`; MALLOC_CONF overrides them).
+        .target(name: "CJemallocOptions", path: "Sources/CJemallocOptions"),
         .systemLibrary(
             name: "CNGHTTP2", path: "Sources/CNGHTTP2", pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]),
@@ -211,7 +213,7 @@ let package = Package(
         .executableTarget(
             name: "push-worker",
             dependencies: [
-                "PushPlugins", "PushBuildInfo",
+                "PushPlugins", "PushBuildInfo", "CJemallocOptions",
                 "PushWorker", "PushCrypto", "PushCore", "WebPushPlugin",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -226,7 +228,7 @@ let package = Package(
         .executableTarget(
             name: "push-worker-dev",
             dependencies: [
-                "HMSSandbox", "APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox",
+                "HMSSandbox", "APNsSandbox", "FCMSandbox", "ProxySandbox", "WebPushSandbox", "CJemallocOptions",
                 "PushWorker", "PushCore", "PushHTTP",
                 "PushDevelopmentTools", "PushBench", "PushKafkaMock", "PushSandbox",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

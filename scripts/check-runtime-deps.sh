@@ -33,5 +33,16 @@ if ldd "$binary" | grep -q "not found"; then
     echo "unresolved libraries: $(ldd "$binary" | grep 'not found')" >&2
     missing=1
 fi
+# jemalloc serves the binary and starts with the options built into it (Sources/CJemallocOptions): at exit,
+# stats_print lists each option in force as `opt.<name>: <value>`.
+built_in=$(sed -n 's/^const char \*malloc_conf = "\(.*\)";$/\1/p' "$(dirname "$0")/../Sources/CJemallocOptions/CJemallocOptions.c")
+[ -n "$built_in" ] || { echo "malloc_conf not found in Sources/CJemallocOptions/CJemallocOptions.c" >&2; exit 1; }
+in_force=$(MALLOC_CONF=stats_print:true "$binary" --version 2>&1 >/dev/null || true)
+for option in ${built_in//,/ }; do
+    if ! grep -qE "^ +opt\.${option%%:*}: ${option#*:}( |$)" <<<"$in_force"; then
+        echo "jemalloc does not start with $option in $binary (is it linked, and CJemallocOptions with it?)" >&2
+        missing=1
+    fi
+done
 [ "$missing" -eq 0 ] || exit 1
-echo "runtime deps: complete ($swift_runtime Swift runtime libraries copied; the rest from: $runtime_packages)"
+echo "runtime deps: complete ($swift_runtime Swift runtime libraries copied; the rest from: $runtime_packages); jemalloc starts with $built_in"

@@ -25,6 +25,9 @@ public struct JobDecoder: Sendable {
         "notification", "data", "body", "overrides", "liveActivity", "targets",
     ]
 
+    /// Up to this many targets, a repeated `bindingId` is found by comparing each with the ones before.
+    static let targetsCheckedByScanning = 16
+
     public let limits: JobLimits
     /// The providers whose targets jobs may name.
     public let formats: TargetFormats
@@ -134,13 +137,19 @@ public struct JobDecoder: Sendable {
             throw JobRejection(.invalidField, "targets has \(elements.count) entries, the limit is \(limits.maximumTargets)")
         }
         var targets: [Target] = []
-        var bindingIds = Set<String>()
+        targets.reserveCapacity(elements.count)
+        // A job's few targets are checked against the ones before by scanning: a set would cost an allocation a job.
+        var bindingIds: Set<String>? = elements.count > Self.targetsCheckedByScanning ? [] : nil
         for (index, element) in elements.enumerated() {
             guard case .object(let members) = element else {
                 throw JobRejection(.invalidField, "targets[\(index)] must be an object, not \(element.typeName)")
             }
             let target = try decodeTarget(Fields(members: members, path: "targets[\(index)]."))
-            guard bindingIds.insert(target.bindingId).inserted else {
+            let repeated =
+                if bindingIds != nil { !bindingIds!.insert(target.bindingId).inserted } else {
+                    targets.contains { $0.bindingId == target.bindingId }
+                }
+            guard !repeated else {
                 throw JobRejection(.invalidField, "targets[\(index)].bindingId \"\(target.bindingId)\" appears twice")
             }
             targets.append(target)

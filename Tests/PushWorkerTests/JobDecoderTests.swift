@@ -253,6 +253,16 @@ struct JobDecoderTests {
                 == "targets[1].bindingId is required and must be a non-empty string")
     }
 
+    @Test("a bindingId repeated among few targets or among many refuses the job, naming the second one", arguments: [2, 17, 100])
+    func repeatedBindingIdRefusesTheJob(targetCount: Int) {
+        let targets = (0..<targetCount).map { #"{"bindingId":"b\#($0 == targetCount - 1 ? 0 : $0)","provider":"proxy"}"# }
+        #expect(
+            rejection(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(targets.joined(separator: ","))]}"#)?.message
+                == "targets[\(targetCount - 1)].bindingId \"b0\" appears twice")
+        let distinct = (0..<targetCount).map { #"{"bindingId":"b\#($0)","provider":"proxy"}"# }.joined(separator: ",")
+        #expect((try? decode(#"{"v":1,"id":"a","kind":"call","userId":"u","targets":[\#(distinct)]}"#))?.targets.count == targetCount)
+    }
+
     @Test("more targets than the limit are rejected")
     func tooManyTargets() {
         let targets = (0...100).map { #"{"bindingId":"b\#($0)","provider":"proxy"}"# }.joined(separator: ",")
