@@ -9,10 +9,16 @@ public enum UTCTimestamp {
 
     /// The same text as UTF-8 bytes (a Kafka header's value, without a `String` in between).
     public static func iso8601Bytes(millisecondsSinceEpoch milliseconds: Int64) -> [UInt8] {
-        let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
-        let (year, month, day) = CivilDate.date(daysSinceEpoch: days)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
+        appendISO8601(millisecondsSinceEpoch: milliseconds, to: &bytes)
+        return bytes
+    }
+
+    /// The same text appended to `bytes` (several values written in one buffer).
+    public static func appendISO8601(millisecondsSinceEpoch milliseconds: Int64, to bytes: inout [UInt8]) {
+        let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
+        let (year, month, day) = CivilDate.date(daysSinceEpoch: days)
         func digits(_ value: Int64, _ count: Int) {
             var divisor: Int64 = 1
             for _ in 1..<count { divisor *= 10 }
@@ -37,7 +43,6 @@ public enum UTCTimestamp {
         bytes.append(UInt8(ascii: "."))
         digits(millisecondOfDay % 1000, 3)
         bytes.append(UInt8(ascii: "Z"))
-        return bytes
     }
 
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {

@@ -275,7 +275,7 @@ private func withOptionalBytes<Result>(_ bytes: [UInt8]?, _ body: (UnsafeRawBuff
 private func withHeaders<Result>(_ headers: [KafkaHeader], _ body: (UnsafeBufferPointer<rd_kafka_vu_t>) -> Result) -> Result {
     guard !headers.isEmpty else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
     var size = 0
-    for header in headers { size += header.name.utf8.count + 1 + header.value.count }
+    for header in headers { size += header.name.utf8.count + 1 + header.bytes.count }
     return withUnsafeTemporaryAllocation(byteCount: size, alignment: 1) { buffer in
         withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: headers.count) { values in
             var offset = 0
@@ -288,15 +288,15 @@ private func withHeaders<Result>(_ headers: [KafkaHeader], _ body: (UnsafeBuffer
                 buffer[offset] = 0
                 offset += 1
                 let value = buffer.baseAddress! + offset
-                header.value.withUnsafeBytes { bytes in
+                header.bytes.withUnsafeBytes { bytes in
                     if let source = bytes.baseAddress { value.copyMemory(from: source, byteCount: bytes.count) }
                 }
-                offset += header.value.count
+                offset += header.bytes.count
                 var vu = rd_kafka_vu_t()
                 vu.vtype = RD_KAFKA_VTYPE_HEADER
                 vu.u.header.name = UnsafePointer(name.assumingMemoryBound(to: CChar.self))
                 vu.u.header.val = UnsafeRawPointer(value)
-                vu.u.header.size = header.value.count
+                vu.u.header.size = header.bytes.count
                 values.initializeElement(at: index, to: vu)
             }
             return body(UnsafeBufferPointer(values))

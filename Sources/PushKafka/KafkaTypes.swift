@@ -66,11 +66,21 @@ public struct UndeliveredRecords: Error, Sendable, CustomStringConvertible {
 
 public struct KafkaHeader: Sendable, Equatable {
     public var name: String
-    public var value: [UInt8]
+    /// The value, as a slice: the headers of one record may share one buffer (`init(_:bytes:)`).
+    public var bytes: ArraySlice<UInt8>
+
+    public var value: [UInt8] {
+        get { Array(bytes) }
+        set { bytes = newValue[...] }
+    }
 
     public init(_ name: String, _ value: [UInt8]) {
+        self.init(name, bytes: value[...])
+    }
+
+    public init(_ name: String, bytes: ArraySlice<UInt8>) {
         self.name = name
-        self.value = value
+        self.bytes = bytes
     }
 
     public init(_ name: String, _ value: String) {

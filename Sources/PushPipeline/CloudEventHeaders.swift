@@ -41,10 +41,19 @@ struct CloudEventHeaders: Sendable {
     /// id, so that no two outcomes share it whatever characters the ids hold.
     static func id(of outcome: Outcome) -> String { String(decoding: idBytes(of: outcome), as: UTF8.self) }
 
-    /// `id(of:)` as the header carries it, written in one buffer.
+    /// `id(of:)` as the header carries it.
     static func idBytes(of outcome: Outcome) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(outcome.status.rawValue.utf8.count + outcome.jobId.utf8.count + outcome.bindingId.utf8.count + 24)
+        bytes.reserveCapacity(idLength(of: outcome))
+        appendID(of: outcome, to: &bytes)
+        return bytes
+    }
+
+    private static func idLength(of outcome: Outcome) -> Int {
+        outcome.status.rawValue.utf8.count + outcome.jobId.utf8.count + outcome.bindingId.utf8.count + 24
+    }
+
+    private static func appendID(of outcome: Outcome, to bytes: inout [UInt8]) {
         bytes.append(contentsOf: outcome.status.rawValue.utf8)
         bytes.append(UInt8(ascii: "/"))
         bytes.append(contentsOf: String(outcome.attempts).utf8)
@@ -54,21 +63,31 @@ struct CloudEventHeaders: Sendable {
         bytes.append(contentsOf: outcome.jobId.utf8)
         bytes.append(UInt8(ascii: "/"))
         bytes.append(contentsOf: outcome.bindingId.utf8)
-        return bytes
     }
 
-    /// `extra`: headers to add after these (a traced job's `traceparent`), in the same array.
+    /// `extra`: headers to add after these (a traced job's `traceparent`), in the same array. The values of the id,
+    /// time and subject are written in one buffer, which their headers share.
     func headers(of outcome: Outcome, adding extra: [KafkaHeader] = []) -> [KafkaHeader] {
+        var values: [UInt8] = []
+        values.reserveCapacity(Self.idLength(of: outcome) + Self.timeLength + outcome.bindingId.utf8.count)
+        Self.appendID(of: outcome, to: &values)
+        let idEnd = values.count
+        UTCTimestamp.appendISO8601(millisecondsSinceEpoch: outcome.at, to: &values)
+        let timeEnd = values.count
+        values.append(contentsOf: outcome.bindingId.utf8)
         var headers: [KafkaHeader] = []
         headers.reserveCapacity(common.count + 4 + extra.count)
         headers += common
         headers.append(outcomeTypes[outcome.status]!)
-        headers.append(KafkaHeader("ce_id", Self.idBytes(of: outcome)))
-        headers.append(KafkaHeader("ce_time", UTCTimestamp.iso8601Bytes(millisecondsSinceEpoch: outcome.at)))
-        headers.append(KafkaHeader("ce_subject", outcome.bindingId))
+        headers.append(KafkaHeader("ce_id", bytes: values[..<idEnd]))
+        headers.append(KafkaHeader("ce_time", bytes: values[idEnd..<timeEnd]))
+        headers.append(KafkaHeader("ce_subject", bytes: values[timeEnd...]))
         headers += extra
         return headers
     }
+
+    /// `2026-11-24T02:39:36.820Z`: 24 bytes for any year of four digits.
+    private static let timeLength = 24
 
     /// A dead letter's: its id is where the job came from (`<topic>/<partition>@<offset>`, or the retry entry),
     /// unique per message; no subject (the job named no usable binding) and no content type (its bytes may not
