@@ -23,28 +23,109 @@ public struct Outcome: Sendable, Equatable {
         case checkCredentials = "check_credentials"
     }
 
-    public var jobId: String
-    public var userId: String
-    public var bindingId: String
-    public var provider: ProviderID
-    public var app: String?
-    public var status: Status
-    public var reason: String?
-    public var httpStatus: Int?
-    public var providerMessageId: String?
-    public var action: Action
+    /// The fields, in one shared immutable box (as `Job`'s): an outcome is handed through async calls, enum payloads
+    /// and records, and each copy of its fields inline (184 bytes, a retain per string) took a slot in every async
+    /// frame that held one. A change to a field makes a new box.
+    private struct Fields: Sendable, Equatable {
+        var jobId: String
+        var userId: String
+        var bindingId: String
+        var provider: ProviderID
+        var app: String?
+        var status: Status
+        var reason: String?
+        var httpStatus: Int?
+        var providerMessageId: String?
+        var action: Action
+        var invalidSince: Int64?
+        var attempts: Int
+        var truncated: Bool
+        var token: BindingToken?
+        var at: Int64
+    }
+
+    private final class Box: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    private mutating func update(_ change: (inout Fields) -> Void) {
+        var fields = box.fields
+        change(&fields)
+        box = Box(fields)
+    }
+
+    public static func == (lhs: Outcome, rhs: Outcome) -> Bool { lhs.box === rhs.box || lhs.box.fields == rhs.box.fields }
+
+    public var jobId: String {
+        get { box.fields.jobId }
+        set { update { $0.jobId = newValue } }
+    }
+    public var userId: String {
+        get { box.fields.userId }
+        set { update { $0.userId = newValue } }
+    }
+    public var bindingId: String {
+        get { box.fields.bindingId }
+        set { update { $0.bindingId = newValue } }
+    }
+    public var provider: ProviderID {
+        get { box.fields.provider }
+        set { update { $0.provider = newValue } }
+    }
+    public var app: String? {
+        get { box.fields.app }
+        set { update { $0.app = newValue } }
+    }
+    public var status: Status {
+        get { box.fields.status }
+        set { update { $0.status = newValue } }
+    }
+    public var reason: String? {
+        get { box.fields.reason }
+        set { update { $0.reason = newValue } }
+    }
+    public var httpStatus: Int? {
+        get { box.fields.httpStatus }
+        set { update { $0.httpStatus = newValue } }
+    }
+    public var providerMessageId: String? {
+        get { box.fields.providerMessageId }
+        set { update { $0.providerMessageId = newValue } }
+    }
+    public var action: Action {
+        get { box.fields.action }
+        set { update { $0.action = newValue } }
+    }
     /// Milliseconds since the epoch from which the provider considers the token invalid.
-    public var invalidSince: Int64?
-    public var attempts: Int
+    public var invalidSince: Int64? {
+        get { box.fields.invalidSince }
+        set { update { $0.invalidSince = newValue } }
+    }
+    public var attempts: Int {
+        get { box.fields.attempts }
+        set { update { $0.attempts = newValue } }
+    }
     /// The alert was shortened to fit the provider's size limit. Written only when true, so that outcomes
     /// without it keep their bytes.
-    public var truncated: Bool
+    public var truncated: Bool {
+        get { box.fields.truncated }
+        set { update { $0.truncated = newValue } }
+    }
     /// Of a binding that holds two tokens (an RFC 8599 `voip&remote` APNs binding), the one the provider said is dead,
     /// while the other may live: the outcome is `rejected` with action `none`, so the upstream drops that half and keeps
     /// the binding. Written only when set.
-    public var token: BindingToken?
+    public var token: BindingToken? {
+        get { box.fields.token }
+        set { update { $0.token = newValue } }
+    }
     /// Milliseconds since the epoch when the outcome was decided.
-    public var at: Int64
+    public var at: Int64 {
+        get { box.fields.at }
+        set { update { $0.at = newValue } }
+    }
 
     public init(
         jobId: String, userId: String, bindingId: String, provider: ProviderID, app: String?,
@@ -52,21 +133,11 @@ public struct Outcome: Sendable, Equatable {
         action: Action = .none, invalidSince: Int64? = nil, attempts: Int, truncated: Bool = false, token: BindingToken? = nil,
         at: Int64
     ) {
-        self.jobId = jobId
-        self.userId = userId
-        self.bindingId = bindingId
-        self.provider = provider
-        self.app = app
-        self.status = status
-        self.reason = reason
-        self.httpStatus = httpStatus
-        self.providerMessageId = providerMessageId
-        self.action = action
-        self.invalidSince = invalidSince
-        self.attempts = attempts
-        self.truncated = truncated
-        self.token = token
-        self.at = at
+        box = Box(
+            Fields(
+                jobId: jobId, userId: userId, bindingId: bindingId, provider: provider, app: app, status: status, reason: reason,
+                httpStatus: httpStatus, providerMessageId: providerMessageId, action: action, invalidSince: invalidSince,
+                attempts: attempts, truncated: truncated, token: token, at: at))
     }
 
     /// The JSON value, fields in contract order.

@@ -4,19 +4,30 @@ import PushCore
 /// failures into retryable results, and let the plugin classify real answers.
 public enum HTTPDelivery {
     /// Sends `delivery`'s request at the delivery's lane (urgent requests get streams first) and classifies the answer.
+    /// (The request is moved to the lane, and the answer or error read, out of line: a job in flight keeps this
+    /// function's async frame.)
     public static func send(
         _ request: HTTPRequest, for delivery: Delivery, over transport: any HTTPTransport,
         classify: (HTTPResponse) -> DeliveryResult
     ) async -> DeliveryResult {
-        var request = request
-        request.lane = delivery.lane
         do {
-            return classify(try await transport.send(request))
-        } catch .invalidRequest(let detail) {
-            return .failed(reason: "invalid request: \(detail)", httpStatus: nil)
+            return classify(try await transport.send(atLane(request, delivery.lane)))
         } catch {
-            return .retryable(reason: error.description, httpStatus: nil)
+            return result(of: error)
         }
+    }
+
+    @inline(never)
+    private static func atLane(_ request: HTTPRequest, _ lane: Lane) -> HTTPRequest {
+        var request = request
+        request.lane = lane
+        return request
+    }
+
+    @inline(never)
+    private static func result(of error: HTTPTransportError) -> DeliveryResult {
+        if case .invalidRequest(let detail) = error { return .failed(reason: "invalid request: \(detail)", httpStatus: nil) }
+        return .retryable(reason: error.description, httpStatus: nil)
     }
 
     /// The response's `Retry-After`, if it has a valid one.

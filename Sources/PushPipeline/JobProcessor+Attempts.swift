@@ -70,61 +70,123 @@ extension JobProcessor {
                 attempts: attempt - 1, at: now))
     }
 
+    /// What a send holds from its admission to its answer: the provider, the scope whose slot and circuit it uses, the
+    /// circuit's probes and the lane whose turn it takes.
+    struct SendSlot: Sendable {
+        let provider: any PushProvider
+        let scope: DeliveryScope
+        let probes: CircuitBreakers.Probes
+        let lane: Lane
+    }
+
+    /// How a send's admission ended: with a result and no send, or with its slot to take.
+    enum SendAdmission: Sendable {
+        case ended(SendResult)
+        /// The slot reserved before the task started is taken for it.
+        case holding(SendSlot)
+        /// It waits for its slot.
+        case waiting(SendSlot)
+    }
+
     /// One send, unless the provider is not enabled or the circuit holds it back: waits for the app's
     /// slot (at most `longestSlotWait`, never past the TTL), checks the TTL again, delivers. A send the
     /// circuit let through as its probe gives the probe back whenever it ends without an answer.
+    /// (Only what crosses an `await` stays in this function's async frame, which a job in flight keeps: the steps
+    /// between are functions of their own.)
     @inline(never)
     private func send(_ job: Job, _ target: Target, attempt: Int, source: Source, at now: Int64) async -> SendResult {
+        let slot: SendSlot
+        switch admitSend(job, target, source: source, attempt: attempt, at: now) {
+        case .ended(let result): return result
+        case .holding(let held): slot = held
+        case .waiting(let waiting):
+            let wait = await appLimits.acquire(
+                waiting.scope, lane: waiting.lane, parking: source.parking, until: slotDeadline(job, source: source, at: now))
+            if let ended = slotWaitEnded(wait, slot: waiting, job, target, attempt: attempt) { return ended }
+            slot = waiting
+        }
+        // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
+        let sendAt = clock()
+        if let expired = expiredAtSend(slot, job, target, attempt: attempt, at: sendAt) { return expired }
+        let started = ContinuousClock.now
+        let result =
+            if let tracing {
+                await tracedDelivery(slot, tracing: tracing, job, target, attempt: attempt, at: sendAt)
+            } else {
+                await slot.provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: slot.lane))
+            }
+        return sent(result, slot: slot, target, startedAt: started, source: source)
+    }
+
+    /// Before a send: the provider, its circuit, and the slot reserved before the task started, if it is the scope's.
+    @inline(never)
+    private func admitSend(_ job: Job, _ target: Target, source: Source, attempt: Int, at now: Int64) -> SendAdmission {
         guard let provider = providers.provider(for: target.provider) else {
-            return Self.notEnabled(job, target, attempt: attempt, at: now)
+            return .ended(Self.notEnabled(job, target, attempt: attempt, at: now))
         }
         let scope = provider.scope(of: target)
         let (permit, openScope, probes) = breakers.permit(scope, at: now)
         if let held = Self.heldBack(permit, openScope: openScope, target, at: now) {
             // A slot reserved for the first send and not taken is not kept through a wait.
             source.slot?.giveBack()
-            return .answered(held.result, heldBack: held.heldBack)
+            return .ended(.answered(held.result, heldBack: held.heldBack))
         }
-        let lane = Lane.delivery(consumedOn: source.lane, kind: job.kind)
-        if source.slot?.take(for: scope) != true {
-            switch await appLimits.acquire(scope, lane: lane, parking: source.parking, until: slotDeadline(job, source: source, at: now)) {
-            case .granted:
-                break
-            case .cancelled:
-                breakers.giveBack(probes, at: clock())
-                return .ended(.done(.abandoned))
-            case .timedOut:
-                let waitedAt = clock()
-                breakers.giveBack(probes, at: waitedAt)
-                if job.deadline.isExpired(at: waitedAt, attempt: attempt) {
-                    return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: waitedAt)
-                }
-                return .answered(
-                    .retryable(
-                        reason: "no slot of this app came free within \(configuration.longestSlotWait.milliseconds) ms; not sent",
-                        httpStatus: nil), heldBack: true)
+        let slot = SendSlot(provider: provider, scope: scope, probes: probes, lane: Lane.delivery(consumedOn: source.lane, kind: job.kind))
+        return source.slot?.take(for: scope) == true ? .holding(slot) : .waiting(slot)
+    }
+
+    /// How a wait for the slot ended, when the send does not go ahead.
+    @inline(never)
+    private func slotWaitEnded(
+        _ wait: AppConcurrencyLimits.SlotWaitEnd, slot: SendSlot, _ job: Job, _ target: Target, attempt: Int
+    ) -> SendResult? {
+        switch wait {
+        case .granted:
+            return nil
+        case .cancelled:
+            breakers.giveBack(slot.probes, at: clock())
+            return .ended(.done(.abandoned))
+        case .timedOut:
+            let waitedAt = clock()
+            breakers.giveBack(slot.probes, at: waitedAt)
+            if job.deadline.isExpired(at: waitedAt, attempt: attempt) {
+                return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: waitedAt)
             }
+            return .answered(
+                .retryable(
+                    reason: "no slot of this app came free within \(configuration.longestSlotWait.milliseconds) ms; not sent",
+                    httpStatus: nil), heldBack: true)
         }
-        // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
-        let sendAt = clock()
-        if job.deadline.isExpired(at: sendAt, attempt: attempt) {
-            appLimits.release(scope)
-            breakers.giveBack(probes, at: sendAt)
-            return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: sendAt)
+    }
+
+    /// The TTL ended while the send waited for its slot: the slot and the probe go back.
+    @inline(never)
+    private func expiredAtSend(_ slot: SendSlot, _ job: Job, _ target: Target, attempt: Int, at sendAt: Int64) -> SendResult? {
+        guard job.deadline.isExpired(at: sendAt, attempt: attempt) else { return nil }
+        appLimits.release(slot.scope)
+        breakers.giveBack(slot.probes, at: sendAt)
+        return Self.expiredWaitingForSlot(job, target, attempt: attempt, at: sendAt)
+    }
+
+    @inline(never)
+    private func tracedDelivery(
+        _ slot: SendSlot, tracing: JobTracing, _ job: Job, _ target: Target, attempt: Int, at sendAt: Int64
+    ) async -> DeliveryResult {
+        let span = tracing.requestSpan(provider: target.provider, app: metrics.appLabel(of: slot.scope), attempt: attempt)
+        let result = await ServiceContext.withValue(span.context) {
+            await slot.provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: slot.lane))
         }
-        let started = ContinuousClock.now
-        let result: DeliveryResult
-        if let tracing {
-            let span = tracing.requestSpan(provider: target.provider, app: metrics.appLabel(of: scope), attempt: attempt)
-            result = await ServiceContext.withValue(span.context) {
-                await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
-            }
-            JobTracing.end(span, with: result)
-        } else {
-            result = await provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: lane))
-        }
-        appLimits.release(scope)
-        recordSend(result, of: target, in: scope, startedAt: started)
+        JobTracing.end(span, with: result)
+        return result
+    }
+
+    /// After the provider's answer: the slot goes back, the request is counted and its circuit told.
+    @inline(never)
+    private func sent(
+        _ result: DeliveryResult, slot: SendSlot, _ target: Target, startedAt started: ContinuousClock.Instant, source: Source
+    ) -> SendResult {
+        appLimits.release(slot.scope)
+        recordSend(result, of: target, in: slot.scope, startedAt: started)
         source.slot?.giveBack()
         return .answered(result, heldBack: false)
     }

@@ -277,6 +277,7 @@ public final class JobProcessor: Sendable {
     }
 
     /// What a consumed job's target needs first: an outcome without a send, nothing, or its first attempt.
+    @inline(never)
     private func firstStep(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool) -> AttemptEnd {
         if target.isUnbound, !prior.isAlreadyFinished {
             return .finish(Outcome(unboundJob: job, target: target, at: clock()))

@@ -138,26 +138,34 @@ public struct APNsProvider: PushProvider {
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        // Built and read out of line: a job in flight keeps this function's async frame, which then
-        // holds the request and little else.
-        let sending: Sending
+        // Built, sent and read by functions of their own: a job in flight keeps this function's async frame, which then
+        // holds little more than the request (docs/writing-a-provider.md).
         switch prepare(delivery) {
-        case .ready(let ready): sending = ready
+        case .ready(let sending): return await send(sending, for: delivery)
         case .refused(let result): return result
         }
+    }
+
+    @inline(never)
+    private func send(_ sending: Sending, for delivery: Delivery) async -> DeliveryResult {
+        let answer = await HTTPDelivery.send(sending.request, for: delivery, over: transport, classify: Self.classifier(for: delivery))
+        return read(answer, of: sending)
+    }
+
+    /// How an answer to `delivery`'s request is read: whether its target named its environment, and the guess if not.
+    @inline(never)
+    private static func classifier(for delivery: Delivery) -> @Sendable (HTTPResponse) -> DeliveryResult {
         let details = delivery.target.details(APNsTarget.self)
         let environmentNamed = details?.namesEnvironment ?? false
         let guessed = details?.environment == nil ? APNsResponse.defaultEnvironmentGuess : APNsResponse.rfc8599ProductionGuess
-        let answer = await HTTPDelivery.send(sending.request, for: delivery, over: transport) { response in
-            APNsResponse.classify(response, environmentNamed: environmentNamed, guessedEnvironment: guessed)
-        }
-        return read(answer, of: sending)
+        return { response in APNsResponse.classify(response, environmentNamed: environmentNamed, guessedEnvironment: guessed) }
     }
 
     /// A request ready to go, and what reading its answer needs.
     private struct Sending {
         let request: HTTPRequest
-        let authentication: APNsApp.Authentication
+        /// The cache of the provider token it carries (token authentication), told when APNs finds the token expired.
+        let tokens: APNsTokenCache?
         let bearer: String?
         let bundleId: String
         let pushType: APNsPushType
@@ -183,11 +191,13 @@ public struct APNsProvider: PushProvider {
         built.headers = []
         var tls = TLSOptions(caFile: configuration.caFile)
         var bearer: String?
+        var tokens: APNsTokenCache?
         let authentication = app.authentication(for: built.pushType)
         switch authentication {
         case .token:
+            tokens = tokenCache(for: authentication)
             do {
-                bearer = try tokenCache(for: authentication)?.token()
+                bearer = try tokens?.token()
             } catch {
                 return .refused(.failed(reason: "cannot sign the provider token: \(error)", httpStatus: nil, action: .checkCredentials))
             }
@@ -203,7 +213,7 @@ public struct APNsProvider: PushProvider {
             connectionIdentity: connectionIdentity(for: authentication))
         return .ready(
             Sending(
-                request: request, authentication: authentication, bearer: bearer, bundleId: bundleId,
+                request: request, tokens: tokens, bearer: bearer, bundleId: bundleId,
                 pushType: built.pushType, truncated: built.truncated,
                 half: delivery.target.details(APNsTarget.self)?.half(sentAs: built.pushType)))
     }
@@ -251,7 +261,7 @@ public struct APNsProvider: PushProvider {
         }
         switch result {
         case .retryable("ExpiredProviderToken", _, _):
-            if let bearer = sending.bearer { tokenCache(for: sending.authentication)?.rejected(bearer) }
+            if let bearer = sending.bearer { sending.tokens?.rejected(bearer) }
         case .retryable(APNsResponse.unrelatedKeyId, _, _):
             logger.error(
                 "APNs saw provider tokens of two keys on one connection: a bug to report",

@@ -42,11 +42,21 @@ public struct ProxyProvider: PushProvider {
     }
 
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        guard configuration.endpoint(for: delivery.target.app) != nil else {
-            return .failed(reason: "no push proxy for app \(delivery.target.app ?? "(none)")", httpStatus: nil)
-        }
-        let sameProxy = delivery.job.targets.filter { $0.provider == id && $0.isDeliverable && $0.app == delivery.target.app }
-        return await gathering.deliver(delivery, expected: sameProxy.count)
+        // Checked out of line: a job in flight keeps this function's async frame (docs/writing-a-provider.md).
+        guard let sameProxy = targetsAtTheSameProxy(as: delivery) else { return Self.noProxy(for: delivery) }
+        return await gathering.deliver(delivery, expected: sameProxy)
+    }
+
+    /// How many of the job's targets go to the delivery's proxy, its own included; nil when no proxy takes its app.
+    @inline(never)
+    private func targetsAtTheSameProxy(as delivery: Delivery) -> Int? {
+        guard configuration.endpoint(for: delivery.target.app) != nil else { return nil }
+        return delivery.job.targets.count { $0.provider == id && $0.isDeliverable && $0.app == delivery.target.app }
+    }
+
+    @inline(never)
+    private static func noProxy(for delivery: Delivery) -> DeliveryResult {
+        .failed(reason: "no push proxy for app \(delivery.target.app ?? "(none)")", httpStatus: nil)
     }
 
     private static func send(
