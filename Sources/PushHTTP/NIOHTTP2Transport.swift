@@ -48,6 +48,25 @@ public final class NIOHTTP2Transport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse {
+        // Checked and made out of line: a request in flight keeps this function's async frame, which then holds the
+        // transfer alone.
+        let transfer = try transfer(of: request)
+        let pools = self.pools
+        let id = transfer.id
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                transfer.continuation = continuation
+                submit(transfer)
+            }
+        } onCancel: {
+            // After the task that takes the request in: a cancel always finds its request submitted (or done).
+            eventLoop.execute { pools.value.cancel(id) }
+        }
+        return try result.get()
+    }
+
+    @inline(never)
+    private func transfer(of request: HTTPRequest) throws(HTTPTransportError) -> HTTP2Transfer {
         if let problem = request.unsafeFieldDescription { throw .invalidRequest(problem) }
         guard let target = HTTPSTarget(request.url) else { throw .invalidRequest("only https URLs with a host are sent: \(request.url)") }
         var pinned: PinnedAddress?
@@ -62,19 +81,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
                 return state.nextID
             })
         else { throw .shutDown }
-        let pools = self.pools
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                submit(
-                    HTTP2Transfer(
-                        id: id, request: request, target: target, pinned: pinned, submittedAt: .now(),
-                        continuation: continuation))
-            }
-        } onCancel: {
-            // After the task that takes the request in: a cancel always finds its request submitted (or done).
-            eventLoop.execute { pools.value.cancel(id) }
-        }
-        return try result.get()
+        return HTTP2Transfer(id: id, request: request, target: target, pinned: pinned, submittedAt: .now())
     }
 
     private func submit(_ transfer: HTTP2Transfer) {
@@ -143,21 +150,18 @@ final class HTTP2Transfer: Sendable {
     /// Where to connect instead of resolving `target.host` (`HTTPRequest.pinnedResolution`).
     let pinned: PinnedAddress?
     let submittedAt: NIODeadline
-    let continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
+    /// Set once, by the sending task before it submits the transfer (whose queues then order every later read).
+    nonisolated(unsafe) var continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>?
 
-    init(
-        id: UInt64, request: HTTPRequest, target: HTTPSTarget, pinned: PinnedAddress? = nil, submittedAt: NIODeadline,
-        continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>
-    ) {
+    init(id: UInt64, request: HTTPRequest, target: HTTPSTarget, pinned: PinnedAddress? = nil, submittedAt: NIODeadline) {
         self.id = id
         self.request = request
         self.target = target
         self.pinned = pinned
         self.submittedAt = submittedAt
-        self.continuation = continuation
     }
 
-    func complete(_ result: Result<HTTPResponse, HTTPTransportError>) { continuation.resume(returning: result) }
+    func complete(_ result: Result<HTTPResponse, HTTPTransportError>) { continuation?.resume(returning: result) }
 }
 
 /// The HTTP/1.1 client (libcurl, `CurlHTTPTransport`) for hosts whose TLS handshake did not choose h2, made on first use.

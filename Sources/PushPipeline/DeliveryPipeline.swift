@@ -673,20 +673,24 @@ public final class DeliveryPipeline: Service, Sendable {
         }
 
         func run() async {
-            let processor = pipeline.processor
-            let parking: JobParking = self
-            let span = processor.tracing?.consumerSpan(of: admitted.message)
-            let processed: JobProcessor.ProcessedTargets?
-            if let span {
-                processed = await ServiceContext.withValue(span.context) {
-                    await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
-                }
-            } else {
-                processed = await processor.process(admitted, slot: slot, parking: parking, slotWaitSpent: slotWaitSpent)
+            if let tracing = pipeline.processor.tracing { return await runTraced(tracing) }
+            hand(await pipeline.processor.process(admitted, slot: slot, parking: self, slotWaitSpent: slotWaitSpent), span: nil)
+        }
+
+        @inline(never)
+        private func runTraced(_ tracing: JobTracing) async {
+            let span = tracing.consumerSpan(of: admitted.message)
+            let processed = await ServiceContext.withValue(span.context) {
+                await pipeline.processor.process(admitted, slot: slot, parking: self, slotWaitSpent: slotWaitSpent)
             }
+            hand(processed, span: span)
+        }
+
+        /// The task ends here: the store's answer publishes the outcomes (on the store's thread), and the broker's
+        /// acknowledgement finishes the job (on the producer's).
+        @inline(never)
+        private func hand(_ processed: JobProcessor.ProcessedTargets?, span: (any Span)?) {
             pipeline.tasks.withLock { $0.ended(id) }
-            // The task ends here: the store's answer publishes the outcomes (on the store's thread), and
-            // the broker's acknowledgement finishes the job (on the producer's).
             pipeline.outcomeHandOff.finish(processed, span: span, givingUp: givingUp, then: ended)
         }
 

@@ -224,6 +224,7 @@ public final class JobProcessor: Sendable {
         return prior
     }
 
+    @inline(never)
     private func deadLettered(_ rejection: JobRejection, source: Source) -> Publication {
         metrics.invalid(rejection.code)
         logger.warning(
@@ -232,6 +233,7 @@ public final class JobProcessor: Sendable {
     }
 
     /// The job's dedupe window, and whether its lane's overload sheds it (it is then finished unsent, with no window).
+    @inline(never)
     private func dedupeWindow(_ job: Job, lane: Lane, kafkaTimestamp: Int64?) -> (window: Int64, shed: Bool) {
         let consumedAt = clock()
         let lag = kafkaTimestamp.map { max(consumedAt.subtracting(saturating: $0), 0) } ?? 0
