@@ -79,15 +79,6 @@ extension JobProcessor {
         let lane: Lane
     }
 
-    /// How a send's admission ended: with a result and no send, or with its slot to take.
-    enum SendAdmission: Sendable {
-        case ended(SendResult)
-        /// The slot reserved before the task started is taken for it.
-        case holding(SendSlot)
-        /// It waits for its slot.
-        case waiting(SendSlot)
-    }
-
     /// One send, unless the provider is not enabled or the circuit holds it back: waits for the app's
     /// slot (at most `longestSlotWait`, never past the TTL), checks the TTL again, delivers. A send the
     /// circuit let through as its probe gives the probe back whenever it ends without an answer.
@@ -95,15 +86,15 @@ extension JobProcessor {
     /// between are functions of their own.)
     @inline(never)
     private func send(_ job: Job, _ target: Target, attempt: Int, source: Source, at now: Int64) async -> SendResult {
-        let slot: SendSlot
-        switch admitSend(job, target, source: source, attempt: attempt, at: now) {
-        case .ended(let result): return result
-        case .holding(let held): slot = held
-        case .waiting(let waiting):
+        var holding = false
+        var ended: SendResult?
+        guard let slot = admitSend(job, target, source: source, attempt: attempt, at: now, holding: &holding, ended: &ended) else {
+            return ended!
+        }
+        if !holding {
             let wait = await appLimits.acquire(
-                waiting.scope, lane: waiting.lane, parking: source.parking, until: slotDeadline(job, source: source, at: now))
-            if let ended = slotWaitEnded(wait, slot: waiting, job, target, attempt: attempt) { return ended }
-            slot = waiting
+                slot.scope, lane: slot.lane, parking: source.parking, until: slotDeadline(job, source: source, at: now))
+            if let ended = slotWaitEnded(wait, slot: slot, job, target, attempt: attempt) { return ended }
         }
         // The app's slot may have taken a while: check the TTL again, and the attempt's clock starts now.
         let sendAt = clock()
@@ -118,21 +109,26 @@ extension JobProcessor {
         return sent(result, slot: slot, target, startedAt: started, source: source)
     }
 
-    /// Before a send: the provider, its circuit, and the slot reserved before the task started, if it is the scope's.
+    /// Before a send: the provider, its circuit, and the slot reserved before the task started, if it is the scope's
+    /// (`holding`). nil when the send does not go ahead, and `ended` says why.
     @inline(never)
-    private func admitSend(_ job: Job, _ target: Target, source: Source, attempt: Int, at now: Int64) -> SendAdmission {
+    private func admitSend(
+        _ job: Job, _ target: Target, source: Source, attempt: Int, at now: Int64, holding: inout Bool, ended: inout SendResult?
+    ) -> SendSlot? {
         guard let provider = providers.provider(for: target.provider) else {
-            return .ended(Self.notEnabled(job, target, attempt: attempt, at: now))
+            ended = Self.notEnabled(job, target, attempt: attempt, at: now)
+            return nil
         }
         let scope = provider.scope(of: target)
         let (permit, openScope, probes) = breakers.permit(scope, at: now)
         if let held = Self.heldBack(permit, openScope: openScope, target, at: now) {
             // A slot reserved for the first send and not taken is not kept through a wait.
             source.slot?.giveBack()
-            return .ended(.answered(held.result, heldBack: held.heldBack))
+            ended = .answered(held.result, heldBack: held.heldBack)
+            return nil
         }
-        let slot = SendSlot(provider: provider, scope: scope, probes: probes, lane: Lane.delivery(consumedOn: source.lane, kind: job.kind))
-        return source.slot?.take(for: scope) == true ? .holding(slot) : .waiting(slot)
+        holding = source.slot?.take(for: scope) == true
+        return SendSlot(provider: provider, scope: scope, probes: probes, lane: Lane.delivery(consumedOn: source.lane, kind: job.kind))
     }
 
     /// How a wait for the slot ended, when the send does not go ahead.

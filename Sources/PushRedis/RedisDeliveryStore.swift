@@ -40,7 +40,16 @@ public final class RedisDeliveryStore: DeliveryStore {
         let checks = Checks(job, dedupeWindow: dedupeWindow, readingRecords: !firstDelivery, buckets: buckets, now: clock())
         guard !checks.commands.isEmpty else { return Array(repeating: .fresh, count: job.targets.count) }
         let replies = try Self.checked(await client.pipeline(checks.commands))
-        var (states, unread) = checks.priorStates(replies: replies)
+        let (states, unread) = checks.priorStates(replies: replies)
+        guard unread.isEmpty, !states.contains(.inRetryQueue) else { return try await redelivered(job, states: states, unread: unread) }
+        return states
+    }
+
+    /// What a redelivered job's checks left to read: the records of `unread` targets, and whether the retry entries
+    /// found are durable. (A function of its own: a first delivery's frame does not hold what this one needs.)
+    @inline(never)
+    private func redelivered(_ job: Job, states: [PriorState], unread: [Int]) async throws -> [PriorState] {
+        var states = states
         if !unread.isEmpty {
             let now = clock()
             let reads = unread.map {
