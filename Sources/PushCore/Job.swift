@@ -23,78 +23,71 @@ public struct Job: Sendable, Equatable {
         var targets: [Target]
     }
 
-    private final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var box: Box
+    private var box: Indirect<Fields>
 
     private mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.fields
+        var fields = box.value
         change(&fields)
-        box = Box(fields)
+        box = Indirect(fields)
     }
 
-    public static func == (lhs: Job, rhs: Job) -> Bool { lhs.box === rhs.box || lhs.box.fields == rhs.box.fields }
-
     public var id: String {
-        get { box.fields.id }
+        get { box.value.id }
         set { update { $0.id = newValue } }
     }
     /// Milliseconds since the Unix epoch.
     public var createdAt: Int64 {
-        get { box.fields.createdAt }
+        get { box.value.createdAt }
         set { update { $0.createdAt = newValue } }
     }
     /// Seconds the job stays valid after `createdAt`; 0 means "now or never".
     public var ttl: Int64 {
-        get { box.fields.ttl }
+        get { box.value.ttl }
         set { update { $0.ttl = newValue } }
     }
     public var kind: JobKind {
-        get { box.fields.kind }
+        get { box.value.kind }
         set { update { $0.kind = newValue } }
     }
     public var priority: JobPriority {
-        get { box.fields.priority }
+        get { box.value.priority }
         set { update { $0.priority = newValue } }
     }
     public var userId: String {
-        get { box.fields.userId }
+        get { box.value.userId }
         set { update { $0.userId = newValue } }
     }
     public var collapseKey: String? {
-        get { box.fields.collapseKey }
+        get { box.value.collapseKey }
         set { update { $0.collapseKey = newValue } }
     }
     public var dedupeKey: String? {
-        get { box.fields.dedupeKey }
+        get { box.value.dedupeKey }
         set { update { $0.dedupeKey = newValue } }
     }
     public var notification: Notification? {
-        get { box.fields.notification }
+        get { box.value.notification }
         set { update { $0.notification = newValue } }
     }
     public var data: [String: String] {
-        get { box.fields.data }
+        get { box.value.data }
         set { update { $0.data = newValue } }
     }
     public var body: String? {
-        get { box.fields.body }
+        get { box.value.body }
         set { update { $0.body = newValue } }
     }
     /// Per-provider blocks merged last into what the provider's plugin built (`overrides`), by provider name.
     public var overrides: [ProviderID: JSONValue] {
-        get { box.fields.overrides }
+        get { box.value.overrides }
         set { update { $0.overrides = newValue } }
     }
     public var liveActivity: LiveActivity? {
-        get { box.fields.liveActivity?.value }
+        get { box.value.liveActivity?.value }
         set { update { $0.liveActivity = newValue.map(Indirect.init) } }
     }
     public var targets: [Target] {
-        get { box.fields.targets }
+        get { box.value.targets }
         set { update { $0.targets = newValue } }
     }
 
@@ -104,7 +97,7 @@ public struct Job: Sendable, Equatable {
         data: [String: String] = [:], body: String? = nil, overrides: [ProviderID: JSONValue] = [:],
         liveActivity: LiveActivity? = nil, targets: [Target]
     ) {
-        box = Box(
+        box = Indirect(
             Fields(
                 id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
                 collapseKey: collapseKey, dedupeKey: dedupeKey, notification: notification, data: data, body: body,

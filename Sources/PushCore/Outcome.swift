@@ -44,86 +44,79 @@ public struct Outcome: Sendable, Equatable {
         var at: Int64
     }
 
-    private final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var box: Box
+    private var box: Indirect<Fields>
 
     private mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.fields
+        var fields = box.value
         change(&fields)
-        box = Box(fields)
+        box = Indirect(fields)
     }
 
-    public static func == (lhs: Outcome, rhs: Outcome) -> Bool { lhs.box === rhs.box || lhs.box.fields == rhs.box.fields }
-
     public var jobId: String {
-        get { box.fields.jobId }
+        get { box.value.jobId }
         set { update { $0.jobId = newValue } }
     }
     public var userId: String {
-        get { box.fields.userId }
+        get { box.value.userId }
         set { update { $0.userId = newValue } }
     }
     public var bindingId: String {
-        get { box.fields.bindingId }
+        get { box.value.bindingId }
         set { update { $0.bindingId = newValue } }
     }
     public var provider: ProviderID {
-        get { box.fields.provider }
+        get { box.value.provider }
         set { update { $0.provider = newValue } }
     }
     public var app: String? {
-        get { box.fields.app }
+        get { box.value.app }
         set { update { $0.app = newValue } }
     }
     public var status: Status {
-        get { box.fields.status }
+        get { box.value.status }
         set { update { $0.status = newValue } }
     }
     public var reason: String? {
-        get { box.fields.reason }
+        get { box.value.reason }
         set { update { $0.reason = newValue } }
     }
     public var httpStatus: Int? {
-        get { box.fields.httpStatus }
+        get { box.value.httpStatus }
         set { update { $0.httpStatus = newValue } }
     }
     public var providerMessageId: String? {
-        get { box.fields.providerMessageId }
+        get { box.value.providerMessageId }
         set { update { $0.providerMessageId = newValue } }
     }
     public var action: Action {
-        get { box.fields.action }
+        get { box.value.action }
         set { update { $0.action = newValue } }
     }
     /// Milliseconds since the epoch from which the provider considers the token invalid.
     public var invalidSince: Int64? {
-        get { box.fields.invalidSince }
+        get { box.value.invalidSince }
         set { update { $0.invalidSince = newValue } }
     }
     public var attempts: Int {
-        get { box.fields.attempts }
+        get { box.value.attempts }
         set { update { $0.attempts = newValue } }
     }
     /// The alert was shortened to fit the provider's size limit. Written only when true, so that outcomes
     /// without it keep their bytes.
     public var truncated: Bool {
-        get { box.fields.truncated }
+        get { box.value.truncated }
         set { update { $0.truncated = newValue } }
     }
     /// Of a binding that holds two tokens (an RFC 8599 `voip&remote` APNs binding), the one the provider said is dead,
     /// while the other may live: the outcome is `rejected` with action `none`, so the upstream drops that half and keeps
     /// the binding. Written only when set.
     public var token: BindingToken? {
-        get { box.fields.token }
+        get { box.value.token }
         set { update { $0.token = newValue } }
     }
     /// Milliseconds since the epoch when the outcome was decided.
     public var at: Int64 {
-        get { box.fields.at }
+        get { box.value.at }
         set { update { $0.at = newValue } }
     }
 
@@ -133,7 +126,7 @@ public struct Outcome: Sendable, Equatable {
         action: Action = .none, invalidSince: Int64? = nil, attempts: Int, truncated: Bool = false, token: BindingToken? = nil,
         at: Int64
     ) {
-        box = Box(
+        box = Indirect(
             Fields(
                 jobId: jobId, userId: userId, bindingId: bindingId, provider: provider, app: app, status: status, reason: reason,
                 httpStatus: httpStatus, providerMessageId: providerMessageId, action: action, invalidSince: invalidSince,
