@@ -146,42 +146,75 @@ public struct ProviderID: RawRepresentable, Hashable, Comparable, Sendable, Expr
 /// One device binding of the job's user: the fields every provider shares, and the provider's own
 /// part (`details`), which only its plugin decodes and reads.
 public struct Target: Sendable, Equatable {
-    public var bindingId: String
-    public var provider: ProviderID
+    /// In one shared, immutable box, as `Job`'s: a target is handed through every step of its delivery, and a copy of the
+    /// fields themselves (about 120 bytes, a retain per string and the details) would sit in each suspended frame.
+    private struct Fields: Sendable, Equatable {
+        var bindingId: String
+        var provider: ProviderID
+        var app: String?
+        var details: any TargetDetails
+        var isUnbound: Bool
+        var refusal: JobRejection?
+
+        static func == (lhs: Fields, rhs: Fields) -> Bool {
+            lhs.bindingId == rhs.bindingId && lhs.provider == rhs.provider && lhs.app == rhs.app
+                && lhs.isUnbound == rhs.isUnbound && lhs.refusal == rhs.refusal && lhs.details.isEqual(to: rhs.details)
+        }
+    }
+
+    private var box: Indirect<Fields>
+
+    private mutating func update(_ change: (inout Fields) -> Void) {
+        var fields = box.value
+        change(&fields)
+        box = Indirect(fields)
+    }
+
+    public var bindingId: String {
+        get { box.value.bindingId }
+        set { update { $0.bindingId = newValue } }
+    }
+    public var provider: ProviderID {
+        get { box.value.provider }
+        set { update { $0.provider = newValue } }
+    }
     /// The provider's name for the app the device installed (a bundle id, a project id, …), if it has one.
-    public var app: String?
-    public var details: any TargetDetails
+    public var app: String? {
+        get { box.value.app }
+        set { update { $0.app = newValue } }
+    }
+    public var details: any TargetDetails {
+        get { box.value.details }
+        set { update { $0.details = newValue } }
+    }
     /// The device unbound itself (RFC 8599 `pn-prid=null`, X-MPUSH token `null`): nothing
     /// is sent, the outcome is `rejected` + `remove_binding`.
-    public var isUnbound: Bool
+    public var isUnbound: Bool {
+        get { box.value.isUnbound }
+        set { update { $0.isUnbound = newValue } }
+    }
     /// Why this target cannot be understood (its provider unknown, its binding string or token malformed): nothing is
     /// sent, its outcome is `rejected` + `none` with this reason, and the job's other targets go on. nil for a target
     /// that decoded. Such a target has its `bindingId`, the provider it named when this worker links it (else
     /// `ProviderID.unnamed`), and no app or details.
-    public var refusal: JobRejection?
+    public var refusal: JobRejection? {
+        get { box.value.refusal }
+        set { update { $0.refusal = newValue } }
+    }
 
     public init(
         bindingId: String, provider: ProviderID, app: String? = nil, details: any TargetDetails = NoTargetDetails(),
         isUnbound: Bool = false, refusal: JobRejection? = nil
     ) {
-        self.bindingId = bindingId
-        self.provider = provider
-        self.app = app
-        self.details = details
-        self.isUnbound = isUnbound
-        self.refusal = refusal
+        box = Indirect(
+            Fields(bindingId: bindingId, provider: provider, app: app, details: details, isUnbound: isUnbound, refusal: refusal))
     }
 
     /// Whether a provider is asked to deliver to it: neither unbound nor refused.
-    public var isDeliverable: Bool { !isUnbound && refusal == nil }
+    public var isDeliverable: Bool { !box.value.isUnbound && box.value.refusal == nil }
 
     /// The provider's part as its plugin's type; nil for a target of another provider.
-    public func details<Details: TargetDetails>(_ type: Details.Type) -> Details? { details as? Details }
-
-    public static func == (lhs: Target, rhs: Target) -> Bool {
-        lhs.bindingId == rhs.bindingId && lhs.provider == rhs.provider && lhs.app == rhs.app
-            && lhs.isUnbound == rhs.isUnbound && lhs.refusal == rhs.refusal && lhs.details.isEqual(to: rhs.details)
-    }
+    public func details<Details: TargetDetails>(_ type: Details.Type) -> Details? { box.value.details as? Details }
 }
 
 /// The provider-owned part of a target, decoded and checked by the plugin's `TargetFormat`.
