@@ -70,34 +70,102 @@ public struct HTTPConnectionLifetime: Sendable, Hashable {
     }
 }
 
+/// A request for a transport to send. Its fields live in one copy-on-write box, and only its lane beside it: a request
+/// is held by the async frames of every step of a send (the provider's, `HTTPDelivery`'s, the transport's), each of which
+/// would otherwise keep about 300 bytes of it.
 public struct HTTPRequest: Sendable {
-    public var method: String
-    public var url: String
-    public var headers: [(name: String, value: String)]
-    public var body: [UInt8]
-    public var timeout: Duration
-    public var tls: TLSOptions
-    /// Connect to this address instead of resolving the URL's host again (`host:port:address`, naming the URL's host
-    /// and port), so a name checked once cannot be re-pointed by DNS before the request (rebinding). TLS is still for
-    /// the URL's host (`PinnedAddress`); the HTTP/2 client refuses a pin for another host or port unsent.
-    public var pinnedResolution: String?
+    private struct Fields {
+        var method: String
+        var url: String
+        var headers: [(name: String, value: String)]
+        var body: [UInt8]
+        var timeout: Duration
+        var tls: TLSOptions
+        var pinnedResolution: String?
+        var maximumResponseBytes: Int?
+        var connectionLifetime: HTTPConnectionLifetime?
+        var connectionIdentity: ConnectionIdentity?
+        var resolvedByProxy: Bool
+    }
+
+    /// Changed only through a reference no other request shares (`fields`' `_modify`), as an array's storage is.
+    private final class Storage: @unchecked Sendable {
+        var fields: Fields
+
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var storage: Storage
+
     /// Urgent requests (calls, cancels) jump the queue of requests waiting for a stream to their
     /// host and may use streams held back from normal requests (`HTTPTransportConfiguration.urgentReservedStreams`).
     public var lane: Lane
+
+    private var fields: Fields {
+        _read { yield storage.fields }
+        _modify {
+            if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+            yield &storage.fields
+        }
+    }
+
+    public var method: String {
+        get { fields.method }
+        _modify { yield &fields.method }
+    }
+    public var url: String {
+        get { fields.url }
+        _modify { yield &fields.url }
+    }
+    public var headers: [(name: String, value: String)] {
+        get { fields.headers }
+        _modify { yield &fields.headers }
+    }
+    public var body: [UInt8] {
+        get { fields.body }
+        _modify { yield &fields.body }
+    }
+    public var timeout: Duration {
+        get { fields.timeout }
+        _modify { yield &fields.timeout }
+    }
+    public var tls: TLSOptions {
+        get { fields.tls }
+        _modify { yield &fields.tls }
+    }
+    /// Connect to this address instead of resolving the URL's host again (`host:port:address`, naming the URL's host
+    /// and port), so a name checked once cannot be re-pointed by DNS before the request (rebinding). TLS is still for
+    /// the URL's host (`PinnedAddress`); the HTTP/2 client refuses a pin for another host or port unsent.
+    public var pinnedResolution: String? {
+        get { fields.pinnedResolution }
+        _modify { yield &fields.pinnedResolution }
+    }
     /// Bytes of response body kept; the rest is not read (the stream is reset) and the response
     /// is marked `bodyTruncated`. Nil: the transport's limit. Answers from untrusted endpoints get a small one.
-    public var maximumResponseBytes: Int?
+    public var maximumResponseBytes: Int? {
+        get { fields.maximumResponseBytes }
+        _modify { yield &fields.maximumResponseBytes }
+    }
     /// How long the HTTP/2 connection that carries the request lives idle, and its keepalive PING; nil: the transport's
     /// (`HTTPTransportConfiguration.maximumIdleTime`, no PING). Part of the connection's identity, as `tls` is: requests
     /// that ask for different lifetimes go over different connections. Set by a provider's code, never from a job.
     /// libcurl keeps the transport's `maximumIdleTime` and sends no PING.
-    public var connectionLifetime: HTTPConnectionLifetime?
+    public var connectionLifetime: HTTPConnectionLifetime? {
+        get { fields.connectionLifetime }
+        _modify { yield &fields.connectionLifetime }
+    }
     /// Whom the connection that carries this request speaks for (`ConnectionIdentity`): part of the connection's
     /// identity, as `tls` is. nil: anyone's requests to the same host and TLS options may share it.
-    public var connectionIdentity: ConnectionIdentity?
+    public var connectionIdentity: ConnectionIdentity? {
+        get { fields.connectionIdentity }
+        _modify { yield &fields.connectionIdentity }
+    }
     /// The host name is left for the egress proxy to resolve (`CONNECT host:port`): the worker did not look it up, so
     /// the request is sent only through the proxy; a transport without a proxy for this host refuses it unsent.
-    public var resolvedByProxy = false
+    public var resolvedByProxy: Bool {
+        get { fields.resolvedByProxy }
+        _modify { yield &fields.resolvedByProxy }
+    }
 
     public init(
         method: String = "POST", url: String, headers: [(name: String, value: String)] = [],
@@ -105,17 +173,12 @@ public struct HTTPRequest: Sendable {
         pinnedResolution: String? = nil, lane: Lane = .normal, maximumResponseBytes: Int? = nil,
         connectionLifetime: HTTPConnectionLifetime? = nil, connectionIdentity: ConnectionIdentity? = nil
     ) {
-        self.connectionIdentity = connectionIdentity
+        storage = Storage(
+            Fields(
+                method: method, url: url, headers: headers, body: body, timeout: timeout, tls: tls,
+                pinnedResolution: pinnedResolution, maximumResponseBytes: maximumResponseBytes,
+                connectionLifetime: connectionLifetime, connectionIdentity: connectionIdentity, resolvedByProxy: false))
         self.lane = lane
-        self.connectionLifetime = connectionLifetime
-        self.maximumResponseBytes = maximumResponseBytes
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.timeout = timeout
-        self.tls = tls
-        self.pinnedResolution = pinnedResolution
     }
 }
 
