@@ -280,7 +280,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Tests/PushPipelineTests"),
         .testTarget(
-            name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "PushSandbox", "TestSupport"],
+            name: "PushRedisTests", dependencies: ["PushRedis", "PushCore", "PushCrypto", "PushSandbox", "TestSupport"],
             path: "Tests/PushRedisTests"),
         .testTarget(
             name: "APNsPluginTests",

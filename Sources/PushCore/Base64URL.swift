@@ -18,6 +18,11 @@ public enum Base64URL {
 
     /// Appends the encoding of `bytes` to `output`.
     public static func append(_ bytes: ArraySlice<UInt8>, to output: inout [UInt8]) {
+        bytes.withUnsafeBufferPointer { append($0, to: &output) }
+    }
+
+    /// Appends the encoding of `bytes` to `output` (a digest on the stack, say, with no array of its own).
+    public static func append(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
         var index = bytes.startIndex
         while index + 3 <= bytes.endIndex {
             let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])

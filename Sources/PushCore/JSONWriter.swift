@@ -111,6 +111,14 @@ public struct JSONWriter {
         value(bool)
     }
 
+    /// A member whose value is the time `millisecondsSinceEpoch` as `UTCTimestamp` writes it, written in place.
+    public mutating func member(_ name: String, iso8601 millisecondsSinceEpoch: Int64) {
+        key(name)
+        bytes.append(UInt8(ascii: "\""))
+        UTCTimestamp.appendISO8601(millisecondsSinceEpoch: millisecondsSinceEpoch, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
     private mutating func separate() {
         guard depth > 0, let last = bytes.last else { return }
         if last != UInt8(ascii: "{"), last != UInt8(ascii: "["), last != UInt8(ascii: ":") { bytes.append(UInt8(ascii: ",")) }

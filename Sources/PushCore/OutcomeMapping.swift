@@ -7,30 +7,38 @@ extension Outcome {
     public static let maximumProviderMessageIdBytes = 256
 
     public init(job: Job, target: Target, result: DeliveryResult, attempts: Int, at now: Int64) {
-        self.init(
-            jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider,
-            app: target.app, status: .failed, attempts: attempts, at: now)
-        httpStatus = result.httpStatus
+        // Every field worked out first, then set at once: each field set afterwards would make the outcome a new box.
+        let status: Status
+        var reason: String?
+        var providerMessageId: String?
+        var action = Action.none
+        var invalidSince: Int64?
+        var truncated = false
+        var token: BindingToken?
         switch result {
         case .delivered(let messageId, _, let shortened):
             status = .delivered
             providerMessageId = messageId.map { $0.utf8Prefix(Self.maximumProviderMessageIdBytes) }
             truncated = shortened
-        case .rejected(let reason, _, let since, let deadToken):
+        case .rejected(let rejection, _, let since, let deadToken):
             status = .rejected
-            self.reason = reason
+            reason = rejection
             // A dead half of a dual binding: the other token may live, so the binding stays and the outcome names the half.
             action = deadToken == nil ? .removeBinding : .none
             token = deadToken
             invalidSince = since
-        case .retryable(let reason, _, _):
+        case .retryable(let retryReason, _, _):
             status = .retrying
-            self.reason = reason
-        case .failed(let reason, _, let failureAction, _):
+            reason = retryReason
+        case .failed(let failure, _, let failureAction, _):
             status = .failed
-            self.reason = reason
+            reason = failure
             action = failureAction
         }
+        self.init(
+            jobId: job.id, userId: job.userId, bindingId: target.bindingId, provider: target.provider, app: target.app,
+            status: status, reason: reason, httpStatus: result.httpStatus, providerMessageId: providerMessageId, action: action,
+            invalidSince: invalidSince, attempts: attempts, truncated: truncated, token: token, at: now)
     }
 
     /// An outcome decided by the pipeline without a provider answer (expired, deduplicated, no plugin…).

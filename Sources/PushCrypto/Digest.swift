@@ -8,6 +8,14 @@ public enum Digest {
         }
     }
 
+    /// `body` given the SHA-256 of `bytes` in a buffer on the stack: no array for a digest read once.
+    public static func withSHA256<Result>(_ bytes: [UInt8], _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { output in
+            push_sha256(bytes, bytes.count, output.baseAddress)
+            return body(UnsafeBufferPointer(output))
+        }
+    }
+
     public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var output: [UInt8] = []

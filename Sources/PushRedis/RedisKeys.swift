@@ -38,7 +38,7 @@ public enum RedisKeys {
     /// The field that names a (job, binding) record in its `RecordBuckets` hash: the first 16 bytes of SHA-256 of the
     /// binding id and the job id, each length-prefixed.
     static func recordDigest(bindingId: String, jobId: String) -> [UInt8] {
-        Array(HashedKey.digest(bindingId: bindingId, id: jobId)[0..<16])
+        HashedKey.withDigest(bindingId: bindingId, id: jobId) { Array($0[0..<16]) }
     }
 
     /// `push:{r:<shard>}<slice length ms>:<slice>`: one hash of idempotency records (`RecordBuckets`).
@@ -72,15 +72,16 @@ public enum RedisKeys {
         let bytes: [UInt8]
 
         init(bindingId: String, kind: Unicode.Scalar, id: String) {
-            let (tag, digest) = Self.digests(bindingId: bindingId, id: id)
+            var input = Self.lengthPrefixed(bindingId, reservingFor: id)
             var bytes: [UInt8] = []
             bytes.reserveCapacity(42)
             bytes.append(contentsOf: prefix.utf8)
             bytes.append(contentsOf: ":{".utf8)
-            Base64URL.append(tag[0..<9], to: &bytes)
+            Digest.withSHA256(input) { tag in Base64URL.append(UnsafeBufferPointer(rebasing: tag[0..<9]), to: &bytes) }
             bytes.append(UInt8(ascii: "}"))
             bytes.append(UInt8(truncatingIfNeeded: kind.value))
-            Base64URL.append(digest[0..<16], to: &bytes)
+            Self.appendLengthPrefixed(id, to: &input)
+            Digest.withSHA256(input) { digest in Base64URL.append(UnsafeBufferPointer(rebasing: digest[0..<16]), to: &bytes) }
             self.bytes = bytes
         }
 
@@ -90,19 +91,12 @@ public enum RedisKeys {
 
         func write(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
 
-        /// SHA-256 of the length-prefixed binding id (`tag`), and of it followed by the length-prefixed id (`digest`).
-        static func digests(bindingId: String, id: String) -> (tag: [UInt8], digest: [UInt8]) {
-            var input = lengthPrefixed(bindingId, reservingFor: id)
-            let tag = Digest.sha256(input)
-            appendLengthPrefixed(id, to: &input)
-            return (tag, Digest.sha256(input))
-        }
-
-        /// `digests(bindingId:id:).digest` alone.
-        static func digest(bindingId: String, id: String) -> [UInt8] {
+        /// `body` given the key's digest: the SHA-256 of the length-prefixed binding id followed by the length-prefixed
+        /// id (its hash tag is the SHA-256 of the length-prefixed binding id alone), in a buffer on the stack.
+        static func withDigest<Result>(bindingId: String, id: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
             var input = lengthPrefixed(bindingId, reservingFor: id)
             appendLengthPrefixed(id, to: &input)
-            return Digest.sha256(input)
+            return Digest.withSHA256(input, body)
         }
 
         private static func lengthPrefixed(_ bindingId: String, reservingFor id: String) -> [UInt8] {

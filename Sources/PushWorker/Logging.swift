@@ -37,7 +37,7 @@ public struct JSONLogHandler: LogHandler {
         let explicit = event.metadata
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
-        writer.member("ts", UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
+        writer.member("ts", iso8601: milliseconds)
         writer.member("level", event.level.rawValue)
         writer.member("label", label)
         writer.member("msg", event.message.description)
@@ -68,7 +68,7 @@ extension JSONLogHandler: FinishedDeliveryLogging {
     func finishedDeliveryLine(_ outcome: Outcome, at milliseconds: Int64) -> [UInt8] {
         var writer = JSONWriter(capacity: 320)
         writer.beginObject()
-        writer.member("ts", UTCTimestamp.iso8601(millisecondsSinceEpoch: milliseconds))
+        writer.member("ts", iso8601: milliseconds)
         writer.member("level", Logger.Level.info.rawValue)
         writer.member("label", label)
         writer.member("msg", FinishedDeliveryLog.message.description)

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushCrypto
 import PushSandbox
 import Synchronization
 import Testing
@@ -87,6 +88,20 @@ struct RedisClientTests {
         #expect(
             claim != RedisKeys.cancellation(bindingId: "b", userId: "", key: "j"), "a claim and a cancel of the same ids differ")
         #expect(RedisKeys.mark(MarkedPartition(group: "g", topic: "push.jobs", partition: 3)) == "push:{mark:1:g:9:push.jobs:3}")
+    }
+
+    @Test(
+        "a binding's key is its tag, SHA-256 of the length-prefixed binding id, and its digest, SHA-256 of that and the length-prefixed id; a record's field is that digest's first 16 bytes"
+    )
+    func hashedKeyDerivation() {
+        for (bindingId, id) in [("b1", "j1"), ("bé-ü", "job-😀"), (String(repeating: "x", count: 300), "")] {
+            let binding = Array("\(bindingId.utf8.count):\(bindingId)".utf8)
+            let both = binding + Array("\(id.utf8.count):\(id)".utf8)
+            let tag = Base64URL.encode(Array(Digest.sha256(binding)[0..<9]))
+            let digest = Array(Digest.sha256(both)[0..<16])
+            #expect(RedisKeys.dedupeKey(bindingId: bindingId, identity: id).text == "push:{\(tag)}d\(Base64URL.encode(digest))")
+            #expect(RedisKeys.recordDigest(bindingId: bindingId, jobId: id) == digest)
+        }
     }
 
     @Test("a command keeps its arguments as written: binary ones, empty ones, and the key a cluster routes it by")
