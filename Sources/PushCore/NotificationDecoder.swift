@@ -7,6 +7,8 @@ struct NotificationDecoder {
     static let identifierLimit = 256
     static let urlLimit = 2048
     static let localizationArgumentLimit = 32
+    /// Made once: an array made per decode is an allocation per job.
+    static let interruptionLevels = Notification.InterruptionLevel.allCases.map(\.rawValue)
 
     func decode(_ fields: inout Fields) throws(JobRejection) -> Notification {
         var notification = Notification()
@@ -17,7 +19,7 @@ struct NotificationDecoder {
         notification.badge = try fields.optionalInteger("badge", in: 0...Int64(Int32.max))
         notification.threadId = try fields.optionalString("threadId", maximumLength: Self.identifierLimit)
         notification.category = try fields.optionalString("category", maximumLength: Self.identifierLimit)
-        if let level = try fields.optionalChoice("interruptionLevel", of: Notification.InterruptionLevel.allCases.map(\.rawValue)) {
+        if let level = try fields.optionalChoice("interruptionLevel", of: Self.interruptionLevels) {
             notification.interruptionLevel = Notification.InterruptionLevel(rawValue: level)
         }
         notification.relevanceScore = try fields.optionalNumber("relevanceScore", in: 0...1)

@@ -90,7 +90,8 @@ public struct HTTPRequest: Sendable {
 
     /// Changed only through a reference no other request shares (`fields`' `_modify`), as an array's storage is.
     private final class Storage: @unchecked Sendable {
-        var fields: Fields
+        /// Unchecked: a write happens only through a request that alone holds the storage, so no access overlaps it.
+        @exclusivity(unchecked) var fields: Fields
 
         init(_ fields: Fields) { self.fields = fields }
     }

@@ -7,18 +7,19 @@ import Tracing
 /// of calls: a step that builds outcomes, log metadata or retry entries does so in its own frame,
 /// gone before the next step, instead of in the loop's.
 extension JobProcessor {
-    /// How a pass through the attempt loop ends.
-    indirect enum AttemptEnd: Sendable {
+    /// How a pass through the attempt loop ends. The large cases are `indirect`, so the frames that hold one stay small;
+    /// `again`, which every first attempt takes, is not: each value of an indirect case is an allocation.
+    enum AttemptEnd: Sendable {
         /// Record and publish this outcome (and dead letter), then the target is done.
-        case finish(Outcome, deadLetter: Publication? = nil)
-        case done(TargetResult)
+        indirect case finish(Outcome, deadLetter: Publication? = nil)
+        indirect case done(TargetResult)
         /// Send again, as this attempt.
         case again(attempt: Int)
     }
 
-    /// What `send` did.
-    indirect enum SendResult: Sendable {
-        case ended(AttemptEnd)
+    /// What `send` did. Only the rare case is `indirect` (each value of one is an allocation).
+    enum SendResult: Sendable {
+        indirect case ended(AttemptEnd)
         /// The provider's answer, or the circuit's when it held the send back.
         case answered(DeliveryResult, heldBack: Bool)
     }
