@@ -34,11 +34,14 @@ struct WebPushBlastRadiusTests {
             late.withLock { $0 = sandbox }
         }
 
+        /// Its request and lookup timeouts are long: these tests check what a hostile answer does to a send, not how
+        /// fast it goes, and the whole suite on two cores has held one such send for over eight seconds.
         func provider() throws -> WebPushProvider {
             try WebPushProvider(
                 configuration: WebPushConfiguration(
                     vapidKey: PrivateKey.generateP256(), subject: "mailto:ops@example.com", caFile: tls.caFile,
-                    allowedNetworks: [IPNetwork("127.0.0.0/8")!, IPNetwork("::1/128")!], allowedPorts: [server.port]),
+                    allowedNetworks: [IPNetwork("127.0.0.0/8")!, IPNetwork("::1/128")!], allowedPorts: [server.port],
+                    timeout: .seconds(120), dnsTimeout: .seconds(120)),
                 transport: TestTransport.make())
         }
 
