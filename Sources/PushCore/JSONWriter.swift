@@ -102,6 +102,12 @@ public struct JSONWriter {
         key(name)
         if let string { value(string) } else { null() }
     }
+    /// A string member whose value is `utf8`, valid UTF-8 (a JSON document carried as a string, say), without a `String`
+    /// made of it first.
+    public mutating func member(_ name: String, quoting utf8: [UInt8]) {
+        key(name)
+        utf8.withUnsafeBufferPointer { appendQuoted(utf8: $0) }
+    }
     public mutating func member(_ name: String, _ integer: Int64?) {
         key(name)
         if let integer { value(integer) } else { null() }
@@ -125,33 +131,40 @@ public struct JSONWriter {
     }
 
     private mutating func appendQuoted(_ string: String) {
-        bytes.append(UInt8(ascii: "\""))
         var string = string
-        string.withUTF8 { utf8 in
-            // Runs without anything to escape (nearly every string) are copied whole.
-            var runStart = 0
-            for index in utf8.indices {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
-                appendEscaped(byte)
-                runStart = index + 1
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+        string.withUTF8 { appendQuoted(utf8: $0) }
+    }
+
+    private mutating func appendQuoted(utf8: UnsafeBufferPointer<UInt8>) {
+        bytes.append(UInt8(ascii: "\""))
+        // Runs without anything to escape (nearly every string) are copied whole.
+        var runStart = 0
+        for index in utf8.indices {
+            let byte = utf8[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+            appendEscaped(byte)
+            runStart = index + 1
         }
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
         bytes.append(UInt8(ascii: "\""))
     }
 
     private mutating func appendEscaped(_ byte: UInt8) {
+        bytes.append(0x5C)
         switch byte {
-        case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
-        case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
-        case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-        case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-        case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
         default:
-            let hex: [UInt8] = Array("0123456789abcdef".utf8)
-            bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            bytes.append(UInt8(ascii: "u"))
+            bytes.append(0x30)
+            bytes.append(0x30)
+            bytes.append(Self.hexDigit(byte >> 4))
+            bytes.append(Self.hexDigit(byte & 0xF))
         }
     }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : UInt8(ascii: "a") + value - 10 }
 }

@@ -135,7 +135,7 @@ struct JSONParserTests {
     }
 
     @Test(
-        "every control character, quote and backslash is escaped wherever it falls; other text is copied as it is",
+        "every control character, quote and backslash is escaped wherever it falls, from a String or from UTF-8 bytes; other text is copied as it is",
         arguments: ["", "plain", "\"", "\\", "a\u{1F}", "\u{0}b", "a\"b\\c\nd", "é😀\t", String(repeating: "x", count: 300) + "\u{7}"])
     func writerEscapes(_ text: String) throws {
         var writer = JSONWriter()
@@ -154,6 +154,16 @@ struct JSONParserTests {
             }
         }.joined()
         #expect(writer.string == "\"" + escaped + "\"")
+        var fromString = JSONWriter()
+        fromString.beginObject()
+        fromString.member("s", text)
+        fromString.endObject()
+        var fromBytes = JSONWriter()
+        fromBytes.beginObject()
+        fromBytes.member("s", quoting: Array(text.utf8))
+        fromBytes.endObject()
+        #expect(fromBytes.string == fromString.string)
+        #expect(fromBytes.string == "{\"s\":\"" + escaped + "\"}")
     }
 }
 

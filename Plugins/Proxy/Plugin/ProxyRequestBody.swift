@@ -18,7 +18,8 @@ enum ProxyRequestBody {
         writer.member("expiry", delivery.remainingTTLSeconds)
         writer.member("userId", job.userId)
         writer.member("isStatus", isStatus(job.kind))
-        writer.member("body", job.body ?? opaqueBody(for: job))
+        // Without an opaque `body`, the proxy gets the job's summary JSON, as a string.
+        if let body = job.body { writer.member("body", body) } else { writer.member("body", quoting: job.summaryJSON()) }
         writer.key("endpointData")
         writer.beginArray()
         for endpoint in deliveries {
@@ -45,10 +46,5 @@ enum ProxyRequestBody {
         case .call, .cancel: "voip"
         case .message, .custom, .wake: "im"
         }
-    }
-
-    /// When the job carries no opaque `body`, the proxy gets the job's summary JSON.
-    static func opaqueBody(for job: Job) -> String {
-        String(decoding: job.summaryJSON(), as: UTF8.self)
     }
 }
