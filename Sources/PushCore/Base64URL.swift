@@ -12,13 +12,8 @@ public enum Base64URL {
     public static func encode(_ bytes: [UInt8]) -> String {
         var output: [UInt8] = []
         output.reserveCapacity((bytes.count * 4 + 2) / 3)
-        append(bytes[...], to: &output)
-        return String(decoding: output, as: UTF8.self)
-    }
-
-    /// Appends the encoding of `bytes` to `output`.
-    public static func append(_ bytes: ArraySlice<UInt8>, to output: inout [UInt8]) {
         bytes.withUnsafeBufferPointer { append($0, to: &output) }
+        return String(decoding: output, as: UTF8.self)
     }
 
     /// Appends the encoding of `bytes` to `output` (a digest on the stack, say, with no array of its own).

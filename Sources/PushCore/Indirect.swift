@@ -6,4 +6,11 @@ final class Indirect<Value: Sendable & Equatable>: Sendable, Equatable {
     init(_ value: Value) { self.value = value }
 
     static func == (lhs: Indirect, rhs: Indirect) -> Bool { lhs === rhs || lhs.value == rhs.value }
+
+    /// A new box holding this value with `change` made to it (a field's setter of the struct that holds the box).
+    func changed(_ change: (inout Value) -> Void) -> Indirect {
+        var value = value
+        change(&value)
+        return Indirect(value)
+    }
 }

@@ -25,70 +25,64 @@ public struct Job: Sendable, Equatable {
 
     private var box: Indirect<Fields>
 
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.value
-        change(&fields)
-        box = Indirect(fields)
-    }
-
     public var id: String {
         get { box.value.id }
-        set { update { $0.id = newValue } }
+        set { box = box.changed { $0.id = newValue } }
     }
     /// Milliseconds since the Unix epoch.
     public var createdAt: Int64 {
         get { box.value.createdAt }
-        set { update { $0.createdAt = newValue } }
+        set { box = box.changed { $0.createdAt = newValue } }
     }
     /// Seconds the job stays valid after `createdAt`; 0 means "now or never".
     public var ttl: Int64 {
         get { box.value.ttl }
-        set { update { $0.ttl = newValue } }
+        set { box = box.changed { $0.ttl = newValue } }
     }
     public var kind: JobKind {
         get { box.value.kind }
-        set { update { $0.kind = newValue } }
+        set { box = box.changed { $0.kind = newValue } }
     }
     public var priority: JobPriority {
         get { box.value.priority }
-        set { update { $0.priority = newValue } }
+        set { box = box.changed { $0.priority = newValue } }
     }
     public var userId: String {
         get { box.value.userId }
-        set { update { $0.userId = newValue } }
+        set { box = box.changed { $0.userId = newValue } }
     }
     public var collapseKey: String? {
         get { box.value.collapseKey }
-        set { update { $0.collapseKey = newValue } }
+        set { box = box.changed { $0.collapseKey = newValue } }
     }
     public var dedupeKey: String? {
         get { box.value.dedupeKey }
-        set { update { $0.dedupeKey = newValue } }
+        set { box = box.changed { $0.dedupeKey = newValue } }
     }
     public var notification: Notification? {
         get { box.value.notification }
-        set { update { $0.notification = newValue } }
+        set { box = box.changed { $0.notification = newValue } }
     }
     public var data: [String: String] {
         get { box.value.data }
-        set { update { $0.data = newValue } }
+        set { box = box.changed { $0.data = newValue } }
     }
     public var body: String? {
         get { box.value.body }
-        set { update { $0.body = newValue } }
+        set { box = box.changed { $0.body = newValue } }
     }
     /// Per-provider blocks merged last into what the provider's plugin built (`overrides`), by provider name.
     public var overrides: [ProviderID: JSONValue] {
         get { box.value.overrides }
-        set { update { $0.overrides = newValue } }
+        set { box = box.changed { $0.overrides = newValue } }
     }
     public var liveActivity: LiveActivity? {
         get { box.value.liveActivity?.value }
-        set { update { $0.liveActivity = newValue.map(Indirect.init) } }
+        set { box = box.changed { $0.liveActivity = newValue.map(Indirect.init) } }
     }
     public var targets: [Target] {
         get { box.value.targets }
-        set { update { $0.targets = newValue } }
+        set { box = box.changed { $0.targets = newValue } }
     }
 
     public init(
@@ -164,34 +158,28 @@ public struct Target: Sendable, Equatable {
 
     private var box: Indirect<Fields>
 
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.value
-        change(&fields)
-        box = Indirect(fields)
-    }
-
     public var bindingId: String {
         get { box.value.bindingId }
-        set { update { $0.bindingId = newValue } }
+        set { box = box.changed { $0.bindingId = newValue } }
     }
     public var provider: ProviderID {
         get { box.value.provider }
-        set { update { $0.provider = newValue } }
+        set { box = box.changed { $0.provider = newValue } }
     }
     /// The provider's name for the app the device installed (a bundle id, a project id, …), if it has one.
     public var app: String? {
         get { box.value.app }
-        set { update { $0.app = newValue } }
+        set { box = box.changed { $0.app = newValue } }
     }
     public var details: any TargetDetails {
         get { box.value.details }
-        set { update { $0.details = newValue } }
+        set { box = box.changed { $0.details = newValue } }
     }
     /// The device unbound itself (RFC 8599 `pn-prid=null`, X-MPUSH token `null`): nothing
     /// is sent, the outcome is `rejected` + `remove_binding`.
     public var isUnbound: Bool {
         get { box.value.isUnbound }
-        set { update { $0.isUnbound = newValue } }
+        set { box = box.changed { $0.isUnbound = newValue } }
     }
     /// Why this target cannot be understood (its provider unknown, its binding string or token malformed): nothing is
     /// sent, its outcome is `rejected` + `none` with this reason, and the job's other targets go on. nil for a target
@@ -199,7 +187,7 @@ public struct Target: Sendable, Equatable {
     /// `ProviderID.unnamed`), and no app or details.
     public var refusal: JobRejection? {
         get { box.value.refusal }
-        set { update { $0.refusal = newValue } }
+        set { box = box.changed { $0.refusal = newValue } }
     }
 
     public init(

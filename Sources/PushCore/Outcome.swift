@@ -46,78 +46,72 @@ public struct Outcome: Sendable, Equatable {
 
     private var box: Indirect<Fields>
 
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.value
-        change(&fields)
-        box = Indirect(fields)
-    }
-
     public var jobId: String {
         get { box.value.jobId }
-        set { update { $0.jobId = newValue } }
+        set { box = box.changed { $0.jobId = newValue } }
     }
     public var userId: String {
         get { box.value.userId }
-        set { update { $0.userId = newValue } }
+        set { box = box.changed { $0.userId = newValue } }
     }
     public var bindingId: String {
         get { box.value.bindingId }
-        set { update { $0.bindingId = newValue } }
+        set { box = box.changed { $0.bindingId = newValue } }
     }
     public var provider: ProviderID {
         get { box.value.provider }
-        set { update { $0.provider = newValue } }
+        set { box = box.changed { $0.provider = newValue } }
     }
     public var app: String? {
         get { box.value.app }
-        set { update { $0.app = newValue } }
+        set { box = box.changed { $0.app = newValue } }
     }
     public var status: Status {
         get { box.value.status }
-        set { update { $0.status = newValue } }
+        set { box = box.changed { $0.status = newValue } }
     }
     public var reason: String? {
         get { box.value.reason }
-        set { update { $0.reason = newValue } }
+        set { box = box.changed { $0.reason = newValue } }
     }
     public var httpStatus: Int? {
         get { box.value.httpStatus }
-        set { update { $0.httpStatus = newValue } }
+        set { box = box.changed { $0.httpStatus = newValue } }
     }
     public var providerMessageId: String? {
         get { box.value.providerMessageId }
-        set { update { $0.providerMessageId = newValue } }
+        set { box = box.changed { $0.providerMessageId = newValue } }
     }
     public var action: Action {
         get { box.value.action }
-        set { update { $0.action = newValue } }
+        set { box = box.changed { $0.action = newValue } }
     }
     /// Milliseconds since the epoch from which the provider considers the token invalid.
     public var invalidSince: Int64? {
         get { box.value.invalidSince }
-        set { update { $0.invalidSince = newValue } }
+        set { box = box.changed { $0.invalidSince = newValue } }
     }
     public var attempts: Int {
         get { box.value.attempts }
-        set { update { $0.attempts = newValue } }
+        set { box = box.changed { $0.attempts = newValue } }
     }
     /// The alert was shortened to fit the provider's size limit. Written only when true, so that outcomes
     /// without it keep their bytes.
     public var truncated: Bool {
         get { box.value.truncated }
-        set { update { $0.truncated = newValue } }
+        set { box = box.changed { $0.truncated = newValue } }
     }
     /// Of a binding that holds two tokens (an RFC 8599 `voip&remote` APNs binding), the one the provider said is dead,
     /// while the other may live: the outcome is `rejected` with action `none`, so the upstream drops that half and keeps
     /// the binding. Written only when set.
     public var token: BindingToken? {
         get { box.value.token }
-        set { update { $0.token = newValue } }
+        set { box = box.changed { $0.token = newValue } }
     }
     /// Milliseconds since the epoch when the outcome was decided.
     public var at: Int64 {
         get { box.value.at }
-        set { update { $0.at = newValue } }
+        set { box = box.changed { $0.at = newValue } }
     }
 
     public init(
