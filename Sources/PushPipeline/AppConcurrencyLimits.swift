@@ -51,7 +51,7 @@ public final class AppConcurrencyLimits: Sendable {
     /// The answer to `reserve`.
     enum Reservation {
         /// Both slots are held now.
-        case granted(AppSlot)
+        case granted(SlotPermit)
         /// The app's slot is not free: the job waits in its queue as `ticket`.
         case waitingForApp(ticket: UInt64)
         /// The app's slot is held, the endpoint's is not free: the job waits in the endpoint's queue as `ticket`.
@@ -121,17 +121,24 @@ public final class AppConcurrencyLimits: Sendable {
     /// queues the job, whose turns the host takes in as they come. Never suspends, counts nothing (`countWait`).
     func reserve(_ key: DeliveryScope, lane: Lane, in queues: inout Queues) -> Reservation {
         let appLimit = limit(of: key)
-        if queues.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return .granted(AppSlot(scope: key, limits: self)) }
+        if queues.takeBothIfFree(key, lane: lane, appLimit: appLimit) { return .granted(SlotPermit(scope: key)) }
         let ticket = queues.nextID()
         switch queues.enter(Waiter(id: ticket, scope: key, lane: lane, party: .reservation), appLimit: appLimit) {
-        case .granted: return .granted(AppSlot(scope: key, limits: self))
+        case .granted: return .granted(SlotPermit(scope: key))
         case .waitingForApp: return .waitingForApp(ticket: ticket)
         case .waitingForEndpoint: return .waitingForEndpoint(ticket: ticket)
         }
     }
 
     /// Under the host's lock: the slots of a reservation granted its turn.
-    func slot(grantedTo waiter: Waiter) -> AppSlot { AppSlot(scope: waiter.scope, limits: self) }
+    func permit(grantedTo waiter: Waiter) -> SlotPermit { SlotPermit(scope: waiter.scope) }
+
+    /// Frees the permit's slots unless a send took it over, and empties `permit`. Never under the queues' host's lock
+    /// (`Queues.release` is for that).
+    func giveBack(_ permit: inout SlotPermit?) {
+        guard let permit = permit.take() else { return }
+        release(permit.scope)
+    }
 
     /// How a wait for a slot ended.
     enum SlotWaitEnd: Sendable, Equatable {
@@ -259,32 +266,22 @@ protocol SlotQueuesHost: AnyObject, Sendable {
         -> (Result, [AppConcurrencyLimits.Turn])
 }
 
-/// A slot of one scope, reserved for a job before its task started: its first send takes it
-/// (`take`), or the job gives it back unused (`giveBack`), exactly once either way.
-final class AppSlot: Sendable {
+/// The slots of one scope (its app's, and its endpoint's), reserved for a consumed job before its task started: a value
+/// with one owner at a time, the job's run (`JobProcessor.Source.slot`), which holds no reference to the pipeline. The
+/// job's first send to that scope takes it over (`take(for:)`) and frees the slots when its answer comes, as every send
+/// does (`AppConcurrencyLimits.release`); a job that sends nothing to that scope gives it back
+/// (`AppConcurrencyLimits.giveBack`). Either empties the owner's optional, so a permit is spent exactly once.
+struct SlotPermit: Sendable {
     let scope: DeliveryScope
-    private let limits: AppConcurrencyLimits
-    private let held = Atomic<Bool>(true)
+}
 
-    fileprivate init(scope: DeliveryScope, limits: AppConcurrencyLimits) {
-        self.scope = scope
-        self.limits = limits
-    }
-
-    /// For a send to `scope`: true when this slot is taken for it (the sender then releases it
-    /// with `AppConcurrencyLimits.release` as usual); false when it was used, given back, or is another scope's.
-    func take(for scope: DeliveryScope) -> Bool {
-        scope == self.scope && held.exchange(false, ordering: .acquiringAndReleasing)
-    }
-
-    /// Frees the slot unless a send took it. Never call it under the queues' host's lock (`giveBack(in:)` is for that).
-    func giveBack() {
-        if held.exchange(false, ordering: .acquiringAndReleasing) { limits.release(scope) }
-    }
-
-    /// `giveBack` under the queues' host's lock: returns the turns of the waiters it moved on.
-    func giveBack(in queues: inout AppConcurrencyLimits.Queues) -> [AppConcurrencyLimits.Turn] {
-        held.exchange(false, ordering: .acquiringAndReleasing) ? queues.release(scope) : []
+extension Optional where Wrapped == SlotPermit {
+    /// For a send to `scope`: true when the permit is that scope's and is now the send's (this optional is left empty);
+    /// false when there is none or it is another scope's.
+    mutating func take(for scope: DeliveryScope) -> Bool {
+        guard case .some(let permit) = self, permit.scope == scope else { return false }
+        self = nil
+        return true
     }
 }
 

@@ -35,46 +35,72 @@ public final class DeliveryPipeline: Service, Sendable {
         let topic: String
     }
 
+    /// What a lane's consumer thread waits for while it does not poll.
+    private enum ConsumerWait {
+        /// Room for a batch (`refillBatch`): woken once the lane has it.
+        case room
+        /// A revocation's or a drain's running jobs: woken by the next finish or park.
+        case jobs
+    }
+
+    /// A lane's consumer as the pipeline drives it.
+    private struct LaneConsumer {
+        var source: (any MessageSource)?
+        /// Offsets the state machine let go, stored by the lane's consumer thread before it polls again: the only
+        /// thread that stores the lane's offsets, so they reach the source in order.
+        var pendingOffsets: [TopicPartition: Int64] = [:]
+        /// Paused while the shared store is unavailable.
+        var pausedForStore = false
+        var lastPoll: ContinuousClock.Instant?
+        /// What the lane's reads tell of its lag, sampled every second (`sampleLaneLag`); nil before its thread starts.
+        var lag: LaneLag?
+        var waitsFor: ConsumerWait?
+    }
+
     /// What the consumer threads and the job tasks share, under one lock.
     private struct Shared {
+        /// Admission, per-key order, offsets and each lane's lifecycle.
         var machine: Machine
-        var consumers: [Lane: any MessageSource] = [:]
-        /// Offsets the state machine let go, stored by their lane's consumer thread before it polls
-        /// again: the only thread that stores the lane's offsets, so they reach the source in order.
-        var pendingOffsets: [Lane: [TopicPartition: Int64]] = [:]
-        /// Paused while the shared store is unavailable.
-        var paused: Set<Lane> = []
-        var lastPoll: [Lane: ContinuousClock.Instant] = [:]
-        /// What each lane's reads tell of its lag, sampled every second (`sampleLaneLag`).
-        var lag: [Lane: LaneLag] = [:]
-        /// Lanes whose consumer thread waits for a revocation or a drain: woken by the next finish or park.
-        var waiting: Set<Lane> = []
-        /// Lanes whose consumer thread waits for room: woken once they have room for a batch (`refillBatch`).
-        var waitingForRoom: Set<Lane> = []
+        var consumers: PerLane<LaneConsumer>
 
         /// The waiting lanes, now woken. Capacity is shared, so a finish in one lane may free room in the other. A lane
         /// waiting for room is woken once it has room for `refillBatch` jobs, or for any once fewer than that of its
         /// jobs run (no batch's worth of finishes is coming).
         mutating func wakeWaiting() -> Set<Lane> {
-            var woken = waiting
-            waiting.removeAll()
-            for lane in waitingForRoom {
-                let room = machine.room(in: lane)
-                guard room >= DeliveryPipeline.refillBatch || (room > 0 && machine.running(in: lane) < DeliveryPipeline.refillBatch) else {
-                    continue
+            var woken = Set<Lane>()
+            for lane in Lane.allCases {
+                let waitsFor = consumers.read(lane) { $0.waitsFor } ?? nil
+                switch waitsFor {
+                case nil: continue
+                case .jobs: break
+                case .room:
+                    let room = machine.room(in: lane)
+                    guard room >= DeliveryPipeline.refillBatch || (room > 0 && machine.running(in: lane) < DeliveryPipeline.refillBatch)
+                    else { continue }
                 }
-                waitingForRoom.remove(lane)
+                consumers[lane]!.waitsFor = nil
                 woken.insert(lane)
             }
             return woken
         }
+
+        /// The offsets left for the lane's consumer thread to store, now taken.
+        mutating func takePendingOffsets(of lane: Lane) -> [TopicPartition: Int64] {
+            consumers.update(lane) { consumer in
+                defer { consumer.pendingOffsets = [:] }
+                return consumer.pendingOffsets
+            } ?? [:]
+        }
+
+        /// Whether the lane is being stopped: a job let go now does not queue for its app's slot, and a slot granted
+        /// now is given back.
+        func isStopping(_ lane: Lane) -> Bool { machine.lifecycle(of: lane).map { $0 >= .stopping } ?? true }
+
         /// The app and endpoint slot queues (`AppConcurrencyLimits`), kept under this lock: a job's reservation, its
         /// wait and its parking change in one hold of it, and so does a reservation's turn with the release that gave it.
         var slots: AppConcurrencyLimits.Queues
         /// Started jobs waiting for their app's or endpoint's slot before their task exists, by their ticket in `slots`.
         var jobsWaitingForSlot: [UInt64: JobWaitingForSlot] = [:]
-        /// Lanes being stopped: a job let go now does not queue for its app's slot, and a slot granted now is given back.
-        var abandoning: Set<Lane> = []
         var runningThreads = 0
         var finishedRun: CheckedContinuation<Void, Never>?
     }
@@ -97,7 +123,7 @@ public final class DeliveryPipeline: Service, Sendable {
     /// What an admission under the shared lock leaves to do once the lock is released.
     private struct Admission {
         /// Jobs to start a task for, with the slots they hold, if any.
-        var launches: [(id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool)] = []
+        var launches: [(id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: SlotPermit?, slotWaitSpent: Bool)] = []
         var woken = Set<Lane>()
         /// Turns of the slot queues, for `AppConcurrencyLimits.carryOut` (a reservation's was taken in already).
         var turns: [AppConcurrencyLimits.Turn] = []
@@ -184,7 +210,9 @@ public final class DeliveryPipeline: Service, Sendable {
         }
         laneTopics = lanes
         shared = Locked(
-            Shared(machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane)), slots: processor.appLimits.makeQueues()))
+            Shared(
+                machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane)),
+                consumers: PerLane(lanes.map(\.lane)) { _ in LaneConsumer() }, slots: processor.appLimits.makeQueues()))
         wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
         let publisher = OutcomePublisher(
@@ -229,7 +257,7 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// Alive: every lane's consumer thread polled within the last 30 s (or has not started yet).
     public var isAlive: Bool {
-        let polls = shared.withLock { Array($0.lastPoll.values) }
+        let polls = shared.withLock { shared in Lane.allCases.compactMap { lane in shared.consumers.read(lane) { $0.lastPoll } ?? nil } }
         return polls.allSatisfy { ContinuousClock.now - $0 < .seconds(30) }
     }
 
@@ -275,8 +303,9 @@ public final class DeliveryPipeline: Service, Sendable {
     func sampleLaneLag() -> [Lane: Int64] {
         let now = processor.clock()
         let lags = shared.withLock { shared in
-            shared.lag.reduce(into: [Lane: Int64]()) { lags, entry in
-                lags[entry.key] = entry.value.milliseconds(at: now, oldestHeld: shared.machine.oldestHeldTimestamp(in: entry.key))
+            Lane.allCases.reduce(into: [Lane: Int64]()) { lags, lane in
+                guard let lag = shared.consumers.read(lane, { $0.lag }) ?? nil else { return }
+                lags[lane] = lag.milliseconds(at: now, oldestHeld: shared.machine.oldestHeldTimestamp(in: lane))
             }
         }
         for (lane, milliseconds) in lags { processor.metrics.laneLag(lane, milliseconds: milliseconds) }
@@ -298,8 +327,8 @@ public final class DeliveryPipeline: Service, Sendable {
                 shared.finishedRun = continuation
                 shared.runningThreads = consumers.count
                 for (source, consumer) in consumers {
-                    shared.consumers[source.lane] = consumer
-                    shared.lag[source.lane] = LaneLag(startingAt: start)
+                    shared.consumers[source.lane]!.source = consumer
+                    shared.consumers[source.lane]!.lag = LaneLag(startingAt: start)
                 }
             }
             for (source, consumer) in consumers {
@@ -328,10 +357,7 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Jobs consumed but not started, or waiting for their app's or endpoint's slot, are given up at once
     /// (uncommitted, redelivered).
     public func stop() {
-        let queued = shared.withLock { shared in
-            shared.abandoning.formUnion(laneTopics.map(\.lane))
-            return shared.machine.stop()
-        }
+        let queued = shared.withLock { $0.machine.stop() }
         processor.marks.stop()
         let dropped = queued + withdrawWaiting { _ in true }
         if dropped > 0 { logger.info("stopping: queued jobs left to redelivery", metadata: ["jobs": "\(dropped)"]) }
@@ -353,17 +379,19 @@ public final class DeliveryPipeline: Service, Sendable {
             }
             let storeHealthy = processor.health.isHealthy
             let (stopping, pause, resume, room, offsets, keyPauses, load) = shared.withLock { shared in
-                let paused = shared.paused.contains(lane)
-                let pause = !paused && !storeHealthy
-                let resume = paused && storeHealthy
-                if pause { shared.paused.insert(lane) }
-                if resume { shared.paused.remove(lane) }
-                shared.lastPoll[lane] = .now
                 let room = shared.machine.room(in: lane)
-                if room == 0 { shared.waitingForRoom.insert(lane) }
+                let (pause, resume, offsets) = shared.consumers.update(lane) { consumer in
+                    let pause = !consumer.pausedForStore && !storeHealthy
+                    let resume = consumer.pausedForStore && storeHealthy
+                    consumer.pausedForStore = !storeHealthy
+                    consumer.lastPoll = .now
+                    if room == 0 { consumer.waitsFor = .room }
+                    defer { consumer.pendingOffsets = [:] }
+                    return (pause, resume, consumer.pendingOffsets)
+                }!
                 return (
-                    shared.machine.stopRequested, pause, resume, room, shared.pendingOffsets.removeValue(forKey: lane),
-                    shared.machine.pausedPartitions(in: lane), Load(of: shared.machine, lane: lane)
+                    shared.isStopping(lane), pause, resume, room, offsets, shared.machine.pausedPartitions(in: lane),
+                    Load(of: shared.machine, lane: lane)
                 )
             }
             let pausedAll = !storeHealthy
@@ -395,13 +423,15 @@ public final class DeliveryPipeline: Service, Sendable {
             // A read of a paused lane shows nothing of what waits: its lag keeps growing from its last read.
             let read = pausedAll ? nil : Read(count: messages.count, maximum: maximum, at: processor.clock())
             guard !messages.isEmpty else {
-                if let read { shared.withLock { $0.lag[lane]?.read(read.count, of: read.maximum, lastTimestamp: nil, at: read.at) } }
+                if let read {
+                    shared.withLock { $0.consumers[lane]!.lag?.read(read.count, of: read.maximum, lastTimestamp: nil, at: read.at) }
+                }
                 continue
             }
             consumed(messages, lane: lane, read: read)
         }
         drain(lane)
-        let (offsets, load) = shared.withLock { ($0.pendingOffsets.removeValue(forKey: lane), Load(of: $0.machine, lane: lane)) }
+        let (offsets, load) = shared.withLock { ($0.takePendingOffsets(of: lane), Load(of: $0.machine, lane: lane)) }
         load.report(to: processor.metrics)
         store(offsets, in: consumer)
         consumer.close()
@@ -445,7 +475,7 @@ public final class DeliveryPipeline: Service, Sendable {
         let admitted = messages.map { processor.admit($0, lane: lane) }
         let lastTimestamp = messages.last(where: { $0.timestamp != nil })?.timestamp
         perform { shared in
-            if let read { shared.lag[lane]?.read(read.count, of: read.maximum, lastTimestamp: lastTimestamp, at: read.at) }
+            if let read { shared.consumers[lane]!.lag?.read(read.count, of: read.maximum, lastTimestamp: lastTimestamp, at: read.at) }
             return (shared.machine.consumed(admitted, in: lane, at: now), ())
         }
     }
@@ -494,15 +524,15 @@ public final class DeliveryPipeline: Service, Sendable {
         for action in actions {
             switch action {
             case .start(let id, let admitted): starts.append((id, admitted))
-            case .storeOffset(let lane, let topicPartition, let offset): shared.pendingOffsets[lane, default: [:]][topicPartition] = offset
+            case .storeOffset(let lane, let topicPartition, let offset): shared.consumers[lane]?.pendingOffsets[topicPartition] = offset
             }
         }
         return starts
     }
 
     /// On the lane's consumer thread only.
-    private func store(_ offsets: [TopicPartition: Int64]?, in consumer: any MessageSource) {
-        for (topicPartition, offset) in offsets ?? [:] { consumer.storeOffset(offset, for: topicPartition) }
+    private func store(_ offsets: [TopicPartition: Int64], in consumer: any MessageSource) {
+        for (topicPartition, offset) in offsets { consumer.storeOffset(offset, for: topicPartition) }
     }
 
     /// Under the shared lock: starts the jobs the state machine let go (decoded when consumed) and takes in the slot
@@ -527,20 +557,19 @@ public final class DeliveryPipeline: Service, Sendable {
                 switch turn {
                 case .granted(let waiter):
                     guard case .reservation = waiter.party else { continue }
-                    let slot = limits.slot(grantedTo: waiter)
                     // A reservation that waits is registered in the hold that queued it; one that is not (or whose lane is
                     // being stopped) gives its slots back rather than hold them for good.
                     let registered = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id)
-                    guard let wait = registered, !shared.abandoning.contains(wait.id.lane) else {
-                        turns += slot.giveBack(in: &shared.slots)
+                    guard let wait = registered, !shared.isStopping(wait.id.lane) else {
+                        turns += shared.slots.release(waiter.scope)
                         if let registered { starts += Self.abandon(registered.id, in: &shared, &admission) }
                         continue
                     }
                     if wait.parked { starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared) }
-                    admission.launches.append((wait.id, wait.admitted, slot, false))
+                    admission.launches.append((wait.id, wait.admitted, limits.permit(grantedTo: waiter), false))
                 case .waitsForEndpoint(let waiter):
                     guard case .reservation = waiter.party, let wait = shared.jobsWaitingForSlot[waiter.id], wait.parked,
-                        !shared.abandoning.contains(wait.id.lane)
+                        !shared.isStopping(wait.id.lane)
                     else { continue }
                     // Waits on for the provider's capacity, in flight (not parked), as a value.
                     shared.jobsWaitingForSlot[waiter.id]!.parked = false
@@ -555,13 +584,13 @@ public final class DeliveryPipeline: Service, Sendable {
                     continue
                 }
                 // A lane being stopped starts nothing more that would take a slot: such a job never sent anything and is redelivered.
-                guard !shared.abandoning.contains(id.lane) else {
+                guard !shared.isStopping(id.lane) else {
                     starts += Self.abandon(id, in: &shared, &admission)
                     continue
                 }
                 switch limits.reserve(scope, lane: admitted.deliveryLane, in: &shared.slots) {
-                case .granted(let slot):
-                    admission.launches.append((id, admitted, slot, false))
+                case .granted(let permit):
+                    admission.launches.append((id, admitted, permit, false))
                 case .waitingForApp(let ticket):
                     admission.waited.append((.waitingForApp, scope))
                     if waitUntil == nil { waitUntil = .now + configuration.longestSlotWait }
@@ -612,7 +641,7 @@ public final class DeliveryPipeline: Service, Sendable {
             for waiter in withdrawn {
                 guard let wait = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id) else { continue }
                 // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
-                if shared.abandoning.contains(lane) {
+                if shared.isStopping(lane) {
                     starts += Self.abandon(wait.id, in: &shared, &admission)
                     continue
                 }
@@ -646,7 +675,7 @@ public final class DeliveryPipeline: Service, Sendable {
     }
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
-    private func launch(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool) {
+    private func launch(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: SlotPermit?, slotWaitSpent: Bool) {
         let job = StartedJob(pipeline: self, id: id, admitted: admitted, slot: slot, slotWaitSpent: slotWaitSpent)
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         let task = Task(priority: id.lane == .urgent ? .high : .medium) { await job.run() }
@@ -659,12 +688,12 @@ public final class DeliveryPipeline: Service, Sendable {
         let pipeline: DeliveryPipeline
         let id: Machine.JobID
         let admitted: JobProcessor.AdmittedJob
-        /// The slot its first send holds, reserved before the task started.
-        let slot: AppSlot?
+        /// The slots its first send holds, reserved before the task started: the job's run owns them from its start.
+        private var slot: SlotPermit?
         let slotWaitSpent: Bool
         let startedAt = ContinuousClock.now
 
-        init(pipeline: DeliveryPipeline, id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: AppSlot?, slotWaitSpent: Bool) {
+        init(pipeline: DeliveryPipeline, id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: SlotPermit?, slotWaitSpent: Bool) {
             self.pipeline = pipeline
             self.id = id
             self.admitted = admitted
@@ -673,12 +702,13 @@ public final class DeliveryPipeline: Service, Sendable {
         }
 
         func run() async {
-            if let tracing = pipeline.processor.tracing { return await runTraced(tracing) }
+            let slot = slot.take()
+            if let tracing = pipeline.processor.tracing { return await runTraced(tracing, slot: slot) }
             hand(await pipeline.processor.process(admitted, slot: slot, parking: self, slotWaitSpent: slotWaitSpent), span: nil)
         }
 
         @inline(never)
-        private func runTraced(_ tracing: JobTracing) async {
+        private func runTraced(_ tracing: JobTracing, slot: SlotPermit?) async {
             let span = tracing.consumerSpan(of: admitted.message)
             let processed = await ServiceContext.withValue(span.context) {
                 await pipeline.processor.process(admitted, slot: slot, parking: self, slotWaitSpent: slotWaitSpent)
@@ -739,7 +769,8 @@ public final class DeliveryPipeline: Service, Sendable {
             processor.marks.assigned(partitions)
             shared.withLock { shared in
                 shared.machine.assigned(partitions, in: lane)
-                shared.paused.remove(lane)
+                // A new assignment is not paused: the consumer thread pauses it again while the store is unavailable.
+                shared.consumers[lane]!.pausedForStore = false
             }
         case .revoking(let partitions):
             processor.marks.revoked(partitions)
@@ -749,7 +780,7 @@ public final class DeliveryPipeline: Service, Sendable {
             let deadline = ContinuousClock.now + configuration.revocationGrace
             while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane, partitions: partitions) > 0 }) {}
             let (abandoned, consumer, offsets) = shared.withLock { shared in
-                (shared.machine.revoked(partitions, in: lane), shared.consumers[lane], shared.pendingOffsets.removeValue(forKey: lane))
+                (shared.machine.revoked(partitions, in: lane), shared.consumers[lane]!.source, shared.takePendingOffsets(of: lane))
             }
             // The last offsets of the revoked partitions, stored before they are committed and taken away.
             if let consumer { store(offsets, in: consumer) }
@@ -772,7 +803,7 @@ public final class DeliveryPipeline: Service, Sendable {
         // Checked and registered under one lock, so a finish in between cannot be missed.
         let holds = shared.withLock { shared in
             let holds = condition(shared.machine)
-            if holds { shared.waiting.insert(lane) }
+            if holds { shared.consumers[lane]!.waitsFor = .jobs }
             return holds
         }
         guard holds else { return false }

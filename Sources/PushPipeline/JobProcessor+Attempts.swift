@@ -27,7 +27,7 @@ extension JobProcessor {
     /// Attempts one target from attempt `first` until it is final, handed to the retry
     /// queue, or abandoned by a stop.
     @inline(never)
-    func attempt(_ job: Job, _ target: Target, startingAt first: Int, source: Source, entryId: String?) async -> TargetResult {
+    func attempt(_ job: Job, _ target: Target, startingAt first: Int, source: inout Source, entryId: String?) async -> TargetResult {
         var attempt = first
         while true {
             let now = clock()
@@ -35,7 +35,7 @@ extension JobProcessor {
             if let early = await checkBeforeSending(job, target, attempt: attempt, at: now) {
                 end = early
             } else {
-                switch await send(job, target, attempt: attempt, source: source, at: now) {
+                switch await send(job, target, attempt: attempt, source: &source, at: now) {
                 case .ended(let ended):
                     end = ended
                 case .answered(.retryable(let reason, let httpStatus, let retryAfter), let heldBack):
@@ -86,10 +86,10 @@ extension JobProcessor {
     /// (Only what crosses an `await` stays in this function's async frame, which a job in flight keeps: the steps
     /// between are functions of their own.)
     @inline(never)
-    private func send(_ job: Job, _ target: Target, attempt: Int, source: Source, at now: Int64) async -> SendResult {
+    private func send(_ job: Job, _ target: Target, attempt: Int, source: inout Source, at now: Int64) async -> SendResult {
         var holding = false
         var ended: SendResult?
-        guard let slot = admitSend(job, target, source: source, attempt: attempt, at: now, holding: &holding, ended: &ended) else {
+        guard let slot = admitSend(job, target, source: &source, attempt: attempt, at: now, holding: &holding, ended: &ended) else {
             return ended!
         }
         if !holding {
@@ -107,14 +107,14 @@ extension JobProcessor {
             } else {
                 await slot.provider.deliver(Delivery(job: job, target: target, attempt: attempt, now: sendAt, lane: slot.lane))
             }
-        return sent(result, slot: slot, target, startedAt: started, source: source)
+        return sent(result, slot: slot, target, startedAt: started, source: &source)
     }
 
     /// Before a send: the provider, its circuit, and the slot reserved before the task started, if it is the scope's
     /// (`holding`). nil when the send does not go ahead, and `ended` says why.
     @inline(never)
     private func admitSend(
-        _ job: Job, _ target: Target, source: Source, attempt: Int, at now: Int64, holding: inout Bool, ended: inout SendResult?
+        _ job: Job, _ target: Target, source: inout Source, attempt: Int, at now: Int64, holding: inout Bool, ended: inout SendResult?
     ) -> SendSlot? {
         guard let provider = providers.provider(for: target.provider) else {
             ended = Self.notEnabled(job, target, attempt: attempt, at: now)
@@ -124,11 +124,11 @@ extension JobProcessor {
         let (permit, openScope, probes) = breakers.permit(scope, at: now)
         if let held = Self.heldBack(permit, openScope: openScope, target, at: now) {
             // A slot reserved for the first send and not taken is not kept through a wait.
-            source.slot?.giveBack()
+            appLimits.giveBack(&source.slot)
             ended = .answered(held.result, heldBack: held.heldBack)
             return nil
         }
-        holding = source.slot?.take(for: scope) == true
+        holding = source.slot.take(for: scope)
         return SendSlot(provider: provider, scope: scope, probes: probes, lane: Lane.delivery(consumedOn: source.lane, kind: job.kind))
     }
 
@@ -180,11 +180,11 @@ extension JobProcessor {
     /// After the provider's answer: the slot goes back, the request is counted and its circuit told.
     @inline(never)
     private func sent(
-        _ result: DeliveryResult, slot: SendSlot, _ target: Target, startedAt started: ContinuousClock.Instant, source: Source
+        _ result: DeliveryResult, slot: SendSlot, _ target: Target, startedAt started: ContinuousClock.Instant, source: inout Source
     ) -> SendResult {
         appLimits.release(slot.scope)
         recordSend(result, of: target, in: slot.scope, startedAt: started)
-        source.slot?.giveBack()
+        appLimits.giveBack(&source.slot)
         return .answered(result, heldBack: false)
     }
 

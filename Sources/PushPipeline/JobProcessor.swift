@@ -97,8 +97,9 @@ public final class JobProcessor: Sendable {
         var lane: Lane? = nil
         /// Tells the pipeline while the job waits for an app slot.
         var parking: JobParking? = nil
-        /// The app slot reserved for the first send before the job's task started.
-        var slot: AppSlot? = nil
+        /// The slots reserved for the first send before the job's task started, until a send takes them or the job
+        /// gives them back: the run passes its source on `inout`, so one permit is spent once.
+        var slot: SlotPermit? = nil
         /// The reservation for the first send waited its longest already: that send takes a slot only if one is free.
         var slotWaitSpent = false
 
@@ -170,13 +171,13 @@ public final class JobProcessor: Sendable {
     /// `slot`, when given, is the slot of `admitted.scope` held for its first send.
     /// (Like `attempt`, it leaves the work between its `await`s to functions of their own, to keep its async frame small.)
     /// `slotWaitSpent`: the job waited for that slot as a value its longest already (its first send takes one only if free).
-    func process(_ admitted: AdmittedJob, slot: AppSlot?, parking: JobParking?, slotWaitSpent: Bool = false) async -> ProcessedTargets? {
-        defer { slot?.giveBack() }
+    func process(_ admitted: AdmittedJob, slot: SlotPermit?, parking: JobParking?, slotWaitSpent: Bool = false) async -> ProcessedTargets? {
         let message = admitted.message
-        let source = Source(
+        var source = Source(
             value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
             location: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
             slotWaitSpent: slotWaitSpent)
+        defer { appLimits.giveBack(&source.slot) }
         let job: Job
         switch admitted.decoded {
         case .success(let decoded): job = decoded
@@ -198,7 +199,7 @@ public final class JobProcessor: Sendable {
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
             return ProcessedTargets(unlessAbandoned: [
-                await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: source)
+                await handle(job, target: job.targets[0], prior: prior[0], window: window, shed: shed, source: &source)
             ])
         }
         return await handleEach(job, prior: prior, window: window, shed: shed, source: source)
@@ -257,7 +258,11 @@ public final class JobProcessor: Sendable {
         let results = await withTaskGroup(of: (Int, TargetResult).self) { group in
             for (index, target) in job.targets.enumerated() {
                 group.addTask { [self] in
-                    (index, await recorded(handle(job, target: target, prior: prior[index], window: window, shed: shed, source: source)))
+                    // A job with several targets reserves no slot before its task: each target's send waits for its own.
+                    var source = source
+                    return (
+                        index, await recorded(handle(job, target: target, prior: prior[index], window: window, shed: shed, source: &source))
+                    )
                 }
             }
             var results = [TargetResult](repeating: .abandoned, count: job.targets.count)
@@ -269,12 +274,14 @@ public final class JobProcessor: Sendable {
 
     /// One target of a consumed job, given what the store knew about it.
     @inline(never)
-    private func handle(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool, source: Source) async -> TargetResult {
-        if case .fresh = prior, !shed, target.isDeliverable {} else { source.slot?.giveBack() }
+    private func handle(
+        _ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool, source: inout Source
+    ) async -> TargetResult {
+        if case .fresh = prior, !shed, target.isDeliverable {} else { appLimits.giveBack(&source.slot) }
         switch firstStep(job, target: target, prior: prior, window: window, shed: shed) {
         case .finish(let outcome, let deadLetter): return .recording(outcome, deadLetter: deadLetter)
         case .done(let result): return result
-        case .again(let attempt): return await self.attempt(job, target, startingAt: attempt, source: source, entryId: nil)
+        case .again(let attempt): return await self.attempt(job, target, startingAt: attempt, source: &source, entryId: nil)
         }
     }
 
@@ -313,7 +320,7 @@ public final class JobProcessor: Sendable {
     /// Runs one claimed retry: the same rules as a first attempt, from the next attempt number; its final outcome is
     /// left for `OutcomeHandOff` to record, like a consumed job's. nil when a stop interrupted it.
     func processRetry(_ entry: RetryEntry) async -> ProcessedTargets? {
-        let source = Source(
+        var source = Source(
             value: entry.jobBytes, key: entry.kafkaKey, fallbackCreatedAt: entry.fallbackCreatedAt,
             location: .retryEntry(id: entry.id))
         guard let job = try? decoder.decode(entry.jobBytes, fallbackCreatedAt: entry.fallbackCreatedAt),
@@ -332,7 +339,7 @@ public final class JobProcessor: Sendable {
             return ProcessedTargets(results: [.final([.outcome(outcome)])])
         }
         return ProcessedTargets(unlessAbandoned: [
-            await attempt(job, target, startingAt: entry.attempts + 1, source: source, entryId: entry.id)
+            await attempt(job, target, startingAt: entry.attempts + 1, source: &source, entryId: entry.id)
         ])
     }
 

@@ -346,7 +346,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
         /// Running jobs that let their key go before they finished (a retry waiting in the job's task).
         var keyReleased = Set<UInt64>()
         var queued = 0
-        var joined = false
+        var lifecycle = LaneLifecycle.joining
 
         /// Consumed and unfinished: queued, running and parked.
         var consumed: Int { queued + running.count }
@@ -356,10 +356,20 @@ struct PipelineStateMachine<Job: PipelineJob> {
         var working: Int { running.count - parked.count }
     }
 
+    /// Where a lane is in its life. It only moves forward.
+    enum LaneLifecycle: Comparable, Sendable {
+        /// Its consumer reads but has no assignment yet: the worker is not ready.
+        case joining
+        /// Assigned (an empty assignment counts): it consumes, and starts jobs as capacity allows.
+        case consuming
+        /// Stopping: it consumes and starts nothing more. Its queued jobs were given up (uncommitted, redelivered);
+        /// its running ones finish or are abandoned.
+        case stopping
+    }
+
     let limits: Limits
     private var lanes: PerLane<LaneState>
     private var sequence: UInt64 = 0
-    private(set) var stopRequested = false
 
     init(limits: Limits, lanes: [Lane]) {
         self.limits = limits
@@ -374,7 +384,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
     /// the jobs of other apps behind one app's burst. A lane at capacity that holds such a job leaves the
     /// next messages in librdkafka's prefetch queue. Jobs behind their keys take no room but their own bound's.
     func room(in lane: Lane) -> Int {
-        guard !stopRequested else { return 0 }
+        guard let lifecycle = lifecycle(of: lane), lifecycle < .stopping else { return 0 }
         let free = freeCapacity(of: lane)
         let sharing = limits.sharesBetweenApps
         guard
@@ -435,8 +445,14 @@ struct PipelineStateMachine<Job: PipelineJob> {
         return lanes.read(lane) { $0.running.values.count { revoked.contains($0.message.topicPartition) } } ?? 0
     }
 
+    /// Where the lane is in its life; nil for a lane the pipeline does not run.
+    func lifecycle(of lane: Lane) -> LaneLifecycle? { lanes.read(lane) { $0.lifecycle } }
+
+    /// Whether `stop()` was called.
+    var stopRequested: Bool { Lane.allCases.contains { lifecycle(of: $0) == .stopping } }
+
     /// Lanes that have not joined their consumer group yet (an empty assignment counts as joined).
-    var lanesNotJoined: [Lane] { [Lane.normal, .urgent].filter { lane in lanes.read(lane) { $0.joined } == false } }
+    var lanesNotJoined: [Lane] { [Lane.normal, .urgent].filter { lifecycle(of: $0) == .joining } }
 
     // MARK: - Events
 
@@ -549,7 +565,7 @@ struct PipelineStateMachine<Job: PipelineJob> {
     mutating func assigned(_ partitions: [TopicPartition], in lane: Lane) {
         guard lanes.contains(lane) else { return }
         lanes[lane]!.tracker.assign(partitions)
-        lanes[lane]!.joined = true
+        if lanes[lane]!.lifecycle == .joining { lanes[lane]!.lifecycle = .consuming }
     }
 
     /// Partitions are about to be taken away: their queued jobs are given up at once (never
@@ -575,9 +591,9 @@ struct PipelineStateMachine<Job: PipelineJob> {
     /// Nothing new starts; queued jobs are given up (uncommitted, redelivered). Running ones finish or are abandoned.
     /// Returns how many jobs were given up.
     mutating func stop() -> Int {
-        stopRequested = true
         var dropped = 0
         for lane in Lane.allCases where lanes.contains(lane) {
+            lanes[lane]!.lifecycle = .stopping
             dropped += lanes[lane]!.queued
             dropQueued(in: lane) { _ in true }
         }
@@ -593,8 +609,9 @@ struct PipelineStateMachine<Job: PipelineJob> {
         for lane in [Lane.urgent, .normal] where lanes.contains(lane) {
             // Each job started takes exactly one of the lane's free places (both terms of `freeCapacity`
             // fall by one), so the count is taken once, not again after every start.
-            var free = stopRequested ? 0 : freeCapacity(of: lane)
+            var free = freeCapacity(of: lane)
             lanes.update(lane) { state in
+                if state.lifecycle == .stopping { free = 0 }
                 let capacity = state.working + free
                 while free > 0, let entry = state.nextToStart(capacity: capacity, sharing: sharing) {
                     state.queued -= 1

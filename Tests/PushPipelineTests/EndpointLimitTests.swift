@@ -11,7 +11,7 @@ final class SlotReservations: SlotQueuesHost {
     private struct State {
         var queues: AppConcurrencyLimits.Queues
         var names: [UInt64: String] = [:]
-        var granted: [String: AppSlot] = [:]
+        var granted: [String: SlotPermit] = [:]
         var movedToEndpoint: [String] = []
     }
 
@@ -24,8 +24,18 @@ final class SlotReservations: SlotQueuesHost {
         limits.keepQueues(in: self)
     }
 
-    var granted: [String: AppSlot] { state.withLock { $0.granted } }
+    var granted: [String: SlotPermit] { state.withLock { $0.granted } }
     var movedToEndpoint: [String] { state.withLock { $0.movedToEndpoint } }
+
+    /// Gives back the slots granted to the reservation of that name.
+    func giveBack(_ name: String) {
+        giveBack(state.withLock { $0.granted[name] }!)
+    }
+
+    func giveBack(_ permit: SlotPermit) {
+        var permit: SlotPermit? = permit
+        limits.giveBack(&permit)
+    }
 
     func reserve(_ name: String, _ scope: DeliveryScope, lane: Lane = .normal) -> AppConcurrencyLimits.Reservation {
         state.withLock { state in
@@ -57,7 +67,7 @@ final class SlotReservations: SlotQueuesHost {
                 switch turn {
                 case .granted(let waiter):
                     guard case .reservation = waiter.party, let name = state.names.removeValue(forKey: waiter.id) else { continue }
-                    state.granted[name] = limits.slot(grantedTo: waiter)
+                    state.granted[name] = limits.permit(grantedTo: waiter)
                 case .waitsForEndpoint(let waiter):
                     guard case .reservation = waiter.party, let name = state.names[waiter.id] else { continue }
                     state.movedToEndpoint.append(name)
@@ -95,13 +105,13 @@ struct EndpointLimitTests {
             Issue.record("another endpoint's request waited")
             return
         }
-        second.giveBack()
+        tickets.giveBack(second)
         #expect(Set(tickets.granted.keys) == ["a2"], "the oldest request waiting for the endpoint goes first, whatever its app")
-        first.giveBack()
+        tickets.giveBack(first)
         #expect(Set(tickets.granted.keys) == ["a2", "b2"])
         #expect(tickets.movedToEndpoint.isEmpty)
-        for slot in tickets.granted.values { slot.giveBack() }
-        elsewhere.giveBack()
+        for slot in tickets.granted.values { tickets.giveBack(slot) }
+        tickets.giveBack(elsewhere)
         #expect(limits.running(endpoint: endpoint) == 0)
         #expect(limits.running(scope("a")) == 0 && limits.running(scope("b")) == 0)
     }
@@ -118,16 +128,16 @@ struct EndpointLimitTests {
             Issue.record("unexpected first answers")
             return
         }
-        a1.giveBack()
+        tickets.giveBack(a1)
         // The endpoint's slot goes to the urgent request; a2 takes its app's slot and waits for the endpoint.
         #expect(Set(tickets.granted.keys) == ["c1"])
         #expect(tickets.movedToEndpoint == ["a2"])
-        tickets.granted["c1"]!.giveBack()
+        tickets.giveBack("c1")
         #expect(Set(tickets.granted.keys) == ["c1", "b1"])
-        tickets.granted["b1"]!.giveBack()
+        tickets.giveBack("b1")
         #expect(Set(tickets.granted.keys) == ["c1", "b1", "a2"])
         #expect(tickets.movedToEndpoint == ["a2"])
-        tickets.granted["a2"]!.giveBack()
+        tickets.giveBack("a2")
         #expect(limits.running(endpoint: endpoint) == 0 && limits.running(scope("a")) == 0)
     }
 
@@ -148,9 +158,9 @@ struct EndpointLimitTests {
             Issue.record("the urgent share was not kept for urgent requests")
             return
         }
-        call.giveBack()
+        tickets.giveBack(call)
         #expect(Set(tickets.granted.keys) == ["call2"], "a freed slot goes to the waiting urgent request")
-        tickets.granted["call2"]!.giveBack()
+        tickets.giveBack("call2")
         #expect(tickets.granted.count == 1, "the urgent share's slot does not go to a waiting message")
         #expect(limits.running(endpoint: endpoint) == 9)
     }
@@ -172,7 +182,7 @@ struct EndpointLimitTests {
         #expect(limits.running(scope("b")) == 1)
         #expect(tickets.withdraw([b3]) == [b3])
         #expect(limits.running(scope("b")) == 0)
-        a1.giveBack()
+        tickets.giveBack(a1)
         #expect(tickets.granted.isEmpty)
         #expect(limits.running(endpoint: endpoint) == 0)
     }

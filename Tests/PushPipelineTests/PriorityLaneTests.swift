@@ -242,25 +242,28 @@ extension PriorityLaneTests {
         }
         #expect(reservations.withdraw([withdrawn]) == [withdrawn])
         limits.release(scope)
-        let urgentSlot = try #require(reservations.granted["urgent"], "the urgent reservation goes first")
+        var urgentSlot: SlotPermit? = try #require(reservations.granted["urgent"], "the urgent reservation goes first")
         #expect(reservations.granted["normal"] == nil)
-        #expect(urgentSlot.take(for: scope))
-        #expect(!urgentSlot.take(for: scope), "a reserved slot serves one send")
-        urgentSlot.giveBack()
+        let takenFirst = urgentSlot.take(for: scope)
+        let takenAgain = urgentSlot.take(for: scope)
+        #expect(takenFirst)
+        #expect(!takenAgain, "a reserved slot serves one send")
+        limits.giveBack(&urgentSlot)
         #expect(limits.running(scope) == 1, "giving back a slot already taken frees nothing")
         limits.release(scope)
-        let normalSlot = try #require(reservations.granted["normal"])
+        var normalSlot: SlotPermit? = try #require(reservations.granted["normal"])
         #expect(reservations.withdraw([normal, urgent]).isEmpty, "granted reservations cannot be withdrawn")
-        #expect(!normalSlot.take(for: DeliveryScope(provider: .proxy, key: "b")), "a slot is taken only for its own scope")
-        normalSlot.giveBack()
-        normalSlot.giveBack()
+        let takenForAnother = normalSlot.take(for: DeliveryScope(provider: .proxy, key: "b"))
+        #expect(!takenForAnother, "a slot is taken only for its own scope")
+        limits.giveBack(&normalSlot)
+        limits.giveBack(&normalSlot)
         #expect(limits.running(scope) == 0)
         #expect(reservations.granted["withdrawn"] == nil)
         guard case .granted(let free) = reserve("free", .normal) else {
             Issue.record("a free slot was not granted at once")
             return
         }
-        free.giveBack()
+        reservations.giveBack(free)
         #expect(limits.running(scope) == 0)
     }
 }
