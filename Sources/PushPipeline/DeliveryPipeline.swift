@@ -7,7 +7,7 @@ import ServiceLifecycle
 import Tracing
 
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
-/// `urgentTopic`) consumes batches into a `PipelineStateMachine`, which decides when each job
+/// `urgentTopic`) consumes batches into a `JobAdmission`, whose state machine decides when each job
 /// starts (capacity, the urgent reserve, per-key order) and which offsets to store; a started
 /// job runs as a task until its final outcomes are handed to the store to record; once recorded
 /// they are published, and the job counts as completed once the broker acknowledged them (no
@@ -27,6 +27,9 @@ import Tracing
 /// app, or beyond what an endpoint's connections carry, cost no suspended tasks. A job waiting
 /// for its app's slot is parked; one waiting for its endpoint's is in flight. A stop or a
 /// revocation withdraws such waiting jobs at once (they never sent anything).
+///
+/// The pipeline is `JobAdmission`'s runner: it holds it under one lock with the lanes' consumers, feeds it each
+/// event and carries out the actions it leaves (tasks to start, offsets to store, lanes to wake).
 public final class DeliveryPipeline: Service, Sendable {
     typealias Machine = PipelineStateMachine<JobProcessor.AdmittedJob>
 
@@ -59,9 +62,11 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// What the consumer threads and the job tasks share, under one lock.
     private struct Shared {
-        /// Admission, per-key order, offsets and each lane's lifecycle.
-        var machine: Machine
+        /// Admission, per-key order, offsets, each lane's lifecycle and the app slots.
+        var admission: JobAdmission
         var consumers: PerLane<LaneConsumer>
+
+        var machine: Machine { admission.machine }
 
         /// The waiting lanes, now woken. Capacity is shared, so a finish in one lane may free room in the other. A lane
         /// waiting for room is woken once it has room for `refillBatch` jobs, or for any once fewer than that of its
@@ -74,9 +79,9 @@ public final class DeliveryPipeline: Service, Sendable {
                 case nil: continue
                 case .jobs: break
                 case .room:
-                    let room = machine.room(in: lane)
-                    guard room >= DeliveryPipeline.refillBatch || (room > 0 && machine.running(in: lane) < DeliveryPipeline.refillBatch)
-                    else { continue }
+                    let room = admission.machine.room(in: lane)
+                    let running = admission.machine.running(in: lane)
+                    guard room >= DeliveryPipeline.refillBatch || (room > 0 && running < DeliveryPipeline.refillBatch) else { continue }
                 }
                 consumers[lane]!.waitsFor = nil
                 woken.insert(lane)
@@ -92,43 +97,15 @@ public final class DeliveryPipeline: Service, Sendable {
             } ?? [:]
         }
 
-        /// Whether the lane is being stopped: a job let go now does not queue for its app's slot, and a slot granted
-        /// now is given back.
-        func isStopping(_ lane: Lane) -> Bool { machine.lifecycle(of: lane).map { $0 >= .stopping } ?? true }
+        /// Queues the offsets among `actions` for their lane's consumer thread (a later offset of a partition replaces an
+        /// earlier one); returns the lanes to wake when the event freed capacity.
+        mutating func takeIn(_ actions: JobAdmission.Actions) -> Set<Lane> {
+            for (lane, topicPartition, offset) in actions.offsets { consumers[lane]?.pendingOffsets[topicPartition] = offset }
+            return actions.capacityFreed ? wakeWaiting() : []
+        }
 
-        /// The app and endpoint slot queues (`AppConcurrencyLimits`), kept under this lock: a job's reservation, its
-        /// wait and its parking change in one hold of it, and so does a reservation's turn with the release that gave it.
-        var slots: AppConcurrencyLimits.Queues
-        /// Started jobs waiting for their app's or endpoint's slot before their task exists, by their ticket in `slots`.
-        var jobsWaitingForSlot: [UInt64: JobWaitingForSlot] = [:]
         var runningThreads = 0
         var finishedRun: CheckedContinuation<Void, Never>?
-    }
-
-    private struct JobWaitingForSlot {
-        let id: Machine.JobID
-        /// When the job stops waiting for its slot and starts anyway: its first send then takes a slot only if one
-        /// is free, and is otherwise retried (`longestSlotWait`).
-        let until: ContinuousClock.Instant
-        let admitted: JobProcessor.AdmittedJob
-        /// It waits for its app's slot (it holds none of the lane's capacity), not for its endpoint's only.
-        var parked: Bool
-    }
-
-    private struct EndedJob: Sendable {
-        let id: Machine.JobID
-        let completed: Bool
-    }
-
-    /// What an admission under the shared lock leaves to do once the lock is released.
-    private struct Admission {
-        /// Jobs to start a task for, with the slots they hold, if any.
-        var launches: [(id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: SlotPermit?, slotWaitSpent: Bool)] = []
-        var woken = Set<Lane>()
-        /// Turns of the slot queues, for `AppConcurrencyLimits.carryOut` (a reservation's was taken in already).
-        var turns: [AppConcurrencyLimits.Turn] = []
-        /// Jobs that had to wait for a slot, to count.
-        var waited: [(stage: AppConcurrencyLimits.Queues.Stage, scope: DeliveryScope)] = []
     }
 
     /// The job tasks that exist, so a drain can cancel them. A task is created outside the shared
@@ -167,7 +144,7 @@ public final class DeliveryPipeline: Service, Sendable {
     private let shared: Locked<Shared>
     private let tasks = Locked(JobTasks())
     /// Jobs whose outcomes were acknowledged (or that were abandoned), finished in the state machine in batches.
-    private let endedJobs = CombiningInbox<EndedJob>()
+    private let endedJobs = CombiningInbox<JobAdmission.Ending>()
     /// Signalled for a waiting lane when a job of either lane finishes or parks: its consumer
     /// thread may have room again, or a revocation or stop it waits for may go ahead.
     private let wake: [Lane: DispatchSemaphore]
@@ -211,8 +188,10 @@ public final class DeliveryPipeline: Service, Sendable {
         laneTopics = lanes
         shared = Locked(
             Shared(
-                machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane)),
-                consumers: PerLane(lanes.map(\.lane)) { _ in LaneConsumer() }, slots: processor.appLimits.makeQueues()))
+                admission: JobAdmission(
+                    machine: Machine(limits: .init(configuration), lanes: lanes.map(\.lane)), limits: processor.appLimits,
+                    longestSlotWait: configuration.longestSlotWait),
+                consumers: PerLane(lanes.map(\.lane)) { _ in LaneConsumer() }))
         wake = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, DispatchSemaphore(value: 0)) })
         self.processor = processor
         let publisher = OutcomePublisher(
@@ -236,7 +215,7 @@ public final class DeliveryPipeline: Service, Sendable {
     public func inFlightJobs(in lane: Lane) -> Int { shared.withLock { $0.machine.consumed(in: lane) } }
 
     /// Jobs waiting for their app's or endpoint's slot before their task started.
-    var jobsWaitingForAppSlot: Int { shared.withLock { $0.jobsWaitingForSlot.count } }
+    var jobsWaitingForAppSlot: Int { shared.withLock { $0.admission.waitingForSlot.count } }
 
     /// Job tasks that exist now.
     var jobTasks: Int { tasks.withLock { $0.running.count } }
@@ -357,9 +336,8 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Jobs consumed but not started, or waiting for their app's or endpoint's slot, are given up at once
     /// (uncommitted, redelivered).
     public func stop() {
-        let queued = shared.withLock { $0.machine.stop() }
+        let dropped = perform { $0.admission.stop(&$1) }
         processor.marks.stop()
-        let dropped = queued + withdrawWaiting { _ in true }
         if dropped > 0 { logger.info("stopping: queued jobs left to redelivery", metadata: ["jobs": "\(dropped)"]) }
         for semaphore in wake.values { semaphore.signal() }
     }
@@ -390,7 +368,7 @@ public final class DeliveryPipeline: Service, Sendable {
                     return (pause, resume, consumer.pendingOffsets)
                 }!
                 return (
-                    shared.isStopping(lane), pause, resume, room, offsets, shared.machine.pausedPartitions(in: lane),
+                    shared.admission.isStopping(lane), pause, resume, room, offsets, shared.machine.pausedPartitions(in: lane),
                     Load(of: shared.machine, lane: lane)
                 )
             }
@@ -474,9 +452,9 @@ public final class DeliveryPipeline: Service, Sendable {
         // Decoded here, outside the lock: the state machine shares the lane between the jobs' apps.
         let admitted = messages.map { processor.admit($0, lane: lane) }
         let lastTimestamp = messages.last(where: { $0.timestamp != nil })?.timestamp
-        perform { shared in
+        perform { shared, actions in
             if let read { shared.consumers[lane]!.lag?.read(read.count, of: read.maximum, lastTimestamp: lastTimestamp, at: read.at) }
-            return (shared.machine.consumed(admitted, in: lane, at: now), ())
+            shared.admission.consumed(admitted, in: lane, at: now, &actions)
         }
     }
 
@@ -504,30 +482,25 @@ public final class DeliveryPipeline: Service, Sendable {
         }
     }
 
-    /// Runs a state-machine event under the lock and queues the offsets it returns for their
-    /// consumer thread; then starts the jobs it returns. Returns what the event returned besides.
-    private func perform<Result>(_ event: (inout Shared) -> ([Machine.Action], Result)) -> Result {
-        var admission = Admission()
-        let result = shared.withLock { shared in
-            let (actions, result) = event(&shared)
-            admit(Self.queueOffsets(actions, in: &shared), turns: [], in: &shared, &admission)
-            return result
+    /// Runs an admission event under the lock and queues the offsets it leaves for their consumer thread; then carries
+    /// out the rest of its actions. Returns what the event returned.
+    private func perform<Result>(_ event: (inout Shared, inout JobAdmission.Actions) -> Result) -> Result {
+        var actions = JobAdmission.Actions()
+        let (result, woken) = shared.withLock { shared in
+            let result = event(&shared, &actions)
+            return (result, shared.takeIn(actions))
         }
-        afterAdmission(admission)
+        carryOut(actions, waking: woken)
         return result
     }
 
-    /// Queues the offsets among `actions` for their lane's consumer thread (a later offset of a
-    /// partition replaces an earlier one); returns the jobs to start.
-    private static func queueOffsets(_ actions: [Machine.Action], in shared: inout Shared) -> [(Machine.JobID, JobProcessor.AdmittedJob)] {
-        var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-        for action in actions {
-            switch action {
-            case .start(let id, let admitted): starts.append((id, admitted))
-            case .storeOffset(let lane, let topicPartition, let offset): shared.consumers[lane]?.pendingOffsets[topicPartition] = offset
-            }
-        }
-        return starts
+    /// Once the shared lock is released: the tasks granted their slots resume, the jobs launched start, waiting lanes wake.
+    private func carryOut(_ actions: JobAdmission.Actions, waking woken: Set<Lane>) {
+        let limits = processor.appLimits
+        limits.carryOut(actions.turns)
+        for waited in actions.waited { limits.countWait(waited.stage, of: waited.scope) }
+        for launch in actions.launches { self.launch(launch) }
+        for lane in woken { wake[lane]?.signal() }
     }
 
     /// On the lane's consumer thread only.
@@ -535,148 +508,16 @@ public final class DeliveryPipeline: Service, Sendable {
         for (topicPartition, offset) in offsets { consumer.storeOffset(offset, for: topicPartition) }
     }
 
-    /// Under the shared lock: starts the jobs the state machine let go (decoded when consumed) and takes in the slot
-    /// queues' turns, until neither leaves anything more. A job with one target reserves its app's slot and its
-    /// endpoint's: when its app's is taken it waits for it as a value and is parked (which may let further jobs start);
-    /// when only its endpoint's is taken it waits as a value too, in flight. A reservation's turn moves it on: parked
-    /// no more once it holds its app's slot, started once it holds both. The tasks start once the lock is released
-    /// (`afterAdmission`).
-    private func admit(
-        _ starts: [(Machine.JobID, JobProcessor.AdmittedJob)], turns: [AppConcurrencyLimits.Turn], in shared: inout Shared,
-        _ admission: inout Admission
-    ) {
-        let limits = processor.appLimits
-        var starts = starts
-        var turns = turns
-        var waitUntil: ContinuousClock.Instant?
-        while !starts.isEmpty || !turns.isEmpty {
-            let taking = turns
-            turns = []
-            for turn in taking {
-                admission.turns.append(turn)
-                switch turn {
-                case .granted(let waiter):
-                    guard case .reservation = waiter.party else { continue }
-                    // A reservation that waits is registered in the hold that queued it; one that is not (or whose lane is
-                    // being stopped) gives its slots back rather than hold them for good.
-                    let registered = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id)
-                    guard let wait = registered, !shared.isStopping(wait.id.lane) else {
-                        turns += shared.slots.release(waiter.scope)
-                        if let registered { starts += Self.abandon(registered.id, in: &shared, &admission) }
-                        continue
-                    }
-                    if wait.parked { starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared) }
-                    admission.launches.append((wait.id, wait.admitted, limits.permit(grantedTo: waiter), false))
-                case .waitsForEndpoint(let waiter):
-                    guard case .reservation = waiter.party, let wait = shared.jobsWaitingForSlot[waiter.id], wait.parked,
-                        !shared.isStopping(wait.id.lane)
-                    else { continue }
-                    // Waits on for the provider's capacity, in flight (not parked), as a value.
-                    shared.jobsWaitingForSlot[waiter.id]!.parked = false
-                    starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared)
-                }
-            }
-            let starting = starts
-            starts = []
-            for (id, admitted) in starting {
-                guard let scope = admitted.scope else {
-                    admission.launches.append((id, admitted, nil, false))
-                    continue
-                }
-                // A lane being stopped starts nothing more that would take a slot: such a job never sent anything and is redelivered.
-                guard !shared.isStopping(id.lane) else {
-                    starts += Self.abandon(id, in: &shared, &admission)
-                    continue
-                }
-                switch limits.reserve(scope, lane: admitted.deliveryLane, in: &shared.slots) {
-                case .granted(let permit):
-                    admission.launches.append((id, admitted, permit, false))
-                case .waitingForApp(let ticket):
-                    admission.waited.append((.waitingForApp, scope))
-                    if waitUntil == nil { waitUntil = .now + configuration.longestSlotWait }
-                    shared.jobsWaitingForSlot[ticket] = JobWaitingForSlot(id: id, until: waitUntil!, admitted: admitted, parked: true)
-                    starts += Self.queueOffsets(shared.machine.parkingChanged(id, parked: true), in: &shared)
-                    admission.woken.formUnion(shared.wakeWaiting())
-                case .waitingForEndpoint(let ticket):
-                    admission.waited.append((.waitingForEndpoint, scope))
-                    if waitUntil == nil { waitUntil = .now + configuration.longestSlotWait }
-                    shared.jobsWaitingForSlot[ticket] = JobWaitingForSlot(id: id, until: waitUntil!, admitted: admitted, parked: false)
-                }
-            }
-        }
-    }
-
-    /// Under the shared lock: the job ends unfinished (it never sent anything, and is redelivered); returns the jobs
-    /// this lets start.
-    private static func abandon(
-        _ id: Machine.JobID, in shared: inout Shared, _ admission: inout Admission
-    ) -> [(Machine.JobID, JobProcessor.AdmittedJob)] {
-        let starts = queueOffsets(shared.machine.finished(id, completed: false), in: &shared)
-        admission.woken.formUnion(shared.wakeWaiting())
-        return starts
-    }
-
-    /// Once the shared lock is released: the tasks granted their slots resume, the jobs admitted start, waiting lanes wake.
-    private func afterAdmission(_ admission: Admission) {
-        let limits = processor.appLimits
-        limits.carryOut(admission.turns)
-        for waited in admission.waited { limits.countWait(waited.stage, of: waited.scope) }
-        for launch in admission.launches {
-            self.launch(launch.id, launch.admitted, slot: launch.slot, slotWaitSpent: launch.slotWaitSpent)
-        }
-        for lane in admission.woken { wake[lane]?.signal() }
-    }
-
-    /// Starts the lane's jobs that waited for their slot as values past `longestSlotWait`: each task's first send
-    /// takes a slot if one is free by then, and is otherwise handed to be retried, so a hung app holds neither the
-    /// jobs' keys nor the lane's read-ahead for longer than that.
+    /// Starts the lane's jobs that waited for their slots as values past `longestSlotWait` (`JobAdmission.launchOverdue`).
     private func startOverdueSlotWaits(in lane: Lane) {
         let now = ContinuousClock.now
-        var admission = Admission()
-        shared.withLock { shared in
-            let overdue = shared.jobsWaitingForSlot.filter { $0.value.id.lane == lane && $0.value.until <= now }
-            guard !overdue.isEmpty else { return }
-            let (withdrawn, turns) = shared.slots.withdraw(Set(overdue.keys))
-            var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-            for waiter in withdrawn {
-                guard let wait = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id) else { continue }
-                // Being stopped: like jobs withdrawn by the stop, they never sent anything and are redelivered.
-                if shared.isStopping(lane) {
-                    starts += Self.abandon(wait.id, in: &shared, &admission)
-                    continue
-                }
-                if wait.parked { starts += Self.queueOffsets(shared.machine.parkingChanged(wait.id, parked: false), in: &shared) }
-                admission.launches.append((wait.id, wait.admitted, nil, true))
-            }
-            admit(starts, turns: turns, in: &shared, &admission)
-        }
-        afterAdmission(admission)
-    }
-
-    /// Gives up the jobs still waiting for an app slot that match (they never sent anything,
-    /// so they stay uncommitted and are redelivered); returns how many.
-    @discardableResult
-    private func withdrawWaiting(where matches: (JobWaitingForSlot) -> Bool) -> Int {
-        var admission = Admission()
-        let count = shared.withLock { shared -> Int in
-            let waiting = shared.jobsWaitingForSlot.filter { matches($0.value) }
-            guard !waiting.isEmpty else { return 0 }
-            let (withdrawn, turns) = shared.slots.withdraw(Set(waiting.keys))
-            var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-            for waiter in withdrawn {
-                guard let wait = shared.jobsWaitingForSlot.removeValue(forKey: waiter.id) else { continue }
-                starts += Self.abandon(wait.id, in: &shared, &admission)
-            }
-            admit(starts, turns: turns, in: &shared, &admission)
-            return withdrawn.count
-        }
-        afterAdmission(admission)
-        return count
+        perform { $0.admission.launchOverdue(in: lane, at: now, &$1) }
     }
 
     /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
-    private func launch(_ id: Machine.JobID, _ admitted: JobProcessor.AdmittedJob, slot: SlotPermit?, slotWaitSpent: Bool) {
-        let job = StartedJob(pipeline: self, id: id, admitted: admitted, slot: slot, slotWaitSpent: slotWaitSpent)
+    private func launch(_ launch: JobAdmission.Launch) {
+        let job = StartedJob(pipeline: self, launch)
+        let id = launch.id
         // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
         let task = Task(priority: id.lane == .urgent ? .high : .medium) { await job.run() }
         if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
@@ -693,12 +534,12 @@ public final class DeliveryPipeline: Service, Sendable {
         let slotWaitSpent: Bool
         let startedAt = ContinuousClock.now
 
-        init(pipeline: DeliveryPipeline, id: Machine.JobID, admitted: JobProcessor.AdmittedJob, slot: SlotPermit?, slotWaitSpent: Bool) {
+        init(pipeline: DeliveryPipeline, _ launch: JobAdmission.Launch) {
             self.pipeline = pipeline
-            self.id = id
-            self.admitted = admitted
-            self.slot = slot
-            self.slotWaitSpent = slotWaitSpent
+            id = launch.id
+            admitted = launch.admitted
+            slot = launch.slot
+            slotWaitSpent = launch.slotWaitSpent
         }
 
         func run() async {
@@ -737,12 +578,9 @@ public final class DeliveryPipeline: Service, Sendable {
             switch change {
             case .parked, .unparked:
                 let parked = change == .parked
-                let woken = pipeline.perform { shared in
-                    (shared.machine.parkingChanged(id, parked: parked), parked ? shared.wakeWaiting() : [])
-                }
-                for lane in woken { pipeline.wake[lane]?.signal() }
+                pipeline.perform { $0.admission.parkingChanged(id, parked: parked, &$1) }
             case .keyReleased:
-                pipeline.perform { shared in (shared.machine.releaseKey(of: id), ()) }
+                pipeline.perform { $0.admission.releaseKey(of: id, &$1) }
             }
         }
     }
@@ -752,13 +590,8 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// The job leaves the state machine, batched with the others that end meanwhile (`endedJobs`).
     private func finish(_ id: Machine.JobID, completed: Bool) {
-        endedJobs.handIn(EndedJob(id: id, completed: completed)) { ended in
-            let woken = perform { shared in
-                var actions: [Machine.Action] = []
-                for job in ended { actions += shared.machine.finished(job.id, completed: job.completed) }
-                return (actions, shared.wakeWaiting())
-            }
-            for lane in woken { wake[lane]?.signal() }
+        endedJobs.handIn(JobAdmission.Ending(id: id, completed: completed)) { ended in
+            perform { $0.admission.ended(ended, &$1) }
         }
     }
 
@@ -768,19 +601,17 @@ public final class DeliveryPipeline: Service, Sendable {
         case .assigned(let partitions):
             processor.marks.assigned(partitions)
             shared.withLock { shared in
-                shared.machine.assigned(partitions, in: lane)
+                shared.admission.assigned(partitions, in: lane)
                 // A new assignment is not paused: the consumer thread pauses it again while the store is unavailable.
                 shared.consumers[lane]!.pausedForStore = false
             }
         case .revoking(let partitions):
             processor.marks.revoked(partitions)
-            _ = shared.withLock { $0.machine.revoking(partitions, in: lane) }
-            let revoked = Set(partitions)
-            withdrawWaiting { wait in wait.id.lane == lane && revoked.contains(wait.admitted.message.topicPartition) }
+            _ = perform { $0.admission.revoking(partitions, in: lane, &$1) }
             let deadline = ContinuousClock.now + configuration.revocationGrace
             while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane, partitions: partitions) > 0 }) {}
             let (abandoned, consumer, offsets) = shared.withLock { shared in
-                (shared.machine.revoked(partitions, in: lane), shared.consumers[lane]!.source, shared.takePendingOffsets(of: lane))
+                (shared.admission.revoked(partitions, in: lane), shared.consumers[lane]!.source, shared.takePendingOffsets(of: lane))
             }
             // The last offsets of the revoked partitions, stored before they are committed and taken away.
             if let consumer { store(offsets, in: consumer) }
@@ -836,16 +667,16 @@ extension DeliveryPipeline: SlotQueuesHost {
     func withQueues<Result>(_ change: (inout AppConcurrencyLimits.Queues) -> (Result, [AppConcurrencyLimits.Turn]))
         -> (Result, [AppConcurrencyLimits.Turn])
     {
-        var admission = Admission()
-        let result = shared.withLock { shared in
-            let (result, turns) = change(&shared.slots)
-            admit([], turns: turns, in: &shared, &admission)
-            return result
+        var actions = JobAdmission.Actions()
+        let (result, woken) = shared.withLock { shared in
+            let (result, turns) = change(&shared.admission.slots)
+            shared.admission.slotsChanged(turns, &actions)
+            return (result, shared.takeIn(actions))
         }
         // The caller carries the turns out (`AppConcurrencyLimits.carryOut`).
-        let turns = admission.turns
-        admission.turns = []
-        afterAdmission(admission)
+        let turns = actions.turns
+        actions.turns = []
+        carryOut(actions, waking: woken)
         return (result, turns)
     }
 }

@@ -28,7 +28,7 @@ struct Tenant: Hashable, Sendable {
 }
 
 /// Admission, per-key order and offsets of consumed jobs, as one value with no I/O and no
-/// locks: the pipeline feeds it events (a batch consumed, a job parked or finished,
+/// locks: its owner (`JobAdmission`) feeds it events (a batch consumed, a job parked or finished,
 /// partitions assigned or revoked, a stop) and carries out the actions it returns.
 ///
 /// A consumed job waits here as a value until it may start: its lane's turn under the
