@@ -49,9 +49,6 @@ public final class DeliveryPipeline: Service, Sendable {
     /// A lane's consumer as the pipeline drives it.
     private struct LaneConsumer {
         var source: (any MessageSource)?
-        /// Offsets the state machine let go, stored by the lane's consumer thread before it polls again: the only
-        /// thread that stores the lane's offsets, so they reach the source in order.
-        var pendingOffsets: [TopicPartition: Int64] = [:]
         /// Paused while the shared store is unavailable.
         var pausedForStore = false
         var lastPoll: ContinuousClock.Instant?
@@ -66,7 +63,9 @@ public final class DeliveryPipeline: Service, Sendable {
         var admission: JobAdmission
         var consumers: PerLane<LaneConsumer>
 
-        var machine: Machine { admission.machine }
+        var machine: Machine {
+            _read { yield admission.machine }
+        }
 
         /// The waiting lanes, now woken. Capacity is shared, so a finish in one lane may free room in the other. A lane
         /// waiting for room is woken once it has room for `refillBatch` jobs, or for any once fewer than that of its
@@ -89,19 +88,9 @@ public final class DeliveryPipeline: Service, Sendable {
             return woken
         }
 
-        /// The offsets left for the lane's consumer thread to store, now taken.
-        mutating func takePendingOffsets(of lane: Lane) -> [TopicPartition: Int64] {
-            consumers.update(lane) { consumer in
-                defer { consumer.pendingOffsets = [:] }
-                return consumer.pendingOffsets
-            } ?? [:]
-        }
-
-        /// Queues the offsets among `actions` for their lane's consumer thread (a later offset of a partition replaces an
-        /// earlier one); returns the lanes to wake when the event freed capacity.
-        mutating func takeIn(_ actions: JobAdmission.Actions) -> Set<Lane> {
-            for (lane, topicPartition, offset) in actions.offsets { consumers[lane]?.pendingOffsets[topicPartition] = offset }
-            return actions.capacityFreed ? wakeWaiting() : []
+        /// The lanes to wake once `actions` are carried out: none unless the event freed capacity.
+        mutating func lanesToWake(after actions: JobAdmission.Actions) -> Set<Lane> {
+            actions.capacityFreed ? wakeWaiting() : []
         }
 
         var runningThreads = 0
@@ -358,15 +347,15 @@ public final class DeliveryPipeline: Service, Sendable {
             let storeHealthy = processor.health.isHealthy
             let (stopping, pause, resume, room, offsets, keyPauses, load) = shared.withLock { shared in
                 let room = shared.machine.room(in: lane)
-                let (pause, resume, offsets) = shared.consumers.update(lane) { consumer in
+                let (pause, resume) = shared.consumers.update(lane) { consumer in
                     let pause = !consumer.pausedForStore && !storeHealthy
                     let resume = consumer.pausedForStore && storeHealthy
                     consumer.pausedForStore = !storeHealthy
                     consumer.lastPoll = .now
                     if room == 0 { consumer.waitsFor = .room }
-                    defer { consumer.pendingOffsets = [:] }
-                    return (pause, resume, consumer.pendingOffsets)
+                    return (pause, resume)
                 }!
+                let offsets = shared.admission.takeOffsetsToStore(in: lane)
                 return (
                     shared.admission.isStopping(lane), pause, resume, room, offsets, shared.machine.pausedPartitions(in: lane),
                     Load(of: shared.machine, lane: lane)
@@ -409,7 +398,7 @@ public final class DeliveryPipeline: Service, Sendable {
             consumed(messages, lane: lane, read: read)
         }
         drain(lane)
-        let (offsets, load) = shared.withLock { ($0.takePendingOffsets(of: lane), Load(of: $0.machine, lane: lane)) }
+        let (offsets, load) = shared.withLock { ($0.admission.takeOffsetsToStore(in: lane), Load(of: $0.machine, lane: lane)) }
         load.report(to: processor.metrics)
         store(offsets, in: consumer)
         consumer.close()
@@ -482,13 +471,12 @@ public final class DeliveryPipeline: Service, Sendable {
         }
     }
 
-    /// Runs an admission event under the lock and queues the offsets it leaves for their consumer thread; then carries
-    /// out the rest of its actions. Returns what the event returned.
+    /// Runs an admission event under the lock, then carries out the actions it leaves. Returns what the event returned.
     private func perform<Result>(_ event: (inout Shared, inout JobAdmission.Actions) -> Result) -> Result {
         var actions = JobAdmission.Actions()
         let (result, woken) = shared.withLock { shared in
             let result = event(&shared, &actions)
-            return (result, shared.takeIn(actions))
+            return (result, shared.lanesToWake(after: actions))
         }
         carryOut(actions, waking: woken)
         return result
@@ -611,7 +599,10 @@ public final class DeliveryPipeline: Service, Sendable {
             let deadline = ContinuousClock.now + configuration.revocationGrace
             while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane, partitions: partitions) > 0 }) {}
             let (abandoned, consumer, offsets) = shared.withLock { shared in
-                (shared.admission.revoked(partitions, in: lane), shared.consumers[lane]!.source, shared.takePendingOffsets(of: lane))
+                (
+                    shared.admission.revoked(partitions, in: lane), shared.consumers[lane]!.source,
+                    shared.admission.takeOffsetsToStore(in: lane)
+                )
             }
             // The last offsets of the revoked partitions, stored before they are committed and taken away.
             if let consumer { store(offsets, in: consumer) }
@@ -671,7 +662,7 @@ extension DeliveryPipeline: SlotQueuesHost {
         let (result, woken) = shared.withLock { shared in
             let (result, turns) = change(&shared.admission.slots)
             shared.admission.slotsChanged(turns, &actions)
-            return (result, shared.takeIn(actions))
+            return (result, shared.lanesToWake(after: actions))
         }
         // The caller carries the turns out (`AppConcurrencyLimits.carryOut`).
         let turns = actions.turns

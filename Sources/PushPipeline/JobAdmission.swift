@@ -35,8 +35,6 @@ struct JobAdmission {
     /// What an event leaves to do.
     struct Actions {
         var launches: [Launch] = []
-        /// Offsets to store, in order: a later one of a partition replaces an earlier one.
-        var offsets: [(lane: Lane, topicPartition: TopicPartition, offset: Int64)] = []
         /// Turns of the slot queues, for `AppConcurrencyLimits.carryOut` (a reservation's was taken in already).
         var turns: [AppConcurrencyLimits.Turn] = []
         /// Jobs that had to wait for a slot, to count.
@@ -60,6 +58,9 @@ struct JobAdmission {
     var slots: AppConcurrencyLimits.Queues
     /// Jobs waiting for their slots, by their ticket in `slots`.
     private(set) var waitingForSlot: [UInt64: WaitingForSlot] = [:]
+    /// Offsets the state machine let go, per lane, for the lane's consumer thread to store (`takeOffsetsToStore`): the
+    /// only thread that stores the lane's offsets, so they reach the source in order.
+    private var offsetsToStore = PerLane(Lane.allCases) { _ in [TopicPartition: Int64]() }
     private let limits: AppConcurrencyLimits
     private let longestSlotWait: Duration
 
@@ -140,6 +141,14 @@ struct JobAdmission {
     /// Nothing new starts: jobs queued or waiting for their slots are given up (uncommitted, redelivered); returns how many.
     mutating func stop(_ actions: inout Actions) -> Int {
         machine.stop() + withdrawWaiting(where: { _ in true }, &actions)
+    }
+
+    /// The offsets left to store in the lane (a later offset of a partition replaced an earlier one), now taken.
+    mutating func takeOffsetsToStore(in lane: Lane) -> [TopicPartition: Int64] {
+        offsetsToStore.update(lane) { offsets in
+            defer { offsets = [:] }
+            return offsets
+        } ?? [:]
     }
 
     /// Partitions were assigned to the lane (`PipelineStateMachine.assigned`).
@@ -231,13 +240,14 @@ struct JobAdmission {
         return machine.finished(id, completed: false)
     }
 
-    /// The offsets among the state machine's actions, kept in `actions`; returns the jobs to start.
-    private func take(_ machineActions: [Machine.Action], _ actions: inout Actions) -> [(Machine.JobID, JobProcessor.AdmittedJob)] {
+    /// Keeps the offsets among the state machine's actions for their lane's consumer thread; returns the jobs to start.
+    private mutating func take(_ machineActions: [Machine.Action], _ actions: inout Actions) -> [(Machine.JobID, JobProcessor.AdmittedJob)]
+    {
         var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
         for action in machineActions {
             switch action {
             case .start(let id, let admitted): starts.append((id, admitted))
-            case .storeOffset(let lane, let topicPartition, let offset): actions.offsets.append((lane, topicPartition, offset))
+            case .storeOffset(let lane, let topicPartition, let offset): offsetsToStore[lane]?[topicPartition] = offset
             }
         }
         return starts

@@ -92,7 +92,7 @@ struct JobAdmissionTests {
         var stopping = JobAdmission.Actions()
         #expect(admission.stop(&stopping) == 4)
         #expect(stopping.launches.isEmpty)
-        #expect(stopping.offsets.isEmpty, "given up, not completed: no offset moves")
+        #expect(admission.takeOffsetsToStore(in: .normal).isEmpty, "given up, not completed: no offset moves")
         #expect(admission.isStopping(.normal))
         #expect(admission.machine.lifecycle(of: .normal) == .stopping)
         #expect(admission.waitingForSlot.isEmpty)
@@ -124,7 +124,8 @@ struct JobAdmissionTests {
         var ended = JobAdmission.Actions()
         admission.ended([JobAdmission.Ending(id: first.id, completed: true)], &ended)
         #expect(Self.launched(ended) == [1])
-        #expect(ended.offsets.map(\.offset) == [1], "the next offset to consume is committed")
+        #expect(admission.takeOffsetsToStore(in: .normal) == [Self.partition: 1], "the next offset to consume is stored")
+        #expect(admission.takeOffsetsToStore(in: .normal).isEmpty, "taken once")
         #expect(ended.capacityFreed)
     }
 }
