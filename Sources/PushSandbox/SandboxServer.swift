@@ -28,6 +28,9 @@ public struct SandboxResponse: Sendable {
     public var body: [UInt8]
     /// Answer only after this long (a slow provider).
     public var delay: Duration?
+    /// With `delay`: answer as soon as this holds (checked every 10 ms), at the latest once `delay` passed. A test that
+    /// needs a request to arrive before this answer waits for it, not for a time that a busy machine may not keep.
+    public var answerWhen: (@Sendable () -> Bool)?
     /// Something to do to the whole HTTP/2 connection after answering.
     public var connectionAction: ConnectionAction?
     /// Instead of `body`, a body of this many bytes made up while it is sent, chunk by chunk
@@ -193,17 +196,27 @@ private final class SandboxStreamHandler: ChannelInboundHandler {
             let response = responder(request)
             if let delay = response.delay {
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                context.eventLoop.scheduleTask(
-                    in: .nanoseconds(
-                        Int64(delay.components.seconds) * 1_000_000_000
-                            + delay.components.attoseconds / 1_000_000_000)
-                ) {
-                    let (handler, context) = loopBound.value
-                    handler.write(response, context: context)
-                }
+                let latest =
+                    NIODeadline.now()
+                    + .nanoseconds(
+                        Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+                Self.answer(response, loopBound, at: latest)
             } else {
                 write(response, context: context)
             }
+        }
+    }
+
+    /// Writes `response` once its `answerWhen` holds or `latest` passed, checking every 10 ms.
+    private static func answer(
+        _ response: SandboxResponse, _ loopBound: NIOLoopBound<(SandboxStreamHandler, ChannelHandlerContext)>, at latest: NIODeadline
+    ) {
+        let eventLoop = loopBound.value.1.eventLoop
+        let next = response.answerWhen == nil ? latest : min(latest, .now() + .milliseconds(10))
+        eventLoop.scheduleTask(deadline: next) {
+            if next < latest, response.answerWhen?() != true { return answer(response, loopBound, at: latest) }
+            let (handler, context) = loopBound.value
+            handler.write(response, context: context)
         }
     }
 

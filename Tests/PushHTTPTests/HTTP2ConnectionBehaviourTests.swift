@@ -54,14 +54,16 @@ struct HTTP2ConnectionBehaviourTests {
         let tls = try SandboxTLS.make()
         defer { tls.remove() }
         let closed = RequestCounter()
+        let secondArrived = RequestCounter()
         let server = try await SandboxServer.start(tls: tls, connectionClosed: { _ in closed.add() }) { request in
             if request.path == "/first" {
-                // Answered after /second has opened stream 3; the GOAWAY then names stream 1 as the last processed.
-                // 6 s leave room for /second to be sent while tests running beside this one hold the CPU.
-                var response = SandboxResponse(status: 200, body: Array("first".utf8), delay: .seconds(6))
+                // Answered once /second has opened stream 3; the GOAWAY then names stream 1 as the last processed.
+                var response = SandboxResponse(status: 200, body: Array("first".utf8), delay: .seconds(30))
+                response.answerWhen = { secondArrived.count > 0 }
                 response.connectionAction = .goAway
                 return response
             }
+            secondArrived.add()
             // On the first connection /second is never answered (the connection closes first); on the next one at once.
             return SandboxResponse(status: 200, body: Array("second".utf8), delay: closed.count == 0 ? .seconds(15) : nil)
         }
