@@ -38,14 +38,6 @@ public final class DeliveryPipeline: Service, Sendable {
         let topic: String
     }
 
-    /// What a lane's consumer thread waits for while it does not poll.
-    private enum ConsumerWait {
-        /// Room for a batch (`refillBatch`): woken once the lane has it.
-        case room
-        /// A revocation's or a drain's running jobs: woken by the next finish or park.
-        case jobs
-    }
-
     /// A lane's consumer as the pipeline drives it.
     private struct LaneConsumer {
         var source: (any MessageSource)?
@@ -54,7 +46,6 @@ public final class DeliveryPipeline: Service, Sendable {
         var lastPoll: ContinuousClock.Instant?
         /// What the lane's reads tell of its lag, sampled every second (`sampleLaneLag`); nil before its thread starts.
         var lag: LaneLag?
-        var waitsFor: ConsumerWait?
     }
 
     /// What the consumer threads and the job tasks share, under one lock.
@@ -65,32 +56,6 @@ public final class DeliveryPipeline: Service, Sendable {
 
         var machine: Machine {
             _read { yield admission.machine }
-        }
-
-        /// The waiting lanes, now woken. Capacity is shared, so a finish in one lane may free room in the other. A lane
-        /// waiting for room is woken once it has room for `refillBatch` jobs, or for any once fewer than that of its
-        /// jobs run (no batch's worth of finishes is coming).
-        mutating func wakeWaiting() -> Set<Lane> {
-            var woken = Set<Lane>()
-            for lane in Lane.allCases {
-                let waitsFor = consumers.read(lane) { $0.waitsFor } ?? nil
-                switch waitsFor {
-                case nil: continue
-                case .jobs: break
-                case .room:
-                    let room = admission.machine.room(in: lane)
-                    let running = admission.machine.running(in: lane)
-                    guard room >= DeliveryPipeline.refillBatch || (room > 0 && running < DeliveryPipeline.refillBatch) else { continue }
-                }
-                consumers[lane]!.waitsFor = nil
-                woken.insert(lane)
-            }
-            return woken
-        }
-
-        /// The lanes to wake once `actions` are carried out: none unless the event freed capacity.
-        mutating func lanesToWake(after actions: JobAdmission.Actions) -> Set<Lane> {
-            actions.capacityFreed ? wakeWaiting() : []
         }
 
         var runningThreads = 0
@@ -140,10 +105,6 @@ public final class DeliveryPipeline: Service, Sendable {
 
     /// Messages taken from the source per poll.
     static let batchSize = 256
-
-    /// A lane out of room polls again once it has room for this many jobs (or for any, once fewer than this many of its
-    /// jobs run), not at every finish: one wake-up and one poll per batch rather than per job.
-    static let refillBatch = 64
 
     private let messageSources: any MessageSourceFactory
 
@@ -352,9 +313,9 @@ public final class DeliveryPipeline: Service, Sendable {
                     let resume = consumer.pausedForStore && storeHealthy
                     consumer.pausedForStore = !storeHealthy
                     consumer.lastPoll = .now
-                    if room == 0 { consumer.waitsFor = .room }
                     return (pause, resume)
                 }!
+                if room == 0 { shared.admission.consumer(in: lane, waitsFor: .room) }
                 let offsets = shared.admission.takeOffsetsToStore(in: lane)
                 return (
                     shared.admission.isStopping(lane), pause, resume, room, offsets, shared.machine.pausedPartitions(in: lane),
@@ -474,21 +435,18 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Runs an admission event under the lock, then carries out the actions it leaves. Returns what the event returned.
     private func perform<Result>(_ event: (inout Shared, inout JobAdmission.Actions) -> Result) -> Result {
         var actions = JobAdmission.Actions()
-        let (result, woken) = shared.withLock { shared in
-            let result = event(&shared, &actions)
-            return (result, shared.lanesToWake(after: actions))
-        }
-        carryOut(actions, waking: woken)
+        let result = shared.withLock { shared in event(&shared, &actions) }
+        carryOut(actions)
         return result
     }
 
     /// Once the shared lock is released: the tasks granted their slots resume, the jobs launched start, waiting lanes wake.
-    private func carryOut(_ actions: JobAdmission.Actions, waking woken: Set<Lane>) {
+    private func carryOut(_ actions: JobAdmission.Actions) {
         let limits = processor.appLimits
         limits.carryOut(actions.turns)
         for waited in actions.waited { limits.countWait(waited.stage, of: waited.scope) }
         for launch in actions.launches { self.launch(launch) }
-        for lane in woken { wake[lane]?.signal() }
+        for lane in actions.woken { wake[lane]?.signal() }
     }
 
     /// On the lane's consumer thread only.
@@ -625,7 +583,7 @@ public final class DeliveryPipeline: Service, Sendable {
         // Checked and registered under one lock, so a finish in between cannot be missed.
         let holds = shared.withLock { shared in
             let holds = condition(shared.machine)
-            if holds { shared.consumers[lane]!.waitsFor = .jobs }
+            if holds { shared.admission.consumer(in: lane, waitsFor: .jobs) }
             return holds
         }
         guard holds else { return false }
@@ -659,15 +617,15 @@ extension DeliveryPipeline: SlotQueuesHost {
         -> (Result, [AppConcurrencyLimits.Turn])
     {
         var actions = JobAdmission.Actions()
-        let (result, woken) = shared.withLock { shared in
+        let result = shared.withLock { shared in
             let (result, turns) = change(&shared.admission.slots)
             shared.admission.slotsChanged(turns, &actions)
-            return (result, shared.lanesToWake(after: actions))
+            return result
         }
         // The caller carries the turns out (`AppConcurrencyLimits.carryOut`).
         let turns = actions.turns
         actions.turns = []
-        carryOut(actions, waking: woken)
+        carryOut(actions)
         return (result, turns)
     }
 }

@@ -39,9 +39,22 @@ struct JobAdmission {
         var turns: [AppConcurrencyLimits.Turn] = []
         /// Jobs that had to wait for a slot, to count.
         var waited: [(stage: AppConcurrencyLimits.Queues.Stage, scope: DeliveryScope)] = []
-        /// A job ended or was parked: a lane waiting for room or for its jobs may go on.
-        var capacityFreed = false
+        /// Lanes whose consumer thread is to be woken (`ConsumerWait`).
+        var woken = Set<Lane>()
     }
+
+    /// What a lane's consumer thread waits for while it does not poll.
+    enum ConsumerWait {
+        /// Room for a batch: woken once the lane has room for `refillBatch` jobs, or for any once fewer than that of its
+        /// jobs run (no batch's worth of endings is coming). One wake-up and one poll per batch, not per job.
+        case room
+        /// A revocation's or a drain's running jobs: woken by the next ending or park.
+        case jobs
+    }
+
+    /// A lane out of room polls again once it has room for this many jobs (or for any, once fewer than this many of its
+    /// jobs run), not at every ending: one wake-up and one poll per batch rather than per job.
+    static let refillBatch = 64
 
     /// A launched job waiting for its app's or endpoint's slot before its task exists.
     struct WaitingForSlot {
@@ -61,6 +74,8 @@ struct JobAdmission {
     /// Offsets the state machine let go, per lane, for the lane's consumer thread to store (`takeOffsetsToStore`): the
     /// only thread that stores the lane's offsets, so they reach the source in order.
     private var offsetsToStore = PerLane(Lane.allCases) { _ in [TopicPartition: Int64]() }
+    /// What each lane's consumer thread waits for, if it waits.
+    private var consumerWaits = PerLane(Lane.allCases) { _ in ConsumerWait?.none }
     private let limits: AppConcurrencyLimits
     private let longestSlotWait: Duration
 
@@ -82,14 +97,15 @@ struct JobAdmission {
     mutating func ended(_ jobs: some Sequence<Ending>, _ actions: inout Actions) {
         var machineActions: [Machine.Action] = []
         for job in jobs { machineActions += machine.finished(job.id, completed: job.completed) }
-        actions.capacityFreed = true
+        wakeWaiting(&actions)
         admit(machineActions, turns: [], &actions)
     }
 
     /// A running job's task started or stopped waiting for a slot (`PipelineStateMachine.parkingChanged`).
     mutating func parkingChanged(_ id: Machine.JobID, parked: Bool, _ actions: inout Actions) {
-        if parked { actions.capacityFreed = true }
-        admit(machine.parkingChanged(id, parked: parked), turns: [], &actions)
+        let machineActions = machine.parkingChanged(id, parked: parked)
+        if parked { wakeWaiting(&actions) }
+        admit(machineActions, turns: [], &actions)
     }
 
     /// A running job waits for a retry in its task: its key goes to the key's next job (`PipelineStateMachine.releaseKey`).
@@ -223,8 +239,8 @@ struct JobAdmission {
                     actions.waited.append((.waitingForApp, scope))
                     if waitUntil == nil { waitUntil = .now + longestSlotWait }
                     waitingForSlot[ticket] = WaitingForSlot(id: id, until: waitUntil!, admitted: admitted, parked: true)
-                    actions.capacityFreed = true
                     starts += take(machine.parkingChanged(id, parked: true), &actions)
+                    wakeWaiting(&actions)
                 case .waitingForEndpoint(let ticket):
                     actions.waited.append((.waitingForEndpoint, scope))
                     if waitUntil == nil { waitUntil = .now + longestSlotWait }
@@ -236,8 +252,28 @@ struct JobAdmission {
 
     /// The job ends unfinished (it never sent anything, and is redelivered); returns what the state machine then lets go.
     private mutating func abandon(_ id: Machine.JobID, _ actions: inout Actions) -> [Machine.Action] {
-        actions.capacityFreed = true
-        return machine.finished(id, completed: false)
+        let machineActions = machine.finished(id, completed: false)
+        wakeWaiting(&actions)
+        return machineActions
+    }
+
+    /// The lane's consumer thread is about to wait for `wait` (under the same lock as the events that end it).
+    mutating func consumer(in lane: Lane, waitsFor wait: ConsumerWait) { consumerWaits[lane] = wait }
+
+    /// Wakes the lanes whose consumer thread waits and may go on. Capacity is shared, so an ending in one lane may free
+    /// room in the other.
+    private mutating func wakeWaiting(_ actions: inout Actions) {
+        for lane in Lane.allCases {
+            switch consumerWaits[lane] ?? nil {
+            case nil: continue
+            case .jobs: break
+            case .room:
+                let room = machine.room(in: lane)
+                guard room >= Self.refillBatch || (room > 0 && machine.running(in: lane) < Self.refillBatch) else { continue }
+            }
+            consumerWaits[lane] = .some(nil)
+            actions.woken.insert(lane)
+        }
     }
 
     /// Keeps the offsets among the state machine's actions for their lane's consumer thread; returns the jobs to start.

@@ -51,7 +51,7 @@ struct JobAdmissionTests {
         #expect(Self.launched(actions) == [0])
         #expect(actions.launches.first?.slot?.scope == Self.app)
         #expect(actions.waited.map(\.stage) == [.waitingForApp, .waitingForApp])
-        #expect(actions.capacityFreed, "a parked job frees its place for the next")
+        #expect(actions.woken.isEmpty, "no consumer thread waits")
         #expect(admission.waitingForSlot.count == 2)
         #expect(admission.machine.running(in: .normal) == 3, "two of them parked: they hold none of the two places")
 
@@ -114,18 +114,41 @@ struct JobAdmissionTests {
         #expect(Self.launched(Self.release(Self.app, in: &admission)) == [1])
     }
 
-    @Test("a job that ends lets the next start and moves the committed offset; a lane waiting for room is to be woken")
+    @Test(
+        "a consumer thread out of room is woken once the lane has room for a batch, or for any job once fewer than a batch of its jobs run"
+    )
+    func aLaneOutOfRoomIsWokenForABatch() throws {
+        var admission = Self.admission(maximumInFlight: 100, appLimit: 1000)
+        var actions = JobAdmission.Actions()
+        admission.consumed((0..<100).map { Self.job($0) }, in: .normal, at: 0, &actions)
+        #expect(admission.machine.room(in: .normal) == 0, "its read-ahead (100 jobs here) is full")
+        admission.consumer(in: .normal, waitsFor: .room)
+        var few = JobAdmission.Actions()
+        admission.ended(actions.launches.prefix(10).map { JobAdmission.Ending(id: $0.id, completed: true) }, &few)
+        #expect(few.woken.isEmpty, "room for 10 jobs while 100 run: not a batch")
+        var batch = JobAdmission.Actions()
+        admission.ended(
+            actions.launches.dropFirst(10).prefix(JobAdmission.refillBatch).map { JobAdmission.Ending(id: $0.id, completed: true) }, &batch)
+        #expect(batch.woken == [.normal])
+    }
+
+    @Test("a job that ends lets the next start, moves the committed offset and wakes a consumer thread waiting for the lane's jobs, once")
     func anEndingMovesTheOffsetAndFreesCapacity() throws {
         var admission = Self.admission(maximumInFlight: 1, appLimit: 10)
         var actions = JobAdmission.Actions()
         admission.consumed([Self.job(0), Self.job(1)], in: .normal, at: 0, &actions)
         let first = try #require(actions.launches.first)
 
+        admission.consumer(in: .normal, waitsFor: .jobs)
         var ended = JobAdmission.Actions()
         admission.ended([JobAdmission.Ending(id: first.id, completed: true)], &ended)
         #expect(Self.launched(ended) == [1])
         #expect(admission.takeOffsetsToStore(in: .normal) == [Self.partition: 1], "the next offset to consume is stored")
         #expect(admission.takeOffsetsToStore(in: .normal).isEmpty, "taken once")
-        #expect(ended.capacityFreed)
+        #expect(ended.woken == [.normal], "a consumer thread waiting for the lane's jobs is woken by an ending")
+
+        var next = JobAdmission.Actions()
+        admission.ended([JobAdmission.Ending(id: ended.launches[0].id, completed: true)], &next)
+        #expect(next.woken.isEmpty, "it was woken once: its next wait is its own to announce")
     }
 }
