@@ -31,7 +31,7 @@ import Tracing
 /// The pipeline is `JobAdmission`'s runner: it holds it under one lock with the lanes' consumers, feeds it each
 /// event and carries out the actions it leaves (tasks to start, offsets to store, lanes to wake).
 public final class DeliveryPipeline: Service, Sendable {
-    typealias Machine = PipelineStateMachine<JobProcessor.AdmittedJob>
+    typealias Machine = JobAdmission.Machine
 
     private struct LaneTopic: Sendable {
         let lane: Lane
