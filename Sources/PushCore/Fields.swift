@@ -1,38 +1,80 @@
 /// Typed, checked access to a JSON object's members (a job, a target, a provider's part of a target).
 /// Every refusal names the member by its path (`targets[0].token …`), so the upstream team can fix its
 /// producer from the dead-letter header alone. It remembers which members were read, so the ones nobody
-/// reads can be refused as unknown.
+/// reads can be refused as unknown. It reads the object where the parse left it (`JSONDocument`): a member's
+/// name is compared in place and only the values read become `String`s.
 public struct Fields: Sendable {
-    public let members: [(key: String, value: JSONValue)]
+    private let document: JSONDocument
+    /// The object's node in `document`.
+    private let object: Int
     /// The prefix of every member's name in messages, e.g. `targets[2].`.
     public let path: String
     /// Which members were read: bit i for member i (a job's objects have a few members), then a set of indices beyond 64.
     private var readMask: UInt64 = 0
     private var readBeyond64: Set<Int> = []
 
-    public init(members: [(key: String, value: JSONValue)], path: String) {
-        self.members = members
+    init(document: JSONDocument, object: Int, path: String) {
+        self.document = document
+        self.object = object
         self.path = path
     }
 
+    /// An object of these members (for tests and tools: written, then parsed).
+    public init(members: [(key: String, value: JSONValue)], path: String) {
+        var writer = JSONWriter()
+        writer.value(.object(members))
+        // A tree of names and values always writes a document that parses (a repeated name aside, which the tree lets
+        // through: then the first of them is the one read).
+        let document = (try? JSONDocument(parsing: writer.bytes, maximumDepth: .max)) ?? Self.firstOfEachName(members)
+        self.init(document: document, object: 0, path: path)
+    }
+
+    private static func firstOfEachName(_ members: [(key: String, value: JSONValue)]) -> JSONDocument {
+        var names = Set<String>()
+        var writer = JSONWriter()
+        writer.value(.object(members.filter { names.insert($0.key).inserted }))
+        return (try? JSONDocument(parsing: writer.bytes, maximumDepth: .max)) ?? JSONDocument(bytes: [], nodes: [.init(kind: .object)])
+    }
+
+    /// The members in document order, as trees.
+    public var members: [(key: String, value: JSONValue)] {
+        guard case .object(let members) = document.json(at: object) else { return [] }
+        return members
+    }
+
+    /// The object as a tree.
+    public var json: JSONValue { document.json(at: object) }
+
+    /// Each member's name and value, in document order (nothing is marked read).
+    public func forEachMember(_ body: (_ name: String, _ value: JSONDocument.Value) throws(JobRejection) -> Void) throws(JobRejection) {
+        var position = object + 1
+        for _ in 0..<document.nodes[object].count {
+            try body(document.string(at: position), JSONDocument.Value(document: document, index: position + 1))
+            position = document.next(after: position + 1)
+        }
+    }
+
+    /// The number of members.
+    public var count: Int { Int(document.nodes[object].count) }
+
     /// The member's value (nil for an absent or `null` member), without marking it read.
     public func value(_ name: String) -> JSONValue? {
-        guard let index = index(of: name) else { return nil }
-        return Self.present(members[index].value)
+        find(name).flatMap { present($0.value) }?.json
     }
 
     /// Whether member `name` is present and was read.
     public func wasRead(_ name: String) -> Bool {
-        index(of: name).map(isRead) ?? false
+        find(name).map { isRead($0.member) } ?? false
     }
 
-    /// Names of other byte lengths are told apart by their lengths alone: `String ==` of two different
-    /// strings checks canonical equivalence, which was the costlier part of reading a job's members.
-    /// (So a name spelt with a character canonically equal to an ASCII letter, the Kelvin sign for
-    /// `K`, names no member; RFC 8259 §8.3 compares names code unit by code unit.)
-    private func index(of name: String) -> Int? {
-        let length = name.utf8.count
-        return members.firstIndex { $0.key.utf8.count == length && $0.key == name }
+    /// The member named `name` (`JSONDocument.member(named:in:)`).
+    private func find(_ name: String) -> (member: Int, value: Int)? { document.member(named: name, in: object) }
+
+    /// The node of member number `member`'s name.
+    private func nameNode(_ member: Int) -> Int {
+        var position = object + 1
+        for _ in 0..<member { position = document.next(after: position + 1) }
+        return position
     }
 
     private func isRead(_ index: Int) -> Bool {
@@ -40,18 +82,18 @@ public struct Fields: Sendable {
     }
 
     /// The member's value (nil for an absent or `null` member), marked read.
-    private mutating func take(_ name: String) -> JSONValue? {
-        guard let index = index(of: name) else { return nil }
+    public mutating func take(_ name: String) -> JSONDocument.Value? {
+        guard let (index, node) = find(name) else { return nil }
         if index < 64 { readMask |= 1 << UInt64(index) } else { readBeyond64.insert(index) }
-        return Self.present(members[index].value)
+        return present(node)
     }
 
-    private static func present(_ value: JSONValue) -> JSONValue? {
-        if case .null = value { return nil }
-        return value
+    private func present(_ node: Int) -> JSONDocument.Value? {
+        let value = JSONDocument.Value(document: document, index: node)
+        return value.isNull ? nil : value
     }
 
-    public func has(_ name: String) -> Bool { value(name) != nil }
+    public func has(_ name: String) -> Bool { find(name).flatMap { present($0.value) } != nil }
 
     /// A refusal of this object's member `name`.
     public func invalid(_ name: String, _ rule: String) -> JobRejection {
@@ -63,7 +105,7 @@ public struct Fields: Sendable {
         JobRejection(.invalidField, "\(path)\(rule)")
     }
 
-    public mutating func required(_ name: String) throws(JobRejection) -> JSONValue {
+    public mutating func required(_ name: String) throws(JobRejection) -> JSONDocument.Value {
         guard let value = take(name) else { throw JobRejection(.invalidField, "\(path)\(name) is required") }
         return value
     }
@@ -86,7 +128,13 @@ public struct Fields: Sendable {
     public mutating func optionalString(_ name: String, maximumLength: Int, content: Content = .identifier) throws(JobRejection) -> String?
     {
         guard let value = take(name) else { return nil }
-        guard case .string(let string) = value else {
+        return try checkedString(value, name, maximumLength: maximumLength, content: content)
+    }
+
+    private func checkedString(_ value: JSONDocument.Value, _ name: String, maximumLength: Int, content: Content) throws(JobRejection)
+        -> String
+    {
+        guard let string = value.string else {
             throw JobRejection(.invalidField, "\(path)\(name) must be a string, not \(value.typeName)")
         }
         guard string.utf8.count <= maximumLength else {
@@ -104,7 +152,7 @@ public struct Fields: Sendable {
 
     public mutating func optionalInteger(_ name: String, in range: ClosedRange<Int64>) throws(JobRejection) -> Int64? {
         guard let value = take(name) else { return nil }
-        guard case .integer(let number) = value else {
+        guard let number = value.integer else {
             throw JobRejection(.invalidField, "\(path)\(name) must be an integer, not \(value.typeName)")
         }
         guard range.contains(number) else {
@@ -115,18 +163,15 @@ public struct Fields: Sendable {
 
     public mutating func optionalBool(_ name: String) throws(JobRejection) -> Bool? {
         guard let value = take(name) else { return nil }
-        guard case .bool(let flag) = value else { throw invalid(name, "must be true or false, not \(value.typeName)") }
+        guard let flag = value.bool else { throw invalid(name, "must be true or false, not \(value.typeName)") }
         return flag
     }
 
     /// A number (integer or not) within `range`; NaN and infinities cannot occur in parsed JSON.
     public mutating func optionalNumber(_ name: String, in range: ClosedRange<Double>) throws(JobRejection) -> Double? {
         guard let value = take(name) else { return nil }
-        let number: Double
-        switch value {
-        case .integer(let integer): number = Double(integer)
-        case .double(let double): number = double
-        default: throw invalid(name, "must be a number, not \(value.typeName)")
+        guard let number = value.integer.map(Double.init) ?? value.double else {
+            throw invalid(name, "must be a number, not \(value.typeName)")
         }
         guard range.contains(number) else { throw invalid(name, "must be between \(range.lowerBound) and \(range.upperBound)") }
         return number
@@ -138,25 +183,23 @@ public struct Fields: Sendable {
         content: Content = .identifier
     ) throws(JobRejection) -> [String]? {
         guard let value = take(name) else { return nil }
-        guard case .array(let elements) = value else { throw invalid(name, "must be an array of strings, not \(value.typeName)") }
-        guard elements.count <= maximumCount else { throw invalid(name, "has \(elements.count) entries, the limit is \(maximumCount)") }
+        guard value.isArray else { throw invalid(name, "must be an array of strings, not \(value.typeName)") }
+        guard value.count <= maximumCount else { throw invalid(name, "has \(value.count) entries, the limit is \(maximumCount)") }
         var strings: [String] = []
-        for (index, element) in elements.enumerated() {
-            var single = Fields(members: [("\(name)[\(index)]", element)], path: path)
-            guard let string = try single.optionalString("\(name)[\(index)]", maximumLength: maximumLength, content: content) else {
-                throw invalid("\(name)[\(index)]", "must be a string, not null")
-            }
-            strings.append(string)
+        strings.reserveCapacity(value.count)
+        for (index, element) in value.elements.enumerated() {
+            guard !element.isNull else { throw invalid("\(name)[\(index)]", "must be a string, not null") }
+            strings.append(try checkedString(element, "\(name)[\(index)]", maximumLength: maximumLength, content: content))
         }
         return strings
     }
 
     public mutating func optionalObject(_ name: String) throws(JobRejection) -> Fields? {
         guard let value = take(name) else { return nil }
-        guard case .object(let members) = value else {
+        guard let fields = value.fields(path: "\(path)\(name).") else {
             throw JobRejection(.invalidField, "\(path)\(name) must be an object, not \(value.typeName)")
         }
-        return Fields(members: members, path: "\(path)\(name).")
+        return fields
     }
 
     /// One of `names`, as a string; the refusal lists them.
@@ -166,16 +209,10 @@ public struct Fields: Sendable {
         return text
     }
 
-    func rejectUnknown(allowed: Set<String>) throws(JobRejection) {
-        if let unknown = members.first(where: { !allowed.contains($0.key) }) {
-            throw JobRejection(.invalidField, "\(path)\(unknown.key) is not a field of the v1 contract")
-        }
-    }
-
     /// Refuses the first member nobody read, with `rule` (default: not a field of the contract).
     public func rejectUnread(_ rule: String = "is not a field of the v1 contract") throws(JobRejection) {
-        if let unknown = members.indices.first(where: { !isRead($0) }).map({ members[$0] }) {
-            throw JobRejection(.invalidField, "\(path)\(unknown.key) \(rule)")
+        if let unread = (0..<count).first(where: { !isRead($0) }) {
+            throw JobRejection(.invalidField, "\(path)\(document.string(at: nameNode(unread))) \(rule)")
         }
     }
 }

@@ -20,11 +20,6 @@ public struct JobDecoder: Sendable {
         }
     }
 
-    private static let jobFields: Set<String> = [
-        "v", "id", "createdAt", "ttl", "kind", "priority", "userId", "collapseKey", "dedupeKey",
-        "notification", "data", "body", "overrides", "liveActivity", "targets",
-    ]
-
     /// Up to this many targets, a repeated `bindingId` is found by comparing each with the ones before.
     static let targetsCheckedByScanning = 16
 
@@ -42,20 +37,19 @@ public struct JobDecoder: Sendable {
         guard bytes.count <= limits.maximumBytes else {
             throw JobRejection(.tooLarge, "message is \(bytes.count) bytes, the limit is \(limits.maximumBytes)")
         }
-        let document: JSONValue
+        let document: JSONDocument
         do {
-            document = try JSONParser.parse(bytes)
+            document = try JSONDocument(parsing: bytes)
         } catch {
             throw JobRejection(.invalidJSON, error.description)
         }
-        guard case .object(let members) = document else {
-            throw JobRejection(.invalidJSON, "the job must be a JSON object, not \(document.typeName)")
+        guard var fields = document.root.fields(path: "") else {
+            throw JobRejection(.invalidJSON, "the job must be a JSON object, not \(document.root.typeName)")
         }
-        var fields = Fields(members: members, path: "")
-        guard let version = document["v"] else {
+        guard let version = fields.take("v") else {
             throw JobRejection(.unsupportedVersion, "v is required (supported: \(Self.supportedVersion))")
         }
-        guard case .integer(let number) = version, number == Self.supportedVersion else {
+        guard version.integer == Self.supportedVersion else {
             throw JobRejection(.unsupportedVersion, "v must be \(Self.supportedVersion)")
         }
 
@@ -86,7 +80,7 @@ public struct JobDecoder: Sendable {
         var liveActivity: LiveActivity?
         if let object = try fields.optionalObject("liveActivity") { liveActivity = try LiveActivityDecoder.decode(object) }
         let targets = try decodeTargets(fields.required("targets"))
-        try fields.rejectUnknown(allowed: Self.jobFields)
+        try fields.rejectUnread()
 
         return Job(
             id: id, createdAt: createdAt, ttl: ttl, kind: kind, priority: priority, userId: userId,
@@ -104,23 +98,24 @@ public struct JobDecoder: Sendable {
     /// `overrides`: one JSON object per provider, by provider name; the provider's format checks its own.
     private func decodeOverrides(_ fields: Fields) throws(JobRejection) -> [ProviderID: JSONValue] {
         var overrides: [ProviderID: JSONValue] = [:]
-        for (name, value) in fields.members {
+        try fields.forEachMember { name, value throws(JobRejection) in
             guard let format = formats.byProvider[ProviderID(name)] else {
                 throw fields.invalid(
                     name, "is not a provider: overrides are keyed by one of \(formats.providerNames.joined(separator: ", "))")
             }
-            guard case .object = value else { throw fields.invalid(name, "must be an object, not \(value.typeName)") }
-            try format.checkOverride(value)
-            overrides[format.provider] = value
+            guard value.isObject else { throw fields.invalid(name, "must be an object, not \(value.typeName)") }
+            let override = value.json
+            try format.checkOverride(override)
+            overrides[format.provider] = override
         }
         return overrides
     }
 
     private func decodeData(_ fields: Fields) throws(JobRejection) -> [String: String] {
         var data: [String: String] = [:]
-        data.reserveCapacity(fields.members.count)
-        for (key, value) in fields.members {
-            guard case .string(let text) = value else {
+        data.reserveCapacity(fields.count)
+        try fields.forEachMember { key, value throws(JobRejection) in
+            guard let text = value.string else {
                 throw JobRejection(.invalidField, "data.\(key) must be a string, not \(value.typeName) (provider data values are strings)")
             }
             data[key] = text
@@ -128,23 +123,23 @@ public struct JobDecoder: Sendable {
         return data
     }
 
-    private func decodeTargets(_ value: JSONValue) throws(JobRejection) -> [Target] {
-        guard case .array(let elements) = value else {
+    private func decodeTargets(_ value: JSONDocument.Value) throws(JobRejection) -> [Target] {
+        guard value.isArray else {
             throw JobRejection(.invalidField, "targets must be an array, not \(value.typeName)")
         }
-        guard !elements.isEmpty else { throw JobRejection(.invalidField, "targets must not be empty") }
-        guard elements.count <= limits.maximumTargets else {
-            throw JobRejection(.invalidField, "targets has \(elements.count) entries, the limit is \(limits.maximumTargets)")
+        guard value.count > 0 else { throw JobRejection(.invalidField, "targets must not be empty") }
+        guard value.count <= limits.maximumTargets else {
+            throw JobRejection(.invalidField, "targets has \(value.count) entries, the limit is \(limits.maximumTargets)")
         }
         var targets: [Target] = []
-        targets.reserveCapacity(elements.count)
+        targets.reserveCapacity(value.count)
         // A job's few targets are checked against the ones before by scanning: a set would cost an allocation a job.
-        var bindingIds: Set<String>? = elements.count > Self.targetsCheckedByScanning ? [] : nil
-        for (index, element) in elements.enumerated() {
-            guard case .object(let members) = element else {
+        var bindingIds: Set<String>? = value.count > Self.targetsCheckedByScanning ? [] : nil
+        for (index, element) in value.elements.enumerated() {
+            guard let fields = element.fields(path: "targets[\(index)].") else {
                 throw JobRejection(.invalidField, "targets[\(index)] must be an object, not \(element.typeName)")
             }
-            let target = try decodeTarget(Fields(members: members, path: "targets[\(index)]."))
+            let target = try decodeTarget(fields)
             let repeated =
                 if bindingIds != nil { !bindingIds!.insert(target.bindingId).inserted } else {
                     targets.contains { $0.bindingId == target.bindingId }

@@ -86,12 +86,12 @@ enum LiveActivityDecoder {
         }
         let dates = 0...LiveActivity.latestDate
         var activity = LiveActivity(
-            event: event, contentState: .object(contentState.members),
+            event: event, contentState: contentState.json,
             timestamp: try fields.optionalInteger("timestamp", in: dates),
             staleDate: try fields.optionalInteger("staleDate", in: dates),
             dismissalDate: try fields.optionalInteger("dismissalDate", in: dates),
             attributesType: try fields.optionalString("attributesType", maximumLength: NotificationDecoder.identifierLimit))
-        activity.attributes = try fields.optionalObject("attributes").map { .object($0.members) }
+        activity.attributes = try fields.optionalObject("attributes").map(\.json)
         activity.inputPushToken = try fields.optionalBool("inputPushToken")
         if event == .start, activity.attributesType == nil || activity.attributes == nil {
             throw fields.invalid("a start event needs attributesType and attributes")

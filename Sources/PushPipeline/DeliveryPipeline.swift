@@ -622,10 +622,8 @@ extension DeliveryPipeline: SlotQueuesHost {
             shared.admission.slotsChanged(turns, &actions)
             return result
         }
-        // The caller carries the turns out (`AppConcurrencyLimits.carryOut`).
-        let turns = actions.turns
-        actions.turns = []
+        // Carried out here, turns included: the caller's `AppConcurrencyLimits.carryOut` gets none left to do.
         carryOut(actions)
-        return (result, turns)
+        return (result, [])
     }
 }

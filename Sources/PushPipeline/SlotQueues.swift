@@ -170,3 +170,4 @@ struct SlotQueues<Waiter: SlotWaiter> {
 
 extension SlotQueues: Sendable where Waiter: Sendable {}
 extension SlotQueues.Slots: Sendable where Waiter: Sendable {}
+extension SlotQueues.Action: Sendable where Waiter: Sendable {}
