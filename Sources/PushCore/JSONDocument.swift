@@ -52,17 +52,8 @@ public struct JSONDocument: Sendable {
         public var isObject: Bool { node.kind == .object }
         public var isArray: Bool { node.kind == .array }
 
-        /// The JSON type name, for error messages.
-        public var typeName: String {
-            switch node.kind {
-            case .null: "null"
-            case .bool: "boolean"
-            case .integer, .double: "number"
-            case .string: "string"
-            case .array: "array"
-            case .object: "object"
-            }
-        }
+        /// The JSON type name, for error messages (which alone read it).
+        public var typeName: String { json.typeName }
 
         public var string: String? { node.kind == .string ? document.string(at: index) : nil }
         public var integer: Int64? { node.kind == .integer ? Int64(bitPattern: node.bits) : nil }
