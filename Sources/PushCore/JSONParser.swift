@@ -111,9 +111,8 @@ public struct JSONParser {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
             let name = nodes.count
-            let nameOffset = index
             try parseString()
-            try checkNotRepeated(name, in: object, members: count, seen: &seen, offset: nameOffset)
+            try checkNotRepeated(name, in: object, members: count, seen: &seen)
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
@@ -136,10 +135,8 @@ public struct JSONParser {
     }
 
     /// Refuses the member name at node `name` if one of the object's `members` before it has it (compared as `String ==`
-    /// compares). The failure's offset is the one the name was read at, as the tree parser gave.
-    private mutating func checkNotRepeated(
-        _ name: Int, in object: Int, members: Int32, seen: inout Set<String>?, offset: Int
-    ) throws(Failure) {
+    /// compares), at the offset just after the name.
+    private mutating func checkNotRepeated(_ name: Int, in object: Int, members: Int32, seen: inout Set<String>?) throws(Failure) {
         if seen == nil, members < Self.membersScannedForDuplicates {
             var position = object + 1
             for _ in 0..<members {

@@ -46,10 +46,11 @@ public struct JobDecoder: Sendable {
         guard var fields = document.root.fields(path: "") else {
             throw JobRejection(.invalidJSON, "the job must be a JSON object, not \(document.root.typeName)")
         }
-        guard let version = fields.take("v") else {
+        let version = fields.take("v")
+        guard version != nil || fields.wasRead("v") else {
             throw JobRejection(.unsupportedVersion, "v is required (supported: \(Self.supportedVersion))")
         }
-        guard version.integer == Self.supportedVersion else {
+        guard version?.integer == Self.supportedVersion else {
             throw JobRejection(.unsupportedVersion, "v must be \(Self.supportedVersion)")
         }
 

@@ -129,6 +129,15 @@ struct JobDecoderTests {
         #expect(rejection(text)?.code == .unsupportedVersion)
     }
 
+    @Test("a version given as null is a wrong version, not a missing one")
+    func nullVersion() {
+        #expect(
+            rejection(#"{"v":null,"id":"a","kind":"call","userId":"u","targets":[]}"#) == JobRejection(.unsupportedVersion, "v must be 1"))
+        #expect(
+            rejection(#"{"id":"a","kind":"call","userId":"u","targets":[]}"#)
+                == JobRejection(.unsupportedVersion, "v is required (supported: 1)"))
+    }
+
     @Test("a message above the size limit is rejected before parsing")
     func tooLarge() {
         let limited = JobDecoder(
