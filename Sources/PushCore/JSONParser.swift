@@ -32,8 +32,9 @@ public struct JSONParser {
         let result = bytes.withUnsafeBufferPointer { buffer in
             Result { () throws(Failure) -> [JSONDocument.Node] in
                 var parser = JSONParser(buffer, maximumDepth: maximumDepth)
-                // About one node for every 7 bytes of a job; one more allocation if a document has more.
-                parser.nodes.reserveCapacity(buffer.count / 6 + 4)
+                // About one node for every 7 bytes of a job, so a job's list is made once; a larger document (a long
+                // opaque body is one node) grows its list as it needs.
+                parser.nodes.reserveCapacity(min(buffer.count / 6 + 4, 512))
                 parser.skipWhitespace()
                 try parser.parseValue(depth: 0)
                 parser.skipWhitespace()
