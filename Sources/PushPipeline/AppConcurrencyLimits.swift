@@ -95,7 +95,7 @@ public final class AppConcurrencyLimits: Sendable {
 
     /// Resumes the tasks granted their slots and counts the waits moved on to an endpoint; a reservation's grant was
     /// taken in by the host under its lock.
-    func carryOut(_ turns: some Sequence<Turn>) {
+    func carryOut(_ turns: [Turn]) {
         for turn in turns {
             switch turn {
             case .granted(let waiter):
@@ -261,8 +261,7 @@ public final class AppConcurrencyLimits: Sendable {
 /// moved on to its endpoint) is taken in under the same hold as the release that gave it.
 protocol SlotQueuesHost: AnyObject, Sendable {
     /// Runs `change` under the host's lock and takes in the reservations' turns among those it returns; returns its
-    /// result and the turns left for `AppConcurrencyLimits.carryOut` once the lock is released (the pipeline carries
-    /// every turn out itself and leaves none).
+    /// result and every turn, for `AppConcurrencyLimits.carryOut` once the lock is released.
     func withQueues<Result>(_ change: (inout AppConcurrencyLimits.Queues) -> (Result, [AppConcurrencyLimits.Turn]))
         -> (Result, [AppConcurrencyLimits.Turn])
 }

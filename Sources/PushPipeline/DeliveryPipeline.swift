@@ -622,8 +622,10 @@ extension DeliveryPipeline: SlotQueuesHost {
             shared.admission.slotsChanged(turns, &actions)
             return result
         }
-        // Carried out here, turns included: the caller's `AppConcurrencyLimits.carryOut` gets none left to do.
+        // The caller carries the turns out (`AppConcurrencyLimits.carryOut`).
+        let turns = actions.turns
+        actions.turns = []
         carryOut(actions)
-        return (result, [])
+        return (result, turns)
     }
 }

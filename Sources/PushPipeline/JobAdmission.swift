@@ -34,9 +34,9 @@ struct JobAdmission {
 
     /// What an event leaves to do.
     struct Actions {
-        var launches = InlineFirstList<Launch>()
+        var launches: [Launch] = []
         /// Turns of the slot queues, for `AppConcurrencyLimits.carryOut` (a reservation's was taken in already).
-        var turns = InlineFirstList<AppConcurrencyLimits.Turn>()
+        var turns: [AppConcurrencyLimits.Turn] = []
         /// Jobs that had to wait for a slot, to count.
         var waited: [(stage: AppConcurrencyLimits.Queues.Stage, scope: DeliveryScope)] = []
         /// Lanes whose consumer thread is to be woken (`ConsumerWait`).
@@ -78,17 +78,6 @@ struct JobAdmission {
     private var consumerWaits = PerLane(Lane.allCases) { _ in ConsumerWait?.none }
     private let limits: AppConcurrencyLimits
     private let longestSlotWait: Duration
-    /// Buffers an event's admission works in, kept with their room between events (`Scratch`): a job's events
-    /// then allocate no arrays of their own.
-    private var scratch = Scratch()
-
-    private struct Scratch: Sendable {
-        var machineActions: [Machine.Action] = []
-        var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-        var starting: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
-        var turns: [AppConcurrencyLimits.Turn] = []
-        var taking: [AppConcurrencyLimits.Turn] = []
-    }
 
     init(machine: Machine, limits: AppConcurrencyLimits, longestSlotWait: Duration) {
         self.machine = machine
@@ -106,11 +95,10 @@ struct JobAdmission {
 
     /// Jobs ended: `completed` when their outcomes were acknowledged, false when they were abandoned.
     mutating func ended(_ jobs: some Sequence<Ending>, _ actions: inout Actions) {
-        var machineActions = Self.borrow(&scratch.machineActions)
+        var machineActions: [Machine.Action] = []
         for job in jobs { machineActions += machine.finished(job.id, completed: job.completed) }
         wakeWaiting(&actions)
         admit(machineActions, turns: [], &actions)
-        Self.giveBack(&machineActions, to: &scratch.machineActions)
     }
 
     /// A running job's task started or stopped waiting for a slot (`PipelineStateMachine.parkingChanged`).
@@ -200,24 +188,13 @@ struct JobAdmission {
     func isStopping(_ lane: Lane) -> Bool { machine.lifecycle(of: lane).map { $0 >= .stopping } ?? true }
 
     /// Launches the jobs the state machine let go and takes in the slot queues' turns, until neither leaves anything more.
-    private mutating func admit(_ machineActions: [Machine.Action], turns firstTurns: [AppConcurrencyLimits.Turn], _ actions: inout Actions)
-    {
-        var starts = Self.borrow(&scratch.starts)
-        var starting = Self.borrow(&scratch.starting)
-        var turns = Self.borrow(&scratch.turns)
-        var taking = Self.borrow(&scratch.taking)
-        defer {
-            Self.giveBack(&starts, to: &scratch.starts)
-            Self.giveBack(&starting, to: &scratch.starting)
-            Self.giveBack(&turns, to: &scratch.turns)
-            Self.giveBack(&taking, to: &scratch.taking)
-        }
-        take(machineActions, into: &starts)
-        turns += firstTurns
+    private mutating func admit(_ machineActions: [Machine.Action], turns: [AppConcurrencyLimits.Turn], _ actions: inout Actions) {
+        var starts = take(machineActions, &actions)
+        var turns = turns
         var waitUntil: ContinuousClock.Instant?
         while !starts.isEmpty || !turns.isEmpty {
-            swap(&taking, &turns)
-            turns.removeAll(keepingCapacity: true)
+            let taking = turns
+            turns = []
             for turn in taking {
                 actions.turns.append(turn)
                 switch turn {
@@ -228,10 +205,10 @@ struct JobAdmission {
                     let registered = waitingForSlot.removeValue(forKey: waiter.id)
                     guard let wait = registered, !isStopping(wait.id.lane) else {
                         turns += slots.release(waiter.scope)
-                        if let registered { take(abandon(registered.id, &actions), into: &starts) }
+                        if let registered { starts += take(abandon(registered.id, &actions), &actions) }
                         continue
                     }
-                    if wait.parked { take(machine.parkingChanged(wait.id, parked: false), into: &starts) }
+                    if wait.parked { starts += take(machine.parkingChanged(wait.id, parked: false), &actions) }
                     actions.launches.append(
                         Launch(id: wait.id, admitted: wait.admitted, slot: limits.permit(grantedTo: waiter), slotWaitSpent: false))
                 case .waitsForEndpoint(let waiter):
@@ -239,12 +216,11 @@ struct JobAdmission {
                     else { continue }
                     // Waits on for the provider's capacity, in flight (not parked), as a value.
                     waitingForSlot[waiter.id]!.parked = false
-                    take(machine.parkingChanged(wait.id, parked: false), into: &starts)
+                    starts += take(machine.parkingChanged(wait.id, parked: false), &actions)
                 }
             }
-            taking.removeAll(keepingCapacity: true)
-            swap(&starting, &starts)
-            starts.removeAll(keepingCapacity: true)
+            let starting = starts
+            starts = []
             for (id, admitted) in starting {
                 guard let scope = admitted.scope else {
                     actions.launches.append(Launch(id: id, admitted: admitted, slot: nil, slotWaitSpent: false))
@@ -253,7 +229,7 @@ struct JobAdmission {
                 // A lane being stopped starts nothing more that would take a slot: such a job never sent anything and
                 // is redelivered.
                 guard !isStopping(id.lane) else {
-                    take(abandon(id, &actions), into: &starts)
+                    starts += take(abandon(id, &actions), &actions)
                     continue
                 }
                 switch limits.reserve(scope, lane: admitted.deliveryLane, in: &slots) {
@@ -263,7 +239,7 @@ struct JobAdmission {
                     actions.waited.append((.waitingForApp, scope))
                     if waitUntil == nil { waitUntil = .now + longestSlotWait }
                     waitingForSlot[ticket] = WaitingForSlot(id: id, until: waitUntil!, admitted: admitted, parked: true)
-                    take(machine.parkingChanged(id, parked: true), into: &starts)
+                    starts += take(machine.parkingChanged(id, parked: true), &actions)
                     wakeWaiting(&actions)
                 case .waitingForEndpoint(let ticket):
                     actions.waited.append((.waitingForEndpoint, scope))
@@ -300,26 +276,16 @@ struct JobAdmission {
         }
     }
 
-    /// Keeps the offsets among the state machine's actions for their lane's consumer thread; adds the jobs to start to
-    /// `starts`.
-    private mutating func take(_ machineActions: [Machine.Action], into starts: inout [(Machine.JobID, JobProcessor.AdmittedJob)]) {
+    /// Keeps the offsets among the state machine's actions for their lane's consumer thread; returns the jobs to start.
+    private mutating func take(_ machineActions: [Machine.Action], _ actions: inout Actions) -> [(Machine.JobID, JobProcessor.AdmittedJob)]
+    {
+        var starts: [(Machine.JobID, JobProcessor.AdmittedJob)] = []
         for action in machineActions {
             switch action {
             case .start(let id, let admitted): starts.append((id, admitted))
             case .storeOffset(let lane, let topicPartition, let offset): offsetsToStore[lane]?[topicPartition] = offset
             }
         }
-    }
-
-    /// The buffer, moved out of `scratch` (so appending to it copies nothing); `giveBack` returns it emptied.
-    private static func borrow<Element>(_ buffer: inout [Element]) -> [Element] {
-        defer { buffer = [] }
-        return buffer
-    }
-
-    private static func giveBack<Element>(_ buffer: inout [Element], to scratch: inout [Element]) {
-        buffer.removeAll(keepingCapacity: true)
-        scratch = buffer
-        buffer = []
+        return starts
     }
 }

@@ -170,4 +170,3 @@ struct SlotQueues<Waiter: SlotWaiter> {
 
 extension SlotQueues: Sendable where Waiter: Sendable {}
 extension SlotQueues.Slots: Sendable where Waiter: Sendable {}
-extension SlotQueues.Action: Sendable where Waiter: Sendable {}
