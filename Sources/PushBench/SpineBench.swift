@@ -114,7 +114,15 @@ public enum SpineBench {
         let id = ProviderID.proxy
         let targetFormat: any TargetFormat = ProxyTargetFormat()
 
-        func deliver(_ delivery: Delivery) async -> DeliveryResult { .delivered(providerMessageId: nil, httpStatus: 200) }
+        func deliver(_ delivery: Delivery) async -> DeliveryResult { Self.answer }
+
+        /// As a transport whose answer is already there: the completion runs before `start` returns.
+        func start(_ delivery: Delivery, completion: @escaping DeliveryCompletion) -> DeliveryStart {
+            completion(Self.answer)
+            return .sent(NothingInFlight())
+        }
+
+        private static let answer = DeliveryResult.delivered(providerMessageId: nil, httpStatus: 200)
     }
 
     public static func run(_ options: Options, logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> Report {

@@ -25,7 +25,10 @@ public protocol DeliveryStore: Sendable {
     /// a dedupe claim for `window` milliseconds (0 = no dedupe) in the name of this job.
     /// `firstDelivery`: no owner of the job's partition handed its offset out before, so no record of it can exist
     /// (unless the same job was produced twice: the claim's holder then says so, and the records are read).
-    func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState]
+    /// With no task waiting: `completion` runs once, on the store's thread (or before `prepare` returns, for a store
+    /// in memory), with the states or the error.
+    func prepare(
+        _ job: Job, dedupeWindow: Int64, firstDelivery: Bool, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void)
     /// Records final outcomes (in one round trip where the store can), with no task waiting:
     /// `completion` gets nil once every one is recorded, else the error.
     func record(_ outcomes: [EncodedOutcome], completion: @escaping @Sendable ((any Error)?) -> Void)
@@ -45,6 +48,13 @@ public protocol DeliveryStore: Sendable {
 }
 
 extension DeliveryStore {
+    /// `prepare`, returning once the store answered.
+    public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
+        try await withCheckedThrowingContinuation { continuation in
+            prepare(job, dedupeWindow: dedupeWindow, firstDelivery: firstDelivery) { continuation.resume(with: $0) }
+        }
+    }
+
     /// `prepare` for a job whose offset may have been handed out before: the records are read.
     public func prepare(_ job: Job, dedupeWindow: Int64) async throws -> [PriorState] {
         try await prepare(job, dedupeWindow: dedupeWindow, firstDelivery: false)

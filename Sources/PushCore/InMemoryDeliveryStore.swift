@@ -43,7 +43,13 @@ public final class InMemoryDeliveryStore: DeliveryStore {
         self.clock = clock
     }
 
-    public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
+    public func prepare(
+        _ job: Job, dedupeWindow: Int64, firstDelivery: Bool, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void
+    ) {
+        completion(.success(prepared(job, dedupeWindow: dedupeWindow, firstDelivery: firstDelivery)))
+    }
+
+    private func prepared(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) -> [PriorState] {
         let now = clock()
         let identity = DedupeWindows.identity(of: job)
         return state.withLock { state in

@@ -40,6 +40,10 @@ public protocol PushProvider: Sendable {
     /// How jobs write this provider's targets.
     var targetFormat: any TargetFormat { get }
     func deliver(_ delivery: Delivery) async -> DeliveryResult
+    /// The hot path: starts `delivery` with no task waiting when all it needs is one request built without waiting
+    /// (build → send → classify); `completion` then runs once, with the classified answer, on the transport's thread.
+    /// A plugin writes the three steps once (`RequestDelivery`), and both this and `deliver` are made of them.
+    func start(_ delivery: Delivery, completion: @escaping DeliveryCompletion) -> DeliveryStart
     /// What a failure of a delivery to `target` can stop or hold up (`DeliveryScope`).
     func scope(of target: Target) -> DeliveryScope
     /// The connection identities its requests carry (`HTTPRequest.connectionIdentity`), from its configuration: after
@@ -50,11 +54,42 @@ public protocol PushProvider: Sendable {
 }
 
 extension PushProvider {
+    /// A plugin without the split: its deliveries are awaited (`deliver`).
+    public func start(_ delivery: Delivery, completion: @escaping DeliveryCompletion) -> DeliveryStart { .needsTask }
+
     public func shutdown() async {}
 
     public var connectionIdentities: Set<ConnectionIdentity> { [] }
 
     public func scope(of target: Target) -> DeliveryScope { .app(of: target) }
+}
+
+/// What a delivery started with no task waiting gets (`PushProvider.start`).
+public typealias DeliveryCompletion = @Sendable (DeliveryResult) -> Void
+
+/// How `PushProvider.start` began a delivery.
+public enum DeliveryStart: Sendable {
+    /// Its request is on its way: the completion runs once, with the classified answer (perhaps before `start`
+    /// returned); the value cancels it.
+    case sent(any DeliveryInFlight)
+    /// Decided without a request (the plugin refused it): the completion does not run.
+    case finished(DeliveryResult)
+    /// The delivery awaits something before its request (a token to fetch, a template to render, requests gathered
+    /// from several deliveries): await `deliver` instead.
+    case needsTask
+}
+
+/// A request started with no task waiting, until its answer.
+public protocol DeliveryInFlight: Sendable {
+    /// Gives the request up: its completion gets a `cancelled` failure, unless the answer came first.
+    func cancel()
+}
+
+/// A request that never left (refused at once): nothing to cancel.
+public struct NothingInFlight: DeliveryInFlight {
+    public init() {}
+
+    public func cancel() {}
 }
 
 /// The enabled plugins by provider, and the target formats of every linked one: a job may name a

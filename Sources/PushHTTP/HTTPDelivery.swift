@@ -18,14 +18,14 @@ public enum HTTPDelivery {
     }
 
     @inline(never)
-    private static func atLane(_ request: HTTPRequest, _ lane: Lane) -> HTTPRequest {
+    static func atLane(_ request: HTTPRequest, _ lane: Lane) -> HTTPRequest {
         var request = request
         request.lane = lane
         return request
     }
 
     @inline(never)
-    private static func result(of error: HTTPTransportError) -> DeliveryResult {
+    static func result(of error: HTTPTransportError) -> DeliveryResult {
         if case .invalidRequest(let detail) = error { return .failed(reason: "invalid request: \(detail)", httpStatus: nil) }
         return .retryable(reason: error.description, httpStatus: nil)
     }

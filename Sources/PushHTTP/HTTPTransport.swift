@@ -265,8 +265,38 @@ public enum HTTPTransportError: Error, Sendable, Equatable, CustomStringConverti
 /// An HTTP/2 client shared by the provider plugins.
 public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) async throws(HTTPTransportError) -> HTTPResponse
+    /// Sends `request` with no task waiting: `completion` runs once, with the answer or the failure, on the
+    /// transport's thread (or before `start` returns, for a request refused at once). The default sends from a task
+    /// of its own; a transport with threads of its own answers on them.
+    func start(_ request: HTTPRequest, completion: @escaping HTTPCompletion) -> any DeliveryInFlight
     /// Closes the connections of every identity not in `live` once the requests they carry have finished; requests
     /// without an identity are not affected. Called when live configuration removed apps or rotated their credentials.
     func closeConnections(except live: Set<ConnectionIdentity>)
     func shutdown()
+}
+
+/// What a request started with no task waiting gets (`HTTPTransport.start`).
+public typealias HTTPCompletion = @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void
+
+extension HTTPTransport {
+    public func start(_ request: HTTPRequest, completion: @escaping HTTPCompletion) -> any DeliveryInFlight {
+        TaskInFlight(
+            Task {
+                do throws(HTTPTransportError) {
+                    completion(.success(try await send(request)))
+                } catch {
+                    completion(.failure(error))
+                }
+            })
+    }
+}
+
+/// A request a task sends (`HTTPTransport.start`'s default): cancelling it cancels the task, whose send then fails with
+/// `cancelled`.
+private struct TaskInFlight: DeliveryInFlight {
+    let task: Task<Void, Never>
+
+    init(_ task: Task<Void, Never>) { self.task = task }
+
+    func cancel() { task.cancel() }
 }

@@ -55,7 +55,7 @@ public final class NIOHTTP2Transport: HTTPTransport {
         let id = transfer.id
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                transfer.continuation = continuation
+                transfer.waiter = .task(continuation)
                 submit(transfer)
             }
         } onCancel: {
@@ -63,6 +63,28 @@ public final class NIOHTTP2Transport: HTTPTransport {
             eventLoop.execute { pools.value.cancel(id) }
         }
         return try result.get()
+    }
+
+    public func start(_ request: HTTPRequest, completion: @escaping HTTPCompletion) -> any DeliveryInFlight {
+        let transfer: HTTP2Transfer
+        do {
+            transfer = try self.transfer(of: request)
+        } catch {
+            completion(.failure(error))
+            return NothingInFlight()
+        }
+        transfer.waiter = .callback(completion)
+        submit(transfer)
+        return InFlight(id: transfer.id, pools: pools, eventLoop: eventLoop)
+    }
+
+    /// A request `start` submitted: a cancel reaches its pool on the loop, after the submission (the loop's order).
+    private struct InFlight: DeliveryInFlight {
+        let id: UInt64
+        let pools: NIOLoopBound<HTTP2ConnectionPools>
+        let eventLoop: any EventLoop
+
+        func cancel() { eventLoop.execute { [pools, id] in pools.value.cancel(id) } }
     }
 
     @inline(never)
@@ -150,8 +172,14 @@ final class HTTP2Transfer: Sendable {
     /// Where to connect instead of resolving `target.host` (`HTTPRequest.pinnedResolution`).
     let pinned: PinnedAddress?
     let submittedAt: NIODeadline
-    /// Set once, by the sending task before it submits the transfer (whose queues then order every later read).
-    nonisolated(unsafe) var continuation: CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>?
+    /// Who waits for the answer: a task (`send`) or a completion (`start`).
+    enum Waiter {
+        case task(CheckedContinuation<Result<HTTPResponse, HTTPTransportError>, Never>)
+        case callback(HTTPCompletion)
+    }
+
+    /// Set once, by the sender before it submits the transfer (whose queues then order every later read).
+    nonisolated(unsafe) var waiter: Waiter?
 
     init(id: UInt64, request: HTTPRequest, target: HTTPSTarget, pinned: PinnedAddress? = nil, submittedAt: NIODeadline) {
         self.id = id
@@ -161,7 +189,13 @@ final class HTTP2Transfer: Sendable {
         self.submittedAt = submittedAt
     }
 
-    func complete(_ result: Result<HTTPResponse, HTTPTransportError>) { continuation?.resume(returning: result) }
+    func complete(_ result: Result<HTTPResponse, HTTPTransportError>) {
+        switch waiter {
+        case .task(let continuation): continuation.resume(returning: result)
+        case .callback(let completion): completion(result)
+        case nil: break
+        }
+    }
 }
 
 /// The HTTP/1.1 client (libcurl, `CurlHTTPTransport`) for hosts whose TLS handshake did not choose h2, made on first use.

@@ -4,6 +4,7 @@ import Metrics
 import PushCore
 import PushKafka
 import ServiceLifecycle
+import Synchronization
 import Tracing
 
 /// The worker's spine: one consumer thread per lane (normal: `jobsTopic`; urgent:
@@ -62,26 +63,22 @@ public final class DeliveryPipeline: Service, Sendable {
         var finishedRun: CheckedContinuation<Void, Never>?
     }
 
-    /// The job tasks that exist, so a drain can cancel them. A task is created outside the shared
-    /// lock and registered just after; one that ended before it was registered is not kept.
-    private struct JobTasks {
-        var running: [Machine.JobID: Task<Void, Never>] = [:]
-        var endedBeforeRegistered: Set<Machine.JobID> = []
+    /// The jobs started and not yet handed to the store, so a drain can cancel them. A job is registered before it
+    /// starts, so it is always found here until it ends.
+    private struct StartedJobs {
+        var running: [Machine.JobID: StartedJob] = [:]
         var cancelledLanes: Set<Lane> = []
 
-        /// false: the task's lane was cancelled already, so the task is to be cancelled too.
-        mutating func register(_ id: Machine.JobID, _ task: Task<Void, Never>) -> Bool {
-            if endedBeforeRegistered.remove(id) != nil { return true }
-            if cancelledLanes.contains(id.lane) { return false }
-            running[id] = task
+        /// false: the job's lane was cancelled already, so the job is to be cancelled too.
+        mutating func register(_ job: StartedJob) -> Bool {
+            if cancelledLanes.contains(job.id.lane) { return false }
+            running[job.id] = job
             return true
         }
 
-        mutating func ended(_ id: Machine.JobID) {
-            if running.removeValue(forKey: id) == nil, !cancelledLanes.contains(id.lane) { endedBeforeRegistered.insert(id) }
-        }
+        mutating func ended(_ id: Machine.JobID) { running.removeValue(forKey: id) }
 
-        mutating func cancel(lane: Lane) -> [Task<Void, Never>] {
+        mutating func cancel(lane: Lane) -> [StartedJob] {
             cancelledLanes.insert(lane)
             return running.filter { $0.key.lane == lane }.map(\.value)
         }
@@ -96,7 +93,7 @@ public final class DeliveryPipeline: Service, Sendable {
     private let logger: Logger
     private let observer: (any PipelineObserver)?
     private let shared: Locked<Shared>
-    private let tasks = Locked(JobTasks())
+    private let started = Locked(StartedJobs())
     /// Jobs whose outcomes were acknowledged (or that were abandoned), finished in the state machine in batches.
     private let endedJobs = CombiningInbox<JobAdmission.Ending>()
     /// Signalled for a waiting lane when a job of either lane finishes or parks: its consumer
@@ -167,8 +164,8 @@ public final class DeliveryPipeline: Service, Sendable {
     /// Jobs waiting for their app's or endpoint's slot before their task started.
     var jobsWaitingForAppSlot: Int { shared.withLock { $0.admission.waitingForSlot.count } }
 
-    /// Job tasks that exist now.
-    var jobTasks: Int { tasks.withLock { $0.running.count } }
+    /// Jobs started and not yet handed to the store (on a task or running with none).
+    var startedJobs: Int { started.withLock { $0.running.count } }
 
     /// Ready for traffic: every lane joined its group, the shared store answers, not stopping.
     public var readiness: (ready: Bool, reason: String) {
@@ -460,25 +457,38 @@ public final class DeliveryPipeline: Service, Sendable {
         perform { $0.admission.launchOverdue(in: lane, at: now, &$1) }
     }
 
-    /// Starts the job's task (outside the shared lock: creating a task is not cheap) and registers it.
+    /// Registers the job and starts it, outside the shared lock: with no task while nothing makes it wait
+    /// (`JobProcessor+Taskless.swift`), else on a task.
     private func launch(_ launch: JobAdmission.Launch) {
         let job = StartedJob(pipeline: self, launch)
-        let id = launch.id
-        // The urgent lane's tasks run first when the cooperative pool is saturated by a backlog.
-        let task = Task(priority: id.lane == .urgent ? .high : .medium) { await job.run() }
-        if !tasks.withLock({ $0.register(id, task) }) { task.cancel() }
+        if !started.withLock({ $0.register(job) }) { job.cancel() }
+        job.start()
     }
 
-    /// A started job: its task's work, its parking changes (it is the job's `JobParking`) and its ending reach the
-    /// pipeline through this one object, rather than through a closure or an object made for each.
+    /// A started job: its run (with no task, then perhaps on one), its parking changes (it is the job's `JobParking`)
+    /// and its ending reach the pipeline through this one object, rather than through a closure or an object made for
+    /// each. A run with no task keeps its state here between the store's answer and the provider's; each step
+    /// happens after the one before it (the answer that calls it was asked for by that step).
     private final class StartedJob: JobParking, @unchecked Sendable {
         let pipeline: DeliveryPipeline
         let id: Machine.JobID
         let admitted: JobProcessor.AdmittedJob
-        /// The slots its first send holds, reserved before the task started: the job's run owns them from its start.
+        /// The slots its first send holds, reserved before it started: its run owns them from its start.
         private var slot: SlotPermit?
         let slotWaitSpent: Bool
         let startedAt = ContinuousClock.now
+        /// Set by the run with no task from its start until it ends or a task takes it over.
+        private var run: JobProcessor.TasklessRun?
+        /// The run's send in flight: its slots and when it left.
+        private var sending: (slot: JobProcessor.SendSlot, at: ContinuousClock.Instant)?
+        /// What a cancel reaches: the request in flight of the run with no task, or the task that took it over.
+        private let cancellation = Mutex(Cancellation())
+
+        private struct Cancellation {
+            var cancelled = false
+            var inFlight: (any DeliveryInFlight)?
+            var task: Task<Void, Never>?
+        }
 
         init(pipeline: DeliveryPipeline, _ launch: JobAdmission.Launch) {
             self.pipeline = pipeline
@@ -488,26 +498,120 @@ public final class DeliveryPipeline: Service, Sendable {
             slotWaitSpent = launch.slotWaitSpent
         }
 
-        func run() async {
-            let slot = slot.take()
-            if let tracing = pipeline.processor.tracing { return await runTraced(tracing, slot: slot) }
-            hand(await pipeline.processor.process(admitted, slot: slot, parking: self, slotWaitSpent: slotWaitSpent), span: nil)
+        private var processor: JobProcessor { pipeline.processor }
+
+        /// Ends the job's run as soon as it can: its request in flight is cancelled, or its task.
+        func cancel() {
+            let (inFlight, task) = cancellation.withLock { cancellation in
+                cancellation.cancelled = true
+                return (cancellation.inFlight.take(), cancellation.task)
+            }
+            inFlight?.cancel()
+            task?.cancel()
+        }
+
+        func start() {
+            guard !cancellation.withLock({ $0.cancelled }), let run = processor.tasklessRun(of: admitted, slot: slot) else {
+                return startTask { job in await job.runWhole() }
+            }
+            self.run = run
+            processor.store.prepare(run.job, dedupeWindow: run.window, firstDelivery: run.firstDelivery) { [self] answer in
+                checked(answer)
+            }
+        }
+
+        private func source() -> JobProcessor.Source {
+            JobProcessor.Source(admitted, parking: self, slot: slot.take(), slotWaitSpent: slotWaitSpent)
+        }
+
+        private func checked(_ answer: Result<[PriorState], any Error>) {
+            var source = source()
+            follow(processor.checked(answer, run!, source: &source), source: source)
+        }
+
+        private func follow(_ step: JobProcessor.TasklessStep, source: JobProcessor.Source) {
+            let run = run!
+            switch step {
+            case .finished(let result):
+                var source = source
+                processor.appLimits.giveBack(&source.slot)
+                self.run = nil
+                hand(JobProcessor.ProcessedTargets(unlessAbandoned: [result]), span: nil)
+            case .resume(let point):
+                self.run = nil
+                slot = source.slot
+                startTask { job in await job.processor.resume(run, from: point, source: job.source()) }
+            case .send(let sendSlot, let delivery):
+                slot = source.slot
+                sending = (sendSlot, ContinuousClock.now)
+                switch sendSlot.provider.start(delivery, completion: { [self] result in answered(result) }) {
+                case .sent(let inFlight):
+                    let cancelled = cancellation.withLock { cancellation in
+                        if !cancellation.cancelled { cancellation.inFlight = inFlight }
+                        return cancellation.cancelled
+                    }
+                    if cancelled { inFlight.cancel() }
+                case .finished(let result):
+                    answered(result)
+                case .needsTask:
+                    self.run = nil
+                    sending = nil
+                    startTask { job in
+                        await job.processor.resume(run, from: .admitted(sendSlot, holding: true), source: job.source())
+                    }
+                }
+            }
+        }
+
+        private func answered(_ result: DeliveryResult) {
+            let cancelled = cancellation.withLock { cancellation in
+                cancellation.inFlight = nil
+                return cancellation.cancelled
+            }
+            let (sendSlot, sentAt) = sending.take()!
+            var source = source()
+            let step = processor.answered(result, slot: sendSlot, run!, startedAt: sentAt, source: &source)
+            // A drain cancelled the send: the job stays uncommitted, as a cancelled task's does.
+            guard !cancelled else {
+                processor.appLimits.giveBack(&source.slot)
+                run = nil
+                return hand(nil, span: nil)
+            }
+            follow(step, source: source)
+        }
+
+        /// The run goes on on a task (the urgent lane's first when the cooperative pool is saturated by a backlog);
+        /// a cancel reaches it from now on.
+        private func startTask(_ body: @escaping @Sendable (StartedJob) async -> JobProcessor.ProcessedTargets?) {
+            let task = Task(priority: id.lane == .urgent ? .high : .medium) { [self] in
+                if let tracing = processor.tracing { return await runTraced(tracing, body) }
+                hand(await body(self), span: nil)
+            }
+            let cancelled = cancellation.withLock { cancellation in
+                cancellation.task = task
+                return cancellation.cancelled
+            }
+            if cancelled { task.cancel() }
+        }
+
+        private func runWhole() async -> JobProcessor.ProcessedTargets? {
+            await processor.process(admitted, slot: slot.take(), parking: self, slotWaitSpent: slotWaitSpent)
         }
 
         @inline(never)
-        private func runTraced(_ tracing: JobTracing, slot: SlotPermit?) async {
+        private func runTraced(
+            _ tracing: JobTracing, _ body: @escaping @Sendable (StartedJob) async -> JobProcessor.ProcessedTargets?
+        ) async {
             let span = tracing.consumerSpan(of: admitted.message)
-            let processed = await ServiceContext.withValue(span.context) {
-                await pipeline.processor.process(admitted, slot: slot, parking: self, slotWaitSpent: slotWaitSpent)
-            }
+            let processed = await ServiceContext.withValue(span.context) { await body(self) }
             hand(processed, span: span)
         }
 
-        /// The task ends here: the store's answer publishes the outcomes (on the store's thread), and the broker's
+        /// The run ends here: the store's answer publishes the outcomes (on the store's thread), and the broker's
         /// acknowledgement finishes the job (on the producer's).
         @inline(never)
         private func hand(_ processed: JobProcessor.ProcessedTargets?, span: (any Span)?) {
-            pipeline.tasks.withLock { $0.ended(id) }
+            pipeline.started.withLock { $0.ended(id) }
             pipeline.outcomeHandOff.finish(processed, span: span, givingUp: givingUp, then: ended)
         }
 
@@ -532,7 +636,7 @@ public final class DeliveryPipeline: Service, Sendable {
     }
 
     /// Whether the drain cancelled the lane's jobs: a job recording or publishing its outcomes gives up at its next failure.
-    private func isCancelled(_ lane: Lane) -> Bool { tasks.withLock { $0.cancelledLanes.contains(lane) } }
+    private func isCancelled(_ lane: Lane) -> Bool { started.withLock { $0.cancelledLanes.contains(lane) } }
 
     /// The job leaves the state machine, batched with the others that end meanwhile (`endedJobs`).
     private func finish(_ id: Machine.JobID, completed: Bool) {
@@ -599,7 +703,7 @@ public final class DeliveryPipeline: Service, Sendable {
         while waitForJobs(in: lane, until: deadline, while: { $0.running(in: lane) > 0 }) {}
         // Jobs waiting for an app slot were given up by `stop()`, which the drain always follows.
         // Jobs recording or publishing their outcomes have no task: cancelling the lane makes them give up at their next failure.
-        let remaining = tasks.withLock { $0.cancel(lane: lane) }
+        let remaining = started.withLock { $0.cancel(lane: lane) }
         let inFlight = shared.withLock { $0.machine.running(in: lane) }
         if inFlight > 0 {
             logger.warning(

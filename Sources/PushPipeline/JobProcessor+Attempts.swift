@@ -25,25 +25,34 @@ extension JobProcessor {
     }
 
     /// Attempts one target from attempt `first` until it is final, handed to the retry
-    /// queue, or abandoned by a stop.
+    /// queue, or abandoned by a stop. `firstSend`: what the first attempt's send gave already (a run with no task
+    /// went that far, `JobProcessor+Taskless.swift`).
     @inline(never)
-    func attempt(_ job: Job, _ target: Target, startingAt first: Int, source: inout Source, entryId: String?) async -> TargetResult {
+    func attempt(
+        _ job: Job, _ target: Target, startingAt first: Int, source: inout Source, entryId: String?, firstSend: SendResult? = nil
+    ) async -> TargetResult {
         var attempt = first
+        var given = firstSend
         while true {
             let now = clock()
             let end: AttemptEnd
-            if let early = await checkBeforeSending(job, target, attempt: attempt, at: now) {
+            let early = given == nil ? await checkBeforeSending(job, target, attempt: attempt, at: now) : nil
+            if let early {
                 end = early
             } else {
-                switch await send(job, target, attempt: attempt, source: &source, at: now) {
+                let sent: SendResult
+                if let taken = given.take() {
+                    sent = taken
+                } else {
+                    sent = await send(job, target, attempt: attempt, source: &source, at: now)
+                }
+                switch settle(sent, job, target, attempt: attempt) {
                 case .ended(let ended):
                     end = ended
-                case .answered(.retryable(let reason, let httpStatus, let retryAfter), let heldBack):
+                case .retryable(let reason, let httpStatus, let retryAfter, let heldBack):
                     end = await afterRetryable(
                         reason: reason, httpStatus: httpStatus, retryAfter: retryAfter, heldBack: heldBack,
                         job, target, attempt: attempt, source: source, entryId: entryId)
-                case .answered(let result, _):
-                    end = Self.final(result, job, target, attempt: attempt, at: clock())
                 }
             }
             switch end {
@@ -54,18 +63,33 @@ extension JobProcessor {
         }
     }
 
+    /// What a send leaves of its attempt: its end, or a retryable answer (`afterRetryable` decides, which may wait).
+    enum Settled {
+        case ended(AttemptEnd)
+        case retryable(reason: String, httpStatus: Int?, retryAfter: Duration?, heldBack: Bool)
+    }
+
+    func settle(_ sent: SendResult, _ job: Job, _ target: Target, attempt: Int) -> Settled {
+        switch sent {
+        case .ended(let ended): .ended(ended)
+        case .answered(.retryable(let reason, let httpStatus, let retryAfter), let heldBack):
+            .retryable(reason: reason, httpStatus: httpStatus, retryAfter: retryAfter, heldBack: heldBack)
+        case .answered(let result, _): .ended(Self.final(result, job, target, attempt: attempt, at: clock()))
+        }
+    }
+
     /// Before a send: the TTL, and a consumed cancel of the call. nil: go on.
     @inline(never)
     private func checkBeforeSending(_ job: Job, _ target: Target, attempt: Int, at now: Int64) async -> AttemptEnd? {
-        if job.deadline.isExpired(at: now, attempt: attempt) {
-            return Self.expiredBeforeSending(job, target, attempt: attempt, at: now)
-        }
+        if let expired = Self.expiredBeforeSending(job, target, attempt: attempt, at: now) { return expired }
         return await cancelledCall(job, target, attempts: attempt - 1, at: now)
     }
 
+    /// The TTL passed before the attempt's send.
     @inline(never)
-    private static func expiredBeforeSending(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> AttemptEnd {
-        .finish(
+    static func expiredBeforeSending(_ job: Job, _ target: Target, attempt: Int, at now: Int64) -> AttemptEnd? {
+        guard job.deadline.isExpired(at: now, attempt: attempt) else { return nil }
+        return .finish(
             Outcome(
                 job: job, target: target, status: .expired, reason: "TTL of \(job.ttl) s passed before sending",
                 attempts: attempt - 1, at: now))
@@ -92,6 +116,15 @@ extension JobProcessor {
         guard let slot = admitSend(job, target, source: &source, attempt: attempt, at: now, holding: &holding, ended: &ended) else {
             return ended!
         }
+        return await sendAdmitted(slot, holding: holding, job, target, attempt: attempt, source: &source, at: now)
+    }
+
+    /// A send the provider and its circuit admitted: waits for its slot unless `holding` it, checks the TTL again,
+    /// delivers.
+    @inline(never)
+    func sendAdmitted(
+        _ slot: SendSlot, holding: Bool, _ job: Job, _ target: Target, attempt: Int, source: inout Source, at now: Int64
+    ) async -> SendResult {
         if !holding {
             let wait = await appLimits.acquire(
                 slot.scope, lane: slot.lane, parking: source.parking, until: slotDeadline(job, source: source, at: now))
@@ -113,7 +146,7 @@ extension JobProcessor {
     /// Before a send: the provider, its circuit, and the slot reserved before the task started, if it is the scope's
     /// (`holding`). nil when the send does not go ahead, and `ended` says why.
     @inline(never)
-    private func admitSend(
+    func admitSend(
         _ job: Job, _ target: Target, source: inout Source, attempt: Int, at now: Int64, holding: inout Bool, ended: inout SendResult?
     ) -> SendSlot? {
         guard let provider = providers.provider(for: target.provider) else {
@@ -158,7 +191,7 @@ extension JobProcessor {
 
     /// The TTL ended while the send waited for its slot: the slot and the probe go back.
     @inline(never)
-    private func expiredAtSend(_ slot: SendSlot, _ job: Job, _ target: Target, attempt: Int, at sendAt: Int64) -> SendResult? {
+    func expiredAtSend(_ slot: SendSlot, _ job: Job, _ target: Target, attempt: Int, at sendAt: Int64) -> SendResult? {
         guard job.deadline.isExpired(at: sendAt, attempt: attempt) else { return nil }
         appLimits.release(slot.scope)
         breakers.giveBack(slot.probes, at: sendAt)
@@ -179,7 +212,7 @@ extension JobProcessor {
 
     /// After the provider's answer: the slot goes back, the request is counted and its circuit told.
     @inline(never)
-    private func sent(
+    func sent(
         _ result: DeliveryResult, slot: SendSlot, _ target: Target, startedAt started: ContinuousClock.Instant, source: inout Source
     ) -> SendResult {
         appLimits.release(slot.scope)

@@ -173,10 +173,7 @@ public final class JobProcessor: Sendable {
     /// `slotWaitSpent`: the job waited for that slot as a value its longest already (its first send takes one only if free).
     func process(_ admitted: AdmittedJob, slot: SlotPermit?, parking: JobParking?, slotWaitSpent: Bool = false) async -> ProcessedTargets? {
         let message = admitted.message
-        var source = Source(
-            value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
-            location: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
-            slotWaitSpent: slotWaitSpent)
+        var source = Source(admitted, parking: parking, slot: slot, slotWaitSpent: slotWaitSpent)
         defer { appLimits.giveBack(&source.slot) }
         let job: Job
         switch admitted.decoded {
@@ -192,9 +189,17 @@ public final class JobProcessor: Sendable {
         } else {
             cover = await marks.cover(message.topicPartition, offset: message.offset, consumedBefore: admitted.consumedBefore)
         }
-        guard cover != .givenUp,
-            let prior = await prepareInStore(job, dedupeWindow: window, firstDelivery: cover == .firstDelivery, parking: parking)
-        else { return nil }
+        guard cover != .givenUp else { return nil }
+        return await processChecked(job, window: window, shed: shed, firstDelivery: cover == .firstDelivery, source: &source)
+    }
+
+    /// A consumed job from its checks in the store on, with its dedupe window, whether it is shed, and whether its
+    /// offset is a first delivery (its partition's mark).
+    @inline(never)
+    func processChecked(_ job: Job, window: Int64, shed: Bool, firstDelivery: Bool, source: inout Source) async -> ProcessedTargets? {
+        guard let prior = await prepareInStore(job, dedupeWindow: window, firstDelivery: firstDelivery, parking: source.parking) else {
+            return nil
+        }
         // One target (the common case) runs on the job's own task: a child task per target
         // costs a task allocation and a scheduling hop, and keeps its own stack of async frames.
         if job.targets.count == 1 {
@@ -235,7 +240,7 @@ public final class JobProcessor: Sendable {
 
     /// The job's dedupe window, and whether its lane's overload sheds it (it is then finished unsent, with no window).
     @inline(never)
-    private func dedupeWindow(_ job: Job, lane: Lane, kafkaTimestamp: Int64?) -> (window: Int64, shed: Bool) {
+    func dedupeWindow(_ job: Job, lane: Lane, kafkaTimestamp: Int64?) -> (window: Int64, shed: Bool) {
         let consumedAt = clock()
         let lag = kafkaTimestamp.map { max(consumedAt.subtracting(saturating: $0), 0) } ?? 0
         let shed = configuration.shedPolicy.sheds(kind: job.kind, deadline: job.deadline, lane: lane, lagMilliseconds: lag, now: consumedAt)
@@ -287,7 +292,7 @@ public final class JobProcessor: Sendable {
 
     /// What a consumed job's target needs first: an outcome without a send, nothing, or its first attempt.
     @inline(never)
-    private func firstStep(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool) -> AttemptEnd {
+    func firstStep(_ job: Job, target: Target, prior: PriorState, window: Int64, shed: Bool) -> AttemptEnd {
         if target.isUnbound, !prior.isAlreadyFinished {
             return .finish(Outcome(unboundJob: job, target: target, at: clock()))
         }
@@ -488,5 +493,16 @@ public final class JobProcessor: Sendable {
             "jobId": "\(job.id)", "bindingId": "\(target.bindingId)", "provider": "\(target.provider.rawValue)",
             "app": "\(target.app ?? "-")",
         ]) { $1 }
+    }
+}
+
+extension JobProcessor.Source {
+    /// A consumed job's source.
+    init(_ admitted: JobProcessor.AdmittedJob, parking: JobParking?, slot: SlotPermit?, slotWaitSpent: Bool) {
+        let message = admitted.message
+        self.init(
+            value: message.value, key: message.key, fallbackCreatedAt: admitted.fallbackCreatedAt,
+            location: .message(message.topicPartition, offset: message.offset), lane: admitted.lane, parking: parking, slot: slot,
+            slotWaitSpent: slotWaitSpent)
     }
 }

@@ -36,13 +36,33 @@ public final class RedisDeliveryStore: DeliveryStore {
         self.replicationTimeout = replicationTimeout
     }
 
-    public func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
+    /// A first delivery's checks are one pipeline, answered on the client's thread; what a redelivery reads after them
+    /// (`redelivered`) runs on a task.
+    public func prepare(
+        _ job: Job, dedupeWindow: Int64, firstDelivery: Bool, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void
+    ) {
         let checks = Checks(job, dedupeWindow: dedupeWindow, readingRecords: !firstDelivery, buckets: buckets, now: clock())
-        guard !checks.commands.isEmpty else { return Array(repeating: .fresh, count: job.targets.count) }
-        let replies = try Self.checked(await client.pipeline(checks.commands))
-        let (states, unread) = checks.priorStates(replies: replies)
-        guard unread.isEmpty, !states.contains(.inRetryQueue) else { return try await redelivered(job, states: states, unread: unread) }
-        return states
+        guard !checks.commands.isEmpty else { return completion(.success(Array(repeating: .fresh, count: job.targets.count))) }
+        client.pipeline(checks.commands) { [self] answer in
+            let states: [PriorState]
+            let unread: [Int]
+            do {
+                (states, unread) = checks.priorStates(replies: try Self.checked(answer.get()))
+            } catch {
+                return completion(.failure(error))
+            }
+            guard unread.isEmpty, !states.contains(.inRetryQueue) else {
+                Task {
+                    do {
+                        completion(.success(try await redelivered(job, states: states, unread: unread)))
+                    } catch {
+                        completion(.failure(error))
+                    }
+                }
+                return
+            }
+            completion(.success(states))
+        }
     }
 
     /// What a redelivered job's checks left to read: the records of `unread` targets, and whether the retry entries

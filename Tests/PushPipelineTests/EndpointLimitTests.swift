@@ -254,7 +254,7 @@ struct EndpointLimitPipelineTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         try await Task.sleep(for: .milliseconds(300))
-        let (consumed, tasks, waiting) = (harness.pipeline.inFlightJobs, harness.pipeline.jobTasks, harness.pipeline.jobsWaitingForAppSlot)
+        let (consumed, started, waiting) = (harness.pipeline.inFlightJobs, harness.pipeline.startedJobs, harness.pipeline.jobsWaitingForAppSlot)
         let requests = sandbox.server.requests.count
         let endpointRunning = harness.processor.appLimits.running(endpoint: "\(sandbox.url) ")
         harness.pipeline.stop()
@@ -265,7 +265,7 @@ struct EndpointLimitPipelineTests {
 
         #expect(requests == 4, "requests sent while the endpoint's 4 normal slots hang: \(requests)")
         #expect(endpointRunning == 4)
-        #expect(tasks == 4, "only the jobs sending have a task")
+        #expect(started == 4, "only the jobs sending are started")
         #expect(waiting == 31, "the other jobs the normal lane may work on (35) wait for the endpoint as values")
         #expect(consumed == 80, "a job waiting for its endpoint counts in flight: the jobs read on to the read-ahead bound wait unstarted")
         #expect(waitingAfterStop == 0, "a stop gives up the jobs waiting for a slot at once")

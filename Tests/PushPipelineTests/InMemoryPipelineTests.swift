@@ -92,8 +92,10 @@ private final class RecordFailingStore: DeliveryStore {
 
     private struct Refused: Error {}
 
-    func prepare(_ job: Job, dedupeWindow: Int64, firstDelivery: Bool) async throws -> [PriorState] {
-        try await store.prepare(job, dedupeWindow: dedupeWindow, firstDelivery: firstDelivery)
+    func prepare(
+        _ job: Job, dedupeWindow: Int64, firstDelivery: Bool, completion: @escaping @Sendable (Result<[PriorState], any Error>) -> Void
+    ) {
+        store.prepare(job, dedupeWindow: dedupeWindow, firstDelivery: firstDelivery, completion: completion)
     }
     func record(_ outcomes: [EncodedOutcome], completion: @escaping @Sendable ((any Error)?) -> Void) {
         if refuses() { return completion(Refused()) }

@@ -278,7 +278,7 @@ struct PipelineTests {
         let deadline = ContinuousClock.now + .seconds(40)
         while outcomes(reader.received).count < 9, ContinuousClock.now < deadline {
             highest = max(highest, harness.pipeline.inFlightJobs)
-            highestStarted = max(highestStarted, harness.pipeline.jobTasks)
+            highestStarted = max(highestStarted, harness.pipeline.startedJobs)
             try await Task.sleep(for: .milliseconds(20))
         }
         try await harness.stop(running)

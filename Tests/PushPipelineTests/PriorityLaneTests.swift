@@ -73,7 +73,7 @@ struct PriorityLaneTests {
     }
 
     @Test(
-        "a stalled app (its endpoint hangs) does not stop other apps' deliveries from the same partition; its waiting jobs hold no task and a stop gives them up unsent"
+        "a stalled app (its endpoint hangs) does not stop other apps' deliveries from the same partition; its waiting jobs are not started and a stop gives them up unsent"
     )
     func stalledAppDoesNotBlockOthers() async throws {
         _ = TestMetrics.registry
@@ -110,8 +110,8 @@ struct PriorityLaneTests {
         let running5 = harness.processor.appLimits.running(DeliveryScope(provider: .proxy, key: "stalled"))
         // The healthy jobs' tasks end just after their outcomes are acknowledged.
         let settled = ContinuousClock.now + .seconds(30)
-        while harness.pipeline.jobTasks > 5, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
-        let (tasks, waiting) = (harness.pipeline.jobTasks, harness.pipeline.jobsWaitingForAppSlot)
+        while harness.pipeline.startedJobs > 5, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
+        let (started, waiting) = (harness.pipeline.startedJobs, harness.pipeline.jobsWaitingForAppSlot)
         harness.pipeline.stop()
         let waitingAfterStop = harness.pipeline.jobsWaitingForAppSlot
         try await harness.stop(running)
@@ -125,7 +125,7 @@ struct PriorityLaneTests {
         #expect(healthy.allSatisfy { $0.json?["status"] == .string("delivered") })
         #expect(stalledRequests <= 5, "requests to the stalled app at once: \(stalledRequests)")
         #expect(running5 == 5)
-        #expect(tasks == 5, "only the jobs sending to the stalled app have a task")
+        #expect(started == 5, "only the jobs sending to the stalled app are started")
         #expect(waiting == 55, "the other stalled jobs wait for a slot as values")
         #expect(waitingAfterStop == 0, "a stop gives up the jobs waiting for a slot at once")
         #expect(stalledRequestsAfterStop == stalledRequests, "slots freed by the stop's cancellations start none of the given-up jobs")

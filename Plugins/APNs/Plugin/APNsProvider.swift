@@ -6,11 +6,11 @@ import PushHTTP
 import PushPluginAPI
 
 /// Delivers to APNs over HTTP/2: per-target environment, token or certificate auth per app.
-public struct APNsProvider: PushProvider {
+public struct APNsProvider: RequestDelivery {
     public let id = ProviderID.apns
     public var targetFormat: any TargetFormat { APNsTargetFormat() }
     private let configuration: APNsConfiguration
-    private let transport: any HTTPTransport
+    public let transport: any HTTPTransport
     private let apps: [String: APNsApp]
     /// One token cache per (team, key), shared by the apps that use it.
     private let tokens: [String: APNsTokenCache]
@@ -137,33 +137,17 @@ public struct APNsProvider: PushProvider {
         return known.app.environment(of: target) == .sandbox ? known.sandbox : known.production
     }
 
-    public func deliver(_ delivery: Delivery) async -> DeliveryResult {
-        // Built, sent and read by functions of their own: a job in flight keeps this function's async frame, which then
-        // holds little more than the request (docs/writing-a-provider.md).
-        switch prepare(delivery) {
-        case .ready(let sending): return await send(sending, for: delivery)
-        case .refused(let result): return result
-        }
-    }
-
-    @inline(never)
-    private func send(_ sending: Sending, for delivery: Delivery) async -> DeliveryResult {
-        let answer = await HTTPDelivery.send(sending.request, for: delivery, over: transport, classify: Self.classifier(for: delivery))
-        return read(answer, of: sending)
-    }
-
-    /// How an answer to `delivery`'s request is read: whether its target named its environment, and the guess if not.
-    @inline(never)
-    private static func classifier(for delivery: Delivery) -> @Sendable (HTTPResponse) -> DeliveryResult {
+    /// How an answer is read: whether the target named its environment, and the guess if not.
+    public static func classify(_ response: HTTPResponse, of sending: Sending, for delivery: Delivery) -> DeliveryResult {
         let details = delivery.target.details(APNsTarget.self)
         let environmentNamed = details?.namesEnvironment ?? false
         let guessed = details?.environment == nil ? APNsResponse.defaultEnvironmentGuess : APNsResponse.rfc8599ProductionGuess
-        return { response in APNsResponse.classify(response, environmentNamed: environmentNamed, guessedEnvironment: guessed) }
+        return APNsResponse.classify(response, environmentNamed: environmentNamed, guessedEnvironment: guessed)
     }
 
-    /// A request ready to go, and what reading its answer needs.
-    private struct Sending {
-        let request: HTTPRequest
+    /// What reading the answer to a request needs.
+    public struct Sending: Sendable {
+        let logger: Logger
         /// The cache of the provider token it carries (token authentication), told when APNs finds the token expired.
         let tokens: APNsTokenCache?
         let bearer: String?
@@ -175,7 +159,7 @@ public struct APNsProvider: PushProvider {
     }
 
     @inline(never)
-    private func prepare(_ delivery: Delivery) -> Prepared<Sending> {
+    public func prepare(_ delivery: Delivery) -> Prepared<PreparedRequest<Sending>>? {
         guard let app = app(of: delivery.target) else {
             return .refused(.failed(reason: "no APNs credentials for app \(delivery.target.app ?? "(none)")", httpStatus: nil))
         }
@@ -212,10 +196,12 @@ public struct APNsProvider: PushProvider {
             timeout: configuration.timeout, tls: tls, connectionLifetime: connectionLifetime,
             connectionIdentity: connectionIdentity(for: authentication))
         return .ready(
-            Sending(
-                request: request, tokens: tokens, bearer: bearer, bundleId: bundleId,
+            PreparedRequest(
+                request,
+                Sending(
+                    logger: logger, tokens: tokens, bearer: bearer, bundleId: bundleId,
                 pushType: built.pushType, truncated: built.truncated,
-                half: delivery.target.details(APNsTarget.self)?.half(sentAs: built.pushType)))
+                    half: delivery.target.details(APNsTarget.self)?.half(sentAs: built.pushType))))
     }
 
     /// The configured app a target goes to: its `app` (else the default bundle id), or else the other reading of its
@@ -251,7 +237,7 @@ public struct APNsProvider: PushProvider {
     }
 
     @inline(never)
-    private func read(_ answer: DeliveryResult, of sending: Sending) -> DeliveryResult {
+    public static func read(_ answer: DeliveryResult, of sending: Sending, for delivery: Delivery) -> DeliveryResult {
         var result = answer.truncated(sending.truncated)
         if case .rejected(let reason, let status, let since, nil) = result, let half = sending.half {
             let other: BindingToken = half == .voip ? .remote : .voip
@@ -263,13 +249,13 @@ public struct APNsProvider: PushProvider {
         case .retryable("ExpiredProviderToken", _, _):
             if let bearer = sending.bearer { sending.tokens?.rejected(bearer) }
         case .retryable(APNsResponse.unrelatedKeyId, _, _):
-            logger.error(
+            sending.logger.error(
                 "APNs saw provider tokens of two keys on one connection: a bug to report",
                 metadata: [
                     "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",
                 ])
         case .failed(let reason, 400?, .none, _):
-            logger.error(
+            sending.logger.error(
                 "APNs refused a request push-worker built: a bug to report",
                 metadata: [
                     "reason": "\(reason)", "bundleId": "\(sending.bundleId)", "pushType": "\(sending.pushType.rawValue)",

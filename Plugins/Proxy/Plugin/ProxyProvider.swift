@@ -5,11 +5,11 @@ import PushPluginAPI
 /// Delivers to the customer's push proxy: one POST per job and proxy, carrying every endpoint of the job's
 /// targets there (`endpointData`), each target getting the request's outcome. A job is its instance
 /// (`EndpointGathering`), never its id: jobs that reuse an id are never sent in one request.
-public struct ProxyProvider: PushProvider {
+public struct ProxyProvider: RequestDelivery {
     public let id = ProviderID.proxy
     public var targetFormat: any TargetFormat { ProxyTargetFormat() }
     private let configuration: ProxyConfiguration
-    private let transport: any HTTPTransport
+    public let transport: any HTTPTransport
     private let gathering: EndpointGathering
     /// The scopes' endpoints (`DeliveryScope.endpoint`), by app and for the default proxy: proxies with one URL and one client
     /// identity share connections.
@@ -41,10 +41,21 @@ public struct ProxyProvider: PushProvider {
         DeliveryScope(provider: id, key: target.app ?? "-", endpoint: target.app.flatMap { scopeEndpoints[$0] } ?? defaultScopeEndpoint)
     }
 
+    /// A delivery whose job has other targets at the same proxy waits for them (`EndpointGathering`), and their
+    /// request goes once they are gathered.
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         // Checked out of line: a job in flight keeps this function's async frame (docs/writing-a-provider.md).
         guard let sameProxy = targetsAtTheSameProxy(as: delivery) else { return Self.noProxy(for: delivery) }
+        guard sameProxy > 1 else { return await deliverRequest(delivery) }
         return await gathering.deliver(delivery, expected: sameProxy)
+    }
+
+    /// The request of a job's only target at its proxy; nil when others go to the same proxy (they are gathered).
+    public func prepare(_ delivery: Delivery) -> Prepared<PreparedRequest<Void>>? {
+        guard let sameProxy = targetsAtTheSameProxy(as: delivery) else { return .refused(Self.noProxy(for: delivery)) }
+        guard sameProxy == 1 else { return nil }
+        let request = Self.request(for: [delivery], configuration: configuration, certificateIdentities: certificateIdentities)
+        return request.map { .ready(PreparedRequest($0, ())) } ?? .refused(Self.noProxy(for: delivery))
     }
 
     /// How many of the job's targets go to the delivery's proxy, its own included; nil when no proxy takes its app.
@@ -59,6 +70,7 @@ public struct ProxyProvider: PushProvider {
         .failed(reason: "no push proxy for app \(delivery.target.app ?? "(none)")", httpStatus: nil)
     }
 
+    /// One request for the gathered deliveries of a job at one proxy, read for the first.
     private static func send(
         _ deliveries: [Delivery], configuration: ProxyConfiguration,
         certificateIdentities: [TLSOptions: ConnectionIdentity], transport: any HTTPTransport
@@ -66,11 +78,11 @@ public struct ProxyProvider: PushProvider {
         guard let request = request(for: deliveries, configuration: configuration, certificateIdentities: certificateIdentities) else {
             return .failed(reason: "no push proxy", httpStatus: nil)
         }
-        return read(await HTTPDelivery.send(request, for: deliveries[0], over: transport, classify: Self.classify), for: deliveries[0])
+        return await exchange(PreparedRequest(request, ()), for: deliveries[0], over: transport)
     }
 
-    // Out of line, so the request is built and the answer read outside `send`'s async frame, which every
-    // job in flight keeps (docs/writing-a-provider.md).
+    // Out of line, so the request is built outside `send`'s async frame, which every job in flight keeps
+    // (docs/writing-a-provider.md).
     @inline(never)
     private static func request(
         for deliveries: [Delivery], configuration: ProxyConfiguration,
@@ -83,8 +95,9 @@ public struct ProxyProvider: PushProvider {
             connectionIdentity: certificateIdentities[endpoint.tls])
     }
 
+    /// A 403 names the job's user: the proxy does not know it.
     @inline(never)
-    private static func read(_ result: DeliveryResult, for first: Delivery) -> DeliveryResult {
+    public static func read(_ result: DeliveryResult, of sending: Void, for first: Delivery) -> DeliveryResult {
         if case .rejected(_, let status, _, _) = result {
             return .rejected(
                 reason: "proxy does not know user \(first.job.userId): stop pushing to it until it registers a new endpoint",
@@ -94,6 +107,10 @@ public struct ProxyProvider: PushProvider {
     }
 
     public func shutdown() async { transport.shutdown() }
+
+    public static func classify(_ response: HTTPResponse, of sending: Void, for delivery: Delivery) -> DeliveryResult {
+        classify(response)
+    }
 
     /// The spec's status table: 200 done; 400/404 do not resend; 403 the user is unknown,
     /// stop sending to its bindings; 500/503 retry (503 with Retry-After); anything else is temporary, after the
