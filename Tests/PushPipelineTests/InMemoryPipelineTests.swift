@@ -119,6 +119,7 @@ private final class RecordFailingStore: DeliveryStore {
 private struct InMemoryHarness {
     let kafka: InMemoryKafka
     let pipeline: DeliveryPipeline
+    let processor: JobProcessor
     let registry: ProviderRegistry
 
     init(
@@ -129,7 +130,7 @@ private struct InMemoryHarness {
         var configuration = PipelineConfiguration(shutdownGrace: .seconds(2))
         configure(&configuration)
         registry = ProviderRegistry([provider])
-        let processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: testLogger())
+        processor = JobProcessor(registry: registry, configuration: configuration, store: store, retryQueue: nil, logger: testLogger())
         pipeline = DeliveryPipeline(
             configuration: configuration, sources: kafka.sources(group: group), sink: kafka.sink,
             processor: processor, logger: testLogger())
@@ -488,5 +489,134 @@ struct OutcomeRecordTests {
             #expect(records.map { $0.value } == [recordedEarlier.encoded(), first.encoded(), Array("{".utf8), second.encoded()])
             #expect(records[1].key == Array("b1".utf8))
         }
+    }
+}
+
+/// A provider with the hot-path port: `start` answers from a thread of its own, as a transport does, until `hold`
+/// keeps its answers back (a cancel then answers `cancelled`); `deliver`, the awaited form, answers delivered.
+private final class StartingProvider: PushProvider {
+    private struct State {
+        var starts = 0
+        var delivers = 0
+        var cancels = 0
+        var holding = false
+        /// By start.
+        var held: [Int: DeliveryCompletion] = [:]
+    }
+
+    let id = ProviderID.proxy
+    let targetFormat: any TargetFormat = ProxyTargetFormat()
+    private let state = Mutex(State())
+    private let answers = DispatchQueue(label: "starting-provider")
+    private let firstAnswer: DeliveryResult
+
+    init(firstAnswer: DeliveryResult = .delivered(providerMessageId: nil, httpStatus: 200), holding: Bool = false) {
+        self.firstAnswer = firstAnswer
+        state.withLock { $0.holding = holding }
+    }
+
+    var starts: Int { state.withLock { $0.starts } }
+    var delivers: Int { state.withLock { $0.delivers } }
+    var cancels: Int { state.withLock { $0.cancels } }
+    var held: Int { state.withLock { $0.held.count } }
+
+    func deliver(_ delivery: Delivery) async -> DeliveryResult {
+        state.withLock { $0.delivers += 1 }
+        return .delivered(providerMessageId: nil, httpStatus: 200)
+    }
+
+    func start(_ delivery: Delivery, completion: @escaping DeliveryCompletion) -> DeliveryStart {
+        let (start, holding) = state.withLock { state in
+            state.starts += 1
+            if state.holding { state.held[state.starts] = completion }
+            return (state.starts, state.holding)
+        }
+        if !holding { answers.async { [firstAnswer] in completion(firstAnswer) } }
+        return .sent(Cancel(provider: self, start: start))
+    }
+
+    private struct Cancel: DeliveryInFlight {
+        let provider: StartingProvider
+        let start: Int
+
+        func cancel() {
+            let held = provider.state.withLock { state in
+                state.cancels += 1
+                return state.held.removeValue(forKey: start)
+            }
+            held?(.retryable(reason: "request cancelled", httpStatus: nil))
+        }
+    }
+}
+
+@Suite("A job with one target runs with no task while nothing makes it wait", .serialized)
+struct TasklessRunTests {
+    /// Starts the harness, and once every partition's mark covers `jobs` offsets (a job whose mark is still being
+    /// read waits for it on a task), appends them.
+    private static func start(
+        _ harness: InMemoryHarness, partitions: Int32, appending jobs: (users: Int, perUser: Int)
+    ) async throws -> Task<Void, any Error> {
+        let running = harness.start()
+        let offsets = Int64(jobs.users * jobs.perUser)
+        try await waitUntil(timeout: .seconds(60)) {
+            (0..<partitions).allSatisfy { partition in
+                harness.processor.marks.coveredNow(
+                    TopicPartition(topic: "push.jobs", partition: partition), offset: offsets, consumedBefore: false) != nil
+            }
+        }
+        appendJobs(harness.kafka, users: jobs.users, jobsPerUser: jobs.perUser)
+        return running
+    }
+
+    @Test("a job whose slots it reserved is sent through the provider's start, never an awaited deliver, and committed")
+    func sentWithoutTask() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 3, "push.jobs.urgent": 1, "push.outcomes": 2])
+        let provider = StartingProvider()
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore())
+        let running = try await Self.start(harness, partitions: 3, appending: (20, 2))
+        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        try await harness.stop(running)
+
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+        #expect(provider.starts == 40)
+        #expect(provider.delivers == 0)
+        #expect(Set(outcomeJobIds(kafka)).count == 40)
+        #expect(kafka.messages(in: "push.outcomes").allSatisfy { $0.json?["status"] == .string("delivered") })
+    }
+
+    @Test("a retryable answer hands the rest of the job to a task from that send: the retry waits there and goes as an awaited deliver")
+    func retryableAnswerResumesOnTask() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 3, "push.jobs.urgent": 1, "push.outcomes": 2])
+        let provider = StartingProvider(firstAnswer: .retryable(reason: "busy", httpStatus: 503))
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore()) {
+            $0.retryPolicy = RetryPolicy(baseMilliseconds: 20, maximumMilliseconds: 50, maximumAttempts: 5)
+        }
+        let running = try await Self.start(harness, partitions: 3, appending: (5, 1))
+        try await waitUntil(timeout: .seconds(60)) { kafka.position(group: "push-worker") == endOffsets(kafka, "push.jobs") }
+        try await harness.stop(running)
+
+        #expect(provider.starts == 5, "each job's first send, with no task")
+        #expect(provider.delivers == 5, "each job's second attempt, on its task")
+        let outcomes = kafka.messages(in: "push.outcomes").compactMap(\.json)
+        #expect(outcomes.count == 5)
+        #expect(outcomes.allSatisfy { $0["status"] == .string("delivered") && $0["attempts"] == .integer(2) })
+        #expect(kafka.committed(group: "push-worker") == endOffsets(kafka, "push.jobs"))
+    }
+
+    @Test("a stop cancels a request in flight of a job with no task once the grace ends: the job stays uncommitted, nothing is published")
+    func drainCancelsRequestInFlight() async throws {
+        let kafka = InMemoryKafka(topics: ["push.jobs": 1, "push.outcomes": 1])
+        let provider = StartingProvider(holding: true)
+        let harness = InMemoryHarness(kafka: kafka, provider: provider, store: InMemoryDeliveryStore()) {
+            $0.shutdownGrace = .milliseconds(300)
+        }
+        let running = try await Self.start(harness, partitions: 1, appending: (3, 1))
+        try await waitUntil(timeout: .seconds(60)) { provider.held == 3 }
+        try await harness.stop(running)
+
+        #expect(provider.cancels == 3)
+        #expect(provider.delivers == 0, "a cancelled job is not sent again by this worker")
+        #expect(outcomeJobIds(kafka).isEmpty)
+        #expect(kafka.committed(group: "push-worker").values.allSatisfy { $0 == 0 })
     }
 }
