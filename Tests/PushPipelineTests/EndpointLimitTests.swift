@@ -254,7 +254,9 @@ struct EndpointLimitPipelineTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         try await Task.sleep(for: .milliseconds(300))
-        let (consumed, started, waiting) = (harness.pipeline.inFlightJobs, harness.pipeline.startedJobs, harness.pipeline.jobsWaitingForAppSlot)
+        let (consumed, started, waiting) = (
+            harness.pipeline.inFlightJobs, harness.pipeline.startedJobs, harness.pipeline.jobsWaitingForAppSlot
+        )
         let requests = sandbox.server.requests.count
         let endpointRunning = harness.processor.appLimits.running(endpoint: "\(sandbox.url) ")
         harness.pipeline.stop()

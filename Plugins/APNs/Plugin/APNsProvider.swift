@@ -200,7 +200,7 @@ public struct APNsProvider: RequestDelivery {
                 request,
                 Sending(
                     logger: logger, tokens: tokens, bearer: bearer, bundleId: bundleId,
-                pushType: built.pushType, truncated: built.truncated,
+                    pushType: built.pushType, truncated: built.truncated,
                     half: delivery.target.details(APNsTarget.self)?.half(sentAs: built.pushType))))
     }
 
