@@ -100,6 +100,9 @@ public final class DeliveryPipeline: Service, Sendable {
     /// thread may have room again, or a revocation or stop it waits for may go ahead.
     private let wake: [Lane: DispatchSemaphore]
 
+    /// Where normal jobs' steps with no task run (`NormalStepRunner`).
+    private let normalSteps = NormalStepRunner()
+
     /// Messages taken from the source per poll.
     static let batchSize = 256
 
@@ -212,6 +215,8 @@ public final class DeliveryPipeline: Service, Sendable {
                     }
                 }
                 defer { processor.metrics.ready.record(0) }
+                normalSteps.start()
+                defer { normalSteps.stop() }
                 try await consumeUntilStopped()
                 group.cancelAll()
             }
@@ -462,14 +467,14 @@ public final class DeliveryPipeline: Service, Sendable {
     private func launch(_ launch: JobAdmission.Launch) {
         let job = StartedJob(pipeline: self, launch)
         if !started.withLock({ $0.register(job) }) { job.cancel() }
-        job.start()
+        job.step(.start)
     }
 
     /// A started job: its run (with no task, then perhaps on one), its parking changes (it is the job's `JobParking`)
     /// and its ending reach the pipeline through this one object, rather than through a closure or an object made for
     /// each. A run with no task keeps its state here between the store's answer and the provider's; each step
     /// happens after the one before it (the answer that calls it was asked for by that step).
-    private final class StartedJob: JobParking, @unchecked Sendable {
+    final class StartedJob: JobParking, @unchecked Sendable {
         let pipeline: DeliveryPipeline
         let id: Machine.JobID
         let admitted: JobProcessor.AdmittedJob
@@ -510,13 +515,28 @@ public final class DeliveryPipeline: Service, Sendable {
             task?.cancel()
         }
 
-        func start() {
+        /// Runs a step of the job: an urgent job's at once, on the thread that brings it; a normal job's on the normal
+        /// steps' thread (`NormalStepRunner`).
+        func step(_ step: NormalStepRunner.Step) {
+            if admitted.deliveryLane == .normal { return pipeline.normalSteps.hand(self, step) }
+            run(step)
+        }
+
+        func run(_ step: NormalStepRunner.Step) {
+            switch step {
+            case .start: start()
+            case .checked(let answer): checked(answer)
+            case .answered(let result): answered(result)
+            }
+        }
+
+        private func start() {
             guard !cancellation.withLock({ $0.cancelled }), let run = processor.tasklessRun(of: admitted, slot: slot) else {
                 return startTask { job in await job.runWhole() }
             }
             self.run = run
             processor.store.prepare(run.job, dedupeWindow: run.window, firstDelivery: run.firstDelivery) { [self] answer in
-                checked(answer)
+                step(.checked(answer))
             }
         }
 
@@ -544,7 +564,7 @@ public final class DeliveryPipeline: Service, Sendable {
             case .send(let sendSlot, let delivery):
                 slot = source.slot
                 sending = (sendSlot, ContinuousClock.now)
-                switch sendSlot.provider.start(delivery, completion: { [self] result in answered(result) }) {
+                switch sendSlot.provider.start(delivery, completion: { [self] result in self.step(.answered(result)) }) {
                 case .sent(let inFlight):
                     let cancelled = cancellation.withLock { cancellation in
                         if !cancellation.cancelled { cancellation.inFlight = inFlight }
@@ -731,5 +751,77 @@ extension DeliveryPipeline: SlotQueuesHost {
         actions.turns = []
         carryOut(actions)
         return (result, turns)
+    }
+}
+
+/// Runs the steps of normal jobs with no task (`DeliveryPipeline.StartedJob`: a start, the store's checks answered,
+/// the provider's answer) on a thread of its own, one after another in the order they come. The threads that bring the
+/// answers (the Redis client's, the HTTP/2 client's, the producer's) then only hand a step in, so an urgent job's
+/// answers, whose steps run at once on those threads, never wait behind a backlog of normal jobs' work there. Before
+/// `start` and after `stop`, a step runs on the thread that hands it in.
+final class NormalStepRunner: Sendable {
+    enum Step: Sendable {
+        case start
+        case checked(Result<[PriorState], any Error>)
+        case answered(DeliveryResult)
+    }
+
+    private struct State: Sendable {
+        var steps: [(DeliveryPipeline.StartedJob, Step)] = []
+        var running = false
+        var sleeping = false
+    }
+
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private let ended = DispatchSemaphore(value: 0)
+
+    func start() {
+        state.withLock { $0.running = true }
+        NamedThread.start("normal-steps") { [self] in runSteps() }
+    }
+
+    /// Runs the steps handed in so far, then returns once the thread ended.
+    func stop() {
+        let wakes = state.withLock { state in
+            state.running = false
+            defer { state.sleeping = false }
+            return state.sleeping
+        }
+        if wakes { wake.signal() }
+        ended.wait()
+    }
+
+    func hand(_ job: DeliveryPipeline.StartedJob, _ step: Step) {
+        let (queued, wakes) = state.withLock { state -> (Bool, Bool) in
+            guard state.running else { return (false, false) }
+            state.steps.append((job, step))
+            defer { state.sleeping = false }
+            return (true, state.sleeping)
+        }
+        guard queued else { return job.run(step) }
+        if wakes { wake.signal() }
+    }
+
+    private func runSteps() {
+        // Two buffers take turns, so a steady flow of steps allocates nothing.
+        var batch: [(DeliveryPipeline.StartedJob, Step)] = []
+        while true {
+            let next = state.withLock { state -> (stop: Bool, wait: Bool) in
+                swap(&batch, &state.steps)
+                guard batch.isEmpty else { return (false, false) }
+                if !state.running { return (true, false) }
+                state.sleeping = true
+                return (false, true)
+            }
+            if next.stop { break }
+            if next.wait {
+                wake.wait()
+                continue
+            }
+            for (job, step) in batch { job.run(step) }
+            batch.removeAll(keepingCapacity: true)
+        }
+        ended.signal()
     }
 }
