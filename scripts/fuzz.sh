@@ -63,7 +63,7 @@ core() { module PushCore -- Sources/PushCore/*.swift; }
 crypto() { core; module PushCrypto -I Sources/COpenSSL -- Sources/PushCrypto/*.swift; }
 http() {
     crypto
-    module PushHTTP -I Sources/COpenSSL -- Sources/PushHTTP/HTTPTransport.swift Sources/PushHTTP/HTTPDelivery.swift \
+    module PushHTTP -I Sources/COpenSSL -- Sources/PushHTTP/HTTPTransport.swift Sources/PushHTTP/HTTPDelivery.swift Sources/PushHTTP/RequestDelivery.swift \
         Sources/PushHTTP/RetryAfter.swift Sources/PushHTTP/TLSOptions.swift Sources/PushHTTP/CredentialFile.swift \
         Sources/PushHTTP/EgressProxy.swift Sources/PushHTTP/NoProxyRules.swift fuzz/targets/FuzzTLSOptionsCheck.swift  # in place of TLSOptions+NIOSSL.swift: no TLS stack in the fuzzers
 }
