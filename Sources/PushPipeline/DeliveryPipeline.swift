@@ -774,14 +774,13 @@ final class NormalStepRunner: Sendable {
 
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
-    private let ended = DispatchSemaphore(value: 0)
 
     func start() {
         state.withLock { $0.running = true }
         NamedThread.start("normal-steps") { [self] in runSteps() }
     }
 
-    /// Runs the steps handed in so far, then returns once the thread ended.
+    /// The thread runs the steps handed in so far, then ends; later steps run on the thread that hands them in.
     func stop() {
         let wakes = state.withLock { state in
             state.running = false
@@ -789,7 +788,6 @@ final class NormalStepRunner: Sendable {
             return state.sleeping
         }
         if wakes { wake.signal() }
-        ended.wait()
     }
 
     func hand(_ job: DeliveryPipeline.StartedJob, _ step: Step) {
@@ -822,6 +820,5 @@ final class NormalStepRunner: Sendable {
             for (job, step) in batch { job.run(step) }
             batch.removeAll(keepingCapacity: true)
         }
-        ended.signal()
     }
 }

@@ -47,8 +47,9 @@ final class EndpointGathering: Sendable {
         self.send = send
     }
 
+    /// `expected`: how many of the job's targets go to this proxy (more than one: a job's only target there is sent
+    /// through the provider's request, `ProxyProvider.prepare`).
     func deliver(_ delivery: Delivery, expected: Int) async -> DeliveryResult {
-        guard expected > 1 else { return await send([delivery]) }
         let key = Key(delivery)
         return await withCheckedContinuation { continuation in
             let (opened, complete) = state.withLock { state -> (UInt64?, Group?) in

@@ -45,8 +45,7 @@ public struct ProxyProvider: RequestDelivery {
     /// request goes once they are gathered.
     public func deliver(_ delivery: Delivery) async -> DeliveryResult {
         // Checked out of line: a job in flight keeps this function's async frame (docs/writing-a-provider.md).
-        guard let sameProxy = targetsAtTheSameProxy(as: delivery) else { return Self.noProxy(for: delivery) }
-        guard sameProxy > 1 else { return await deliverRequest(delivery) }
+        guard let sameProxy = targetsAtTheSameProxy(as: delivery), sameProxy > 1 else { return await deliverRequest(delivery) }
         return await gathering.deliver(delivery, expected: sameProxy)
     }
 
